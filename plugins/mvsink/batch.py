@@ -1,0 +1,130 @@
+"""What passes between mint, write and append: batch descriptions and manifests."""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import re
+from typing import Any, Literal
+
+SourceKind = Literal["path", "view"]
+
+
+@dataclasses.dataclass(frozen=True)
+class SourceRead:
+    """The exact snapshot of one source a refresh reads."""
+
+    name: str
+    kind: SourceKind
+    path: str  # Delta table path (for a view source: the upstream view's table)
+    version: int  # Delta version read (-1: the upstream view's table does not exist yet)
+    upper: int | None = None  # upstream view's upper at that version
+    view: str | None = None
+
+
+@dataclasses.dataclass(frozen=True)
+class BatchDescription:
+    """``(lower, upper)`` plus everything write and append need to act on it."""
+
+    view: str
+    target: str  # the view's Delta table path
+    lower: int
+    upper: int
+    refresh_time: int  # the requested refresh time R
+    table_version: int  # Delta version of the view's table that mint read (-1: missing)
+    sources: tuple[SourceRead, ...]
+    run_id: str
+    batch_id: str
+    definition: str  # hash of the view's query and sources
+    dry_run: bool = False
+    empty: bool = False  # no-change shortcut: corrections known to be empty
+
+    @property
+    def time(self) -> int:
+        """Time of the corrections and of the sources' snapshot (``upper - 1``)."""
+        return self.upper - 1
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_dict(), sort_keys=True)
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> BatchDescription:
+        d = dict(d)
+        d["sources"] = tuple(SourceRead(**s) for s in d["sources"])
+        return cls(**d)
+
+    @classmethod
+    def from_json(cls, text: str) -> BatchDescription:
+        return cls.from_dict(json.loads(text))
+
+
+@dataclasses.dataclass(frozen=True)
+class NothingToDo:
+    """mint's answer when no batch can be minted."""
+
+    view: str
+    upper: int
+    refresh_time: int
+    reason: Literal["up_to_date", "before_as_of", "waiting_for_inputs"]
+    detail: str = ""
+
+
+_TOKEN_RE = re.compile(r"[^A-Za-z0-9]+")
+
+
+def make_batch_id(view: str, lower: int, upper: int, run_id: str) -> str:
+    """Folder-safe, unique batch id named from view, lower, upper and run id."""
+    readable = _TOKEN_RE.sub("-", run_id).strip("-")[:40]
+    digest = hashlib.sha1(run_id.encode()).hexdigest()[:8]
+    return f"{view}__{lower}_{upper}__{readable}-{digest}"
+
+
+def parse_batch_id(batch_id: str) -> tuple[str, int, int] | None:
+    """(view, lower, upper) of a batch id, or None if it is not one of ours."""
+    parts = batch_id.split("__")
+    if len(parts) != 3:
+        return None
+    lo, _, up = parts[1].partition("_")
+    if not (lo.isdigit() and up.isdigit()):
+        return None
+    return parts[0], int(lo), int(up)
+
+
+@dataclasses.dataclass(frozen=True)
+class StagedFile:
+    path: str  # relative to the table root
+    size: int
+    rows: int
+    stats: str  # Delta stats JSON
+
+
+@dataclasses.dataclass(frozen=True)
+class WriteReport:
+    """What the write step produced (also the staged batch's manifest when ``staged``)."""
+
+    view: str
+    batch_id: str
+    lower: int
+    upper: int
+    status: Literal["staged", "empty", "stale", "dry_run"]
+    read_version: int  # version of the view's table the corrections were computed against
+    table_upper: int  # the table's upper at that version
+    schema: str  # base64 Arrow IPC schema of the table (user columns + _mv_time, _mv_diff)
+    rows_added: int = 0
+    rows_retracted: int = 0
+    bytes: int = 0
+    files: tuple[StagedFile, ...] = ()
+    seconds: float = 0.0
+
+    def to_json(self) -> str:
+        return json.dumps(dataclasses.asdict(self), sort_keys=True)
+
+    @classmethod
+    def from_json(cls, text: str) -> WriteReport:
+        d = json.loads(text)
+        d["files"] = tuple(StagedFile(**f) for f in d["files"])
+        return cls(**d)

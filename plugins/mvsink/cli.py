@@ -1,0 +1,116 @@
+"""Command line: ``mvsink refresh|read|status``."""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import datetime as _dt
+import decimal
+import json
+import logging
+import sys
+from collections.abc import Sequence
+from typing import Any
+
+from .errors import MvSinkError
+from .times import parse_time
+from .view import VIEWS_DIR_ENV, Catalog
+
+
+def _time(text: str) -> int:
+    try:
+        return parse_time(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="mvsink", description="Self-correcting materialized views on Spark and Delta Lake.")
+    p.add_argument("-v", "--verbose", action="store_true", help="log progress (INFO) to stderr")
+    sub = p.add_subparsers(dest="command", required=True)
+
+    def common(sp: argparse.ArgumentParser) -> None:
+        sp.add_argument("view", help="view name (from its view file)")
+        sp.add_argument("--views-dir", help=f"folder of view files (default: ${VIEWS_DIR_ENV} or dags/views)")
+
+    r = sub.add_parser("refresh", help="bring a view up to a refresh time (mint, write, append)")
+    common(r)
+    r.add_argument("--at", required=True, type=_time, metavar="TIME",
+                   help="refresh time: ISO-8601 (UTC if no zone) or epoch milliseconds")
+    r.add_argument("--dry-run", action="store_true", help="compute and report the corrections, write nothing")
+    r.add_argument("--json", action="store_true", help="print the result as a JSON object")
+    r.add_argument("--run-id", help="id recorded in the commit log (default: generated)")
+    r.add_argument("--master", default="local[2]", help="Spark master for spark-submit (default local[2])")
+    r.add_argument("--spark-conf", action="append", default=[], metavar="KEY=VALUE", help="extra Spark setting")
+    r.add_argument("--in-process", action="store_true", help="run Spark in this process instead of spark-submit")
+
+    rd = sub.add_parser("read", help="print a view's contents as of a time")
+    common(rd)
+    rd.add_argument("--as-of", type=_time, metavar="TIME", help="time to read (default: upper - 1)")
+    rd.add_argument("--format", choices=("table", "csv", "jsonl"), default="table")
+
+    st = sub.add_parser("status", help="since, upper, as_of and the last refreshes")
+    common(st)
+    st.add_argument("--json", action="store_true")
+    return p
+
+
+def _jsonable(v: Any) -> Any:
+    if isinstance(v, (_dt.datetime, _dt.date)):
+        return v.isoformat()
+    if isinstance(v, decimal.Decimal):
+        return str(v)
+    if isinstance(v, bytes):
+        return v.hex()
+    return v
+
+
+def _print_rows(table: Any, fmt: str) -> None:
+    rows = table.to_pylist()
+    cols = table.column_names
+    if fmt == "jsonl":
+        for row in rows:
+            print(json.dumps({k: _jsonable(v) for k, v in row.items()}, default=str))
+    elif fmt == "csv":
+        w = csv.writer(sys.stdout)
+        w.writerow(cols)
+        for row in rows:
+            w.writerow(["" if row[c] is None else _jsonable(row[c]) for c in cols])
+    else:
+        cells = [[("NULL" if row[c] is None else str(_jsonable(row[c]))) for c in cols] for row in rows]
+        widths = [max([len(c)] + [len(r[i]) for r in cells]) for i, c in enumerate(cols)]
+        print("  ".join(c.ljust(w) for c, w in zip(cols, widths)))
+        print("  ".join("-" * w for w in widths))
+        for r in cells:
+            print("  ".join(v.ljust(w) for v, w in zip(r, widths)))
+        print(f"({len(rows)} row{'s' if len(rows) != 1 else ''})")
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING,
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s", stream=sys.stderr)
+    try:
+        catalog = Catalog(args.views_dir)
+        view = catalog.get(args.view)
+        if args.command == "refresh":
+            from .refresh import refresh
+
+            conf = dict(kv.split("=", 1) for kv in args.spark_conf if "=" in kv)
+            result = refresh(view, args.at, catalog=catalog, dry_run=args.dry_run, run_id=args.run_id,
+                             runner="inprocess" if args.in_process else "submit", master=args.master,
+                             spark_conf=conf)
+            print(json.dumps(result.to_dict(), sort_keys=True) if args.json else result.summary())
+        elif args.command == "read":
+            from .read import read_view
+
+            _print_rows(read_view(view, as_of=args.as_of), args.format)
+        elif args.command == "status":
+            from .status import format_status, view_status
+
+            st = view_status(view)
+            print(json.dumps(st, sort_keys=True) if args.json else format_status(st))
+    except MvSinkError as exc:
+        print(f"mvsink: error: {exc}", file=sys.stderr)
+        return 2
+    return 0

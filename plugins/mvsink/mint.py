@@ -1,0 +1,108 @@
+"""mint: read the frontiers, pick the batch description ``(lower, upper)``. Cheap, no Spark."""
+
+from __future__ import annotations
+
+import logging
+import uuid
+
+from .batch import BatchDescription, NothingToDo, SourceRead, make_batch_id
+from .table import (
+    CONTENT_PRESERVING,
+    check_readable,
+    iter_history,
+    meta_json,
+    op_of,
+    open_table,
+    read_frontier,
+    version_at,
+)
+from .times import format_time
+from .view import Catalog, ViewDefinition
+
+log = logging.getLogger(__name__)
+
+SHORTCUT_HISTORY_LIMIT = 50
+
+
+def mint(
+    view: ViewDefinition,
+    refresh_time: int,
+    *,
+    catalog: Catalog | None = None,
+    run_id: str | None = None,
+    dry_run: bool = False,
+) -> BatchDescription | NothingToDo:
+    """Mint the batch that brings ``view`` up to ``refresh_time``, or say why there is none."""
+    run_id = run_id or f"cli-{uuid.uuid4().hex[:12]}"
+    dt = open_table(view.target)
+    if dt is not None:
+        check_readable(dt, path=view.target, role=f"view {view.name}: target table")
+    frontier = read_frontier(dt, app_id=view.app_id, since_app_id=view.since_app_id)
+    lower = max(frontier.upper, view.as_of)
+    desired = refresh_time + 1
+    if desired <= view.as_of:
+        return NothingToDo(view.name, frontier.upper, refresh_time, "before_as_of",
+                           f"refresh time {format_time(refresh_time)} is before as_of {format_time(view.as_of)}")
+    if desired <= lower:
+        return NothingToDo(view.name, frontier.upper, refresh_time, "up_to_date",
+                           f"up to date through {format_time(frontier.upper - 1)} (upper {frontier.upper})")
+
+    sources: list[SourceRead] = []
+    capped_by: list[str] = []
+    for s in view.sources:
+        role = f"view {view.name}: source '{s.name}'"
+        if s.kind == "path":
+            assert s.path is not None
+            v = version_at(s.path, refresh_time, role=role)
+            sdt = open_table(s.path, version=v)
+            check_readable(sdt, path=s.path, role=role)
+            sources.append(SourceRead(name=s.name, kind="path", path=s.path, version=v))
+        else:
+            if catalog is None:
+                raise ValueError(f"view {view.name}: source '{s.name}' is a view; mint needs the catalog")
+            up = catalog.upstream(view, s)
+            udt = open_table(up.target)
+            ufr = read_frontier(udt, app_id=up.app_id, since_app_id=up.since_app_id)
+            if ufr.upper < desired:
+                desired = ufr.upper
+                capped_by.append(f"{up.name} (upper {ufr.upper})")
+            sources.append(SourceRead(name=s.name, kind="view", path=up.target, version=ufr.version,
+                                      upper=ufr.upper, view=up.name))
+    if desired <= lower:
+        return NothingToDo(view.name, frontier.upper, refresh_time, "waiting_for_inputs",
+                           f"inputs are final only below {desired}: {', '.join(capped_by)}; the view stays at upper {frontier.upper}")
+
+    desc = BatchDescription(
+        view=view.name, target=view.target, lower=lower, upper=desired, refresh_time=refresh_time,
+        table_version=frontier.version, sources=tuple(sources), run_id=run_id,
+        batch_id=make_batch_id(view.name, lower, desired, run_id), definition=view.definition_hash(),
+        dry_run=dry_run,
+    )
+    if dt is not None and no_change(view, desc, dt):
+        desc = BatchDescription(**{**desc.__dict__, "empty": True})
+    log.info("view %s: minted [%d, %d) at refresh time %s%s", view.name, lower, desired,
+             format_time(refresh_time), " (no source changed: nothing to write)" if desc.empty else "")
+    return desc
+
+
+def no_change(view: ViewDefinition, desc: BatchDescription, dt: object) -> bool:
+    """True if the last append read the same source versions and nothing foreign committed since.
+
+    Then desired now equals the contents stored (the last append made them equal), so the
+    corrections are empty. Views over views never take the shortcut: an upstream's contents
+    change with time even at one Delta version.
+    """
+    if any(s.kind == "view" for s in desc.sources):
+        return False
+    for entry in iter_history(dt, limit=SHORTCUT_HISTORY_LIMIT):
+        op = op_of(entry)
+        if op in CONTENT_PRESERVING:
+            continue
+        if op != "append":
+            return False  # a foreign commit (hand edit, another writer): recompute
+        if meta_json(entry, "definition") != desc.definition:
+            return False
+        recorded = meta_json(entry, "sources") or {}
+        now = {s.name: s.version for s in desc.sources}
+        return isinstance(recorded, dict) and {k: int(v) for k, v in recorded.items()} == now
+    return False

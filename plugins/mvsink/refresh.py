@@ -1,0 +1,54 @@
+"""One refresh: mint, write, append."""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import time
+from collections.abc import Mapping
+from typing import TYPE_CHECKING
+
+from .append import RefreshResult, append
+from .batch import NothingToDo
+from .mint import mint
+from .sparkrun import Runner, run_write_inprocess, run_write_submit
+from .view import Catalog, ViewDefinition
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+log = logging.getLogger(__name__)
+
+
+def refresh(
+    view: ViewDefinition,
+    refresh_time: int,
+    *,
+    catalog: Catalog | None = None,
+    dry_run: bool = False,
+    run_id: str | None = None,
+    runner: Runner = "submit",
+    spark: SparkSession | None = None,
+    master: str = "local[2]",
+    spark_conf: Mapping[str, str] | None = None,
+) -> RefreshResult:
+    """Make ``view`` equal to its query as of ``refresh_time`` (or say why not)."""
+    t0 = time.monotonic()
+    desc = mint(view, refresh_time, catalog=catalog, run_id=run_id, dry_run=dry_run)
+    t_mint = time.monotonic() - t0
+    if isinstance(desc, NothingToDo):
+        status = "up_to_date"
+        return RefreshResult(view=view.name, status=status, refresh_time=refresh_time, upper=desc.upper,
+                             reason=desc.detail, timings={"mint": t_mint})
+    report = None
+    t1 = time.monotonic()
+    if not desc.empty:
+        if runner == "submit":
+            report = run_write_submit(view, desc, master=master, conf=spark_conf)
+        else:
+            report = run_write_inprocess(view, desc, spark=spark)
+    t_write = time.monotonic() - t1
+    t2 = time.monotonic()
+    result = append(view, desc, report)
+    timings = {"mint": t_mint, "write": t_write, "append": time.monotonic() - t2}
+    return dataclasses.replace(result, timings=timings)

@@ -1,0 +1,136 @@
+"""Running the write step: through spark-submit (as the DAG does) or in this process."""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from collections.abc import Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING, Literal
+
+from . import errors
+from .batch import BatchDescription, WriteReport
+from .view import ViewDefinition
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+log = logging.getLogger(__name__)
+
+Runner = Literal["submit", "inprocess"]
+
+# Settings every write needs: Delta-compatible timestamps, UTC, no UI, no Hadoop side files.
+DEFAULT_SPARK_CONF: dict[str, str] = {
+    "spark.sql.parquet.outputTimestampType": "TIMESTAMP_MICROS",
+    "spark.sql.session.timeZone": "UTC",
+    "spark.ui.enabled": "false",
+    "spark.ui.showConsoleProgress": "false",
+    "spark.sql.shuffle.partitions": "8",
+    "spark.sql.adaptive.enabled": "true",
+    "spark.hadoop.mapreduce.fileoutputcommitter.marksuccessfuljobs": "false",
+    "spark.hadoop.parquet.summary.metadata.level": "NONE",
+    "spark.driver.bindAddress": "127.0.0.1",
+    "spark.driver.host": "127.0.0.1",
+}
+SECRET_HINTS = ("password", "secret", "token", "credential", "access.key", "key.id")
+
+REPO_JOB = Path(__file__).resolve().parents[2] / "spark_jobs" / "mv_write.py"
+
+
+def spark_conf_for(view: ViewDefinition, extra: Mapping[str, str] | None = None) -> dict[str, str]:
+    return {**DEFAULT_SPARK_CONF, **view.spark_conf, **(extra or {})}
+
+
+def job_file() -> str:
+    """Path of the write job's entry script (the repository's, or a generated one)."""
+    env = os.environ.get("MVSINK_SPARK_JOB")
+    if env:
+        return env
+    if REPO_JOB.exists():
+        return str(REPO_JOB)
+    path = Path(tempfile.gettempdir()) / "mvsink_mv_write.py"
+    path.write_text("import sys\nfrom mvsink.write import main\nsys.exit(main())\n")
+    return str(path)
+
+
+def spark_submit_binary() -> str:
+    local = Path(sys.executable).parent / "spark-submit"
+    if local.exists():
+        return str(local)
+    found = shutil.which("spark-submit")
+    if not found:
+        raise errors.MvSinkError("spark-submit not found. Fix: install pyspark in this environment.")
+    return found
+
+
+def submit_command(*, view_file: str, description: str, report_path: str, master: str,
+                   conf: Mapping[str, str]) -> list[str]:
+    """The spark-submit command line of one write step (pure; tested)."""
+    cmd = [spark_submit_binary(), "--master", master, "--name", "mvsink-write"]
+    for k, v in sorted(conf.items()):
+        cmd += ["--conf", f"{k}={v}"]
+    return cmd + [job_file(), "--view-file", view_file, "--description", description, "--report", report_path]
+
+
+def submit_env() -> dict[str, str]:
+    env = dict(os.environ)
+    env.pop("SPARK_HOME", None)
+    env.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    env["PYSPARK_PYTHON"] = env.get("PYSPARK_PYTHON", sys.executable)
+    env["PYSPARK_DRIVER_PYTHON"] = env.get("PYSPARK_DRIVER_PYTHON", sys.executable)
+    return env
+
+
+def redact(cmd: list[str]) -> list[str]:
+    return [c.split("=", 1)[0] + "=***" if "=" in c and any(h in c.split("=", 1)[0].lower() for h in SECRET_HINTS)
+            else c for c in cmd]
+
+
+def run_write_submit(view: ViewDefinition, desc: BatchDescription, *, master: str = "local[2]",
+                     conf: Mapping[str, str] | None = None) -> WriteReport:
+    """Run the write step through spark-submit and return its report (errors re-raised as ours)."""
+    with tempfile.TemporaryDirectory(prefix="mvsink-") as tmp:
+        report_path = Path(tmp) / "report.json"
+        desc_path = Path(tmp) / "description.json"
+        desc_path.write_text(desc.to_json())
+        cmd = submit_command(view_file=view.file, description=f"@{desc_path}", report_path=str(report_path),
+                             master=master, conf=spark_conf_for(view, conf))
+        log.info("view %s: spark-submit %s", view.name, " ".join(redact(cmd[1:])))
+        proc = subprocess.run(cmd, env=submit_env(), capture_output=True, text=True)
+        for line in proc.stdout.splitlines():
+            if line.startswith("MVSINK_ERROR "):
+                err = json.loads(line[len("MVSINK_ERROR "):])
+                cls = getattr(errors, err["type"], errors.MvSinkError)
+                raise cls(err["message"])
+        if proc.returncode != 0 or not report_path.exists():
+            tail = "\n".join(proc.stderr.splitlines()[-25:])
+            raise RuntimeError(f"view {view.name}: the Spark write step failed (exit {proc.returncode}).\n{tail}")
+        return WriteReport.from_json(report_path.read_text())
+
+
+_SESSION: SparkSession | None = None
+
+
+def local_session(master: str = "local[2]", conf: Mapping[str, str] | None = None) -> SparkSession:
+    """One in-process SparkSession for this Python process (``getOrCreate``)."""
+    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    os.environ.pop("SPARK_HOME", None)
+    from pyspark.sql import SparkSession
+
+    builder = SparkSession.builder.master(master).appName("mvsink")
+    for k, v in {**DEFAULT_SPARK_CONF, **(conf or {})}.items():
+        builder = builder.config(k, v)
+    return builder.getOrCreate()
+
+
+def run_write_inprocess(view: ViewDefinition, desc: BatchDescription, *,
+                        spark: SparkSession | None = None) -> WriteReport:
+    from .write import run_write
+
+    return run_write(spark or local_session(), view, desc)

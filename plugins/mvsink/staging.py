@@ -1,0 +1,151 @@
+"""Staged batches: Parquet files under ``<table>/batches/<batch_id>/`` and their manifests.
+
+A batch's data files are written where they will live once committed (Delta adds
+files by path; they are never moved). Its manifest (the write report) lives apart,
+in ``<table>/_mv_staging/<batch_id>.json``, from before Spark writes until append has
+committed the files or thrown them away; so the staging folder lists exactly the
+batches that are in flight or were abandoned by a crash.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import shutil
+import time
+from pathlib import Path
+from typing import Any
+
+from .batch import StagedFile, WriteReport, parse_batch_id
+
+log = logging.getLogger(__name__)
+
+BATCHES = "batches"
+STAGING = "_mv_staging"
+
+
+def batch_dir(table: str, batch_id: str) -> Path:
+    return Path(table) / BATCHES / batch_id
+
+
+def manifest_path(table: str, batch_id: str) -> Path:
+    return Path(table) / STAGING / f"{batch_id}.json"
+
+
+def _atomic_write(path: Path, text: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    tmp.write_text(text)
+    os.replace(tmp, path)
+
+
+def write_intent(table: str, batch_id: str) -> None:
+    """Record that a batch is being staged (before any file is written)."""
+    _atomic_write(manifest_path(table, batch_id), json.dumps({"batch_id": batch_id, "status": "writing",
+                                                              "started": time.time()}))
+
+
+def write_manifest(table: str, report: WriteReport) -> None:
+    _atomic_write(manifest_path(table, report.batch_id), report.to_json())
+
+
+def read_manifest(table: str, batch_id: str) -> WriteReport | None:
+    p = manifest_path(table, batch_id)
+    try:
+        text = p.read_text()
+    except FileNotFoundError:
+        return None
+    d = json.loads(text)
+    return WriteReport.from_json(text) if d.get("status") == "staged" else None
+
+
+def forget_manifest(table: str, batch_id: str) -> None:
+    """Drop the manifest of a committed batch (its files now belong to the table)."""
+    manifest_path(table, batch_id).unlink(missing_ok=True)
+
+
+def discard_batch(table: str, batch_id: str) -> None:
+    """Delete a batch that will never be committed: its files, then its manifest."""
+    shutil.rmtree(batch_dir(table, batch_id), ignore_errors=True)
+    forget_manifest(table, batch_id)
+
+
+def list_staged(table: str) -> list[str]:
+    d = Path(table) / STAGING
+    if not d.is_dir():
+        return []
+    return sorted(p.name[:-5] for p in d.iterdir() if p.name.endswith(".json") and not p.name.startswith("."))
+
+
+def collect_garbage(table: str, *, upper: int, active: set[str], keep: str | None = None) -> dict[str, list[str]]:
+    """Clean up after crashes and lost races, never touching a batch that may still commit.
+
+    A batch ``[lower, u)`` can commit only while the table's upper equals ``lower``; once
+    ``upper > lower`` it is either committed (its files are in the log: drop the manifest)
+    or dead (delete its files and manifest). ``active`` holds the table's active file paths.
+    """
+    committed_dirs = {p.split("/")[1] for p in active if p.startswith(BATCHES + "/") and p.count("/") >= 2}
+    done: dict[str, list[str]] = {"discarded": [], "settled": []}
+    for batch_id in list_staged(table):
+        parsed = parse_batch_id(batch_id)
+        if batch_id == keep or parsed is None or parsed[1] >= upper:
+            continue
+        if batch_id in committed_dirs:
+            forget_manifest(table, batch_id)
+            done["settled"].append(batch_id)
+        else:
+            discard_batch(table, batch_id)
+            done["discarded"].append(batch_id)
+    if done["discarded"] or done["settled"]:
+        log.info("table %s: cleaned up staged batches %s", table, done)
+    return done
+
+
+def staged_files_ok(table: str, files: tuple[StagedFile, ...]) -> str | None:
+    """None if every staged file exists with its recorded size, else what is wrong."""
+    for f in files:
+        p = Path(table) / f.path
+        try:
+            size = p.stat().st_size
+        except FileNotFoundError:
+            return f"staged file {p} is missing"
+        if size != f.size:
+            return f"staged file {p} has {size} bytes, manifest says {f.size}"
+    return None
+
+
+_STAT_TYPES = {"int8", "int16", "int32", "int64", "float", "double", "bool"}
+
+
+def stats_json(path: str) -> tuple[int, str]:
+    """(row count, Delta stats JSON) from a Parquet file's footer."""
+    import pyarrow.parquet as pq
+
+    md = pq.ParquetFile(path).metadata
+    n = md.num_rows
+    mins: dict[str, Any] = {}
+    maxs: dict[str, Any] = {}
+    nulls: dict[str, int] = {}
+    schema = md.schema.to_arrow_schema()
+    for ci, field in enumerate(schema):
+        if str(field.type) not in _STAT_TYPES:
+            continue
+        lo = hi = None
+        nn = 0
+        ok = True
+        for rg in range(md.num_row_groups):
+            col = md.row_group(rg).column(ci)
+            st = col.statistics
+            if st is None or not st.has_min_max:
+                if st is None or st.null_count != md.row_group(rg).num_rows:
+                    ok = False
+                nn += st.null_count if st is not None and st.has_null_count else 0
+                continue
+            nn += st.null_count if st.has_null_count else 0
+            lo = st.min if lo is None else min(lo, st.min)
+            hi = st.max if hi is None else max(hi, st.max)
+        if ok and lo is not None and str(field.type) not in ("float", "double", "bool"):
+            mins[field.name], maxs[field.name] = lo, hi
+        nulls[field.name] = nn
+    return n, json.dumps({"numRecords": n, "minValues": mins, "maxValues": maxs, "nullCount": nulls})

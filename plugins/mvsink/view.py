@@ -1,0 +1,397 @@
+"""View definitions: one YAML file per view, parsed into a validated dataclass.
+
+A view file looks like::
+
+    name: revenue_by_nation
+    description: Revenue per nation, refreshed hourly.
+    query: |                      # or `sql_file: revenue_by_nation.sql` beside it
+      SELECT n.name AS nation, sum(o.amount) AS revenue
+      FROM orders o JOIN nations n ON o.nation_id = n.id GROUP BY n.name
+    sources:
+      orders: orders              # a Delta table path (relative to the data root)
+      nations: {path: nations}
+      # upstream: {view: other_view}   # another view of this project
+    target: views/revenue_by_nation    # Delta table path of the view
+    schedule: "0 * * * *"         # cron | {every: 1h, aligned_to: TIME} | {at: [TIME, ...]}
+                                  # | {on_commit: [view, ...]} | manual
+    as_of: 2026-01-01T00:00:00Z   # first time the view may hold output
+    key: [nation]                 # optional: columns that are unique in the result
+    spark_conf: {spark.driver.memory: 2g}   # optional
+
+Relative paths resolve against the data root: ``MVSINK_DATA_ROOT`` if set, else the
+folder that holds the view file.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import os
+import re
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+
+from .errors import ViewDefinitionError
+from .times import parse_duration, parse_time
+
+DATA_ROOT_ENV = "MVSINK_DATA_ROOT"
+VIEWS_DIR_ENV = "MVSINK_VIEWS_DIR"
+DEFAULT_VIEWS_DIR = "dags/views"
+
+NAME_RE = re.compile(r"^[a-z][a-z0-9_]{0,62}$")
+IDENT_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,127}$")
+RESERVED_PREFIX = "_mv_"
+
+# Functions whose result is not a function of the sources; a view using them could
+# never be "equal to its query" and would rewrite itself on every refresh.
+NONDETERMINISTIC = (
+    "rand", "randn", "random", "uuid", "shuffle", "current_timestamp", "current_date",
+    "current_time", "now", "localtimestamp", "curdate", "monotonically_increasing_id",
+    "spark_partition_id", "input_file_name", "input_file_block_start",
+    "input_file_block_length", "unix_timestamp", "randstr", "uniform",
+)
+_NONDET_RE = re.compile(
+    r"\b(" + "|".join(NONDETERMINISTIC) + r")\s*\(|\b(current_timestamp|current_date|localtimestamp)\b",
+    re.IGNORECASE,
+)
+
+KNOWN_FIELDS = {
+    "name", "description", "query", "sql_file", "sources", "target", "schedule", "as_of",
+    "key", "spark_conf", "tags",
+}
+
+
+@dataclasses.dataclass(frozen=True)
+class Source:
+    """A named input of the view: a Delta table path, or another view of this project."""
+
+    name: str
+    kind: Literal["path", "view"]
+    path: str | None = None  # absolute path, for kind == "path"
+    view: str | None = None  # upstream view name, for kind == "view"
+
+
+@dataclasses.dataclass(frozen=True)
+class Schedule:
+    """When the view refreshes. Airflow turns this into a timetable."""
+
+    kind: Literal["cron", "interval", "at", "on_commit", "manual"]
+    cron: str | None = None
+    every_ms: int | None = None
+    aligned_to_ms: int | None = None
+    at_ms: tuple[int, ...] = ()
+    on_commit: tuple[str, ...] = ()
+
+
+@dataclasses.dataclass(frozen=True)
+class ViewDefinition:
+    """A validated view file."""
+
+    name: str
+    description: str
+    query: str
+    sources: tuple[Source, ...]
+    target: str  # absolute path of the view's Delta table
+    schedule: Schedule
+    as_of: int
+    key: tuple[str, ...] = ()
+    spark_conf: Mapping[str, str] = dataclasses.field(default_factory=dict)
+    tags: tuple[str, ...] = ()
+    file: str = ""
+
+    @property
+    def app_id(self) -> str:
+        """Delta application-transaction id that carries the table's upper."""
+        return f"mvsink:upper:{self.name}"
+
+    @property
+    def since_app_id(self) -> str:
+        return f"mvsink:since:{self.name}"
+
+    def definition_hash(self) -> str:
+        """Hash of everything that determines desired contents (query and sources)."""
+        payload = json.dumps(
+            {"query": self.query, "sources": [dataclasses.asdict(s) for s in self.sources]},
+            sort_keys=True,
+        )
+        return hashlib.sha256(payload.encode()).hexdigest()[:16]
+
+    def source(self, name: str) -> Source:
+        for s in self.sources:
+            if s.name == name:
+                return s
+        raise KeyError(name)
+
+
+def _fail(file: str, field: str, problem: str, fix: str) -> ViewDefinitionError:
+    return ViewDefinitionError(f"view file {file}: field '{field}': {problem}. Fix: {fix}")
+
+
+def data_root_for(view_file: Path) -> Path:
+    env = os.environ.get(DATA_ROOT_ENV)
+    return Path(env).expanduser().resolve() if env else view_file.parent.resolve()
+
+
+def _resolve_path(value: str, root: Path) -> str:
+    p = Path(os.path.expandvars(value)).expanduser()
+    return str((p if p.is_absolute() else root / p).resolve())
+
+
+def parse_view(text: str, *, file: str = "<string>", data_root: Path | None = None) -> ViewDefinition:
+    """Parse and validate the YAML text of one view file."""
+    path = Path(file)
+    root = data_root if data_root is not None else data_root_for(path)
+    try:
+        doc = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+        raise ViewDefinitionError(
+            f"view file {file}: not valid YAML{where}: {getattr(exc, 'problem', exc)}. "
+            "Fix: correct the YAML syntax (indentation, quoting, colons)."
+        ) from None
+    if not isinstance(doc, dict):
+        raise ViewDefinitionError(
+            f"view file {file}: expected a mapping of fields (name, query, sources, target, "
+            f"schedule, as_of), got {type(doc).__name__}. Fix: write one view per file as YAML fields."
+        )
+    unknown = sorted(set(map(str, doc)) - KNOWN_FIELDS)
+    if unknown:
+        raise _fail(file, unknown[0], "unknown field", f"remove it or use one of {sorted(KNOWN_FIELDS)}")
+
+    name = doc.get("name")
+    if not isinstance(name, str) or not NAME_RE.match(name):
+        raise _fail(file, "name", f"{name!r} is not a valid view name",
+                    "use lower-case letters, digits and _, starting with a letter (max 63)")
+
+    description = doc.get("description", "") or ""
+    if not isinstance(description, str):
+        raise _fail(file, "description", "must be text", "write the description as a string")
+
+    query = _parse_query(doc, file, path)
+    sources = _parse_sources(doc.get("sources"), file, root, name)
+    _check_sources_used(query, sources, file)
+
+    target = doc.get("target")
+    if not isinstance(target, str) or not target.strip():
+        raise _fail(file, "target", "missing or empty", "give the Delta table path of the view, e.g. views/my_view")
+    target_path = _resolve_path(target, root)
+    for s in sources:
+        if s.kind == "path" and s.path == target_path:
+            raise _fail(file, "target", f"{target_path} is also source '{s.name}'",
+                        "write the view to its own table path")
+
+    schedule = _parse_schedule(doc.get("schedule", "manual"), file)
+
+    if "as_of" not in doc:
+        raise _fail(file, "as_of", "missing", "give the first time the view may hold output, e.g. 2026-01-01T00:00:00Z")
+    try:
+        as_of = parse_time(doc["as_of"], what="as_of")
+    except ValueError as exc:
+        raise _fail(file, "as_of", str(exc), "write ISO-8601 (UTC if no zone) or epoch milliseconds") from None
+    if as_of < 0:
+        raise _fail(file, "as_of", "negative time", "use a time after 1970-01-01")
+
+    key_raw = doc.get("key", [])
+    if isinstance(key_raw, str):
+        key_raw = [key_raw]
+    if not isinstance(key_raw, list) or not all(isinstance(k, str) and IDENT_RE.match(k) for k in key_raw):
+        raise _fail(file, "key", f"{key_raw!r} is not a list of column names", "write e.g. key: [customer_id]")
+    if any(k.lower().startswith(RESERVED_PREFIX) for k in key_raw):
+        raise _fail(file, "key", "columns starting with _mv_ are reserved", "rename the column in the query")
+
+    conf = doc.get("spark_conf", {}) or {}
+    if not isinstance(conf, dict) or not all(isinstance(k, str) for k in conf):
+        raise _fail(file, "spark_conf", "must be a mapping of Spark settings", "write e.g. spark_conf: {spark.driver.memory: 2g}")
+
+    tags = doc.get("tags", []) or []
+    if not isinstance(tags, list) or not all(isinstance(t, str) for t in tags):
+        raise _fail(file, "tags", "must be a list of strings", "write e.g. tags: [finance]")
+
+    return ViewDefinition(
+        name=name, description=description.strip(), query=query, sources=sources, target=target_path,
+        schedule=schedule, as_of=as_of, key=tuple(key_raw), spark_conf={k: str(v) for k, v in conf.items()},
+        tags=tuple(tags), file=str(path),
+    )
+
+
+def _parse_query(doc: dict[str, Any], file: str, path: Path) -> str:
+    query, sql_file = doc.get("query"), doc.get("sql_file")
+    if query is not None and sql_file is not None:
+        raise _fail(file, "query", "both query and sql_file given", "keep exactly one of them")
+    if sql_file is not None:
+        if not isinstance(sql_file, str):
+            raise _fail(file, "sql_file", "must be a file name", "write e.g. sql_file: my_view.sql")
+        sql_path = (path.parent / sql_file).resolve()
+        try:
+            query = sql_path.read_text()
+        except OSError as exc:
+            raise _fail(file, "sql_file", f"cannot read {sql_path}: {exc.strerror}",
+                        "put the SQL file beside the view file or fix the name") from None
+    if not isinstance(query, str) or not query.strip():
+        raise _fail(file, "query", "missing or empty", "give the view's Spark SQL SELECT inline (query:) or in a file (sql_file:)")
+    query = query.strip().rstrip(";").strip()
+    if ";" in _strip_literals(query):
+        raise _fail(file, "query", "holds more than one statement", "give exactly one SELECT statement")
+    m = _NONDET_RE.search(_strip_literals(query))
+    if m:
+        fn = (m.group(1) or m.group(2)).lower()
+        raise _fail(file, "query", f"uses the non-deterministic function {fn}()",
+                    "a view must be a function of its sources: remove it, or pass times in through a source table")
+    return query
+
+
+def _strip_literals(sql: str) -> str:
+    """SQL text with string literals and comments blanked out (for lexical checks)."""
+    sql = re.sub(r"--[^\n]*", " ", sql)
+    sql = re.sub(r"/\*.*?\*/", " ", sql, flags=re.S)
+    return re.sub(r"'(?:[^'\\]|\\.|'')*'|\"(?:[^\"\\]|\\.)*\"", "''", sql)
+
+
+def _parse_sources(raw: object, file: str, root: Path, view_name: str) -> tuple[Source, ...]:
+    if not isinstance(raw, dict) or not raw:
+        raise _fail(file, "sources", "missing or empty",
+                    "name each table the query reads, e.g. sources: {orders: data/orders}")
+    out = []
+    for sname, spec in raw.items():
+        sname = str(sname)
+        if not IDENT_RE.match(sname):
+            raise _fail(file, f"sources.{sname}", "not a valid SQL identifier", "use letters, digits and _")
+        if isinstance(spec, str):
+            spec = {"path": spec}
+        if not isinstance(spec, dict) or len(spec) != 1 or next(iter(spec)) not in ("path", "view"):
+            raise _fail(file, f"sources.{sname}", f"{spec!r} is neither a path nor a view",
+                        "write a Delta table path, {path: PATH} or {view: VIEW_NAME}")
+        (kind, value), = spec.items()
+        if not isinstance(value, str) or not value.strip():
+            raise _fail(file, f"sources.{sname}.{kind}", "empty", f"give the {kind}")
+        if kind == "view":
+            if not NAME_RE.match(value):
+                raise _fail(file, f"sources.{sname}.view", f"{value!r} is not a view name", "give the name of another view file's view")
+            if value == view_name:
+                raise _fail(file, f"sources.{sname}.view", "a view cannot read itself", "read another view or a table")
+            out.append(Source(name=sname, kind="view", view=value))
+        else:
+            out.append(Source(name=sname, kind="path", path=_resolve_path(value, root)))
+    return tuple(out)
+
+
+def _check_sources_used(query: str, sources: tuple[Source, ...], file: str) -> None:
+    text = _strip_literals(query).lower()
+    for s in sources:
+        if not re.search(rf"\b{re.escape(s.name.lower())}\b", text):
+            raise _fail(file, f"sources.{s.name}", "not used by the query",
+                        f"refer to it in the query as `{s.name}`, or remove it")
+
+
+def _parse_schedule(raw: object, file: str) -> Schedule:
+    if raw in (None, "manual", "none", "None"):
+        return Schedule(kind="manual")
+    if isinstance(raw, str):
+        text = raw.strip()
+        if text.startswith("@") or len(text.split()) in (5, 6):
+            return Schedule(kind="cron", cron=text)
+        raise _fail(file, "schedule", f"{raw!r} is not a cron expression",
+                    "write a cron string like '0 * * * *', {every: 1h}, {at: [TIME, ...]}, {on_commit: [view]} or manual")
+    if isinstance(raw, dict) and "every" in raw:
+        extra = set(raw) - {"every", "aligned_to"}
+        if extra:
+            raise _fail(file, "schedule", f"unknown key {sorted(extra)[0]!r}", "use every and aligned_to")
+        try:
+            every = parse_duration(raw["every"], what="schedule.every")
+            aligned = parse_time(raw.get("aligned_to", 0), what="schedule.aligned_to")
+        except ValueError as exc:
+            raise _fail(file, "schedule", str(exc), "write e.g. {every: 1h, aligned_to: 2026-01-01T00:00:00Z}") from None
+        return Schedule(kind="interval", every_ms=every, aligned_to_ms=aligned)
+    if isinstance(raw, dict) and set(raw) == {"at"}:
+        at = raw["at"] if isinstance(raw["at"], list) else [raw["at"]]
+        try:
+            times = tuple(sorted(parse_time(t, what="schedule.at") for t in at))
+        except ValueError as exc:
+            raise _fail(file, "schedule", str(exc), "list times as ISO-8601 or epoch milliseconds") from None
+        if not times:
+            raise _fail(file, "schedule", "empty list of times", "list at least one refresh time")
+        return Schedule(kind="at", at_ms=times)
+    if isinstance(raw, dict) and set(raw) == {"on_commit"}:
+        views = raw["on_commit"] if isinstance(raw["on_commit"], list) else [raw["on_commit"]]
+        if not views or not all(isinstance(v, str) and NAME_RE.match(v) for v in views):
+            raise _fail(file, "schedule", f"on_commit {views!r} is not a list of view names", "write e.g. {on_commit: [orders_clean]}")
+        return Schedule(kind="on_commit", on_commit=tuple(views))
+    raise _fail(file, "schedule", f"{raw!r} is not a schedule",
+                "write a cron string, {every: DURATION, aligned_to: TIME}, {at: [TIME, ...]}, {on_commit: [VIEW, ...]} or manual")
+
+
+def load_view_file(path: str | os.PathLike[str], *, data_root: Path | None = None) -> ViewDefinition:
+    """Read and validate one view file."""
+    p = Path(path)
+    try:
+        text = p.read_text()
+    except OSError as exc:
+        raise ViewDefinitionError(f"view file {p}: cannot be read: {exc.strerror}. Fix: check the path.") from None
+    return parse_view(text, file=str(p), data_root=data_root)
+
+
+def view_files(views_dir: str | os.PathLike[str]) -> list[Path]:
+    d = Path(views_dir)
+    return sorted([*d.glob("*.yaml"), *d.glob("*.yml")])
+
+
+def default_views_dir() -> Path:
+    return Path(os.environ.get(VIEWS_DIR_ENV, DEFAULT_VIEWS_DIR))
+
+
+def load_views(views_dir: str | os.PathLike[str]) -> tuple[dict[str, ViewDefinition], dict[str, ViewDefinitionError]]:
+    """Load every view file of a folder. A broken file is reported alone, never fails the rest."""
+    views: dict[str, ViewDefinition] = {}
+    errors: dict[str, ViewDefinitionError] = {}
+    for f in view_files(views_dir):
+        try:
+            v = load_view_file(f)
+        except ViewDefinitionError as exc:
+            errors[str(f)] = exc
+            continue
+        if v.name in views:
+            errors[str(f)] = ViewDefinitionError(
+                f"view file {f}: field 'name': view {v.name!r} is already defined in {views[v.name].file}. "
+                "Fix: give each view a unique name."
+            )
+            continue
+        views[v.name] = v
+    return views, errors
+
+
+class Catalog:
+    """The views of one folder, looked up by name (view sources resolve through it)."""
+
+    def __init__(self, views_dir: str | os.PathLike[str] | None = None):
+        self.views_dir = Path(views_dir) if views_dir is not None else default_views_dir()
+        if not self.views_dir.is_dir():
+            raise ViewDefinitionError(
+                f"views folder {self.views_dir} does not exist. Fix: pass --views-dir or set {VIEWS_DIR_ENV}."
+            )
+        self.views, self.errors = load_views(self.views_dir)
+
+    def get(self, name: str) -> ViewDefinition:
+        if name in self.views:
+            return self.views[name]
+        for f, err in self.errors.items():
+            if Path(f).stem == name:
+                raise err
+        known = ", ".join(sorted(self.views)) or "none"
+        raise ViewDefinitionError(
+            f"view {name!r} is not defined in {self.views_dir} (views found: {known}). "
+            "Fix: check the name or pass --views-dir."
+        )
+
+    def upstream(self, view: ViewDefinition, source: Source) -> ViewDefinition:
+        assert source.kind == "view" and source.view is not None
+        try:
+            return self.get(source.view)
+        except ViewDefinitionError as exc:
+            raise ViewDefinitionError(
+                f"view {view.name}: source '{source.name}' names view {source.view!r}, which cannot be loaded: {exc}"
+            ) from None
