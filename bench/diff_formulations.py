@@ -174,7 +174,11 @@ def form_d(desired: DataFrame, persisted: DataFrame) -> DataFrame:
         .when(~dpres, F.array(row("_p_", -F.col("_pd"))))
         .otherwise(F.when(designated & ~any_eq, F.array(p_entry, ins)).otherwise(F.array(p_entry)))
     )
-    return (j.select(F.inline(entries))
+    # ~all pairs in a refresh are "same row, diff 1, undamaged key": drop them before building
+    # the per-pair arrays (they would only emit (d, 0)).
+    unchanged = dpres & ppres & (F.col("_pn") == 1) & eq & F.col("_pd").eqNullSafe(1)
+    return (j.filter(~unchanged)
+            .select(F.inline(entries))
             .filter(F.col(DIFF) != 0))
 
 
@@ -418,7 +422,9 @@ def write_report(res: list[dict], info: dict, args, notes: list[str], total_s: f
     lines.append(f"- Spark: `local[2]`, driver memory {args.driver_memory}, AQE on, "
                  f"shuffle partitions ∈ {{{', '.join(map(str, args.partitions))}}} "
                  f"(AQE coalescing applies to both); one warm-up pass per partition setting; "
-                 f"median of {args.reps} runs.")
+                 f"median of {args.reps} runs, formulations run round-robin within a case. The machine "
+                 f"is shared: 1-min load average at the start of each case is in the last column "
+                 f"(2.0 = both cores busy).")
     lines.append("- Each timed run = read desired (+ persisted) from Parquet → compute → "
                  "`.write.mode(\"overwrite\").parquet(/tmp/…)`. `full` = read desired, write it all; "
                  "`noop` = read desired, `format(\"noop\")` sink (rate-independent, repeated per rate "
@@ -436,8 +442,8 @@ def write_report(res: list[dict], info: dict, args, notes: list[str], total_s: f
         lines.append(f"- {nline}")
     lines.append("")
     lines.append("| formulation | N | change | shuffle parts | median s | runs (s) | ÷ full overwrite "
-                 "| ÷ noop floor | rows in corrections |")
-    lines.append("|---|---:|---:|---:|---:|---|---:|---:|---:|")
+                 "| ÷ noop floor | rows in corrections | load avg at start |")
+    lines.append("|---|---:|---:|---:|---:|---|---:|---:|---:|---:|")
     order = {"A": 0, "B": 1, "C": 2, "D": 3, "full": 4, "noop": 5}
     for r in sorted(res, key=lambda r: (r["n"], r["rate"] if r["rate"] is not None else -1,
                                         r["sp"], order[r["form"]])):
@@ -447,7 +453,7 @@ def write_report(res: list[dict], info: dict, args, notes: list[str], total_s: f
         lines.append(
             f"| {r['form']} {FORM_DESC[r['form']]} | {fmt_n(r['n'])} | {rate} | {r['sp']} "
             f"| {r['median']:.2f} | {', '.join(f'{t:.2f}' for t in r['times'])} "
-            f"| {r['median'] / full:.2f} | {r['median'] / noop:.2f} | {r['rows']:,} |")
+            f"| {r['median'] / full:.2f} | {r['median'] / noop:.2f} | {r['rows']:,} | {r['load']:.1f} |")
     lines.append("")
     # conclusion (data-driven)
     diff_res = [r for r in res if r["form"] in FORMS]
@@ -477,7 +483,8 @@ def write_report(res: list[dict], info: dict, args, notes: list[str], total_s: f
         + f"; among the general (key-less) formulations: "
         + ", ".join(f"{f} in {c}" for f, c in wins_gen.most_common())
         + f". **Fastest correct general formulation: {best_gen}** ({FORM_DESC[best_gen]}). "
-        f"**Fastest when a unique key is declared: {best_all}** ({FORM_DESC[best_all]}). "
+        f"**Fastest when a unique key is declared: {best_all}** ({FORM_DESC[best_all]}); the "
+        f"key-join D runs at {gm['D'] / gm[best_gen]:.2f}× the time of {best_gen} (geomean). "
         f"Per-partition-setting geomeans — {sp_txt}. "
         + (args.extra_conclusion or ""))
     lines.append("")
@@ -518,6 +525,7 @@ def main() -> None:
     spark = (SparkSession.builder.master("local[2]").appName("diff_formulations")
              .config("spark.driver.memory", args.driver_memory)
              .config("spark.ui.enabled", "false")
+             .config("spark.ui.showConsoleProgress", "false")
              .config("spark.sql.adaptive.enabled", "true")
              .config("spark.local.dir", f"{BASE}/spark-local")
              .config("spark.sql.session.timeZone", "UTC")
@@ -560,36 +568,45 @@ def main() -> None:
     results: list[dict] = []
     baselines_done = set()
     budget_hit = False
+    case_secs: dict[int, float] = {}
     for n, rate, sp in cases:
-        elapsed = (time.perf_counter() - t_start) / 60
-        if elapsed > args.budget_min:
-            notes.append(f"Budget of {args.budget_min:g} min reached: case N={fmt_n(n)} × "
-                         f"{rate * 100:g} % × {sp} partitions not run.")
+        elapsed = time.perf_counter() - t_start
+        if elapsed + case_secs.get(n, 0.0) > args.budget_min * 60:
+            notes.append(f"Time budget ({args.budget_min:g} min) would be exceeded: case "
+                         f"N={fmt_n(n)} × {rate * 100:g} % × {sp} partitions not run.")
             budget_hit = True
             log(notes[-1])
             continue
+        t_case = time.perf_counter()
         spark.conf.set("spark.sql.shuffle.partitions", str(sp))
         meta = metas[n]
         dpath, ppath = meta["desired"], meta["persisted"][f"{rate:g}"]
+        load = os.getloadavg()[0]
+        todo = list(args.forms)
         if (n, sp) not in baselines_done:
-            for f in ("full", "noop"):
-                times = [run_once(spark, f, dpath, None, f"{out_root}/{f}") for _ in range(args.reps)]
-                results.append({"form": f, "n": n, "rate": None, "sp": sp, "times": times,
-                                "median": statistics.median(times), "rows": n})
-                log(f"N={n} sp={sp} {f:4s} median {statistics.median(times):.2f}s  {times}")
+            todo += ["full", "noop"]
             baselines_done.add((n, sp))
+        # round-robin over formulations so background load hits all of them alike
+        times = {f: [] for f in todo}
+        for _ in range(args.reps):
+            for f in todo:
+                times[f].append(run_once(spark, f, dpath, ppath, f"{out_root}/{f}"))
         outs = {}
-        for f in args.forms:
-            out = f"{out_root}/{f}"
-            times = [run_once(spark, f, dpath, ppath, out) for _ in range(args.reps)]
-            rows = spark.read.parquet(out).count()
-            results.append({"form": f, "n": n, "rate": rate, "sp": sp, "times": times,
-                            "median": statistics.median(times), "rows": rows})
-            outs[f] = out
-            log(f"N={n} rate={rate:g} sp={sp} {f} median {statistics.median(times):.2f}s "
-                f"{[round(t, 2) for t in times]} rows={rows}")
+        for f in todo:
+            med = statistics.median(times[f])
+            if f in FORMS:
+                rows = spark.read.parquet(f"{out_root}/{f}").count()
+                results.append({"form": f, "n": n, "rate": rate, "sp": sp, "times": times[f],
+                                "median": med, "rows": rows, "load": load})
+                outs[f] = f"{out_root}/{f}"
+            else:
+                results.append({"form": f, "n": n, "rate": None, "sp": sp, "times": times[f],
+                                "median": med, "rows": n, "load": load})
+            log(f"N={n} rate={rate:g} sp={sp} {f:4s} median {med:.2f}s "
+                f"{[round(t, 2) for t in times[f]]} rows={results[-1]['rows']} load={load:.1f}")
         verify(spark, outs, meta["expected"][f"{rate:g}"]["corrections"],
                f"N={n} rate={rate:g} sp={sp}")
+        case_secs[n] = time.perf_counter() - t_case
         with open(f"{BASE}/results.json", "w") as fh:
             json.dump(results, fh, indent=1)
 

@@ -85,13 +85,13 @@ def make_batch_id(view: str, lower: int, upper: int, run_id: str) -> str:
 
 def parse_batch_id(batch_id: str) -> tuple[str, int, int] | None:
     """(view, lower, upper) of a batch id, or None if it is not one of ours."""
-    parts = batch_id.split("__")
+    parts = batch_id.rsplit("__", 2)
     if len(parts) != 3:
         return None
-    lo, _, up = parts[1].partition("_")
-    if not (lo.isdigit() and up.isdigit()):
+    m = re.fullmatch(r"([0-9]+)_([0-9]+)", parts[1])
+    if m is None:
         return None
-    return parts[0], int(lo), int(up)
+    return parts[0], int(m.group(1)), int(m.group(2))
 
 
 @dataclasses.dataclass(frozen=True)

@@ -6,8 +6,10 @@ import logging
 import uuid
 
 from .batch import BatchDescription, NothingToDo, SourceRead, make_batch_id
+from .staging import collect_garbage, list_staged
 from .table import (
     CONTENT_PRESERVING,
+    active_paths,
     check_readable,
     iter_history,
     meta_json,
@@ -38,6 +40,8 @@ def mint(
     if dt is not None:
         check_readable(dt, path=view.target, role=f"view {view.name}: target table")
     frontier = read_frontier(dt, app_id=view.app_id, since_app_id=view.since_app_id)
+    if dt is not None and list_staged(view.target):
+        collect_garbage(view.target, upper=frontier.upper, active=active_paths(dt))
     lower = max(frontier.upper, view.as_of)
     desired = refresh_time + 1
     if desired <= view.as_of:

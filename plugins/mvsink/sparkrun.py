@@ -37,7 +37,8 @@ DEFAULT_SPARK_CONF: dict[str, str] = {
     "spark.driver.bindAddress": "127.0.0.1",
     "spark.driver.host": "127.0.0.1",
 }
-SECRET_HINTS = ("password", "secret", "token", "credential", "access.key", "key.id")
+SECRET_HINTS = ("password", "secret", "token", "credential", "access.key", "key.id", "account.key", "private.key",
+                ".key")
 
 REPO_JOB = Path(__file__).resolve().parents[2] / "spark_jobs" / "mv_write.py"
 

@@ -119,7 +119,7 @@ _STAT_TYPES = {"int8", "int16", "int32", "int64", "float", "double", "bool"}
 
 
 def stats_json(path: str) -> tuple[int, str]:
-    """(row count, Delta stats JSON) from a Parquet file's footer."""
+    """(row count, Delta stats JSON) from a Parquet file's footer (top-level primitive columns only)."""
     import pyarrow.parquet as pq
 
     md = pq.ParquetFile(path).metadata
@@ -127,25 +127,27 @@ def stats_json(path: str) -> tuple[int, str]:
     mins: dict[str, Any] = {}
     maxs: dict[str, Any] = {}
     nulls: dict[str, int] = {}
-    schema = md.schema.to_arrow_schema()
-    for ci, field in enumerate(schema):
-        if str(field.type) not in _STAT_TYPES:
-            continue
+    leaf = {md.schema.column(i).path: i for i in range(md.num_columns)}
+    for field in md.schema.to_arrow_schema():
+        ci = leaf.get(field.name)
+        if ci is None or str(field.type) not in _STAT_TYPES:
+            continue  # nested or non-numeric: no stats (Delta treats missing stats as unknown)
         lo = hi = None
         nn = 0
-        ok = True
+        minmax_known = nulls_known = True
         for rg in range(md.num_row_groups):
-            col = md.row_group(rg).column(ci)
-            st = col.statistics
-            if st is None or not st.has_min_max:
-                if st is None or st.null_count != md.row_group(rg).num_rows:
-                    ok = False
-                nn += st.null_count if st is not None and st.has_null_count else 0
-                continue
-            nn += st.null_count if st.has_null_count else 0
-            lo = st.min if lo is None else min(lo, st.min)
-            hi = st.max if hi is None else max(hi, st.max)
-        if ok and lo is not None and str(field.type) not in ("float", "double", "bool"):
+            st = md.row_group(rg).column(ci).statistics
+            if st is None or not st.has_null_count:
+                nulls_known = False
+            else:
+                nn += st.null_count
+            if st is not None and st.has_min_max:
+                lo = st.min if lo is None else min(lo, st.min)
+                hi = st.max if hi is None else max(hi, st.max)
+            elif st is None or not st.has_null_count or st.null_count != md.row_group(rg).num_rows:
+                minmax_known = False
+        if minmax_known and lo is not None and str(field.type) not in ("float", "double", "bool"):
             mins[field.name], maxs[field.name] = lo, hi
-        nulls[field.name] = nn
+        if nulls_known:
+            nulls[field.name] = nn
     return n, json.dumps({"numRecords": n, "minValues": mins, "maxValues": maxs, "nullCount": nulls})

@@ -5,7 +5,8 @@ from __future__ import annotations
 import datetime as _dt
 import re
 
-_INT_RE = re.compile(r"^-?\d+$")
+_INT_RE = re.compile(r"^-?[0-9]+\Z")
+_EPOCH = _dt.datetime(1970, 1, 1, tzinfo=_dt.timezone.utc)
 
 
 def parse_time(value: object, *, what: str = "time") -> int:
@@ -16,7 +17,7 @@ def parse_time(value: object, *, what: str = "time") -> int:
         return value
     if isinstance(value, _dt.datetime):
         dt = value if value.tzinfo else value.replace(tzinfo=_dt.timezone.utc)
-        return int(dt.timestamp() * 1000)
+        return (dt - _EPOCH) // _dt.timedelta(milliseconds=1)
     if isinstance(value, _dt.date):
         return parse_time(_dt.datetime(value.year, value.month, value.day), what=what)
     if not isinstance(value, str):

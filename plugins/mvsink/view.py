@@ -42,8 +42,8 @@ DATA_ROOT_ENV = "MVSINK_DATA_ROOT"
 VIEWS_DIR_ENV = "MVSINK_VIEWS_DIR"
 DEFAULT_VIEWS_DIR = "dags/views"
 
-NAME_RE = re.compile(r"^[a-z][a-z0-9_]{0,62}$")
-IDENT_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,127}$")
+NAME_RE = re.compile(r"^[a-z][a-z0-9_]{0,62}\Z")
+IDENT_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,127}\Z")
 RESERVED_PREFIX = "_mv_"
 
 # Functions whose result is not a function of the sources; a view using them could
@@ -234,8 +234,8 @@ def _parse_query(doc: dict[str, Any], file: str, path: Path) -> str:
                         "put the SQL file beside the view file or fix the name") from None
     if not isinstance(query, str) or not query.strip():
         raise _fail(file, "query", "missing or empty", "give the view's Spark SQL SELECT inline (query:) or in a file (sql_file:)")
-    query = query.strip().rstrip(";").strip()
-    if ";" in _strip_literals(query):
+    query = re.sub(r"[\s;]+\Z", "", query.strip())
+    if ";" in _strip_literals(query).strip().rstrip(";"):
         raise _fail(file, "query", "holds more than one statement", "give exactly one SELECT statement")
     m = _NONDET_RE.search(_strip_literals(query))
     if m:
@@ -247,9 +247,10 @@ def _parse_query(doc: dict[str, Any], file: str, path: Path) -> str:
 
 def _strip_literals(sql: str) -> str:
     """SQL text with string literals and comments blanked out (for lexical checks)."""
-    sql = re.sub(r"--[^\n]*", " ", sql)
-    sql = re.sub(r"/\*.*?\*/", " ", sql, flags=re.S)
-    return re.sub(r"'(?:[^'\\]|\\.|'')*'|\"(?:[^\"\\]|\\.)*\"", "''", sql)
+    return _LEXICAL_RE.sub(lambda m: "''" if m.group(0)[0] in "'\"" else " ", sql)
+
+
+_LEXICAL_RE = re.compile(r"'(?:[^'\\]|\\.|'')*'|\"(?:[^\"\\]|\\.)*\"|--[^\n]*|/\*.*?\*/", re.S)
 
 
 def _parse_sources(raw: object, file: str, root: Path, view_name: str) -> tuple[Source, ...]:

@@ -1,0 +1,33 @@
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+import pytest
+
+os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+os.environ.pop("SPARK_HOME", None)
+sys.path.insert(0, str(Path(__file__).parent))
+
+
+@pytest.fixture(scope="session")
+def spark():
+    """One SparkSession (local[2]) for the whole test run."""
+    from mvsink.sparkrun import local_session
+
+    session = local_session("local[2]", {"spark.driver.memory": "2g"})
+    yield session
+    session.stop()
+
+
+@pytest.fixture
+def env(tmp_path, monkeypatch):
+    """A data root and a views folder, with relative paths resolving into the data root."""
+    data = tmp_path / "data"
+    views = tmp_path / "views"
+    data.mkdir()
+    views.mkdir()
+    monkeypatch.setenv("MVSINK_DATA_ROOT", str(data))
+    monkeypatch.delenv("MVSINK_FAIL_POINTS", raising=False)
+    return data, views

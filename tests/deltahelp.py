@@ -1,0 +1,104 @@
+"""Test helpers: source histories at controlled commit times, view files, an independent oracle."""
+
+from __future__ import annotations
+
+import decimal
+import os
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import duckdb
+import pyarrow as pa
+import yaml
+from deltalake import DeltaTable, write_deltalake
+
+BASE = 1_767_225_600_000  # 2026-01-01T00:00:00Z
+HOUR = 3_600_000
+
+
+def stamp(path: str | Path, ts_ms: int) -> int:
+    """Give the table's newest commit the commit time ``ts_ms`` (Delta time travel uses it)."""
+    dt = DeltaTable(str(path))
+    v = dt.version()
+    log = Path(path) / "_delta_log" / f"{v:020d}.json"
+    os.utime(log, ns=(ts_ms * 1_000_000, ts_ms * 1_000_000))
+    return v
+
+
+def write_at(path: str | Path, table: pa.Table, ts: int, *, mode: str = "append") -> int:
+    write_deltalake(str(path), table, mode=mode)  # type: ignore[arg-type]
+    return stamp(path, ts)
+
+
+def delete_at(path: str | Path, predicate: str, ts: int) -> int:
+    DeltaTable(str(path)).delete(predicate)
+    return stamp(path, ts)
+
+
+def update_at(path: str | Path, updates: dict[str, str], predicate: str, ts: int) -> int:
+    DeltaTable(str(path)).update(updates=updates, predicate=predicate)
+    return stamp(path, ts)
+
+
+def version_at(path: str | Path, ts: int) -> int:
+    from mvsink.table import version_at as va
+
+    return va(str(path), ts, role="test")
+
+
+def snapshot(path: str | Path, ts: int) -> pa.Table:
+    """The table as of ``ts``, read by delta-rs (independently of Spark)."""
+    return pa.table(DeltaTable(str(path), version=version_at(path, ts)).to_pyarrow_table())
+
+
+def oracle(query: str, sources: dict[str, str | Path], ts: int) -> Counter[tuple[Any, ...]]:
+    """The query evaluated by DuckDB on the sources as of ``ts``: a multiset of rows."""
+    con = duckdb.connect()
+    for name, path in sources.items():
+        con.register(name, snapshot(path, ts))
+    return multiset(con.sql(query).to_arrow_table())
+
+
+def _norm(v: Any) -> Any:
+    if v is None:
+        return None
+    if isinstance(v, bool):
+        return v
+    if isinstance(v, (int, float, decimal.Decimal)):
+        return format(float(v), ".6f")
+    return str(v)
+
+
+def multiset(table: pa.Table) -> Counter[tuple[Any, ...]]:
+    cols = [c for c in table.column_names if c not in ("_mv_time", "_mv_diff")]
+    return Counter(tuple(_norm(r[c]) for c in cols) for r in table.select(cols).to_pylist())
+
+
+def write_view(views_dir: str | Path, name: str, **fields: Any) -> Path:
+    doc = {"name": name, **fields}
+    path = Path(views_dir) / f"{name}.yaml"
+    path.write_text(yaml.safe_dump(doc, sort_keys=False))
+    return path
+
+
+def table_state(path: str | Path) -> tuple[int, list[str]] | None:
+    """(version, sorted file listing) of a table folder, to prove nothing changed."""
+    p = Path(path)
+    if not p.exists():
+        return None
+    files = sorted(str(f.relative_to(p)) for f in p.rglob("*") if f.is_file())
+    return (DeltaTable(str(p)).version() if (p / "_delta_log").exists() else -1, files)
+
+
+def staged_leftovers(target: str | Path) -> list[str]:
+    """Manifests and batch folders that no commit references (must be empty after a refresh)."""
+    t = Path(target)
+    manifests = sorted(f.name for f in (t / "_mv_staging").glob("*.json")) if (t / "_mv_staging").exists() else []
+    active = set()
+    if (t / "_delta_log").exists():
+        acts = pa.table(DeltaTable(str(t)).get_add_actions(flatten=True))
+        active = {p.split("/")[1] for p in acts.column("path").to_pylist() if p.startswith("batches/")}
+    dirs = sorted(d.name for d in (t / "batches").iterdir() if d.is_dir() and d.name not in active) \
+        if (t / "batches").exists() else []
+    return manifests + dirs
