@@ -92,13 +92,15 @@ def table_state(path: str | Path) -> tuple[int, list[str]] | None:
 
 
 def staged_leftovers(target: str | Path) -> list[str]:
-    """Manifests and batch folders that no commit references (must be empty after a refresh)."""
+    """Manifests, and batch folders that no commit ever appended (must be empty after a refresh)."""
+    import json
+
     t = Path(target)
     manifests = sorted(f.name for f in (t / "_mv_staging").glob("*.json")) if (t / "_mv_staging").exists() else []
-    active = set()
+    committed = set()
     if (t / "_delta_log").exists():
-        acts = pa.table(DeltaTable(str(t)).get_add_actions(flatten=True))
-        active = {p.split("/")[1] for p in acts.column("path").to_pylist() if p.startswith("batches/")}
-    dirs = sorted(d.name for d in (t / "batches").iterdir() if d.is_dir() and d.name not in active) \
+        committed = {json.loads(h["mvsink.batch_id"]) for h in DeltaTable(str(t)).history()
+                     if h.get("mvsink.operation") == '"append"'}
+    dirs = sorted(d.name for d in (t / "batches").iterdir() if d.is_dir() and d.name not in committed) \
         if (t / "batches").exists() else []
     return manifests + dirs
