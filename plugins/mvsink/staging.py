@@ -21,6 +21,7 @@ from .batch import StagedFile, WriteReport, parse_batch_id
 
 log = logging.getLogger(__name__)
 
+GRACE_SECONDS = float(os.environ.get("MVSINK_STAGING_GRACE_SECONDS", "3600"))
 BATCHES = "batches"
 STAGING = "_mv_staging"
 
@@ -78,13 +79,26 @@ def list_staged(table: str) -> list[str]:
     return sorted(p.name[:-5] for p in d.iterdir() if p.name.endswith(".json") and not p.name.startswith("."))
 
 
-def collect_garbage(table: str, *, upper: int, active: set[str], keep: str | None = None) -> dict[str, list[str]]:
+def _writing_since(table: str, batch_id: str) -> float | None:
+    """Start time of a batch whose Spark write has not finished, None if it finished (or is unknown)."""
+    try:
+        d = json.loads(manifest_path(table, batch_id).read_text())
+    except (FileNotFoundError, json.JSONDecodeError):
+        return None
+    return float(d.get("started", 0)) if d.get("status") == "writing" else None
+
+
+def collect_garbage(table: str, *, upper: int, active: set[str], keep: str | None = None,
+                    grace_seconds: float | None = None) -> dict[str, list[str]]:
     """Clean up after crashes and lost races, never touching a batch that may still commit.
 
     A batch ``[lower, u)`` can commit only while the table's upper equals ``lower``; once
     ``upper > lower`` it is either committed (its files are in the log: drop the manifest)
     or dead (delete its files and manifest). ``active`` holds the table's active file paths.
+    A dead batch whose Spark write is still running is left to its own append (which
+    discards it) unless it started more than ``grace_seconds`` ago (a crashed write).
     """
+    grace = GRACE_SECONDS if grace_seconds is None else grace_seconds
     committed_dirs = {p.split("/")[1] for p in active if p.startswith(BATCHES + "/") and p.count("/") >= 2}
     done: dict[str, list[str]] = {"discarded": [], "settled": []}
     for batch_id in list_staged(table):
@@ -95,6 +109,9 @@ def collect_garbage(table: str, *, upper: int, active: set[str], keep: str | Non
             forget_manifest(table, batch_id)
             done["settled"].append(batch_id)
         else:
+            started = _writing_since(table, batch_id)
+            if started is not None and time.time() - started < grace:
+                continue
             discard_batch(table, batch_id)
             done["discarded"].append(batch_id)
     if done["discarded"] or done["settled"]:

@@ -277,8 +277,18 @@ def run_write(spark: SparkSession, view: ViewDefinition, desc: BatchDescription)
     folder = batch_dir(desc.target, desc.batch_id)
     write_intent(desc.target, desc.batch_id)
     obs = Observation(f"mvsink_{desc.batch_id[-8:]}")
-    corr.observe(obs, added, retracted).write.mode("overwrite").parquet(str(folder))
-    metrics = obs.get
+    try:
+        corr.observe(obs, added, retracted).write.mode("overwrite").parquet(str(folder))
+        metrics = obs.get
+    except Exception:
+        # A writer that won the race may have cleaned up this (now dead) batch under us.
+        now = read_frontier(open_table(desc.target), app_id=view.app_id, since_app_id=view.since_app_id)
+        if now.upper > desc.lower:
+            discard_batch(desc.target, desc.batch_id)
+            log.warning("view %s: batch [%d, %d) went stale while staging (upper is now %d); staged nothing",
+                        view.name, desc.lower, desc.upper, now.upper)
+            return WriteReport(status="stale", seconds=time.monotonic() - t0, **base)  # type: ignore[arg-type]
+        raise
     files = []
     for p in sorted(folder.glob("*.parquet")):
         rows, stats = stats_json(str(p))
