@@ -9,14 +9,14 @@ import sys
 from pathlib import Path
 
 import pytest
-from deltahelp import BASE, HOUR, table_state, write_at, write_view
 from deltalake import DeltaTable
-from test_oracle import PROJECT, _orders
 
+from deltahelp import BASE, HOUR, table_state, write_at, write_view
 from mvsink import errors
 from mvsink.read import read_view
 from mvsink.refresh import refresh
 from mvsink.view import Catalog
+from test_oracle import PROJECT, _orders
 
 pytestmark = pytest.mark.spark
 

@@ -10,12 +10,12 @@ import subprocess
 import sys
 
 import pytest
-from deltahelp import BASE, HOUR, multiset, oracle, staged_leftovers, write_at, write_view
 from deltalake import DeltaTable
-from test_oracle import PROJECT, _orders
 
+from deltahelp import BASE, HOUR, multiset, oracle, staged_leftovers, write_at, write_view
 from mvsink.read import read_view
 from mvsink.view import Catalog
+from test_oracle import PROJECT, _orders
 
 pytestmark = pytest.mark.slow
 

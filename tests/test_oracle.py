@@ -8,9 +8,9 @@ import random
 
 import pyarrow as pa
 import pytest
-from deltahelp import BASE, HOUR, delete_at, multiset, oracle, update_at, write_at, write_view
 from deltalake import DeltaTable
 
+from deltahelp import BASE, HOUR, delete_at, multiset, oracle, update_at, write_at, write_view
 from mvsink.read import read_view
 from mvsink.refresh import refresh
 from mvsink.view import Catalog

@@ -9,10 +9,9 @@ from pathlib import Path
 
 import pyarrow as pa
 import pytest
-from deltahelp import BASE, HOUR, multiset, oracle, staged_leftovers, write_at, write_view
 from deltalake import DeltaTable, write_deltalake
-from test_oracle import JOIN_AGG, PROJECT, _customers, _orders
 
+from deltahelp import BASE, HOUR, multiset, oracle, staged_leftovers, write_at, write_view
 from mvsink.append import append
 from mvsink.errors import InjectedFault
 from mvsink.mint import mint
@@ -21,6 +20,7 @@ from mvsink.refresh import refresh
 from mvsink.staging import list_staged
 from mvsink.view import Catalog
 from mvsink.write import run_write
+from test_oracle import JOIN_AGG, PROJECT, _customers, _orders
 
 pytestmark = pytest.mark.spark
 

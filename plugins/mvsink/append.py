@@ -60,7 +60,7 @@ class RefreshResult:
         if self.status == "appended":
             return (f"{self.view}: appended [{self.lower}, {self.upper}) at {format_time(self.refresh_time)}: "
                     f"+{self.rows_added} -{self.rows_retracted} rows, {self.bytes} bytes in {self.files} file(s), "
-                    f"Delta version {self.version}, upper {self.upper}")
+                    f"Delta version {self.version}, upper {self.upper}" + (f" ({self.reason})" if self.reason else ""))
         if self.status == "dry_run":
             return (f"{self.view}: dry run [{self.lower}, {self.upper}): would add {self.rows_added} and retract "
                     f"{self.rows_retracted} rows; nothing written")
@@ -122,8 +122,8 @@ def append(view: ViewDefinition, desc: BatchDescription, report: WriteReport | N
     the upper). Returns ``appended``, ``rescheduled`` (another writer moved the upper, or the
     table changed under the batch; staged files deleted) or ``dry_run``.
     """
-    from deltalake.transaction import AddAction
     from deltalake.exceptions import CommitFailedError
+    from deltalake.transaction import AddAction
 
     res = dict(view=view.name, refresh_time=desc.refresh_time, lower=desc.lower, batch_id=desc.batch_id)
     if desc.dry_run:
@@ -149,7 +149,7 @@ def append(view: ViewDefinition, desc: BatchDescription, report: WriteReport | N
     actions = [AddAction(path=f.path, size=f.size, partition_values={}, modification_time=now_ms,
                          data_change=True, stats=f.stats) for f in files]
 
-    for attempt in range(MAX_ATTEMPTS):
+    for _ in range(MAX_ATTEMPTS):
         dt = open_table(desc.target)
         assert dt is not None
         check_readable(dt, path=desc.target, role=f"view {view.name}: target table")

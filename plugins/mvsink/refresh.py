@@ -37,8 +37,7 @@ def refresh(
     desc = mint(view, refresh_time, catalog=catalog, run_id=run_id, dry_run=dry_run)
     t_mint = time.monotonic() - t0
     if isinstance(desc, NothingToDo):
-        status = "up_to_date"
-        return RefreshResult(view=view.name, status=status, refresh_time=refresh_time, upper=desc.upper,
+        return RefreshResult(view=view.name, status="up_to_date", refresh_time=refresh_time, upper=desc.upper,
                              reason=desc.detail, timings={"mint": t_mint})
     report = None
     t1 = time.monotonic()

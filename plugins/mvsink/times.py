@@ -6,7 +6,7 @@ import datetime as _dt
 import re
 
 _INT_RE = re.compile(r"^-?[0-9]+\Z")
-_EPOCH = _dt.datetime(1970, 1, 1, tzinfo=_dt.timezone.utc)
+_EPOCH = _dt.datetime(1970, 1, 1, tzinfo=_dt.UTC)
 
 
 def parse_time(value: object, *, what: str = "time") -> int:
@@ -16,7 +16,7 @@ def parse_time(value: object, *, what: str = "time") -> int:
     if isinstance(value, int):
         return value
     if isinstance(value, _dt.datetime):
-        dt = value if value.tzinfo else value.replace(tzinfo=_dt.timezone.utc)
+        dt = value if value.tzinfo else value.replace(tzinfo=_dt.UTC)
         return (dt - _EPOCH) // _dt.timedelta(milliseconds=1)
     if isinstance(value, _dt.date):
         return parse_time(_dt.datetime(value.year, value.month, value.day), what=what)
@@ -38,12 +38,12 @@ def parse_time(value: object, *, what: str = "time") -> int:
 
 def format_time(ms: int) -> str:
     """Render epoch milliseconds as ISO-8601 UTC (millisecond precision)."""
-    dt = _dt.datetime.fromtimestamp(ms / 1000, tz=_dt.timezone.utc)
+    dt = _dt.datetime.fromtimestamp(ms / 1000, tz=_dt.UTC)
     return dt.isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
 def to_datetime(ms: int) -> _dt.datetime:
-    return _dt.datetime.fromtimestamp(ms / 1000, tz=_dt.timezone.utc)
+    return _dt.datetime.fromtimestamp(ms / 1000, tz=_dt.UTC)
 
 
 _DURATION_RE = re.compile(r"^\s*(\d+)\s*(ms|s|m|h|d|w)\s*$")

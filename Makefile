@@ -1,0 +1,37 @@
+# Fresh machine: Python 3.11, Java 17, pip. Everything else is installed into .venv.
+VENV ?= .venv
+PY := $(VENV)/bin/python
+DATA_ROOT ?= $(CURDIR)/data
+export SPARK_LOCAL_IP ?= 127.0.0.1
+
+.PHONY: install demo test test-fast lint bench clean
+
+$(VENV)/.installed: pyproject.toml
+	python3 -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -e '.[dev]'
+	touch $@
+
+install: $(VENV)/.installed
+
+## demo: source tables with 4 days of history, example views refreshed at several times
+demo: install
+	MVSINK_DATA_ROOT=$(DATA_ROOT) MVSINK_VIEWS_DIR=$(CURDIR)/dags/views $(PY) -m mvsink.demo
+
+## test: lint, type-check, then every test (unit, Spark integration, spark-submit end to end)
+test: lint
+	$(PY) -m pytest -q
+
+## test-fast: unit tests only (no Spark)
+test-fast: install
+	$(PY) -m pytest -q -m unit
+
+lint: install
+	$(VENV)/bin/ruff check plugins tests spark_jobs dags bench
+	$(VENV)/bin/mypy
+
+bench: install
+	$(PY) bench/diff_formulations.py
+
+clean:
+	rm -rf $(VENV) data .pytest_cache .mypy_cache .ruff_cache
