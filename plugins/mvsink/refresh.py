@@ -38,7 +38,8 @@ def refresh(
     t_mint = time.monotonic() - t0
     if isinstance(desc, NothingToDo):
         return RefreshResult(view=view.name, status="up_to_date", refresh_time=refresh_time, upper=desc.upper,
-                             reason=desc.detail, timings={"mint": t_mint})
+                             reason=desc.detail if desc.reason == "up_to_date"
+                             else f"{desc.reason.replace('_', ' ')}: {desc.detail}", timings={"mint": t_mint})
     report = None
     t1 = time.monotonic()
     if not desc.empty:
