@@ -104,18 +104,23 @@ def test_source_missing_at_refresh_time(setup, spark):
             errors.SourceError, "no version at or before", at=BASE - HOUR)
 
 
-def test_unsupported_delta_feature(setup, spark):
+@pytest.mark.parametrize(("protocol", "needle"), [
+    ({"minReaderVersion": 3, "minWriterVersion": 7, "readerFeatures": ["deletionVectors"],
+      "writerFeatures": ["deletionVectors"]}, "deletion vectors"),
+    ({"minReaderVersion": 3, "minWriterVersion": 7, "readerFeatures": ["columnMapping"],
+      "writerFeatures": ["columnMapping"]}, "column mapping"),
+])
+def test_unsupported_delta_feature(setup, spark, protocol, needle):
+    import os
+
     data, views = setup
     dv = str(data / "dv")
     write_at(dv, _orders(random.Random(2), 0, 5), BASE)
     log = Path(dv) / "_delta_log" / "00000000000000000001.json"
-    log.write_text(json.dumps({"protocol": {"minReaderVersion": 3, "minWriterVersion": 7,
-                                            "readerFeatures": ["deletionVectors"],
-                                            "writerFeatures": ["deletionVectors"]}}) + "\n")
-    import os
+    log.write_text(json.dumps({"protocol": protocol}) + "\n")
     os.utime(log, ns=((BASE + 10) * 1_000_000,) * 2)
     _expect(setup, spark, "bad", _view("SELECT qty FROM dv", sources={"dv": "dv"}),
-            (errors.UnsupportedFeatureError, errors.SourceError), "deletion")
+            errors.UnsupportedFeatureError, needle, "Parquet file list")
 
 
 def test_query_schema_change_for_existing_table(setup, spark):
