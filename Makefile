@@ -9,7 +9,7 @@ export SPARK_LOCAL_IP ?= 127.0.0.1
 $(VENV)/.installed: pyproject.toml
 	python3 -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -e '.[dev]'
+	$(PY) -m pip install --quiet -e '.[dev,airflow]'
 	touch $@
 
 install: $(VENV)/.installed

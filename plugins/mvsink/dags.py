@@ -1,0 +1,217 @@
+"""Airflow DAG factory: one DAG per view file (``mint`` -> ``write`` -> ``append``).
+
+DAG files stay thin::
+
+    from mvsink.dags import build_dags
+    build_dags(globals(), views_dir=Path(__file__).parent / "views")
+
+Tasks only gather parameters and call into :mod:`mvsink.tasks`; the write step is the
+apache-spark provider's ``SparkSubmitOperator`` running ``spark_jobs/mv_write.py``.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import logging
+import os
+import sys
+import warnings
+from pathlib import Path
+from typing import Any
+
+from .errors import ViewDefinitionError
+from .sparkrun import job_file, spark_conf_for
+from .view import Schedule, ViewDefinition, load_view_file, view_files
+
+log = logging.getLogger(__name__)
+
+DAG_PREFIX = "mv_"
+SPARK_CONN_ID = os.environ.get("MVSINK_SPARK_CONN_ID", "spark_default")
+MAX_RESCHEDULES = int(os.environ.get("MVSINK_MAX_RESCHEDULES", "3"))
+
+
+def dag_id_for(view_name: str) -> str:
+    return f"{DAG_PREFIX}{view_name}"
+
+
+def asset_for(view: ViewDefinition) -> Any:
+    """The Airflow Asset a view's appends update (its Delta table)."""
+    from airflow.sdk import Asset
+
+    return Asset(name=f"mvsink_{view.name}", uri=f"file://{view.target}", group="mvsink")
+
+
+def timetable_for(schedule: Schedule, views: dict[str, ViewDefinition], file: str) -> Any:
+    """Airflow schedule for a view's refresh schedule."""
+    from airflow.sdk import CronTriggerTimetable, DeltaTriggerTimetable, EventsTimetable
+
+    if schedule.kind == "cron":
+        assert schedule.cron is not None
+        return CronTriggerTimetable(schedule.cron, timezone="UTC")
+    if schedule.kind == "interval":
+        assert schedule.every_ms is not None
+        return DeltaTriggerTimetable(_dt.timedelta(milliseconds=schedule.every_ms))
+    if schedule.kind == "at":
+        import pendulum
+
+        return EventsTimetable(event_dates=[pendulum.from_timestamp(t / 1000, tz="UTC") for t in schedule.at_ms],
+                               restrict_to_events=True, description="REFRESH AT listed times")
+    if schedule.kind == "on_commit":
+        missing = [v for v in schedule.on_commit if v not in views]
+        if missing:
+            raise ViewDefinitionError(f"view file {file}: field 'schedule': on_commit names unknown view(s) "
+                                      f"{missing}. Fix: name views defined in the same folder.")
+        return [asset_for(views[v]) for v in schedule.on_commit]
+    return None
+
+
+def _start_date(view: ViewDefinition) -> _dt.datetime:
+    if view.schedule.kind == "interval" and view.schedule.aligned_to_ms is not None:
+        aligned = view.schedule.aligned_to_ms
+        every = view.schedule.every_ms or 1
+        # the first aligned instant at or after as_of
+        start = aligned + max(0, -(-(view.as_of - aligned) // every)) * every
+        return _dt.datetime.fromtimestamp(start / 1000, tz=_dt.UTC)
+    return _dt.datetime.fromtimestamp(view.as_of / 1000, tz=_dt.UTC)
+
+
+def _doc_md(view: ViewDefinition) -> str:
+    srcs = "\n".join(f"- `{s.name}`: " + (f"view `{s.view}`" if s.kind == "view" else f"`{s.path}`")
+                     for s in view.sources)
+    return (f"### {view.name}\n\n{view.description or '(no description)'}\n\n"
+            f"**Target** `{view.target}` — **as_of** {_dt.datetime.fromtimestamp(view.as_of / 1000, _dt.UTC)}"
+            f" — **schedule** {view.schedule.kind}\n\n**Sources**\n{srcs}\n\n```sql\n{view.query}\n```\n\n"
+            f"Defined in `{view.file}`. Trigger with params `refresh_time` (ISO-8601 or epoch ms; empty = "
+            "the run's logical date) and `dry_run`.")
+
+
+def build_dag(view: ViewDefinition, *, views: dict[str, ViewDefinition] | None = None,
+              views_dir: str | Path | None = None) -> Any:
+    """The DAG of one view: mint (branch) -> write (spark-submit) -> append -> reschedule."""
+    from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
+    from airflow.providers.standard.operators.trigger_dagrun import TriggerDagRunOperator
+    from airflow.sdk import DAG, Param, TriggerRule, task
+
+    from . import tasks
+
+    views = views or {view.name: view}
+    views_dir = str(views_dir or Path(view.file).parent)
+    dag_id = dag_id_for(view.name)
+    with DAG(
+        dag_id=dag_id,
+        schedule=timetable_for(view.schedule, views, view.file),
+        start_date=_start_date(view),
+        catchup=False,
+        max_active_runs=1,
+        tags=["mvsink", *view.tags],
+        doc_md=_doc_md(view),
+        description=(view.description.splitlines()[0][:200] if view.description else f"materialized view {view.name}"),
+        default_args={"retries": 1, "retry_delay": _dt.timedelta(seconds=10)},
+        params={
+            "refresh_time": Param("", type="string", title="Refresh time",
+                                  description="ISO-8601 (UTC if no zone) or epoch ms; empty: the run's logical date"),
+            "dry_run": Param(False, type="boolean", title="Dry run",
+                             description="Compute and report the corrections; write nothing"),
+        },
+        render_template_as_native_obj=False,
+    ) as dag:
+
+        @task.branch(task_id="mint")
+        def mint_task(**context: Any) -> list[str]:
+            return tasks.mint_step(view.name, views_dir, context)
+
+        write = SparkSubmitOperator(
+            task_id="write",
+            application=job_file(),
+            conn_id=SPARK_CONN_ID,
+            name=f"mvsink-write-{view.name}",
+            conf=spark_conf_for(view),
+            application_args=[
+                "--view-file", view.file,
+                "--description", "{{ ti.xcom_pull(task_ids='mint', key='description') }}",
+                "--report", "{{ ti.xcom_pull(task_ids='mint', key='report_path') }}",
+            ],
+            env_vars=tasks.spark_env(),
+            verbose=False,
+        )
+
+        @task.branch(task_id="append", trigger_rule=TriggerRule.NONE_FAILED_MIN_ONE_SUCCESS,
+                     outlets=[asset_for(view)])
+        def append_task(**context: Any) -> list[str]:
+            return tasks.append_step(view.name, views_dir, context, asset=asset_for(view),
+                                     max_reschedules=MAX_RESCHEDULES)
+
+        reschedule = TriggerDagRunOperator(
+            task_id="reschedule",
+            trigger_dag_id=dag_id,
+            conf={"refresh_time": "{{ ti.xcom_pull(task_ids='append', key='reschedule_time') }}",
+                  "attempt": "{{ ti.xcom_pull(task_ids='append', key='reschedule_attempt') }}"},
+            note="rescheduled by mvsink: another writer moved the table's upper",
+        )
+        m = mint_task()
+        a = append_task()
+        m >> [write, a]
+        write >> a
+        a >> reschedule
+    return dag
+
+
+def report_broken_view_file(path: Path, error: Exception) -> None:
+    """Make one broken view file an Airflow import error of its own, keeping the other DAGs.
+
+    Airflow keys import errors by file and fails a whole DAG file on an exception, so the
+    factory records the error with the importer that is parsing the DAG file (Airflow 3.3's
+    ``DagImportResult``), under the view file's own path. Outside a DAG processor (a plain
+    import) it falls back to a warning.
+    """
+    try:
+        frame = sys._getframe(1)
+        while frame is not None:
+            result: Any = frame.f_locals.get("result")
+            if type(result).__name__ == "DagImportResult" and hasattr(result, "errors"):
+                from airflow.dag_processing.importers.base import DagImportError
+
+                py_rel = Path(result.file_path)
+                dag_file = Path(frame.f_locals.get("filepath") or "")
+                n = len(py_rel.parts)
+                rel = str(path)
+                if not py_rel.is_absolute() and dag_file.is_absolute() and 0 < n <= len(dag_file.parents):
+                    rel = os.path.relpath(path, dag_file.parents[n - 1])
+                result.errors.append(DagImportError(file_path=rel, message=str(error), error_type="import",
+                                                    stacktrace=f"{type(error).__name__}: {error}"))
+                return
+            frame = frame.f_back  # type: ignore[assignment]
+    except Exception:  # reporting must never take the other DAGs down
+        log.exception("mvsink: could not register the import error of %s", path)
+    warnings.warn(f"mvsink: {error}", UserWarning, stacklevel=2)
+
+
+def build_dags(namespace: dict[str, Any], *, views_dir: str | Path) -> dict[str, Any]:
+    """Build one DAG per view file of ``views_dir`` into ``namespace`` (a DAG file's globals()).
+
+    A broken view file becomes an import error naming that file and the fix; every other
+    view's DAG still loads.
+    """
+    views: dict[str, ViewDefinition] = {}
+    broken: dict[Path, Exception] = {}
+    for f in view_files(views_dir):
+        try:
+            v = load_view_file(f)
+            if v.name in views:
+                raise ViewDefinitionError(f"view file {f}: field 'name': view {v.name!r} is already defined in "
+                                          f"{views[v.name].file}. Fix: give each view a unique name.")
+            views[v.name] = v
+        except ViewDefinitionError as exc:
+            broken[f] = exc
+    built: dict[str, Any] = {}
+    for v in views.values():
+        try:
+            dag = build_dag(v, views=views, views_dir=views_dir)
+        except ViewDefinitionError as exc:
+            broken[Path(v.file)] = exc
+            continue
+        namespace[dag.dag_id] = built[dag.dag_id] = dag
+    for f, err in broken.items():
+        log.error("mvsink: %s", err)
+        report_broken_view_file(f, err)
+    return built

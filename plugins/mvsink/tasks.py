@@ -1,0 +1,110 @@
+"""Bodies of the Airflow tasks: gather parameters from the task context, call the protocol."""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from .append import append
+from .batch import BatchDescription, NothingToDo, WriteReport
+from .errors import MvSinkError
+from .mint import mint
+from .times import format_time, parse_time
+from .view import Catalog
+
+log = logging.getLogger(__name__)
+
+
+def reports_dir() -> Path:
+    """Where the write job leaves its report for append (must be shared by both tasks' workers)."""
+    return Path(os.environ.get("MVSINK_REPORTS_DIR", Path(tempfile.gettempdir()) / "mvsink-reports"))
+
+
+def spark_env() -> dict[str, str]:
+    """Environment of the spark-submit process (the data root and this Python)."""
+    env = {"PYSPARK_PYTHON": sys.executable, "PYSPARK_DRIVER_PYTHON": sys.executable,
+           "SPARK_LOCAL_IP": os.environ.get("SPARK_LOCAL_IP", "127.0.0.1")}
+    for k in ("MVSINK_DATA_ROOT", "MVSINK_FAIL_POINTS", "MVSINK_REPORTS_DIR"):
+        if k in os.environ:
+            env[k] = os.environ[k]
+    return env
+
+
+def refresh_time_of(context: dict[str, Any]) -> int:
+    """The run's refresh time: the `refresh_time` param if given, else its logical date (or run_after)."""
+    raw = (context.get("params") or {}).get("refresh_time") or ""
+    if str(raw).strip() not in ("", "None"):
+        try:
+            return parse_time(str(raw).strip(), what="param refresh_time")
+        except ValueError as exc:
+            raise MvSinkError(f"{exc}. Fix: trigger with refresh_time as ISO-8601 or epoch milliseconds.") from None
+    dag_run = context["dag_run"]
+    when = getattr(dag_run, "logical_date", None) or getattr(dag_run, "run_after", None)
+    return parse_time(when)
+
+
+def mint_step(view_name: str, views_dir: str, context: dict[str, Any]) -> list[str]:
+    catalog = Catalog(views_dir)
+    view = catalog.get(view_name)
+    ti = context["ti"]
+    r = refresh_time_of(context)
+    dry_run = bool((context.get("params") or {}).get("dry_run", False))
+    run_id = str(context["dag_run"].run_id)
+    desc = mint(view, r, catalog=catalog, run_id=run_id, dry_run=dry_run)
+    if isinstance(desc, NothingToDo):
+        status = "waiting for inputs" if desc.reason == "waiting_for_inputs" else desc.reason.replace("_", " ")
+        log.info("view %s at %s: %s: %s; skipping write and append", view.name, format_time(r), status, desc.detail)
+        ti.xcom_push(key="summary", value={"view": view.name, "status": desc.reason, "refresh_time": r,
+                                            "upper": desc.upper, "reason": desc.detail})
+        return []
+    report_path = reports_dir() / f"{desc.batch_id}.json"
+    report_path.parent.mkdir(parents=True, exist_ok=True)
+    report_path.unlink(missing_ok=True)
+    ti.xcom_push(key="description", value=desc.to_json())
+    ti.xcom_push(key="report_path", value=str(report_path))
+    log.info("view %s: minted [%d, %d) at %s%s%s", view.name, desc.lower, desc.upper, format_time(r),
+             " (dry run)" if dry_run else "", " (no source changed: skipping the Spark step)" if desc.empty else "")
+    return ["append"] if desc.empty else ["write"]
+
+
+def append_step(view_name: str, views_dir: str, context: dict[str, Any], *, asset: Any,
+                max_reschedules: int) -> list[str]:
+    view = Catalog(views_dir).get(view_name)
+    ti = context["ti"]
+    desc = BatchDescription.from_json(ti.xcom_pull(task_ids="mint", key="description"))
+    report = None
+    report_file = Path(ti.xcom_pull(task_ids="mint", key="report_path"))
+    if not desc.empty:
+        if not report_file.exists():
+            raise MvSinkError(f"view {view.name}: the write step left no report at {report_file}. Fix: check the "
+                              "write task's log; MVSINK_REPORTS_DIR must be shared by the write and append workers.")
+        report = WriteReport.from_json(report_file.read_text())
+    result = append(view, desc, report)
+    report_file.unlink(missing_ok=True)
+    summary = {k: v for k, v in result.to_dict().items() if k != "timings"}
+    ti.xcom_push(key="summary", value=summary)
+    log.info("%s", result.summary())
+    if result.status == "appended":
+        context["outlet_events"][asset].extra = {k: summary[k] for k in (
+            "lower", "upper", "refresh_time", "rows_added", "rows_retracted", "bytes", "version")}
+    if result.status != "rescheduled":
+        return []
+    attempt = int((context["dag_run"].conf or {}).get("attempt") or 0)
+    if attempt >= max_reschedules:
+        raise MvSinkError(f"view {view.name}: refresh at {format_time(desc.refresh_time)} lost the race "
+                          f"{attempt + 1} times ({result.reason}). Fix: check for competing writers of "
+                          f"{view.target}; raise MVSINK_MAX_RESCHEDULES to retry longer.")
+    ti.xcom_push(key="reschedule_time", value=str(desc.refresh_time))
+    ti.xcom_push(key="reschedule_attempt", value=str(attempt + 1))
+    log.warning("view %s: %s; starting a new run for refresh time %s (attempt %d)", view.name,
+                result.summary(), format_time(desc.refresh_time), attempt + 1)
+    return ["reschedule"]
+
+
+def summary_json(value: Any) -> str:
+    return json.dumps(value, sort_keys=True, default=str)
