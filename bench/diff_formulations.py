@@ -493,7 +493,7 @@ def write_report(res: list[dict], info: dict, args, notes: list[str], total_s: f
         f"to the fastest: {rel} (full overwrite baseline geomean {gm_full:.2f}s vs "
         f"{gm[best_all]:.2f}s for {best_all}). Fastest per case: "
         + ", ".join(f"{f} in {c}" for f, c in wins.most_common())
-        + f"; among the general (key-less) formulations: "
+        + "; among the general (key-less) formulations: "
         + ", ".join(f"{f} in {c}" for f, c in wins_gen.most_common())
         + f". **Fastest correct general formulation: {best_gen}** ({FORM_DESC[best_gen]}). "
         f"**Fastest when a unique key is declared: {best_all}** ({FORM_DESC[best_all]}); the "

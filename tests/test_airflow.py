@@ -6,13 +6,13 @@ import json
 import random
 
 import pytest
+from deltalake import DeltaTable
+
 from airflowhelp import AirflowHome
 from deltahelp import BASE, HOUR, multiset, oracle, staged_leftovers, write_at, write_view
-from deltalake import DeltaTable
-from test_oracle import PROJECT, _orders
-
 from mvsink.read import read_view
 from mvsink.view import Catalog
+from test_oracle import PROJECT, _orders
 
 pytestmark = pytest.mark.airflow
 

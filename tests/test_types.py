@@ -7,8 +7,8 @@ import decimal
 
 import pyarrow as pa
 import pytest
-from deltahelp import BASE, HOUR, multiset, oracle, write_at, write_view
 
+from deltahelp import BASE, HOUR, multiset, oracle, write_at, write_view
 from mvsink.read import read_view
 from mvsink.refresh import refresh
 from mvsink.view import Catalog
@@ -22,7 +22,7 @@ FROM events WHERE flag OR flag IS NULL
 
 
 def _events(ids: range, shift: int = 0) -> pa.Table:
-    utc = dt.timezone.utc
+    utc = dt.UTC
     return pa.table({
         "id": pa.array(list(ids), pa.int64()),
         "ts": pa.array([dt.datetime(2026, 1, 1, 12, 0, i % 60, tzinfo=utc) if i % 4 else None for i in ids],

@@ -11,6 +11,7 @@ import dataclasses
 import json
 import logging
 import time
+from pathlib import Path
 from typing import Any, Literal
 
 from .batch import BatchDescription, WriteReport
@@ -149,6 +150,8 @@ def append(view: ViewDefinition, desc: BatchDescription, report: WriteReport | N
     actions = [AddAction(path=f.path, size=f.size, partition_values={}, modification_time=now_ms,
                          data_change=True, stats=f.stats) for f in files]
 
+    failpoint("append:before_validate", view=view.name, views_dir=str(Path(view.file).parent),
+              refresh_time=desc.refresh_time)
     for _ in range(MAX_ATTEMPTS):
         dt = open_table(desc.target)
         assert dt is not None

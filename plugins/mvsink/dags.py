@@ -41,6 +41,13 @@ def asset_for(view: ViewDefinition) -> Any:
     return Asset(name=f"mvsink_{view.name}", uri=f"file://{view.target}", group="mvsink")
 
 
+def asset_alias_for(view: ViewDefinition) -> Any:
+    """Alias through which append emits an event for the view's Asset only when it appended."""
+    from airflow.sdk import AssetAlias
+
+    return AssetAlias(name=f"mvsink_{view.name}_appends", group="mvsink")
+
+
 def timetable_for(schedule: Schedule, views: dict[str, ViewDefinition], file: str) -> Any:
     """Airflow schedule for a view's refresh schedule."""
     from airflow.sdk import CronTriggerTimetable, DeltaTriggerTimetable, EventsTimetable
@@ -101,6 +108,7 @@ def build_dag(view: ViewDefinition, *, views: dict[str, ViewDefinition] | None =
         dag_id=dag_id,
         schedule=timetable_for(view.schedule, views, view.file),
         start_date=_start_date(view),
+        end_date=_dt.datetime.fromtimestamp(view.until / 1000, tz=_dt.UTC) if view.until is not None else None,
         catchup=False,
         max_active_runs=1,
         tags=["mvsink", *view.tags],
@@ -136,10 +144,10 @@ def build_dag(view: ViewDefinition, *, views: dict[str, ViewDefinition] | None =
         )
 
         @task.branch(task_id="append", trigger_rule=TriggerRule.NONE_FAILED_MIN_ONE_SUCCESS,
-                     outlets=[asset_for(view)])
+                     outlets=[asset_alias_for(view)])
         def append_task(**context: Any) -> list[str]:
             return tasks.append_step(view.name, views_dir, context, asset=asset_for(view),
-                                     max_reschedules=MAX_RESCHEDULES)
+                                     alias=asset_alias_for(view), max_reschedules=MAX_RESCHEDULES)
 
         reschedule = TriggerDagRunOperator(
             task_id="reschedule",

@@ -1,28 +1,49 @@
-"""Injectable fail points for crash tests.
+"""Injectable fail points for crash and race tests.
 
-``MVSINK_FAIL_POINTS`` holds a comma-separated list of point names, each optionally
-suffixed ``:exit`` to kill the process (``os._exit(97)``) instead of raising.
+``MVSINK_FAIL_POINTS`` holds a comma-separated list of ``POINT[@VIEW][:ACTION]`` items:
+``POINT`` is one of :data:`POINTS`; ``@VIEW`` limits it to one view; ``ACTION`` is
+``raise`` (default: raise :class:`InjectedFault`), ``exit`` (kill the process with
+``os._exit(97)``) or ``compete`` (run a competing refresh of the same view and refresh
+time to completion, then carry on: forces an upper mismatch).
 """
 
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 
 from .errors import InjectedFault
 
 ENV = "MVSINK_FAIL_POINTS"
-POINTS = ("write:after_staging", "append:before_commit", "append:after_commit")
+POINTS = ("write:after_staging", "append:before_validate", "append:before_commit", "append:after_commit")
 
 
-def failpoint(name: str) -> None:
-    """Raise (or exit) if ``name`` is armed in the environment."""
-    armed = os.environ.get(ENV, "")
-    if not armed:
+def _armed(name: str, view: str | None) -> str | None:
+    for item in (i.strip() for i in os.environ.get(ENV, "").split(",") if i.strip()):
+        action = "raise"
+        for a in ("exit", "compete", "raise"):
+            if item.endswith(":" + a):
+                item, action = item[: -len(a) - 1], a
+                break
+        point, _, only = item.partition("@")
+        if point == name and (not only or only == view):
+            return action
+    return None
+
+
+def failpoint(name: str, *, view: str | None = None, views_dir: str | None = None,
+              refresh_time: int | None = None) -> None:
+    """Raise, exit or compete if ``name`` is armed in the environment (for ``view``)."""
+    action = _armed(name, view)
+    if action is None:
         return
-    for item in (i.strip() for i in armed.split(",")):
-        kill = item.endswith(":exit")
-        point = item[: -len(":exit")] if kill else item
-        if point == name:
-            if kill:
-                os._exit(97)
-            raise InjectedFault(f"injected fault at {name} ({ENV}={armed})")
+    if action == "exit":
+        os._exit(97)
+    if action == "compete" and view and views_dir and refresh_time is not None:
+        env = {k: v for k, v in os.environ.items() if k != ENV}
+        subprocess.run([sys.executable, "-m", "mvsink", "refresh", view, "--at", str(refresh_time),
+                        "--views-dir", views_dir, "--run-id", "injected-competitor"], env=env, check=True,
+                       capture_output=True, text=True)
+        return
+    raise InjectedFault(f"injected fault at {name} ({ENV}={os.environ.get(ENV)})")

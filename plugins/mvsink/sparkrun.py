@@ -34,17 +34,20 @@ DEFAULT_SPARK_CONF: dict[str, str] = {
     "spark.sql.adaptive.enabled": "true",
     "spark.hadoop.mapreduce.fileoutputcommitter.marksuccessfuljobs": "false",
     "spark.hadoop.parquet.summary.metadata.level": "NONE",
-    "spark.driver.bindAddress": "127.0.0.1",
-    "spark.driver.host": "127.0.0.1",
 }
+# Only for local[...] masters: a cluster's executors must reach the driver on a routable address.
+LOCAL_MASTER_CONF: dict[str, str] = {"spark.driver.bindAddress": "127.0.0.1", "spark.driver.host": "127.0.0.1"}
 SECRET_HINTS = ("password", "secret", "token", "credential", "access.key", "key.id", "account.key", "private.key",
                 ".key")
 
 REPO_JOB = Path(__file__).resolve().parents[2] / "spark_jobs" / "mv_write.py"
 
 
-def spark_conf_for(view: ViewDefinition, extra: Mapping[str, str] | None = None) -> dict[str, str]:
-    return {**DEFAULT_SPARK_CONF, **view.spark_conf, **(extra or {})}
+def spark_conf_for(view: ViewDefinition, extra: Mapping[str, str] | None = None, *,
+                   master: str | None = None) -> dict[str, str]:
+    """Spark settings of a write: defaults < the view's spark_conf < ``extra``."""
+    local = LOCAL_MASTER_CONF if master is not None and master.startswith("local") else {}
+    return {**DEFAULT_SPARK_CONF, **local, **view.spark_conf, **(extra or {})}
 
 
 def job_file() -> str:
@@ -100,7 +103,7 @@ def run_write_submit(view: ViewDefinition, desc: BatchDescription, *, master: st
         desc_path = Path(tmp) / "description.json"
         desc_path.write_text(desc.to_json())
         cmd = submit_command(view_file=view.file, description=f"@{desc_path}", report_path=str(report_path),
-                             master=master, conf=spark_conf_for(view, conf))
+                             master=master, conf=spark_conf_for(view, conf, master=master))
         log.info("view %s: spark-submit %s", view.name, " ".join(redact(cmd[1:])))
         proc = subprocess.run(cmd, env=submit_env(), capture_output=True, text=True)
         for line in proc.stdout.splitlines():
@@ -125,7 +128,7 @@ def local_session(master: str = "local[2]", conf: Mapping[str, str] | None = Non
     from pyspark.sql import SparkSession
 
     builder = SparkSession.builder.master(master).appName("mvsink")
-    for k, v in {**DEFAULT_SPARK_CONF, **(conf or {})}.items():
+    for k, v in {**DEFAULT_SPARK_CONF, **LOCAL_MASTER_CONF, **(conf or {})}.items():
         builder = builder.config(k, v)
     return builder.getOrCreate()
 

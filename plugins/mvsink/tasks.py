@@ -72,7 +72,7 @@ def mint_step(view_name: str, views_dir: str, context: dict[str, Any]) -> list[s
     return ["append"] if desc.empty else ["write"]
 
 
-def append_step(view_name: str, views_dir: str, context: dict[str, Any], *, asset: Any,
+def append_step(view_name: str, views_dir: str, context: dict[str, Any], *, asset: Any, alias: Any,
                 max_reschedules: int) -> list[str]:
     view = Catalog(views_dir).get(view_name)
     ti = context["ti"]
@@ -89,9 +89,9 @@ def append_step(view_name: str, views_dir: str, context: dict[str, Any], *, asse
     summary = {k: v for k, v in result.to_dict().items() if k != "timings"}
     ti.xcom_push(key="summary", value=summary)
     log.info("%s", result.summary())
-    if result.status == "appended":
-        context["outlet_events"][asset].extra = {k: summary[k] for k in (
-            "lower", "upper", "refresh_time", "rows_added", "rows_retracted", "bytes", "version")}
+    if result.status == "appended":  # only a real append wakes views that read this one
+        context["outlet_events"][alias].add(asset, extra={k: summary[k] for k in (
+            "lower", "upper", "refresh_time", "rows_added", "rows_retracted", "bytes", "version")})
     if result.status != "rescheduled":
         return []
     attempt = int((context["dag_run"].conf or {}).get("attempt") or 0)

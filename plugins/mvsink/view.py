@@ -15,6 +15,7 @@ A view file looks like::
     schedule: "0 * * * *"         # cron | {every: 1h, aligned_to: TIME} | {at: [TIME, ...]}
                                   # | {on_commit: [view, ...]} | manual
     as_of: 2026-01-01T00:00:00Z   # first time the view may hold output
+    until: 2027-01-01T00:00:00Z   # optional: no scheduled refresh after this time
     key: [nation]                 # optional: columns that are unique in the result
     spark_conf: {spark.driver.memory: 2g}   # optional
 
@@ -61,7 +62,7 @@ _NONDET_RE = re.compile(
 
 KNOWN_FIELDS = {
     "name", "description", "query", "sql_file", "sources", "target", "schedule", "as_of",
-    "key", "spark_conf", "tags",
+    "key", "spark_conf", "tags", "until",
 }
 
 
@@ -102,6 +103,7 @@ class ViewDefinition:
     spark_conf: Mapping[str, str] = dataclasses.field(default_factory=dict)
     tags: tuple[str, ...] = ()
     file: str = ""
+    until: int | None = None  # last time the schedule refreshes (Airflow DAG end_date)
 
     @property
     def app_id(self) -> str:
@@ -208,6 +210,15 @@ def parse_view(text: str, *, file: str = "<string>", data_root: Path | None = No
     if not isinstance(conf, dict) or not all(isinstance(k, str) for k in conf):
         raise _fail(file, "spark_conf", "must be a mapping of Spark settings", "write e.g. spark_conf: {spark.driver.memory: 2g}")
 
+    until = None
+    if doc.get("until") is not None:
+        try:
+            until = parse_time(doc["until"], what="until")
+        except ValueError as exc:
+            raise _fail(file, "until", str(exc), "write ISO-8601 (UTC if no zone) or epoch milliseconds") from None
+        if until < as_of:
+            raise _fail(file, "until", "is before as_of", "give a time at or after as_of, or remove until")
+
     tags = doc.get("tags", []) or []
     if not isinstance(tags, list) or not all(isinstance(t, str) for t in tags):
         raise _fail(file, "tags", "must be a list of strings", "write e.g. tags: [finance]")
@@ -215,7 +226,7 @@ def parse_view(text: str, *, file: str = "<string>", data_root: Path | None = No
     return ViewDefinition(
         name=name, description=description.strip(), query=query, sources=sources, target=target_path,
         schedule=schedule, as_of=as_of, key=tuple(key_raw), spark_conf={k: str(v) for k, v in conf.items()},
-        tags=tuple(tags), file=str(path),
+        tags=tuple(tags), file=str(path), until=until,
     )
 
 

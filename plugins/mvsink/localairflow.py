@@ -1,0 +1,181 @@
+"""A local Airflow on 127.0.0.1 for the project's DAGs (``make airflow``; also used by tests).
+
+Runs the Airflow 3 components separately (api-server, scheduler, dag-processor, triggerer)
+rather than ``airflow standalone``, whose log servers bind every interface. The api-server
+uses Airflow's simple auth manager: the ``admin`` password is generated into
+``$AIRFLOW_HOME/simple_auth_manager_passwords.json.generated``.
+
+    python -m mvsink.localairflow [--home DIR] [--port 8080] [--dags DIR] [--data-root DIR]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+COMPONENTS = ("api-server", "scheduler", "dag-processor", "triggerer")
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+class LocalAirflow:
+    """Airflow home, environment and component processes bound to loopback."""
+
+    def __init__(self, home: Path, dags: Path, *, port: int | None = None, data_root: Path | None = None,
+                 extra_env: dict[str, str] | None = None):
+        self.home, self.dags = Path(home).resolve(), Path(dags).resolve()
+        self.port = port or free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.procs: dict[str, subprocess.Popen[bytes]] = {}
+        bin_dir = str(Path(sys.executable).parent)
+        self.env = {
+            **os.environ,
+            "AIRFLOW_HOME": str(self.home),
+            "AIRFLOW__CORE__DAGS_FOLDER": str(self.dags),
+            "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
+            "AIRFLOW__CORE__DAGS_ARE_PAUSED_AT_CREATION": "False",
+            "AIRFLOW__CORE__PARALLELISM": "4",
+            "AIRFLOW__CORE__EXECUTOR": "LocalExecutor",
+            "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS": "admin:admin",
+            "AIRFLOW__API__HOST": "127.0.0.1",
+            "AIRFLOW__API__PORT": str(self.port),
+            "AIRFLOW__API__BASE_URL": self.url,
+            "AIRFLOW__CORE__EXECUTION_API_SERVER_URL": f"{self.url}/execution/",
+            "AIRFLOW__API__WORKERS": "1",
+            "AIRFLOW__DAG_PROCESSOR__REFRESH_INTERVAL": "5",
+            "AIRFLOW__DAG_PROCESSOR__MIN_FILE_PROCESS_INTERVAL": "5",
+            "AIRFLOW__SCHEDULER__SCHEDULER_IDLE_SLEEP_TIME": "1",
+            "AIRFLOW_CONN_SPARK_DEFAULT": json.dumps({"conn_type": "spark", "host": "local[2]"}),
+            "SPARK_LOCAL_IP": "127.0.0.1",
+            "PATH": f"{bin_dir}{os.pathsep}{os.environ.get('PATH', '')}",
+        }
+        self.env.pop("SPARK_HOME", None)
+        if data_root is not None:
+            self.env["MVSINK_DATA_ROOT"] = str(Path(data_root).resolve())
+        self.env.update(extra_env or {})
+        self.airflow = str(Path(sys.executable).parent / "airflow")
+
+    def run(self, *args: str, check: bool = True, timeout: int = 600) -> subprocess.CompletedProcess[str]:
+        proc = subprocess.run([self.airflow, *args], env=self.env, capture_output=True, text=True, timeout=timeout)
+        if check and proc.returncode != 0:
+            raise RuntimeError(f"airflow {' '.join(args)} failed ({proc.returncode}):\n{proc.stderr[-3000:]}")
+        return proc
+
+    def start(self, components: tuple[str, ...] = COMPONENTS) -> None:
+        self.home.mkdir(parents=True, exist_ok=True)
+        self.run("db", "migrate")
+        logs = self.home / "component-logs"
+        logs.mkdir(exist_ok=True)
+        for c in components:
+            args = [c]
+            if c in ("scheduler", "triggerer"):
+                args.append("--skip-serve-logs")
+            if c == "api-server":
+                args += ["--host", "127.0.0.1", "--port", str(self.port)]
+            out = open(logs / f"{c}.log", "ab")  # noqa: SIM115 - closed with the process
+            self.procs[c] = subprocess.Popen([self.airflow, *args], env=self.env, stdout=out, stderr=out,
+                                             start_new_session=True)
+        self.wait_healthy()
+
+    def wait_healthy(self, timeout: float = 120) -> None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            for c, p in self.procs.items():
+                if p.poll() is not None:
+                    raise RuntimeError(f"airflow {c} exited ({p.returncode}); see {self.home}/component-logs/{c}.log")
+            try:
+                with urllib.request.urlopen(f"{self.url}/api/v2/monitor/health", timeout=5) as r:
+                    health = json.loads(r.read())
+                if all(health.get(k, {}).get("status") == "healthy" for k in ("metadatabase", "scheduler")):
+                    return
+            except (urllib.error.URLError, ConnectionError, TimeoutError, json.JSONDecodeError):
+                pass
+            time.sleep(1)
+        raise RuntimeError(f"Airflow at {self.url} not healthy after {timeout}s")
+
+    def password(self, user: str = "admin") -> str:
+        data = json.loads((self.home / "simple_auth_manager_passwords.json.generated").read_text())
+        return str(data[user])
+
+    def token(self, user: str = "admin") -> str:
+        body = json.dumps({"username": user, "password": self.password(user)}).encode()
+        req = urllib.request.Request(f"{self.url}/auth/token", data=body, method="POST",
+                                     headers={"Content-Type": "application/json"})
+        with urllib.request.urlopen(req, timeout=30) as r:
+            return str(json.loads(r.read())["access_token"])
+
+    def api(self, method: str, path: str, body: Any = None, *, token: str | None = None) -> tuple[int, Any]:
+        """Call the REST API; returns (status, parsed JSON or text)."""
+        headers = {"Content-Type": "application/json"}
+        if token:
+            headers["Authorization"] = f"Bearer {token}"
+        data = json.dumps(body).encode() if body is not None else None
+        req = urllib.request.Request(f"{self.url}{path}", data=data, method=method, headers=headers)
+        try:
+            with urllib.request.urlopen(req, timeout=60) as r:
+                raw, status = r.read(), r.status
+        except urllib.error.HTTPError as e:
+            raw, status = e.read(), e.code
+        try:
+            return status, json.loads(raw)
+        except json.JSONDecodeError:
+            return status, raw.decode(errors="replace")
+
+    def stop(self) -> None:
+        for p in self.procs.values():
+            if p.poll() is None:
+                os.killpg(p.pid, signal.SIGTERM)
+        deadline = time.monotonic() + 30
+        for p in self.procs.values():
+            try:
+                p.wait(timeout=max(1, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                os.killpg(p.pid, signal.SIGKILL)
+        self.procs.clear()
+
+
+def main(argv: list[str] | None = None) -> int:
+    repo = Path(__file__).resolve().parents[2]
+    ap = argparse.ArgumentParser(prog="python -m mvsink.localairflow", description=__doc__.splitlines()[0])
+    ap.add_argument("--home", default=os.environ.get("AIRFLOW_HOME", str(repo / ".airflow")))
+    ap.add_argument("--dags", default=str(repo / "dags"))
+    ap.add_argument("--data-root", default=os.environ.get("MVSINK_DATA_ROOT", str(repo / "data")))
+    ap.add_argument("--port", type=int, default=8080)
+    args = ap.parse_args(argv)
+    af = LocalAirflow(Path(args.home), Path(args.dags), port=args.port, data_root=Path(args.data_root))
+    stopping = False
+
+    def _stop(*_: object) -> None:
+        nonlocal stopping
+        stopping = True
+
+    signal.signal(signal.SIGINT, _stop)
+    signal.signal(signal.SIGTERM, _stop)
+    print(f"starting Airflow in {af.home} (DAGs {af.dags}, data {af.env.get('MVSINK_DATA_ROOT')}) ...", flush=True)
+    af.start()
+    print(f"Airflow is up: {af.url}  login: admin / {af.password()}  (Ctrl-C stops it)", flush=True)
+    try:
+        while not stopping and all(p.poll() is None for p in af.procs.values()):
+            time.sleep(1)
+    finally:
+        print("stopping Airflow ...", flush=True)
+        af.stop()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,194 @@
+"""Issue 3 acceptance against a running Airflow (api-server, scheduler, dag-processor, triggerer) on 127.0.0.1:
+REST trigger with params and auth, views on views through Assets, reschedule on upper mismatch, backfill."""
+
+from __future__ import annotations
+
+import json
+import random
+import shutil
+import time
+from pathlib import Path
+
+import duckdb
+import pytest
+from deltalake import DeltaTable
+
+from deltahelp import BASE, HOUR, multiset, oracle, snapshot, staged_leftovers, write_at, write_view
+from mvsink.localairflow import LocalAirflow
+from mvsink.read import read_view
+from mvsink.view import Catalog
+from test_oracle import PROJECT, _orders
+
+pytestmark = [pytest.mark.airflow, pytest.mark.slow]
+
+REPO = Path(__file__).resolve().parents[1]
+DOWN = "SELECT status, count(*) AS n, sum(qty) AS qty FROM up GROUP BY status"
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory):
+    root = tmp_path_factory.mktemp("cluster")
+    data, dags = root / "data", root / "dags"
+    (dags / "views").mkdir(parents=True)
+    data.mkdir()
+    shutil.copy(REPO / "dags" / "mvsink_views.py", dags / "mvsink_views.py")
+    orders = str(data / "orders")
+    rng = random.Random(12)
+    write_at(orders, _orders(rng, 0, 25), BASE)
+    for k in range(1, 4):  # a change 10 minutes after each hour: backfilled hours differ
+        write_at(orders, _orders(rng, 100 * k, 5), BASE + k * HOUR - 50 * 60_000)
+    views = dags / "views"
+    write_view(views, "proj", query=PROJECT, sources={"orders": "orders"}, target="views/proj", as_of=BASE)
+    write_view(views, "down", query=DOWN, sources={"up": {"view": "proj"}}, target="views/down", as_of=BASE,
+               schedule={"on_commit": ["proj"]})
+    write_view(views, "race", query=PROJECT, sources={"orders": "orders"}, target="views/race", as_of=BASE)
+    write_view(views, "hist", query=PROJECT, sources={"orders": "orders"}, target="views/hist", as_of=BASE,
+               schedule="0 * * * *", until=BASE + 3 * HOUR)  # no scheduled run at "now": history by backfill
+    af = LocalAirflow(root / "home", dags, data_root=data,
+                      extra_env={"MVSINK_FAIL_POINTS": "append:before_validate@race:compete",
+                                 "MVSINK_REPORTS_DIR": str(root / "reports")})
+    af.start()
+    try:
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:
+            status, body = af.api("GET", "/api/v2/dags?limit=100", token=af.token())
+            if status == 200 and {d["dag_id"] for d in body["dags"]} >= {"mv_proj", "mv_down", "mv_race", "mv_hist"}:
+                break
+            time.sleep(2)
+        else:
+            raise AssertionError(f"DAGs not parsed: {body}")
+        yield af, data, views
+    finally:
+        af.stop()
+
+
+def _wait_run(af, dag_id, run_id, timeout=300):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        status, body = af.api("GET", f"/api/v2/dags/{dag_id}/dagRuns/{run_id}", token=af.token())
+        if status == 200 and body["state"] in ("success", "failed"):
+            return body
+        time.sleep(2)
+    raise AssertionError(f"{dag_id} run {run_id} did not finish: {body}")
+
+
+def _runs(af, dag_id):
+    status, body = af.api("GET", f"/api/v2/dags/{dag_id}/dagRuns?limit=100&order_by=run_after", token=af.token())
+    assert status == 200, body
+    return body["dag_runs"]
+
+
+def _xcom(af, dag_id, run_id, task, key):
+    status, body = af.api("GET", f"/api/v2/dags/{dag_id}/dagRuns/{run_id}/taskInstances/{task}/xcomEntries/{key}",
+                          token=af.token())
+    assert status == 200, body
+    value = body["value"]
+    return json.loads(value) if isinstance(value, str) and value.startswith("{") else value
+
+
+def _trigger(af, dag_id, conf):
+    status, body = af.api("POST", f"/api/v2/dags/{dag_id}/dagRuns", {"logical_date": None, "conf": conf},
+                          token=af.token())
+    assert status in (200, 201), body
+    return body["dag_run_id"]
+
+
+def test_api_refuses_unauthenticated_calls(cluster):
+    af, _, _ = cluster
+    for method, path in (("GET", "/api/v2/dags"), ("POST", "/api/v2/dags/mv_proj/dagRuns")):
+        status, _ = af.api(method, path, {"logical_date": None} if method == "POST" else None)
+        assert status in (401, 403), (method, path, status)
+    status, _ = af.api("GET", "/api/v2/dags", token="not-a-token")
+    assert status in (401, 403)
+
+
+def test_ui_trigger_dry_run_then_real_run_and_downstream_asset(cluster, monkeypatch):
+    af, data, views = cluster
+    monkeypatch.setenv("MVSINK_DATA_ROOT", str(data))
+    catalog = Catalog(views)
+    proj, down = catalog.get("proj"), catalog.get("down")
+    r = BASE + 2 * HOUR
+
+    dry = _trigger(af, "mv_proj", {"refresh_time": "2026-01-01T02:00:00Z", "dry_run": True})
+    assert _wait_run(af, "mv_proj", dry)["state"] == "success"
+    summary = _xcom(af, "mv_proj", dry, "append", "summary")
+    expected = oracle(PROJECT, {"orders": str(data / "orders")}, r)
+    assert summary["status"] == "dry_run" and summary["rows_added"] == sum(expected.values())
+    assert not Path(proj.target).exists()
+
+    real = _trigger(af, "mv_proj", {"refresh_time": str(r), "dry_run": False})
+    assert _wait_run(af, "mv_proj", real)["state"] == "success"
+    summary = _xcom(af, "mv_proj", real, "append", "summary")
+    assert summary["status"] == "appended" and summary["upper"] == r + 1 and summary["version"] >= 1
+    assert multiset(read_view(proj, as_of=r)) == expected
+
+    # the append emitted an Asset event: the downstream view refreshes by itself
+    deadline = time.monotonic() + 300
+    while time.monotonic() < deadline:
+        done = [x for x in _runs(af, "mv_down") if x["state"] in ("success", "failed")]
+        if done:
+            break
+        time.sleep(3)
+    assert done and done[0]["state"] == "success", done
+    down_upper = DeltaTable(down.target).transaction_version(down.app_id)
+    assert down_upper is not None and down_upper <= r + 1  # never past its input's upper
+    t = down_upper - 1
+    con = duckdb.connect()
+    con.register("orders", snapshot(data / "orders", t))
+    con.execute(f"CREATE TABLE up AS {PROJECT}")
+    assert multiset(read_view(down, as_of=t)) == multiset(con.sql(DOWN).to_arrow_table())
+
+
+def test_upper_mismatch_reschedules_a_new_run(cluster, monkeypatch):
+    af, data, views = cluster
+    monkeypatch.setenv("MVSINK_DATA_ROOT", str(data))
+    race = Catalog(views).get("race")
+    r = BASE + 3 * HOUR
+    first = _trigger(af, "mv_race", {"refresh_time": str(r)})
+    assert _wait_run(af, "mv_race", first)["state"] == "success"
+    summary = _xcom(af, "mv_race", first, "append", "summary")
+    assert summary["status"] == "rescheduled" and summary["upper"] == r + 1
+    deadline = time.monotonic() + 300
+    while time.monotonic() < deadline:
+        others = [x for x in _runs(af, "mv_race") if x["dag_run_id"] != first]
+        if others and others[0]["state"] in ("success", "failed"):
+            break
+        time.sleep(3)
+    assert others and others[0]["state"] == "success", others
+    assert others[0]["conf"]["refresh_time"] == str(r) and others[0]["conf"]["attempt"] == "1"
+    ops = [json.loads(h.get("mvsink.operation", '"x"')) for h in DeltaTable(race.target).history()]
+    assert ops.count("append") == 1  # the competitor's; the rescheduled run found it up to date
+    assert multiset(read_view(race, as_of=r)) == oracle(PROJECT, {"orders": str(data / "orders")}, r)
+    assert staged_leftovers(race.target) == []
+
+
+def test_backfill_fills_history_in_order_and_reprocessing_is_a_no_op(cluster, monkeypatch):
+    af, data, views = cluster
+    monkeypatch.setenv("MVSINK_DATA_ROOT", str(data))
+    hist = Catalog(views).get("hist")
+    af.run("backfill", "create", "--dag-id", "mv_hist", "--from-date", "2026-01-01T01:00:00+00:00",
+           "--to-date", "2026-01-01T03:00:00+00:00", "--max-active-runs", "1")
+    dates = [BASE + k * HOUR for k in (1, 2, 3)]
+    deadline = time.monotonic() + 400
+    while time.monotonic() < deadline:
+        runs = _runs(af, "mv_hist")
+        if len(runs) >= 3 and all(x["state"] in ("success", "failed") for x in runs):
+            break
+        time.sleep(3)
+    assert len(runs) == 3 and all(x["state"] == "success" for x in runs), runs
+    for t in dates:
+        assert multiset(read_view(hist, as_of=t)) == oracle(PROJECT, {"orders": str(data / "orders")}, t)
+    history = [h for h in reversed(DeltaTable(hist.target).history()) if h.get("mvsink.operation") == '"append"']
+    assert [json.loads(h["mvsink.refresh_time"]) for h in history] == dates  # in order
+    version = DeltaTable(hist.target).version()
+
+    af.run("backfill", "create", "--dag-id", "mv_hist", "--from-date", "2026-01-01T01:00:00+00:00",
+           "--to-date", "2026-01-01T03:00:00+00:00", "--reprocess-behavior", "completed")
+    deadline = time.monotonic() + 300
+    while time.monotonic() < deadline:
+        runs = _runs(af, "mv_hist")
+        if len(runs) >= 6 and all(x["state"] in ("success", "failed") for x in runs):
+            break
+        time.sleep(3)
+    assert all(x["state"] == "success" for x in runs), runs
+    assert DeltaTable(hist.target).version() == version  # reprocessing wrote nothing
