@@ -4,7 +4,7 @@ PY := $(VENV)/bin/python
 DATA_ROOT ?= $(CURDIR)/data
 export SPARK_LOCAL_IP ?= 127.0.0.1
 
-.PHONY: install demo test test-fast lint bench clean
+.PHONY: install demo test test-fast lint bench airflow clean
 
 $(VENV)/.installed: pyproject.toml
 	python3 -m venv $(VENV)
@@ -30,8 +30,13 @@ lint: install
 	$(VENV)/bin/ruff check plugins tests spark_jobs dags bench
 	$(VENV)/bin/mypy
 
+## airflow: Airflow 3 on 127.0.0.1:$(AIRFLOW_PORT) with dags/ and a local Spark connection (Ctrl-C stops it)
+AIRFLOW_PORT ?= 8080
+airflow: install
+	$(PY) -m mvsink.localairflow --home $(CURDIR)/.airflow --dags $(CURDIR)/dags --data-root $(DATA_ROOT) --port $(AIRFLOW_PORT)
+
 bench: install
 	$(PY) bench/diff_formulations.py
 
 clean:
-	rm -rf $(VENV) data .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) data .airflow .pytest_cache .mypy_cache .ruff_cache

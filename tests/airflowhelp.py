@@ -63,7 +63,11 @@ class AirflowHome:
             "import json\n"
             "from airflow.dag_processing.dagbag import DagBag\n"
             f"b = DagBag(dag_folder={str(self.dags)!r})\n"
-            "print('DAGBAG ' + json.dumps({'dags': sorted(b.dags), 'errors': b.import_errors}))\n")
+            "info = {i: {'timetable': type(d.timetable).__name__, 'summary': str(getattr(d.timetable, 'summary', None) or getattr(d.timetable, '_expression', None) or d.timetable),\n"
+            "            'start': str(d.start_date), 'end': str(d.end_date), 'tags': sorted(d.tags),\n"
+            "            'max_active_runs': d.max_active_runs, 'tasks': sorted(t.task_id for t in d.tasks),\n"
+            "            'params': sorted(d.params), 'doc': d.doc_md or ''} for i, d in b.dags.items()}\n"
+            "print('DAGBAG ' + json.dumps({'dags': sorted(b.dags), 'errors': b.import_errors, 'info': info}))\n")
         line = next((x for x in proc.stdout.splitlines() if x.startswith("DAGBAG ")), None)
         assert line, proc.stderr[-3000:]
         return json.loads(line[len("DAGBAG "):])
