@@ -3,54 +3,30 @@
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import subprocess
 import sys
 from pathlib import Path
 
+from mvsink.localairflow import LocalAirflow
+
 REPO = Path(__file__).resolve().parents[1]
-BIN = Path(sys.executable).parent
 
 
-class AirflowHome:
+class AirflowHome(LocalAirflow):
+    """LocalAirflow's environment without starting servers (DagBag, `airflow dags test`)."""
+
     def __init__(self, root: Path, data_root: Path):
-        self.root = root
-        self.home = root / "airflow"
-        self.dags = root / "dags"
-        self.views = self.dags / "views"
-        self.data = data_root
+        self.views = root / "dags" / "views"
         self.views.mkdir(parents=True, exist_ok=True)
-        self.home.mkdir(parents=True, exist_ok=True)
-        shutil.copy(REPO / "dags" / "mvsink_views.py", self.dags / "mvsink_views.py")
-        self.env = {
-            **os.environ,
-            "AIRFLOW_HOME": str(self.home),
-            "AIRFLOW__CORE__DAGS_FOLDER": str(self.dags),
-            "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
-            "AIRFLOW__CORE__DAGS_ARE_PAUSED_AT_CREATION": "False",
-            "AIRFLOW__CORE__PARALLELISM": "4",
-            "AIRFLOW__CORE__UNIT_TEST_MODE": "False",
-            "AIRFLOW__LOGGING__LOGGING_LEVEL": "INFO",
-            "AIRFLOW_CONN_SPARK_DEFAULT": json.dumps({"conn_type": "spark", "host": "local[2]"}),
-            "MVSINK_DATA_ROOT": str(data_root),
-            "MVSINK_REPORTS_DIR": str(root / "reports"),
-            "SPARK_LOCAL_IP": "127.0.0.1",
-            "PATH": f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}",
-        }
-        self.env.pop("SPARK_HOME", None)
+        shutil.copy(REPO / "dags" / "mvsink_views.py", root / "dags" / "mvsink_views.py")
+        super().__init__(root / "airflow", root / "dags", data_root=data_root,
+                         extra_env={"MVSINK_REPORTS_DIR": str(root / "reports")})
+        self.data = data_root
         self.env.pop("MVSINK_FAIL_POINTS", None)
 
-    def run(self, *args: str, check: bool = True, env: dict[str, str] | None = None,
-            timeout: int = 600) -> subprocess.CompletedProcess[str]:
-        proc = subprocess.run([str(BIN / "airflow"), *args], env={**self.env, **(env or {})},
-                              capture_output=True, text=True, timeout=timeout)
-        if check and proc.returncode != 0:
-            raise AssertionError(f"airflow {' '.join(args)} failed ({proc.returncode}):\n"
-                                 f"{proc.stdout[-4000:]}\n{proc.stderr[-4000:]}")
-        return proc
-
     def migrate(self) -> None:
+        self.home.mkdir(parents=True, exist_ok=True)
         self.run("db", "migrate")
 
     def python(self, code: str) -> subprocess.CompletedProcess[str]:
