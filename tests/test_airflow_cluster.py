@@ -182,6 +182,13 @@ def test_backfill_fills_history_in_order_and_reprocessing_is_a_no_op(cluster, mo
     assert [json.loads(h["mvsink.refresh_time"]) for h in history] == dates  # in order
     version = DeltaTable(hist.target).version()
 
+    deadline = time.monotonic() + 120  # one backfill per DAG at a time: wait for the first to close
+    while time.monotonic() < deadline:
+        status, body = af.api("GET", "/api/v2/backfills?dag_id=mv_hist", token=af.token())
+        assert status == 200, body
+        if all(b.get("completed_at") for b in body["backfills"]):
+            break
+        time.sleep(2)
     af.run("backfill", "create", "--dag-id", "mv_hist", "--from-date", "2026-01-01T01:00:00+00:00",
            "--to-date", "2026-01-01T03:00:00+00:00", "--reprocess-behavior", "completed")
     deadline = time.monotonic() + 300
