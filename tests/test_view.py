@@ -354,7 +354,7 @@ def test_nondeterministic_functions_rejected(expr, fn):
     ],
 )
 def test_nondeterministic_words_in_literals_comments_or_names_allowed(query):
-    assert parse(doc(query=query)).query == query
+    assert parse(doc(query=query)).query == query.split(" -- ")[0]  # a trailing comment is dropped
 
 
 def test_double_dash_inside_literal_keeps_rest_of_line():
@@ -603,3 +603,14 @@ def test_definition_hash():
     assert parse(doc(description="changed", schedule="'0 * * * *'", tags="[x]", key="a",
                      spark_conf="{a: b}", name="w")).definition_hash() == h
     assert dataclasses.replace(base, schedule=Schedule(kind="at", at_ms=(1,))).definition_hash() == h
+
+
+@pytest.mark.parametrize(("query", "stored"), [
+    ("SELECT a FROM orders; -- done", "SELECT a FROM orders"),
+    ("SELECT a FROM orders;;", "SELECT a FROM orders"),
+    ("SELECT a FROM orders /* c */ ;", "SELECT a FROM orders"),
+    ("SELECT a -- c\nFROM orders", "SELECT a -- c\nFROM orders"),
+    ("SELECT '--x' AS s FROM orders", "SELECT '--x' AS s FROM orders"),
+])
+def test_trailing_semicolons_and_comments_are_dropped(query, stored):
+    assert parse(doc(query=query)).query == stored

@@ -245,7 +245,7 @@ def _parse_query(doc: dict[str, Any], file: str, path: Path) -> str:
                         "put the SQL file beside the view file or fix the name") from None
     if not isinstance(query, str) or not query.strip():
         raise _fail(file, "query", "missing or empty", "give the view's Spark SQL SELECT inline (query:) or in a file (sql_file:)")
-    query = re.sub(r"[\s;]+\Z", "", query.strip())
+    query = _strip_trailing(query)
     if ";" in _strip_literals(query).strip().rstrip(";"):
         raise _fail(file, "query", "holds more than one statement", "give exactly one SELECT statement")
     m = _NONDET_RE.search(_strip_literals(query))
@@ -254,6 +254,22 @@ def _parse_query(doc: dict[str, Any], file: str, path: Path) -> str:
         raise _fail(file, "query", f"uses the non-deterministic function {fn}()",
                     "a view must be a function of its sources: remove it, or pass times in through a source table")
     return query
+
+
+def _strip_trailing(sql: str) -> str:
+    """The query without trailing semicolons and comments (``SELECT ...; -- done`` -> ``SELECT ...``)."""
+    text = sql.strip()
+    while True:
+        if text.endswith(";"):
+            text = text[:-1].rstrip()
+            continue
+        last = None
+        for m in _LEXICAL_RE.finditer(text):
+            last = m
+        if last is not None and last.group(0)[0] in "-/" and last.end() >= len(text.rstrip()):
+            text = text[: last.start()].rstrip()
+            continue
+        return text
 
 
 def _strip_literals(sql: str) -> str:
