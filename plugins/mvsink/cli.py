@@ -8,11 +8,13 @@ import datetime as _dt
 import decimal
 import json
 import logging
+import os
 import sys
 from collections.abc import Sequence
 from typing import Any
 
 from .errors import MvSinkError
+from .sparkrun import Runner
 from .times import parse_time
 from .view import VIEWS_DIR_ENV, Catalog
 
@@ -43,11 +45,18 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--master", default="local[2]", help="Spark master for spark-submit (default local[2])")
     r.add_argument("--spark-conf", action="append", default=[], metavar="KEY=VALUE", help="extra Spark setting")
     r.add_argument("--in-process", action="store_true", help="run Spark in this process instead of spark-submit")
+    r.add_argument("--remote", metavar="sc://HOST:PORT", default=os.environ.get("MVSINK_SPARK_REMOTE"),
+                   help="write through a running Spark Connect server (see connect-server; env MVSINK_SPARK_REMOTE)")
 
     rd = sub.add_parser("read", help="print a view's contents as of a time")
     common(rd)
     rd.add_argument("--as-of", type=_time, metavar="TIME", help="time to read (default: upper - 1)")
     rd.add_argument("--format", choices=("table", "csv", "jsonl"), default="table")
+
+    cs = sub.add_parser("connect-server", help="run a Spark Connect server on 127.0.0.1 for fast refreshes")
+    cs.add_argument("--port", type=int, default=15002)
+    cs.add_argument("--master", default="local[2]")
+    cs.add_argument("--spark-conf", action="append", default=[], metavar="KEY=VALUE")
 
     st = sub.add_parser("status", help="since, upper, as_of and the last refreshes")
     common(st)
@@ -86,10 +95,37 @@ def _print_rows(table: Any, fmt: str) -> None:
         print(f"({len(rows)} row{'s' if len(rows) != 1 else ''})")
 
 
+def _connect_server(args: argparse.Namespace) -> int:
+    import signal
+    import time
+
+    from .connect import start_server
+
+    conf = dict(kv.split("=", 1) for kv in args.spark_conf if "=" in kv)
+    try:
+        proc = start_server(port=args.port, master=args.master, conf=conf)
+    except MvSinkError as exc:
+        print(f"mvsink: error: {exc}", file=sys.stderr)
+        return 2
+    print(f"Spark Connect server on sc://127.0.0.1:{args.port} (pid {proc.pid}); Ctrl-C stops it", flush=True)
+    try:
+        while proc.poll() is None:
+            time.sleep(1)
+    except KeyboardInterrupt:
+        pass
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGTERM)
+            proc.wait(timeout=30)
+    return 0
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s", stream=sys.stderr)
+    if args.command == "connect-server":
+        return _connect_server(args)
     try:
         catalog = Catalog(args.views_dir)
         view = catalog.get(args.view)
@@ -97,9 +133,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             from .refresh import refresh
 
             conf = dict(kv.split("=", 1) for kv in args.spark_conf if "=" in kv)
+            runner: Runner = "connect" if args.remote else "inprocess" if args.in_process else "submit"
             result = refresh(view, args.at, catalog=catalog, dry_run=args.dry_run, run_id=args.run_id,
-                             runner="inprocess" if args.in_process else "submit", master=args.master,
-                             spark_conf=conf)
+                             runner=runner, master=args.master, spark_conf=conf, remote=args.remote)
             print(json.dumps(result.to_dict(), sort_keys=True) if args.json else result.summary())
         elif args.command == "read":
             from .read import read_view

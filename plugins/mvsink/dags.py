@@ -128,20 +128,30 @@ def build_dag(view: ViewDefinition, *, views: dict[str, ViewDefinition] | None =
         def mint_task(**context: Any) -> list[str]:
             return tasks.mint_step(view.name, views_dir, context)
 
-        write = SparkSubmitOperator(
-            task_id="write",
-            application=job_file(),
-            conn_id=SPARK_CONN_ID,
-            name=f"mvsink-write-{view.name}",
-            conf=spark_conf_for(view),
-            application_args=[
-                "--view-file", view.file,
-                "--description", "{{ ti.xcom_pull(task_ids='mint', key='description') }}",
-                "--report", "{{ ti.xcom_pull(task_ids='mint', key='report_path') }}",
-            ],
-            env_vars=tasks.spark_env(),
-            verbose=False,
-        )
+        remote = os.environ.get("MVSINK_SPARK_REMOTE")
+        write: Any
+        if remote:  # a long-lived Spark Connect server: no JVM start in the refresh's path
+
+            @task(task_id="write")
+            def write_remote(**context: Any) -> dict[str, Any]:
+                return tasks.write_remote_step(view.name, views_dir, context, remote=remote)
+
+            write = write_remote()
+        else:
+            write = SparkSubmitOperator(
+                task_id="write",
+                application=job_file(),
+                conn_id=SPARK_CONN_ID,
+                name=f"mvsink-write-{view.name}",
+                conf=spark_conf_for(view),
+                application_args=[
+                    "--view-file", view.file,
+                    "--description", "{{ ti.xcom_pull(task_ids='mint', key='description') }}",
+                    "--report", "{{ ti.xcom_pull(task_ids='mint', key='report_path') }}",
+                ],
+                env_vars=tasks.spark_env(),
+                verbose=False,
+            )
 
         @task.branch(task_id="append", trigger_rule=TriggerRule.NONE_FAILED_MIN_ONE_SUCCESS,
                      outlets=[asset_alias_for(view)])

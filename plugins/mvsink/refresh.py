@@ -31,6 +31,7 @@ def refresh(
     spark: SparkSession | None = None,
     master: str = "local[2]",
     spark_conf: Mapping[str, str] | None = None,
+    remote: str | None = None,
 ) -> RefreshResult:
     """Make ``view`` equal to its query as of ``refresh_time`` (or say why not)."""
     t0 = time.monotonic()
@@ -45,6 +46,14 @@ def refresh(
     if not desc.empty:
         if runner == "submit":
             report = run_write_submit(view, desc, master=master, conf=spark_conf)
+        elif runner == "connect":
+            from .connect import remote_session
+            from .write import run_write
+
+            if not remote:
+                raise ValueError("runner='connect' needs remote='sc://host:port'")
+            report = run_write(spark or remote_session(remote, conf={**view.spark_conf, **(spark_conf or {})}),
+                               view, desc)
         else:
             report = run_write_inprocess(view, desc, spark=spark)
     t_write = time.monotonic() - t1

@@ -22,7 +22,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-Runner = Literal["submit", "inprocess"]
+Runner = Literal["submit", "inprocess", "connect"]
 
 # Settings every write needs: Delta-compatible timestamps, UTC, no UI, no Hadoop side files.
 DEFAULT_SPARK_CONF: dict[str, str] = {

@@ -72,6 +72,20 @@ def mint_step(view_name: str, views_dir: str, context: dict[str, Any]) -> list[s
     return ["append"] if desc.empty else ["write"]
 
 
+def write_remote_step(view_name: str, views_dir: str, context: dict[str, Any], *, remote: str) -> dict[str, Any]:
+    """The write step over Spark Connect (instead of spark-submit); leaves the same report."""
+    from .connect import remote_session
+    from .write import run_write
+
+    view = Catalog(views_dir).get(view_name)
+    ti = context["ti"]
+    desc = BatchDescription.from_json(ti.xcom_pull(task_ids="mint", key="description"))
+    report = run_write(remote_session(remote, conf=view.spark_conf), view, desc)
+    Path(ti.xcom_pull(task_ids="mint", key="report_path")).write_text(report.to_json())
+    return {"status": report.status, "rows_added": report.rows_added, "rows_retracted": report.rows_retracted,
+            "bytes": report.bytes, "files": len(report.files), "seconds": round(report.seconds, 3)}
+
+
 def append_step(view_name: str, views_dir: str, context: dict[str, Any], *, asset: Any, alias: Any,
                 max_reschedules: int) -> list[str]:
     view = Catalog(views_dir).get(view_name)
