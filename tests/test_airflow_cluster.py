@@ -162,19 +162,38 @@ def test_upper_mismatch_reschedules_a_new_run(cluster, monkeypatch):
     assert staged_leftovers(race.target) == []
 
 
+def _wait(what, probe, timeout):
+    """Poll ``probe()`` until it returns a truthy value; fail naming ``what`` with the last value."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = probe()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        time.sleep(3)
+
+
+def _backfills_closed(af):
+    status, body = af.api("GET", "/api/v2/backfills?dag_id=mv_hist", token=af.token())
+    assert status == 200, body
+    return body["backfills"] if all(b.get("completed_at") for b in body["backfills"]) else None
+
+
 def test_backfill_fills_history_in_order_and_reprocessing_is_a_no_op(cluster, monkeypatch):
     af, data, views = cluster
     monkeypatch.setenv("MVSINK_DATA_ROOT", str(data))
     hist = Catalog(views).get("hist")
-    af.run("backfill", "create", "--dag-id", "mv_hist", "--from-date", "2026-01-01T01:00:00+00:00",
-           "--to-date", "2026-01-01T03:00:00+00:00", "--max-active-runs", "1")
+    window = ["--dag-id", "mv_hist", "--from-date", "2026-01-01T01:00:00+00:00",
+              "--to-date", "2026-01-01T03:00:00+00:00"]
+    af.run("backfill", "create", *window, "--max-active-runs", "1")
     dates = [BASE + k * HOUR for k in (1, 2, 3)]
-    deadline = time.monotonic() + 400
-    while time.monotonic() < deadline:
+
+    def finished():
         runs = _runs(af, "mv_hist")
-        if len(runs) >= 3 and all(x["state"] in ("success", "failed") for x in runs):
-            break
-        time.sleep(3)
+        return runs if len(runs) >= 3 and all(x["state"] in ("success", "failed") for x in runs) else None
+
+    runs = _wait("3 backfill runs", finished, 400)
     assert len(runs) == 3 and all(x["state"] == "success" for x in runs), runs
     for t in dates:
         assert multiset(read_view(hist, as_of=t)) == oracle(PROJECT, {"orders": str(data / "orders")}, t)
@@ -182,20 +201,12 @@ def test_backfill_fills_history_in_order_and_reprocessing_is_a_no_op(cluster, mo
     assert [json.loads(h["mvsink.refresh_time"]) for h in history] == dates  # in order
     version = DeltaTable(hist.target).version()
 
-    deadline = time.monotonic() + 120  # one backfill per DAG at a time: wait for the first to close
-    while time.monotonic() < deadline:
-        status, body = af.api("GET", "/api/v2/backfills?dag_id=mv_hist", token=af.token())
-        assert status == 200, body
-        if all(b.get("completed_at") for b in body["backfills"]):
-            break
-        time.sleep(2)
-    af.run("backfill", "create", "--dag-id", "mv_hist", "--from-date", "2026-01-01T01:00:00+00:00",
-           "--to-date", "2026-01-01T03:00:00+00:00", "--reprocess-behavior", "completed")
-    deadline = time.monotonic() + 300
-    while time.monotonic() < deadline:
-        runs = _runs(af, "mv_hist")
-        if len(runs) >= 6 and all(x["state"] in ("success", "failed") for x in runs):
-            break
-        time.sleep(3)
-    assert all(x["state"] == "success" for x in runs), runs
+    _wait("the first backfill to close", lambda: _backfills_closed(af), 120)  # one backfill per DAG at a time
+    af.run("backfill", "create", *window, "--reprocess-behavior", "completed")
+    backfills = _wait("the reprocessing backfill to close",
+                      lambda: (b := _backfills_closed(af)) and len(b) == 2 and b, 400)
+    second = max(backfills, key=lambda b: b["id"])
+    runs = _runs(af, "mv_hist")
+    assert len(runs) == 3 and all(x["state"] == "success" for x in runs), runs
+    assert all(x["end_date"] >= second["created_at"] for x in runs), (runs, second)  # every date ran again
     assert DeltaTable(hist.target).version() == version  # reprocessing wrote nothing
