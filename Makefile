@@ -4,7 +4,7 @@ PY := $(VENV)/bin/python
 DATA_ROOT ?= $(CURDIR)/data
 export SPARK_LOCAL_IP ?= 127.0.0.1
 
-.PHONY: install demo test test-fast lint bench airflow clean
+.PHONY: install demo test test-fast lint bench bench-formulations airflow clean
 
 $(VENV)/.installed: pyproject.toml
 	python3 -m venv $(VENV)
@@ -35,7 +35,14 @@ AIRFLOW_PORT ?= 8080
 airflow: install
 	$(PY) -m mvsink.localairflow --home $(CURDIR)/.airflow --dags $(CURDIR)/dags --data-root $(DATA_ROOT) --port $(AIRFLOW_PORT)
 
+## bench: refresh vs full overwrite vs MERGE vs the compute floor on TPC-H (SF=0.1 by default), into bench/RESULTS.md
+SF ?= 0.1
 bench: install
+	$(VENV)/bin/pip install --quiet tpchgen-cli==4.0.0
+	$(PY) bench/tpch_refresh.py --sf $(SF) --out bench/RESULTS$(if $(filter 0.1,$(SF)),,-sf$(SF)).md
+
+## bench-formulations: the correction formulations side by side (about 15 minutes)
+bench-formulations: install
 	$(PY) bench/diff_formulations.py
 
 clean:
