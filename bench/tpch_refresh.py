@@ -35,6 +35,8 @@ import pyarrow.parquet as pq  # noqa: E402
 import yaml  # noqa: E402
 from deltalake import DeltaTable, write_deltalake  # noqa: E402
 
+from mvsink.table import set_commit_time  # noqa: E402
+
 VIEWS = {
     "q1": ("""SELECT l_returnflag, l_linestatus, sum(l_quantity) AS sum_qty, sum(l_extendedprice) AS sum_base_price,
        sum(l_extendedprice * (1 - l_discount)) AS sum_disc_price, count(*) AS count_order
@@ -52,8 +54,7 @@ DAY = 86_400_000
 
 
 def stamp(path: Path, ts: int) -> None:
-    v = DeltaTable(str(path)).version()
-    os.utime(path / "_delta_log" / f"{v:020d}.json", ns=(ts * 1_000_000,) * 2)
+    set_commit_time(str(path), ts)
 
 
 def generate(root: Path, sf: float, t0: int) -> None:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import decimal
-import os
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -13,17 +12,15 @@ import pyarrow as pa
 import yaml
 from deltalake import DeltaTable, write_deltalake
 
+from mvsink.table import set_commit_time
+
 BASE = 1_767_225_600_000  # 2026-01-01T00:00:00Z
 HOUR = 3_600_000
 
 
 def stamp(path: str | Path, ts_ms: int) -> int:
     """Give the table's newest commit the commit time ``ts_ms`` (Delta time travel uses it)."""
-    dt = DeltaTable(str(path))
-    v = dt.version()
-    log = Path(path) / "_delta_log" / f"{v:020d}.json"
-    os.utime(log, ns=(ts_ms * 1_000_000, ts_ms * 1_000_000))
-    return v
+    return set_commit_time(str(path), ts_ms)
 
 
 def write_at(path: str | Path, table: pa.Table, ts: int, *, mode: str = "append") -> int:

@@ -95,15 +95,18 @@ def _print_rows(table: Any, fmt: str) -> None:
         print(f"({len(rows)} row{'s' if len(rows) != 1 else ''})")
 
 
+def _spark_conf(args: argparse.Namespace) -> dict[str, str]:
+    return dict(kv.split("=", 1) for kv in args.spark_conf if "=" in kv)
+
+
 def _connect_server(args: argparse.Namespace) -> int:
     import signal
     import time
 
     from .connect import start_server
 
-    conf = dict(kv.split("=", 1) for kv in args.spark_conf if "=" in kv)
     try:
-        proc = start_server(port=args.port, master=args.master, conf=conf)
+        proc = start_server(port=args.port, master=args.master, conf=_spark_conf(args))
     except MvSinkError as exc:
         print(f"mvsink: error: {exc}", file=sys.stderr)
         return 2
@@ -132,10 +135,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.command == "refresh":
             from .refresh import refresh
 
-            conf = dict(kv.split("=", 1) for kv in args.spark_conf if "=" in kv)
             runner: Runner = "connect" if args.remote else "inprocess" if args.in_process else "submit"
             result = refresh(view, args.at, catalog=catalog, dry_run=args.dry_run, run_id=args.run_id,
-                             runner=runner, master=args.master, spark_conf=conf, remote=args.remote)
+                             runner=runner, master=args.master, spark_conf=_spark_conf(args), remote=args.remote)
             print(json.dumps(result.to_dict(), sort_keys=True) if args.json else result.summary())
         elif args.command == "read":
             from .read import read_view

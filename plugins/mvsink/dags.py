@@ -21,7 +21,7 @@ from typing import Any
 
 from .errors import ViewDefinitionError
 from .sparkrun import job_file, spark_conf_for
-from .view import Schedule, ViewDefinition, load_view_file, view_files
+from .view import Schedule, ViewDefinition, load_views
 
 log = logging.getLogger(__name__)
 
@@ -210,17 +210,8 @@ def build_dags(namespace: dict[str, Any], *, views_dir: str | Path) -> dict[str,
     A broken view file becomes an import error naming that file and the fix; every other
     view's DAG still loads.
     """
-    views: dict[str, ViewDefinition] = {}
-    broken: dict[Path, Exception] = {}
-    for f in view_files(views_dir):
-        try:
-            v = load_view_file(f)
-            if v.name in views:
-                raise ViewDefinitionError(f"view file {f}: field 'name': view {v.name!r} is already defined in "
-                                          f"{views[v.name].file}. Fix: give each view a unique name.")
-            views[v.name] = v
-        except ViewDefinitionError as exc:
-            broken[f] = exc
+    views, errors = load_views(views_dir)
+    broken: dict[Path, Exception] = {Path(f): exc for f, exc in errors.items()}
     built: dict[str, Any] = {}
     for v in views.values():
         try:

@@ -20,18 +20,11 @@ from decimal import Decimal
 from pathlib import Path
 
 from .sparkrun import Runner
+from .table import set_commit_time
 from .times import format_time, parse_time
 
 DAY = 86_400_000
 START = parse_time("2026-11-01T00:00:00Z")
-
-
-def _stamp(path: Path, ts: int) -> None:
-    from deltalake import DeltaTable
-
-    v = DeltaTable(str(path)).version()
-    log = path / "_delta_log" / f"{v:020d}.json"
-    os.utime(log, ns=(ts * 1_000_000, ts * 1_000_000))
 
 
 def build_sources(root: Path) -> list[tuple[int, str]]:
@@ -52,28 +45,28 @@ def build_sources(root: Path) -> list[tuple[int, str]]:
     t = START + 2 * 3_600_000
     write_deltalake(str(customers), pa.table({"customer_id": pa.array([1, 2, 3], pa.int32()),
                                               "region": ["EMEA", "AMER", "APAC"]}))
-    _stamp(customers, t)
+    set_commit_time(str(customers), t)
     write_deltalake(str(orders), rows((1, 1, "OPEN", "120.00", 1), (2, 2, "OPEN", "80.50", 1),
                                       (3, 3, "SHIPPED", "42.00", 1), (4, 1, "OPEN", "120.00", 1)))
-    _stamp(orders, t + 1)
+    set_commit_time(str(orders), t + 1)
     log.append((t, "day 1: 3 customers, 4 orders (orders 1 and 4 identical but for the id)"))
 
     t = START + DAY + 3_600_000
     write_deltalake(str(orders), rows((5, 2, "OPEN", "300.00", 2), (6, 4, "OPEN", "15.25", 2)), mode="append")
-    _stamp(orders, t)
+    set_commit_time(str(orders), t)
     log.append((t, "day 2: orders 5 and 6 inserted (customer 4 is unknown)"))
 
     t = START + 2 * DAY + 3_600_000
     DeltaTable(str(orders)).update(updates={"status": "'SHIPPED'"}, predicate="order_id IN (1, 2)")
-    _stamp(orders, t)
+    set_commit_time(str(orders), t)
     write_deltalake(str(customers), pa.table({"customer_id": pa.array([4], pa.int32()), "region": ["EMEA"]}),
                     mode="append")
-    _stamp(customers, t + 1)
+    set_commit_time(str(customers), t + 1)
     log.append((t, "day 3: orders 1 and 2 shipped; customer 4 added to EMEA"))
 
     t = START + 3 * DAY + 3_600_000
     DeltaTable(str(orders)).delete("order_id = 3")
-    _stamp(orders, t)
+    set_commit_time(str(orders), t)
     log.append((t, "day 4: order 3 deleted"))
     return log
 

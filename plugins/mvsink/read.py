@@ -9,14 +9,13 @@ from .errors import ReadTimeError
 from .table import check_readable, open_table, read_frontier
 from .times import format_time
 from .view import ViewDefinition
+from .write import DIFF, TIME
 
 if TYPE_CHECKING:
     import pyarrow as pa
 
 log = logging.getLogger(__name__)
 
-TIME = "_mv_time"
-DIFF = "_mv_diff"
 
 
 def readable_time(view: ViewDefinition, as_of: int | None) -> tuple[int, object]:

@@ -97,6 +97,19 @@ def log_version_times(path: str) -> dict[int, int]:
     return out
 
 
+def set_commit_time(path: str, t_ms: int) -> int:
+    """Date the table's newest commit at ``t_ms`` (the log file's mtime, which time travel reads).
+
+    For demos, tests and benchmarks that build a source history at chosen times. Returns the version.
+    """
+    from deltalake import DeltaTable
+
+    v = DeltaTable(path).version()
+    log = Path(path) / "_delta_log" / f"{v:020d}.json"
+    os.utime(log, ns=(t_ms * 1_000_000, t_ms * 1_000_000))
+    return int(v)
+
+
 def version_at(path: str, t_ms: int, *, role: str) -> int:
     """The Delta version of the table at ``path`` as of time ``t_ms`` (last commit at or before it)."""
     if not is_delta_table(path):

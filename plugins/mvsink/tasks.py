@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 import sys
@@ -118,7 +117,3 @@ def append_step(view_name: str, views_dir: str, context: dict[str, Any], *, asse
     log.warning("view %s: %s; starting a new run for refresh time %s (attempt %d)", view.name,
                 result.summary(), format_time(desc.refresh_time), attempt + 1)
     return ["reschedule"]
-
-
-def summary_json(value: Any) -> str:
-    return json.dumps(value, sort_keys=True, default=str)

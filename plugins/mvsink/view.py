@@ -246,9 +246,10 @@ def _parse_query(doc: dict[str, Any], file: str, path: Path) -> str:
     if not isinstance(query, str) or not query.strip():
         raise _fail(file, "query", "missing or empty", "give the view's Spark SQL SELECT inline (query:) or in a file (sql_file:)")
     query = _strip_trailing(query)
-    if ";" in _strip_literals(query).strip().rstrip(";"):
+    lexical = _strip_literals(query)
+    if ";" in lexical:
         raise _fail(file, "query", "holds more than one statement", "give exactly one SELECT statement")
-    m = _NONDET_RE.search(_strip_literals(query))
+    m = _NONDET_RE.search(lexical)
     if m:
         fn = (m.group(1) or m.group(2)).lower()
         raise _fail(file, "query", f"uses the non-deterministic function {fn}()",
