@@ -53,6 +53,7 @@ class RefreshResult:
     bytes: int = 0
     files: int = 0
     version: int | None = None
+    mode: str = ""  # how write computed the corrections: full, incremental ("" when write did not run)
     reason: str = ""
     batch_id: str | None = None
     timings: dict[str, float] = dataclasses.field(default_factory=dict)
@@ -61,10 +62,11 @@ class RefreshResult:
         if self.status == "appended":
             return (f"{self.view}: appended [{self.lower}, {self.upper}) at {format_time(self.refresh_time)}: "
                     f"+{self.rows_added} -{self.rows_retracted} rows, {self.bytes} bytes in {self.files} file(s), "
-                    f"Delta version {self.version}, upper {self.upper}" + (f" ({self.reason})" if self.reason else ""))
+                    f"Delta version {self.version}, upper {self.upper}" + (f", {self.mode} diff" if self.mode else "")
+                    + (f" ({self.reason})" if self.reason else ""))
         if self.status == "dry_run":
             return (f"{self.view}: dry run [{self.lower}, {self.upper}): would add {self.rows_added} and retract "
-                    f"{self.rows_retracted} rows; nothing written")
+                    f"{self.rows_retracted} rows" + (f" ({self.mode} diff)" if self.mode else "") + "; nothing written")
         if self.status == "rescheduled":
             return f"{self.view}: rescheduled: upper is now {self.upper} ({self.reason})"
         return f"{self.view}: up to date: {self.reason}"
@@ -130,7 +132,7 @@ def append(view: ViewDefinition, desc: BatchDescription, report: WriteReport | N
     if desc.dry_run:
         assert report is not None
         return RefreshResult(status="dry_run", upper=desc.upper, rows_added=report.rows_added,
-                             rows_retracted=report.rows_retracted, **res)  # type: ignore[arg-type]
+                             rows_retracted=report.rows_retracted, mode=report.mode, **res)  # type: ignore[arg-type]
     if report is None and not desc.empty:
         report = read_manifest(desc.target, desc.batch_id)
         if report is None:
@@ -180,7 +182,9 @@ def append(view: ViewDefinition, desc: BatchDescription, report: WriteReport | N
                         meta=commit_metadata(desc, "append",
                                              rows_added=report.rows_added if report else 0,
                                              rows_retracted=report.rows_retracted if report else 0,
-                                             bytes=report.bytes if report else 0))
+                                             bytes=report.bytes if report else 0,
+                                             mode=report.mode if report else "unchanged",
+                                             mode_reason=report.mode_reason if report else "no source changed"))
             except CommitFailedError as exc:
                 log.info("view %s: commit at version %d lost a race (%s); re-validating", view.name,
                          dt.version() + 1, exc)
@@ -217,7 +221,7 @@ def _appended(view: ViewDefinition, desc: BatchDescription, report: WriteReport 
                       rows_added=report.rows_added if report else 0,
                       rows_retracted=report.rows_retracted if report else 0,
                       bytes=report.bytes if report else 0, files=len(report.files) if report else 0,
-                      reason=note or ("no source changed: only the upper moved" if desc.empty else ""), **res)
+                      mode=report.mode if report else "", reason=note or ("no source changed: only the upper moved" if desc.empty else ""), **res)
     log.info("%s", r.summary())
     return r
 

@@ -39,6 +39,9 @@ class BatchDescription:
     definition: str  # hash of the view's query and sources
     dry_run: bool = False
     empty: bool = False  # no-change shortcut: corrections known to be empty
+    # Source versions the table's contents are the query over (the last append read them and nothing
+    # foreign committed since); write may then compute the corrections from the sources' changes.
+    base_versions: dict[str, int] | None = None
 
     @property
     def time(self) -> int:
@@ -119,6 +122,8 @@ class WriteReport:
     bytes: int = 0
     files: tuple[StagedFile, ...] = ()
     seconds: float = 0.0
+    mode: Literal["full", "incremental", ""] = ""  # how the corrections were computed
+    mode_reason: str = ""  # why incremental was (not) used
 
     def to_json(self) -> str:
         return json.dumps(dataclasses.asdict(self), sort_keys=True)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import uuid
 
@@ -82,31 +83,35 @@ def mint(
         batch_id=make_batch_id(view.name, lower, desired, run_id), definition=view.definition_hash(),
         dry_run=dry_run,
     )
-    if dt is not None and no_change(view, desc, dt):
-        desc = BatchDescription(**{**desc.__dict__, "empty": True})
+    base = last_refresh_sources(view, desc, dt) if dt is not None else None
+    if base is not None and base == {s.name: s.version for s in desc.sources}:
+        desc = dataclasses.replace(desc, empty=True)
+    elif base is not None and view.incremental:
+        desc = dataclasses.replace(desc, base_versions=base)
     log.info("view %s: minted [%d, %d) at refresh time %s%s", view.name, lower, desired,
              format_time(refresh_time), " (no source changed: nothing to write)" if desc.empty else "")
     return desc
 
 
-def no_change(view: ViewDefinition, desc: BatchDescription, dt: object) -> bool:
-    """True if the last append read the same source versions and nothing foreign committed since.
+def last_refresh_sources(view: ViewDefinition, desc: BatchDescription, dt: object) -> dict[str, int] | None:
+    """Source versions the table's contents are the query over, if that is known; else None.
 
-    Then desired now equals the contents stored (the last append made them equal), so the
-    corrections are empty. Views over views never take the shortcut: an upstream's contents
-    change with time even at one Delta version.
+    Known when the last content-changing commit is our append of the same definition: it made
+    the contents equal to the query over the source versions it recorded. A foreign commit (a hand
+    edit, another writer) or a changed definition makes it unknown, so self-correction is never
+    skipped. Views over views never qualify: an upstream's contents change with time even at one
+    Delta version.
     """
     if any(s.kind == "view" for s in desc.sources):
-        return False
+        return None
     for entry in iter_history(dt, limit=SHORTCUT_HISTORY_LIMIT):
         op = op_of(entry)
         if op in CONTENT_PRESERVING:
             continue
-        if op != "append":
-            return False  # a foreign commit (hand edit, another writer): recompute
-        if meta_json(entry, "definition") != desc.definition:
-            return False
-        recorded = meta_json(entry, "sources") or {}
-        now = {s.name: s.version for s in desc.sources}
-        return isinstance(recorded, dict) and {k: int(v) for k, v in recorded.items()} == now
-    return False
+        if op != "append" or meta_json(entry, "definition") != desc.definition:
+            return None
+        recorded = meta_json(entry, "sources")
+        if not isinstance(recorded, dict):
+            return None
+        return {k: int(v) for k, v in recorded.items()}
+    return None

@@ -18,6 +18,8 @@ A view file looks like::
     until: 2027-01-01T00:00:00Z   # optional: no scheduled refresh after this time
     key: [nation]                 # optional: columns that are unique in the result
     spark_conf: {spark.driver.memory: 2g}   # optional
+    incremental: true             # optional (default true): compute corrections from the sources'
+                                  # changes when the query allows it; false always diffs in full
 
 Relative paths resolve against the data root: ``MVSINK_DATA_ROOT`` if set, else the
 folder that holds the view file.
@@ -62,7 +64,7 @@ _NONDET_RE = re.compile(
 
 KNOWN_FIELDS = {
     "name", "description", "query", "sql_file", "sources", "target", "schedule", "as_of",
-    "key", "spark_conf", "tags", "until",
+    "key", "spark_conf", "tags", "until", "incremental",
 }
 
 
@@ -104,6 +106,7 @@ class ViewDefinition:
     tags: tuple[str, ...] = ()
     file: str = ""
     until: int | None = None  # last time the schedule refreshes (Airflow DAG end_date)
+    incremental: bool = True  # may write compute corrections from the sources' changes
 
     @property
     def app_id(self) -> str:
@@ -219,6 +222,11 @@ def parse_view(text: str, *, file: str = "<string>", data_root: Path | None = No
         if until < as_of:
             raise _fail(file, "until", "is before as_of", "give a time at or after as_of, or remove until")
 
+    incremental = doc.get("incremental", True)
+    if not isinstance(incremental, bool):
+        raise _fail(file, "incremental", f"{incremental!r} is not true or false",
+                    "write incremental: true (default) or incremental: false")
+
     tags = doc.get("tags", []) or []
     if not isinstance(tags, list) or not all(isinstance(t, str) for t in tags):
         raise _fail(file, "tags", "must be a list of strings", "write e.g. tags: [finance]")
@@ -226,7 +234,7 @@ def parse_view(text: str, *, file: str = "<string>", data_root: Path | None = No
     return ViewDefinition(
         name=name, description=description.strip(), query=query, sources=sources, target=target_path,
         schedule=schedule, as_of=as_of, key=tuple(key_raw), spark_conf={k: str(v) for k, v in conf.items()},
-        tags=tuple(tags), file=str(path), until=until,
+        tags=tuple(tags), file=str(path), until=until, incremental=incremental,
     )
 
 

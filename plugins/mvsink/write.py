@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 from .batch import BatchDescription, StagedFile, WriteReport
 from .errors import MvSinkError, QueryError, SchemaChangedError
 from .failpoints import failpoint
+from .incremental import incremental_corrections
 from .staging import batch_dir, discard_batch, stats_json, write_intent, write_manifest
 from .table import check_readable, open_table, read_frontier
 from .view import RESERVED_PREFIX, ViewDefinition, load_view_file
@@ -251,23 +252,35 @@ def run_write(spark: SparkSession, view: ViewDefinition, desc: BatchDescription)
     register_sources(spark, view, desc)
     desired = analyse(spark, view)
     schema_b64 = encode_schema(arrow_table_schema(desired.schema))
-    base = dict(view=view.name, batch_id=desc.batch_id, lower=desc.lower, upper=desc.upper,
-                read_version=fr.version, table_upper=fr.upper, schema=schema_b64)
+    base: dict[str, Any] = dict(view=view.name, batch_id=desc.batch_id, lower=desc.lower, upper=desc.upper,
+                                read_version=fr.version, table_upper=fr.upper, schema=schema_b64)
     if fr.upper > desc.lower:
         log.warning("view %s: batch [%d, %d) is stale: the table's upper is already %d; staging nothing",
                     view.name, desc.lower, desc.upper, fr.upper)
         return WriteReport(status="stale", seconds=time.monotonic() - t0, **base)  # type: ignore[arg-type]
 
+    corr, mode, reason = None, "full", "no earlier refresh of this definition to start from"
     if dt is not None:
         table_df = read_delta(spark, desc.target, version=fr.version, role=f"view {view.name}: target table")
         _compare_schema(view, desired.schema, table_df.schema)
-        persisted = consolidate(table_df.toDF(*desired.columns, TIME, DIFF), desired.columns, before=desc.lower)
+        if desc.base_versions is not None and fr.version != desc.table_version:
+            reason = f"the table moved from version {desc.table_version} to {fr.version} after mint"
+        elif desc.base_versions is not None:
+            corr, reason = incremental_corrections(spark, view, desc, base=desc.base_versions)
+            mode = "incremental" if corr is not None else "full"
+        elif not view.incremental:
+            reason = "incremental: false in the view file"
+        if corr is None:
+            persisted = consolidate(table_df.toDF(*desired.columns, TIME, DIFF), desired.columns, before=desc.lower)
     else:
         persisted = spark.createDataFrame([], desired.schema).withColumn(DIFF, F.lit(0).cast("bigint"))
-    corr = corrections(desired, persisted, time=desc.time)
+    if corr is None:
+        corr = corrections(desired, persisted, time=desc.time)
+    log.info("view %s: %s diff (%s)", view.name, mode, reason)
     added = F.coalesce(F.sum(F.when(F.col(DIFF) > 0, F.col(DIFF))), F.lit(0)).alias("added")
     retracted = F.coalesce(F.sum(F.when(F.col(DIFF) < 0, -F.col(DIFF))), F.lit(0)).alias("retracted")
 
+    base.update(mode=mode, mode_reason=reason)
     if desc.dry_run:
         row = corr.agg(added, retracted).collect()[0]
         log.info("view %s: dry run: %d rows to add, %d to retract", view.name, row["added"], row["retracted"])

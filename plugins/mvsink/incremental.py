@@ -1,0 +1,321 @@
+"""Incremental refresh: corrections from the sources' changes, without reading the view's table.
+
+If the table's contents are exactly the query over the sources at the versions the last
+append read (mint checks this: no foreign commit since, same definition), and the query
+is *linear* in every source that changed (a multiset-linear plan: projections, filters,
+inner joins, UNION ALL, explode ... above that source), then
+
+    Q(S1', S2') - Q(S1, S2) = Q(dS1, S2) + Q(S1', dS2)        (telescoping, one source at a time)
+
+and each term is the user's query evaluated with one source replaced by its change set,
+once for the inserted rows (+1) and once for the deleted rows (-1). The change set of a
+source between two Delta versions comes from its commit log: Change Data Feed files when a
+commit has them, else the files it added and removed (copy-on-write). The result is the
+same corrections the full diff computes, consolidated per row; the full diff stays the
+fallback, so anything this module cannot prove safe (an aggregate above a changed source,
+a schema change, a vacuumed file, a change set that is most of the table) just costs time.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import logging
+import os
+import re
+from collections import defaultdict
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+from urllib.parse import unquote
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql.types import StructType
+
+    from .batch import BatchDescription
+    from .view import ViewDefinition
+
+log = logging.getLogger(__name__)
+
+MAX_FRACTION_ENV = "MVSINK_INCREMENTAL_MAX_FRACTION"
+DEFAULT_MAX_FRACTION = 0.5
+CHANGE_TYPE = "_change_type"
+_PLUS_TYPES = ("insert", "update_postimage")
+_MINUS_TYPES = ("delete", "update_preimage")
+
+
+# ---------------------------------------------------------------- linearity of a plan
+
+@dataclasses.dataclass(frozen=True)
+class PlanNode:
+    depth: int
+    side: str  # "left" (":- "), "right"/"only" ("+- "), or "" for the root
+    text: str
+
+    @property
+    def name(self) -> str:
+        return self.text.split(" ", 1)[0]
+
+
+_PREFIX_RE = re.compile(r"^((?:[: ] {2})*)([:+]- )?")
+# Operators that are multiset-linear in their (only) input.
+_LINEAR = frozenset({
+    "Project", "Filter", "SubqueryAlias", "View", "Union", "Generate", "Sort", "Repartition",
+    "RepartitionByExpression", "RebalancePartitions", "ResolvedHint", "Relation", "LogicalRDD", "WithCTE",
+})
+_SUBQUERY_MARKERS = ("scalar-subquery#", "exists#", "list#", "lateral-subquery#", "outer(")
+
+
+def analyzed_plan(explain_text: str) -> list[PlanNode]:
+    """The analyzed logical plan of ``EXPLAIN EXTENDED`` output, as (depth, side, text) lines."""
+    section = explain_text.split("== Analyzed Logical Plan ==", 1)[1].split("== Optimized Logical Plan ==", 1)[0]
+    lines = [ln for ln in section.strip("\n").splitlines() if ln.strip()]
+    nodes = []
+    for ln in lines[1:]:  # the first line is the output schema
+        m = _PREFIX_RE.match(ln)
+        assert m is not None
+        indent, marker = m.group(1), m.group(2)
+        depth = len(indent) // 3 + (1 if marker else 0)
+        side = "" if not marker else ("left" if marker.startswith(":") else "right")
+        nodes.append(PlanNode(depth, side, ln[m.end():]))
+    return nodes
+
+
+def nonlinear_reason(nodes: list[PlanNode], source: str) -> str | None:
+    """Why the plan is not linear in temp view ``source`` (None: it is)."""
+    text = "\n".join(n.text for n in nodes)
+    if any(m in text for m in _SUBQUERY_MARKERS):
+        return "the query has a subquery expression"
+    for prev, cur in zip(nodes, nodes[1:]):
+        if cur.depth > prev.depth + 1:
+            return "the plan has a shape this check does not know"
+    marker = f"View (`{source}`,"
+    hits = [i for i, n in enumerate(nodes) if n.text.startswith(marker)]
+    if len(hits) != 1:
+        return f"source {source!r} is read {len(hits)} times" if hits else f"source {source!r} is not read"
+    i = hits[0]
+    depth, side = nodes[i].depth, nodes[i].side
+    j = i - 1
+    while j >= 0:  # walk up to the root through each ancestor
+        n = nodes[j]
+        if n.depth != depth - 1:
+            j -= 1
+            continue
+        if n.name == "CTERelationDef":  # continue from the one place the CTE is used
+            cte = n.text.split(" ", 2)[1].rstrip(",")
+            refs = [k for k, m in enumerate(nodes) if m.text.startswith(f"CTERelationRef {cte},")]
+            if len(refs) != 1:
+                return f"a CTE over {source!r} is read {len(refs)} times"
+            j = refs[0]
+            depth, side = nodes[j].depth, nodes[j].side
+            j -= 1
+            continue
+        if n.name == "Join":
+            kind = n.text.split(" ", 2)[1].rstrip(",")
+            ok = (kind in ("Inner", "Cross") or (kind in ("LeftOuter", "LeftSemi", "LeftAnti") and side == "left")
+                  or (kind == "RightOuter" and side == "right"))
+            if not ok:
+                return f"{source!r} is on the {side} side of a {kind} join"
+        elif n.name not in _LINEAR:
+            return f"a {n.name} is computed over {source!r}"
+        depth, side = n.depth, n.side
+        j -= 1
+    return None
+
+
+def linearity(spark: SparkSession, query: str, sources: list[str]) -> dict[str, str | None]:
+    """For each source: None if the query is linear in it, else why not."""
+    text = spark.sql("EXPLAIN EXTENDED " + query).collect()[0][0]
+    if "== Analyzed Logical Plan ==" not in text:
+        return {s: "EXPLAIN returned no analyzed plan" for s in sources}
+    nodes = analyzed_plan(text)
+    return {s: nonlinear_reason(nodes, s) for s in sources}
+
+
+# ---------------------------------------------------------------- change sets from the Delta log
+
+@dataclasses.dataclass(frozen=True)
+class ChangeFile:
+    path: str  # absolute
+    partition_values: tuple[tuple[str, str | None], ...]
+    size: int
+
+
+@dataclasses.dataclass
+class ChangeSet:
+    """Rows inserted and deleted between two versions of a source, as file lists."""
+
+    inserted: list[ChangeFile] = dataclasses.field(default_factory=list)
+    deleted: list[ChangeFile] = dataclasses.field(default_factory=list)
+    cdc: list[ChangeFile] = dataclasses.field(default_factory=list)  # files with a _change_type column
+
+    @property
+    def bytes(self) -> int:
+        return sum(f.size for f in self.inserted + self.deleted + self.cdc)
+
+
+def change_set(path: str, from_version: int, to_version: int) -> ChangeSet | str:
+    """The changes of the Delta table at ``path`` in versions ``(from_version, to_version]``, or why not."""
+    root = Path(path)
+    out = ChangeSet()
+    for v in range(from_version + 1, to_version + 1):
+        log_file = root / "_delta_log" / f"{v:020d}.json"
+        try:
+            actions = [json.loads(line) for line in log_file.read_text().splitlines() if line.strip()]
+        except FileNotFoundError:
+            return f"commit {v} is no longer in the log"
+        if any("metaData" in a or "protocol" in a for a in actions):
+            return f"commit {v} changed the table's schema or protocol"
+        cdc = [a["cdc"] for a in actions if "cdc" in a]
+        if cdc:
+            out.cdc.extend(_ref(root, a) for a in cdc)
+            continue
+        for a in actions:
+            if "add" in a and a["add"].get("dataChange", True):
+                if a["add"].get("deletionVector"):
+                    return f"commit {v} uses deletion vectors"
+                out.inserted.append(_ref(root, a["add"]))
+            elif "remove" in a and a["remove"].get("dataChange", True):
+                if a["remove"].get("deletionVector"):
+                    return f"commit {v} uses deletion vectors"
+                out.deleted.append(_ref(root, a["remove"]))
+    missing = [f.path for f in out.inserted + out.deleted + out.cdc if not os.path.exists(f.path)]
+    if missing:
+        return f"{len(missing)} changed file(s) are gone (vacuumed?), e.g. {missing[0]}"
+    return out
+
+
+def _ref(root: Path, action: dict[str, Any]) -> ChangeFile:
+    rel = unquote(action["path"])
+    p = rel if "://" in rel or rel.startswith("/") else str(root / rel)
+    size = action.get("size")
+    if size is None:
+        size = os.path.getsize(p) if os.path.exists(p) else 0
+    pv = tuple(sorted((action.get("partitionValues") or {}).items()))
+    return ChangeFile(path=p.removeprefix("file://"), partition_values=pv, size=int(size))
+
+
+def active_bytes(path: str, version: int) -> int:
+    from .table import open_table
+
+    dt = open_table(path, version=version)
+    if dt is None:
+        return 0
+    return sum(os.path.getsize(u.removeprefix("file://")) for u in dt.file_uris())
+
+
+# ---------------------------------------------------------------- Spark side
+
+def _read_files(spark: SparkSession, files: list[ChangeFile], schema: StructType, partition_columns: list[str],
+                *, with_change_type: bool) -> DataFrame:
+    from pyspark.sql import functions as F
+    from pyspark.sql import types as T
+
+    data_schema = T.StructType([f for f in schema.fields if f.name not in partition_columns])
+    if with_change_type:
+        data_schema = data_schema.add(CHANGE_TYPE, T.StringType())
+    names = schema.names + ([CHANGE_TYPE] if with_change_type else [])
+    groups: dict[tuple[tuple[str, str | None], ...], list[str]] = defaultdict(list)
+    for f in files:
+        groups[f.partition_values].append(f.path)
+    out: DataFrame | None = None
+    for pv, paths in groups.items():
+        df = spark.read.schema(data_schema).parquet(*paths)
+        values = dict(pv)
+        for c in partition_columns:
+            df = df.withColumn(c, F.lit(values.get(c)).cast(schema[c].dataType))
+        df = df.select(*names)
+        out = df if out is None else out.unionByName(df)
+    if out is None:
+        return spark.createDataFrame([], T.StructType([schema[n] for n in schema.names]))
+    return out
+
+
+def change_frames(spark: SparkSession, changes: ChangeSet, schema: StructType,
+                  partition_columns: list[str]) -> tuple[DataFrame, DataFrame]:
+    """(inserted rows, deleted rows) of a change set, as DataFrames with the source's schema."""
+    from pyspark.sql import functions as F
+
+    plus = _read_files(spark, changes.inserted, schema, partition_columns, with_change_type=False)
+    minus = _read_files(spark, changes.deleted, schema, partition_columns, with_change_type=False)
+    if changes.cdc:
+        cdc = _read_files(spark, changes.cdc, schema, partition_columns, with_change_type=True)
+        plus = plus.unionByName(cdc.where(F.col(CHANGE_TYPE).isin(*_PLUS_TYPES)).drop(CHANGE_TYPE))
+        minus = minus.unionByName(cdc.where(F.col(CHANGE_TYPE).isin(*_MINUS_TYPES)).drop(CHANGE_TYPE))
+    return plus, minus
+
+
+def _is_remote(spark: SparkSession) -> bool:
+    return type(spark).__module__.startswith("pyspark.sql.connect")
+
+
+def max_fraction() -> float:
+    try:
+        return float(os.environ.get(MAX_FRACTION_ENV, DEFAULT_MAX_FRACTION))
+    except ValueError:
+        return DEFAULT_MAX_FRACTION
+
+
+def incremental_corrections(spark: SparkSession, view: ViewDefinition, desc: BatchDescription,
+                            *, base: dict[str, int]) -> tuple[DataFrame | None, str]:
+    """Corrections of ``desc`` computed from the sources' changes since ``base``, or (None, why not).
+
+    Leaves every source registered at the version ``desc`` reads, as the full diff expects.
+    """
+    from pyspark.sql import functions as F
+
+    from .table import open_table
+    from .write import DIFF, TIME, consolidate, read_delta
+
+    changed = [s for s in desc.sources if base.get(s.name) != s.version]
+    if any(s.kind != "path" for s in desc.sources):
+        return None, "a source is a view"
+    if any(s.name not in base or base[s.name] > s.version for s in desc.sources):
+        return None, "the last refresh's source versions are unknown"
+    why = {k: v for k, v in linearity(spark, view.query, [s.name for s in changed]).items() if v}
+    if why:
+        name, reason = next(iter(why.items()))
+        return None, f"not linear in {name!r}: {reason}"
+    frames: dict[str, tuple[DataFrame, DataFrame]] = {}
+    fraction = max_fraction()
+    for s in changed:
+        cs = change_set(s.path, base[s.name], s.version)
+        if isinstance(cs, str):
+            return None, f"source {s.name!r}: {cs}"
+        total = active_bytes(s.path, s.version)
+        if total and cs.bytes > fraction * total:
+            return None, (f"source {s.name!r} changed {cs.bytes} bytes of files against {total} "
+                          f"(over {fraction:.0%}; enable delta.enableChangeDataFeed on it for smaller change sets)")
+        current = spark.table(s.name)
+        sdt = open_table(s.path, version=s.version)
+        partition_columns = list(sdt.metadata().partition_columns) if sdt is not None else []
+        frames[s.name] = change_frames(spark, cs, current.schema, partition_columns)
+
+    terms: list[DataFrame] = []
+    registered_old: list[str] = []
+    try:
+        for i, s in enumerate(changed):
+            for later in changed[i + 1:]:  # sources after this one at their old version
+                role = f"view {view.name}: source '{later.name}'"
+                read_delta(spark, later.path, version=base[later.name], role=role).createOrReplaceTempView(later.name)
+                registered_old.append(later.name)
+            plus, minus = frames[s.name]
+            for frame, sign in ((plus, 1), (minus, -1)):
+                frame.createOrReplaceTempView(s.name)
+                term = spark.sql(view.query).select("*", F.lit(sign).cast("bigint").alias(DIFF))
+                # Classic Spark binds temp views when spark.sql analyses; Spark Connect re-analyses the SQL
+                # at execution, after the views were re-registered, so there each term is pinned first.
+                terms.append(term.localCheckpoint(eager=True) if _is_remote(spark) else term)
+            read_delta(spark, s.path, version=s.version,
+                       role=f"view {view.name}: source '{s.name}'").createOrReplaceTempView(s.name)
+    finally:
+        for name in registered_old:
+            src = next(x for x in desc.sources if x.name == name)
+            read_delta(spark, src.path, version=src.version,
+                       role=f"view {view.name}: source '{name}'").createOrReplaceTempView(name)
+    union = terms[0]
+    for t in terms[1:]:
+        union = union.unionByName(t)
+    columns = [c for c in union.columns if c != DIFF]
+    corr = consolidate(union, columns).select(*columns, F.lit(desc.time).cast("bigint").alias(TIME), DIFF)
+    return corr, f"from the changes of {', '.join(s.name for s in changed)}"
