@@ -38,7 +38,7 @@ airflow: install
 ## bench: refresh vs full overwrite vs MERGE vs the compute floor on TPC-H (SF=0.1 by default), into bench/RESULTS.md
 SF ?= 0.1
 bench: install
-	$(VENV)/bin/pip install --quiet tpchgen-cli==4.0.0
+	$(VENV)/bin/pip install --quiet tpchgen-cli==4.0.0 matplotlib==3.11.2
 	$(PY) bench/tpch_refresh.py --sf $(SF) --out bench/RESULTS$(if $(filter 0.1,$(SF)),,-sf$(SF)).md
 
 ## bench-formulations: the correction formulations side by side (about 15 minutes)

@@ -1,16 +1,22 @@
 """Refresh cost against full overwrite, MERGE on key and the compute-only floor (TPC-H).
 
-    python bench/tpch_refresh.py [--sf 0.1] [--rates 0,0.001,0.01,0.1] [--out bench/RESULTS.md]
+    python bench/tpch_refresh.py [--sf 0.1] [--rates 0,0.001,0.01,0.1] [--repeat 3] [--out bench/RESULTS.md]
 
 For each view (Q1-style aggregate, Q3-style join + aggregate, orders x customer projection)
-and change rate, in one warm in-process Spark (local[2]):
-  floor      evaluate the view, noop sink
-  overwrite  Spark computes the view and replaces a Delta table (Parquet + delta-rs overwrite commit)
-  merge      Spark computes the view, delta-rs MERGE on the view's key (matched update,
-             not matched insert, not matched by source delete)
-  refresh    this project: mint, write (corrections), append
+and change rate, in one warm in-process Spark (local[2]), `--repeat` rounds (each round
+commits a new change of that rate, then measures every strategy):
+  floor         evaluate the view, noop sink
+  overwrite     Spark computes the view and replaces a Delta table (Parquet + delta-rs overwrite commit)
+  merge         Spark computes the view, delta-rs MERGE on the view's key (matched update,
+                not matched insert, not matched by source delete)
+  refresh       this project: mint, write (corrections), append (incremental when the query allows)
+  refresh_full  the same view with `incremental: false` (always the full diff against the table)
 Source changes are committed with delta-rs between refreshes: a fraction of orders updated
 (o_totalprice, o_orderstatus), deleted (with their lineitems) and inserted (copies with new keys).
+The sources have Change Data Feed on unless --no-cdf.
+Then, once: one refresh through spark-submit, through a running Spark Connect server and in a
+warm in-process Spark (the start-up cost a user pays per refresh with each).
+Writes a Markdown report (medians, min-max) and a PNG chart beside it.
 """
 
 from __future__ import annotations
@@ -57,7 +63,7 @@ def stamp(path: Path, ts: int) -> None:
     set_commit_time(str(path), ts)
 
 
-def generate(root: Path, sf: float, t0: int) -> None:
+def generate(root: Path, sf: float, t0: int, *, cdf: bool) -> None:
     raw = root / "raw"
     if not (raw / "lineitem.parquet").exists():
         raw.mkdir(parents=True, exist_ok=True)
@@ -68,7 +74,7 @@ def generate(root: Path, sf: float, t0: int) -> None:
         table = pq.read_table(raw / f"{t}.parquet")
         table = table.cast(pa.schema([pa.field(f.name, pa.string() if pa.types.is_string_view(f.type) else f.type)
                                       for f in table.schema]))
-        write_deltalake(str(root / "src" / t), table)
+        write_deltalake(str(root / "src" / t), table, configuration={"delta.enableChangeDataFeed": str(cdf).lower()})
         stamp(root / "src" / t, t0)
 
 
@@ -101,111 +107,335 @@ def dir_bytes(paths: list[str]) -> int:
     return sum(os.path.getsize(p.removeprefix("file://")) for p in paths)
 
 
+# ---------------------------------------------------------------- memory
+
+def _clear_peak(pid: int) -> None:
+    """Reset the process's peak RSS (VmHWM) to its current RSS (Linux clear_refs 5)."""
+    try:
+        Path(f"/proc/{pid}/clear_refs").write_text("5")
+    except OSError:
+        pass
+
+
+def _peak_mb(pid: int) -> float:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) / 1024
+    return float("nan")
+
+
+class Peak:
+    """Peak RSS of the Python driver and of the Spark JVM (driver + executors in local mode) during a block."""
+
+    def __init__(self, jvm_pid: int) -> None:
+        self.pids = {"py": os.getpid(), "jvm": jvm_pid}
+        self.mb: dict[str, float] = {}
+
+    def __enter__(self) -> Peak:
+        for pid in self.pids.values():
+            _clear_peak(pid)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.mb = {k: _peak_mb(pid) for k, pid in self.pids.items()}
+
+
+# ---------------------------------------------------------------- strategies
+
+def measure(spark: object, view: object, name: str, key: list[str], root: Path, t: int, step: int,
+            jvm_pid: int, catalog: object) -> dict[str, object]:
+    from mvsink.mint import mint
+    from mvsink.refresh import refresh
+    from mvsink.write import register_sources
+
+    row: dict[str, object] = {}
+    desc = mint(view, t, catalog=catalog, run_id="bench-probe", dry_run=True)  # type: ignore[arg-type]
+    register_sources(spark, view, desc)  # type: ignore[arg-type]
+    with Peak(jvm_pid) as pk:
+        s = time.monotonic()
+        spark.sql(view.query).write.format("noop").mode("overwrite").save()  # type: ignore[attr-defined]
+        row["floor_s"] = time.monotonic() - s
+    row["floor_mem"] = pk.mb
+
+    ow_path = root / "out" / f"{name}_overwrite"
+    with Peak(jvm_pid) as pk:
+        s = time.monotonic()
+        spark.sql(view.query).write.mode("overwrite").parquet(str(ow_path / "stage"))  # type: ignore[attr-defined]
+        table = pa.table(pq.read_table(ow_path / "stage"))
+        write_deltalake(str(ow_path / "delta"), table, mode="overwrite")
+        row["overwrite_s"] = time.monotonic() - s
+    del table
+    row["overwrite_mem"] = pk.mb
+    ow_dt = DeltaTable(str(ow_path / "delta"))
+    row["overwrite_bytes"] = dir_bytes(ow_dt.file_uris())
+    row["overwrite_files"] = len(ow_dt.file_uris())
+
+    mg_path = root / "out" / f"{name}_merge"
+    with Peak(jvm_pid) as pk:
+        s = time.monotonic()
+        src = pa.table(spark.sql(view.query).toArrow())  # type: ignore[attr-defined]
+        if not (mg_path / "_delta_log").exists():
+            write_deltalake(str(mg_path), src)
+            added = DeltaTable(str(mg_path)).file_uris()
+        else:
+            mdt = DeltaTable(str(mg_path))
+            before = set(mdt.file_uris())
+            pred = " AND ".join(f"t.{k} = s.{k}" for k in key)
+            (mdt.merge(src, predicate=pred, source_alias="s", target_alias="t")
+             .when_matched_update_all().when_not_matched_insert_all().when_not_matched_by_source_delete()
+             .execute())
+            added = sorted(set(DeltaTable(str(mg_path)).file_uris()) - before)
+        row["merge_s"] = time.monotonic() - s
+    del src
+    row["merge_mem"] = pk.mb
+    row["merge_bytes"] = dir_bytes(added)
+    row["merge_files"] = len(added)
+
+    for strategy, v in (("refresh", view), ("refresh_full", catalog.get(f"{name}_full"))):  # type: ignore[attr-defined]
+        with Peak(jvm_pid) as pk:
+            s = time.monotonic()
+            res = refresh(v, t, catalog=catalog, runner="inprocess", spark=spark,  # type: ignore[arg-type]
+                          run_id=f"bench-{step}")
+            row[f"{strategy}_s"] = time.monotonic() - s
+        row[f"{strategy}_mem"] = pk.mb
+        row[f"{strategy}_bytes"] = res.bytes
+        row[f"{strategy}_files"] = res.files
+        row[f"{strategy}_rows"] = res.rows_added + res.rows_retracted
+        row[f"{strategy}_mode"] = res.mode or ("unchanged" if res.status == "appended" else res.status)
+        for k in ("mint", "write", "append"):
+            row[f"{strategy}_{k}_s"] = res.timings.get(k, 0.0)
+    return row
+
+
+def startup_comparison(root: Path, views_dir: Path, t: int, rate: float, step: int) -> list[dict[str, object]]:
+    """One refresh of `wide` per runner, each a separate `mvsink refresh` process (what a DAG task runs)."""
+    from mvsink.connect import start_server
+
+    port = 15_202
+    out: list[dict[str, object]] = []
+    log_path = root / "connect-server.log"
+    server = start_server(port=port, conf={"spark.driver.memory": "4g"}, log_path=log_path)
+    try:
+        cli = [str(Path(sys.executable).parent / "mvsink"), "refresh", "wide", "--views-dir", str(views_dir), "--json"]
+        # warm the server once (first query plans and class loading), as a long-lived server would be
+        subprocess.run(cli + ["--at", str(t), "--dry-run", "--remote", f"sc://127.0.0.1:{port}"], check=True,
+                       capture_output=True)
+        for runner, extra in (("spark-submit", []), ("Spark Connect", ["--remote", f"sc://127.0.0.1:{port}"]),
+                              ("in-process (new Spark per process)", ["--in-process"])):
+            t += DAY
+            step += 1
+            change(root, rate, step, t - 3_600_000)
+            s = time.monotonic()
+            proc = subprocess.run(cli + ["--at", str(t)] + extra, capture_output=True, text=True)
+            wall = time.monotonic() - s
+            if proc.returncode != 0:
+                raise RuntimeError(f"{runner}: {proc.stderr[-2000:]}")
+            res = json.loads(proc.stdout)
+            out.append({"runner": runner, "wall_s": wall, "write_s": res["timings"]["write"],
+                        "mode": res.get("mode", ""), "rows": res["rows_added"] + res["rows_retracted"]})
+            print(json.dumps(out[-1]), flush=True)
+    finally:
+        os.killpg(server.pid, 15)
+        server.wait(timeout=60)
+    return out
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--sf", type=float, default=0.1)
     ap.add_argument("--rates", default="0,0.001,0.01,0.1")
+    ap.add_argument("--repeat", type=int, default=3, help="rounds per change rate (medians are reported)")
+    ap.add_argument("--views", default=",".join(VIEWS))
+    ap.add_argument("--no-cdf", dest="cdf", action="store_false", help="sources without Change Data Feed")
+    ap.add_argument("--no-startup", dest="startup", action="store_false",
+                    help="skip the spark-submit / Spark Connect / in-process comparison")
     ap.add_argument("--root", default="/tmp/mvsink-bench")
     ap.add_argument("--out", default=str(Path(__file__).parent / "RESULTS.md"))
     args = ap.parse_args()
+    names = args.views.split(",")
     root = Path(args.root) / f"sf{args.sf}"
     t0 = 1_767_225_600_000
+    started = time.monotonic()
     print(f"generating TPC-H SF{args.sf} under {root} ...", flush=True)
-    generate(root, args.sf, t0)
+    generate(root, args.sf, t0, cdf=args.cdf)
     os.environ["MVSINK_DATA_ROOT"] = str(root)
     views_dir = root / "views"
     shutil.rmtree(views_dir, ignore_errors=True)
     shutil.rmtree(root / "out", ignore_errors=True)
     views_dir.mkdir(parents=True)
-    for name, (sql, sources, key) in VIEWS.items():
-        (views_dir / f"{name}.yaml").write_text(yaml.safe_dump({
-            "name": name, "query": sql, "sources": {s: f"src/{s}" for s in sources}, "target": f"out/{name}",
-            "as_of": t0, "key": key}))
+    for name in names:
+        sql, sources, key = VIEWS[name]
+        for suffix, incremental in (("", True), ("_full", False)):
+            (views_dir / f"{name}{suffix}.yaml").write_text(yaml.safe_dump({
+                "name": f"{name}{suffix}", "query": sql, "sources": {s: f"src/{s}" for s in sources},
+                "target": f"out/{name}{suffix}", "as_of": t0, "key": key, "incremental": incremental}))
 
-    from mvsink.mint import mint
     from mvsink.refresh import refresh
     from mvsink.sparkrun import local_session
     from mvsink.view import Catalog
-    from mvsink.write import register_sources
 
     spark = local_session(conf={"spark.driver.memory": "6g"})
     spark.sparkContext.setLogLevel("ERROR")
+    jvm_pid = int(spark.sparkContext._jvm.ProcessHandle.current().pid())  # type: ignore[union-attr]
     catalog = Catalog(views_dir)
     rows: list[dict[str, object]] = []
     rates = [float(x) for x in args.rates.split(",")]
     t = t0 + DAY
-    for name in VIEWS:  # initial load of every view (not measured)
-        refresh(catalog.get(name), t, catalog=catalog, runner="inprocess", spark=spark)
-    for step, rate in enumerate(rates, start=1):
-        t += DAY
-        change(root, rate, step, t - 3_600_000)
-        for name, (_sql, _sources, key) in VIEWS.items():
-            view = catalog.get(name)
-            desc = mint(view, t, catalog=catalog, run_id="bench-probe", dry_run=True)
-            register_sources(spark, view, desc)  # type: ignore[arg-type]
-            desired = spark.sql(view.query)
-            s = time.monotonic()
-            desired.write.format("noop").mode("overwrite").save()
-            floor = time.monotonic() - s
-
-            ow_path = root / "out" / f"{name}_overwrite"
-            s = time.monotonic()
-            spark.sql(view.query).write.mode("overwrite").parquet(str(ow_path / "stage"))
-            table = pa.table(pq.read_table(ow_path / "stage"))
-            write_deltalake(str(ow_path / "delta"), table, mode="overwrite")
-            overwrite = time.monotonic() - s
-            ow_dt = DeltaTable(str(ow_path / "delta"))
-            ow_bytes = dir_bytes(ow_dt.file_uris())
-
-            mg_path = root / "out" / f"{name}_merge"
-            s = time.monotonic()
-            src = pa.table(spark.sql(view.query).toArrow())
-            if not (mg_path / "_delta_log").exists():
-                write_deltalake(str(mg_path), src)
-                merge_bytes = dir_bytes(DeltaTable(str(mg_path)).file_uris())
-            else:
-                mdt = DeltaTable(str(mg_path))
-                before = set(mdt.file_uris())
-                pred = " AND ".join(f"t.{k} = s.{k}" for k in key)
-                (mdt.merge(src, predicate=pred, source_alias="s", target_alias="t")
-                 .when_matched_update_all().when_not_matched_insert_all().when_not_matched_by_source_delete()
-                 .execute())
-                merge_bytes = dir_bytes(sorted(set(DeltaTable(str(mg_path)).file_uris()) - before))
-            merge = time.monotonic() - s
-
-            s = time.monotonic()
-            res = refresh(view, t, catalog=catalog, runner="inprocess", spark=spark, run_id=f"bench-{step}")
-            total = time.monotonic() - s
-            rows.append({"view": name, "rate": rate, "floor_s": floor, "overwrite_s": overwrite,
-                         "overwrite_bytes": ow_bytes, "merge_s": merge, "merge_bytes": merge_bytes,
-                         "refresh_s": total, "mint_s": res.timings.get("mint", 0), "write_s": res.timings.get("write", 0),
-                         "append_s": res.timings.get("append", 0), "refresh_bytes": res.bytes,
-                         "refresh_rows": res.rows_added + res.rows_retracted, "refresh_files": res.files,
-                         "status": res.status})
-            print(json.dumps(rows[-1]), flush=True)
+    for name in names:  # initial load of every view (not measured)
+        for v in (name, f"{name}_full"):
+            refresh(catalog.get(v), t, catalog=catalog, runner="inprocess", spark=spark)
+    step = 0
+    for rate in rates:
+        for rep in range(args.repeat):
+            step += 1
+            t += DAY
+            change(root, rate, step, t - 3_600_000)
+            for name in names:
+                row = measure(spark, catalog.get(name), name, VIEWS[name][2], root, t, step, jvm_pid, catalog)
+                row.update(view=name, rate=rate, round=rep)
+                rows.append(row)
+                print(json.dumps({k: v for k, v in row.items() if not k.endswith("_mem")}), flush=True)
     spark.stop()
-    write_report(Path(args.out), rows, args.sf)
+    startup: list[dict[str, object]] = []
+    if args.startup and "wide" in names:
+        startup = startup_comparison(root, views_dir, t, 0.01, step)
+    out = Path(args.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    raw = out.with_suffix(".json")
+    raw.write_text(json.dumps({"sf": args.sf, "cdf": args.cdf, "rows": rows, "startup": startup}, indent=1))
+    write_report(out, rows, startup, sf=args.sf, cdf=args.cdf, repeat=args.repeat,
+                 minutes=(time.monotonic() - started) / 60)
+    write_chart(out.with_suffix(".png"), rows, sf=args.sf)
     return 0
 
 
-def write_report(out: Path, rows: list[dict[str, object]], sf: float) -> None:
-    head = ("| view | change | floor s | overwrite s | overwrite bytes | MERGE s | MERGE bytes | refresh s "
-            "| (mint / write / append s) | refresh bytes | rows | files | refresh ÷ overwrite | refresh ÷ floor |")
-    lines = [f"# Refresh vs overwrite vs MERGE (TPC-H SF{sf})", "",
-             f"{dt.datetime.now(dt.UTC):%Y-%m-%d %H:%M} UTC; {os.cpu_count()} cores; {platform.platform()}; "
-             f"Python {platform.python_version()}; one warm in-process Spark local[2] for all strategies; "
-             "single run per cell (noisy, shared machine).", "", head,
-             "|" + "---|" * (head.count("|") - 1)]
+# ---------------------------------------------------------------- report
+
+STRATEGIES = ("floor", "overwrite", "merge", "refresh", "refresh_full")
+
+
+def _med(rows: list[dict[str, object]], key: str) -> float:
+    vals = sorted(float(r[key]) for r in rows)  # type: ignore[arg-type]
+    n = len(vals)
+    return vals[n // 2] if n % 2 else (vals[n // 2 - 1] + vals[n // 2]) / 2
+
+
+def _span(rows: list[dict[str, object]], key: str) -> str:
+    vals = [float(r[key]) for r in rows]  # type: ignore[arg-type]
+    return f"{_med(rows, key):.2f} ({min(vals):.2f}–{max(vals):.2f})" if len(vals) > 1 else f"{vals[0]:.2f}"
+
+
+def _mb(n: float) -> str:
+    return f"{n / 1e6:.2f} MB" if n >= 1e5 else f"{n / 1e3:.1f} KB" if n else "0"
+
+
+def _groups(rows: list[dict[str, object]]) -> list[tuple[str, float, list[dict[str, object]]]]:
+    keys: list[tuple[str, float]] = []
     for r in rows:
+        k = (str(r["view"]), float(r["rate"]))  # type: ignore[arg-type]
+        if k not in keys:
+            keys.append(k)
+    return [(v, rate, [r for r in rows if r["view"] == v and r["rate"] == rate]) for v, rate in keys]
+
+
+def _versions() -> str:
+    from importlib.metadata import version
+
+    return ", ".join(f"{p} {version(p)}" for p in ("pyspark", "deltalake", "pyarrow", "duckdb", "tpchgen-cli"))
+
+
+def write_report(out: Path, rows: list[dict[str, object]], startup: list[dict[str, object]], *, sf: float,
+                 cdf: bool, repeat: int, minutes: float) -> None:
+    lines = [f"# Refresh vs overwrite vs MERGE vs the compute floor (TPC-H SF{sf})", "",
+             f"{dt.datetime.now(dt.UTC):%Y-%m-%d %H:%M} UTC; {os.cpu_count()} cores; {platform.platform()}; "
+             f"Python {platform.python_version()}; Java {_java()}; {_versions()}.", "",
+             f"One warm in-process Spark local[2] (6 GB driver) for all strategies; {repeat} round(s) per change rate, "
+             f"each on a new source change; times are medians (min–max) in seconds. Sources "
+             f"{'with' if cdf else 'without'} Change Data Feed. Whole run: {minutes:.1f} min. Raw numbers: "
+             f"`{out.with_suffix('.json').name}`; chart: `{out.with_suffix('.png').name}`.", "",
+             "`refresh` is this project (incremental when the query allows, else the full diff); `refresh_full` is "
+             "the same view with `incremental: false`. Ratios are of medians from the same run.", "",
+             "## Time", "",
+             "| view | change | floor | overwrite | MERGE | refresh (mode) | mint / write / append | refresh_full "
+             "| refresh ÷ overwrite | refresh ÷ floor |",
+             "|---|---|---|---|---|---|---|---|---|---|"]
+    for view, rate, g in _groups(rows):
+        modes = sorted({str(r["refresh_mode"]) for r in g})
         lines.append(
-            f"| {r['view']} | {float(r['rate']):.1%} | {float(r['floor_s']):.2f} | {float(r['overwrite_s']):.2f} | "
-            f"{r['overwrite_bytes']} | {float(r['merge_s']):.2f} | {r['merge_bytes']} | {float(r['refresh_s']):.2f} | "
-            f"{float(r['mint_s']):.3f} / {float(r['write_s']):.2f} / {float(r['append_s']):.3f} | {r['refresh_bytes']} | "
-            f"{r['refresh_rows']} | {r['refresh_files']} | "
-            f"{float(r['refresh_s']) / max(float(r['overwrite_s']), 1e-9):.2f} | "
-            f"{float(r['refresh_s']) / max(float(r['floor_s']), 1e-9):.2f} |")
+            f"| {view} | {rate:.1%} | {_span(g, 'floor_s')} | {_span(g, 'overwrite_s')} | {_span(g, 'merge_s')} | "
+            f"{_span(g, 'refresh_s')} ({'/'.join(modes)}) | {_med(g, 'refresh_mint_s'):.3f} / "
+            f"{_med(g, 'refresh_write_s'):.2f} / {_med(g, 'refresh_append_s'):.3f} | {_span(g, 'refresh_full_s')} | "
+            f"{_med(g, 'refresh_s') / max(_med(g, 'overwrite_s'), 1e-9):.2f} | "
+            f"{_med(g, 'refresh_s') / max(_med(g, 'floor_s'), 1e-9):.2f} |")
+    lines += ["", "## Data written", "",
+              "| view | change | overwrite bytes (files) | MERGE bytes (files) | refresh bytes (files) | refresh rows "
+              "| refresh ÷ overwrite bytes |", "|---|---|---|---|---|---|---|"]
+    for view, rate, g in _groups(rows):
+        ob, rb = _med(g, "overwrite_bytes"), _med(g, "refresh_bytes")
+        lines.append(f"| {view} | {rate:.1%} | {_mb(ob)} ({_med(g, 'overwrite_files'):.0f}) | "
+                     f"{_mb(_med(g, 'merge_bytes'))} ({_med(g, 'merge_files'):.0f}) | {_mb(rb)} "
+                     f"({_med(g, 'refresh_files'):.0f}) | {_med(g, 'refresh_rows'):.0f} | {rb / max(ob, 1):.2%} |")
+    lines += ["", "## Peak memory (RSS, MB)", "",
+              "Peak resident memory during each strategy: the Python driver process, and the Spark JVM (in "
+              "local mode the JVM is driver and executors at once, so it holds the data being processed). "
+              "Data collected to the driver shows in the Python column.", "",
+              "| view | change | " + " | ".join(f"{s} py / jvm" for s in STRATEGIES) + " |",
+              "|---|---|" + "---|" * len(STRATEGIES)]
+    for view, rate, g in _groups(rows):
+        cells = []
+        for s in STRATEGIES:
+            py = max(float(r[f"{s}_mem"]["py"]) for r in g)  # type: ignore[index]
+            jvm = max(float(r[f"{s}_mem"]["jvm"]) for r in g)  # type: ignore[index]
+            cells.append(f"{py:.0f} / {jvm:.0f}")
+        lines.append(f"| {view} | {rate:.1%} | " + " | ".join(cells) + " |")
+    if startup:
+        lines += ["", "## Spark start-up per refresh (view `wide`, 1 % change, one `mvsink refresh` process each)", "",
+                  "| runner | wall s (whole process) | write step s | diff mode |", "|---|---|---|---|"]
+        for r in startup:
+            lines.append(f"| {r['runner']} | {float(r['wall_s']):.2f} | {float(r['write_s']):.2f} | {r['mode']} |")
     out.write_text("\n".join(lines) + "\n")
     print(f"wrote {out}")
+
+
+def _java() -> str:
+    proc = subprocess.run(["java", "-version"], capture_output=True, text=True)
+    first = (proc.stderr or proc.stdout).splitlines()
+    return first[0].split('"')[1] if first and '"' in first[0] else "?"
+
+
+def write_chart(path: Path, rows: list[dict[str, object]], *, sf: float) -> None:
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        print("matplotlib is not installed: no chart (pip install matplotlib)")
+        return
+    views = list(dict.fromkeys(str(r["view"]) for r in rows))
+    fig, axes = plt.subplots(2, len(views), figsize=(5 * len(views), 8), squeeze=False)
+    for i, view in enumerate(views):
+        g = [(rate, rs) for v, rate, rs in _groups(rows) if v == view]
+        xs = [max(rate, 0.0003) for rate, _ in g]  # 0 % drawn at the left edge of the log axis
+        for s in STRATEGIES:
+            axes[0][i].plot(xs, [_med(rs, f"{s}_s") for _, rs in g], marker="o", label=s)
+        for s in ("overwrite", "merge", "refresh", "refresh_full"):
+            if s == "refresh_full":
+                continue
+            axes[1][i].plot(xs, [max(_med(rs, f"{s}_bytes"), 1) for _, rs in g], marker="o", label=s)
+        axes[0][i].set_title(f"{view} (SF{sf})")
+        axes[0][i].set_ylabel("wall time, s (median)")
+        axes[1][i].set_ylabel("data bytes written")
+        for ax in (axes[0][i], axes[1][i]):
+            ax.set_xscale("log")
+            ax.set_xlabel("change rate (0 % drawn at 0.03 %)")
+            ax.grid(True, which="both", alpha=0.3)
+        axes[1][i].set_yscale("log")
+        axes[0][i].legend(fontsize=8)
+        axes[1][i].legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=90)
+    print(f"wrote {path}")
 
 
 if __name__ == "__main__":

@@ -12,7 +12,7 @@ import time
 
 import pytest
 
-from deltahelp import BASE, HOUR, multiset, oracle, staged_leftovers, write_at, write_view
+from deltahelp import BASE, HOUR, delete_at, multiset, oracle, staged_leftovers, write_at, write_view
 from mvsink.connect import remote_session, server_command, start_server
 from mvsink.errors import MvSinkError
 from mvsink.localairflow import free_port
@@ -40,7 +40,8 @@ def test_remote_session_fails_fast_without_server():
 
 
 @pytest.mark.slow
-def test_refreshes_through_spark_connect_match_oracle(env, tmp_path):
+def test_refreshes_through_spark_connect_match_oracle(env, tmp_path, monkeypatch):
+    monkeypatch.setenv("MVSINK_INCREMENTAL_MAX_FRACTION", "100")  # small tables: every change rewrites the file
     data, views = env
     orders = str(data / "orders")
     write_at(orders, _orders(random.Random(21), 0, 30), BASE)
@@ -54,12 +55,15 @@ def test_refreshes_through_spark_connect_match_oracle(env, tmp_path):
         for k, r in enumerate((BASE + HOUR, BASE + 2 * HOUR, BASE + 3 * HOUR)):
             if k:
                 write_at(orders, _orders(random.Random(k), 100 * k, 6), r - 60_000)
+            if k == 2:  # a delete too: both the inserted and the deleted change terms are evaluated remotely
+                delete_at(orders, "id % 3 = 0", r - 30_000)
             # a fresh process, as a CLI call or an Airflow task is (a classic session lives in this one)
             out = subprocess.run([sys.executable, "-m", "mvsink", "refresh", "proj", "--at", str(r), "--remote", url,
                                   "--json", "--views-dir", str(views)], capture_output=True, text=True, timeout=300)
             assert out.returncode == 0, out.stderr[-3000:]
             res = json.loads(out.stdout)
             assert res["status"] == "appended" and res["upper"] == r + 1
+            assert res["mode"] == ("full" if k == 0 else "incremental"), res
             assert multiset(read_view(view, as_of=r)) == oracle(PROJECT, {"orders": orders}, r)
         assert staged_leftovers(view.target) == []
     finally:
