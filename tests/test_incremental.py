@@ -70,6 +70,7 @@ def plan_views(spark):
 ])
 def test_linear_plans(spark, plan_views, query, source):
     assert linearity(spark, query, [source]) == {source: None}
+    assert linearity(spark, query, [source], desired=spark.sql(query)) == {source: None}  # the plan object
 
 
 @pytest.mark.parametrize("query,source,why", [
@@ -91,6 +92,7 @@ def test_linear_plans(spark, plan_views, query, source):
 def test_nonlinear_plans(spark, plan_views, query, source, why):
     reason = linearity(spark, query, [source])[source]
     assert reason is not None and why in reason, reason
+    assert linearity(spark, query, [source], desired=spark.sql(query))[source] == reason
 
 
 @pytest.mark.unit

@@ -66,12 +66,15 @@ _LINEAR = frozenset({
 _SUBQUERY_MARKERS = ("scalar-subquery#", "exists#", "list#", "lateral-subquery#", "outer(")
 
 
-def analyzed_plan(explain_text: str) -> list[PlanNode]:
-    """The analyzed logical plan of ``EXPLAIN EXTENDED`` output, as (depth, side, text) lines."""
-    section = explain_text.split("== Analyzed Logical Plan ==", 1)[1].split("== Optimized Logical Plan ==", 1)[0]
-    lines = [ln for ln in section.strip("\n").splitlines() if ln.strip()]
+def analyzed_plan(text: str) -> list[PlanNode]:
+    """Plan lines as (depth, side, text): from ``EXPLAIN EXTENDED`` output or a plan's tree string."""
+    if "== Analyzed Logical Plan ==" in text:
+        section = text.split("== Analyzed Logical Plan ==", 1)[1].split("== Optimized Logical Plan ==", 1)[0]
+        lines = [ln for ln in section.strip("\n").splitlines() if ln.strip()][1:]  # first: the output schema
+    else:
+        lines = [ln for ln in text.splitlines() if ln.strip()]
     nodes = []
-    for ln in lines[1:]:  # the first line is the output schema
+    for ln in lines:
         m = _PREFIX_RE.match(ln)
         assert m is not None
         indent, marker = m.group(1), m.group(2)
@@ -123,11 +126,23 @@ def nonlinear_reason(nodes: list[PlanNode], source: str) -> str | None:
     return None
 
 
-def linearity(spark: SparkSession, query: str, sources: list[str]) -> dict[str, str | None]:
-    """For each source: None if the query is linear in it, else why not."""
-    text = spark.sql("EXPLAIN EXTENDED " + query).collect()[0][0]
-    if "== Analyzed Logical Plan ==" not in text:
-        return {s: "EXPLAIN returned no analyzed plan" for s in sources}
+def linearity(spark: SparkSession, query: str, sources: list[str], *,
+              desired: DataFrame | None = None) -> dict[str, str | None]:
+    """For each source: None if the query is linear in it, else why not.
+
+    Reads the analyzed plan of ``desired`` (the query already analysed) in classic Spark, else
+    runs ``EXPLAIN EXTENDED`` (Spark Connect has no plan objects on the client).
+    """
+    text = None
+    if desired is not None:
+        try:
+            text = str(desired._jdf.queryExecution().analyzed().treeString())
+        except Exception:  # Spark Connect: no _jdf
+            text = None
+    if text is None:
+        text = spark.sql("EXPLAIN EXTENDED " + query).collect()[0][0]
+        if "== Analyzed Logical Plan ==" not in text:
+            return {s: "EXPLAIN returned no analyzed plan" for s in sources}
     nodes = analyzed_plan(text)
     return {s: nonlinear_reason(nodes, s) for s in sources}
 
@@ -257,7 +272,7 @@ def max_fraction() -> float:
 
 
 def incremental_corrections(spark: SparkSession, view: ViewDefinition, desc: BatchDescription,
-                            *, base: dict[str, int]) -> tuple[DataFrame | None, str]:
+                            *, base: dict[str, int], desired: DataFrame | None = None) -> tuple[DataFrame | None, str]:
     """Corrections of ``desc`` computed from the sources' changes since ``base``, or (None, why not).
 
     Leaves every source registered at the version ``desc`` reads, as the full diff expects.
@@ -272,13 +287,9 @@ def incremental_corrections(spark: SparkSession, view: ViewDefinition, desc: Bat
         return None, "a source is a view"
     if any(s.name not in base or base[s.name] > s.version for s in desc.sources):
         return None, "the last refresh's source versions are unknown"
-    why = {k: v for k, v in linearity(spark, view.query, [s.name for s in changed]).items() if v}
-    if why:
-        name, reason = next(iter(why.items()))
-        return None, f"not linear in {name!r}: {reason}"
-    frames: dict[str, tuple[DataFrame, DataFrame]] = {}
+    changes: dict[str, ChangeSet] = {}
     fraction = max_fraction()
-    for s in changed:
+    for s in changed:  # the Delta logs first: cheaper than asking Spark for the plan
         cs = change_set(s.path, base[s.name], s.version)
         if isinstance(cs, str):
             return None, f"source {s.name!r}: {cs}"
@@ -286,10 +297,16 @@ def incremental_corrections(spark: SparkSession, view: ViewDefinition, desc: Bat
         if total and cs.bytes > fraction * total:
             return None, (f"source {s.name!r} changed {cs.bytes} bytes of files against {total} "
                           f"(over {fraction:.0%}; enable delta.enableChangeDataFeed on it for smaller change sets)")
-        current = spark.table(s.name)
+        changes[s.name] = cs
+    why = {k: v for k, v in linearity(spark, view.query, [s.name for s in changed], desired=desired).items() if v}
+    if why:
+        name, reason = next(iter(why.items()))
+        return None, f"not linear in {name!r}: {reason}"
+    frames: dict[str, tuple[DataFrame, DataFrame]] = {}
+    for s in changed:
         sdt = open_table(s.path, version=s.version)
         partition_columns = list(sdt.metadata().partition_columns) if sdt is not None else []
-        frames[s.name] = change_frames(spark, cs, current.schema, partition_columns)
+        frames[s.name] = change_frames(spark, changes[s.name], spark.table(s.name).schema, partition_columns)
 
     terms: list[DataFrame] = []
     registered_old: list[str] = []

@@ -266,7 +266,7 @@ def run_write(spark: SparkSession, view: ViewDefinition, desc: BatchDescription)
         if desc.base_versions is not None and fr.version != desc.table_version:
             reason = f"the table moved from version {desc.table_version} to {fr.version} after mint"
         elif desc.base_versions is not None:
-            corr, reason = incremental_corrections(spark, view, desc, base=desc.base_versions)
+            corr, reason = incremental_corrections(spark, view, desc, base=desc.base_versions, desired=desired)
             mode = "incremental" if corr is not None else "full"
         elif not view.incremental:
             reason = "incremental: false in the view file"
