@@ -83,6 +83,7 @@ def commit_metadata(desc: BatchDescription, operation: str, **extra: Any) -> dic
     }
     if operation == "append":
         meta["sources"] = {s.name: s.version for s in desc.sources}
+        meta["source_ids"] = {s.name: s.table_id for s in desc.sources}
         meta["definition"] = desc.definition
     meta.update(extra)
     return {META + k: json.dumps(v) for k, v in meta.items()}

@@ -21,6 +21,7 @@ class SourceRead:
     version: int  # Delta version read (-1: the upstream view's table does not exist yet)
     upper: int | None = None  # upstream view's upper at that version
     view: str | None = None
+    table_id: str | None = None  # the Delta table's id (metaData.id): tells a re-created table from the old one
 
 
 @dataclasses.dataclass(frozen=True)

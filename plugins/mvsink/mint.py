@@ -61,7 +61,8 @@ def mint(
             v = version_at(s.path, refresh_time, role=role)
             sdt = open_table(s.path, version=v)
             check_readable(sdt, path=s.path, role=role)
-            sources.append(SourceRead(name=s.name, kind="path", path=s.path, version=v))
+            sources.append(SourceRead(name=s.name, kind="path", path=s.path, version=v,
+                                      table_id=str(sdt.metadata().id) if sdt is not None else None))
         else:
             if catalog is None:
                 raise ValueError(f"view {view.name}: source '{s.name}' is a view; mint needs the catalog")
@@ -110,8 +111,8 @@ def last_refresh_sources(view: ViewDefinition, desc: BatchDescription, dt: objec
             continue
         if op != "append" or meta_json(entry, "definition") != desc.definition:
             return None
-        recorded = meta_json(entry, "sources")
-        if not isinstance(recorded, dict):
-            return None
+        recorded, ids = meta_json(entry, "sources"), meta_json(entry, "source_ids")
+        if not isinstance(recorded, dict) or ids != {s.name: s.table_id for s in desc.sources}:
+            return None  # a source table was re-created (same path, new table): its versions are not comparable
         return {k: int(v) for k, v in recorded.items()}
     return None
