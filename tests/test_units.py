@@ -104,7 +104,7 @@ def _desc(**kw) -> BatchDescription:
     base = dict(
         view="v", target="/data/views/v", lower=0, upper=3_600_000, refresh_time=3_600_000, table_version=-1,
         sources=(
-            SourceRead(name="orders", kind="path", path="/data/orders", version=7),
+            SourceRead(name="orders", kind="path", path="/data/orders", version=7, table_id="a1b2"),
             SourceRead(name="up", kind="view", path="/data/views/up", version=-1, upper=42, view="up"),
         ),
         run_id="manual__x", batch_id="v__0_3600000__manual-x-12345678", definition="0123456789abcdef",
@@ -112,12 +112,14 @@ def _desc(**kw) -> BatchDescription:
     return BatchDescription(**{**base, **kw})
 
 
-@pytest.mark.parametrize("kw", [{}, {"dry_run": True}, {"empty": True, "sources": ()}])
+@pytest.mark.parametrize("kw", [{}, {"dry_run": True}, {"empty": True, "sources": ()},
+                                {"base_versions": {"orders": 5}}])
 def test_batch_description_json_round_trip(kw):
     d = _desc(**kw)
     text = d.to_json()
     assert json.loads(text)["sources"][:1] == [{"name": "orders", "kind": "path", "path": "/data/orders",
-                                              "version": 7, "upper": None, "view": None}][:len(d.sources)]
+                                              "version": 7, "upper": None, "view": None,
+                                              "table_id": "a1b2"}][:len(d.sources)]
     back = BatchDescription.from_json(text)
     assert back == d
     assert isinstance(back.sources, tuple)
