@@ -41,6 +41,18 @@ def _customers(rng: random.Random) -> pa.Table:
                                  for i in (1, 2, 3)], schema=CUSTOMERS)
 
 
+def _join_setup(env, rng: random.Random, n: int, **orders_kw) -> tuple[object, dict[str, str]]:
+    """Sources orders (``n`` rows, written with ``orders_kw``) and customers, and the JOIN view over them."""
+    data, views = env
+    orders, customers = str(data / "orders"), str(data / "customers")
+    write_deltalake(orders, _orders(rng, 0, n), **orders_kw)
+    stamp(orders, BASE)
+    write_at(customers, _customers(rng), BASE + 1)
+    write_view(views, "join", query=JOIN, sources={"orders": "orders", "customers": "customers"},
+               target="views/join", as_of=BASE)
+    return Catalog(views).get("join"), {"orders": orders, "customers": customers}
+
+
 def _history(view_target: str) -> list[dict[str, object]]:
     return [{k.removeprefix("mvsink."): json.loads(v) for k, v in h.items() if k.startswith("mvsink.")}
             for h in DeltaTable(view_target).history()]
@@ -203,15 +215,9 @@ def test_randomized_histories_incremental_matches_oracle(spark, env, monkeypatch
 
 
 def test_hand_edit_forces_full_diff_and_repairs(spark, env):
-    data, views = env
     rng = random.Random(2)
-    orders, customers = str(data / "orders"), str(data / "customers")
-    write_at(orders, _orders(rng, 0, 20), BASE)
-    write_at(customers, _customers(rng), BASE + 1)
-    write_view(views, "join", query=JOIN, sources={"orders": "orders", "customers": "customers"},
-               target="views/join", as_of=BASE)
-    view = Catalog(views).get("join")
-    srcs = {"orders": orders, "customers": customers}
+    view, srcs = _join_setup(env, rng, 20)
+    orders = srcs["orders"]
     refresh(view, BASE + HOUR, runner="inprocess", spark=spark)
     # someone deletes rows of the view by hand, then the source changes
     DeltaTable(view.target).delete("id < 5")
@@ -227,18 +233,12 @@ def test_hand_edit_forces_full_diff_and_repairs(spark, env):
 
 def test_fallbacks_to_full_diff(spark, env, monkeypatch):
     """Vacuumed change files, a source schema change, a too-large change set, `incremental: false`."""
-    data, views = env
     rng = random.Random(4)
-    orders, customers = str(data / "orders"), str(data / "customers")
-    write_at(orders, _orders(rng, 0, 40), BASE)
-    write_at(customers, _customers(rng), BASE + 1)
-    write_view(views, "join", query=JOIN, sources={"orders": "orders", "customers": "customers"},
-               target="views/join", as_of=BASE)
-    write_view(views, "off", query=JOIN, sources={"orders": "orders", "customers": "customers"},
+    view, srcs = _join_setup(env, rng, 40)
+    orders = srcs["orders"]
+    write_view(env[1], "off", query=JOIN, sources={"orders": "orders", "customers": "customers"},
                target="views/off", as_of=BASE, incremental=False)
-    catalog = Catalog(views)
-    view, off = catalog.get("join"), catalog.get("off")
-    srcs = {"orders": orders, "customers": customers}
+    off = Catalog(env[1]).get("off")
     t = BASE + HOUR
     refresh(view, t, runner="inprocess", spark=spark)
     refresh(off, t, runner="inprocess", spark=spark)
@@ -279,16 +279,9 @@ def test_fallbacks_to_full_diff(spark, env, monkeypatch):
 
 def test_incremental_over_partitioned_source_with_null_partition(spark, env, monkeypatch):
     monkeypatch.setenv("MVSINK_INCREMENTAL_MAX_FRACTION", "100")
-    data, views = env
     rng = random.Random(9)
-    orders, customers = str(data / "orders"), str(data / "customers")
-    write_deltalake(orders, _orders(rng, 0, 30), partition_by=["status"], configuration=CDF)
-    stamp(orders, BASE)
-    write_at(customers, _customers(rng), BASE + 1)
-    write_view(views, "join", query=JOIN, sources={"orders": "orders", "customers": "customers"},
-               target="views/join", as_of=BASE)
-    view = Catalog(views).get("join")
-    srcs = {"orders": orders, "customers": customers}
+    view, srcs = _join_setup(env, rng, 30, partition_by=["status"], configuration=CDF)
+    orders = srcs["orders"]
     refresh(view, BASE + HOUR, runner="inprocess", spark=spark)
     t = BASE + HOUR
     for i in range(3):
@@ -299,24 +292,18 @@ def test_incremental_over_partitioned_source_with_null_partition(spark, env, mon
         res = refresh(view, t, runner="inprocess", spark=spark)
         assert res.mode == "incremental", res
         assert multiset(read_view(view, as_of=t)) == oracle(JOIN, srcs, t)
-    shutil.rmtree(data / "views")
+    shutil.rmtree(env[0] / "views")
 
 
 def test_recreated_source_is_not_mistaken_for_the_old_one(spark, env):
     """A source deleted and written anew reaches the same version numbers: no shortcut, no incremental diff."""
-    data, views = env
     rng = random.Random(8)
-    orders, customers = str(data / "orders"), str(data / "customers")
-    for ts in (BASE, BASE + 1):
-        write_at(orders, _orders(rng, 0, 10), ts)
-    write_at(customers, _customers(rng), BASE + 2)
-    write_view(views, "join", query=JOIN, sources={"orders": "orders", "customers": "customers"},
-               target="views/join", as_of=BASE)
-    view = Catalog(views).get("join")
-    srcs = {"orders": orders, "customers": customers}
+    view, srcs = _join_setup(env, rng, 10)
+    orders = srcs["orders"]
+    write_at(orders, _orders(rng, 10, 10), BASE + 2)
     refresh(view, BASE + HOUR, runner="inprocess", spark=spark)
     shutil.rmtree(orders)  # same path, a new table with as many commits (versions 0 and 1 again)
-    for ts in (BASE + HOUR + 10, BASE + HOUR + 20):
+    for ts in (BASE + HOUR + 10, BASE + HOUR + 20):  # versions 0 and 1 again
         write_at(orders, _orders(rng, 50, 10), ts)
     res = refresh(view, BASE + 2 * HOUR, runner="inprocess", spark=spark)
     assert res.mode == "full" and res.rows_added > 0, res
