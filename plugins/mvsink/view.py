@@ -18,6 +18,7 @@ A view file looks like::
     until: 2027-01-01T00:00:00Z   # optional: no scheduled refresh after this time
     key: [nation]                 # optional: columns that are unique in the result
     spark_conf: {spark.driver.memory: 2g}   # optional
+    retain_history: 7d            # optional: readable history behind the newest time (default 7d; or forever)
 
 Relative paths resolve against the data root: ``MVSINK_DATA_ROOT`` if set, else the
 folder that holds the view file.
@@ -62,8 +63,10 @@ _NONDET_RE = re.compile(
 
 KNOWN_FIELDS = {
     "name", "description", "query", "sql_file", "sources", "target", "schedule", "as_of",
-    "key", "spark_conf", "tags", "until",
+    "key", "spark_conf", "tags", "until", "retain_history",
 }
+
+DEFAULT_RETAIN_HISTORY_MS = 7 * 86_400_000  # 7 days of readable history behind the newest final time
 
 
 @dataclasses.dataclass(frozen=True)
@@ -104,6 +107,9 @@ class ViewDefinition:
     tags: tuple[str, ...] = ()
     file: str = ""
     until: int | None = None  # last time the schedule refreshes (Airflow DAG end_date)
+    # How far behind the newest final time (upper - 1) reads stay valid; older updates may be
+    # compacted (section 6 of DESIGN.md). None: keep all history (no automatic compaction).
+    retain_history_ms: int | None = DEFAULT_RETAIN_HISTORY_MS
 
     @property
     def app_id(self) -> str:
@@ -219,6 +225,8 @@ def parse_view(text: str, *, file: str = "<string>", data_root: Path | None = No
         if until < as_of:
             raise _fail(file, "until", "is before as_of", "give a time at or after as_of, or remove until")
 
+    retain = _parse_retain_history(doc.get("retain_history"), file)
+
     tags = doc.get("tags", []) or []
     if not isinstance(tags, list) or not all(isinstance(t, str) for t in tags):
         raise _fail(file, "tags", "must be a list of strings", "write e.g. tags: [finance]")
@@ -226,8 +234,22 @@ def parse_view(text: str, *, file: str = "<string>", data_root: Path | None = No
     return ViewDefinition(
         name=name, description=description.strip(), query=query, sources=sources, target=target_path,
         schedule=schedule, as_of=as_of, key=tuple(key_raw), spark_conf={k: str(v) for k, v in conf.items()},
-        tags=tuple(tags), file=str(path), until=until,
+        tags=tuple(tags), file=str(path), until=until, retain_history_ms=retain,
     )
+
+
+def _parse_retain_history(raw: object, file: str) -> int | None:
+    """``retain_history``: a duration (``7d``, ``12h``, ``30m``), or ``forever``; default 7 days."""
+    if raw is None:
+        return DEFAULT_RETAIN_HISTORY_MS
+    if isinstance(raw, str) and raw.strip().lower() in ("forever", "all", "unbounded"):
+        return None
+    try:
+        return parse_duration(raw, what="retain_history")
+    except ValueError as exc:
+        raise _fail(file, "retain_history", str(exc),
+                    "write how much history stays readable, e.g. retain_history: 7d (or 12h, 30m), "
+                    "or retain_history: forever to never compact automatically") from None
 
 
 def _parse_query(doc: dict[str, Any], file: str, path: Path) -> str:
