@@ -543,3 +543,32 @@ def test_append_task_compacts_when_retain_history_says_it_is_due(spark, copy, tm
     ti2 = run(r + 600_000)
     assert ti2.pushed["compaction"]["status"] == "not_due"
     assert DeltaTable(view.target).transaction_version(view.since_app_id) == r - 2 * HOUR
+
+
+def test_append_treats_a_compaction_past_its_lower_as_foreign(spark, copy):
+    """Only a compaction that leaves contents at lower - 1 unchanged is benign to an append."""
+    from deltalake import write_deltalake
+    from deltalake.transaction import CommitProperties
+
+    catalog, view, data, times, expected = copy
+    r = times[-1] + HOUR
+
+    def fake_compaction(since: int) -> None:
+        empty = pa.schema(DeltaTable(view.target).schema().to_arrow()).empty_table()
+        write_deltalake(view.target, empty, mode="append", commit_properties=CommitProperties(custom_metadata={
+            "mvsink.operation": '"compact"', "mvsink.since": json.dumps(since)}))
+
+    desc = mint(view, r, catalog=catalog, run_id="past-lower")
+    assert isinstance(desc, BatchDescription)
+    report = run_write(spark, view, desc)
+    fake_compaction(desc.lower)  # claims history up to lower was consolidated: not benign
+    res = append(view, desc, report)
+    assert res.status == "rescheduled" and "compact" in res.reason and res.upper == times[-1] + 1
+
+    desc = mint(view, r, catalog=catalog, run_id="below-lower")
+    assert isinstance(desc, BatchDescription)
+    report = run_write(spark, view, desc)
+    fake_compaction(desc.lower - 1)
+    res = append(view, desc, report)
+    assert res.status == "appended" and res.upper == r + 1
+    assert multiset(read_view(view, as_of=r)) == expected[times[-1]]

@@ -119,7 +119,7 @@ def changes(view: ViewDefinition | str, from_time: int, to_time: int | None = No
     ``from_time`` below ``since``. Summing the diffs per row gives ``contents(to_time - 1) -
     contents(from_time - 1)``. Updates at time ``since`` hold the consolidated history before it,
     so a feed from ``since`` starts with the contents at ``since`` (as a subscription would).
-    Ordered by time; one update per distinct row and time, zero sums dropped.
+    One update per distinct row and time, zero sums dropped, ordered by time, then by the row.
     """
     import duckdb
     import pyarrow as pa
@@ -149,5 +149,5 @@ def changes(view: ViewDefinition | str, from_time: int, to_time: int | None = No
     con.register("updates", updates)
     out = con.sql(f"SELECT {cols}, {TIME}, CAST(sum({DIFF}) AS BIGINT) AS {DIFF} FROM updates "
                   f"WHERE {TIME} >= {int(from_time)} AND {TIME} < {int(end)} GROUP BY {cols}, {TIME} "
-                  f"HAVING sum({DIFF}) <> 0 ORDER BY {TIME}").to_arrow_table()
+                  f"HAVING sum({DIFF}) <> 0 ORDER BY {TIME}, {cols}").to_arrow_table()
     return out.cast(updates.schema)
