@@ -6,7 +6,7 @@ as a batch pipeline. Heavy imports (pyspark, deltalake, pandas) happen inside fu
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 __version__ = "0.1.0"
 
@@ -16,11 +16,21 @@ if TYPE_CHECKING:
     from .view import ViewDefinition
 
 
-def read_view(view: ViewDefinition, *, as_of: int | None = None) -> pa.Table:
-    """The view's contents at ``as_of`` (default: its newest final time) as a pyarrow Table."""
+def read_view(view: ViewDefinition | str, *, as_of: int | None = None, views_dir: str | None = None,
+              to: Literal["arrow", "pandas"] = "arrow") -> Any:
+    """The view's contents at ``as_of`` (default: its newest final time): a pyarrow Table, or a
+    pandas DataFrame with ``to="pandas"``. ``view`` is a definition or a name in ``views_dir``."""
     from .read import read_view as _read
 
-    return _read(view, as_of=as_of)
+    return _read(view, as_of=as_of, views_dir=views_dir, to=to)
+
+
+def changes(view: ViewDefinition | str, from_time: int, to_time: int | None = None, *,
+            views_dir: str | None = None) -> pa.Table:
+    """The view's consolidated updates with ``from_time <= _mv_time < to_time`` (default: the upper)."""
+    from .read import changes as _changes
+
+    return _changes(view, from_time, to_time, views_dir=views_dir)
 
 
 def __getattr__(name: str) -> Any:
@@ -28,4 +38,8 @@ def __getattr__(name: str) -> Any:
         from .refresh import refresh
 
         return refresh
+    if name in ("compact", "vacuum"):
+        from . import history
+
+        return getattr(history, name)
     raise AttributeError(name)

@@ -168,7 +168,12 @@ def append(view: ViewDefinition, desc: BatchDescription, report: WriteReport | N
             return _appended(view, desc, report, v, fr.upper, res, note="already committed by an earlier attempt")
 
         if fr.upper == desc.lower:
-            foreign = [h for h in hist if op_of(h) not in CONTENT_PRESERVING]
+            # Our own content-preserving commits are benign: a lost commit race to a compaction is
+            # re-validated and retried here. A compaction is benign only if its since is below
+            # lower (contents at lower - 1, which write read, are then unchanged); compaction
+            # never goes past upper - 1, so anything else is treated like a foreign commit.
+            foreign = [h for h in hist if op_of(h) not in CONTENT_PRESERVING
+                       or (op_of(h) == "compact" and int(meta_json(h, "since") or 0) >= desc.lower)]
             if foreign:
                 h = foreign[0]
                 what = op_of(h) or h.get("operation", "unknown")

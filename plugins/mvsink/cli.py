@@ -1,4 +1,4 @@
-"""Command line: ``mvsink refresh|read|status``."""
+"""Command line: ``mvsink refresh|read|changes|status|compact|vacuum``."""
 
 from __future__ import annotations
 
@@ -52,6 +52,30 @@ def build_parser() -> argparse.ArgumentParser:
     common(rd)
     rd.add_argument("--as-of", type=_time, metavar="TIME", help="time to read (default: upper - 1)")
     rd.add_argument("--format", choices=("table", "csv", "jsonl"), default="table")
+
+    ch = sub.add_parser("changes", help="print a view's updates (row, _mv_time, _mv_diff) between two times")
+    common(ch)
+    ch.add_argument("--from", dest="from_time", required=True, type=_time, metavar="T1",
+                    help="first time included (at or above since)")
+    ch.add_argument("--to", dest="to_time", type=_time, metavar="T2", help="first time excluded (default: the upper)")
+    ch.add_argument("--format", choices=("jsonl", "csv", "table"), default="jsonl",
+                    help="jsonl (default): one JSON object per update; csv: a header line, then one line each")
+
+    cp = sub.add_parser("compact", help="consolidate history older than retain_history (advances since)")
+    common(cp)
+    cp.add_argument("--since", type=_time, metavar="TIME",
+                    help="new since (default: upper - 1 - retain_history of the view file)")
+    cp.add_argument("--if-due", action="store_true",
+                    help="only if since would advance by at least retain_history / 4 (what the DAG does)")
+    cp.add_argument("--json", action="store_true")
+
+    vc = sub.add_parser("vacuum", help="delete files no retained version needs (never a batch in flight)")
+    common(vc)
+    vc.add_argument("--retention-hours", type=int, metavar="H",
+                    help="keep files removed less than H hours ago (default: the table's retention, 168)")
+    vc.add_argument("--force", action="store_true", help="allow a retention below the table's minimum")
+    vc.add_argument("--dry-run", action="store_true", help="list the files, delete nothing")
+    vc.add_argument("--json", action="store_true")
 
     cs = sub.add_parser("connect-server", help="run a Spark Connect server on 127.0.0.1 for fast refreshes")
     cs.add_argument("--port", type=int, default=15002)
@@ -143,6 +167,23 @@ def main(argv: Sequence[str] | None = None) -> int:
             from .read import read_view
 
             _print_rows(read_view(view, as_of=args.as_of), args.format)
+        elif args.command == "changes":
+            from .read import changes
+
+            _print_rows(changes(view, args.from_time, args.to_time), args.format)
+        elif args.command == "compact":
+            from .history import compact
+
+            res = compact(view, catalog=catalog, since=args.since, if_due=args.if_due)
+            print(json.dumps(res.to_dict(), sort_keys=True) if args.json else res.summary())
+            if res.status == "gave_up":
+                return 1
+        elif args.command == "vacuum":
+            from .history import vacuum
+
+            vres = vacuum(view, retention_hours=args.retention_hours, dry_run=args.dry_run,
+                          enforce_retention=not args.force)
+            print(json.dumps(vres.to_dict(), sort_keys=True) if args.json else vres.summary())
         elif args.command == "status":
             from .status import format_status, view_status
 

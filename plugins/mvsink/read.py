@@ -1,14 +1,14 @@
-"""Reading a view: its consolidated contents as of a time."""
+"""Reading a view: its consolidated contents as of a time, and its changes between two times."""
 
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, Literal
 
 from .errors import ReadTimeError
-from .table import check_readable, open_table, read_frontier
+from .table import Frontier, check_readable, open_table, read_frontier
 from .times import format_time
-from .view import ViewDefinition
+from .view import Catalog, ViewDefinition
 from .write import DIFF, TIME
 
 if TYPE_CHECKING:
@@ -16,6 +16,32 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
+
+def resolve_view(view: ViewDefinition | str, views_dir: str | None = None) -> ViewDefinition:
+    """A view definition, or a view name looked up in ``views_dir`` (default: $MVSINK_VIEWS_DIR)."""
+    return view if isinstance(view, ViewDefinition) else Catalog(views_dir).get(view)
+
+
+def check_read_time(name: str, fr: Frontier, as_of_view: int, as_of: int | None) -> int:
+    """The time to read (default ``upper - 1``), refusing times outside ``[max(since, as_of), upper)``."""
+    lowest = max(fr.since, as_of_view)
+    if fr.upper <= lowest:
+        raise ReadTimeError(f"view {name}: nothing is readable yet (upper {fr.upper}, oldest readable time "
+                            f"{format_time(lowest)} ({lowest})). Fix: refresh the view at or after "
+                            f"{format_time(lowest)}.")
+    t = fr.upper - 1 if as_of is None else as_of
+    if t >= fr.upper:
+        raise ReadTimeError(f"view {name}: {format_time(t)} ({t}) is at or past the upper {fr.upper}: the view is "
+                            f"final only through {format_time(fr.upper - 1)}. Fix: read at an earlier time, or "
+                            f"refresh the view at {format_time(t)} first.")
+    if t < as_of_view:
+        raise ReadTimeError(f"view {name}: {format_time(t)} is before the view's as_of "
+                            f"{format_time(as_of_view)}; the view has no contents then. Fix: read at or after as_of.")
+    if t < fr.since:
+        raise ReadTimeError(f"view {name}: {format_time(t)} ({t}) is below since {format_time(fr.since)}: older "
+                            f"history was compacted; the oldest readable time is {format_time(fr.since)} "
+                            f"({fr.since}). Fix: read at {format_time(fr.since)} or later.")
+    return t
 
 
 def readable_time(view: ViewDefinition, as_of: int | None) -> tuple[int, object]:
@@ -26,22 +52,7 @@ def readable_time(view: ViewDefinition, as_of: int | None) -> tuple[int, object]
                             f"Fix: refresh the view first (mvsink refresh {view.name} --at TIME).")
     check_readable(dt, path=view.target, role=f"view {view.name}: target table")
     fr = read_frontier(dt, app_id=view.app_id, since_app_id=view.since_app_id)
-    lowest = max(fr.since, view.as_of)
-    if fr.upper <= lowest:
-        raise ReadTimeError(f"view {view.name}: nothing is readable yet (upper {fr.upper}, as_of "
-                            f"{format_time(view.as_of)}). Fix: refresh the view at or after its as_of.")
-    t = fr.upper - 1 if as_of is None else as_of
-    if t >= fr.upper:
-        raise ReadTimeError(f"view {view.name}: {format_time(t)} ({t}) is at or past the upper {fr.upper}: the view is "
-                            f"final only through {format_time(fr.upper - 1)}. Fix: read at an earlier time, or "
-                            f"refresh the view at {format_time(t)} first.")
-    if t < view.as_of:
-        raise ReadTimeError(f"view {view.name}: {format_time(t)} is before the view's as_of "
-                            f"{format_time(view.as_of)}; the view has no contents then. Fix: read at or after as_of.")
-    if t < fr.since:
-        raise ReadTimeError(f"view {view.name}: {format_time(t)} is below since {format_time(fr.since)}: older "
-                            f"history was compacted. Fix: read at {format_time(fr.since)} ({fr.since}) or later.")
-    return t, dt
+    return check_read_time(view.name, fr, view.as_of, as_of), dt
 
 
 def consolidated(updates: pa.Table, *, through: int) -> pa.Table:
@@ -77,8 +88,17 @@ def read_updates(view: ViewDefinition) -> pa.Table:
     return pa.table(dt.to_pyarrow_table())
 
 
-def read_view(view: ViewDefinition, *, as_of: int | None = None) -> pa.Table:
-    """The view's contents at ``as_of`` (default: its newest final time), one row per copy."""
+def read_view(view: ViewDefinition | str, *, as_of: int | None = None, views_dir: str | None = None,
+              to: Literal["arrow", "pandas"] = "arrow") -> Any:
+    """The view's contents at ``as_of`` (default: its newest final time), one row per copy.
+
+    A pyarrow Table (``to="arrow"``) or a pandas DataFrame (``to="pandas"``).
+    """
+    table = _read_view(resolve_view(view, views_dir), as_of)
+    return table.to_pandas() if to == "pandas" else table
+
+
+def _read_view(view: ViewDefinition, as_of: int | None) -> pa.Table:
     import pyarrow as pa
 
     t, dt = readable_time(view, as_of)
@@ -89,3 +109,45 @@ def read_view(view: ViewDefinition, *, as_of: int | None = None) -> pa.Table:
         log.warning("view %s: %d row(s) have negative multiplicity at %s (the table was damaged); the next "
                     "refresh repairs it", view.name, negative, format_time(t))
     return expand_rows(cons)
+
+
+def changes(view: ViewDefinition | str, from_time: int, to_time: int | None = None, *,
+            views_dir: str | None = None) -> pa.Table:
+    """The view's consolidated updates ``(row, _mv_time, _mv_diff)`` with ``from_time <= time < to_time``.
+
+    ``to_time`` defaults to the upper (times below it are final); later is refused, and so is a
+    ``from_time`` below ``since``. Summing the diffs per row gives ``contents(to_time - 1) -
+    contents(from_time - 1)``. Updates at time ``since`` hold the consolidated history before it,
+    so a feed from ``since`` starts with the contents at ``since`` (as a subscription would).
+    One update per distinct row and time, zero sums dropped, ordered by time, then by the row.
+    """
+    import duckdb
+    import pyarrow as pa
+
+    v = resolve_view(view, views_dir)
+    dt = open_table(v.target)
+    if dt is None:
+        raise ReadTimeError(f"view {v.name}: table {v.target} does not exist yet. "
+                            f"Fix: refresh the view first (mvsink refresh {v.name} --at TIME).")
+    check_readable(dt, path=v.target, role=f"view {v.name}: target table")
+    fr = read_frontier(dt, app_id=v.app_id, since_app_id=v.since_app_id)
+    end = fr.upper if to_time is None else to_time
+    if end > fr.upper:
+        raise ReadTimeError(f"view {v.name}: changes up to {format_time(end)} ({end}) are not final: the upper is "
+                            f"{fr.upper} (final through {format_time(fr.upper - 1)}). Fix: pass --to at or below "
+                            f"{fr.upper}, or refresh the view first.")
+    if from_time < fr.since:
+        raise ReadTimeError(f"view {v.name}: changes from {format_time(from_time)} ({from_time}) are gone: history "
+                            f"below since {format_time(fr.since)} was compacted; the oldest readable time is "
+                            f"{format_time(fr.since)} ({fr.since}). Fix: pass --from {fr.since} or later.")
+    if from_time > end:
+        raise ReadTimeError(f"view {v.name}: --from {format_time(from_time)} is after --to {format_time(end)}. "
+                            "Fix: swap them.")
+    updates = pa.table(dt.to_pyarrow_table())
+    cols = ", ".join('"' + c.replace('"', '""') + '"' for c in updates.column_names if c not in (TIME, DIFF))
+    con = duckdb.connect()
+    con.register("updates", updates)
+    out = con.sql(f"SELECT {cols}, {TIME}, CAST(sum({DIFF}) AS BIGINT) AS {DIFF} FROM updates "
+                  f"WHERE {TIME} >= {int(from_time)} AND {TIME} < {int(end)} GROUP BY {cols}, {TIME} "
+                  f"HAVING sum({DIFF}) <> 0 ORDER BY {TIME}, {cols}").to_arrow_table()
+    return out.cast(updates.schema)

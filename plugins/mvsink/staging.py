@@ -101,6 +101,7 @@ def collect_garbage(table: str, *, upper: int, active: set[str], keep: str | Non
     grace = GRACE_SECONDS if grace_seconds is None else grace_seconds
     committed_dirs = {p.split("/")[1] for p in active if p.startswith(BATCHES + "/") and p.count("/") >= 2}
     done: dict[str, list[str]] = {"discarded": [], "settled": []}
+    dead: list[str] = []
     for batch_id in list_staged(table):
         parsed = parse_batch_id(batch_id)
         if batch_id == keep or parsed is None or parsed[1] >= upper:
@@ -112,11 +113,60 @@ def collect_garbage(table: str, *, upper: int, active: set[str], keep: str | Non
             started = _writing_since(table, batch_id)
             if started is not None and time.time() - started < grace:
                 continue
+            dead.append(batch_id)
+    # A batch whose files are not active may still have been committed, its files since
+    # compacted away (or removed by hand): its append commit names it. Such a batch is settled
+    # (its files stay for time travel until vacuum), never deleted as if it had not committed.
+    in_log = committed_in_log(table, dead) if dead else set()
+    for batch_id in dead:
+        if batch_id in in_log:
+            forget_manifest(table, batch_id)
+            done["settled"].append(batch_id)
+        else:
             discard_batch(table, batch_id)
             done["discarded"].append(batch_id)
     if done["discarded"] or done["settled"]:
         log.info("table %s: cleaned up staged batches %s", table, done)
     return done
+
+
+def committed_in_log(table: str, batch_ids: list[str], *, slack_seconds: float = 3600) -> set[str]:
+    """The batch ids among ``batch_ids`` that an append commit in the Delta log records.
+
+    Reads only the commit files written after the oldest of these batches' manifests (less
+    ``slack_seconds``): a batch commits after its manifest is written.
+    """
+    oldest = None
+    for b in batch_ids:
+        try:
+            m = manifest_path(table, b).stat().st_mtime
+        except FileNotFoundError:
+            m = 0.0
+        oldest = m if oldest is None else min(oldest, m)
+    bound = (oldest or 0.0) - slack_seconds
+    wanted = set(batch_ids)
+    found: set[str] = set()
+    log_dir = Path(table) / "_delta_log"
+    if not log_dir.is_dir():
+        return found
+    with os.scandir(log_dir) as it:
+        commits = [e for e in it if e.name.endswith(".json") and e.name[:-5].isdigit() and e.stat().st_mtime >= bound]
+    for e in commits:
+        try:
+            lines = Path(e.path).read_text().splitlines()
+        except OSError:
+            continue
+        for line in lines:
+            if "mvsink.batch_id" not in line:
+                continue
+            try:
+                info = json.loads(line).get("commitInfo") or {}
+                op, bid = json.loads(info.get("mvsink.operation", "null")), json.loads(info["mvsink.batch_id"])
+            except (KeyError, TypeError, json.JSONDecodeError):
+                continue
+            if op == "append" and bid in wanted:
+                found.add(bid)
+    return found
 
 
 def staged_files_ok(table: str, files: tuple[StagedFile, ...]) -> str | None:

@@ -57,6 +57,9 @@ def format_status(st: dict[str, Any]) -> str:
             lines.append(f"  v{c['version']:<5} {c['committed']}  append [{c['lower']}, {c['upper']}) at "
                          f"{format_time(c['refresh_time'])}: +{c.get('rows_added', 0)} -{c.get('rows_retracted', 0)}"
                          f" rows, {c.get('bytes', 0)} bytes, run {c['run_id']}")
+        elif c.get("operation") == "compact":
+            lines.append(f"  v{c['version']:<5} {c['committed']}  compact since -> {format_time(c['since'])}: "
+                         f"{c.get('rows_before', '?')} rows in the log before, upper unchanged")
         else:
             lines.append(f"  v{c['version']:<5} {c['committed']}  {c.get('operation')}"
                          + (f" upper -> {c['lower']}" if c.get("operation") == "bump" else ""))

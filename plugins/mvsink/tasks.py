@@ -87,7 +87,8 @@ def write_remote_step(view_name: str, views_dir: str, context: dict[str, Any], *
 
 def append_step(view_name: str, views_dir: str, context: dict[str, Any], *, asset: Any, alias: Any,
                 max_reschedules: int) -> list[str]:
-    view = Catalog(views_dir).get(view_name)
+    catalog = Catalog(views_dir)
+    view = catalog.get(view_name)
     ti = context["ti"]
     desc = BatchDescription.from_json(ti.xcom_pull(task_ids="mint", key="description"))
     report = None
@@ -105,6 +106,9 @@ def append_step(view_name: str, views_dir: str, context: dict[str, Any], *, asse
     if result.status == "appended":  # only a real append wakes views that read this one
         context["outlet_events"][alias].add(asset, extra={k: summary[k] for k in (
             "lower", "upper", "refresh_time", "rows_added", "rows_retracted", "bytes", "version")})
+        compaction = compact_if_due(view, catalog)
+        if compaction is not None:
+            ti.xcom_push(key="compaction", value=compaction)
     if result.status != "rescheduled":
         return []
     attempt = int((context["dag_run"].conf or {}).get("attempt") or 0)
@@ -117,3 +121,20 @@ def append_step(view_name: str, views_dir: str, context: dict[str, Any], *, asse
     log.warning("view %s: %s; starting a new run for refresh time %s (attempt %d)", view.name,
                 result.summary(), format_time(desc.refresh_time), attempt + 1)
     return ["reschedule"]
+
+
+def compact_if_due(view: Any, catalog: Catalog) -> dict[str, Any] | None:
+    """After a successful append: compact the view's history if its retain_history says it is due.
+
+    Never fails the append (it is committed): an error is logged and the next append tries again.
+    """
+    from .history import compact
+
+    try:
+        res = compact(view, catalog=catalog, if_due=True)
+    except Exception:
+        log.warning("view %s: compaction after the append failed; the next append will try again", view.name,
+                    exc_info=True)
+        return None
+    log.info("%s", res.summary())
+    return res.to_dict()

@@ -20,6 +20,7 @@ A view file looks like::
     spark_conf: {spark.driver.memory: 2g}   # optional
     incremental: true             # optional (default true): compute corrections from the sources'
                                   # changes when the query allows it; false always diffs in full
+    retain_history: 7d            # optional: readable history behind the newest time (default 7d; or forever)
 
 Relative paths resolve against the data root: ``MVSINK_DATA_ROOT`` if set, else the
 folder that holds the view file.
@@ -64,8 +65,10 @@ _NONDET_RE = re.compile(
 
 KNOWN_FIELDS = {
     "name", "description", "query", "sql_file", "sources", "target", "schedule", "as_of",
-    "key", "spark_conf", "tags", "until", "incremental",
+    "key", "spark_conf", "tags", "until", "incremental", "retain_history",
 }
+
+DEFAULT_RETAIN_HISTORY_MS = 7 * 86_400_000  # 7 days of readable history behind the newest final time
 
 
 @dataclasses.dataclass(frozen=True)
@@ -107,6 +110,9 @@ class ViewDefinition:
     file: str = ""
     until: int | None = None  # last time the schedule refreshes (Airflow DAG end_date)
     incremental: bool = True  # may write compute corrections from the sources' changes
+    # How far behind the newest final time (upper - 1) reads stay valid; older updates may be
+    # compacted (section 6 of DESIGN.md). None: keep all history (no automatic compaction).
+    retain_history_ms: int | None = DEFAULT_RETAIN_HISTORY_MS
 
     @property
     def app_id(self) -> str:
@@ -226,6 +232,7 @@ def parse_view(text: str, *, file: str = "<string>", data_root: Path | None = No
     if not isinstance(incremental, bool):
         raise _fail(file, "incremental", f"{incremental!r} is not true or false",
                     "write incremental: true (default) or incremental: false")
+    retain = _parse_retain_history(doc.get("retain_history"), file)
 
     tags = doc.get("tags", []) or []
     if not isinstance(tags, list) or not all(isinstance(t, str) for t in tags):
@@ -234,8 +241,22 @@ def parse_view(text: str, *, file: str = "<string>", data_root: Path | None = No
     return ViewDefinition(
         name=name, description=description.strip(), query=query, sources=sources, target=target_path,
         schedule=schedule, as_of=as_of, key=tuple(key_raw), spark_conf={k: str(v) for k, v in conf.items()},
-        tags=tuple(tags), file=str(path), until=until, incremental=incremental,
+        tags=tuple(tags), file=str(path), until=until, incremental=incremental, retain_history_ms=retain,
     )
+
+
+def _parse_retain_history(raw: object, file: str) -> int | None:
+    """``retain_history``: a duration (``7d``, ``12h``, ``30m``), or ``forever``; default 7 days."""
+    if raw is None:
+        return DEFAULT_RETAIN_HISTORY_MS
+    if isinstance(raw, str) and raw.strip().lower() in ("forever", "all", "unbounded"):
+        return None
+    try:
+        return parse_duration(raw, what="retain_history")
+    except ValueError as exc:
+        raise _fail(file, "retain_history", str(exc),
+                    "write how much history stays readable, e.g. retain_history: 7d (or 12h, 30m), "
+                    "or retain_history: forever to never compact automatically") from None
 
 
 def _parse_query(doc: dict[str, Any], file: str, path: Path) -> str:

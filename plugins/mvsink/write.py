@@ -23,6 +23,7 @@ from .failpoints import failpoint
 from .incremental import incremental_corrections
 from .staging import batch_dir, discard_batch, stats_json, write_intent, write_manifest
 from .table import check_readable, open_table, read_frontier
+from .times import format_time
 from .view import RESERVED_PREFIX, ViewDefinition, load_view_file
 
 if TYPE_CHECKING:
@@ -223,6 +224,14 @@ def register_sources(spark: SparkSession, view: ViewDefinition, desc: BatchDescr
         role = f"view {view.name}: source '{s.name}'"
         df = read_delta(spark, s.path, version=s.version, role=role)
         if s.kind == "view":
+            up = read_frontier(open_table(s.path, version=s.version), app_id=f"mvsink:upper:{s.view}",
+                               since_app_id=f"mvsink:since:{s.view}")
+            if desc.time < up.since:
+                from .errors import SourceError
+
+                raise SourceError(f"{role}: view {s.view} is compacted up to {format_time(up.since)} "
+                                  f"({up.since}); it cannot be read at {format_time(desc.time)}. Fix: refresh "
+                                  f"at or after that time, or give {s.view} a longer retain_history.")
             cols = [c for c in df.columns if c not in (TIME, DIFF)]
             df = expand(consolidate(df, cols, through=desc.time))
         df.createOrReplaceTempView(s.name)

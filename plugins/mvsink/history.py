@@ -1,0 +1,350 @@
+"""History: compaction (advance `since` by consolidating old updates) and vacuum. No Spark.
+
+The view's table is an update log. Compaction to ``since = S`` replaces every update with
+``time <= S`` by one update per distinct row at time ``S`` (the row's summed diff, zero
+sums dropped), and records ``S`` as the Delta application transaction
+``mvsink:since:<view>`` in the same commit. Contents at every time ``>= S`` are unchanged
+(DESIGN.md section 6); reads below ``S`` are refused from then on.
+
+How the commit is made: delta-rs ``write_deltalake(mode="overwrite", predicate="_mv_time <= S")``
+on a handle at version ``N``, with ``max_commit_retries=0``. delta-rs removes the files
+that hold rows with ``time <= S`` (files wholly after ``S`` are not touched; a file that
+straddles ``S`` is rewritten keeping its rows after ``S``) and adds the consolidated rows,
+all at exactly version ``N + 1`` or not at all. The commit carries only the ``since``
+transaction, never the upper's, and ``mvsink.operation = "compact"`` in its commit info,
+which mint's no-change shortcut and append's re-validation treat as content-preserving.
+Its add/remove actions have ``dataChange = true``: the rows of the log do change (times
+move, rows merge), and Delta's ``dataChange = false`` promises that the removed records
+reappear unchanged in the added files, which is not true here (a Delta streaming reader
+of the raw table must therefore skip change commits; consumers of a view's changes use
+:func:`mvsink.changes` instead).
+
+Concurrency: a refresh's append and a compaction that both read version ``N`` race for
+``N + 1``; the loser gets ``CommitFailedError``. A losing append re-validates and commits
+at the next version (a compaction leaves the upper and the contents it read unchanged);
+a losing compaction starts over from the new version (up to ``attempts`` times), so it
+never loses or duplicates an appended batch and never moves the upper.
+
+Memory: the consolidation runs in DuckDB over a pyarrow dataset of the files that hold
+rows with ``time <= S`` and streams its result in record batches into delta-rs's writer.
+DuckDB's hash aggregate spills to a temporary folder beyond ``MVSINK_COMPACT_MEMORY``
+(default ``1GB``); delta-rs rewrites straddling files in streaming fashion. Peak memory
+is therefore about that limit plus a few record batches and a Parquet row group; disk
+needs the live rows once more (the new file) plus DuckDB's spill.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import logging
+import os
+import shutil
+import tempfile
+import uuid
+from pathlib import Path
+from typing import Any, Literal
+
+from .errors import MvSinkError
+from .failpoints import failpoint
+from .staging import collect_garbage
+from .table import META, Frontier, active_paths, check_readable, open_table, read_frontier
+from .times import format_time
+from .view import Catalog, ViewDefinition
+from .write import DIFF, TIME
+
+log = logging.getLogger(__name__)
+
+# Compaction is due when ``since`` would advance by at least this fraction of retain_history:
+# the log then holds at most (1 + 1/DUE_FRACTION) x retain_history of history, and each
+# compaction rewrites the live rows at most DUE_FRACTION times per retain_history.
+DUE_FRACTION = 4
+MEMORY_ENV = "MVSINK_COMPACT_MEMORY"
+MAX_ATTEMPTS = 5
+
+Status = Literal["compacted", "not_due", "nothing_to_do", "gave_up"]
+
+
+@dataclasses.dataclass(frozen=True)
+class CompactResult:
+    view: str
+    status: Status
+    since: int  # the table's since after this step
+    previous_since: int
+    upper: int | None = None  # the upper the compaction saw (it never moves it)
+    version: int | None = None  # Delta version of the compaction commit
+    rows_before: int = 0  # rows in the log before / after
+    rows_after: int = 0
+    rows_consolidated: int = 0  # rows written at time since
+    files_removed: int = 0
+    files_added: int = 0
+    attempts: int = 0
+    reason: str = ""
+
+    def summary(self) -> str:
+        if self.status == "compacted":
+            return (f"{self.view}: compacted to since {format_time(self.since)} ({self.since}) at Delta version "
+                    f"{self.version}: {self.rows_before} -> {self.rows_after} rows in the log, "
+                    f"{self.files_removed} file(s) removed, {self.files_added} added; upper {self.upper} unchanged"
+                    + (f" ({self.attempts - 1} lost race(s) retried)" if self.attempts > 1 else ""))
+        return f"{self.view}: {self.status.replace('_', ' ')}: {self.reason}"
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+
+def downstream_hold(view: ViewDefinition, catalog: Catalog | None) -> tuple[int, str] | None:
+    """The lowest time a view reading ``view`` may still read, and which view that is.
+
+    A downstream view's next refresh reads this view at a time ``>= max(its upper, its as_of)``,
+    so ``since`` must not pass that (Materialize's read holds).
+    """
+    if catalog is None:
+        return None
+    hold: tuple[int, str] | None = None
+    for other in catalog.views.values():
+        if not any(s.kind == "view" and s.view == view.name for s in other.sources):
+            continue
+        fr = read_frontier(open_table(other.target), app_id=other.app_id, since_app_id=other.since_app_id)
+        t = max(fr.upper, other.as_of)
+        if hold is None or t < hold[0]:
+            hold = (t, other.name)
+    return hold
+
+
+def target_since(view: ViewDefinition, fr: Frontier, hold: tuple[int, str] | None = None) -> int | None:
+    """The since that ``retain_history`` asks for now, or None if it asks for nothing new."""
+    if view.retain_history_ms is None or fr.upper <= 0:
+        return None
+    t = fr.upper - 1 - view.retain_history_ms
+    if hold is not None:
+        t = min(t, hold[0])
+    return t if t > max(fr.since, view.as_of) else None
+
+
+def is_due(view: ViewDefinition, fr: Frontier, target: int | None) -> bool:
+    """True if ``target`` advances since by at least retain_history / DUE_FRACTION."""
+    if target is None or view.retain_history_ms is None:
+        return False
+    step = max(view.retain_history_ms // DUE_FRACTION, 1)
+    return target - max(fr.since, view.as_of) >= step
+
+
+def _rows(actions: Any) -> int:
+    import pyarrow.compute as pc
+
+    return int(pc.sum(actions.column("num_records")).as_py() or 0) if actions.num_rows else 0
+
+
+def _input_uris(root: str, actions: Any, since: int) -> list[str]:
+    """Paths of the active files that may hold rows with ``time <= since`` (from their stats)."""
+    from urllib.parse import unquote
+
+    col = f"min.{TIME}"
+    mins = actions.column(col).to_pylist() if col in actions.column_names else [None] * actions.num_rows
+    out = []
+    for path, lo in zip(actions.column("path").to_pylist(), mins):
+        if lo is None or int(lo) <= since:
+            out.append(str(Path(root) / unquote(path)))
+    return out
+
+
+def _consolidated(uris: list[str], schema: Any, since: int, spill_dir: str) -> tuple[Any, Any]:
+    """A record-batch reader of the consolidated updates at ``since`` (and the DuckDB connection)."""
+    import duckdb
+    import pyarrow as pa
+    import pyarrow.dataset as ds
+
+    con = duckdb.connect(config={"memory_limit": os.environ.get(MEMORY_ENV, "1GB"), "temp_directory": spill_dir,
+                                 "preserve_insertion_order": False})
+    cols = ", ".join('"' + c.replace('"', '""') + '"' for c in schema.names if c not in (TIME, DIFF))
+    if uris:
+        con.register("updates", ds.dataset(uris, schema=schema, format="parquet"))
+    else:
+        con.register("updates", schema.empty_table())
+    rel = con.sql(f"SELECT {cols}, CAST({int(since)} AS BIGINT) AS {TIME}, CAST(sum({DIFF}) AS BIGINT) AS {DIFF} "
+                  f"FROM updates WHERE {TIME} <= {int(since)} GROUP BY {cols} HAVING sum({DIFF}) <> 0")
+    src = rel.to_arrow_reader(64 * 1024)
+    reader = pa.RecordBatchReader.from_batches(schema, (b.cast(schema) for b in src))
+    return reader, con
+
+
+def compact(view: ViewDefinition, *, catalog: Catalog | None = None, since: int | None = None,
+            if_due: bool = False, run_id: str | None = None, attempts: int = MAX_ATTEMPTS) -> CompactResult:
+    """Consolidate every update with ``time <= since`` into one update per row at ``since``.
+
+    ``since`` defaults to what the view's ``retain_history`` asks for (``upper - 1 - retain_history``,
+    held back by views that read this one). With ``if_due`` (the DAG after an append) it compacts only
+    when :func:`is_due`. An explicit ``since`` must lie in ``(current since, upper - 1]``.
+    """
+    import pyarrow as pa
+    from deltalake import write_deltalake
+    from deltalake.exceptions import CommitFailedError
+    from deltalake.transaction import CommitProperties, Transaction
+
+    run_id = run_id or f"compact-{uuid.uuid4().hex[:12]}"
+    for attempt in range(1, attempts + 1):
+        dt = open_table(view.target)
+        if dt is None:
+            return CompactResult(view.name, "nothing_to_do", since=0, previous_since=0,
+                                 reason=f"table {view.target} does not exist yet")
+        check_readable(dt, path=view.target, role=f"view {view.name}: target table")
+        fr = read_frontier(dt, app_id=view.app_id, since_app_id=view.since_app_id)
+        base = dict(view=view.name, since=fr.since, previous_since=fr.since, upper=fr.upper, attempts=attempt)
+        hold = downstream_hold(view, catalog)
+        if since is None:
+            target = target_since(view, fr, hold)
+            if target is None:
+                why = ("retain_history is forever" if view.retain_history_ms is None else
+                       f"retain_history {view.retain_history_ms} ms behind upper {fr.upper} asks for no since "
+                       f"above the current {format_time(max(fr.since, view.as_of))}")
+                return CompactResult(status="nothing_to_do", reason=why, **base)  # type: ignore[arg-type]
+            if if_due and not is_due(view, fr, target):
+                return CompactResult(status="not_due", reason=(
+                    f"since would advance only to {format_time(target)}, less than retain_history/"
+                    f"{DUE_FRACTION} past {format_time(max(fr.since, view.as_of))}"), **base)  # type: ignore[arg-type]
+        else:
+            target = since
+            if target <= fr.since:
+                return CompactResult(status="nothing_to_do", reason=(
+                    f"since is already {format_time(fr.since)} ({fr.since})"), **base)  # type: ignore[arg-type]
+            if target >= fr.upper:
+                raise MvSinkError(
+                    f"view {view.name}: cannot compact to since {format_time(target)} ({target}): the view is final "
+                    f"only through {format_time(fr.upper - 1)} (upper {fr.upper}). Fix: pass --since at or below "
+                    f"{fr.upper - 1}, or refresh the view first.")
+            if target < view.as_of:
+                raise MvSinkError(
+                    f"view {view.name}: since {format_time(target)} is before the view's as_of "
+                    f"{format_time(view.as_of)}. Fix: pass --since at or after as_of.")
+            if hold is not None and target > hold[0]:
+                raise MvSinkError(
+                    f"view {view.name}: since {format_time(target)} would pass view {hold[1]}, which reads this "
+                    f"view and still needs times from {format_time(hold[0])} ({hold[0]}). Fix: refresh {hold[1]} "
+                    f"first, or pass --since at or below {hold[0]}.")
+
+        # Batches whose files are active at this version are committed: drop their manifests
+        # before their files leave the log, so no one mistakes them for uncommitted batches.
+        collect_garbage(view.target, upper=fr.upper, active=active_paths(dt))
+        actions = pa.table(dt.get_add_actions(flatten=True))
+        rows_before = _rows(actions)
+        uris = _input_uris(view.target, actions, target)
+        schema = pa.schema(dt.schema().to_arrow())
+        spill = tempfile.mkdtemp(prefix="mvsink-compact-")
+        meta = {META + k: json.dumps(v) for k, v in {
+            "operation": "compact", "view": view.name, "since": target, "previous_since": fr.since,
+            "upper_seen": fr.upper, "run_id": run_id, "rows_before": rows_before}.items()}
+        try:
+            reader, con = _consolidated(uris, schema, target, spill)
+            failpoint("compact:before_commit", view=view.name)
+            try:
+                write_deltalake(dt, reader, mode="overwrite", predicate=f"{TIME} <= {int(target)}",
+                                commit_properties=CommitProperties(
+                                    custom_metadata=meta, max_commit_retries=0,
+                                    app_transactions=[Transaction(view.since_app_id, target)]))
+            except CommitFailedError as exc:
+                log.info("view %s: compaction at version %d lost a race (%s); starting over", view.name,
+                         fr.version + 1, exc)
+                continue
+            finally:
+                con.close()
+        finally:
+            shutil.rmtree(spill, ignore_errors=True)
+        after = open_table(view.target, version=fr.version + 1)
+        assert after is not None
+        entry = after.history(1)[0]
+        metrics = entry.get("operationMetrics") or {}
+        acts_after = pa.table(after.get_add_actions(flatten=True))
+        res = CompactResult(
+            status="compacted", version=fr.version + 1, rows_before=rows_before, rows_after=_rows(acts_after),
+            rows_consolidated=int(metrics.get("num_added_rows", 0)),
+            files_removed=int(metrics.get("num_removed_files", 0)), files_added=int(metrics.get("num_added_files", 0)),
+            **{**base, "since": target})  # type: ignore[arg-type]
+        log.info("%s", res.summary())
+        return res
+    return CompactResult(view.name, "gave_up", since=fr.since, previous_since=fr.since, upper=fr.upper,
+                         attempts=attempts, reason=f"lost {attempts} commit races in a row; the next compaction "
+                         "will try again")
+
+
+@dataclasses.dataclass(frozen=True)
+class VacuumResult:
+    view: str
+    dry_run: bool
+    retention_hours: int | None  # None: the table's delta.deletedFileRetentionDuration (default 7 days)
+    deleted: tuple[str, ...]  # paths relative to the table root (to be deleted, in a dry run)
+    protected: tuple[str, ...]  # unreferenced files kept because their staged batch is still in flight
+
+    def summary(self) -> str:
+        keep = f"; kept {len(self.protected)} file(s) of staged batches in flight" if self.protected else ""
+        ret = "the table's retention" if self.retention_hours is None else f"retention {self.retention_hours} h"
+        verb = "would delete" if self.dry_run else "deleted"
+        return f"{self.view}: vacuum ({ret}) {verb} {len(self.deleted)} unreferenced file(s){keep}"
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+
+def vacuum(view: ViewDefinition, *, retention_hours: int | None = None, dry_run: bool = False,
+           enforce_retention: bool = True) -> VacuumResult:
+    """Delete files no version within the retention needs, never those of a staged batch in flight.
+
+    Candidates are what delta-rs's full vacuum lists (files removed from the log longer than the
+    retention ago, and files never in the log older than the retention; names starting with ``_``
+    such as ``_delta_log`` and ``_mv_staging`` are never listed). delta-rs would also delete the
+    Parquet files of a staged batch that is still waiting for its append, so mvsink deletes the
+    candidates itself, minus every file under ``batches/<id>/`` whose manifest is in
+    ``_mv_staging``, minus anything active in the newest version. It commits nothing (delta-rs's
+    own vacuum writes VACUUM commits, which would count as foreign commits).
+    """
+    from .staging import BATCHES, list_staged
+
+    dt = open_table(view.target)
+    if dt is None:
+        raise MvSinkError(f"view {view.name}: table {view.target} does not exist yet. Fix: refresh the view first.")
+    in_flight = set(list_staged(view.target))
+    try:
+        candidates = dt.vacuum(retention_hours=retention_hours, dry_run=True,
+                               enforce_retention_duration=enforce_retention, full=True)
+    except Exception as exc:  # delta-rs raises DeltaError for a retention below the table's minimum
+        if "retention" in str(exc).lower():
+            raise MvSinkError(f"view {view.name}: {exc}. Fix: keep the retention at or above the table's "
+                              "delta.deletedFileRetentionDuration (default 168 hours), or pass --force "
+                              "if no reader or refresh still needs older versions.") from None
+        raise
+    latest = open_table(view.target)
+    assert latest is not None
+    active = active_paths(latest)
+    in_flight |= set(list_staged(view.target))
+    deleted, protected = [], []
+    for rel in sorted(candidates):
+        parts = rel.split("/")
+        if rel in active or parts[0].startswith("_"):
+            continue
+        if len(parts) >= 3 and parts[0] == BATCHES and parts[1] in in_flight:
+            protected.append(rel)
+            continue
+        deleted.append(rel)
+    if not dry_run:
+        root = Path(view.target)
+        for rel in deleted:
+            (root / rel).unlink(missing_ok=True)
+        _remove_empty_batch_dirs(root / BATCHES, in_flight)
+    res = VacuumResult(view.name, dry_run, retention_hours, tuple(deleted), tuple(protected))
+    log.info("%s", res.summary())
+    return res
+
+
+def _remove_empty_batch_dirs(batches: Path, in_flight: set[str], *, min_age_seconds: float = 600) -> None:
+    """Remove batch folders left empty by vacuum (not in flight, untouched for a while)."""
+    import time
+
+    if not batches.is_dir():
+        return
+    for d in batches.iterdir():
+        try:
+            if (d.is_dir() and d.name not in in_flight and not any(p.is_file() for p in d.rglob("*"))
+                    and time.time() - d.stat().st_mtime > min_age_seconds):
+                shutil.rmtree(d)
+        except OSError:
+            continue

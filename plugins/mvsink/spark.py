@@ -1,0 +1,66 @@
+"""Reading a view from Spark: a DataFrame of its consolidated contents as of a time.
+
+Spark cannot load Delta here (no Delta Spark connector, DESIGN.md section 3), so the
+DataFrame is built from the Parquet file list that delta-rs resolves at one Delta version
+and consolidated by Spark itself (group by every column, sum of ``_mv_diff``, rows
+repeated by their multiplicity). Nothing is collected to the driver.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from .errors import ReadTimeError
+from .read import check_read_time, resolve_view
+from .table import check_readable, is_delta_table, open_table, read_frontier
+from .view import ViewDefinition
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+
+
+def _view_name_of(dt: Any, path: str) -> str:
+    """The view name a table was created for (its Delta name, else the create commit's ``mvsink.view``)."""
+    import json
+
+    name = dt.metadata().name
+    if name:
+        return str(name)
+    for h in dt.history():
+        if "mvsink.view" in h:
+            return str(json.loads(h["mvsink.view"]))
+    raise ReadTimeError(f"table {path} is not a view of this project (no view name in its metadata or log). "
+                        "Fix: pass the view's name or its view definition.")
+
+
+def read_view(spark: SparkSession, view: ViewDefinition | str, as_of: int | None = None, *,
+              views_dir: str | None = None, with_diff: bool = False) -> DataFrame:
+    """The view's contents at ``as_of`` (default: its newest final time) as a Spark DataFrame.
+
+    ``view`` is a :class:`ViewDefinition`, a view name (looked up in ``views_dir``), or the path
+    of a view's Delta table (then ``as_of`` is checked against its since and upper only). Rows
+    appear once per copy; with ``with_diff`` they appear once with their multiplicity in
+    ``_mv_diff`` instead. The same times are refused as by ``mvsink read``.
+    """
+    from .write import consolidate, expand, read_delta
+
+    if isinstance(view, str) and ("/" in view or is_delta_table(view)):
+        path, dt = view, open_table(view)
+        if dt is None:
+            raise ReadTimeError(f"no Delta table at {view}. Fix: pass a view's table path or its name.")
+        name = _view_name_of(dt, path)
+        first = 0
+    else:
+        v = resolve_view(view, views_dir)
+        path, name, first = v.target, v.name, v.as_of
+        dt = open_table(path)
+        if dt is None:
+            raise ReadTimeError(f"view {name}: table {path} does not exist yet. "
+                                f"Fix: refresh the view first (mvsink refresh {name} --at TIME).")
+    check_readable(dt, path=path, role=f"view {name}: target table")
+    fr = read_frontier(dt, app_id=f"mvsink:upper:{name}", since_app_id=f"mvsink:since:{name}")
+    t = check_read_time(name, fr, first, as_of)
+    df = read_delta(spark, path, version=fr.version, role=f"view {name}: target table")
+    cols = [c for c in df.columns if c not in ("_mv_time", "_mv_diff")]
+    cons = consolidate(df, cols, through=t)
+    return cons if with_diff else expand(cons)
