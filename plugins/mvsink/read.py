@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING
 
+from .checks import split_errors
 from .errors import ReadTimeError
 from .table import check_readable, open_table, read_frontier
 from .times import format_time
@@ -77,8 +78,13 @@ def read_updates(view: ViewDefinition) -> pa.Table:
     return pa.table(dt.to_pyarrow_table())
 
 
-def read_view(view: ViewDefinition, *, as_of: int | None = None) -> pa.Table:
-    """The view's contents at ``as_of`` (default: its newest final time), one row per copy."""
+def read_view(view: ViewDefinition, *, as_of: int | None = None, errors: str = "fail") -> pa.Table:
+    """The view's contents at ``as_of`` (default: its newest final time), one row per copy.
+
+    ``errors`` (views with checks): ``fail`` raises :class:`~mvsink.errors.ViewErrorsError` if the
+    contents hold error rows, else returns the ok rows; ``include`` returns every row with its
+    ``_mv_error``; ``ignore`` returns the ok rows only.
+    """
     import pyarrow as pa
 
     t, dt = readable_time(view, as_of)
@@ -88,4 +94,4 @@ def read_view(view: ViewDefinition, *, as_of: int | None = None) -> pa.Table:
     if negative:
         log.warning("view %s: %d row(s) have negative multiplicity at %s (the table was damaged); the next "
                     "refresh repairs it", view.name, negative, format_time(t))
-    return expand_rows(cons)
+    return split_errors(view.name, expand_rows(cons), errors, at=format_time(t))
