@@ -319,7 +319,7 @@ def test_incremental_and_full_agree_with_the_oracle(spark, env, monkeypatch, see
                        as_of=BASE, checks=checks, incremental=inc)
     catalog = Catalog(views)
     t, next_id = BASE + HOUR, [25]
-    for step in range(5):
+    for step in range(4):
         for _ in range(rng.randint(1, 2)):
             t += 60_000
             op = rng.choice(["insert", "insert", "delete", "fix", "break", "customers"])

@@ -59,11 +59,13 @@ def validate_checks(view: ViewDefinition, result: DataFrame) -> None:
             e = F.expr(c.expr)
             probe = result.select(e.alias("ok"))
             dtype = probe.schema["ok"].dataType
-            _ = result.where(e).schema  # refuses aggregates, windows and generators
+            if isinstance(dtype, (T.BooleanType, T.NullType)):
+                _ = result.where(e).schema  # refuses aggregates, windows and generators
         except PySparkException as exc:
             raise QueryError(f"{where} does not analyse over the query's columns {result.columns}: "
-                             f"{_first_paragraph(exc)}. Fix: correct `expr` of the check in "
-                             f"{view.file or 'the view file'}; it sees the query's result columns only.") from None
+                             f"{_first_paragraph(exc).split(chr(10))[0].rstrip(';')}. Fix: correct `expr` of the "
+                             f"check in {view.file or 'the view file'}; it sees the query's result columns "
+                             "only.") from None
         if not isinstance(dtype, (T.BooleanType, T.NullType)):
             raise QueryError(f"{where} is of type {dtype.simpleString()}, not boolean. Fix: write a condition "
                              "that is true for good rows, e.g. qty > 0.")
