@@ -16,11 +16,14 @@ if TYPE_CHECKING:
     from .view import ViewDefinition
 
 
-def read_view(view: ViewDefinition, *, as_of: int | None = None) -> pa.Table:
-    """The view's contents at ``as_of`` (default: its newest final time) as a pyarrow Table."""
+def read_view(view: ViewDefinition, *, as_of: int | None = None, errors: str = "fail") -> pa.Table:
+    """The view's contents at ``as_of`` (default: its newest final time) as a pyarrow Table.
+
+    ``errors``: ``fail`` (rows that failed an error check make the read fail), ``include`` or ``ignore``.
+    """
     from .read import read_view as _read
 
-    return _read(view, as_of=as_of)
+    return _read(view, as_of=as_of, errors=errors)
 
 
 def __getattr__(name: str) -> Any:
