@@ -178,8 +178,9 @@ def split_errors(view_name: str, table: pa.Table, errors: str = "fail", *, at: s
         err_rows = table.filter(bad)
         per = err_rows.group_by(ERROR).aggregate([([], "count_all")]).to_pylist()
         per.sort(key=lambda r: (-r["count_all"], r[ERROR]))
-        sample = err_rows.slice(0, 1).drop_columns([ERROR]).to_pylist()[0]
-        first = str(err_rows.column(ERROR)[0].as_py())
+        first = str(per[0][ERROR])  # the check with the most error rows, and one of its rows
+        of_first = err_rows.filter(pc.equal(err_rows.column(ERROR), first))
+        sample = of_first.slice(0, 1).drop_columns([ERROR]).to_pylist()[0]
         sample_text = ", ".join(f"{k}={v!r}" for k, v in sample.items())
         if len(sample_text) > 300:
             sample_text = sample_text[:297] + "..."
