@@ -17,12 +17,15 @@ if TYPE_CHECKING:
 
 
 def read_view(view: ViewDefinition | str, *, as_of: int | None = None, views_dir: str | None = None,
-              to: Literal["arrow", "pandas"] = "arrow") -> Any:
+              to: Literal["arrow", "pandas"] = "arrow", errors: str = "fail") -> Any:
     """The view's contents at ``as_of`` (default: its newest final time): a pyarrow Table, or a
-    pandas DataFrame with ``to="pandas"``. ``view`` is a definition or a name in ``views_dir``."""
+    pandas DataFrame with ``to="pandas"``. ``view`` is a definition or a name in ``views_dir``.
+
+    ``errors``: ``fail`` (rows that failed an error check make the read fail), ``include`` or ``ignore``.
+    """
     from .read import read_view as _read
 
-    return _read(view, as_of=as_of, views_dir=views_dir, to=to)
+    return _read(view, as_of=as_of, views_dir=views_dir, to=to, errors=errors)
 
 
 def changes(view: ViewDefinition | str, from_time: int, to_time: int | None = None, *,

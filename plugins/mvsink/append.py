@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from .batch import BatchDescription, WriteReport
+from .checks import ERROR, format_counts
 from .errors import MvSinkError, StagingError
 from .failpoints import failpoint
 from .staging import collect_garbage, discard_batch, forget_manifest, read_manifest, staged_files_ok
@@ -54,19 +55,22 @@ class RefreshResult:
     files: int = 0
     version: int | None = None
     mode: str = ""  # how write computed the corrections: full, incremental ("" when write did not run)
+    checks: dict[str, Any] = dataclasses.field(default_factory=dict)  # {check: {"action", "rows"}}: totals at R
     reason: str = ""
     batch_id: str | None = None
     timings: dict[str, float] = dataclasses.field(default_factory=dict)
 
     def summary(self) -> str:
+        checks = f"; checks: {format_counts(self.checks)}" if self.checks else ""
         if self.status == "appended":
             return (f"{self.view}: appended [{self.lower}, {self.upper}) at {format_time(self.refresh_time)}: "
                     f"+{self.rows_added} -{self.rows_retracted} rows, {self.bytes} bytes in {self.files} file(s), "
                     f"Delta version {self.version}, upper {self.upper}" + (f", {self.mode} diff" if self.mode else "")
-                    + (f" ({self.reason})" if self.reason else ""))
+                    + (f" ({self.reason})" if self.reason else "") + checks)
         if self.status == "dry_run":
             return (f"{self.view}: dry run [{self.lower}, {self.upper}): would add {self.rows_added} and retract "
-                    f"{self.rows_retracted} rows" + (f" ({self.mode} diff)" if self.mode else "") + "; nothing written")
+                    f"{self.rows_retracted} rows" + (f" ({self.mode} diff)" if self.mode else "") + "; nothing written"
+                    + checks)
         if self.status == "rescheduled":
             return f"{self.view}: rescheduled: upper is now {self.upper} ({self.reason})"
         return f"{self.view}: up to date: {self.reason}"
@@ -133,7 +137,8 @@ def append(view: ViewDefinition, desc: BatchDescription, report: WriteReport | N
     if desc.dry_run:
         assert report is not None
         return RefreshResult(status="dry_run", upper=desc.upper, rows_added=report.rows_added,
-                             rows_retracted=report.rows_retracted, mode=report.mode, **res)  # type: ignore[arg-type]
+                             rows_retracted=report.rows_retracted, mode=report.mode, checks=report.checks,
+                             **res)  # type: ignore[arg-type]
     if report is None and not desc.empty:
         report = read_manifest(desc.target, desc.batch_id)
         if report is None:
@@ -182,6 +187,9 @@ def append(view: ViewDefinition, desc: BatchDescription, report: WriteReport | N
             problem = staged_files_ok(desc.target, files)
             if problem:
                 raise StagingError(f"view {view.name}: {problem}. Fix: re-run the refresh; the batch will be restaged.")
+            if report is not None and _needs_error_column(dt, report):
+                _add_error_column(view, desc, dt)
+                continue
             failpoint("append:before_commit")
             try:
                 _commit(dt, desc, app_id=view.app_id, txn_version=desc.upper, schema=dt.schema(), actions=actions,
@@ -190,7 +198,8 @@ def append(view: ViewDefinition, desc: BatchDescription, report: WriteReport | N
                                              rows_retracted=report.rows_retracted if report else 0,
                                              bytes=report.bytes if report else 0,
                                              mode=report.mode if report else "unchanged",
-                                             mode_reason=report.mode_reason if report else "no source changed"))
+                                             mode_reason=report.mode_reason if report else "no source changed",
+                                             **_checks_meta(desc, report)))
             except CommitFailedError as exc:
                 log.info("view %s: commit at version %d lost a race (%s); re-validating", view.name,
                          dt.version() + 1, exc)
@@ -213,6 +222,40 @@ def append(view: ViewDefinition, desc: BatchDescription, report: WriteReport | N
                       "Fix: re-run the refresh when the table is quieter.")
 
 
+def _checks_of(desc: BatchDescription, report: WriteReport | None) -> dict[str, Any]:
+    """Check counts of this append: write's, or for a no-change batch the last refresh's (unchanged)."""
+    if report is not None:
+        return report.checks
+    return desc.base_checks or {}
+
+
+def _checks_meta(desc: BatchDescription, report: WriteReport | None) -> dict[str, Any]:
+    counts = _checks_of(desc, report)
+    return {"checks": counts} if counts else {}
+
+
+def _needs_error_column(dt: Any, report: WriteReport) -> bool:
+    """The batch carries ``_mv_error`` (the view got checks) but the table has no such column yet."""
+    from .write import decode_schema
+
+    return ERROR in decode_schema(report.schema).names and ERROR not in [f.name for f in dt.schema().fields]
+
+
+def _add_error_column(view: ViewDefinition, desc: BatchDescription, dt: Any) -> None:
+    """Add the nullable ``_mv_error`` column (a content-preserving commit: existing rows read it as NULL)."""
+    from deltalake import Field
+    from deltalake.schema import PrimitiveType
+    from deltalake.transaction import CommitProperties
+
+    try:
+        dt.alter.add_columns([Field(ERROR, PrimitiveType("string"), nullable=True)],
+                             commit_properties=CommitProperties(custom_metadata=commit_metadata(desc, "evolve"),
+                                                                max_commit_retries=0))
+        log.info("view %s: added column %s to %s (the view now has checks)", view.name, ERROR, view.target)
+    except Exception as exc:  # lost a race (someone else added it, or another commit landed): re-validate
+        log.info("view %s: adding %s did not commit (%s); re-validating", view.name, ERROR, exc)
+
+
 def _settle(view: ViewDefinition, desc: BatchDescription, dt: Any | None, upper: int) -> None:
     forget_manifest(desc.target, desc.batch_id)
     dt = dt if dt is not None else open_table(desc.target)
@@ -227,7 +270,8 @@ def _appended(view: ViewDefinition, desc: BatchDescription, report: WriteReport 
                       rows_added=report.rows_added if report else 0,
                       rows_retracted=report.rows_retracted if report else 0,
                       bytes=report.bytes if report else 0, files=len(report.files) if report else 0,
-                      mode=report.mode if report else "", reason=note or ("no source changed: only the upper moved" if desc.empty else ""), **res)
+                      mode=report.mode if report else "", checks=_checks_of(desc, report),
+                      reason=note or ("no source changed: only the upper moved" if desc.empty else ""), **res)
     log.info("%s", r.summary())
     return r
 

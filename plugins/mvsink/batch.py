@@ -43,6 +43,9 @@ class BatchDescription:
     # Source versions the table's contents are the query over (the last append read them and nothing
     # foreign committed since); write may then compute the corrections from the sources' changes.
     base_versions: dict[str, int] | None = None
+    # Check counts the last append recorded for those contents (totals per check); the no-change
+    # shortcut carries them over and the incremental path adds the change's counts to them.
+    base_checks: dict[str, Any] | None = None
 
     @property
     def time(self) -> int:
@@ -117,7 +120,7 @@ class WriteReport:
     status: Literal["staged", "empty", "stale", "dry_run"]
     read_version: int  # version of the view's table the corrections were computed against
     table_upper: int  # the table's upper at that version
-    schema: str  # base64 Arrow IPC schema of the table (user columns + _mv_time, _mv_diff)
+    schema: str  # base64 Arrow IPC schema of the table (user columns + _mv_time, _mv_diff [+ _mv_error])
     rows_added: int = 0
     rows_retracted: int = 0
     bytes: int = 0
@@ -125,6 +128,7 @@ class WriteReport:
     seconds: float = 0.0
     mode: Literal["full", "incremental", ""] = ""  # how the corrections were computed
     mode_reason: str = ""  # why incremental was (not) used
+    checks: dict[str, Any] = dataclasses.field(default_factory=dict)  # {check: {"action", "rows"}} over desired
 
     def to_json(self) -> str:
         return json.dumps(dataclasses.asdict(self), sort_keys=True)

@@ -52,6 +52,9 @@ def build_parser() -> argparse.ArgumentParser:
     common(rd)
     rd.add_argument("--as-of", type=_time, metavar="TIME", help="time to read (default: upper - 1)")
     rd.add_argument("--format", choices=("table", "csv", "jsonl"), default="table")
+    rd.add_argument("--errors", choices=("fail", "include", "ignore"), default="fail",
+                    help="rows that failed the view's error checks: fail the read (default), include them "
+                         "(with _mv_error), or ignore them (ok rows only)")
 
     ch = sub.add_parser("changes", help="print a view's updates (row, _mv_time, _mv_diff) between two times")
     common(ch)
@@ -166,7 +169,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         elif args.command == "read":
             from .read import read_view
 
-            _print_rows(read_view(view, as_of=args.as_of), args.format)
+            _print_rows(read_view(view, as_of=args.as_of, errors=args.errors), args.format)
         elif args.command == "changes":
             from .read import changes
 

@@ -35,6 +35,17 @@ class ReadTimeError(MvSinkError):
     """A read asked for a time the table cannot answer (below since/as_of, at or past upper)."""
 
 
+class ViewErrorsError(MvSinkError):
+    """A read found rows in the view's error collection (rows that failed an ``error`` check)."""
+
+    def __init__(self, message: str, *, counts: dict[str, int] | None = None, sample: dict[str, object] | None = None,
+                 check: str = ""):
+        super().__init__(message)
+        self.counts = counts or {}  # error rows per check
+        self.sample = sample or {}  # one error row's columns
+        self.check = check  # the check that sample row failed
+
+
 class StagingError(MvSinkError):
     """Staged files are missing or do not match their manifest."""
 

@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote
 
 if TYPE_CHECKING:
-    from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql import DataFrame, Observation, SparkSession
     from pyspark.sql.types import StructType
 
     from .batch import BatchDescription
@@ -272,13 +272,17 @@ def max_fraction() -> float:
 
 
 def incremental_corrections(spark: SparkSession, view: ViewDefinition, desc: BatchDescription,
-                            *, base: dict[str, int], desired: DataFrame | None = None) -> tuple[DataFrame | None, str]:
+                            *, base: dict[str, int], desired: DataFrame | None = None, with_error: bool = False,
+                            observation: Observation | None = None) -> tuple[DataFrame | None, str]:
     """Corrections of ``desc`` computed from the sources' changes since ``base``, or (None, why not).
 
-    Leaves every source registered at the version ``desc`` reads, as the full diff expects.
+    The view's checks (a per-row projection and filter) are applied to the signed change terms;
+    ``observation`` then receives the change's signed check counts. Leaves every source registered
+    at the version ``desc`` reads, as the full diff expects.
     """
     from pyspark.sql import functions as F
 
+    from .checks import apply_checks
     from .table import open_table
     from .write import DIFF, TIME, consolidate, read_delta
 
@@ -333,6 +337,7 @@ def incremental_corrections(spark: SparkSession, view: ViewDefinition, desc: Bat
     union = terms[0]
     for t in terms[1:]:
         union = union.unionByName(t)
+    union = apply_checks(union, view, with_error=with_error, weight=DIFF, observation=observation)
     columns = [c for c in union.columns if c != DIFF]
     corr = consolidate(union, columns).select(*columns, F.lit(desc.time).cast("bigint").alias(TIME), DIFF)
     return corr, f"from the changes of {', '.join(s.name for s in changed)}"

@@ -85,10 +85,11 @@ def mint(
         dry_run=dry_run,
     )
     base = last_refresh_sources(view, desc, dt) if dt is not None else None
+    base_checks = last_refresh_checks(dt) if base is not None and view.checks else None
     if base is not None and base == {s.name: s.version for s in desc.sources}:
-        desc = dataclasses.replace(desc, empty=True)
+        desc = dataclasses.replace(desc, empty=True, base_checks=base_checks)
     elif base is not None and view.incremental:
-        desc = dataclasses.replace(desc, base_versions=base)
+        desc = dataclasses.replace(desc, base_versions=base, base_checks=base_checks)
     log.info("view %s: minted [%d, %d) at refresh time %s%s", view.name, lower, desired,
              format_time(refresh_time), " (no source changed: nothing to write)" if desc.empty else "")
     return desc
@@ -115,4 +116,14 @@ def last_refresh_sources(view: ViewDefinition, desc: BatchDescription, dt: objec
         if not isinstance(recorded, dict) or ids != {s.name: s.table_id for s in desc.sources}:
             return None  # a source table was re-created (same path, new table): its versions are not comparable
         return {k: int(v) for k, v in recorded.items()}
+    return None
+
+
+def last_refresh_checks(dt: object) -> dict[str, object] | None:
+    """Check counts (totals over desired) the last append recorded, or None."""
+    for entry in iter_history(dt, limit=SHORTCUT_HISTORY_LIMIT):
+        if op_of(entry) in CONTENT_PRESERVING:
+            continue
+        counts = meta_json(entry, "checks") if op_of(entry) == "append" else None
+        return counts if isinstance(counts, dict) else None
     return None

@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING, Any, Literal
 
+from .checks import split_errors
 from .errors import ReadTimeError
 from .table import Frontier, check_readable, open_table, read_frontier
 from .times import format_time
@@ -89,16 +90,19 @@ def read_updates(view: ViewDefinition) -> pa.Table:
 
 
 def read_view(view: ViewDefinition | str, *, as_of: int | None = None, views_dir: str | None = None,
-              to: Literal["arrow", "pandas"] = "arrow") -> Any:
+              to: Literal["arrow", "pandas"] = "arrow", errors: str = "fail") -> Any:
     """The view's contents at ``as_of`` (default: its newest final time), one row per copy.
 
-    A pyarrow Table (``to="arrow"``) or a pandas DataFrame (``to="pandas"``).
+    A pyarrow Table (``to="arrow"``) or a pandas DataFrame (``to="pandas"``). ``errors`` (views
+    with checks): ``fail`` raises :class:`~mvsink.errors.ViewErrorsError` if the contents hold error
+    rows, else returns the ok rows; ``include`` returns every row with its ``_mv_error``; ``ignore``
+    returns the ok rows only.
     """
-    table = _read_view(resolve_view(view, views_dir), as_of)
+    table = _read_view(resolve_view(view, views_dir), as_of, errors)
     return table.to_pandas() if to == "pandas" else table
 
 
-def _read_view(view: ViewDefinition, as_of: int | None) -> pa.Table:
+def _read_view(view: ViewDefinition, as_of: int | None, errors: str = "fail") -> pa.Table:
     import pyarrow as pa
 
     t, dt = readable_time(view, as_of)
@@ -108,7 +112,7 @@ def _read_view(view: ViewDefinition, as_of: int | None) -> pa.Table:
     if negative:
         log.warning("view %s: %d row(s) have negative multiplicity at %s (the table was damaged); the next "
                     "refresh repairs it", view.name, negative, format_time(t))
-    return expand_rows(cons)
+    return split_errors(view.name, expand_rows(cons), errors, at=format_time(t))
 
 
 def changes(view: ViewDefinition | str, from_time: int, to_time: int | None = None, *,

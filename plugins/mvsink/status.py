@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from .checks import format_counts
 from .staging import list_staged
 from .table import META, iter_history, op_of, open_table, read_frontier
 from .times import format_time
@@ -56,7 +57,8 @@ def format_status(st: dict[str, Any]) -> str:
         elif c.get("operation") == "append":
             lines.append(f"  v{c['version']:<5} {c['committed']}  append [{c['lower']}, {c['upper']}) at "
                          f"{format_time(c['refresh_time'])}: +{c.get('rows_added', 0)} -{c.get('rows_retracted', 0)}"
-                         f" rows, {c.get('bytes', 0)} bytes, run {c['run_id']}")
+                         f" rows, {c.get('bytes', 0)} bytes, run {c['run_id']}"
+                         + (f"; checks: {format_counts(c['checks'])}" if c.get("checks") else ""))
         elif c.get("operation") == "compact":
             lines.append(f"  v{c['version']:<5} {c['committed']}  compact since -> {format_time(c['since'])}: "
                          f"{c.get('rows_before', '?')} rows in the log before, upper unchanged")

@@ -20,7 +20,7 @@ from .times import format_time
 
 META = "mvsink."
 # Commit kinds of ours that leave contents at every time unchanged.
-CONTENT_PRESERVING = frozenset({"create", "bump", "compact"})
+CONTENT_PRESERVING = frozenset({"create", "bump", "compact", "evolve"})
 
 # Reader features a Parquet file-list read cannot honour.
 UNSUPPORTED_READER_FEATURES = {

@@ -21,6 +21,8 @@ A view file looks like::
     incremental: true             # optional (default true): compute corrections from the sources'
                                   # changes when the query allows it; false always diffs in full
     retain_history: 7d            # optional: readable history behind the newest time (default 7d; or forever)
+    checks:                       # optional: named row checks over the query's columns
+      - {name: positive_qty, expr: "qty > 0", action: error}   # error | drop | warn
 
 Relative paths resolve against the data root: ``MVSINK_DATA_ROOT`` if set, else the
 folder that holds the view file.
@@ -65,8 +67,13 @@ _NONDET_RE = re.compile(
 
 KNOWN_FIELDS = {
     "name", "description", "query", "sql_file", "sources", "target", "schedule", "as_of",
-    "key", "spark_conf", "tags", "until", "incremental", "retain_history",
+    "key", "spark_conf", "tags", "until", "incremental", "retain_history", "checks",
 }
+CHECK_ACTIONS = ("error", "drop", "warn")
+CHECK_FIELDS = {"name", "expr", "action"}
+_SUBQUERY_RE = re.compile(r"\bselect\b", re.IGNORECASE)
+_AGGREGATE_OR_WINDOW_RE = re.compile(r"\bover\s*\(|\b(count|sum|avg|min|max|collect_list|collect_set|first|last"
+                                     r"|any_value|bool_and|bool_or|every|some|stddev|variance)\s*\(", re.IGNORECASE)
 
 DEFAULT_RETAIN_HISTORY_MS = 7 * 86_400_000  # 7 days of readable history behind the newest final time
 
@@ -79,6 +86,20 @@ class Source:
     kind: Literal["path", "view"]
     path: str | None = None  # absolute path, for kind == "path"
     view: str | None = None  # upstream view name, for kind == "view"
+
+
+@dataclasses.dataclass(frozen=True)
+class Check:
+    """A named row check of the view: a Spark SQL boolean expression over the query's columns.
+
+    A row *passes* only when ``expr`` is TRUE (FALSE and NULL fail, as in a WHERE clause).
+    ``error``: a failing row goes to the view's error collection (kept with ``_mv_error`` = the name);
+    ``drop``: a failing row is left out of the view; ``warn``: the row is kept, failures are counted.
+    """
+
+    name: str
+    expr: str
+    action: Literal["error", "drop", "warn"] = "error"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -113,6 +134,7 @@ class ViewDefinition:
     # How far behind the newest final time (upper - 1) reads stay valid; older updates may be
     # compacted (section 6 of DESIGN.md). None: keep all history (no automatic compaction).
     retain_history_ms: int | None = DEFAULT_RETAIN_HISTORY_MS
+    checks: tuple[Check, ...] = ()  # row checks, in file order (the first failing one names an error)
 
     @property
     def app_id(self) -> str:
@@ -124,11 +146,11 @@ class ViewDefinition:
         return f"mvsink:since:{self.name}"
 
     def definition_hash(self) -> str:
-        """Hash of everything that determines desired contents (query and sources)."""
-        payload = json.dumps(
-            {"query": self.query, "sources": [dataclasses.asdict(s) for s in self.sources]},
-            sort_keys=True,
-        )
+        """Hash of everything that determines desired contents (query, sources and checks)."""
+        doc: dict[str, Any] = {"query": self.query, "sources": [dataclasses.asdict(s) for s in self.sources]}
+        if self.checks:  # views without checks keep the hash they had before checks existed
+            doc["checks"] = [[c.name, c.expr, c.action] for c in self.checks]
+        payload = json.dumps(doc, sort_keys=True)
         return hashlib.sha256(payload.encode()).hexdigest()[:16]
 
     def source(self, name: str) -> Source:
@@ -234,6 +256,8 @@ def parse_view(text: str, *, file: str = "<string>", data_root: Path | None = No
                     "write incremental: true (default) or incremental: false")
     retain = _parse_retain_history(doc.get("retain_history"), file)
 
+    checks = _parse_checks(doc.get("checks"), file)
+
     tags = doc.get("tags", []) or []
     if not isinstance(tags, list) or not all(isinstance(t, str) for t in tags):
         raise _fail(file, "tags", "must be a list of strings", "write e.g. tags: [finance]")
@@ -242,6 +266,7 @@ def parse_view(text: str, *, file: str = "<string>", data_root: Path | None = No
         name=name, description=description.strip(), query=query, sources=sources, target=target_path,
         schedule=schedule, as_of=as_of, key=tuple(key_raw), spark_conf={k: str(v) for k, v in conf.items()},
         tags=tuple(tags), file=str(path), until=until, incremental=incremental, retain_history_ms=retain,
+        checks=checks,
     )
 
 
@@ -284,6 +309,77 @@ def _parse_query(doc: dict[str, Any], file: str, path: Path) -> str:
         raise _fail(file, "query", f"uses the non-deterministic function {fn}()",
                     "a view must be a function of its sources: remove it, or pass times in through a source table")
     return query
+
+
+_CHECK_EXAMPLE = 'checks: [{name: positive_qty, expr: "qty > 0", action: error}]'
+
+
+def _parse_checks(raw: object, file: str) -> tuple[Check, ...]:
+    """``checks:`` as a list of {name, expr, action} or a mapping name -> {expr, action} (or name -> expr)."""
+    if raw is None:
+        return ()
+    items: list[tuple[str, object]] = []
+    if isinstance(raw, dict):
+        items = [(str(k), v) for k, v in raw.items()]
+    elif isinstance(raw, list):
+        for i, item in enumerate(raw):
+            if not isinstance(item, dict):
+                raise _fail(file, f"checks[{i}]", f"{item!r} is not a mapping with name, expr and action",
+                            f"write e.g. {_CHECK_EXAMPLE}")
+            if "name" not in item:
+                raise _fail(file, f"checks[{i}]", "has no name", "give each check a name, e.g. name: positive_qty")
+            items.append((str(item["name"]), {k: v for k, v in item.items() if k != "name"}))
+    else:
+        raise _fail(file, "checks", f"{raw!r} is not a list of checks", f"write e.g. {_CHECK_EXAMPLE}")
+    out: list[Check] = []
+    seen: dict[str, str] = {}
+    for name, spec in items:
+        field = f"checks.{name}"
+        if not IDENT_RE.match(name):
+            raise _fail(file, field, f"{name!r} is not a valid check name",
+                        "use letters, digits and _, starting with a letter or _ (it is stored in _mv_error)")
+        if name.lower().startswith(RESERVED_PREFIX):
+            raise _fail(file, field, "names starting with _mv_ are reserved", "rename the check")
+        if name.lower() in seen:
+            raise _fail(file, field, f"the check name is used twice (also {seen[name.lower()]!r})",
+                        "give each check a unique name")
+        seen[name.lower()] = name
+        if isinstance(spec, str):
+            spec = {"expr": spec}
+        if not isinstance(spec, dict):
+            raise _fail(file, field, f"{spec!r} is not a mapping with expr and action",
+                        "write e.g. positive_qty: {expr: \"qty > 0\", action: error}")
+        unknown = sorted(set(map(str, spec)) - (CHECK_FIELDS - {"name"}))
+        if unknown:
+            raise _fail(file, f"{field}.{unknown[0]}", "unknown key", "a check has only name, expr and action")
+        expr = spec.get("expr")
+        if not isinstance(expr, str) or not expr.strip():
+            raise _fail(file, f"{field}.expr", "missing or empty",
+                        "give a Spark SQL boolean expression over the query's columns, e.g. expr: \"qty > 0\"")
+        expr = _strip_trailing(expr)
+        lexical = _strip_literals(expr)
+        if ";" in lexical:
+            raise _fail(file, f"{field}.expr", "holds a ';'", "give one boolean expression, without ;")
+        m = _NONDET_RE.search(lexical)
+        if m:
+            fn = (m.group(1) or m.group(2)).lower()
+            raise _fail(file, f"{field}.expr", f"uses the non-deterministic function {fn}()",
+                        "a check must be a function of the row: remove it")
+        if _SUBQUERY_RE.search(lexical):
+            raise _fail(file, f"{field}.expr", "holds a subquery",
+                        "a check looks at one row of the result: use a per-row expression, or compute the "
+                        "value in the query and check the column")
+        if _AGGREGATE_OR_WINDOW_RE.search(lexical):
+            raise _fail(file, f"{field}.expr", "uses an aggregate or window function",
+                        "a check looks at one row of the result: compute the aggregate in the query and "
+                        "check the column")
+        action = spec.get("action", "error")
+        if action not in CHECK_ACTIONS:
+            raise _fail(file, f"{field}.action", f"{action!r} is not one of {list(CHECK_ACTIONS)}",
+                        "write action: error (row goes to the error collection), drop (row left out, counted) "
+                        "or warn (row kept, counted)")
+        out.append(Check(name=name, expr=expr, action=action))
+    return tuple(out)
 
 
 def _strip_trailing(sql: str) -> str:

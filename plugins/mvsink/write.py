@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .batch import BatchDescription, StagedFile, WriteReport
+from .checks import ERROR, add_counts, apply_checks, counts_of, validate_checks
 from .errors import MvSinkError, QueryError, SchemaChangedError
 from .failpoints import failpoint
 from .incremental import incremental_corrections
@@ -161,6 +162,7 @@ def analyse(spark: SparkSession, view: ViewDefinition) -> DataFrame:
                          f"Fix: correct the SQL in {view.file or 'the view file'}; sources are available "
                          f"as {[s.name for s in view.sources]}.") from None
     validate_output(view, schema)
+    validate_checks(view, desired)
     try:
         deterministic = bool(desired._jdf.queryExecution().analyzed().deterministic())
     except Exception:  # Spark Connect has no _jdf; the lexical check at parse time still applies
@@ -173,13 +175,16 @@ def analyse(spark: SparkSession, view: ViewDefinition) -> DataFrame:
 
 # ---------------------------------------------------------------- I/O
 
-def arrow_table_schema(schema: StructType) -> pa.Schema:
-    """Arrow schema of the view's table: the query's columns, then ``_mv_time``, ``_mv_diff``."""
+def arrow_table_schema(schema: StructType, *, with_error: bool = False) -> pa.Schema:
+    """Arrow schema of the view's table: the query's columns, then ``_mv_time``, ``_mv_diff``
+    (and ``_mv_error`` for a view with checks)."""
     import pyarrow as pa
     from pyspark.sql.pandas.types import to_arrow_schema
 
     user = to_arrow_schema(schema, timezone="UTC")
     fields = [f.with_nullable(True) for f in user] + [pa.field(TIME, pa.int64()), pa.field(DIFF, pa.int64())]
+    if with_error:
+        fields.append(pa.field(ERROR, pa.string()))
     return pa.schema(fields)
 
 
@@ -234,12 +239,16 @@ def register_sources(spark: SparkSession, view: ViewDefinition, desc: BatchDescr
                                   f"at or after that time, or give {s.view} a longer retain_history.")
             cols = [c for c in df.columns if c not in (TIME, DIFF)]
             df = expand(consolidate(df, cols, through=desc.time))
+            if ERROR in cols:  # a view reads another view's ok collection
+                from pyspark.sql import functions as F
+
+                df = df.where(F.col(ERROR).isNull()).drop(ERROR)
         df.createOrReplaceTempView(s.name)
 
 
 def _compare_schema(view: ViewDefinition, desired: StructType, table: StructType) -> None:
     want = [(f.name.lower(), f.dataType.simpleString()) for f in desired.fields]
-    have = [(f.name.lower(), f.dataType.simpleString()) for f in table.fields if f.name not in (TIME, DIFF)]
+    have = [(f.name.lower(), f.dataType.simpleString()) for f in table.fields if f.name not in (TIME, DIFF, ERROR)]
     if want != have:
         raise SchemaChangedError(
             f"view {view.name}: the query now returns columns {want} but table {view.target} holds {have}. "
@@ -259,8 +268,13 @@ def run_write(spark: SparkSession, view: ViewDefinition, desc: BatchDescription)
     fr = read_frontier(dt, app_id=view.app_id, since_app_id=view.since_app_id)
 
     register_sources(spark, view, desc)
-    desired = analyse(spark, view)
-    schema_b64 = encode_schema(arrow_table_schema(desired.schema))
+    result = analyse(spark, view)
+    # Tables of views with checks carry _mv_error; a table that has it keeps it (checks removed later
+    # retract the error rows); tables of views that never had checks stay as they were.
+    table_names = [f.name for f in dt.schema().fields] if dt is not None else []
+    with_error = bool(view.checks) or ERROR in table_names
+    schema_b64 = encode_schema(arrow_table_schema(result.schema, with_error=with_error))
+    check_obs = Observation(f"mvsink_checks_{desc.batch_id[-8:]}") if view.checks else None
     base: dict[str, Any] = dict(view=view.name, batch_id=desc.batch_id, lower=desc.lower, upper=desc.upper,
                                 read_version=fr.version, table_upper=fr.upper, schema=schema_b64)
     if fr.upper > desc.lower:
@@ -269,22 +283,40 @@ def run_write(spark: SparkSession, view: ViewDefinition, desc: BatchDescription)
         return WriteReport(status="stale", seconds=time.monotonic() - t0, **base)  # type: ignore[arg-type]
 
     corr, mode, reason = None, "full", "no earlier refresh of this definition to start from"
+    zero = {c.name: {"action": c.action, "rows": 0} for c in view.checks}
     if dt is not None:
         table_df = read_delta(spark, desc.target, version=fr.version, role=f"view {view.name}: target table")
-        _compare_schema(view, desired.schema, table_df.schema)
+        _compare_schema(view, result.schema, table_df.schema)
         if desc.base_versions is not None and fr.version != desc.table_version:
             reason = f"the table moved from version {desc.table_version} to {fr.version} after mint"
+        elif desc.base_versions is not None and view.checks and add_counts(view, desc.base_checks or {}, zero) is None:
+            reason = "the last refresh recorded no check counts to start from"
         elif desc.base_versions is not None:
-            corr, reason = incremental_corrections(spark, view, desc, base=desc.base_versions, desired=desired)
+            corr, reason = incremental_corrections(spark, view, desc, base=desc.base_versions, desired=result,
+                                                   with_error=with_error, observation=check_obs)
             mode = "incremental" if corr is not None else "full"
         elif not view.incremental:
             reason = "incremental: false in the view file"
         if corr is None:
-            persisted = consolidate(table_df.toDF(*desired.columns, TIME, DIFF), desired.columns, before=desc.lower)
-    else:
-        persisted = spark.createDataFrame([], desired.schema).withColumn(DIFF, F.lit(0).cast("bigint"))
+            user_t = [c for c in table_df.columns if c not in (TIME, DIFF, ERROR)]
+            err = [F.col(ERROR) if ERROR in table_df.columns else F.lit(None).cast("string").alias(ERROR)]
+            renamed = table_df.select(*[F.col(a).alias(b) for a, b in zip(user_t, result.columns)],
+                                      *(err if with_error else []), TIME, DIFF)
+            persisted = consolidate(renamed, [c for c in renamed.columns if c not in (TIME, DIFF)],
+                                    before=desc.lower)
     if corr is None:
+        desired = apply_checks(result, view, with_error=with_error, observation=check_obs)
+        if dt is None:
+            persisted = spark.createDataFrame([], desired.schema).withColumn(DIFF, F.lit(0).cast("bigint"))
         corr = corrections(desired, persisted, time=desc.time)
+
+    def check_counts() -> dict[str, Any]:
+        if check_obs is None:
+            return {}
+        counts = counts_of(view, check_obs.get)
+        if mode == "incremental":  # the change's signed counts on top of the last refresh's totals
+            return add_counts(view, desc.base_checks or {}, counts) or {}
+        return counts
     log.info("view %s: %s diff (%s)", view.name, mode, reason)
     added = F.coalesce(F.sum(F.when(F.col(DIFF) > 0, F.col(DIFF))), F.lit(0)).alias("added")
     retracted = F.coalesce(F.sum(F.when(F.col(DIFF) < 0, -F.col(DIFF))), F.lit(0)).alias("retracted")
@@ -294,7 +326,7 @@ def run_write(spark: SparkSession, view: ViewDefinition, desc: BatchDescription)
         row = corr.agg(added, retracted).collect()[0]
         log.info("view %s: dry run: %d rows to add, %d to retract", view.name, row["added"], row["retracted"])
         return WriteReport(status="dry_run", rows_added=int(row["added"]), rows_retracted=int(row["retracted"]),
-                           seconds=time.monotonic() - t0, **base)  # type: ignore[arg-type]
+                           checks=check_counts(), seconds=time.monotonic() - t0, **base)  # type: ignore[arg-type]
 
     folder = batch_dir(desc.target, desc.batch_id)
     write_intent(desc.target, desc.batch_id)
@@ -325,7 +357,7 @@ def run_write(spark: SparkSession, view: ViewDefinition, desc: BatchDescription)
     report = WriteReport(
         status="staged" if files else "empty", rows_added=int(metrics["added"]),
         rows_retracted=int(metrics["retracted"]), bytes=sum(f.size for f in files), files=tuple(files),
-        seconds=time.monotonic() - t0, **base,  # type: ignore[arg-type]
+        checks=check_counts(), seconds=time.monotonic() - t0, **base,  # type: ignore[arg-type]
     )
     if files:
         write_manifest(desc.target, report)
