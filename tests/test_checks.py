@@ -255,6 +255,17 @@ def test_error_drop_warn_rows_counts_and_reads(spark, orders_view):
     ok = read_view(view, errors="ignore")
     assert ok.column_names == ["id", "cust", "status", "qty"] and sorted(ok.column("id").to_pylist()) == [1, 2]
 
+    # the Spark reader: the same rule, without collecting the contents
+    from mvsink.spark import read_view as spark_read
+
+    with pytest.raises(ViewErrorsError) as es:
+        spark_read(spark, view)
+    assert es.value.check == "positive_qty" and es.value.counts == ei.value.counts
+    assert multiset(pa.Table.from_pylist([r.asDict() for r in spark_read(spark, view, errors="include").collect()])) \
+        == multiset(everything)
+    assert sorted(r["id"] for r in spark_read(spark, view, errors="ignore").collect()) == [1, 2]
+    assert spark_read(spark, view, errors="ignore").columns == ["id", "cust", "status", "qty"]
+
     # the command line: --errors
     assert cli_main(["read", "checked", "--views-dir", str(views)]) == 2
     assert cli_main(["read", "checked", "--views-dir", str(views), "--errors", "ignore", "--format", "csv"]) == 0

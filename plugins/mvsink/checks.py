@@ -152,6 +152,28 @@ def format_counts(counts: Mapping[str, Any]) -> str:
 
 # ---------------------------------------------------------------- readers
 
+def worst_check(per: dict[str, int]) -> str:
+    """The check with the most error rows (ties: by name)."""
+    return sorted(per.items(), key=lambda kv: (-kv[1], kv[0]))[0][0]
+
+
+def view_errors(view_name: str, per: dict[str, int], sample: dict[str, Any], *, at: str = "") -> ViewErrorsError:
+    """The error a read raises when the contents hold error rows (``per``: rows per check)."""
+    first = worst_check(per)
+    sample_text = ", ".join(f"{k}={v!r}" for k, v in sample.items())
+    if len(sample_text) > 300:
+        sample_text = sample_text[:297] + "..."
+    when = f" at {at}" if at else ""
+    ordered = sorted(per.items(), key=lambda kv: (-kv[1], kv[0]))
+    checks = ", ".join(f"'{name}' ({n} row(s))" for name, n in ordered)
+    return ViewErrorsError(
+        f"view {view_name}{when}: {sum(per.values())} row(s) failed error checks: {checks}; e.g. row "
+        f"({sample_text}) failed check '{first}'. Fix: correct the source rows (the next refresh removes "
+        "the errors), or read with errors='include' (--errors include) to get them with their _mv_error, "
+        "or errors='ignore' (--errors ignore) to read only the ok rows.",
+        counts=dict(per), sample=sample, check=first)
+
+
 def split_errors(view_name: str, table: pa.Table, errors: str = "fail", *, at: str = "") -> pa.Table:
     """Contents (rows already expanded) -> what a reader asked for.
 
@@ -176,20 +198,8 @@ def split_errors(view_name: str, table: pa.Table, errors: str = "fail", *, at: s
     n_bad = pc.sum(bad).as_py() or 0
     if n_bad and errors == "fail":
         err_rows = table.filter(bad)
-        per = err_rows.group_by(ERROR).aggregate([([], "count_all")]).to_pylist()
-        per.sort(key=lambda r: (-r["count_all"], r[ERROR]))
-        first = str(per[0][ERROR])  # the check with the most error rows, and one of its rows
+        per = {r[ERROR]: int(r["count_all"]) for r in err_rows.group_by(ERROR).aggregate([([], "count_all")]).to_pylist()}
+        first = worst_check(per)
         of_first = err_rows.filter(pc.equal(err_rows.column(ERROR), first))
-        sample = of_first.slice(0, 1).drop_columns([ERROR]).to_pylist()[0]
-        sample_text = ", ".join(f"{k}={v!r}" for k, v in sample.items())
-        if len(sample_text) > 300:
-            sample_text = sample_text[:297] + "..."
-        when = f" at {at}" if at else ""
-        checks = ", ".join(f"'{r[ERROR]}' ({r['count_all']} row(s))" for r in per)
-        raise ViewErrorsError(
-            f"view {view_name}{when}: {n_bad} row(s) failed error checks: {checks}; e.g. row "
-            f"({sample_text}) failed check '{first}'. Fix: correct the source rows (the next refresh removes "
-            "the errors), or read with errors='include' (--errors include) to get them with their _mv_error, "
-            "or errors='ignore' (--errors ignore) to read only the ok rows.",
-            counts={r[ERROR]: int(r["count_all"]) for r in per}, sample=sample, check=first)
+        raise view_errors(view_name, per, of_first.slice(0, 1).drop_columns([ERROR]).to_pylist()[0], at=at)
     return table.filter(pc.invert(bad)).drop_columns([ERROR])

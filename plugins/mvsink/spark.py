@@ -10,10 +10,13 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from .errors import ReadTimeError
+from .checks import ERROR, ERRORS_MODES, view_errors, worst_check
+from .errors import MvSinkError, ReadTimeError
 from .read import check_read_time, resolve_view
 from .table import check_readable, is_delta_table, open_table, read_frontier
+from .times import format_time
 from .view import ViewDefinition
+from .write import DIFF
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -34,13 +37,18 @@ def _view_name_of(dt: Any, path: str) -> str:
 
 
 def read_view(spark: SparkSession, view: ViewDefinition | str, as_of: int | None = None, *,
-              views_dir: str | None = None, with_diff: bool = False) -> DataFrame:
+              views_dir: str | None = None, with_diff: bool = False, errors: str = "fail") -> DataFrame:
     """The view's contents at ``as_of`` (default: its newest final time) as a Spark DataFrame.
 
     ``view`` is a :class:`ViewDefinition`, a view name (looked up in ``views_dir``), or the path
     of a view's Delta table (then ``as_of`` is checked against its since and upper only). Rows
     appear once per copy; with ``with_diff`` they appear once with their multiplicity in
     ``_mv_diff`` instead. The same times are refused as by ``mvsink read``.
+
+    ``errors`` (views with checks), as in :func:`mvsink.read_view`: ``fail`` runs one small Spark
+    aggregate over the error rows and raises :class:`~mvsink.errors.ViewErrorsError` if there are
+    any (naming the checks and a sample row), else returns the ok rows; ``include`` keeps
+    ``_mv_error``; ``ignore`` returns the ok rows only.
     """
     from .write import consolidate, expand, read_delta
 
@@ -63,4 +71,21 @@ def read_view(spark: SparkSession, view: ViewDefinition | str, as_of: int | None
     df = read_delta(spark, path, version=fr.version, role=f"view {name}: target table")
     cols = [c for c in df.columns if c not in ("_mv_time", "_mv_diff")]
     cons = consolidate(df, cols, through=t)
+    if ERROR in cols and errors != "include":
+        cons = _without_errors(cons, name, errors, at=format_time(t))
     return cons if with_diff else expand(cons)
+
+
+def _without_errors(cons: DataFrame, name: str, errors: str, *, at: str) -> DataFrame:
+    from pyspark.sql import functions as F
+
+    if errors not in ERRORS_MODES:
+        raise MvSinkError(f"view {name}: errors={errors!r} is not one of {list(ERRORS_MODES)}. "
+                          "Fix: pass errors='fail' (default), 'include' or 'ignore'.")
+    if errors == "fail":
+        bad = cons.where(F.col(ERROR).isNotNull() & (F.col(DIFF) > 0))
+        per = {r[ERROR]: int(r["n"]) for r in bad.groupBy(ERROR).agg(F.sum(DIFF).alias("n")).collect()}
+        if per:
+            row = bad.where(F.col(ERROR) == worst_check(per)).drop(ERROR, DIFF).limit(1).collect()[0]
+            raise view_errors(name, per, row.asDict(), at=at)
+    return cons.where(F.col(ERROR).isNull()).drop(ERROR)
