@@ -117,7 +117,8 @@ def build_dag(view: ViewDefinition, *, views: dict[str, ViewDefinition] | None =
         description=(view.description.splitlines()[0][:200] if view.description else f"materialized view {view.name}"),
         default_args={"retries": 1, "retry_delay": _dt.timedelta(seconds=10)},
         params={
-            "refresh_time": Param("", type="string", title="Refresh time",
+            # nullable: the UI's trigger form treats an empty non-null param as missing and blocks the trigger
+            "refresh_time": Param(None, type=["null", "string"], title="Refresh time",
                                   description="ISO-8601 (UTC if no zone) or epoch ms; empty: the run's logical date"),
             "dry_run": Param(False, type="boolean", title="Dry run",
                              description="Compute and report the corrections; write nothing"),
