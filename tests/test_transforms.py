@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections import Counter
+from pathlib import Path
 
 import pytest
 from pyspark.sql import types as T
@@ -46,7 +47,8 @@ def test_consolidate_bounds_and_expand(spark):
     assert _rows(expand(consolidate(updates, ["k", "v"], through=20))) == Counter({("a", 1): 3, ("b", 2): 1})
 
 
-VIEW = parse_view("name: v\nquery: SELECT * FROM s\nsources: {s: /tmp/s}\ntarget: /tmp/t\nas_of: 0\nkey: [k]\n")
+VIEW = parse_view("name: v\nquery: SELECT * FROM s\nsources: {s: /tmp/s}\ntarget: /tmp/t\nas_of: 0\nkey: [k]\n",
+                  data_root=Path("/tmp"))
 
 
 @pytest.mark.parametrize(("sql", "needle"), [

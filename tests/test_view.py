@@ -73,7 +73,7 @@ def expect_error(text: str, field: str | None, *fragments: str, file: str = FILE
 
 def test_full_valid_view(tmp_path):
     root = tmp_path / "data"
-    nations = tmp_path / "abs" / "nations"
+    nations = root / "abs" / "nations"  # absolute, inside the data root
     text = yml(f"""
         name: revenue_by_nation
         description: "  Revenue per nation, refreshed hourly.  "
@@ -233,6 +233,7 @@ def test_relative_paths_resolve_against_view_folder_without_root(tmp_path, monke
 
 
 def test_absolute_and_env_var_paths(tmp_path, monkeypatch):
+    monkeypatch.setenv("MVSINK_ALLOW_OUTSIDE_DATA_ROOT", "1")  # both paths lie outside the data root /data
     monkeypatch.setenv("MVSINK_TEST_BASE", str(tmp_path / "base"))
     v = parse(doc(sources=f"{{orders: {tmp_path / 'abs' / 'orders'}}}", target="$MVSINK_TEST_BASE/out"))
     assert v.sources[0].path == str((tmp_path / "abs" / "orders").resolve())

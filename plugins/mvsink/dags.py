@@ -6,7 +6,8 @@ DAG files stay thin::
     build_dags(globals(), views_dir=Path(__file__).parent / "views")
 
 Tasks only gather parameters and call into :mod:`mvsink.tasks`; the write step is the
-apache-spark provider's ``SparkSubmitOperator`` running ``spark_jobs/mv_write.py``.
+apache-spark provider's ``SparkSubmitOperator`` (:mod:`mvsink.sparkop`, which keeps secret
+settings off the command line and out of the serialized DAG) running ``spark_jobs/mv_write.py``.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from .errors import ViewDefinitionError
-from .sparkrun import job_file, spark_conf_for
+from .sparkrun import job_file, spark_conf_for, split_secret_conf
 from .view import Schedule, ViewDefinition, load_views
 
 log = logging.getLogger(__name__)
@@ -95,11 +96,11 @@ def _doc_md(view: ViewDefinition) -> str:
 def build_dag(view: ViewDefinition, *, views: dict[str, ViewDefinition] | None = None,
               views_dir: str | Path | None = None) -> Any:
     """The DAG of one view: mint (branch) -> write (spark-submit) -> append -> reschedule."""
-    from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
     from airflow.providers.standard.operators.trigger_dagrun import TriggerDagRunOperator
     from airflow.sdk import DAG, Param, TriggerRule, task
 
     from . import tasks
+    from .sparkop import ViewSparkSubmitOperator
 
     views = views or {view.name: view}
     views_dir = str(views_dir or Path(view.file).parent)
@@ -116,7 +117,8 @@ def build_dag(view: ViewDefinition, *, views: dict[str, ViewDefinition] | None =
         description=(view.description.splitlines()[0][:200] if view.description else f"materialized view {view.name}"),
         default_args={"retries": 1, "retry_delay": _dt.timedelta(seconds=10)},
         params={
-            "refresh_time": Param("", type="string", title="Refresh time",
+            # nullable: the UI's trigger form treats an empty non-null param as missing and blocks the trigger
+            "refresh_time": Param(None, type=["null", "string"], title="Refresh time",
                                   description="ISO-8601 (UTC if no zone) or epoch ms; empty: the run's logical date"),
             "dry_run": Param(False, type="boolean", title="Dry run",
                              description="Compute and report the corrections; write nothing"),
@@ -138,12 +140,14 @@ def build_dag(view: ViewDefinition, *, views: dict[str, ViewDefinition] | None =
 
             write = write_remote()
         else:
-            write = SparkSubmitOperator(
+            write = ViewSparkSubmitOperator(  # settings re-resolved at run time; secrets kept off argv
                 task_id="write",
+                view_name=view.name,
+                views_dir=views_dir,
                 application=job_file(),
                 conn_id=SPARK_CONN_ID,
                 name=f"mvsink-write-{view.name}",
-                conf=spark_conf_for(view),
+                conf=split_secret_conf(spark_conf_for(view))[0],
                 application_args=[
                     "--view-file", view.file,
                     "--description", "{{ ti.xcom_pull(task_ids='mint', key='description') }}",

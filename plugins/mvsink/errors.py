@@ -52,3 +52,7 @@ class StagingError(MvSinkError):
 
 class InjectedFault(RuntimeError):
     """Raised at a fail point named in ``MVSINK_FAIL_POINTS`` (tests only)."""
+
+
+class UnsafePathError(ViewDefinitionError):
+    """A view's path leaves the data root (or its folder, for sql_file) without the option that allows it."""

@@ -50,6 +50,43 @@ def spark_conf_for(view: ViewDefinition, extra: Mapping[str, str] | None = None,
     return {**DEFAULT_SPARK_CONF, **local, **view.spark_conf, **(extra or {})}
 
 
+def is_secret_key(key: str) -> bool:
+    """True for a Spark setting whose value must never be logged or put on a command line."""
+    low = key.lower()
+    return any(h in low for h in SECRET_HINTS)
+
+
+def split_secret_conf(conf: Mapping[str, str]) -> tuple[dict[str, str], dict[str, str]]:
+    """``(public, secret)`` settings: secret ones go to a private properties file, not onto argv."""
+    public = {k: v for k, v in conf.items() if not is_secret_key(k)}
+    return public, {k: v for k, v in conf.items() if is_secret_key(k)}
+
+
+def _escape_property(text: str, *, key: bool) -> str:
+    out = text.replace("\\", "\\\\").replace("\n", "\\n").replace("\r", "\\r").replace("\t", "\\t")
+    if key:
+        for ch in "=: #!":
+            out = out.replace(ch, "\\" + ch)
+    return out
+
+
+def write_properties_file(conf: Mapping[str, str], folder: str | None = None) -> str:
+    """Write settings to a new Java properties file readable by this user only (0600); returns its path.
+
+    Spark trims property values: a value with leading or trailing blanks cannot pass through a
+    properties file and is refused.
+    """
+    for k, v in conf.items():
+        if v != v.strip():
+            raise errors.MvSinkError(f"Spark setting {k}: its value has leading or trailing blanks, which Spark "
+                                     "strips from a properties file. Fix: remove the blanks from the value.")
+    fd, path = tempfile.mkstemp(prefix="mvsink-spark-", suffix=".properties", dir=folder)
+    with os.fdopen(fd, "w", encoding="utf-8") as f:
+        for k, v in sorted(conf.items()):
+            f.write(f"{_escape_property(k, key=True)}={_escape_property(v, key=False)}\n")
+    return path
+
+
 def job_file() -> str:
     """Path of the write job's entry script (the repository's, or a generated one)."""
     env = os.environ.get("MVSINK_SPARK_JOB")
@@ -73,9 +110,20 @@ def spark_submit_binary() -> str:
 
 
 def submit_command(*, view_file: str, description: str, report_path: str, master: str,
-                   conf: Mapping[str, str]) -> list[str]:
-    """The spark-submit command line of one write step (pure; tested)."""
+                   conf: Mapping[str, str], properties_file: str | None = None) -> list[str]:
+    """The spark-submit command line of one write step (pure; tested).
+
+    An argv list run without a shell: every value is one argument, nothing is interpolated.
+    Secret-looking settings never go onto it (other users can read a command line): pass them
+    in ``properties_file`` (see :func:`write_properties_file`).
+    """
+    leaked = sorted(k for k in conf if is_secret_key(k))
+    if leaked:
+        raise errors.MvSinkError(f"Spark setting(s) {leaked} look secret and may not go onto a command line. "
+                                 "Fix: pass them through a properties file (sparkrun.write_properties_file).")
     cmd = [spark_submit_binary(), "--master", master, "--name", "mvsink-write"]
+    if properties_file:
+        cmd += ["--properties-file", properties_file]
     for k, v in sorted(conf.items()):
         cmd += ["--conf", f"{k}={v}"]
     return cmd + [job_file(), "--view-file", view_file, "--description", description, "--report", report_path]
@@ -102,8 +150,10 @@ def run_write_submit(view: ViewDefinition, desc: BatchDescription, *, master: st
         report_path = Path(tmp) / "report.json"
         desc_path = Path(tmp) / "description.json"
         desc_path.write_text(desc.to_json())
+        public, secret = split_secret_conf(spark_conf_for(view, conf, master=master))
+        props = write_properties_file(secret, tmp) if secret else None
         cmd = submit_command(view_file=view.file, description=f"@{desc_path}", report_path=str(report_path),
-                             master=master, conf=spark_conf_for(view, conf, master=master))
+                             master=master, conf=public, properties_file=props)
         log.info("view %s: spark-submit %s", view.name, " ".join(redact(cmd[1:])))
         proc = subprocess.run(cmd, env=submit_env(), capture_output=True, text=True)
         for line in proc.stdout.splitlines():

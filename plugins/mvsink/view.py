@@ -25,7 +25,10 @@ A view file looks like::
       - {name: positive_qty, expr: "qty > 0", action: error}   # error | drop | warn
 
 Relative paths resolve against the data root: ``MVSINK_DATA_ROOT`` if set, else the
-folder that holds the view file.
+folder that holds the view file. Every source and target path must lie inside the data
+root once resolved (``..`` and symbolic links followed); set
+``MVSINK_ALLOW_OUTSIDE_DATA_ROOT=1`` to allow paths elsewhere. An ``sql_file`` must lie in
+the view file's folder.
 """
 
 from __future__ import annotations
@@ -41,11 +44,12 @@ from typing import Any, Literal
 
 import yaml
 
-from .errors import ViewDefinitionError
+from .errors import UnsafePathError, ViewDefinitionError
 from .times import parse_duration, parse_time
 
 DATA_ROOT_ENV = "MVSINK_DATA_ROOT"
 VIEWS_DIR_ENV = "MVSINK_VIEWS_DIR"
+ALLOW_OUTSIDE_ENV = "MVSINK_ALLOW_OUTSIDE_DATA_ROOT"
 DEFAULT_VIEWS_DIR = "dags/views"
 
 NAME_RE = re.compile(r"^[a-z][a-z0-9_]{0,62}\Z")
@@ -169,9 +173,30 @@ def data_root_for(view_file: Path) -> Path:
     return Path(env).expanduser().resolve() if env else view_file.parent.resolve()
 
 
+def outside_data_root_allowed() -> bool:
+    """True if ``MVSINK_ALLOW_OUTSIDE_DATA_ROOT`` lets view paths leave the data root."""
+    return os.environ.get(ALLOW_OUTSIDE_ENV, "").strip().lower() in ("1", "true", "yes")
+
+
 def _resolve_path(value: str, root: Path) -> str:
     p = Path(os.path.expandvars(value)).expanduser()
     return str((p if p.is_absolute() else root / p).resolve())
+
+
+def _contained(raw: str, root: Path, *, file: str, view: str, field: str) -> str:
+    """``raw`` resolved against the data root, if it stays inside it (or the option allows any path)."""
+    if "\x00" in raw:
+        raise UnsafePathError(f"view file {file}: field '{field}': view {view}: path {raw!r} holds a NUL byte. "
+                              "Fix: write a plain path.")
+    resolved = _resolve_path(raw, root)
+    if outside_data_root_allowed() or Path(resolved).is_relative_to(root.resolve()):
+        return resolved
+    raise UnsafePathError(
+        f"view file {file}: field '{field}': view {view}: path {raw!r} resolves to {resolved}, outside the data "
+        f"root {root.resolve()}. Fix: use a path inside the data root (relative paths resolve against it; "
+        f"'..' may not leave it), point {DATA_ROOT_ENV} at a folder that holds it, or set "
+        f"{ALLOW_OUTSIDE_ENV}=1 to allow paths outside the data root."
+    )
 
 
 def parse_view(text: str, *, file: str = "<string>", data_root: Path | None = None) -> ViewDefinition:
@@ -205,14 +230,14 @@ def parse_view(text: str, *, file: str = "<string>", data_root: Path | None = No
     if not isinstance(description, str):
         raise _fail(file, "description", "must be text", "write the description as a string")
 
-    query = _parse_query(doc, file, path)
+    query = _parse_query(doc, file, path, name)
     sources = _parse_sources(doc.get("sources"), file, root, name)
     _check_sources_used(query, sources, file)
 
     target = doc.get("target")
     if not isinstance(target, str) or not target.strip():
         raise _fail(file, "target", "missing or empty", "give the Delta table path of the view, e.g. views/my_view")
-    target_path = _resolve_path(target, root)
+    target_path = _contained(target, root, file=file, view=name, field="target")
     for s in sources:
         if s.kind == "path" and s.path == target_path:
             raise _fail(file, "target", f"{target_path} is also source '{s.name}'",
@@ -284,14 +309,21 @@ def _parse_retain_history(raw: object, file: str) -> int | None:
                     "or retain_history: forever to never compact automatically") from None
 
 
-def _parse_query(doc: dict[str, Any], file: str, path: Path) -> str:
+def _parse_query(doc: dict[str, Any], file: str, path: Path, view_name: str) -> str:
     query, sql_file = doc.get("query"), doc.get("sql_file")
     if query is not None and sql_file is not None:
         raise _fail(file, "query", "both query and sql_file given", "keep exactly one of them")
     if sql_file is not None:
         if not isinstance(sql_file, str):
             raise _fail(file, "sql_file", "must be a file name", "write e.g. sql_file: my_view.sql")
-        sql_path = (path.parent / sql_file).resolve()
+        folder = path.parent.resolve()
+        sql_path = (folder / sql_file).resolve()
+        if not sql_path.is_relative_to(folder):
+            raise UnsafePathError(
+                f"view file {file}: field 'sql_file': view {view_name}: {sql_file!r} resolves to {sql_path}, "
+                f"outside the view file's folder {folder}. Fix: put the SQL file beside the view file "
+                "and give its name only."
+            )
         try:
             query = sql_path.read_text()
         except OSError as exc:
@@ -430,7 +462,8 @@ def _parse_sources(raw: object, file: str, root: Path, view_name: str) -> tuple[
                 raise _fail(file, f"sources.{sname}.view", "a view cannot read itself", "read another view or a table")
             out.append(Source(name=sname, kind="view", view=value))
         else:
-            out.append(Source(name=sname, kind="path", path=_resolve_path(value, root)))
+            resolved = _contained(value, root, file=file, view=view_name, field=f"sources.{sname}.{kind}")
+            out.append(Source(name=sname, kind="path", path=resolved))
     return tuple(out)
 
 
