@@ -344,3 +344,17 @@ def test_stats_json_without_statistics_claims_no_null_count(tmp_path):
     stats = json.loads(text)
     assert stats["minValues"] == {}
     assert stats["nullCount"].get("x") in (None, 1)  # unknown or exact, never a false 0
+
+
+@pytest.mark.unit
+@pytest.mark.parametrize("field,value", [("lower", "0; DROP TABLE x"), ("upper", 1.5), ("dry_run", "false"),
+                                         ("table_version", True), ("view", 3)])
+def test_batch_description_refuses_edited_field_types(field, value):
+    d = _desc().to_dict()
+    d[field] = value
+    with pytest.raises(ValueError, match=f"field '{field}'.*Fix: pass the description mint produced"):
+        BatchDescription.from_dict(d)
+    d = _desc().to_dict()
+    d["sources"][0]["version"] = "7"
+    with pytest.raises(ValueError, match="field 'version'"):
+        BatchDescription.from_dict(d)
