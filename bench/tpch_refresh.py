@@ -258,7 +258,12 @@ def main() -> int:
                     help="skip the spark-submit / Spark Connect / in-process comparison")
     ap.add_argument("--root", default="/tmp/mvsink-bench")
     ap.add_argument("--out", default=str(Path(__file__).parent / "RESULTS.md"))
+    ap.add_argument("--replot", action="store_true", help="only redraw the chart from the --out's .json")
     args = ap.parse_args()
+    if args.replot:
+        raw = json.loads(Path(args.out).with_suffix(".json").read_text())
+        write_chart(Path(args.out).with_suffix(".png"), raw["rows"], sf=raw["sf"])
+        return 0
     names = args.views.split(",")
     root = Path(args.root) / f"sf{args.sf}"
     t0 = 1_767_225_600_000
@@ -319,6 +324,8 @@ def main() -> int:
 # ---------------------------------------------------------------- report
 
 STRATEGIES = ("floor", "overwrite", "merge", "refresh", "refresh_full")
+COLORS = {"floor": "tab:gray", "overwrite": "tab:blue", "merge": "tab:orange", "refresh": "tab:green",
+          "refresh_full": "tab:red"}
 
 
 def _med(rows: list[dict[str, object]], key: str) -> float:
@@ -431,11 +438,10 @@ def write_chart(path: Path, rows: list[dict[str, object]], *, sf: float) -> None
         g = [(rate, rs) for v, rate, rs in _groups(rows) if v == view]
         xs = [max(rate, 0.0003) for rate, _ in g]  # 0 % drawn at the left edge of the log axis
         for s in STRATEGIES:
-            axes[0][i].plot(xs, [_med(rs, f"{s}_s") for _, rs in g], marker="o", label=s)
-        for s in ("overwrite", "merge", "refresh", "refresh_full"):
-            if s == "refresh_full":
-                continue
-            axes[1][i].plot(xs, [max(_med(rs, f"{s}_bytes"), 1) for _, rs in g], marker="o", label=s)
+            axes[0][i].plot(xs, [_med(rs, f"{s}_s") for _, rs in g], marker="o", label=s, color=COLORS[s])
+        for s in ("overwrite", "merge", "refresh"):  # 0 bytes drawn as 1 on the log axis
+            axes[1][i].plot(xs, [max(_med(rs, f"{s}_bytes"), 1) for _, rs in g], marker="o", label=s,
+                            color=COLORS[s])
         axes[0][i].set_title(f"{view} (SF{sf})")
         axes[0][i].set_ylabel("wall time, s (median)")
         axes[1][i].set_ylabel("data bytes written")
