@@ -56,26 +56,29 @@ def history(spark, tmp_path_factory):
     rng = random.Random(41)
     orders = str(root / "orders")
     write_at(orders, _orders(rng, 0, 25), BASE)
-    catalog = _views(root, root.parent / "views")
-    view = catalog.get("proj")
-    next_id = [25]
-    t = BASE + HOUR
-    times, expected = [], {}
-    for step in range(N_REFRESHES):
-        for _ in range(1 + step % 2):
-            t += rng.randint(1, 10) * 60_000
-            _random_change(rng, orders, str(root / "customers"), next_id, t)
-        t += HOUR
-        res = refresh(view, t, catalog=catalog, runner="inprocess", spark=spark, run_id=f"h{step}")
-        assert res.status == "appended", res
-        times.append(t)
-        expected[t] = oracle(PROJECT, {"orders": orders}, t)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("MVSINK_DATA_ROOT", str(root.parent))  # view paths must lie inside the data root
+        catalog = _views(root, root.parent / "views")
+        view = catalog.get("proj")
+        next_id = [25]
+        t = BASE + HOUR
+        times, expected = [], {}
+        for step in range(N_REFRESHES):
+            for _ in range(1 + step % 2):
+                t += rng.randint(1, 10) * 60_000
+                _random_change(rng, orders, str(root / "customers"), next_id, t)
+            t += HOUR
+            res = refresh(view, t, catalog=catalog, runner="inprocess", spark=spark, run_id=f"h{step}")
+            assert res.status == "appended", res
+            times.append(t)
+            expected[t] = oracle(PROJECT, {"orders": orders}, t)
     return root, times, expected
 
 
 @pytest.fixture
-def copy(history, tmp_path):
+def copy(history, tmp_path, monkeypatch):
     """This test's own copy of the history (commit times of the sources preserved)."""
+    monkeypatch.setenv("MVSINK_DATA_ROOT", str(tmp_path))
     root, times, expected = history
     data = tmp_path / "data"
     shutil.copytree(root, data)
