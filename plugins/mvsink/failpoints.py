@@ -6,8 +6,13 @@
 ``os._exit(97)``) or ``compete`` (run a competing refresh of the same view and refresh
 time to completion, then carry on: forces an upper mismatch) or ``sync`` (create
 ``$MVSINK_SYNC_DIR/<point>.ready`` and wait until ``<point>.go`` appears there: lets a test
-hold two processes just before their commits and release them in a chosen order).
+hold two processes just before their commits and release them in a chosen order; the
+``.ready`` file holds the waiting process's pid, so a test can also ``kill -9`` it there).
 Point names in those files have ``:`` replaced by ``-``.
+
+A trailing ``:once`` (e.g. ``append:after_commit@v:exit:once``) fires the item only the first
+time it is reached: it records ``<point>[@view].fired`` in ``$MVSINK_SYNC_DIR`` (required) before
+acting, so an Airflow task retry, or a later refresh, passes the point.
 """
 
 from __future__ import annotations
@@ -27,6 +32,9 @@ SYNC_TIMEOUT_SECONDS = 300
 
 def _armed(name: str, view: str | None) -> str | None:
     for item in (i.strip() for i in os.environ.get(ENV, "").split(",") if i.strip()):
+        once = item.endswith(":once")
+        if once:
+            item = item[: -len(":once")]
         action = "raise"
         for a in ("exit", "compete", "raise", "sync"):
             if item.endswith(":" + a):
@@ -34,8 +42,26 @@ def _armed(name: str, view: str | None) -> str | None:
                 break
         point, _, only = item.partition("@")
         if point == name and (not only or only == view):
+            if once and not _first_time(name, only):
+                continue
             return action
     return None
+
+
+def _first_time(name: str, only: str) -> bool:
+    """True the first time a ``:once`` item fires (atomically records it in $MVSINK_SYNC_DIR)."""
+    from pathlib import Path
+
+    folder = Path(os.environ[SYNC_DIR_ENV])
+    folder.mkdir(parents=True, exist_ok=True)
+    marker = folder / (name.replace(":", "-") + (f"@{only}" if only else "") + ".fired")
+    try:
+        fd = os.open(marker, os.O_CREAT | os.O_EXCL | os.O_WRONLY)
+    except FileExistsError:
+        return False
+    os.write(fd, str(os.getpid()).encode())
+    os.close(fd)
+    return True
 
 
 def failpoint(name: str, *, view: str | None = None, views_dir: str | None = None,
@@ -64,7 +90,10 @@ def _sync(name: str) -> None:
 
     folder = Path(os.environ[SYNC_DIR_ENV])
     stem = name.replace(":", "-")
-    (folder / f"{stem}.ready").touch()
+    ready = folder / f"{stem}.ready"
+    tmp = folder / f".{stem}.ready.{os.getpid()}"
+    tmp.write_text(str(os.getpid()))
+    os.replace(tmp, ready)
     deadline = time.monotonic() + SYNC_TIMEOUT_SECONDS
     while not (folder / f"{stem}.go").exists():
         if time.monotonic() > deadline:

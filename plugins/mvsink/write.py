@@ -363,7 +363,7 @@ def run_write(spark: SparkSession, view: ViewDefinition, desc: BatchDescription)
         write_manifest(desc.target, report)
         log.info("view %s: staged %d file(s), %d bytes: +%d -%d rows in batch %s", view.name, len(files),
                  report.bytes, report.rows_added, report.rows_retracted, desc.batch_id)
-        failpoint("write:after_staging")
+        failpoint("write:after_staging", view=view.name)
     else:
         discard_batch(desc.target, desc.batch_id)
         log.info("view %s: no corrections; nothing staged", view.name)
