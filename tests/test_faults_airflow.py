@@ -21,6 +21,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -65,6 +66,8 @@ def faulty(tmp_path_factory):
         "MVSINK_FAIL_POINTS": ",".join(FAULTS.values()), "MVSINK_SYNC_DIR": str(sync),
         "MVSINK_TASK_RETRIES": "2", "MVSINK_TASK_RETRY_DELAY_SECONDS": "1",
         "MVSINK_REPORTS_DIR": str(root / "reports")})
+    old_root = os.environ.get("MVSINK_DATA_ROOT")
+    os.environ["MVSINK_DATA_ROOT"] = str(data)  # the views' relative targets resolve here (also for the gc CLI)
     af.start()
     try:
         want = {f"mv_{n}" for n in FAULTS}
@@ -77,9 +80,19 @@ def faulty(tmp_path_factory):
         else:
             raise AssertionError(f"DAGs not parsed: {body}")
         runs = {n: _trigger(af, f"mv_{n}", {"refresh_time": str(R)}) for n in FAULTS}
-        yield af, data, dags / "views", sync, runs
+        killed: dict[str, int] = {}
+        stop = threading.Event()
+        killer = threading.Thread(target=_killer, args=(sync, ("write:after_staging", "append:before_commit"),
+                                                        killed, stop), daemon=True)
+        killer.start()  # kills at once: the runs overlap, a test may reach its turn later
+        yield af, data, dags / "views", sync, runs, killed
     finally:
+        stop.set()
         af.stop()
+        if old_root is None:
+            os.environ.pop("MVSINK_DATA_ROOT", None)
+        else:
+            os.environ["MVSINK_DATA_ROOT"] = old_root
 
 
 def _trigger(af, dag_id, conf):
@@ -113,16 +126,24 @@ def _xcom(af, dag_id, run_id, task, key):
     return json.loads(value) if isinstance(value, str) and value.startswith("{") else value
 
 
-def _kill_at(sync: Path, point: str, timeout: float = 600) -> int:
-    """Wait until a ``sync`` fail point holds a process, then ``kill -9`` it; returns its pid."""
-    ready = sync / f"{point.replace(':', '-')}.ready"
+def _killer(sync: Path, points: tuple[str, ...], killed: dict[str, int], stop: threading.Event) -> None:
+    """``kill -9`` the process a ``sync`` fail point holds (its pid is in the ``.ready`` file), once per point."""
+    while not stop.is_set() and len(killed) < len(points):
+        for point in points:
+            ready = sync / f"{point.replace(':', '-')}.ready"
+            if point not in killed and ready.exists():
+                pid = int(ready.read_text())
+                os.kill(pid, signal.SIGKILL)
+                killed[point] = pid
+        time.sleep(0.2)
+
+
+def _killed(killed: dict[str, int], point: str, timeout: float = 900) -> int:
     deadline = time.monotonic() + timeout
-    while not ready.exists():
+    while point not in killed:
         assert time.monotonic() < deadline, f"nobody reached {point}"
-        time.sleep(0.5)
-    pid = int(ready.read_text())
-    os.kill(pid, signal.SIGKILL)
-    return pid
+        time.sleep(1)
+    return killed[point]
 
 
 def _gc(views: Path, name: str, *args: str) -> dict:
@@ -156,28 +177,28 @@ def _check_outcome(af, data, views, name, run_id, retried_task):
 
 
 def test_lost_reply_after_commit_retry_recognises_its_batch(faulty):
-    af, data, views, sync, runs = faulty
+    af, data, views, sync, runs, killed = faulty
     summary = _check_outcome(af, data, views, "lost", runs["lost"], "append")
     assert summary["reason"] == "already committed by an earlier attempt", summary
     assert (sync / "append-after_commit@lost.fired").exists()
 
 
 def test_spark_job_crash_after_staging_is_retried_and_restages(faulty):
-    af, data, views, sync, runs = faulty
+    af, data, views, sync, runs, killed = faulty
     _check_outcome(af, data, views, "crashw", runs["crashw"], "write")
     assert (sync / "write-after_staging@crashw.fired").exists()
 
 
 def test_kill_9_of_the_spark_driver_during_write(faulty):
-    af, data, views, sync, runs = faulty
-    pid = _kill_at(sync, "write:after_staging")
+    af, data, views, sync, runs, killed = faulty
+    pid = _killed(killed, "write:after_staging")
     assert int((sync / "write-after_staging@killw.fired").read_text()) == pid
     _check_outcome(af, data, views, "killw", runs["killw"], "write")
 
 
 def test_kill_9_of_the_append_task_process_before_commit(faulty):
-    af, data, views, sync, runs = faulty
-    pid = _kill_at(sync, "append:before_commit")
+    af, data, views, sync, runs, killed = faulty
+    pid = _killed(killed, "append:before_commit")
     assert int((sync / "append-before_commit@killa.fired").read_text()) == pid
     _check_outcome(af, data, views, "killa", runs["killa"], "append")
 
@@ -186,7 +207,7 @@ def test_gc_removes_only_what_no_commit_references_and_cannot_commit(faulty):
     from mvsink.batch import make_batch_id
     from mvsink.staging import batch_dir, manifest_path, write_intent
 
-    af, data, views, _, runs = faulty
+    af, data, views, _, runs, _ = faulty
     assert _wait_run(af, "mv_lost", runs["lost"])["state"] == "success"
     view = Catalog(views).get("lost")
     t = view.target
