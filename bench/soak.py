@@ -141,6 +141,12 @@ class Soak:
         v = body["value"]
         return json.loads(v) if isinstance(v, str) and v.startswith("{") else v
 
+    def _home_of(self, run_id: str) -> str:
+        for i, seen in enumerate(self.seen):
+            if run_id in seen:
+                return f"airflow home{i}"
+        return "airflow"
+
     def _wait_quiet(self, timeout: float = 1200) -> list[list[dict[str, Any]]]:
         """Every run of every installation finished, twice in a row 4 s apart (reschedules included)."""
         deadline = time.monotonic() + timeout
@@ -161,13 +167,17 @@ class Soak:
         r = BASE + k * HOUR
         change = self.change_source(r - 20 * 60_000)
         cli = None
-        if self.cli:
-            cli = subprocess.Popen([sys.executable, "-m", "mvsink", "refresh", "soak", "--at", str(r), "--json",
-                                    "--run-id", f"soak-cli-{k}", "--views-dir", str(self.views)],
-                                   stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                                   env={k_: v for k_, v in os.environ.items() if k_ != "MVSINK_FAIL_POINTS"})
-        for af in self.homes:
-            self._trigger(af, r)
+        racers: list[Any] = [*self.homes, *(["cli"] if self.cli else [])]
+        self.rng.shuffle(racers)  # who starts first, and with what head start, varies by round
+        for racer in racers:
+            time.sleep(self.rng.choice([0, 0, 1, 3]))
+            if racer == "cli":
+                cli = subprocess.Popen([sys.executable, "-m", "mvsink", "refresh", "soak", "--at", str(r), "--json",
+                                        "--run-id", f"soak-cli-{k}", "--views-dir", str(self.views)],
+                                       stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                       env={k_: v for k_, v in os.environ.items() if k_ != "MVSINK_FAIL_POINTS"})
+            else:
+                self._trigger(racer, r)
         outcomes: Counter[str] = Counter()
         problems: list[str] = []
         if cli is not None:
@@ -209,7 +219,7 @@ class Soak:
         res = {
             "round": k, "refresh_time": r, "change": change, "rows": sum(want.values()),
             "oracle_ok": got == want, "appends": len(hist), "append_mode": mode,
-            "winner": "cli" if winner.startswith("soak-cli") else "airflow",
+            "winner": "cli" if winner.startswith("soak-cli") else self._home_of(winner),
             "reschedules": outcomes["dag rescheduled"] + outcomes["cli rescheduled"],
             "no_ops": outcomes["dag up_to_date"] + outcomes["cli up_to_date"],
             "failed_runs": failed, "orphans": len(leftovers), "outcomes": dict(outcomes),
@@ -233,7 +243,7 @@ def totals(rounds: list[dict[str, Any]]) -> dict[str, Any]:
         "no_ops": sum(r["no_ops"] for r in rounds),
         "failed_runs": sum(r["failed_runs"] for r in rounds),
         "orphans": sum(r["orphans"] for r in rounds),
-        "won_by_cli": sum(r["winner"] == "cli" for r in rounds),
+        "won_by": dict(Counter(r["winner"] for r in rounds)),
         "problems": [p for r in rounds for p in r["problems"]],
     }
 
@@ -248,11 +258,12 @@ def write_report(path: Path, soak: Soak, tot: dict[str, Any], wall: float, args:
         + " refresh the same view at the same refresh time every round, after a random change to its source. "
         "Machine: 2 cores, shared with other work.", "",
         "| rounds | contents == oracle | appends (upper-only) | reschedules | no-ops | failed runs | orphans | "
-        "won by CLI | wall time |",
+        "winners | wall time |",
         "| --- | --- | --- | --- | --- | --- | --- | --- | --- |",
         f"| {tot['rounds']} | {tot['oracle_ok_rounds']}/{tot['rounds']} | {tot['appends']} "
         f"({tot['appends_upper_only']}) | {tot['reschedules']} | {tot['no_ops']} | {tot['failed_runs']} | "
-        f"{tot['orphans']} | {tot['won_by_cli']} | {wall / 60:.1f} min |", "",
+        f"{tot['orphans']} | {', '.join(f'{k}: {v}' for k, v in sorted(tot['won_by'].items()))} | {wall / 60:.1f} min |",
+        "",
         "- appends: append commits in the view's Delta log for the round's refresh time (exactly one per round "
         "means no duplicate); upper-only: the no-change shortcut (no Spark job, only the upper moved).",
         "- reschedules: upper mismatches (an Airflow run whose append lost and started a reschedule run, or a "

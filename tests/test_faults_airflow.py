@@ -6,7 +6,9 @@ task retry (``MVSINK_TASK_RETRIES``) is what recovers:
 - ``lost``: append commits, then its process exits before reporting (a lost reply);
 - ``crashw``: the Spark job exits after staging;
 - ``killw``: the Spark job's driver is ``kill -9``-ed by the test while it holds a staged batch;
-- ``killa``: the append task's process is ``kill -9``-ed by the test just before its commit.
+- ``killa``: the append task's process is ``kill -9``-ed by the test just before its commit;
+- ``killt``: the write task's own process (the Airflow task runner that started spark-submit) is
+  ``kill -9``-ed while its Spark job holds a staged batch; the orphaned job is released afterwards.
 
 Every test asserts the run succeeded through a retry, contents == the DuckDB oracle, exactly one
 append commit for the refresh, and no staged leftovers after ``mvsink gc``.
@@ -43,7 +45,10 @@ FAULTS = {
     "crashw": "write:after_staging@crashw:exit:once",
     "killw": "write:after_staging@killw:sync:once",
     "killa": "append:before_commit@killa:sync:once",
+    "killt": "write:after_staging@killt:sync:once",
 }
+KILL = {"write:after_staging@killw": "self", "append:before_commit@killa": "self",
+        "write:after_staging@killt": "task"}
 
 
 @pytest.fixture(scope="module")
@@ -82,8 +87,7 @@ def faulty(tmp_path_factory):
         runs = {n: _trigger(af, f"mv_{n}", {"refresh_time": str(R)}) for n in FAULTS}
         killed: dict[str, int] = {}
         stop = threading.Event()
-        killer = threading.Thread(target=_killer, args=(sync, ("write:after_staging", "append:before_commit"),
-                                                        killed, stop), daemon=True)
+        killer = threading.Thread(target=_killer, args=(sync, killed, stop), daemon=True)
         killer.start()  # kills at once: the runs overlap, a test may reach its turn later
         yield af, data, dags / "views", sync, runs, killed
     finally:
@@ -126,14 +130,28 @@ def _xcom(af, dag_id, run_id, task, key):
     return json.loads(value) if isinstance(value, str) and value.startswith("{") else value
 
 
-def _killer(sync: Path, points: tuple[str, ...], killed: dict[str, int], stop: threading.Event) -> None:
-    """``kill -9`` the process a ``sync`` fail point holds (its pid is in the ``.ready`` file), once per point."""
-    while not stop.is_set() and len(killed) < len(points):
-        for point in points:
+def _task_process(pid: int) -> int:
+    """The Airflow task runner process above ``pid`` (``airflow worker -- <ti id>``, not the executor's worker)."""
+    p = pid
+    while p > 1:
+        p = int(Path(f"/proc/{p}/stat").read_text().rsplit(")", 1)[1].split()[1])
+        cmd = Path(f"/proc/{p}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        if cmd.startswith("airflow worker -- ") and "LocalExecutor" not in cmd:
+            return p
+    raise AssertionError(f"no Airflow task process above pid {pid}")
+
+
+def _killer(sync: Path, killed: dict[str, int], stop: threading.Event) -> None:
+    """``kill -9`` the process a ``sync`` fail point holds (its pid is in the ``.ready`` file), or its task
+    process, once per point; records the pid killed and, for the task, the held process as ``<point>/held``."""
+    while not stop.is_set() and len([k for k in killed if "/" not in k]) < len(KILL):
+        for point, whom in KILL.items():
             ready = sync / f"{point.replace(':', '-')}.ready"
             if point not in killed and ready.exists():
-                pid = int(ready.read_text())
+                held = int(ready.read_text())
+                pid = held if whom == "self" else _task_process(held)
                 os.kill(pid, signal.SIGKILL)
+                killed[point + "/held"] = held
                 killed[point] = pid
         time.sleep(0.2)
 
@@ -191,16 +209,35 @@ def test_spark_job_crash_after_staging_is_retried_and_restages(faulty):
 
 def test_kill_9_of_the_spark_driver_during_write(faulty):
     af, data, views, sync, runs, killed = faulty
-    pid = _killed(killed, "write:after_staging")
+    pid = _killed(killed, "write:after_staging@killw")
     assert int((sync / "write-after_staging@killw.fired").read_text()) == pid
     _check_outcome(af, data, views, "killw", runs["killw"], "write")
 
 
 def test_kill_9_of_the_append_task_process_before_commit(faulty):
     af, data, views, sync, runs, killed = faulty
-    pid = _killed(killed, "append:before_commit")
+    pid = _killed(killed, "append:before_commit@killa")
     assert int((sync / "append-before_commit@killa.fired").read_text()) == pid
     _check_outcome(af, data, views, "killa", runs["killa"], "append")
+
+
+def test_kill_9_of_the_write_task_process_during_the_spark_step(faulty):
+    af, data, views, sync, runs, killed = faulty
+    task_pid = _killed(killed, "write:after_staging@killt")
+    driver = killed["write:after_staging@killt/held"]
+    assert int((sync / "write-after_staging@killt.fired").read_text()) == driver != task_pid
+    _check_outcome(af, data, views, "killt", runs["killt"], "write")
+    target = Catalog(views).get("killt").target
+    version = DeltaTable(target).version()
+    (sync / "write-after_staging@killt.go").touch()  # release the orphaned Spark job, if it still lives
+    deadline = time.monotonic() + 180
+    while Path(f"/proc/{driver}").exists() and b"mv_write" in Path(f"/proc/{driver}/cmdline").read_bytes():
+        assert time.monotonic() < deadline, "the orphaned Spark job did not end"
+        time.sleep(1)
+    assert DeltaTable(target).version() == version  # the late job changed nothing
+    assert staged_leftovers(target) == []
+    assert multiset(read_view(Catalog(views).get("killt"), as_of=R)) == \
+        oracle(PROJECT, {"orders": str(data / "orders")}, R)
 
 
 def test_gc_removes_only_what_no_commit_references_and_cannot_commit(faulty):

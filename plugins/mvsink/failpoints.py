@@ -5,7 +5,8 @@
 ``raise`` (default: raise :class:`InjectedFault`), ``exit`` (kill the process with
 ``os._exit(97)``) or ``compete`` (run a competing refresh of the same view and refresh
 time to completion, then carry on: forces an upper mismatch) or ``sync`` (create
-``$MVSINK_SYNC_DIR/<point>.ready`` and wait until ``<point>.go`` appears there: lets a test
+``$MVSINK_SYNC_DIR/<point>.ready`` and wait until ``<point>.go`` appears there, ``<point>@<view>``
+for an item limited to one view: lets a test
 hold two processes just before their commits and release them in a chosen order; the
 ``.ready`` file holds the waiting process's pid, so a test can also ``kill -9`` it there).
 Point names in those files have ``:`` replaced by ``-``.
@@ -30,7 +31,7 @@ SYNC_DIR_ENV = "MVSINK_SYNC_DIR"
 SYNC_TIMEOUT_SECONDS = 300
 
 
-def _armed(name: str, view: str | None) -> str | None:
+def _armed(name: str, view: str | None) -> tuple[str, str] | None:
     for item in (i.strip() for i in os.environ.get(ENV, "").split(",") if i.strip()):
         once = item.endswith(":once")
         if once:
@@ -44,7 +45,7 @@ def _armed(name: str, view: str | None) -> str | None:
         if point == name and (not only or only == view):
             if once and not _first_time(name, only):
                 continue
-            return action
+            return action, only
     return None
 
 
@@ -67,13 +68,14 @@ def _first_time(name: str, only: str) -> bool:
 def failpoint(name: str, *, view: str | None = None, views_dir: str | None = None,
               refresh_time: int | None = None) -> None:
     """Raise, exit or compete if ``name`` is armed in the environment (for ``view``)."""
-    action = _armed(name, view)
-    if action is None:
+    armed = _armed(name, view)
+    if armed is None:
         return
+    action, only = armed
     if action == "exit":
         os._exit(97)
     if action == "sync":
-        _sync(name)
+        _sync(name + (f"@{only}" if only else ""))
         return
     if action == "compete" and view and views_dir and refresh_time is not None:
         env = {k: v for k, v in os.environ.items() if k != ENV}
