@@ -4,7 +4,7 @@ PY := $(VENV)/bin/python
 DATA_ROOT ?= $(CURDIR)/data
 export SPARK_LOCAL_IP ?= 127.0.0.1
 
-.PHONY: install demo test test-fast lint bench bench-formulations airflow clean
+.PHONY: install demo test test-fast lint bench bench-formulations soak airflow clean
 
 $(VENV)/.installed: pyproject.toml
 	python3 -m venv $(VENV)
@@ -44,6 +44,11 @@ bench: install
 ## bench-formulations: the correction formulations side by side (about 15 minutes)
 bench-formulations: install
 	$(PY) bench/diff_formulations.py
+
+## soak: 2 Airflow installations + CLI refreshes race on one view for ROUNDS rounds; report in bench/SOAK.md
+ROUNDS ?= 12
+soak: install
+	$(PY) bench/soak.py --rounds $(ROUNDS) --homes 2 --report bench/SOAK.md
 
 clean:
 	rm -rf $(VENV) data .airflow .pytest_cache .mypy_cache .ruff_cache

@@ -358,3 +358,34 @@ def test_batch_description_refuses_edited_field_types(field, value):
     d["sources"][0]["version"] = "7"
     with pytest.raises(ValueError, match="field 'version'"):
         BatchDescription.from_dict(d)
+
+
+def test_failpoint_once_fires_only_the_first_time_and_view_scoped(monkeypatch, tmp_path):
+    monkeypatch.setenv("MVSINK_SYNC_DIR", str(tmp_path))
+    monkeypatch.setenv(ENV, "append:after_commit@v1:once,write:after_staging:raise:once")
+    assert failpoint("append:after_commit", view="v2") is None  # another view: not armed, nothing recorded
+    assert failpoint("append:after_commit") is None  # no view given: a view-scoped point does not fire
+    with pytest.raises(InjectedFault):
+        failpoint("append:after_commit", view="v1")
+    assert failpoint("append:after_commit", view="v1") is None  # the retry passes
+    assert (tmp_path / "append-after_commit@v1.fired").read_text() == str(os.getpid())
+    with pytest.raises(InjectedFault):
+        failpoint("write:after_staging", view="any")
+    assert failpoint("write:after_staging", view="other") is None
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["append-after_commit@v1.fired", "write-after_staging.fired"]
+
+
+def test_dag_task_retries_from_the_environment(monkeypatch):
+    import datetime as dt
+
+    from mvsink.dags import task_retries
+
+    monkeypatch.delenv("MVSINK_TASK_RETRIES", raising=False)
+    monkeypatch.delenv("MVSINK_TASK_RETRY_DELAY_SECONDS", raising=False)
+    assert task_retries() == {"retries": 2, "retry_delay": dt.timedelta(seconds=10)}
+    monkeypatch.setenv("MVSINK_TASK_RETRIES", "5")
+    monkeypatch.setenv("MVSINK_TASK_RETRY_DELAY_SECONDS", "0.5")
+    assert task_retries() == {"retries": 5, "retry_delay": dt.timedelta(seconds=0.5)}
+    monkeypatch.setenv("MVSINK_TASK_RETRIES", "-1")
+    with pytest.raises(ValueError, match="must not be negative"):
+        task_retries()

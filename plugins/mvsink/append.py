@@ -190,7 +190,7 @@ def append(view: ViewDefinition, desc: BatchDescription, report: WriteReport | N
             if report is not None and _needs_error_column(dt, report):
                 _add_error_column(view, desc, dt)
                 continue
-            failpoint("append:before_commit")
+            failpoint("append:before_commit", view=view.name)
             try:
                 _commit(dt, desc, app_id=view.app_id, txn_version=desc.upper, schema=dt.schema(), actions=actions,
                         meta=commit_metadata(desc, "append",
@@ -205,7 +205,7 @@ def append(view: ViewDefinition, desc: BatchDescription, report: WriteReport | N
                          dt.version() + 1, exc)
                 continue
             version = dt.version() + 1
-            failpoint("append:after_commit")
+            failpoint("append:after_commit", view=view.name)
             _settle(view, desc, None, desc.upper)
             return _appended(view, desc, report, version, desc.upper, res)
 

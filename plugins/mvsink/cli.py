@@ -1,4 +1,4 @@
-"""Command line: ``mvsink refresh|read|changes|status|compact|vacuum``."""
+"""Command line: ``mvsink refresh|read|changes|status|compact|vacuum|gc``."""
 
 from __future__ import annotations
 
@@ -80,6 +80,14 @@ def build_parser() -> argparse.ArgumentParser:
     vc.add_argument("--dry-run", action="store_true", help="list the files, delete nothing")
     vc.add_argument("--json", action="store_true")
 
+    gc = sub.add_parser("gc", help="delete staged batches no commit references (never one that may still commit)")
+    common(gc)
+    gc.add_argument("--grace-seconds", type=float, metavar="N",
+                    help="an unfinished write younger than N seconds counts as in flight and is kept "
+                         "(default: $MVSINK_STAGING_GRACE_SECONDS or 3600)")
+    gc.add_argument("--dry-run", action="store_true", help="report what would be removed, remove nothing")
+    gc.add_argument("--json", action="store_true")
+
     cs = sub.add_parser("connect-server", help="run a Spark Connect server on 127.0.0.1 for fast refreshes")
     cs.add_argument("--port", type=int, default=15002)
     cs.add_argument("--master", default="local[2]")
@@ -150,6 +158,30 @@ def _connect_server(args: argparse.Namespace) -> int:
     return 0
 
 
+def _gc(view: Any, *, grace_seconds: float | None, dry_run: bool) -> dict[str, Any]:
+    from .staging import gc
+    from .table import active_paths, check_readable, open_table, read_frontier
+
+    dt = open_table(view.target)
+    if dt is None:
+        return {"discarded": [], "settled": [], "orphans": [], "kept": [], "upper": None}
+    check_readable(dt, path=view.target, role=f"view {view.name}: target table")
+    fr = read_frontier(dt, app_id=view.app_id, since_app_id=view.since_app_id)
+    res: dict[str, Any] = gc(view.target, upper=fr.upper, active=active_paths(dt), grace_seconds=grace_seconds,
+                             dry_run=dry_run)
+    return {**res, "upper": fr.upper}
+
+
+def _gc_summary(name: str, res: dict[str, Any], dry_run: bool) -> str:
+    verb = "would remove" if dry_run else "removed"
+    lines = [f"{name}: {verb} {len(res['discarded'])} dead staged batch(es), {len(res['orphans'])} orphan "
+             f"folder(s); {'would settle' if dry_run else 'settled'} {len(res['settled'])} committed batch(es); "
+             f"kept {len(res['kept'])} (may still commit, or written less than the grace period ago)"]
+    for k in ("discarded", "orphans", "settled", "kept"):
+        lines += [f"  {k}: {b}" for b in res[k]]
+    return "\n".join(lines)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING,
@@ -187,6 +219,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             vres = vacuum(view, retention_hours=args.retention_hours, dry_run=args.dry_run,
                           enforce_retention=not args.force)
             print(json.dumps(vres.to_dict(), sort_keys=True) if args.json else vres.summary())
+        elif args.command == "gc":
+            gres = _gc(view, grace_seconds=args.grace_seconds, dry_run=args.dry_run)
+            print(json.dumps(gres, sort_keys=True) if args.json else _gc_summary(view.name, gres, args.dry_run))
         elif args.command == "status":
             from .status import format_status, view_status
 

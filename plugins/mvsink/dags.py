@@ -31,6 +31,20 @@ SPARK_CONN_ID = os.environ.get("MVSINK_SPARK_CONN_ID", "spark_default")
 MAX_RESCHEDULES = int(os.environ.get("MVSINK_MAX_RESCHEDULES", "3"))
 
 
+def task_retries() -> dict[str, Any]:
+    """Airflow retries of every task of a view's DAG (``MVSINK_TASK_RETRIES``, ``MVSINK_TASK_RETRY_DELAY_SECONDS``).
+
+    Every task is safe to retry: mint re-mints (the same batch id while the upper has not moved),
+    write restages the same batch (overwriting what a crashed try left), and append first looks
+    for its batch id in the commit log, so a commit whose reply was lost is reported, not redone.
+    """
+    retries = int(os.environ.get("MVSINK_TASK_RETRIES", "2"))
+    delay = float(os.environ.get("MVSINK_TASK_RETRY_DELAY_SECONDS", "10"))
+    if retries < 0 or delay < 0:
+        raise ValueError("MVSINK_TASK_RETRIES and MVSINK_TASK_RETRY_DELAY_SECONDS must not be negative")
+    return {"retries": retries, "retry_delay": _dt.timedelta(seconds=delay)}
+
+
 def dag_id_for(view_name: str) -> str:
     return f"{DAG_PREFIX}{view_name}"
 
@@ -115,7 +129,7 @@ def build_dag(view: ViewDefinition, *, views: dict[str, ViewDefinition] | None =
         tags=["mvsink", *view.tags],
         doc_md=_doc_md(view),
         description=(view.description.splitlines()[0][:200] if view.description else f"materialized view {view.name}"),
-        default_args={"retries": 1, "retry_delay": _dt.timedelta(seconds=10)},
+        default_args=task_retries(),
         params={
             # nullable: the UI's trigger form treats an empty non-null param as missing and blocks the trigger
             "refresh_time": Param(None, type=["null", "string"], title="Refresh time",

@@ -78,18 +78,23 @@ class LocalAirflow:
     def start(self, components: tuple[str, ...] = COMPONENTS) -> None:
         self.home.mkdir(parents=True, exist_ok=True)
         self.run("db", "migrate")
-        logs = self.home / "component-logs"
-        logs.mkdir(exist_ok=True)
         for c in components:
-            args = [c]
-            if c in ("scheduler", "triggerer"):
-                args.append("--skip-serve-logs")
-            if c == "api-server":
-                args += ["--host", "127.0.0.1", "--port", str(self.port)]
-            out = open(logs / f"{c}.log", "ab")  # noqa: SIM115 - closed with the process
-            self.procs[c] = subprocess.Popen([self.airflow, *args], env=self.env, stdout=out, stderr=out,
-                                             start_new_session=True)
+            self.start_component(c)
         self.wait_healthy()
+
+    def start_component(self, c: str) -> subprocess.Popen[bytes]:
+        """Start one component (in a session of its own); also to restart one that died."""
+        logs = self.home / "component-logs"
+        logs.mkdir(parents=True, exist_ok=True)
+        args = [c]
+        if c in ("scheduler", "triggerer"):
+            args.append("--skip-serve-logs")
+        if c == "api-server":
+            args += ["--host", "127.0.0.1", "--port", str(self.port)]
+        out = open(logs / f"{c}.log", "ab")  # noqa: SIM115 - closed with the process
+        self.procs[c] = subprocess.Popen([self.airflow, *args], env=self.env, stdout=out, stderr=out,
+                                         start_new_session=True)
+        return self.procs[c]
 
     def wait_healthy(self, timeout: float = 120) -> None:
         deadline = time.monotonic() + timeout

@@ -89,7 +89,7 @@ def _writing_since(table: str, batch_id: str) -> float | None:
 
 
 def collect_garbage(table: str, *, upper: int, active: set[str], keep: str | None = None,
-                    grace_seconds: float | None = None) -> dict[str, list[str]]:
+                    grace_seconds: float | None = None, dry_run: bool = False) -> dict[str, list[str]]:
     """Clean up after crashes and lost races, never touching a batch that may still commit.
 
     A batch ``[lower, u)`` can commit only while the table's upper equals ``lower``; once
@@ -97,6 +97,7 @@ def collect_garbage(table: str, *, upper: int, active: set[str], keep: str | Non
     or dead (delete its files and manifest). ``active`` holds the table's active file paths.
     A dead batch whose Spark write is still running is left to its own append (which
     discards it) unless it started more than ``grace_seconds`` ago (a crashed write).
+    ``dry_run``: only report what would be done.
     """
     grace = GRACE_SECONDS if grace_seconds is None else grace_seconds
     committed_dirs = {p.split("/")[1] for p in active if p.startswith(BATCHES + "/") and p.count("/") >= 2}
@@ -107,7 +108,8 @@ def collect_garbage(table: str, *, upper: int, active: set[str], keep: str | Non
         if batch_id == keep or parsed is None or parsed[1] >= upper:
             continue
         if batch_id in committed_dirs:
-            forget_manifest(table, batch_id)
+            if not dry_run:
+                forget_manifest(table, batch_id)
             done["settled"].append(batch_id)
         else:
             started = _writing_since(table, batch_id)
@@ -120,14 +122,60 @@ def collect_garbage(table: str, *, upper: int, active: set[str], keep: str | Non
     in_log = committed_in_log(table, dead) if dead else set()
     for batch_id in dead:
         if batch_id in in_log:
-            forget_manifest(table, batch_id)
+            if not dry_run:
+                forget_manifest(table, batch_id)
             done["settled"].append(batch_id)
         else:
-            discard_batch(table, batch_id)
+            if not dry_run:
+                discard_batch(table, batch_id)
             done["discarded"].append(batch_id)
-    if done["discarded"] or done["settled"]:
+    if (done["discarded"] or done["settled"]) and not dry_run:
         log.info("table %s: cleaned up staged batches %s", table, done)
     return done
+
+
+def orphan_dirs(table: str, *, grace_seconds: float | None = None) -> list[str]:
+    """Batch folders with no manifest that no append commit names, untouched for ``grace_seconds``.
+
+    Such a folder is what a crash between deleting a dead batch's files and its manifest, or a
+    manifest removed by hand, leaves behind. A batch in flight always has a manifest (written
+    before Spark writes a file), so it is never one of these. Lists every batch folder: meant for
+    ``mvsink gc``, not for every refresh.
+    """
+    grace = GRACE_SECONDS if grace_seconds is None else grace_seconds
+    root = Path(table) / BATCHES
+    if not root.is_dir():
+        return []
+    staged = set(list_staged(table))
+    now = time.time()
+    candidates = []
+    for d in root.iterdir():
+        if not d.is_dir() or d.name in staged or parse_batch_id(d.name) is None:
+            continue
+        newest = max([d.stat().st_mtime, *(f.stat().st_mtime for f in d.iterdir())])
+        if now - newest >= grace:
+            candidates.append(d.name)
+    if not candidates:
+        return []
+    in_log = committed_in_log(table, candidates, slack_seconds=float("inf"))
+    return sorted(b for b in candidates if b not in in_log)
+
+
+def gc(table: str, *, upper: int, active: set[str], grace_seconds: float | None = None,
+       dry_run: bool = False) -> dict[str, list[str]]:
+    """``mvsink gc``: :func:`collect_garbage`, then orphan batch folders; reports what is kept and why.
+
+    Returns ``discarded`` (dead batches deleted), ``settled`` (committed batches whose manifest was
+    dropped), ``orphans`` (manifest-less, never committed folders deleted), ``kept`` (batches that
+    may still commit or whose write is younger than the grace period).
+    """
+    done = collect_garbage(table, upper=upper, active=active, grace_seconds=grace_seconds, dry_run=dry_run)
+    orphans = orphan_dirs(table, grace_seconds=grace_seconds)
+    if not dry_run:
+        for b in orphans:
+            shutil.rmtree(batch_dir(table, b), ignore_errors=True)
+    gone = set(done["discarded"]) | set(done["settled"])
+    return {**done, "orphans": orphans, "kept": [b for b in list_staged(table) if b not in gone]}
 
 
 def committed_in_log(table: str, batch_ids: list[str], *, slack_seconds: float = 3600) -> set[str]:

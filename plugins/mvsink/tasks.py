@@ -30,7 +30,7 @@ def spark_env() -> dict[str, str]:
     """Environment of the spark-submit process (the data root and this Python)."""
     env = {"PYSPARK_PYTHON": sys.executable, "PYSPARK_DRIVER_PYTHON": sys.executable,
            "SPARK_LOCAL_IP": os.environ.get("SPARK_LOCAL_IP", "127.0.0.1")}
-    for k in ("MVSINK_DATA_ROOT", "MVSINK_FAIL_POINTS", "MVSINK_REPORTS_DIR"):
+    for k in ("MVSINK_DATA_ROOT", "MVSINK_FAIL_POINTS", "MVSINK_SYNC_DIR", "MVSINK_REPORTS_DIR"):
         if k in os.environ:
             env[k] = os.environ[k]
     return env

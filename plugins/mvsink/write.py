@@ -329,6 +329,13 @@ def run_write(spark: SparkSession, view: ViewDefinition, desc: BatchDescription)
                            checks=check_counts(), seconds=time.monotonic() - t0, **base)  # type: ignore[arg-type]
 
     folder = batch_dir(desc.target, desc.batch_id)
+    # The batch folder is overwritten below. A try of this write orphaned by a killed Airflow task may
+    # get here after a retry of the same batch committed: never overwrite a batch that can no longer
+    # be staged (its files may be the table's now).
+    if read_frontier(open_table(desc.target), app_id=view.app_id, since_app_id=view.since_app_id).upper > desc.lower:
+        log.warning("view %s: batch [%d, %d) went stale before staging; staging nothing", view.name, desc.lower,
+                    desc.upper)
+        return WriteReport(status="stale", seconds=time.monotonic() - t0, **base)  # type: ignore[arg-type]
     write_intent(desc.target, desc.batch_id)
     obs = Observation(f"mvsink_{desc.batch_id[-8:]}")
     try:
@@ -363,7 +370,7 @@ def run_write(spark: SparkSession, view: ViewDefinition, desc: BatchDescription)
         write_manifest(desc.target, report)
         log.info("view %s: staged %d file(s), %d bytes: +%d -%d rows in batch %s", view.name, len(files),
                  report.bytes, report.rows_added, report.rows_retracted, desc.batch_id)
-        failpoint("write:after_staging")
+        failpoint("write:after_staging", view=view.name)
     else:
         discard_batch(desc.target, desc.batch_id)
         log.info("view %s: no corrections; nothing staged", view.name)

@@ -1,0 +1,328 @@
+"""Concurrency soak: independent Airflow installations plus manual CLI refreshes race on one view.
+
+    .venv/bin/python bench/soak.py --rounds 12 --homes 2 --report bench/SOAK.md [--work DIR] [--seed N]
+
+Starts ``--homes`` LocalAirflow installations (own AIRFLOW_HOME, SQLite DB and port on 127.0.0.1;
+the same DAGs folder and data root), then for every round: makes a random change to the source
+(insert, delete, update, or none), and for refresh time ``R = BASE + round hours`` triggers a run
+on every installation and one ``mvsink refresh`` CLI call at once. When every run (including the
+runs that reschedules start) has finished it checks, and records in the report:
+
+- contents at ``R`` == the DuckDB oracle over the source as of ``R``;
+- exactly one append commit for ``R`` (no duplicate), and no failed run;
+- orphans: staged manifests and never-committed batch folders left behind (must be 0);
+- counts: appends (data, or upper-only when nothing changed), reschedules (upper mismatches:
+  DAG reschedule runs and CLI results), no-ops (runs that found the view up to date).
+
+Not part of the default test run (``tests/test_soak.py`` runs a 2-round version).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+from deltalake import DeltaTable
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO / "tests"))
+
+from deltahelp import BASE, HOUR, delete_at, multiset, oracle, staged_leftovers, update_at, write_at, write_view  # noqa: E402
+from mvsink.localairflow import LocalAirflow  # noqa: E402
+from mvsink.read import read_view  # noqa: E402
+from mvsink.view import Catalog  # noqa: E402
+
+QUERY = "SELECT o.cust_id, o.status, o.qty FROM orders o WHERE o.qty > 1 OR o.qty IS NULL"
+SCHEMA = pa.schema([("id", pa.int64()), ("cust_id", pa.int32()), ("status", pa.string()), ("qty", pa.int32())])
+
+
+def _rows(rng: random.Random, start: int, n: int) -> pa.Table:
+    return pa.Table.from_pylist([{"id": start + i, "cust_id": rng.choice([1, 2, 3, None]),
+                                  "status": rng.choice(["open", "shipped", "returned"]),
+                                  "qty": rng.choice([0, 1, 2, 3, 5, None])} for i in range(n)], schema=SCHEMA)
+
+
+class Soak:
+    def __init__(self, work: Path, *, homes: int = 2, seed: int = 6, cli: bool = True,
+                 log: Any = print) -> None:
+        self.work, self.n_homes, self.cli, self.log = work, homes, cli, log
+        self.rng = random.Random(seed)
+        self.data, self.dags = work / "data", work / "dags"
+        self.views = self.dags / "views"
+        self.orders = str(self.data / "orders")
+        self.next_id = 0
+        self.homes: list[LocalAirflow] = []
+        self.seen: list[set[str]] = []
+        self.rounds: list[dict[str, Any]] = []
+
+    # -- setup -------------------------------------------------------------------------------------
+    def setup(self) -> None:
+        self.views.mkdir(parents=True)
+        self.data.mkdir(parents=True)
+        shutil.copy(REPO / "dags" / "mvsink_views.py", self.dags / "mvsink_views.py")
+        write_at(self.orders, _rows(self.rng, 0, 40), BASE - HOUR)
+        self.next_id = 40
+        write_view(self.views, "soak", query=QUERY, sources={"orders": "orders"}, target="views/soak", as_of=BASE,
+                   schedule="manual")
+        os.environ["MVSINK_DATA_ROOT"] = str(self.data)
+        self.view = Catalog(self.views).get("soak")
+        for i in range(self.n_homes):
+            af = LocalAirflow(self.work / f"home{i}", self.dags, data_root=self.data,
+                              extra_env={"MVSINK_REPORTS_DIR": str(self.work / "reports"),
+                                         "MVSINK_TASK_RETRY_DELAY_SECONDS": "2"})
+            af.env.pop("MVSINK_FAIL_POINTS", None)
+            self.homes.append(af)
+            self.seen.append(set())
+        for af in self.homes:  # one at a time: db migrate and start-up are CPU-heavy
+            af.start()
+            deadline = time.monotonic() + 240
+            while "mv_soak" not in self._dag_ids(af):
+                if time.monotonic() > deadline:
+                    raise RuntimeError(f"mv_soak not parsed by {af.url}")
+                time.sleep(2)
+            self.log(f"airflow {af.home.name} up at {af.url}")
+
+    def stop(self) -> None:
+        for af in self.homes:
+            af.stop()
+
+    @staticmethod
+    def _dag_ids(af: LocalAirflow) -> set[str]:
+        status, body = af.api("GET", "/api/v2/dags?limit=100", token=af.token())
+        return {d["dag_id"] for d in body.get("dags", [])} if status == 200 else set()
+
+    # -- one round ---------------------------------------------------------------------------------
+    def change_source(self, when: int) -> str:
+        kind = self.rng.choice(["insert", "insert", "delete", "update", "none"])
+        if kind == "insert":
+            n = self.rng.randint(1, 8)
+            write_at(self.orders, _rows(self.rng, self.next_id, n), when)
+            self.next_id += n
+            return f"insert {n}"
+        if kind == "delete":
+            lo = self.rng.randrange(0, self.next_id)
+            delete_at(self.orders, f"id >= {lo} AND id < {lo + 4}", when)
+            return f"delete ids {lo}..{lo + 3}"
+        if kind == "update":
+            lo = self.rng.randrange(0, self.next_id)
+            update_at(self.orders, {"qty": str(self.rng.choice([2, 7]))}, f"id >= {lo} AND id < {lo + 5}", when)
+            return f"update ids {lo}..{lo + 4}"
+        return "none"
+
+    def _trigger(self, af: LocalAirflow, r: int) -> str:
+        status, body = af.api("POST", "/api/v2/dags/mv_soak/dagRuns",
+                              {"logical_date": None, "conf": {"refresh_time": str(r)}}, token=af.token())
+        if status not in (200, 201):
+            raise RuntimeError(f"trigger on {af.url} failed: {status} {body}")
+        return str(body["dag_run_id"])
+
+    def _runs(self, af: LocalAirflow) -> list[dict[str, Any]]:
+        status, body = af.api("GET", "/api/v2/dags/mv_soak/dagRuns?limit=1000", token=af.token())
+        if status != 200:
+            raise RuntimeError(f"list runs on {af.url}: {status} {body}")
+        return list(body["dag_runs"])
+
+    def _xcom(self, af: LocalAirflow, run_id: str, task: str, key: str) -> Any:
+        status, body = af.api("GET", f"/api/v2/dags/mv_soak/dagRuns/{run_id}/taskInstances/{task}/xcomEntries/{key}",
+                              token=af.token())
+        if status != 200:
+            return None
+        v = body["value"]
+        return json.loads(v) if isinstance(v, str) and v.startswith("{") else v
+
+    def _home_of(self, run_id: str) -> str:
+        for i, seen in enumerate(self.seen):
+            if run_id in seen:
+                return f"airflow home{i}"
+        return "airflow"
+
+    def _wait_quiet(self, timeout: float = 1200) -> list[list[dict[str, Any]]]:
+        """Every run of every installation finished, twice in a row 4 s apart (reschedules included)."""
+        deadline = time.monotonic() + timeout
+        quiet = 0
+        while time.monotonic() < deadline:
+            runs = [self._runs(af) for af in self.homes]
+            if all(x["state"] in ("success", "failed") for rs in runs for x in rs):
+                quiet += 1
+                if quiet >= 2:
+                    return runs
+            else:
+                quiet = 0
+            time.sleep(4)
+        raise RuntimeError("runs did not finish in time")
+
+    def round(self, k: int) -> dict[str, Any]:
+        t0 = time.monotonic()
+        r = BASE + k * HOUR
+        change = self.change_source(r - 20 * 60_000)
+        cli = None
+        racers: list[Any] = [*self.homes, *(["cli"] if self.cli else [])]
+        self.rng.shuffle(racers)  # who starts first, and with what head start, varies by round
+        for racer in racers:
+            time.sleep(self.rng.choice([0, 0, 1, 3]))
+            if racer == "cli":
+                cli = subprocess.Popen([sys.executable, "-m", "mvsink", "refresh", "soak", "--at", str(r), "--json",
+                                        "--run-id", f"soak-cli-{k}", "--views-dir", str(self.views)],
+                                       stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                       env={k_: v for k_, v in os.environ.items() if k_ != "MVSINK_FAIL_POINTS"})
+            else:
+                self._trigger(racer, r)
+        outcomes: Counter[str] = Counter()
+        problems: list[str] = []
+        if cli is not None:
+            out, err = cli.communicate(timeout=1200)
+            if cli.returncode != 0:
+                problems.append(f"CLI refresh failed: {err[-500:]}")
+            else:
+                outcomes[f"cli {json.loads(out)['status']}"] += 1
+        all_runs = self._wait_quiet()
+        failed = 0
+        for i, (af, runs) in enumerate(zip(self.homes, all_runs)):
+            for run in runs:
+                rid = run["dag_run_id"]
+                if rid in self.seen[i]:
+                    continue
+                self.seen[i].add(rid)
+                if run["state"] != "success":
+                    failed += 1
+                    problems.append(f"{af.home.name} run {rid} {run['state']}")
+                    continue
+                summary = self._xcom(af, rid, "append", "summary") or self._xcom(af, rid, "mint", "summary") or {}
+                status = summary.get("status", "unknown")
+                outcomes[f"dag {status}"] += 1
+                if (run.get("conf") or {}).get("attempt"):
+                    outcomes["dag reschedule runs"] += 1
+        hist = [h for h in DeltaTable(self.view.target).history() if h.get("mvsink.operation") == '"append"'
+                and json.loads(h["mvsink.refresh_time"]) == r]
+        got = multiset(read_view(self.view, as_of=r))
+        want = oracle(QUERY, {"orders": self.orders}, r)
+        leftovers = staged_leftovers(self.view.target)
+        if got != want:
+            problems.append(f"contents != oracle at {r}: {sum(got.values())} rows vs {sum(want.values())}")
+        if len(hist) != 1:
+            problems.append(f"{len(hist)} append commits for refresh time {r}")
+        if leftovers:
+            problems.append(f"orphans: {leftovers}")
+        mode = json.loads(hist[0].get("mvsink.mode", '""')) if hist else ""
+        winner = json.loads(hist[0]["mvsink.run_id"]) if hist else ""
+        res = {
+            "round": k, "refresh_time": r, "change": change, "rows": sum(want.values()),
+            "oracle_ok": got == want, "appends": len(hist), "append_mode": mode,
+            "winner": "cli" if winner.startswith("soak-cli") else self._home_of(winner),
+            "reschedules": outcomes["dag rescheduled"] + outcomes["cli rescheduled"],
+            "no_ops": outcomes["dag up_to_date"] + outcomes["cli up_to_date"],
+            "failed_runs": failed, "orphans": len(leftovers), "outcomes": dict(outcomes),
+            "seconds": round(time.monotonic() - t0, 1), "problems": problems,
+        }
+        self.rounds.append(res)
+        self.log(f"round {k}: {change}; {res['rows']} rows, oracle {'ok' if res['oracle_ok'] else 'MISMATCH'}, "
+                 f"appends {res['appends']} ({mode}, by {res['winner']}), reschedules {res['reschedules']}, "
+                 f"no-ops {res['no_ops']}, failed {failed}, orphans {res['orphans']}, {res['seconds']} s"
+                 + (f"; PROBLEMS {problems}" if problems else ""))
+        return res
+
+
+def totals(rounds: list[dict[str, Any]]) -> dict[str, Any]:
+    return {
+        "rounds": len(rounds),
+        "oracle_ok_rounds": sum(r["oracle_ok"] for r in rounds),
+        "appends": sum(r["appends"] for r in rounds),
+        "appends_upper_only": sum(r["appends"] for r in rounds if r["append_mode"] == "unchanged"),
+        "reschedules": sum(r["reschedules"] for r in rounds),
+        "no_ops": sum(r["no_ops"] for r in rounds),
+        "failed_runs": sum(r["failed_runs"] for r in rounds),
+        "orphans": sum(r["orphans"] for r in rounds),
+        "won_by": dict(Counter(r["winner"] for r in rounds)),
+        "problems": [p for r in rounds for p in r["problems"]],
+    }
+
+
+def write_report(path: Path, soak: Soak, tot: dict[str, Any], wall: float, args: argparse.Namespace) -> None:
+    lines = [
+        "# Concurrency soak", "",
+        f"`bench/soak.py --rounds {args.rounds} --homes {args.homes} --seed {args.seed}`"
+        f"{'' if args.cli else ' --no-cli'}: {args.homes} independent Airflow 3.3 installations (own "
+        "AIRFLOW_HOME, SQLite DB, api-server/scheduler/dag-processor/triggerer on 127.0.0.1, LocalExecutor, "
+        "spark-submit `local[2]`)" + (" plus one manual `mvsink refresh` CLI call" if args.cli else "")
+        + " refresh the same view at the same refresh time every round, after a random change to its source. "
+        "Machine: 2 cores, shared with other work.", "",
+        "| rounds | contents == oracle | appends (upper-only) | reschedules | no-ops | failed runs | orphans | "
+        "winners | wall time |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+        f"| {tot['rounds']} | {tot['oracle_ok_rounds']}/{tot['rounds']} | {tot['appends']} "
+        f"({tot['appends_upper_only']}) | {tot['reschedules']} | {tot['no_ops']} | {tot['failed_runs']} | "
+        f"{tot['orphans']} | {', '.join(f'{k}: {v}' for k, v in sorted(tot['won_by'].items()))} | {wall / 60:.1f} min |",
+        "",
+        "- appends: append commits in the view's Delta log for the round's refresh time (exactly one per round "
+        "means no duplicate); upper-only: the no-change shortcut (no Spark job, only the upper moved).",
+        "- reschedules: upper mismatches (an Airflow run whose append lost and started a reschedule run, or a "
+        "CLI refresh that reported `rescheduled`); no-ops: runs that minted nothing (up to date), mostly the "
+        "reschedule runs and late racers.",
+        "- orphans: staged manifests plus batch folders no append commit names, after the round "
+        "(`tests/deltahelp.staged_leftovers`).", "",
+        "| round | source change | rows | oracle | append (mode, winner) | reschedules | no-ops | failed | orphans "
+        "| seconds |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+    ]
+    for r in soak.rounds:
+        lines.append(f"| {r['round']} | {r['change']} | {r['rows']} | {'ok' if r['oracle_ok'] else 'MISMATCH'} | "
+                     f"{r['appends']} ({r['append_mode']}, {r['winner']}) | {r['reschedules']} | {r['no_ops']} | "
+                     f"{r['failed_runs']} | {r['orphans']} | {r['seconds']} |")
+    if tot["problems"]:
+        lines += ["", "Problems:", *[f"- {p}" for p in tot["problems"]]]
+    path.write_text("\n".join(lines) + "\n")
+
+
+def run(args: argparse.Namespace, log: Any = print) -> dict[str, Any]:
+    work = Path(args.work) if args.work else Path(tempfile.mkdtemp(prefix="mvsink-soak-"))
+    t0 = time.monotonic()
+    soak = Soak(work, homes=args.homes, seed=args.seed, cli=args.cli, log=log)
+    try:
+        soak.setup()
+        for k in range(1, args.rounds + 1):
+            soak.round(k)
+    finally:
+        soak.stop()
+    wall = time.monotonic() - t0
+    tot = totals(soak.rounds)
+    tot["wall_seconds"] = round(wall, 1)
+    if args.report:
+        write_report(Path(args.report), soak, tot, wall, args)
+    if not args.work and not args.keep:
+        shutil.rmtree(work, ignore_errors=True)
+    return tot
+
+
+def parser() -> argparse.ArgumentParser:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--rounds", type=int, default=12)
+    ap.add_argument("--homes", type=int, default=2, help="independent Airflow installations")
+    ap.add_argument("--seed", type=int, default=6)
+    ap.add_argument("--no-cli", dest="cli", action="store_false", help="no manual CLI refresh in the race")
+    ap.add_argument("--report", help="write the Markdown report here (e.g. bench/SOAK.md)")
+    ap.add_argument("--work", help="working folder (default: a temporary one, removed afterwards)")
+    ap.add_argument("--keep", action="store_true", help="keep the temporary working folder")
+    return ap
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parser().parse_args(argv)
+    tot = run(args, log=lambda m: print(m, flush=True))
+    print(json.dumps(tot, indent=1))
+    ok = tot["oracle_ok_rounds"] == tot["rounds"] and tot["appends"] == tot["rounds"] and not tot["problems"]
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
