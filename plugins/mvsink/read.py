@@ -47,13 +47,18 @@ def check_read_time(name: str, fr: Frontier, as_of_view: int, as_of: int | None)
 
 def readable_time(view: ViewDefinition, as_of: int | None) -> tuple[int, object]:
     """Check ``as_of`` against since/as_of/upper; return the time to read and the table handle."""
+    dt, fr = open_view_table(view)
+    return check_read_time(view.name, fr, view.as_of, as_of), dt
+
+
+def open_view_table(view: ViewDefinition) -> tuple[Any, Frontier]:
+    """The view's table and its frontiers; a clear error if it does not exist yet or cannot be read."""
     dt = open_table(view.target)
     if dt is None:
         raise ReadTimeError(f"view {view.name}: table {view.target} does not exist yet. "
                             f"Fix: refresh the view first (mvsink refresh {view.name} --at TIME).")
     check_readable(dt, path=view.target, role=f"view {view.name}: target table")
-    fr = read_frontier(dt, app_id=view.app_id, since_app_id=view.since_app_id)
-    return check_read_time(view.name, fr, view.as_of, as_of), dt
+    return dt, read_frontier(dt, app_id=view.app_id, since_app_id=view.since_app_id)
 
 
 def consolidated(updates: pa.Table, *, through: int) -> pa.Table:
@@ -129,12 +134,7 @@ def changes(view: ViewDefinition | str, from_time: int, to_time: int | None = No
     import pyarrow as pa
 
     v = resolve_view(view, views_dir)
-    dt = open_table(v.target)
-    if dt is None:
-        raise ReadTimeError(f"view {v.name}: table {v.target} does not exist yet. "
-                            f"Fix: refresh the view first (mvsink refresh {v.name} --at TIME).")
-    check_readable(dt, path=v.target, role=f"view {v.name}: target table")
-    fr = read_frontier(dt, app_id=v.app_id, since_app_id=v.since_app_id)
+    dt, fr = open_view_table(v)
     end = fr.upper if to_time is None else to_time
     if end > fr.upper:
         raise ReadTimeError(f"view {v.name}: changes up to {format_time(end)} ({end}) are not final: the upper is "
