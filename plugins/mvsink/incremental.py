@@ -291,9 +291,13 @@ def incremental_corrections(spark: SparkSession, view: ViewDefinition, desc: Bat
         return None, "a source is a view"
     if any(s.name not in base or base[s.name] > s.version for s in desc.sources):
         return None, "the last refresh's source versions are unknown"
+    why = {k: v for k, v in linearity(spark, view.query, [s.name for s in changed], desired=desired).items() if v}
+    if why:  # the plan first: in classic Spark it is already analysed (Connect: one EXPLAIN)
+        name, reason = next(iter(why.items()))
+        return None, f"not linear in {name!r}: {reason}"
     changes: dict[str, ChangeSet] = {}
     fraction = max_fraction()
-    for s in changed:  # the Delta logs first: cheaper than asking Spark for the plan
+    for s in changed:
         cs = change_set(s.path, base[s.name], s.version)
         if isinstance(cs, str):
             return None, f"source {s.name!r}: {cs}"
@@ -302,10 +306,6 @@ def incremental_corrections(spark: SparkSession, view: ViewDefinition, desc: Bat
             return None, (f"source {s.name!r} changed {cs.bytes} bytes of files against {total} "
                           f"(over {fraction:.0%}; enable delta.enableChangeDataFeed on it for smaller change sets)")
         changes[s.name] = cs
-    why = {k: v for k, v in linearity(spark, view.query, [s.name for s in changed], desired=desired).items() if v}
-    if why:
-        name, reason = next(iter(why.items()))
-        return None, f"not linear in {name!r}: {reason}"
     frames: dict[str, tuple[DataFrame, DataFrame]] = {}
     for s in changed:
         sdt = open_table(s.path, version=s.version)
