@@ -12,11 +12,11 @@ from typing import TYPE_CHECKING, Any
 
 from .checks import ERROR, ERRORS_MODES, view_errors, worst_check
 from .errors import MvSinkError, ReadTimeError
-from .read import check_read_time, resolve_view
-from .table import check_readable, is_delta_table, open_table, read_frontier
+from .read import check_read_time, open_view_table, resolve_view
+from .table import check_readable, is_delta_table, open_table, read_frontier, since_app_id, upper_app_id
 from .times import format_time
 from .view import ViewDefinition
-from .write import DIFF
+from .write import DIFF, TIME
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -58,18 +58,15 @@ def read_view(spark: SparkSession, view: ViewDefinition | str, as_of: int | None
             raise ReadTimeError(f"no Delta table at {view}. Fix: pass a view's table path or its name.")
         name = _view_name_of(dt, path)
         first = 0
+        check_readable(dt, path=path, role=f"view {name}: target table")
+        fr = read_frontier(dt, app_id=upper_app_id(name), since_app_id=since_app_id(name))
     else:
         v = resolve_view(view, views_dir)
         path, name, first = v.target, v.name, v.as_of
-        dt = open_table(path)
-        if dt is None:
-            raise ReadTimeError(f"view {name}: table {path} does not exist yet. "
-                                f"Fix: refresh the view first (mvsink refresh {name} --at TIME).")
-    check_readable(dt, path=path, role=f"view {name}: target table")
-    fr = read_frontier(dt, app_id=f"mvsink:upper:{name}", since_app_id=f"mvsink:since:{name}")
+        dt, fr = open_view_table(v)
     t = check_read_time(name, fr, first, as_of)
     df = read_delta(spark, path, version=fr.version, role=f"view {name}: target table")
-    cols = [c for c in df.columns if c not in ("_mv_time", "_mv_diff")]
+    cols = [c for c in df.columns if c not in (TIME, DIFF)]
     cons = consolidate(df, cols, through=t)
     if ERROR in cols and errors != "include":
         cons = _without_errors(cons, name, errors, at=format_time(t))

@@ -75,6 +75,16 @@ class Frontier:
     version: int  # Delta version read; -1 when the table does not exist
 
 
+def upper_app_id(view: str) -> str:
+    """Application-transaction id that carries the view's upper."""
+    return f"mvsink:upper:{view}"
+
+
+def since_app_id(view: str) -> str:
+    """Application-transaction id that carries the view's since."""
+    return f"mvsink:since:{view}"
+
+
 def read_frontier(dt: Any | None, *, app_id: str, since_app_id: str) -> Frontier:
     if dt is None:
         return Frontier(upper=0, since=0, version=-1)

@@ -45,6 +45,7 @@ from typing import Any, Literal
 import yaml
 
 from .errors import UnsafePathError, ViewDefinitionError
+from .table import since_app_id, upper_app_id
 from .times import parse_duration, parse_time
 
 DATA_ROOT_ENV = "MVSINK_DATA_ROOT"
@@ -143,11 +144,11 @@ class ViewDefinition:
     @property
     def app_id(self) -> str:
         """Delta application-transaction id that carries the table's upper."""
-        return f"mvsink:upper:{self.name}"
+        return upper_app_id(self.name)
 
     @property
     def since_app_id(self) -> str:
-        return f"mvsink:since:{self.name}"
+        return since_app_id(self.name)
 
     def definition_hash(self) -> str:
         """Hash of everything that determines desired contents (query, sources and checks)."""

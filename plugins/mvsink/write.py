@@ -23,7 +23,7 @@ from .errors import MvSinkError, QueryError, SchemaChangedError
 from .failpoints import failpoint
 from .incremental import incremental_corrections
 from .staging import batch_dir, discard_batch, stats_json, write_intent, write_manifest
-from .table import check_readable, open_table, read_frontier
+from .table import check_readable, open_table, read_frontier, since_app_id, upper_app_id
 from .times import format_time
 from .view import RESERVED_PREFIX, ViewDefinition, load_view_file
 
@@ -229,8 +229,9 @@ def register_sources(spark: SparkSession, view: ViewDefinition, desc: BatchDescr
         role = f"view {view.name}: source '{s.name}'"
         df = read_delta(spark, s.path, version=s.version, role=role)
         if s.kind == "view":
-            up = read_frontier(open_table(s.path, version=s.version), app_id=f"mvsink:upper:{s.view}",
-                               since_app_id=f"mvsink:since:{s.view}")
+            assert s.view is not None
+            up = read_frontier(open_table(s.path, version=s.version), app_id=upper_app_id(s.view),
+                               since_app_id=since_app_id(s.view))
             if desc.time < up.since:
                 from .errors import SourceError
 
