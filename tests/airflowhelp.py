@@ -6,7 +6,10 @@ import json
 import shutil
 import subprocess
 import sys
+import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from mvsink.localairflow import LocalAirflow
 
@@ -47,3 +50,26 @@ class AirflowHome(LocalAirflow):
         line = next((x for x in proc.stdout.splitlines() if x.startswith("DAGBAG ")), None)
         assert line, proc.stderr[-3000:]
         return json.loads(line[len("DAGBAG "):])
+
+
+def trigger_run(af: LocalAirflow, dag_id: str, conf: dict[str, Any]) -> str:
+    """Trigger a run over the REST API; its run id."""
+    status, body = af.api("POST", f"/api/v2/dags/{dag_id}/dagRuns", {"logical_date": None, "conf": conf},
+                          token=af.token())
+    assert status in (200, 201), body
+    return str(body["dag_run_id"])
+
+
+def wait_run(af: LocalAirflow, dag_id: str, run_id: str, *, timeout: float = 300, poll: float = 2,
+             on_poll: Callable[[], None] | None = None) -> dict[str, Any]:
+    """Poll a run until it succeeds or fails; its REST body."""
+    deadline = time.monotonic() + timeout
+    body: Any = None
+    while time.monotonic() < deadline:
+        if on_poll:
+            on_poll()
+        status, body = af.api("GET", f"/api/v2/dags/{dag_id}/dagRuns/{run_id}", token=af.token())
+        if status == 200 and body["state"] in ("success", "failed"):
+            return dict(body)
+        time.sleep(poll)
+    raise AssertionError(f"{dag_id} run {run_id} did not finish: {body}")

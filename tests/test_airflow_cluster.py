@@ -13,6 +13,7 @@ import duckdb
 import pytest
 from deltalake import DeltaTable
 
+from airflowhelp import trigger_run, wait_run
 from deltahelp import BASE, HOUR, multiset, oracle, snapshot, staged_leftovers, write_at, write_view
 from mvsink.localairflow import LocalAirflow
 from mvsink.read import read_view
@@ -62,14 +63,6 @@ def cluster(tmp_path_factory):
         af.stop()
 
 
-def _wait_run(af, dag_id, run_id, timeout=300):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        status, body = af.api("GET", f"/api/v2/dags/{dag_id}/dagRuns/{run_id}", token=af.token())
-        if status == 200 and body["state"] in ("success", "failed"):
-            return body
-        time.sleep(2)
-    raise AssertionError(f"{dag_id} run {run_id} did not finish: {body}")
 
 
 def _runs(af, dag_id):
@@ -86,11 +79,6 @@ def _xcom(af, dag_id, run_id, task, key):
     return json.loads(value) if isinstance(value, str) and value.startswith("{") else value
 
 
-def _trigger(af, dag_id, conf):
-    status, body = af.api("POST", f"/api/v2/dags/{dag_id}/dagRuns", {"logical_date": None, "conf": conf},
-                          token=af.token())
-    assert status in (200, 201), body
-    return body["dag_run_id"]
 
 
 def test_api_refuses_unauthenticated_calls(cluster):
@@ -109,15 +97,15 @@ def test_ui_trigger_dry_run_then_real_run_and_downstream_asset(cluster, monkeypa
     proj, down = catalog.get("proj"), catalog.get("down")
     r = BASE + 2 * HOUR
 
-    dry = _trigger(af, "mv_proj", {"refresh_time": "2026-01-01T02:00:00Z", "dry_run": True})
-    assert _wait_run(af, "mv_proj", dry)["state"] == "success"
+    dry = trigger_run(af, "mv_proj", {"refresh_time": "2026-01-01T02:00:00Z", "dry_run": True})
+    assert wait_run(af, "mv_proj", dry)["state"] == "success"
     summary = _xcom(af, "mv_proj", dry, "append", "summary")
     expected = oracle(PROJECT, {"orders": str(data / "orders")}, r)
     assert summary["status"] == "dry_run" and summary["rows_added"] == sum(expected.values())
     assert not Path(proj.target).exists()
 
-    real = _trigger(af, "mv_proj", {"refresh_time": str(r), "dry_run": False})
-    assert _wait_run(af, "mv_proj", real)["state"] == "success"
+    real = trigger_run(af, "mv_proj", {"refresh_time": str(r), "dry_run": False})
+    assert wait_run(af, "mv_proj", real)["state"] == "success"
     summary = _xcom(af, "mv_proj", real, "append", "summary")
     assert summary["status"] == "appended" and summary["upper"] == r + 1 and summary["version"] >= 1
     assert multiset(read_view(proj, as_of=r)) == expected
@@ -144,8 +132,8 @@ def test_upper_mismatch_reschedules_a_new_run(cluster, monkeypatch):
     monkeypatch.setenv("MVSINK_DATA_ROOT", str(data))
     race = Catalog(views).get("race")
     r = BASE + 3 * HOUR
-    first = _trigger(af, "mv_race", {"refresh_time": str(r)})
-    assert _wait_run(af, "mv_race", first)["state"] == "success"
+    first = trigger_run(af, "mv_race", {"refresh_time": str(r)})
+    assert wait_run(af, "mv_race", first)["state"] == "success"
     summary = _xcom(af, "mv_race", first, "append", "summary")
     assert summary["status"] == "rescheduled" and summary["upper"] == r + 1
     deadline = time.monotonic() + 300

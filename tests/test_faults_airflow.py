@@ -30,6 +30,7 @@ from pathlib import Path
 import pytest
 from deltalake import DeltaTable
 
+from airflowhelp import trigger_run, wait_run
 from deltahelp import BASE, HOUR, multiset, oracle, staged_leftovers, write_at, write_view
 from mvsink.localairflow import LocalAirflow
 from mvsink.read import read_view
@@ -84,7 +85,7 @@ def faulty(tmp_path_factory):
             time.sleep(2)
         else:
             raise AssertionError(f"DAGs not parsed: {body}")
-        runs = {n: _trigger(af, f"mv_{n}", {"refresh_time": str(R)}) for n in FAULTS}
+        runs = {n: trigger_run(af, f"mv_{n}", {"refresh_time": str(R)}) for n in FAULTS}
         killed: dict[str, int] = {}
         stop = threading.Event()
         killer = threading.Thread(target=_killer, args=(sync, killed, stop), daemon=True)
@@ -99,21 +100,8 @@ def faulty(tmp_path_factory):
             os.environ["MVSINK_DATA_ROOT"] = old_root
 
 
-def _trigger(af, dag_id, conf):
-    status, body = af.api("POST", f"/api/v2/dags/{dag_id}/dagRuns", {"logical_date": None, "conf": conf},
-                          token=af.token())
-    assert status in (200, 201), body
-    return body["dag_run_id"]
 
 
-def _wait_run(af, dag_id, run_id, timeout=900):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        status, body = af.api("GET", f"/api/v2/dags/{dag_id}/dagRuns/{run_id}", token=af.token())
-        if status == 200 and body["state"] in ("success", "failed"):
-            return body
-        time.sleep(2)
-    raise AssertionError(f"{dag_id} run {run_id} did not finish: {body}")
 
 
 def _ti(af, dag_id, run_id, task):
@@ -175,7 +163,7 @@ def _gc(views: Path, name: str, *args: str) -> dict:
 def _check_outcome(af, data, views, name, run_id, retried_task):
     """The run succeeded through a retry of ``retried_task``, with exact contents and nothing left over."""
     dag_id = f"mv_{name}"
-    run = _wait_run(af, dag_id, run_id)
+    run = wait_run(af, dag_id, run_id, timeout=900)
     assert run["state"] == "success", run
     if retried_task is not None:
         ti = _ti(af, dag_id, run_id, retried_task)
@@ -246,7 +234,7 @@ def test_gc_removes_only_what_no_commit_references_and_cannot_commit(faulty):
     from mvsink.staging import batch_dir, manifest_path, write_intent
 
     af, data, views, _, runs, _ = faulty
-    assert _wait_run(af, "mv_lost", runs["lost"])["state"] == "success"
+    assert wait_run(af, "mv_lost", runs["lost"], timeout=900)["state"] == "success"
     view = Catalog(views).get("lost")
     t = view.target
     committed = sorted(p.name for p in (Path(t) / "batches").iterdir())

@@ -10,9 +10,10 @@ import time
 
 import pytest
 
+from airflowhelp import trigger_run
 from deltahelp import BASE, HOUR, write_at, write_view
 from mvsink.localairflow import LocalAirflow
-from test_faults_airflow import REPO, R, _check_outcome, _trigger
+from test_faults_airflow import REPO, R, _check_outcome
 from test_oracle import PROJECT, _orders
 
 pytestmark = [pytest.mark.airflow, pytest.mark.slow]
@@ -49,7 +50,7 @@ def test_kill_9_of_the_scheduler_during_the_spark_step(tmp_path):
                 break
             assert time.monotonic() < deadline, body
             time.sleep(2)
-        run_id = _trigger(af, "mv_ksched", {"refresh_time": str(R)})
+        run_id = trigger_run(af, "mv_ksched", {"refresh_time": str(R)})
         ready = sync / "write-after_staging@ksched.ready"
         deadline = time.monotonic() + 600
         while not ready.exists():  # the Spark job has staged its batch and is held there

@@ -18,6 +18,7 @@ from types import SimpleNamespace
 
 import pytest
 
+from airflowhelp import wait_run
 from deltahelp import BASE, HOUR, write_at, write_view
 from mvsink import sparkrun, tasks
 from mvsink.batch import BatchDescription, SourceRead
@@ -426,16 +427,6 @@ def cluster(tmp_path_factory, spark):
         server.wait(timeout=60)
 
 
-def _wait_run(af, dag_id, run_id, timeout=300, on_poll=None):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if on_poll:
-            on_poll()
-        status, body = af.api("GET", f"/api/v2/dags/{dag_id}/dagRuns/{run_id}", token=af.token())
-        if status == 200 and body["state"] in ("success", "failed"):
-            return body
-        time.sleep(0.5)
-    raise AssertionError(f"{dag_id} run {run_id} did not finish: {body}")
 
 
 def _task_states(af, dag_id, run_id):
@@ -460,7 +451,7 @@ def test_every_listener_is_on_loopback(cluster):
     status, body = af.api("POST", "/api/v2/dags/mv_proj/dagRuns",
                           {"logical_date": None, "conf": {"refresh_time": str(BASE + HOUR)}}, token=af.token())
     assert status in (200, 201), body
-    run = _wait_run(af, "mv_proj", body["dag_run_id"], on_poll=sample)
+    run = wait_run(af, "mv_proj", body["dag_run_id"], poll=0.5, on_poll=sample)
     sample()
     assert run["state"] == "success", run
     report = "\n".join(f"{ip}:{port} pid {pid} {cmd[:110]}" for (pid, ip, port), cmd in sorted(seen.items()))
@@ -533,7 +524,7 @@ def test_hostile_run_params_fail_at_mint_and_write_nothing(cluster, conf):
         assert "dry_run" in json.dumps(body), body
     else:
         assert status in (200, 201), body
-        run = _wait_run(af, "mv_proj", body["dag_run_id"])
+        run = wait_run(af, "mv_proj", body["dag_run_id"], poll=0.5)
         assert run["state"] == "failed", run
         states = _task_states(af, "mv_proj", body["dag_run_id"])
         assert states["mint"] == "failed" and states["write"] in ("upstream_failed", None), states
