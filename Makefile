@@ -16,7 +16,7 @@ install: $(VENV)/.installed
 
 ## demo: source tables with 4 days of history, example views refreshed at several times
 demo: install
-	MVSINK_DATA_ROOT=$(DATA_ROOT) MVSINK_VIEWS_DIR=$(CURDIR)/dags/views $(PY) -m mvsink.demo
+	MVSINK_DATA_ROOT=$(DATA_ROOT) MVSINK_VIEWS_DIR=$(CURDIR)/dags/views $(PY) -m mvsink.devtools.demo
 
 ## test: lint, type-check, then every test (unit, Spark integration, spark-submit end to end)
 test: lint
@@ -33,7 +33,7 @@ lint: install
 ## airflow: Airflow 3 on 127.0.0.1:$(AIRFLOW_PORT) with dags/ and a local Spark connection (Ctrl-C stops it)
 AIRFLOW_PORT ?= 8080
 airflow: install
-	$(PY) -m mvsink.localairflow --home $(CURDIR)/.airflow --dags $(CURDIR)/dags --data-root $(DATA_ROOT) --port $(AIRFLOW_PORT)
+	$(PY) -m mvsink.devtools.localairflow --home $(CURDIR)/.airflow --dags $(CURDIR)/dags --data-root $(DATA_ROOT) --port $(AIRFLOW_PORT)
 
 ## bench: refresh vs full overwrite vs MERGE vs the compute floor on TPC-H (SF=0.1 by default), into bench/RESULTS.md
 SF ?= 0.1

@@ -39,9 +39,9 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "tests"))
 
 from deltahelp import BASE, HOUR, delete_at, multiset, oracle, staged_leftovers, update_at, write_at, write_view  # noqa: E402
-from mvsink.localairflow import LocalAirflow  # noqa: E402
-from mvsink.read import read_view  # noqa: E402
-from mvsink.view import Catalog  # noqa: E402
+from mvsink.definitions.view import Catalog  # noqa: E402
+from mvsink.devtools.localairflow import LocalAirflow  # noqa: E402
+from mvsink.readers.arrow import read_view  # noqa: E402
 
 QUERY = "SELECT o.cust_id, o.status, o.qty FROM orders o WHERE o.qty > 1 OR o.qty IS NULL"
 SCHEMA = pa.schema([("id", pa.int64()), ("cust_id", pa.int32()), ("status", pa.string()), ("qty", pa.int32())])

@@ -41,7 +41,7 @@ import pyarrow.parquet as pq  # noqa: E402
 import yaml  # noqa: E402
 from deltalake import DeltaTable, write_deltalake  # noqa: E402
 
-from mvsink.table import set_commit_time  # noqa: E402
+from mvsink.core.table import set_commit_time  # noqa: E402
 
 VIEWS = {
     "q1": ("""SELECT l_returnflag, l_linestatus, sum(l_quantity) AS sum_qty, sum(l_extendedprice) AS sum_base_price,
@@ -150,9 +150,9 @@ class Peak:
 
 def measure(spark: object, view: object, name: str, key: list[str], root: Path, t: int, step: int,
             jvm_pid: int, catalog: object) -> dict[str, object]:
-    from mvsink.mint import mint
-    from mvsink.refresh import refresh
-    from mvsink.write import register_sources
+    from mvsink.core.mint import mint
+    from mvsink.core.refresh import refresh
+    from mvsink.spark.job import register_sources
 
     row: dict[str, object] = {}
     desc = mint(view, t, catalog=catalog, run_id="bench-probe", dry_run=True)  # type: ignore[arg-type]
@@ -216,7 +216,7 @@ def measure(spark: object, view: object, name: str, key: list[str], root: Path, 
 def startup_comparison(root: Path, views_dir: Path, t: int, rate: float, step: int, *,
                        repeat: int) -> list[dict[str, object]]:
     """One refresh of `wide` per runner, each a separate `mvsink refresh` process (what a DAG task runs)."""
-    from mvsink.connect import start_server
+    from mvsink.spark.connect import start_server
 
     port = 15_202
     out: list[dict[str, object]] = []
@@ -282,9 +282,9 @@ def main() -> int:
                 "name": f"{name}{suffix}", "query": sql, "sources": {s: f"src/{s}" for s in sources},
                 "target": f"out/{name}{suffix}", "as_of": t0, "key": key, "incremental": incremental}))
 
-    from mvsink.refresh import refresh
-    from mvsink.sparkrun import local_session
-    from mvsink.view import Catalog
+    from mvsink.core.refresh import refresh
+    from mvsink.definitions.view import Catalog
+    from mvsink.spark.runners import local_session
 
     spark = local_session(conf={"spark.driver.memory": "6g"})
     spark.sparkContext.setLogLevel("ERROR")

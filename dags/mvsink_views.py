@@ -1,7 +1,7 @@
-"""One Airflow DAG per view file in dags/views/ (wiring only: see mvsink.dags)."""
+"""One Airflow DAG per view file in dags/views/ (wiring only: see mvsink.airflow.dag_factory)."""
 
 from pathlib import Path
 
-from mvsink.dags import build_dags
+from mvsink.airflow.dag_factory import build_dags
 
 build_dags(globals(), views_dir=Path(__file__).parent / "views")

@@ -5,7 +5,7 @@
 
 import sys
 
-from mvsink.write import main
+from mvsink.spark.job import main
 
 if __name__ == "__main__":
     sys.exit(main())

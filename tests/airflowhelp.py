@@ -11,7 +11,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from mvsink.localairflow import LocalAirflow
+from mvsink.devtools.localairflow import LocalAirflow
 
 REPO = Path(__file__).resolve().parents[1]
 

@@ -14,7 +14,7 @@ sys.path.insert(0, str(Path(__file__).parent))
 @pytest.fixture(scope="session")
 def spark():
     """One SparkSession (local[2]) for the whole test run."""
-    from mvsink.sparkrun import local_session
+    from mvsink.spark.runners import local_session
 
     session = local_session("local[2]", {"spark.driver.memory": "2g"})
     yield session

@@ -12,7 +12,7 @@ import pyarrow as pa
 import yaml
 from deltalake import DeltaTable, write_deltalake
 
-from mvsink.table import set_commit_time
+from mvsink.core.table import set_commit_time
 
 BASE = 1_767_225_600_000  # 2026-01-01T00:00:00Z
 HOUR = 3_600_000
@@ -39,7 +39,7 @@ def update_at(path: str | Path, updates: dict[str, str], predicate: str, ts: int
 
 
 def version_at(path: str | Path, ts: int) -> int:
-    from mvsink.table import version_at as va
+    from mvsink.core.table import version_at as va
 
     return va(str(path), ts, role="test")
 

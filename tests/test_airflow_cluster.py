@@ -15,9 +15,9 @@ from deltalake import DeltaTable
 
 from airflowhelp import trigger_run, wait_run
 from deltahelp import BASE, HOUR, multiset, oracle, snapshot, staged_leftovers, write_at, write_view
-from mvsink.localairflow import LocalAirflow
-from mvsink.read import read_view
-from mvsink.view import Catalog
+from mvsink.definitions.view import Catalog
+from mvsink.devtools.localairflow import LocalAirflow
+from mvsink.readers.arrow import read_view
 from test_oracle import PROJECT, _orders
 
 pytestmark = [pytest.mark.airflow, pytest.mark.slow]

@@ -12,10 +12,10 @@ import pytest
 from deltalake import DeltaTable
 
 from deltahelp import BASE, HOUR, table_state, write_at, write_view
-from mvsink import errors
-from mvsink.read import read_view
-from mvsink.refresh import refresh
-from mvsink.view import Catalog
+from mvsink import exceptions as errors
+from mvsink.core.refresh import refresh
+from mvsink.definitions.view import Catalog
+from mvsink.readers.arrow import read_view
 from test_oracle import PROJECT, _orders
 
 pytestmark = pytest.mark.spark

@@ -20,7 +20,7 @@ import pytest
 from deltalake import DeltaTable
 
 from deltahelp import BASE, HOUR, oracle, write_at, write_view
-from mvsink.localairflow import LocalAirflow
+from mvsink.devtools.localairflow import LocalAirflow
 from test_oracle import PROJECT, _orders
 
 pytestmark = [pytest.mark.browser, pytest.mark.airflow, pytest.mark.slow]

@@ -20,12 +20,12 @@ import pytest
 from deltalake import DeltaTable
 
 from deltahelp import BASE, HOUR, delete_at, multiset, snapshot, update_at, write_at, write_view
-from mvsink.checks import ERROR, format_counts, split_errors
-from mvsink.cli import main as cli_main
-from mvsink.errors import MvSinkError, QueryError, ViewDefinitionError, ViewErrorsError
-from mvsink.read import read_updates, read_view
-from mvsink.refresh import refresh
-from mvsink.view import Catalog, Check, parse_view
+from mvsink.cli.app import main as cli_main
+from mvsink.core.refresh import refresh
+from mvsink.definitions.view import Catalog, Check, parse_view
+from mvsink.exceptions import MvSinkError, QueryError, ViewDefinitionError, ViewErrorsError
+from mvsink.readers.arrow import read_updates, read_view
+from mvsink.spark.checks import ERROR, format_counts, split_errors
 
 ORDERS = pa.schema([("id", pa.int64()), ("cust", pa.int32()), ("status", pa.string()), ("qty", pa.int32())])
 CUSTOMERS = pa.schema([("id", pa.int32()), ("region", pa.string())])
@@ -256,7 +256,7 @@ def test_error_drop_warn_rows_counts_and_reads(spark, orders_view):
     assert ok.column_names == ["id", "cust", "status", "qty"] and sorted(ok.column("id").to_pylist()) == [1, 2]
 
     # the Spark reader: the same rule, without collecting the contents
-    from mvsink.spark import read_view as spark_read
+    from mvsink.spark.reader import read_view as spark_read
 
     with pytest.raises(ViewErrorsError) as es:
         spark_read(spark, view)

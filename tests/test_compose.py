@@ -225,7 +225,7 @@ def test_spark_runs_from_the_project_image(config: dict[str, Any]) -> None:
 def test_demo_is_an_optional_profile(config: dict[str, Any], tmp_path: Path) -> None:
     demo = config["services"]["demo"]
     assert demo["profiles"] == ["demo"]
-    assert demo["command"] == ["python", "-m", "mvsink.demo"]
+    assert demo["command"] == ["python", "-m", "mvsink.devtools.demo"]
     proc = run_compose(COMPOSE_FILE, "config", "--services", tmp=tmp_path)
     assert proc.returncode == 0, proc.stderr
     assert "demo" not in proc.stdout.split()

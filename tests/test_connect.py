@@ -13,11 +13,11 @@ import time
 import pytest
 
 from deltahelp import BASE, HOUR, delete_at, multiset, oracle, staged_leftovers, write_at, write_view
-from mvsink.connect import remote_session, server_command, start_server
-from mvsink.errors import MvSinkError
-from mvsink.localairflow import free_port
-from mvsink.read import read_view
-from mvsink.view import Catalog
+from mvsink.definitions.view import Catalog
+from mvsink.devtools.localairflow import free_port
+from mvsink.exceptions import MvSinkError
+from mvsink.readers.arrow import read_view
+from mvsink.spark.connect import remote_session, server_command, start_server
 from test_oracle import PROJECT, _orders
 
 

@@ -16,7 +16,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 def test_demo_runs_end_to_end(tmp_path):
     env = {k: v for k, v in os.environ.items() if not k.startswith("MVSINK_")}
-    proc = subprocess.run([sys.executable, "-m", "mvsink.demo", "--data-root", str(tmp_path),
+    proc = subprocess.run([sys.executable, "-m", "mvsink.devtools.demo", "--data-root", str(tmp_path),
                            "--views-dir", str(ROOT / "dags" / "views")], capture_output=True, text=True,
                           env=env, cwd=ROOT, timeout=900)
     assert proc.returncode == 0, proc.stderr[-3000:]

@@ -32,9 +32,9 @@ from deltalake import DeltaTable
 
 from airflowhelp import trigger_run, wait_run
 from deltahelp import BASE, HOUR, multiset, oracle, staged_leftovers, write_at, write_view
-from mvsink.localairflow import LocalAirflow
-from mvsink.read import read_view
-from mvsink.view import Catalog
+from mvsink.definitions.view import Catalog
+from mvsink.devtools.localairflow import LocalAirflow
+from mvsink.readers.arrow import read_view
 from test_oracle import PROJECT, _orders
 
 pytestmark = [pytest.mark.airflow, pytest.mark.slow]
@@ -230,8 +230,8 @@ def test_kill_9_of_the_write_task_process_during_the_spark_step(faulty):
 
 
 def test_gc_removes_only_what_no_commit_references_and_cannot_commit(faulty):
-    from mvsink.batch import make_batch_id
-    from mvsink.staging import batch_dir, manifest_path, write_intent
+    from mvsink.core.batch import make_batch_id
+    from mvsink.core.staging import batch_dir, manifest_path, write_intent
 
     af, data, views, _, runs, _ = faulty
     assert wait_run(af, "mv_lost", runs["lost"], timeout=900)["state"] == "success"

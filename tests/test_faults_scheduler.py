@@ -12,7 +12,7 @@ import pytest
 
 from airflowhelp import trigger_run
 from deltahelp import BASE, HOUR, write_at, write_view
-from mvsink.localairflow import LocalAirflow
+from mvsink.devtools.localairflow import LocalAirflow
 from test_faults_airflow import REPO, R, _check_outcome
 from test_oracle import PROJECT, _orders
 

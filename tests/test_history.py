@@ -23,18 +23,18 @@ from deltalake import DeltaTable
 
 from deltahelp import BASE, HOUR, _norm, multiset, oracle, staged_leftovers, write_at, write_view
 from mvsink import cli
-from mvsink.append import append
-from mvsink.batch import BatchDescription
-from mvsink.errors import InjectedFault, MvSinkError, ReadTimeError
-from mvsink.history import compact, vacuum
-from mvsink.mint import mint
-from mvsink.read import changes, read_view
-from mvsink.refresh import refresh
-from mvsink.staging import collect_garbage, list_staged, manifest_path
-from mvsink.table import active_paths
+from mvsink.core.append import append
+from mvsink.core.batch import BatchDescription
+from mvsink.core.mint import mint
+from mvsink.core.refresh import refresh
+from mvsink.core.staging import collect_garbage, list_staged, manifest_path
+from mvsink.core.table import active_paths
+from mvsink.definitions.view import Catalog
+from mvsink.exceptions import InjectedFault, MvSinkError, ReadTimeError
+from mvsink.maintenance.compaction import compact, vacuum
+from mvsink.readers.arrow import changes, read_view
+from mvsink.spark.job import run_write
 from mvsink.times import format_time
-from mvsink.view import Catalog
-from mvsink.write import run_write
 from test_oracle import PROJECT, _orders, _random_change
 
 pytestmark = pytest.mark.spark
@@ -214,7 +214,7 @@ def _child_env(point: str, sync_dir: str) -> None:
 def _append_child(views_dir: str, desc_json: str, report_json: str, sync_dir: str, q) -> None:
     import traceback
 
-    from mvsink.batch import BatchDescription, WriteReport
+    from mvsink.core.batch import BatchDescription, WriteReport
 
     try:
         _child_env("append:before_commit", sync_dir)
@@ -371,7 +371,7 @@ def test_changes_between_refresh_times_equal_the_oracle_difference(copy):
 
 def test_spark_and_pandas_readers_agree_with_mvsink_read(spark, copy):
     import mvsink
-    import mvsink.spark as mvspark
+    import mvsink.spark.reader as mvspark
 
     catalog, view, data, times, expected = copy
     compact(view, since=times[2])
@@ -513,7 +513,7 @@ class _Events:
 
 
 def test_append_task_compacts_when_retain_history_says_it_is_due(spark, copy, tmp_path):
-    from mvsink.tasks import append_step
+    from mvsink.airflow.tasks import append_step
 
     catalog, view, data, times, expected = copy
     catalog = _views(data, Path(catalog.views_dir), retain_history="2h")

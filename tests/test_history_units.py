@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import pytest
 
-from mvsink.errors import ReadTimeError, ViewDefinitionError
-from mvsink.history import DUE_FRACTION, is_due, target_since
-from mvsink.read import check_read_time
-from mvsink.table import Frontier
+from mvsink.core.table import Frontier
+from mvsink.definitions.view import DEFAULT_RETAIN_HISTORY_MS, parse_view
+from mvsink.exceptions import ReadTimeError, ViewDefinitionError
+from mvsink.maintenance.compaction import DUE_FRACTION, is_due, target_since
+from mvsink.readers.arrow import check_read_time
 from mvsink.times import format_time
-from mvsink.view import DEFAULT_RETAIN_HISTORY_MS, parse_view
 
 pytestmark = pytest.mark.unit
 

@@ -11,9 +11,9 @@ import pytest
 from deltalake import DeltaTable
 
 from deltahelp import BASE, HOUR, delete_at, multiset, oracle, update_at, write_at, write_view
-from mvsink.read import read_view
-from mvsink.refresh import refresh
-from mvsink.view import Catalog
+from mvsink.core.refresh import refresh
+from mvsink.definitions.view import Catalog
+from mvsink.readers.arrow import read_view
 
 pytestmark = pytest.mark.spark
 

@@ -12,14 +12,14 @@ import pytest
 from deltalake import DeltaTable, write_deltalake
 
 from deltahelp import BASE, HOUR, multiset, oracle, staged_leftovers, write_at, write_view
-from mvsink.append import append
-from mvsink.errors import InjectedFault
-from mvsink.mint import mint
-from mvsink.read import read_view
-from mvsink.refresh import refresh
-from mvsink.staging import list_staged
-from mvsink.view import Catalog
-from mvsink.write import run_write
+from mvsink.core.append import append
+from mvsink.core.mint import mint
+from mvsink.core.refresh import refresh
+from mvsink.core.staging import list_staged
+from mvsink.definitions.view import Catalog
+from mvsink.exceptions import InjectedFault
+from mvsink.readers.arrow import read_view
+from mvsink.spark.job import run_write
 from test_oracle import JOIN_AGG, PROJECT, _customers, _orders
 
 pytestmark = pytest.mark.spark

@@ -20,10 +20,11 @@ import pytest
 
 from airflowhelp import wait_run
 from deltahelp import BASE, HOUR, write_at, write_view
-from mvsink import sparkrun, tasks
-from mvsink.batch import BatchDescription, SourceRead
-from mvsink.errors import MvSinkError, UnsafePathError, ViewDefinitionError
-from mvsink.view import Catalog, load_view_file, parse_view
+from mvsink.airflow import tasks
+from mvsink.core.batch import BatchDescription, SourceRead
+from mvsink.definitions.view import Catalog, load_view_file, parse_view
+from mvsink.exceptions import MvSinkError, UnsafePathError, ViewDefinitionError
+from mvsink.spark import runners as sparkrun
 from test_oracle import PROJECT, _orders
 
 REPO = Path(__file__).resolve().parents[1]
@@ -246,7 +247,7 @@ def test_secret_settings_never_go_onto_a_command_line(monkeypatch, tmp_path):
 @pytest.mark.unit
 def test_connection_spark_conf_is_read_from_the_extra():
     pytest.importorskip("airflow.providers.apache.spark")
-    from mvsink.sparkop import connection_spark_conf, write_conf
+    from mvsink.airflow.operators import connection_spark_conf, write_conf
 
     assert connection_spark_conf({}, "c") == {}
     assert connection_spark_conf({"spark_conf": {"spark.a.token": 5}}, "c") == {"spark.a.token": "5"}
@@ -266,7 +267,7 @@ spark = SparkSession.builder.getOrCreate()
 keys = {keys!r}
 seen = {{k: hashlib.sha256(spark.conf.get(k, "").encode()).hexdigest() for k in keys}}
 open({out!r}, "w").write(json.dumps(seen))
-from mvsink.write import main
+from mvsink.spark.job import main
 sys.exit(main())
 '''
 
@@ -391,8 +392,8 @@ def _tree(root_pid: int) -> set[int]:
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory, spark):
     """Local Airflow (4 components), a Spark Connect server and the local Spark session, all running."""
-    from mvsink.connect import start_server
-    from mvsink.localairflow import LocalAirflow, free_port
+    from mvsink.devtools.localairflow import LocalAirflow, free_port
+    from mvsink.spark.connect import start_server
 
     root = tmp_path_factory.mktemp("sec_cluster")
     data, dags = root / "data", root / "dags"

@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 from pyspark.sql import types as T
 
-from mvsink.errors import QueryError
-from mvsink.view import parse_view
-from mvsink.write import consolidate, corrections, expand, validate_output
+from mvsink.definitions.view import parse_view
+from mvsink.exceptions import QueryError
+from mvsink.spark.job import consolidate, corrections, expand, validate_output
 
 pytestmark = pytest.mark.spark
 

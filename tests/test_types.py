@@ -9,9 +9,9 @@ import pyarrow as pa
 import pytest
 
 from deltahelp import BASE, HOUR, multiset, oracle, write_at, write_view
-from mvsink.read import read_view
-from mvsink.refresh import refresh
-from mvsink.view import Catalog
+from mvsink.core.refresh import refresh
+from mvsink.definitions.view import Catalog
+from mvsink.readers.arrow import read_view
 
 pytestmark = pytest.mark.spark
 

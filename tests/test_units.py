@@ -11,8 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from mvsink import sparkrun
-from mvsink.batch import (
+from mvsink.core.batch import (
     BatchDescription,
     SourceRead,
     StagedFile,
@@ -20,10 +19,11 @@ from mvsink.batch import (
     make_batch_id,
     parse_batch_id,
 )
-from mvsink.errors import InjectedFault
-from mvsink.failpoints import ENV, failpoint
-from mvsink.staging import stats_json
-from mvsink.view import ViewDefinition, parse_view
+from mvsink.core.failpoints import ENV, failpoint
+from mvsink.core.staging import stats_json
+from mvsink.definitions.view import ViewDefinition, parse_view
+from mvsink.exceptions import InjectedFault
+from mvsink.spark import runners as sparkrun
 
 pytestmark = pytest.mark.unit
 
@@ -175,7 +175,7 @@ def test_failpoint_other_names_do_not_fire(monkeypatch):
 
 
 def _run_failpoint(env_value: str, name: str) -> subprocess.CompletedProcess[str]:
-    code = ("from mvsink.failpoints import failpoint\n"
+    code = ("from mvsink.core.failpoints import failpoint\n"
             f"failpoint({name!r})\n"
             "print('survived')\n")
     return subprocess.run([sys.executable, "-c", code], env={**os.environ, ENV: env_value},
@@ -227,10 +227,12 @@ def test_submit_command_with_full_conf(monkeypatch):
     assert cmd[-7:] == ["job.py", "--view-file", "v.yaml", "--description", "{}", "--report", "r"]
 
 
-def test_job_file_defaults_to_repo_job(monkeypatch):
+def test_job_file_defaults_to_the_script_in_the_package(monkeypatch):
     monkeypatch.delenv("MVSINK_SPARK_JOB", raising=False)
-    assert sparkrun.job_file() == str(sparkrun.REPO_JOB)
-    assert sparkrun.REPO_JOB.name == "mv_write.py"
+    job = Path(sparkrun.job_file())
+    assert job.name == "mv_write.py" and job.is_file()
+    assert job.parent == Path(sparkrun.__file__).parent
+    assert "from mvsink.spark.job import main" in job.read_text()
 
 
 def test_spark_conf_for_precedence():
@@ -378,7 +380,7 @@ def test_failpoint_once_fires_only_the_first_time_and_view_scoped(monkeypatch, t
 def test_dag_task_retries_from_the_environment(monkeypatch):
     import datetime as dt
 
-    from mvsink.dags import task_retries
+    from mvsink.airflow.dag_factory import task_retries
 
     monkeypatch.delenv("MVSINK_TASK_RETRIES", raising=False)
     monkeypatch.delenv("MVSINK_TASK_RETRY_DELAY_SECONDS", raising=False)

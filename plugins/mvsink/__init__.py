@@ -13,7 +13,7 @@ __version__ = "0.1.0"
 if TYPE_CHECKING:
     import pyarrow as pa
 
-    from .view import ViewDefinition
+    from mvsink.definitions.view import ViewDefinition
 
 
 def read_view(view: ViewDefinition | str, *, as_of: int | None = None, views_dir: str | None = None,
@@ -23,7 +23,7 @@ def read_view(view: ViewDefinition | str, *, as_of: int | None = None, views_dir
 
     ``errors``: ``fail`` (rows that failed an error check make the read fail), ``include`` or ``ignore``.
     """
-    from .read import read_view as _read
+    from mvsink.readers.arrow import read_view as _read
 
     return _read(view, as_of=as_of, views_dir=views_dir, to=to, errors=errors)
 
@@ -31,18 +31,18 @@ def read_view(view: ViewDefinition | str, *, as_of: int | None = None, views_dir
 def changes(view: ViewDefinition | str, from_time: int, to_time: int | None = None, *,
             views_dir: str | None = None) -> pa.Table:
     """The view's consolidated updates with ``from_time <= _mv_time < to_time`` (default: the upper)."""
-    from .read import changes as _changes
+    from mvsink.readers.arrow import changes as _changes
 
     return _changes(view, from_time, to_time, views_dir=views_dir)
 
 
 def __getattr__(name: str) -> Any:
     if name in ("refresh",):
-        from .refresh import refresh
+        from mvsink.core.refresh import refresh
 
         return refresh
     if name in ("compact", "vacuum"):
-        from . import history
+        from mvsink.maintenance import compaction as history
 
         return getattr(history, name)
     raise AttributeError(name)

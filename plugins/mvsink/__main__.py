@@ -1,5 +1,5 @@
 import sys
 
-from .cli import main
+from mvsink.cli.app import main
 
 sys.exit(main())

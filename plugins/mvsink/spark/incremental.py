@@ -32,8 +32,8 @@ if TYPE_CHECKING:
     from pyspark.sql import DataFrame, Observation, SparkSession
     from pyspark.sql.types import StructType
 
-    from .batch import BatchDescription
-    from .view import ViewDefinition
+    from mvsink.core.batch import BatchDescription
+    from mvsink.definitions.view import ViewDefinition
 
 log = logging.getLogger(__name__)
 
@@ -211,7 +211,7 @@ def _ref(root: Path, action: dict[str, Any]) -> ChangeFile:
 
 
 def active_bytes(path: str, version: int) -> int:
-    from .table import open_table
+    from mvsink.core.table import open_table
 
     dt = open_table(path, version=version)
     if dt is None:
@@ -282,9 +282,9 @@ def incremental_corrections(spark: SparkSession, view: ViewDefinition, desc: Bat
     """
     from pyspark.sql import functions as F
 
-    from .checks import apply_checks
-    from .table import open_table
-    from .write import DIFF, TIME, consolidate, read_delta
+    from mvsink.core.table import open_table
+    from mvsink.spark.checks import apply_checks
+    from mvsink.spark.job import DIFF, TIME, consolidate, read_delta
 
     changed = [s for s in desc.sources if base.get(s.name) != s.version]
     if any(s.kind != "path" for s in desc.sources):

@@ -15,8 +15,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from .errors import MvSinkError, SourceError, UnsupportedFeatureError
-from .times import format_time
+from mvsink.exceptions import MvSinkError, SourceError, UnsupportedFeatureError
+from mvsink.times import format_time
 
 META = "mvsink."
 # Commit kinds of ours that leave contents at every time unchanged.

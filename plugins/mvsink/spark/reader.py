@@ -10,20 +10,20 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from .checks import ERROR, ERRORS_MODES, view_errors, worst_check
-from .errors import MvSinkError, ReadTimeError
-from .read import check_read_time, open_view_table, resolve_view
-from .table import check_readable, is_delta_table, open_table, read_frontier, since_app_id, upper_app_id
-from .times import format_time
-from .view import ViewDefinition
-from .write import DIFF, TIME
+from mvsink.core.table import check_readable, is_delta_table, open_table, read_frontier, since_app_id, upper_app_id
+from mvsink.definitions.view import ViewDefinition
+from mvsink.exceptions import MvSinkError, ReadTimeError
+from mvsink.readers.arrow import check_read_time, open_view_table, resolve_view
+from mvsink.spark.checks import ERROR, ERRORS_MODES, view_errors, worst_check
+from mvsink.spark.job import DIFF, TIME
+from mvsink.times import format_time
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
 
 def _view_name_of(dt: Any, path: str) -> str:
-    """The view name a table was created for (its Delta name, else the create commit's ``mvsink.view``)."""
+    """The view name a table was created for (its Delta name, else the create commit's ``mvsink.definitions.view``)."""
     import json
 
     name = dt.metadata().name
@@ -46,11 +46,11 @@ def read_view(spark: SparkSession, view: ViewDefinition | str, as_of: int | None
     ``_mv_diff`` instead. The same times are refused as by ``mvsink read``.
 
     ``errors`` (views with checks), as in :func:`mvsink.read_view`: ``fail`` runs one small Spark
-    aggregate over the error rows and raises :class:`~mvsink.errors.ViewErrorsError` if there are
+    aggregate over the error rows and raises :class:`~mvsink.exceptions.ViewErrorsError` if there are
     any (naming the checks and a sample row), else returns the ok rows; ``include`` keeps
     ``_mv_error``; ``ignore`` returns the ok rows only.
     """
-    from .write import consolidate, expand, read_delta
+    from mvsink.spark.job import consolidate, expand, read_delta
 
     if isinstance(view, str) and ("/" in view or is_delta_table(view)):
         path, dt = view, open_table(view)

@@ -44,9 +44,9 @@ from typing import Any, Literal
 
 import yaml
 
-from .errors import UnsafePathError, ViewDefinitionError
-from .table import since_app_id, upper_app_id
-from .times import parse_duration, parse_time
+from mvsink.core.table import since_app_id, upper_app_id
+from mvsink.exceptions import UnsafePathError, ViewDefinitionError
+from mvsink.times import parse_duration, parse_time
 
 DATA_ROOT_ENV = "MVSINK_DATA_ROOT"
 VIEWS_DIR_ENV = "MVSINK_VIEWS_DIR"

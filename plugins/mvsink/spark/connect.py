@@ -17,8 +17,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from .errors import MvSinkError
-from .sparkrun import DEFAULT_SPARK_CONF, LOCAL_MASTER_CONF, spark_submit_binary, submit_env
+from mvsink.exceptions import MvSinkError
+from mvsink.spark.runners import DEFAULT_SPARK_CONF, LOCAL_MASTER_CONF, spark_submit_binary, submit_env
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession

@@ -14,12 +14,10 @@ import time
 from pathlib import Path
 from typing import Any, Literal
 
-from .batch import BatchDescription, WriteReport
-from .checks import ERROR, format_counts
-from .errors import MvSinkError, StagingError
-from .failpoints import failpoint
-from .staging import collect_garbage, discard_batch, forget_manifest, read_manifest, staged_files_ok
-from .table import (
+from mvsink.core.batch import BatchDescription, WriteReport
+from mvsink.core.failpoints import failpoint
+from mvsink.core.staging import collect_garbage, discard_batch, forget_manifest, read_manifest, staged_files_ok
+from mvsink.core.table import (
     CONTENT_PRESERVING,
     META,
     active_paths,
@@ -30,8 +28,10 @@ from .table import (
     open_table,
     read_frontier,
 )
-from .times import format_time
-from .view import ViewDefinition
+from mvsink.definitions.view import ViewDefinition
+from mvsink.exceptions import MvSinkError, StagingError
+from mvsink.spark.checks import ERROR, format_counts
+from mvsink.times import format_time
 
 log = logging.getLogger(__name__)
 
@@ -108,8 +108,8 @@ def _create_table(view: ViewDefinition, schema_b64: str) -> None:
     from deltalake import DeltaTable
     from deltalake.transaction import CommitProperties
 
-    from .table import is_delta_table
-    from .write import decode_schema
+    from mvsink.core.table import is_delta_table
+    from mvsink.spark.job import decode_schema
 
     schema = decode_schema(schema_b64)
     try:
@@ -236,7 +236,7 @@ def _checks_meta(desc: BatchDescription, report: WriteReport | None) -> dict[str
 
 def _needs_error_column(dt: Any, report: WriteReport) -> bool:
     """The batch carries ``_mv_error`` (the view got checks) but the table has no such column yet."""
-    from .write import decode_schema
+    from mvsink.spark.job import decode_schema
 
     return ERROR in decode_schema(report.schema).names and ERROR not in [f.name for f in dt.schema().fields]
 

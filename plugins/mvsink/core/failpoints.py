@@ -22,7 +22,7 @@ import os
 import subprocess
 import sys
 
-from .errors import InjectedFault
+from mvsink.exceptions import InjectedFault
 
 ENV = "MVSINK_FAIL_POINTS"
 POINTS = ("write:after_staging", "append:before_validate", "append:before_commit", "append:after_commit",

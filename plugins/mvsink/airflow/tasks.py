@@ -11,12 +11,12 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from .append import append
-from .batch import BatchDescription, NothingToDo, WriteReport
-from .errors import MvSinkError
-from .mint import mint
-from .times import format_time, parse_time
-from .view import Catalog
+from mvsink.core.append import append
+from mvsink.core.batch import BatchDescription, NothingToDo, WriteReport
+from mvsink.core.mint import mint
+from mvsink.definitions.view import Catalog
+from mvsink.exceptions import MvSinkError
+from mvsink.times import format_time, parse_time
 
 log = logging.getLogger(__name__)
 
@@ -137,8 +137,8 @@ def mint_step(view_name: str, views_dir: str, context: dict[str, Any]) -> list[s
 
 def write_remote_step(view_name: str, views_dir: str, context: dict[str, Any], *, remote: str) -> dict[str, Any]:
     """The write step over Spark Connect (instead of spark-submit); leaves the same report."""
-    from .connect import remote_session
-    from .write import run_write
+    from mvsink.spark.connect import remote_session
+    from mvsink.spark.job import run_write
 
     view = Catalog(views_dir).get(view_name)
     ti = context["ti"]
@@ -193,7 +193,7 @@ def compact_if_due(view: Any, catalog: Catalog) -> dict[str, Any] | None:
 
     Never fails the append (it is committed): an error is logged and the next append tries again.
     """
-    from .history import compact
+    from mvsink.maintenance.compaction import compact
 
     try:
         res = compact(view, catalog=catalog, if_due=True)

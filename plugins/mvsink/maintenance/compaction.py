@@ -45,13 +45,13 @@ import uuid
 from pathlib import Path
 from typing import Any, Literal
 
-from .errors import MvSinkError
-from .failpoints import failpoint
-from .staging import collect_garbage
-from .table import META, Frontier, active_paths, check_readable, open_table, read_frontier
-from .times import format_time
-from .view import Catalog, ViewDefinition
-from .write import DIFF, TIME
+from mvsink.core.failpoints import failpoint
+from mvsink.core.staging import collect_garbage
+from mvsink.core.table import META, Frontier, active_paths, check_readable, open_table, read_frontier
+from mvsink.definitions.view import Catalog, ViewDefinition
+from mvsink.exceptions import MvSinkError
+from mvsink.spark.job import DIFF, TIME
+from mvsink.times import format_time
 
 log = logging.getLogger(__name__)
 
@@ -297,7 +297,7 @@ def vacuum(view: ViewDefinition, *, retention_hours: int | None = None, dry_run:
     ``_mv_staging``, minus anything active in the newest version. It commits nothing (delta-rs's
     own vacuum writes VACUUM commits, which would count as foreign commits).
     """
-    from .staging import BATCHES, list_staged
+    from mvsink.core.staging import BATCHES, list_staged
 
     dt = open_table(view.target)
     if dt is None:

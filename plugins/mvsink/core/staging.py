@@ -17,7 +17,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from .batch import StagedFile, WriteReport, parse_batch_id
+from mvsink.core.batch import StagedFile, WriteReport, parse_batch_id
 
 log = logging.getLogger(__name__)
 

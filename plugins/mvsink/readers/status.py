@@ -5,11 +5,11 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from .checks import format_counts
-from .staging import list_staged
-from .table import META, iter_history, op_of, open_table, read_frontier
-from .times import format_time
-from .view import ViewDefinition
+from mvsink.core.staging import list_staged
+from mvsink.core.table import META, iter_history, op_of, open_table, read_frontier
+from mvsink.definitions.view import ViewDefinition
+from mvsink.spark.checks import format_counts
+from mvsink.times import format_time
 
 
 def view_status(view: ViewDefinition, *, last: int = 10) -> dict[str, Any]:

@@ -5,7 +5,7 @@ rather than ``airflow standalone``, whose log servers bind every interface. The 
 uses Airflow's simple auth manager: the ``admin`` password is generated into
 ``$AIRFLOW_HOME/simple_auth_manager_passwords.json.generated``.
 
-    python -m mvsink.localairflow [--home DIR] [--port 8080] [--dags DIR] [--data-root DIR]
+    python -m mvsink.devtools.localairflow [--home DIR] [--port 8080] [--dags DIR] [--data-root DIR]
 """
 
 from __future__ import annotations
@@ -154,8 +154,8 @@ class LocalAirflow:
 
 
 def main(argv: list[str] | None = None) -> int:
-    repo = Path(__file__).resolve().parents[2]
-    ap = argparse.ArgumentParser(prog="python -m mvsink.localairflow", description=__doc__.splitlines()[0])
+    repo = Path.cwd()  # defaults relative to where it is run (the Makefile passes every path)
+    ap = argparse.ArgumentParser(prog="python -m mvsink.devtools.localairflow", description=__doc__.splitlines()[0])
     ap.add_argument("--home", default=os.environ.get("AIRFLOW_HOME", str(repo / ".airflow")))
     ap.add_argument("--dags", default=str(repo / "dags"))
     ap.add_argument("--data-root", default=os.environ.get("MVSINK_DATA_ROOT", str(repo / "data")))

@@ -6,9 +6,9 @@ import dataclasses
 import logging
 import uuid
 
-from .batch import BatchDescription, NothingToDo, SourceRead, make_batch_id
-from .staging import collect_garbage, list_staged
-from .table import (
+from mvsink.core.batch import BatchDescription, NothingToDo, SourceRead, make_batch_id
+from mvsink.core.staging import collect_garbage, list_staged
+from mvsink.core.table import (
     CONTENT_PRESERVING,
     active_paths,
     check_readable,
@@ -19,8 +19,8 @@ from .table import (
     read_frontier,
     version_at,
 )
-from .times import format_time
-from .view import Catalog, ViewDefinition
+from mvsink.definitions.view import Catalog, ViewDefinition
+from mvsink.times import format_time
 
 log = logging.getLogger(__name__)
 

@@ -6,7 +6,7 @@ Imported only when a DAG is built (it needs Airflow). Differences from the plain
   connection's extra ``{"spark_conf": {...}}`` (defaults < connection < view file), so a
   secret in them never enters the serialized DAG or the rendered template fields.
 - Secret-looking settings (``*secret*``, ``*password*``, ``*token*``, ``*.key``, ...; see
-  :func:`mvsink.sparkrun.is_secret_key`) never go onto the spark-submit command line (which
+  :func:`mvsink.spark.runners.is_secret_key`) never go onto the spark-submit command line (which
   the provider logs and other users can read in the process list): they go to a properties
   file readable by this user only, deleted when the task ends. Their values, and the
   connection's password, are also registered with Airflow's secrets masker.
@@ -19,9 +19,9 @@ from typing import Any
 
 from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
 
-from .errors import MvSinkError
-from .sparkrun import spark_conf_for, split_secret_conf, write_properties_file
-from .view import Catalog, ViewDefinition
+from mvsink.definitions.view import Catalog, ViewDefinition
+from mvsink.exceptions import MvSinkError
+from mvsink.spark.runners import spark_conf_for, split_secret_conf, write_properties_file
 
 
 def connection_spark_conf(extra: dict[str, Any], conn_id: str) -> dict[str, str]:

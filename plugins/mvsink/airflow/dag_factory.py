@@ -2,11 +2,11 @@
 
 DAG files stay thin::
 
-    from mvsink.dags import build_dags
+    from mvsink.airflow.dag_factory import build_dags
     build_dags(globals(), views_dir=Path(__file__).parent / "views")
 
-Tasks only gather parameters and call into :mod:`mvsink.tasks`; the write step is the
-apache-spark provider's ``SparkSubmitOperator`` (:mod:`mvsink.sparkop`, which keeps secret
+Tasks only gather parameters and call into :mod:`mvsink.airflow.tasks`; the write step is the
+apache-spark provider's ``SparkSubmitOperator`` (:mod:`mvsink.airflow.operators`, which keeps secret
 settings off the command line and out of the serialized DAG) running ``spark_jobs/mv_write.py``.
 """
 
@@ -20,9 +20,9 @@ import warnings
 from pathlib import Path
 from typing import Any
 
-from .errors import ViewDefinitionError
-from .sparkrun import job_file, spark_conf_for, split_secret_conf
-from .view import Schedule, ViewDefinition, load_views
+from mvsink.definitions.view import Schedule, ViewDefinition, load_views
+from mvsink.exceptions import ViewDefinitionError
+from mvsink.spark.runners import job_file, spark_conf_for, split_secret_conf
 
 log = logging.getLogger(__name__)
 
@@ -113,8 +113,8 @@ def build_dag(view: ViewDefinition, *, views: dict[str, ViewDefinition] | None =
     from airflow.providers.standard.operators.trigger_dagrun import TriggerDagRunOperator
     from airflow.sdk import DAG, Param, TriggerRule, task
 
-    from . import tasks
-    from .sparkop import ViewSparkSubmitOperator
+    from mvsink.airflow import tasks
+    from mvsink.airflow.operators import ViewSparkSubmitOperator
 
     views = views or {view.name: view}
     views_dir = str(views_dir or Path(view.file).parent)

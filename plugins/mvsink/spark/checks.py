@@ -1,6 +1,6 @@
 """Declared row checks: the view's ok and err collections (DESIGN §1 "ok / err streams").
 
-A view file may declare ``checks`` (see :class:`mvsink.view.Check`). Semantics, per row of
+A view file may declare ``checks`` (see :class:`mvsink.definitions.view.Check`). Semantics, per row of
 the query's result (a row *fails* a check unless its expression is TRUE; NULL fails):
 
 1. ``drop`` checks: a row failing any of them is left out of the view, counted under the
@@ -26,13 +26,13 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from .errors import MvSinkError, QueryError, ViewErrorsError
+from mvsink.exceptions import MvSinkError, QueryError, ViewErrorsError
 
 if TYPE_CHECKING:
     import pyarrow as pa
     from pyspark.sql import Column, DataFrame, Observation
 
-    from .view import ViewDefinition
+    from mvsink.definitions.view import ViewDefinition
 
 ERROR = "_mv_error"
 ERRORS_MODES = ("fail", "include", "ignore")
@@ -51,7 +51,7 @@ def validate_checks(view: ViewDefinition, result: DataFrame) -> None:
     from pyspark.sql import functions as F
     from pyspark.sql import types as T
 
-    from .write import _first_paragraph
+    from mvsink.spark.job import _first_paragraph
 
     for c in view.checks:
         where = f"view {view.name}: check '{c.name}' ({c.expr})"

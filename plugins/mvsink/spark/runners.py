@@ -13,9 +13,9 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
-from . import errors
-from .batch import BatchDescription, WriteReport
-from .view import ViewDefinition
+from mvsink import exceptions as errors
+from mvsink.core.batch import BatchDescription, WriteReport
+from mvsink.definitions.view import ViewDefinition
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -40,7 +40,7 @@ LOCAL_MASTER_CONF: dict[str, str] = {"spark.driver.bindAddress": "127.0.0.1", "s
 SECRET_HINTS = ("password", "secret", "token", "credential", "access.key", "key.id", "account.key", "private.key",
                 ".key")
 
-REPO_JOB = Path(__file__).resolve().parents[2] / "spark_jobs" / "mv_write.py"
+JOB_SCRIPT = "mv_write.py"  # the entry script, shipped in this package (mvsink/spark/mv_write.py)
 
 
 def spark_conf_for(view: ViewDefinition, extra: Mapping[str, str] | None = None, *,
@@ -88,15 +88,13 @@ def write_properties_file(conf: Mapping[str, str], folder: str | None = None) ->
 
 
 def job_file() -> str:
-    """Path of the write job's entry script (the repository's, or a generated one)."""
+    """Path of the write job's entry script: ``MVSINK_SPARK_JOB``, else the one shipped in the package."""
     env = os.environ.get("MVSINK_SPARK_JOB")
     if env:
         return env
-    if REPO_JOB.exists():
-        return str(REPO_JOB)
-    path = Path(tempfile.gettempdir()) / "mvsink_mv_write.py"
-    path.write_text("import sys\nfrom mvsink.write import main\nsys.exit(main())\n")
-    return str(path)
+    from importlib.resources import files
+
+    return str(files("mvsink.spark").joinpath(JOB_SCRIPT))
 
 
 def spark_submit_binary() -> str:
@@ -185,6 +183,6 @@ def local_session(master: str = "local[2]", conf: Mapping[str, str] | None = Non
 
 def run_write_inprocess(view: ViewDefinition, desc: BatchDescription, *,
                         spark: SparkSession | None = None) -> WriteReport:
-    from .write import run_write
+    from mvsink.spark.job import run_write
 
     return run_write(spark or local_session(), view, desc)

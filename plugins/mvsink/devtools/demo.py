@@ -1,6 +1,6 @@
 """Demo: source tables with four days of history, two views refreshed at several times.
 
-    python -m mvsink.demo [--data-root DIR] [--views-dir DIR] [--spark-submit]
+    python -m mvsink.devtools.demo [--data-root DIR] [--views-dir DIR] [--spark-submit]
 
 Creates Delta tables ``demo/orders`` and ``demo/customers`` under the data root with
 inserts, updates and deletes committed on 2026-11-01..04 (commit times set in the log),
@@ -19,9 +19,9 @@ import sys
 from decimal import Decimal
 from pathlib import Path
 
-from .sparkrun import Runner
-from .table import set_commit_time
-from .times import format_time, parse_time
+from mvsink.core.table import set_commit_time
+from mvsink.spark.runners import Runner
+from mvsink.times import format_time, parse_time
 
 DAY = 86_400_000
 START = parse_time("2026-11-01T00:00:00Z")
@@ -72,7 +72,7 @@ def build_sources(root: Path) -> list[tuple[int, str]]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m mvsink.demo", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m mvsink.devtools.demo", description=__doc__.splitlines()[0])
     parser.add_argument("--data-root", default=os.environ.get("MVSINK_DATA_ROOT", "data"))
     parser.add_argument("--views-dir", default=os.environ.get("MVSINK_VIEWS_DIR", "dags/views"))
     parser.add_argument("--spark-submit", action="store_true",
@@ -83,11 +83,11 @@ def main(argv: list[str] | None = None) -> int:
     os.environ["MVSINK_DATA_ROOT"] = str(root)
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
 
-    from .cli import _print_rows
-    from .read import read_view
-    from .refresh import refresh
-    from .status import format_status, view_status
-    from .view import Catalog
+    from mvsink.cli.app import _print_rows
+    from mvsink.core.refresh import refresh
+    from mvsink.definitions.view import Catalog
+    from mvsink.readers.arrow import read_view
+    from mvsink.readers.status import format_status, view_status
 
     print(f"== source history under {root / 'demo'}")
     for t, what in build_sources(root):
@@ -96,7 +96,7 @@ def main(argv: list[str] | None = None) -> int:
     views = [v for v in catalog.views.values() if "demo" in v.tags]
     spark = None
     if not args.spark_submit:
-        from .sparkrun import local_session
+        from mvsink.spark.runners import local_session
 
         spark = local_session()
         spark.sparkContext.setLogLevel("ERROR")

@@ -8,11 +8,11 @@ import time
 from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
-from .append import RefreshResult, append
-from .batch import NothingToDo
-from .mint import mint
-from .sparkrun import Runner, run_write_inprocess, run_write_submit
-from .view import Catalog, ViewDefinition
+from mvsink.core.append import RefreshResult, append
+from mvsink.core.batch import NothingToDo
+from mvsink.core.mint import mint
+from mvsink.definitions.view import Catalog, ViewDefinition
+from mvsink.spark.runners import Runner, run_write_inprocess, run_write_submit
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -47,8 +47,8 @@ def refresh(
         if runner == "submit":
             report = run_write_submit(view, desc, master=master, conf=spark_conf)
         elif runner == "connect":
-            from .connect import remote_session
-            from .write import run_write
+            from mvsink.spark.connect import remote_session
+            from mvsink.spark.job import run_write
 
             if not remote:
                 raise ValueError("runner='connect' needs remote='sc://host:port'")

@@ -5,12 +5,12 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING, Any, Literal
 
-from .checks import split_errors
-from .errors import ReadTimeError
-from .table import Frontier, check_readable, open_table, read_frontier
-from .times import format_time
-from .view import Catalog, ViewDefinition
-from .write import DIFF, TIME
+from mvsink.core.table import Frontier, check_readable, open_table, read_frontier
+from mvsink.definitions.view import Catalog, ViewDefinition
+from mvsink.exceptions import ReadTimeError
+from mvsink.spark.checks import split_errors
+from mvsink.spark.job import DIFF, TIME
+from mvsink.times import format_time
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -99,7 +99,7 @@ def read_view(view: ViewDefinition | str, *, as_of: int | None = None, views_dir
     """The view's contents at ``as_of`` (default: its newest final time), one row per copy.
 
     A pyarrow Table (``to="arrow"``) or a pandas DataFrame (``to="pandas"``). ``errors`` (views
-    with checks): ``fail`` raises :class:`~mvsink.errors.ViewErrorsError` if the contents hold error
+    with checks): ``fail`` raises :class:`~mvsink.exceptions.ViewErrorsError` if the contents hold error
     rows, else returns the ok rows; ``include`` returns every row with its ``_mv_error``; ``ignore``
     returns the ok rows only.
     """

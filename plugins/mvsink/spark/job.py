@@ -17,15 +17,15 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from .batch import BatchDescription, StagedFile, WriteReport
-from .checks import ERROR, add_counts, apply_checks, counts_of, validate_checks
-from .errors import MvSinkError, QueryError, SchemaChangedError
-from .failpoints import failpoint
-from .incremental import incremental_corrections
-from .staging import batch_dir, discard_batch, stats_json, write_intent, write_manifest
-from .table import check_readable, open_table, read_frontier, since_app_id, upper_app_id
-from .times import format_time
-from .view import RESERVED_PREFIX, ViewDefinition, load_view_file
+from mvsink.core.batch import BatchDescription, StagedFile, WriteReport
+from mvsink.core.failpoints import failpoint
+from mvsink.core.staging import batch_dir, discard_batch, stats_json, write_intent, write_manifest
+from mvsink.core.table import check_readable, open_table, read_frontier, since_app_id, upper_app_id
+from mvsink.definitions.view import RESERVED_PREFIX, ViewDefinition, load_view_file
+from mvsink.exceptions import MvSinkError, QueryError, SchemaChangedError
+from mvsink.spark.checks import ERROR, add_counts, apply_checks, counts_of, validate_checks
+from mvsink.spark.incremental import incremental_corrections
+from mvsink.times import format_time
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -209,7 +209,7 @@ def read_delta(spark: SparkSession, path: str, *, version: int | None, role: str
     """A Delta snapshot as a DataFrame, read as Parquet from the file list delta-rs resolves."""
     dt = open_table(path, version=version)
     if dt is None:
-        from .errors import SourceError
+        from mvsink.exceptions import SourceError
 
         raise SourceError(f"{role}: no Delta table at {path}. Fix: create it or correct the path.")
     check_readable(dt, path=path, role=role)
@@ -233,7 +233,7 @@ def register_sources(spark: SparkSession, view: ViewDefinition, desc: BatchDescr
             up = read_frontier(open_table(s.path, version=s.version), app_id=upper_app_id(s.view),
                                since_app_id=since_app_id(s.view))
             if desc.time < up.since:
-                from .errors import SourceError
+                from mvsink.exceptions import SourceError
 
                 raise SourceError(f"{role}: view {s.view} is compacted up to {format_time(up.since)} "
                                   f"({up.since}); it cannot be read at {format_time(desc.time)}. Fix: refresh "

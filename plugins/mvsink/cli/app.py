@@ -13,10 +13,10 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
-from .errors import MvSinkError
-from .sparkrun import Runner
-from .times import parse_time
-from .view import VIEWS_DIR_ENV, Catalog
+from mvsink.definitions.view import VIEWS_DIR_ENV, Catalog
+from mvsink.exceptions import MvSinkError
+from mvsink.spark.runners import Runner
+from mvsink.times import parse_time
 
 
 def _time(text: str) -> int:
@@ -138,7 +138,7 @@ def _connect_server(args: argparse.Namespace) -> int:
     import signal
     import time
 
-    from .connect import start_server
+    from mvsink.spark.connect import start_server
 
     try:
         proc = start_server(port=args.port, master=args.master, conf=_spark_conf(args))
@@ -159,8 +159,8 @@ def _connect_server(args: argparse.Namespace) -> int:
 
 
 def _gc(view: Any, *, grace_seconds: float | None, dry_run: bool) -> dict[str, Any]:
-    from .staging import gc
-    from .table import active_paths, check_readable, open_table, read_frontier
+    from mvsink.core.staging import gc
+    from mvsink.core.table import active_paths, check_readable, open_table, read_frontier
 
     dt = open_table(view.target)
     if dt is None:
@@ -192,29 +192,29 @@ def main(argv: Sequence[str] | None = None) -> int:
         catalog = Catalog(args.views_dir)
         view = catalog.get(args.view)
         if args.command == "refresh":
-            from .refresh import refresh
+            from mvsink.core.refresh import refresh
 
             runner: Runner = "connect" if args.remote else "inprocess" if args.in_process else "submit"
             result = refresh(view, args.at, catalog=catalog, dry_run=args.dry_run, run_id=args.run_id,
                              runner=runner, master=args.master, spark_conf=_spark_conf(args), remote=args.remote)
             print(json.dumps(result.to_dict(), sort_keys=True) if args.json else result.summary())
         elif args.command == "read":
-            from .read import read_view
+            from mvsink.readers.arrow import read_view
 
             _print_rows(read_view(view, as_of=args.as_of, errors=args.errors), args.format)
         elif args.command == "changes":
-            from .read import changes
+            from mvsink.readers.arrow import changes
 
             _print_rows(changes(view, args.from_time, args.to_time), args.format)
         elif args.command == "compact":
-            from .history import compact
+            from mvsink.maintenance.compaction import compact
 
             res = compact(view, catalog=catalog, since=args.since, if_due=args.if_due)
             print(json.dumps(res.to_dict(), sort_keys=True) if args.json else res.summary())
             if res.status == "gave_up":
                 return 1
         elif args.command == "vacuum":
-            from .history import vacuum
+            from mvsink.maintenance.compaction import vacuum
 
             vres = vacuum(view, retention_hours=args.retention_hours, dry_run=args.dry_run,
                           enforce_retention=not args.force)
@@ -223,7 +223,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             gres = _gc(view, grace_seconds=args.grace_seconds, dry_run=args.dry_run)
             print(json.dumps(gres, sort_keys=True) if args.json else _gc_summary(view.name, gres, args.dry_run))
         elif args.command == "status":
-            from .status import format_status, view_status
+            from mvsink.readers.status import format_status, view_status
 
             st = view_status(view)
             print(json.dumps(st, sort_keys=True) if args.json else format_status(st))
