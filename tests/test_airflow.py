@@ -10,7 +10,7 @@ from deltalake import DeltaTable
 
 from airflowhelp import AirflowHome
 from deltahelp import BASE, HOUR, multiset, oracle, staged_leftovers, write_at, write_view
-from mvsink.definitions.view import Catalog
+from mvsink.definitions.catalog import Catalog
 from mvsink.readers.arrow import read_view
 from test_oracle import PROJECT, _orders
 

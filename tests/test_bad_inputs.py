@@ -13,9 +13,9 @@ from deltalake import DeltaTable
 
 from deltahelp import BASE, HOUR, table_state, write_at, write_view
 from mvsink import exceptions as errors
-from mvsink.core.refresh import refresh
-from mvsink.definitions.view import Catalog
+from mvsink.definitions.catalog import Catalog
 from mvsink.readers.arrow import read_view
+from mvsink.spark.runners import refresh
 from test_oracle import PROJECT, _orders
 
 pytestmark = pytest.mark.spark

@@ -21,11 +21,13 @@ from deltalake import DeltaTable
 
 from deltahelp import BASE, HOUR, delete_at, multiset, snapshot, update_at, write_at, write_view
 from mvsink.cli.app import main as cli_main
-from mvsink.core.refresh import refresh
-from mvsink.definitions.view import Catalog, Check, parse_view
+from mvsink.columns import ERROR
+from mvsink.core.checks import format_counts
+from mvsink.definitions.catalog import Catalog
+from mvsink.definitions.view import Check, parse_view
 from mvsink.exceptions import MvSinkError, QueryError, ViewDefinitionError, ViewErrorsError
-from mvsink.readers.arrow import read_updates, read_view
-from mvsink.spark.checks import ERROR, format_counts, split_errors
+from mvsink.readers.arrow import read_updates, read_view, split_errors
+from mvsink.spark.runners import refresh
 
 ORDERS = pa.schema([("id", pa.int64()), ("cust", pa.int32()), ("status", pa.string()), ("qty", pa.int32())])
 CUSTOMERS = pa.schema([("id", pa.int32()), ("region", pa.string())])

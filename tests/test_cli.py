@@ -13,7 +13,7 @@ import pytest
 from deltalake import DeltaTable
 
 from deltahelp import BASE, HOUR, multiset, oracle, staged_leftovers, write_at, write_view
-from mvsink.definitions.view import Catalog
+from mvsink.definitions.catalog import Catalog
 from mvsink.readers.arrow import read_view
 from test_oracle import PROJECT, _orders
 

@@ -13,7 +13,7 @@ import time
 import pytest
 
 from deltahelp import BASE, HOUR, delete_at, multiset, oracle, staged_leftovers, write_at, write_view
-from mvsink.definitions.view import Catalog
+from mvsink.definitions.catalog import Catalog
 from mvsink.devtools.localairflow import free_port
 from mvsink.exceptions import MvSinkError
 from mvsink.readers.arrow import read_view

@@ -32,7 +32,7 @@ from deltalake import DeltaTable
 
 from airflowhelp import trigger_run, wait_run
 from deltahelp import BASE, HOUR, multiset, oracle, staged_leftovers, write_at, write_view
-from mvsink.definitions.view import Catalog
+from mvsink.definitions.catalog import Catalog
 from mvsink.devtools.localairflow import LocalAirflow
 from mvsink.readers.arrow import read_view
 from test_oracle import PROJECT, _orders

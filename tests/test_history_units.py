@@ -4,11 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from mvsink.core.table import Frontier
+from mvsink.core.table import Frontier, check_read_time
 from mvsink.definitions.view import DEFAULT_RETAIN_HISTORY_MS, parse_view
 from mvsink.exceptions import ReadTimeError, ViewDefinitionError
 from mvsink.maintenance.compaction import DUE_FRACTION, is_due, target_since
-from mvsink.readers.arrow import check_read_time
 from mvsink.times import format_time
 
 pytestmark = pytest.mark.unit

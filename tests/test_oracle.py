@@ -11,9 +11,9 @@ import pytest
 from deltalake import DeltaTable
 
 from deltahelp import BASE, HOUR, delete_at, multiset, oracle, update_at, write_at, write_view
-from mvsink.core.refresh import refresh
-from mvsink.definitions.view import Catalog
+from mvsink.definitions.catalog import Catalog
 from mvsink.readers.arrow import read_view
+from mvsink.spark.runners import refresh
 
 pytestmark = pytest.mark.spark
 

@@ -14,12 +14,12 @@ from deltalake import DeltaTable, write_deltalake
 from deltahelp import BASE, HOUR, multiset, oracle, staged_leftovers, write_at, write_view
 from mvsink.core.append import append
 from mvsink.core.mint import mint
-from mvsink.core.refresh import refresh
 from mvsink.core.staging import list_staged
-from mvsink.definitions.view import Catalog
+from mvsink.definitions.catalog import Catalog
 from mvsink.exceptions import InjectedFault
 from mvsink.readers.arrow import read_view
 from mvsink.spark.job import run_write
+from mvsink.spark.runners import refresh
 from test_oracle import JOIN_AGG, PROJECT, _customers, _orders
 
 pytestmark = pytest.mark.spark

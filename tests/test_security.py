@@ -21,9 +21,12 @@ import pytest
 from airflowhelp import wait_run
 from deltahelp import BASE, HOUR, write_at, write_view
 from mvsink.airflow import tasks
+from mvsink.airflow.params import run_params
 from mvsink.core.batch import BatchDescription, SourceRead
-from mvsink.definitions.view import Catalog, load_view_file, parse_view
+from mvsink.definitions.catalog import Catalog
+from mvsink.definitions.view import load_view_file, parse_view
 from mvsink.exceptions import MvSinkError, UnsafePathError, ViewDefinitionError
+from mvsink.spark import conf as sparkconf
 from mvsink.spark import runners as sparkrun
 from test_oracle import PROJECT, _orders
 
@@ -150,7 +153,7 @@ def _ctx(params: dict, conf: dict | None = None) -> dict:
     ({"refresh_time": None, "dry_run": "No"}, (BASE + 2 * HOUR, False)),
 ])
 def test_run_params_are_parsed_into_typed_values(params, expected):
-    p = tasks.run_params(_ctx(params), view="v")
+    p = run_params(_ctx(params), view="v")
     assert (p.refresh_time, p.dry_run) == expected
     assert type(p.refresh_time) is int and type(p.dry_run) is bool
 
@@ -163,7 +166,7 @@ HOSTILE = ["1; rm -rf /", "' OR 1=1 --", "$(touch /tmp/mvsink_pwned)", "2026-01-
 @pytest.mark.parametrize("value", [*HOSTILE, -5, "99999999999999999999", True, ["2026-01-01"], {"a": 1}, 1.5])
 def test_junk_refresh_time_is_refused_clearly(value):
     with pytest.raises(MvSinkError) as ei:
-        tasks.run_params(_ctx({"refresh_time": value}), view="v")
+        run_params(_ctx({"refresh_time": value}), view="v")
     msg = str(ei.value)
     assert msg.startswith("view v: run param refresh_time=") and "Fix: trigger the run with refresh_time as" in msg
 
@@ -172,14 +175,14 @@ def test_junk_refresh_time_is_refused_clearly(value):
 @pytest.mark.parametrize("value", ["yes please", "' OR 1=1", "truee", 2, -1, [], {"x": 1}, 0.5])
 def test_junk_dry_run_is_refused_clearly(value):
     with pytest.raises(MvSinkError, match=r"view v: run param dry_run=.* is not true or false\. Fix:"):
-        tasks.run_params(_ctx({"dry_run": value}), view="v")
+        run_params(_ctx({"dry_run": value}), view="v")
 
 
 @pytest.mark.unit
 @pytest.mark.parametrize("value", ["1; rm -rf /", "-1", 10_000, "x"])
 def test_junk_attempt_is_refused_clearly(value):
     with pytest.raises(MvSinkError, match="run param attempt="):
-        tasks.run_params(_ctx({}, {"attempt": value}), view="v")
+        run_params(_ctx({}, {"attempt": value}), view="v")
 
 
 class _RecordingTI:
@@ -228,11 +231,11 @@ def test_secret_settings_never_go_onto_a_command_line(monkeypatch, tmp_path):
     monkeypatch.setattr(sparkrun, "spark_submit_binary", lambda: "spark-submit")
     conf = {"spark.driver.memory": "2g", "spark.hadoop.fs.s3a.secret.key": "S3CR3T",
             "spark.hadoop.fs.s3a.session.token": "T0K3N", "spark.jdbc.password": "PW", "spark.x.access.key": "AK"}
-    public, secret = sparkrun.split_secret_conf(conf)
+    public, secret = sparkconf.split_secret_conf(conf)
     assert public == {"spark.driver.memory": "2g"} and set(secret) == set(conf) - {"spark.driver.memory"}
     with pytest.raises(MvSinkError, match="look secret and may not go onto a command line"):
         sparkrun.submit_command(view_file="v", description="{}", report_path="r", master="local[2]", conf=conf)
-    props = sparkrun.write_properties_file({**secret, "spark.odd key=x": "a\\b=c\nd"}, str(tmp_path))
+    props = sparkconf.write_properties_file({**secret, "spark.odd key=x": "a\\b=c\nd"}, str(tmp_path))
     cmd = sparkrun.submit_command(view_file="v", description="{}", report_path="r", master="local[2]", conf=public,
                                   properties_file=props)
     assert cmd[cmd.index("--properties-file") + 1] == props
@@ -241,7 +244,7 @@ def test_secret_settings_never_go_onto_a_command_line(monkeypatch, tmp_path):
     lines = Path(props).read_text().splitlines()
     assert "spark.hadoop.fs.s3a.secret.key=S3CR3T" in lines and "spark.odd\\ key\\=x=a\\\\b=c\\nd" in lines
     with pytest.raises(MvSinkError, match="leading or trailing blanks"):
-        sparkrun.write_properties_file({"spark.a.password": "pw "}, str(tmp_path))
+        sparkconf.write_properties_file({"spark.a.password": "pw "}, str(tmp_path))
 
 
 @pytest.mark.unit

@@ -9,9 +9,9 @@ import pytest
 from deltalake import write_deltalake
 
 from deltahelp import BASE, HOUR, multiset, oracle, snapshot, stamp, write_at, write_view
-from mvsink.core.refresh import refresh
-from mvsink.definitions.view import Catalog
+from mvsink.definitions.catalog import Catalog
 from mvsink.readers.arrow import read_view
+from mvsink.spark.runners import refresh
 from test_oracle import PROJECT, _orders
 
 pytestmark = pytest.mark.spark

@@ -9,9 +9,9 @@ import pyarrow as pa
 import pytest
 
 from deltahelp import BASE, HOUR, multiset, oracle, write_at, write_view
-from mvsink.core.refresh import refresh
-from mvsink.definitions.view import Catalog
+from mvsink.definitions.catalog import Catalog
 from mvsink.readers.arrow import read_view
+from mvsink.spark.runners import refresh
 
 pytestmark = pytest.mark.spark
 

@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from mvsink.definitions.view import Catalog, Schedule, Source, ViewDefinition, load_view_file, load_views, parse_view
+from mvsink.definitions.catalog import Catalog, load_views
+from mvsink.definitions.view import Schedule, Source, ViewDefinition, load_view_file, parse_view
 from mvsink.exceptions import MvSinkError, ViewDefinitionError
 
 pytestmark = pytest.mark.unit
