@@ -21,6 +21,7 @@ from deltalake import DeltaTable
 
 from deltahelp import BASE, HOUR, oracle, write_at, write_view
 from mvsink.devtools.localairflow import LocalAirflow
+from mvsink.times import format_time
 from test_oracle import PROJECT, _orders
 
 pytestmark = [pytest.mark.browser, pytest.mark.airflow, pytest.mark.slow]
@@ -162,7 +163,7 @@ def _person_uses_the_ui(airflow, page, artifacts):
     assert _wait_run(af, dry) == "success"
     text = _open_report(page, af, dry, artifacts / "03-dry-run-report.png",
                         "orders_proj: dry run [", f"would add {expected} and retract 0 rows", "nothing written")
-    assert f"{r + 1})" in text, text  # the batch ends at the desired frontier R + 1
+    assert f"{format_time(r + 1)})" in text, text  # the batch ends at the desired frontier R + 1 (ISO-8601 UTC)
     assert not target.exists()
 
     # a real run at the same refresh time: the refresh summary shows the rows, the upper and the Delta version
@@ -170,7 +171,7 @@ def _person_uses_the_ui(airflow, page, artifacts):
     assert _wait_run(af, real) == "success"
     version = DeltaTable(str(target)).version()
     _open_report(page, af, real, artifacts / "05-real-run-report.png",
-                 "orders_proj: appended [", f"+{expected} -0 rows", f"Delta version {version}, upper {r + 1}")
+                 "orders_proj: appended [", f"+{expected} -0 rows", f"Delta version {version}, final through {format_time(r)}")
     assert DeltaTable(str(target)).transaction_version("mvsink:upper:orders_proj") == r + 1
     print(f"browser test: login to both runs reported in {time.monotonic() - t0:.1f}s")
     assert sorted(p.name for p in artifacts.glob("*.png")) == [

@@ -61,3 +61,22 @@ def parse_duration(value: object, *, what: str = "duration") -> int:
             "ms, s, m, h, d or w, e.g. 15m or 1d"
         )
     return int(m.group(1)) * _UNIT_MS[m.group(2)]
+
+
+def format_duration(ms: int | float) -> str:
+    """A duration for people: ``850 ms``, ``12.4 s``, ``4m 10s``, ``2h 05m``, ``3d 4h`` (negative: ``-`` first)."""
+    if ms < 0:
+        return "-" + format_duration(-ms)
+    if ms < 1000:
+        return f"{int(ms)} ms"
+    s = ms / 1000
+    if s < 60:
+        return f"{s:.1f} s"
+    m, sec = divmod(int(s), 60)
+    if m < 60:
+        return f"{m}m {sec:02d}s"
+    h, m = divmod(m, 60)
+    if h < 24:
+        return f"{h}h {m:02d}m"
+    d, h = divmod(h, 24)
+    return f"{d}d {h}h"

@@ -94,8 +94,10 @@ def build_parser() -> argparse.ArgumentParser:
     cs.add_argument("--master", default="local[2]")
     cs.add_argument("--spark-conf", action="append", default=[], metavar="KEY=VALUE")
 
-    st = sub.add_parser("status", help="since, upper, as_of and the last refreshes")
-    common(st)
+    st = sub.add_parser("status", help="since, upper, as_of, freshness and the last refreshes (--all: every view)")
+    st.add_argument("view", nargs="?", help="view name (from its view file); omit with --all")
+    st.add_argument("--views-dir", help=f"folder of view files (default: ${VIEWS_DIR_ENV} or dags/views)")
+    st.add_argument("--all", action="store_true", help="every view of the folder, one line each (stale ones flagged)")
     st.add_argument("--json", action="store_true")
     return p
 
@@ -183,14 +185,32 @@ def _gc_summary(name: str, res: dict[str, Any], dry_run: bool) -> str:
     return "\n".join(lines)
 
 
+def _status_all(catalog: Catalog, *, as_json: bool) -> int:
+    """Every view, one line each (or a JSON list); exit 1 when a view is stale or cannot be read."""
+    from mvsink.readers.overview import all_views, format_summary_line
+
+    rows = all_views(catalog)
+    if as_json:
+        print(json.dumps(rows, sort_keys=True))
+    else:
+        for row in rows:
+            print(format_summary_line(row))
+    return 1 if any(r.get("stale") or r.get("error") for r in rows) else 0
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s", stream=sys.stderr)
     if args.command == "connect-server":
         return _connect_server(args)
+    if args.command == "status" and (args.all == bool(args.view)):
+        print("mvsink: error: status needs a view name or --all (not both)", file=sys.stderr)
+        return 2
     try:
         catalog = Catalog(args.views_dir)
+        if args.command == "status" and args.all:
+            return _status_all(catalog, as_json=args.json)
         view = catalog.get(args.view)
         if args.command == "refresh":
             from mvsink.spark.runners import refresh

@@ -62,22 +62,37 @@ class RefreshResult:
     timings: dict[str, float] = dataclasses.field(default_factory=dict)
 
     def summary(self) -> str:
+        """One readable line (times as ISO-8601 UTC); ``to_dict`` keeps the integers."""
         checks = f"; checks: {format_counts(self.checks)}" if self.checks else ""
+        batch = f"[{_iso(self.lower)}, {_iso(self.upper)})"
         if self.status == "appended":
-            return (f"{self.view}: appended [{self.lower}, {self.upper}) at {format_time(self.refresh_time)}: "
+            return (f"{self.view}: appended {batch} at {format_time(self.refresh_time)}: "
                     f"+{self.rows_added} -{self.rows_retracted} rows, {self.bytes} bytes in {self.files} file(s), "
-                    f"Delta version {self.version}, upper {self.upper}" + (f", {self.mode} diff" if self.mode else "")
-                    + (f" ({self.reason})" if self.reason else "") + checks)
+                    f"Delta version {self.version}, final through {_iso(_final(self.upper))}"
+                    + (f", {self.mode} diff" if self.mode else "") + (f" ({self.reason})" if self.reason else "")
+                    + checks)
         if self.status == "dry_run":
-            return (f"{self.view}: dry run [{self.lower}, {self.upper}): would add {self.rows_added} and retract "
+            return (f"{self.view}: dry run {batch}: would add {self.rows_added} and retract "
                     f"{self.rows_retracted} rows" + (f" ({self.mode} diff)" if self.mode else "") + "; nothing written"
                     + checks)
         if self.status == "rescheduled":
-            return f"{self.view}: rescheduled: upper is now {self.upper} ({self.reason})"
+            return (f"{self.view}: rescheduled: upper is now {_iso(self.upper)} ({self.reason})")
         return f"{self.view}: up to date: {self.reason}"
 
     def to_dict(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
+        """Every field (times as integer epoch ms), plus the times as ISO-8601 UTC (``*_utc``)."""
+        d = dataclasses.asdict(self)
+        d.update(refresh_time_utc=format_time(self.refresh_time), lower_utc=_iso(self.lower),
+                 upper_utc=_iso(self.upper), final_through_utc=_iso(_final(self.upper)))
+        return d
+
+
+def _final(upper: int | None) -> int | None:
+    return upper - 1 if upper is not None and upper > 0 else None
+
+
+def _iso(ms: int | None) -> str | None:
+    return format_time(ms) if ms is not None else None
 
 
 def commit_metadata(desc: BatchDescription, operation: str, **extra: Any) -> dict[str, str]:
@@ -200,7 +215,7 @@ def append(view: ViewDefinition, desc: BatchDescription, report: WriteReport | N
                                              bytes=report.bytes if report else 0,
                                              mode=report.mode if report else "unchanged",
                                              mode_reason=report.mode_reason if report else "no source changed",
-                                             **_checks_meta(desc, report)))
+                                             **_timing_meta(desc, report), **_checks_meta(desc, report)))
             except CommitFailedError as exc:
                 log.info("view %s: commit at version %d lost a race (%s); re-validating", view.name,
                          dt.version() + 1, exc)
@@ -233,6 +248,14 @@ def _checks_of(desc: BatchDescription, report: WriteReport | None) -> dict[str, 
 def _checks_meta(desc: BatchDescription, report: WriteReport | None) -> dict[str, Any]:
     counts = _checks_of(desc, report)
     return {"checks": counts} if counts else {}
+
+
+def _timing_meta(desc: BatchDescription, report: WriteReport | None) -> dict[str, Any]:
+    """How long the refresh took: from mint to this commit, and the write step's own time (ms)."""
+    out: dict[str, Any] = {"write_ms": round(report.seconds * 1000) if report else 0}
+    if desc.minted_at is not None:
+        out["duration_ms"] = max(0, int(time.time() * 1000) - desc.minted_at)
+    return out
 
 
 def _needs_error_column(dt: Any, report: WriteReport) -> bool:

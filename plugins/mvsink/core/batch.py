@@ -46,6 +46,7 @@ class BatchDescription:
     # Check counts the last append recorded for those contents (totals per check); the no-change
     # shortcut carries them over and the incremental path adds the change's counts to them.
     base_checks: dict[str, Any] | None = None
+    minted_at: int | None = None  # wall-clock ms when mint made it: append records the refresh's duration
 
     @property
     def time(self) -> int:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import time
 import uuid
 
 from mvsink.core.batch import BatchDescription, NothingToDo, SourceRead, make_batch_id
@@ -83,7 +84,7 @@ def mint(
         view=view.name, target=view.target, lower=lower, upper=desired, refresh_time=refresh_time,
         table_version=frontier.version, sources=tuple(sources), run_id=run_id,
         batch_id=make_batch_id(view.name, lower, desired, run_id), definition=view.definition_hash(),
-        dry_run=dry_run,
+        dry_run=dry_run, minted_at=int(time.time() * 1000),
     )
     base = last_refresh_sources(view, desc, dt) if dt is not None else None
     base_checks = last_refresh_checks(dt) if base is not None and view.checks else None

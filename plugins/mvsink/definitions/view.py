@@ -21,6 +21,7 @@ A view file looks like::
     incremental: true             # optional (default true): compute corrections from the sources'
                                   # changes when the query allows it; false always diffs in full
     retain_history: 7d            # optional: readable history behind the newest time (default 7d; or forever)
+    max_lag: 2h                   # optional: freshness target; a view whose newest final time is older is stale
     checks:                       # optional: named row checks over the query's columns
       - {name: positive_qty, expr: "qty > 0", action: error}   # error | drop | warn
 
@@ -71,7 +72,7 @@ _NONDET_RE = re.compile(
 
 KNOWN_FIELDS = {
     "name", "description", "query", "sql_file", "sources", "target", "schedule", "as_of",
-    "key", "spark_conf", "tags", "until", "incremental", "retain_history", "checks",
+    "key", "spark_conf", "tags", "until", "incremental", "retain_history", "checks", "max_lag",
 }
 CHECK_ACTIONS = ("error", "drop", "warn")
 CHECK_FIELDS = {"name", "expr", "action"}
@@ -149,6 +150,8 @@ class ViewDefinition:
     # compacted (section 6 of DESIGN.md). None: keep all history (no automatic compaction).
     retain_history_ms: int | None = DEFAULT_RETAIN_HISTORY_MS
     checks: tuple[Check, ...] = ()  # row checks, in file order (the first failing one names an error)
+    # Freshness target: the view is stale when now - its newest final time (upper - 1) exceeds it. None: no target.
+    max_lag_ms: int | None = None
 
     @property
     def app_id(self) -> str:
@@ -290,6 +293,7 @@ def parse_view(text: str, *, file: str = "<string>", data_root: Path | None = No
         raise _fail(file, "incremental", f"{incremental!r} is not true or false",
                     "write incremental: true (default) or incremental: false")
     retain = _parse_retain_history(doc.get("retain_history"), file)
+    max_lag = _parse_max_lag(doc.get("max_lag"), file)
 
     checks = _parse_checks(doc.get("checks"), file)
 
@@ -301,7 +305,7 @@ def parse_view(text: str, *, file: str = "<string>", data_root: Path | None = No
         name=name, description=description.strip(), query=query, sources=sources, target=target_path,
         schedule=schedule, as_of=as_of, key=tuple(key_raw), spark_conf={k: str(v) for k, v in conf.items()},
         tags=tuple(tags), file=str(path), until=until, incremental=incremental, retain_history_ms=retain,
-        checks=checks,
+        checks=checks, max_lag_ms=max_lag,
     )
 
 
@@ -317,6 +321,18 @@ def _parse_retain_history(raw: object, file: str) -> int | None:
         raise _fail(file, "retain_history", str(exc),
                     "write how much history stays readable, e.g. retain_history: 7d (or 12h, 30m), "
                     "or retain_history: forever to never compact automatically") from None
+
+
+def _parse_max_lag(raw: object, file: str) -> int | None:
+    """``max_lag``: the freshness target, a duration (``15m``, ``2h``, ``1d``); absent: no target."""
+    if raw is None:
+        return None
+    try:
+        return parse_duration(raw, what="max_lag")
+    except ValueError as exc:
+        raise _fail(file, "max_lag", str(exc),
+                    "write how far the view's newest final time may fall behind now before it counts as stale, "
+                    "e.g. max_lag: 2h (or 90m, 1d), or remove max_lag for no freshness target") from None
 
 
 def _parse_query(doc: dict[str, Any], file: str, path: Path, view_name: str) -> str:

@@ -9,10 +9,12 @@ from mvsink.core.checks import format_counts
 from mvsink.core.staging import list_staged
 from mvsink.core.table import META, iter_history, op_of, open_table, read_frontier
 from mvsink.definitions.view import ViewDefinition
-from mvsink.times import format_time
+from mvsink.readers.freshness import format_freshness, freshness, mode_label
+from mvsink.times import format_duration, format_time
 
 
-def view_status(view: ViewDefinition, *, last: int = 10) -> dict[str, Any]:
+def view_status(view: ViewDefinition, *, last: int = 10, now: int | None = None) -> dict[str, Any]:
+    """Frontiers, freshness (lag against ``max_lag`` at ``now``, default the clock) and the last commits."""
     dt = open_table(view.target)
     fr = read_frontier(dt, app_id=view.app_id, since_app_id=view.since_app_id)
     refreshes: list[dict[str, Any]] = []
@@ -21,17 +23,21 @@ def view_status(view: ViewDefinition, *, last: int = 10) -> dict[str, Any]:
             op = op_of(h)
             if op is None:
                 refreshes.append({"version": h.get("version"), "operation": h.get("operation"), "foreign": True,
-                                  "committed": format_time(int(h.get("timestamp", 0)))})
+                                  "committed": format_time(int(h.get("timestamp", 0))),
+                                  "committed_ms": int(h.get("timestamp", 0))})
             else:
                 entry = {k[len(META):]: json.loads(v) for k, v in h.items() if k.startswith(META)}
-                entry.update(version=h.get("version"), committed=format_time(int(h.get("timestamp", 0))))
+                entry.update(version=h.get("version"), committed=format_time(int(h.get("timestamp", 0))),
+                             committed_ms=int(h.get("timestamp", 0)))
                 refreshes.append(entry)
             if len(refreshes) >= last:
                 break
+    final_through = fr.upper - 1 if fr.upper > 0 else None
     return {
         "view": view.name, "target": view.target, "exists": dt is not None,
         "as_of": view.as_of, "since": max(fr.since, view.as_of), "upper": fr.upper,
-        "final_through": fr.upper - 1 if fr.upper > 0 else None, "version": fr.version,
+        "final_through": final_through, "version": fr.version,
+        **freshness(view, final_through, now),
         "staged_batches": list_staged(view.target) if dt is not None else [],
         "last_commits": refreshes,
     }
@@ -46,23 +52,29 @@ def format_status(st: dict[str, Any]) -> str:
         f"since     {format_time(st['since'])} ({st['since']})",
         f"upper     {up}" + (f"  (final through {format_time(up - 1)})" if up > 0 else ""),
         f"version   {st['version']}",
+        f"lag       {format_freshness(st)}",
     ]
     if st["staged_batches"]:
         lines.append(f"staged    {', '.join(st['staged_batches'])}")
     if st["last_commits"]:
         lines.append("last commits (newest first):")
-    for c in st["last_commits"]:
-        if c.get("foreign"):
-            lines.append(f"  v{c['version']:<5} {c['committed']}  FOREIGN {c['operation']} (not by mvsink)")
-        elif c.get("operation") == "append":
-            lines.append(f"  v{c['version']:<5} {c['committed']}  append [{c['lower']}, {c['upper']}) at "
-                         f"{format_time(c['refresh_time'])}: +{c.get('rows_added', 0)} -{c.get('rows_retracted', 0)}"
-                         f" rows, {c.get('bytes', 0)} bytes, run {c['run_id']}"
-                         + (f"; checks: {format_counts(c['checks'])}" if c.get("checks") else ""))
-        elif c.get("operation") == "compact":
-            lines.append(f"  v{c['version']:<5} {c['committed']}  compact since -> {format_time(c['since'])}: "
-                         f"{c.get('rows_before', '?')} rows in the log before, upper unchanged")
-        else:
-            lines.append(f"  v{c['version']:<5} {c['committed']}  {c.get('operation')}"
-                         + (f" upper -> {c['lower']}" if c.get("operation") == "bump" else ""))
+    lines += [f"  {format_commit(c)}" for c in st["last_commits"]]
     return "\n".join(lines)
+
+
+def format_commit(c: dict[str, Any]) -> str:
+    """One commit of ``view_status``'s ``last_commits`` as ``mvsink status`` prints it."""
+    if c.get("foreign"):
+        return f"v{c['version']:<5} {c['committed']}  FOREIGN {c['operation']} (not by mvsink)"
+    if c.get("operation") == "append":
+        return (f"v{c['version']:<5} {c['committed']}  append [{c['lower']}, {c['upper']}) at "
+                f"{format_time(c['refresh_time'])}: +{c.get('rows_added', 0)} -{c.get('rows_retracted', 0)}"
+                f" rows, {c.get('bytes', 0)} bytes" + (f", {mode_label(c['mode'])}" if c.get("mode") else "")
+                + (f", {format_duration(c['duration_ms'])}" if c.get("duration_ms") is not None else "")
+                + f", run {c['run_id']}"
+                + (f"; checks: {format_counts(c['checks'])}" if c.get("checks") else ""))
+    if c.get("operation") == "compact":
+        return (f"v{c['version']:<5} {c['committed']}  compact since -> {format_time(c['since'])}: "
+                f"{c.get('rows_before', '?')} rows in the log before, upper unchanged")
+    return (f"v{c['version']:<5} {c['committed']}  {c.get('operation')}"
+            + (f" upper -> {c['lower']}" if c.get("operation") == "bump" else ""))
