@@ -26,6 +26,18 @@ from typing import Any
 COMPONENTS = ("api-server", "scheduler", "dag-processor", "triggerer")
 
 
+def repo_plugins_folder() -> Path | None:
+    """The repository's ``plugins/`` folder when mvsink runs from it (it holds the UI plugin's shim), else None.
+
+    Then Airflow's plugins folder is pointed there; a pip-installed mvsink registers its UI plugin
+    through the ``airflow.plugins`` entry point instead.
+    """
+    import mvsink
+
+    folder = Path(mvsink.__file__).resolve().parent.parent
+    return folder if (folder / "mvsink_airflow_plugin.py").is_file() else None
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -64,6 +76,9 @@ class LocalAirflow:
             "PATH": f"{bin_dir}{os.pathsep}{os.environ.get('PATH', '')}",
         }
         self.env.pop("SPARK_HOME", None)
+        plugins = repo_plugins_folder()
+        if plugins is not None:  # the UI plugin (plugins/mvsink_airflow_plugin.py); else its entry point
+            self.env.setdefault("AIRFLOW__CORE__PLUGINS_FOLDER", str(plugins))
         if data_root is not None:
             self.env["MVSINK_DATA_ROOT"] = str(Path(data_root).resolve())
         self.env.update(extra_env or {})

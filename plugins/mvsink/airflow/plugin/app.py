@@ -1,0 +1,133 @@
+"""The UI plugin's FastAPI app, served by Airflow's api-server under ``/mvsink``.
+
+Routes (every one read-only, every one authenticated with Airflow's own auth manager):
+
+- ``GET /mvsink/``                     the "Materialized views" page (``?sort=COLUMN&order=asc|desc``)
+- ``GET /mvsink/dags/{dag_id}``        a view's tab (the DAG page's "View" tab points here)
+- ``GET /mvsink/api/views``            the overview as JSON (the same rows as ``mvsink status --all --json``)
+- ``GET /mvsink/api/dags/{dag_id}``    a view's detail as JSON
+
+Authentication: Airflow mounts a plugin app with ``app.mount()``, which inherits none of the core API's
+dependencies, so every route here declares Airflow's own security dependencies
+(``airflow.api_fastapi.core_api.security``): a request without a valid token (``Authorization: Bearer``
+or the UI's ``_token`` cookie) is refused with 401 (none or expired) or 403 (invalid), and a view's page
+also needs read access to its DAG (``requires_access_dag("GET")``, the auth manager decides). The
+overview lists only the views whose DAGs the user may read.
+
+Only the views of the DAG folder's views folder are read (``$MVSINK_VIEWS_DIR``, else
+``<dags_folder>/views``). A request names a DAG id, which must be ``mv_<name>`` of a view defined
+there (else 404); no path is ever taken from a request.
+"""
+
+# No ``from __future__ import annotations`` here: FastAPI reads the route functions' annotations
+# (Request, the auth dependencies) at run time.
+import os
+import secrets
+from pathlib import Path
+from typing import Any
+
+from mvsink.airflow.plugin import URL_PREFIX, render
+from mvsink.definitions.catalog import Catalog
+from mvsink.definitions.view import NAME_RE, VIEWS_DIR_ENV
+from mvsink.exceptions import MvSinkError
+from mvsink.readers.freshness import now_ms
+from mvsink.readers.overview import all_views, view_detail
+
+
+def views_dir() -> Path:
+    """The views folder the DAG file builds its DAGs from: ``$MVSINK_VIEWS_DIR``, else ``<dags_folder>/views``."""
+    env = os.environ.get(VIEWS_DIR_ENV)
+    if env:
+        return Path(env)
+    from airflow.configuration import conf
+
+    return Path(conf.get("core", "dags_folder")) / "views"
+
+
+def view_name_of(dag_id: str) -> str | None:
+    """The view name of a DAG id ``mv_<name>`` (a syntactically valid view name), else None."""
+    if not dag_id.startswith(render.DAG_PREFIX):
+        return None
+    name = dag_id[len(render.DAG_PREFIX):]
+    return name if NAME_RE.match(name) else None
+
+
+def create_app() -> Any:
+    from airflow.api_fastapi.app import get_auth_manager
+    from airflow.api_fastapi.core_api.security import GetUserDep, requires_access_dag
+    from fastapi import Depends, FastAPI, HTTPException, Request
+    from fastapi.responses import HTMLResponse, JSONResponse
+
+    app = FastAPI(title="mvsink: materialized views", docs_url=None, redoc_url=None, openapi_url=None)
+
+    def links(request: Request) -> render.Links:
+        root = request.scope.get("root_path", "") or ""  # e.g. "/mvsink", or "/airflow/mvsink" behind a base_url
+        base = root[: -len(URL_PREFIX)] if root.endswith(URL_PREFIX) else ""
+        return render.Links(airflow_root=base + "/", app_root=base + URL_PREFIX + "/")
+
+    def readable_views(user: Any, catalog: Catalog) -> set[str] | None:
+        """Names of the views whose DAGs the user may read; None: every view (access to all DAGs)."""
+        am = get_auth_manager()
+        if am.is_authorized_dag(method="GET", user=user):
+            return None
+        allowed = am.get_authorized_dag_ids(user=user, method="GET")
+        return {n for n in catalog.views if render.DAG_PREFIX + n in allowed}
+
+    def overview_rows(user: Any) -> tuple[list[dict[str, Any]], str, int]:
+        now = now_ms()
+        try:
+            catalog = Catalog(views_dir())
+        except MvSinkError as exc:  # no views folder: say so on the page
+            return [{"view": None, "file": str(views_dir()), "error": str(exc)}], str(views_dir()), now
+        allowed = readable_views(user, catalog)
+        if allowed is not None:  # hide what the user may not read, broken view files included
+            catalog.views = {n: v for n, v in catalog.views.items() if n in allowed}
+            catalog.errors = {}
+        return all_views(catalog, now=now), str(catalog.views_dir), now
+
+    def detail(dag_id: str) -> tuple[dict[str, Any] | None, str]:
+        name = view_name_of(dag_id)
+        try:
+            catalog = Catalog(views_dir())
+        except MvSinkError as exc:
+            return None, str(exc)
+        if name is None or name not in catalog.views:
+            return None, (f"DAG {dag_id!r} is not a materialized view of the views folder {catalog.views_dir} "
+                          "(its views' DAGs are named mv_<view name>).")
+        return view_detail(catalog.views[name], catalog.views, now=now_ms()), ""
+
+    def html(body: str, nonce: str, status: int = 200) -> HTMLResponse:
+        return HTMLResponse(body, status_code=status, headers={
+            "Content-Security-Policy": (f"default-src 'none'; style-src 'unsafe-inline'; script-src 'nonce-{nonce}'; "
+                                        "img-src 'self' data:; frame-ancestors 'self'; base-uri 'none'; "
+                                        "form-action 'none'"),
+            "X-Content-Type-Options": "nosniff", "Cache-Control": "no-store", "Referrer-Policy": "same-origin"})
+
+    @app.get("/", response_class=HTMLResponse)
+    def overview_page(request: Request, user: GetUserDep, sort: str = "view", order: str = "asc") -> HTMLResponse:
+        rows, folder, now = overview_rows(user)
+        nonce = secrets.token_urlsafe(16)
+        return html(render.overview_page(rows, links=links(request), nonce=nonce, sort=sort, order=order, now=now,
+                                         views_dir=folder), nonce)
+
+    @app.get("/api/views")
+    def overview_json(user: GetUserDep) -> JSONResponse:
+        rows, _, _ = overview_rows(user)
+        return JSONResponse(rows, headers={"Cache-Control": "no-store"})
+
+    @app.get("/dags/{dag_id}", response_class=HTMLResponse, dependencies=[Depends(requires_access_dag("GET"))])
+    def view_page(request: Request, dag_id: str) -> HTMLResponse:
+        d, why = detail(dag_id)
+        nonce = secrets.token_urlsafe(16)
+        if d is None:
+            return html(render.not_found_page(why, links=links(request), nonce=nonce), nonce, status=404)
+        return html(render.view_page(d, links=links(request), nonce=nonce), nonce)
+
+    @app.get("/api/dags/{dag_id}", dependencies=[Depends(requires_access_dag("GET"))])
+    def view_json(dag_id: str) -> JSONResponse:
+        d, why = detail(dag_id)
+        if d is None:
+            raise HTTPException(status_code=404, detail=why)
+        return JSONResponse(d, headers={"Cache-Control": "no-store"})
+
+    return app
