@@ -10,6 +10,9 @@ $(VENV)/.installed: pyproject.toml
 	python3 -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet -e '.[dev,airflow]'
+	# the build leaves plugins/mvsink.egg-info, which the editable install puts on sys.path beside the
+	# installed metadata: Airflow would then find the airflow.plugins entry point twice (docs/ui.md)
+	rm -rf plugins/*.egg-info
 	touch $@
 
 install: $(VENV)/.installed

@@ -89,13 +89,12 @@ def append_step(view_name: str, views_dir: str, context: dict[str, Any], *, asse
         report = WriteReport.from_json(report_file.read_text())
     result = append(view, desc, report)
     report_file.unlink(missing_ok=True)
-    summary = {k: v for k, v in result.to_dict().items() if k != "timings"}
-    ti.xcom_push(key="summary", value=summary)
-    ti.xcom_push(key="report", value=result.summary())  # one readable line, shown in the UI's XCom tab
-    log.info("%s", result.summary())
+    summary, line = refresh_summary(view, result)
+    ti.xcom_push(key="summary", value=summary)  # a JSON object: the UI's XCom tab shows it as JSON
+    ti.xcom_push(key="report", value=line)  # one readable line, shown in the UI's XCom tab
+    log.info("%s", line)
     if result.status == "appended":  # only a real append wakes views that read this one
-        context["outlet_events"][alias].add(asset, extra={k: summary[k] for k in (
-            "lower", "upper", "refresh_time", "rows_added", "rows_retracted", "bytes", "version")})
+        context["outlet_events"][alias].add(asset, extra={k: summary[k] for k in ASSET_EVENT_KEYS})
         compaction = compact_if_due(view, catalog)
         if compaction is not None:
             ti.xcom_push(key="compaction", value=compaction)
@@ -111,6 +110,26 @@ def append_step(view_name: str, views_dir: str, context: dict[str, Any], *, asse
     log.warning("view %s: %s; starting a new run for refresh time %s (attempt %d)", view.name,
                 result.summary(), format_time(desc.refresh_time), attempt + 1)
     return ["reschedule"]
+
+
+# what an Asset event of a view's append carries (integers and their ISO-8601 UTC forms, and the freshness)
+ASSET_EVENT_KEYS = ("lower", "upper", "refresh_time", "rows_added", "rows_retracted", "bytes", "version",
+                    "refresh_time_utc", "final_through_utc", "lag_ms", "lag", "max_lag_ms", "stale")
+
+
+def refresh_summary(view: Any, result: Any) -> tuple[dict[str, Any], str]:
+    """The append task's ``summary`` XCom (integers kept, ISO-8601 UTC beside them, the view's freshness once
+    the append landed) and its one-line ``report``."""
+    from mvsink.readers.freshness import format_freshness, freshness
+    from mvsink.times import format_duration
+
+    summary = {k: v for k, v in result.to_dict().items() if k != "timings"}
+    line = result.summary()
+    if result.status == "appended" and result.upper is not None:
+        fresh = freshness(view, result.upper - 1)
+        summary.update(fresh, lag=None if fresh["lag_ms"] is None else format_duration(fresh["lag_ms"]))
+        line += f"; lag {format_freshness(fresh)}"
+    return summary, line
 
 
 def compact_if_due(view: Any, catalog: Catalog) -> dict[str, Any] | None:
