@@ -9,7 +9,7 @@ reported as a plugin import error).
 
 from importlib.metadata import entry_points
 
-if not any(ep.value.startswith("mvsink.airflow.plugin") for ep in entry_points(group="airflow.plugins")):
-    from mvsink.airflow.plugin import MvsinkPlugin
+if not any(ep.value.startswith("mvsink.airflow.plugin.") for ep in entry_points(group="airflow.plugins")):
+    from mvsink.airflow.plugin.airflow_plugin import MvsinkPlugin
 
     __all__ = ["MvsinkPlugin"]

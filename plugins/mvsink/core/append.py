@@ -82,9 +82,14 @@ class RefreshResult:
     def to_dict(self) -> dict[str, Any]:
         """Every field (times as integer epoch ms), plus the times as ISO-8601 UTC (``*_utc``)."""
         d = dataclasses.asdict(self)
-        d.update(refresh_time_utc=format_time(self.refresh_time), lower_utc=_iso(self.lower),
-                 upper_utc=_iso(self.upper), final_through_utc=_iso(_final(self.upper)))
-        return d
+        iso = {"refresh_time": format_time(self.refresh_time), "lower": _iso(self.lower), "upper": _iso(self.upper)}
+        out: dict[str, Any] = {}
+        for k, v in d.items():  # each ISO-8601 time right after its integer, for people reading the JSON
+            out[k] = v
+            if k in iso:
+                out[f"{k}_utc"] = iso[k]
+        out["final_through_utc"] = _iso(_final(self.upper))
+        return out
 
 
 def _final(upper: int | None) -> int | None:
