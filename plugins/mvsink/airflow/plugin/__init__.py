@@ -6,3 +6,5 @@
 
 See docs/ui.md.
 """
+
+URL_PREFIX = "/mvsink"  # where the api-server mounts the app

@@ -15,7 +15,8 @@ from typing import Any
 
 from airflow.plugins_manager import AirflowPlugin
 
-URL_PREFIX = "/mvsink"
+from mvsink.airflow.plugin import URL_PREFIX
+
 # a small table glyph for the navigation (a data: URI: nothing is fetched)
 ICON = ("data:image/svg+xml;base64,PHN2ZyB4bWxucz0iaHR0cDovL3d3dy53My5vcmcvMjAwMC9zdmciIHZpZXdCb3g9IjAgMCAyNCAy"
         "NCIgZmlsbD0ibm9uZSIgc3Ryb2tlPSIjNjg3NjhhIiBzdHJva2Utd2lkdGg9IjIiPjxyZWN0IHg9IjMiIHk9IjQiIHdpZHRoPSIxOCIg"

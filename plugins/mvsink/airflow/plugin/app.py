@@ -26,8 +26,7 @@ import secrets
 from pathlib import Path
 from typing import Any
 
-from mvsink.airflow.plugin import render
-from mvsink.airflow.plugin.airflow_plugin import URL_PREFIX
+from mvsink.airflow.plugin import URL_PREFIX, render
 from mvsink.definitions.catalog import Catalog
 from mvsink.definitions.view import NAME_RE, VIEWS_DIR_ENV
 from mvsink.exceptions import MvSinkError
