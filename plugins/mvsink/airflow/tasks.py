@@ -114,7 +114,11 @@ def append_step(view_name: str, views_dir: str, context: dict[str, Any], *, asse
 
 # what an Asset event of a view's append carries (integers and their ISO-8601 UTC forms, and the freshness)
 ASSET_EVENT_KEYS = ("lower", "upper", "refresh_time", "rows_added", "rows_retracted", "bytes", "version",
-                    "refresh_time_utc", "final_through_utc", "lag_ms", "lag", "max_lag_ms", "stale")
+                    "refresh_time_utc", "final_through_utc", "lag_ms", "lag", "max_lag_ms", "max_lag", "stale")
+
+
+SUMMARY_FIRST = ("view", "status", "refresh_time_utc", "final_through_utc", "lag", "stale", "max_lag", "rows_added",
+                 "rows_retracted", "bytes", "mode", "version", "reason")
 
 
 def refresh_summary(view: Any, result: Any) -> tuple[dict[str, Any], str]:
@@ -123,12 +127,16 @@ def refresh_summary(view: Any, result: Any) -> tuple[dict[str, Any], str]:
     from mvsink.readers.freshness import format_freshness, freshness
     from mvsink.times import format_duration
 
-    summary = {k: v for k, v in result.to_dict().items() if k != "timings"}
+    full = {k: v for k, v in result.to_dict().items() if k != "timings"}
     line = result.summary()
     if result.status == "appended" and result.upper is not None:
         fresh = freshness(view, result.upper - 1)
-        summary.update(fresh, lag=None if fresh["lag_ms"] is None else format_duration(fresh["lag_ms"]))
+        full.update(fresh, lag=None if fresh["lag_ms"] is None else format_duration(fresh["lag_ms"]),
+                    max_lag=None if fresh["max_lag_ms"] is None else format_duration(fresh["max_lag_ms"]))
         line += f"; lag {format_freshness(fresh)}"
+    # what a person looks for first (the UI shows the top of the JSON), then everything else
+    summary = {k: full[k] for k in SUMMARY_FIRST if k in full}
+    summary.update((k, v) for k, v in full.items() if k not in summary)
     return summary, line
 
 
