@@ -218,8 +218,9 @@ def _operator(airflow, page, artifacts):
         f"at {format_time(parse_time(REFRESHES['open_orders'][-1]))}: +0 -0 rows")
     expect(tab.locator("#sources")).to_contain_text(f"version {log[-1]['sources']['orders']} read by the last refresh")
     expect(tab.locator("[data-card='lag'] .badge.stale")).to_be_visible()
-    tab.locator("#commits").scroll_into_view_if_needed()
     page.screenshot(path=str(artifacts / "ui-02-view-tab.png"), full_page=True)
+    tab.locator("#commits").scroll_into_view_if_needed()
+    page.screenshot(path=str(artifacts / "ui-03-view-tab-commits.png"), full_page=True)
 
     # the refresh summary XCom of the last real refresh: a JSON object with ISO times and the lag
     run = runs["open_orders"][-1]
@@ -235,7 +236,8 @@ def _operator(airflow, page, artifacts):
         expect(row).to_contain_text(needle)
     report = page.locator("tr", has=page.get_by_text("report", exact=True))
     expect(report).to_contain_text("max_lag 2h 00m: STALE")
-    page.screenshot(path=str(artifacts / "ui-03-summary-xcom.png"), full_page=True)
+    row.scroll_into_view_if_needed()
+    page.screenshot(path=str(artifacts / "ui-04-summary-xcom.png"), full_page=True)
     print(f"UI browser test: login to the summary XCom in {time.monotonic() - t0:.1f}s")
     assert sorted(p.name for p in artifacts.glob("ui-*.png")) == [
-        "ui-01-materialized-views.png", "ui-02-view-tab.png", "ui-03-summary-xcom.png"]
+        "ui-01-materialized-views.png", "ui-02-view-tab.png", "ui-03-view-tab-commits.png", "ui-04-summary-xcom.png"]
