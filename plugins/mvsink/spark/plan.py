@@ -550,8 +550,13 @@ def _jvm_expr(e: Any) -> PlanExpr:
     name = str(e.getClass().getSimpleName())
     children = tuple(_jvm_expr(c) for c in _seq(e.children()))
     plans: tuple[PlanNode, ...] = ()
-    if expression_category(name) == SUBQUERY and name not in ("OuterReference", "OuterScopeReference"):
-        plans = (tree_from_jvm(e.plan()),)
+    if expression_category(name) == SUBQUERY:
+        try:  # ScalarSubquery, Exists, ListQuery ... carry a plan; InSubquery, OuterReference do not
+            plan = e.plan()
+        except Exception:
+            plan = None  # the expression is a subquery either way: not linear
+        if plan is not None:
+            plans = (tree_from_jvm(plan),)
     return PlanExpr(name, children, plans)
 
 
