@@ -26,7 +26,7 @@ pytestmark = pytest.mark.spark
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "fixtures" / "plans"))
 from regenerate import CASES, register  # noqa: E402
 
-O, C = "orders", "customers"
+ORD, CUS = "orders", "customers"
 INNER = "SELECT o.id, o.amount, c.region FROM orders o JOIN customers c ON o.cust = c.cust WHERE o.amount > 0"
 LEFT = "SELECT o.id, c.region FROM orders o LEFT JOIN customers c ON o.cust = c.cust"
 RIGHT = "SELECT o.id, c.region FROM orders o RIGHT JOIN customers c ON o.cust = c.cust"
@@ -73,26 +73,26 @@ def _all_ways(spark, query: str, source: str) -> list[str | None]:
 @pytest.mark.parametrize(
     "query,source",
     [
-        ("SELECT id, amount * 2 AS a, upper(status) AS s FROM orders WHERE status = 'A' AND amount > 1", O),
-        (INNER, O),
-        (INNER, C),
-        ("SELECT o.id FROM orders o CROSS JOIN customers c", C),
-        (LEFT, O),
-        (RIGHT, C),
-        ("SELECT o.id FROM orders o LEFT SEMI JOIN customers c ON o.cust = c.cust", O),
-        ("SELECT o.id FROM orders o LEFT ANTI JOIN customers c ON o.cust = c.cust", O),
-        (UNION_ALL, O),
-        (UNION_ALL, C),
-        (CTE_ONCE, O),
-        (CTE_CHAIN, O),
-        ("SELECT id, explode(array(amount, amount + 1)) AS q FROM orders ORDER BY q", O),
+        ("SELECT id, amount * 2 AS a, upper(status) AS s FROM orders WHERE status = 'A' AND amount > 1", ORD),
+        (INNER, ORD),
+        (INNER, CUS),
+        ("SELECT o.id FROM orders o CROSS JOIN customers c", CUS),
+        (LEFT, ORD),
+        (RIGHT, CUS),
+        ("SELECT o.id FROM orders o LEFT SEMI JOIN customers c ON o.cust = c.cust", ORD),
+        ("SELECT o.id FROM orders o LEFT ANTI JOIN customers c ON o.cust = c.cust", ORD),
+        (UNION_ALL, ORD),
+        (UNION_ALL, CUS),
+        (CTE_ONCE, ORD),
+        (CTE_CHAIN, ORD),
+        ("SELECT id, explode(array(amount, amount + 1)) AS q FROM orders ORDER BY q", ORD),
         ("SELECT b.id, x FROM baskets b LATERAL VIEW explode(xs) t AS x", "baskets"),
         ("SELECT id, pos, x FROM baskets LATERAL VIEW OUTER posexplode(xs) t AS pos, x", "baskets"),
-        (AGG_BESIDE, O),
-        ("SELECT /*+ BROADCAST(c) */ o.id, c.region FROM orders o JOIN customers c ON o.cust = c.cust", O),
-        ("SELECT /*+ REPARTITION(3, cust) */ * FROM orders DISTRIBUTE BY id SORT BY id", O),
+        (AGG_BESIDE, ORD),
+        ("SELECT /*+ BROADCAST(c) */ o.id, c.region FROM orders o JOIN customers c ON o.cust = c.cust", ORD),
+        ("SELECT /*+ REPARTITION(3, cust) */ * FROM orders DISTRIBUTE BY id SORT BY id", ORD),
         ("SELECT o.id, p.amount FROM orders o JOIN porders p ON o.id = p.id", "porders"),
-        ("SELECT id FROM Orders WHERE CASE WHEN amount > 1 THEN true ELSE coalesce(status, 'x') = 'A' END", O),
+        ("SELECT id FROM Orders WHERE CASE WHEN amount > 1 THEN true ELSE coalesce(status, 'x') = 'A' END", ORD),
     ],
 )
 def test_linear(spark, views, query, source):
@@ -102,36 +102,40 @@ def test_linear(spark, views, query, source):
 @pytest.mark.parametrize(
     "query,source,why",
     [
-        (LEFT, C, "right side of a LeftOuter join"),
-        (RIGHT, O, "left side of a RightOuter join"),
-        ("SELECT o.id FROM orders o FULL JOIN customers c ON o.cust = c.cust", O, "FullOuter"),
-        ("SELECT o.id FROM orders o LEFT SEMI JOIN customers c ON o.cust = c.cust", C, "right side of a LeftSemi"),
-        ("SELECT o.id FROM orders o LEFT ANTI JOIN customers c ON o.cust = c.cust", C, "right side of a LeftAnti"),
-        (UNION, O, "a Distinct is computed over 'orders'"),
-        (UNION, C, "a Distinct is computed over 'customers'"),
-        ("SELECT cust, sum(amount) AS s FROM orders GROUP BY cust", O, "a Aggregate is computed over 'orders'"),
-        ("SELECT count(*) FROM orders", O, "Aggregate"),
-        (AGG_BESIDE, C, "Aggregate"),
-        ("SELECT DISTINCT status FROM orders", O, "a Distinct is computed over 'orders'"),
-        ("SELECT id, row_number() OVER (PARTITION BY cust ORDER BY id) AS r FROM orders", O, "a Window is computed"),
-        ("SELECT id FROM orders ORDER BY id LIMIT 3", O, "Limit is computed over 'orders'"),
-        ("SELECT id FROM orders LIMIT 3 OFFSET 1", O, "Offset is computed over 'orders'"),
-        ("SELECT * FROM orders TABLESAMPLE (50 PERCENT)", O, "a Sample is computed over 'orders'"),
-        ("SELECT status FROM orders EXCEPT ALL SELECT region FROM customers", C, "Except"),
-        ("SELECT status FROM orders INTERSECT SELECT region FROM customers", O, "Intersect"),
-        ("SELECT cust, count(*) FROM orders GROUP BY ROLLUP (cust)", O, "is computed over 'orders'"),
-        (CTE_TWICE, O, "a CTE over 'orders' is read 2 times"),
-        (CTE_CHAIN + " UNION ALL SELECT id FROM big", O, "a CTE over 'orders' is read 2 times"),
-        ("SELECT a.id FROM orders a JOIN orders b ON a.cust = b.cust", O, "source 'orders' is read 2 times"),
-        ("SELECT id FROM orders UNION ALL SELECT id FROM orders", O, "read 2 times"),
-        ("SELECT id FROM orders", C, "source 'customers' is not read"),
+        (LEFT, CUS, "right side of a LeftOuter join"),
+        (RIGHT, ORD, "left side of a RightOuter join"),
+        ("SELECT o.id FROM orders o FULL JOIN customers c ON o.cust = c.cust", ORD, "FullOuter"),
+        ("SELECT o.id FROM orders o LEFT SEMI JOIN customers c ON o.cust = c.cust", CUS, "right side of a LeftSemi"),
+        ("SELECT o.id FROM orders o LEFT ANTI JOIN customers c ON o.cust = c.cust", CUS, "right side of a LeftAnti"),
+        (UNION, ORD, "a Distinct is computed over 'orders'"),
+        (UNION, CUS, "a Distinct is computed over 'customers'"),
+        ("SELECT cust, sum(amount) AS s FROM orders GROUP BY cust", ORD, "a Aggregate is computed over 'orders'"),
+        ("SELECT count(*) FROM orders", ORD, "Aggregate"),
+        (AGG_BESIDE, CUS, "Aggregate"),
+        ("SELECT DISTINCT status FROM orders", ORD, "a Distinct is computed over 'orders'"),
+        ("SELECT id, row_number() OVER (PARTITION BY cust ORDER BY id) AS r FROM orders", ORD, "a Window is computed"),
+        ("SELECT id FROM orders ORDER BY id LIMIT 3", ORD, "Limit is computed over 'orders'"),
+        ("SELECT id FROM orders LIMIT 3 OFFSET 1", ORD, "Offset is computed over 'orders'"),
+        ("SELECT * FROM orders TABLESAMPLE (50 PERCENT)", ORD, "a Sample is computed over 'orders'"),
+        ("SELECT status FROM orders EXCEPT ALL SELECT region FROM customers", CUS, "Except"),
+        ("SELECT status FROM orders INTERSECT SELECT region FROM customers", ORD, "Intersect"),
+        ("SELECT cust, count(*) FROM orders GROUP BY ROLLUP (cust)", ORD, "is computed over 'orders'"),
+        (CTE_TWICE, ORD, "a CTE over 'orders' is read 2 times"),
+        (CTE_CHAIN + " UNION ALL SELECT id FROM big", ORD, "a CTE over 'orders' is read 2 times"),
+        ("SELECT a.id FROM orders a JOIN orders b ON a.cust = b.cust", ORD, "source 'orders' is read 2 times"),
+        ("SELECT id FROM orders UNION ALL SELECT id FROM orders", ORD, "read 2 times"),
+        ("SELECT id FROM orders", CUS, "source 'customers' is not read"),
         # nondeterministic, or changing between evaluations
-        ("SELECT id, rand() AS r FROM orders", O, "not deterministic or depends on the time or session (Rand)"),
-        ("SELECT id FROM orders WHERE uuid() <> ''", O, "(Uuid)"),
-        ("SELECT id, current_timestamp() AS t FROM orders", O, "(CurrentTimestamp)"),
-        ("SELECT o.id, c.r FROM orders o JOIN (SELECT cust, rand() AS r FROM customers) c ON o.cust = c.cust", O, "(Rand)"),
+        ("SELECT id, rand() AS r FROM orders", ORD, "not deterministic or depends on the time or session (Rand)"),
+        ("SELECT id FROM orders WHERE uuid() <> ''", ORD, "(Uuid)"),
+        ("SELECT id, current_timestamp() AS t FROM orders", ORD, "(CurrentTimestamp)"),
+        (
+            "SELECT o.id, c.r FROM orders o JOIN (SELECT cust, rand() AS r FROM customers) c ON o.cust = c.cust",
+            ORD,
+            "(Rand)",
+        ),
         # an input beside the source that may return other rows in each change term
-        ("SELECT o.id FROM orders o JOIN (SELECT * FROM customers LIMIT 1) c ON o.cust = c.cust", O, "Limit may"),
+        ("SELECT o.id FROM orders o JOIN (SELECT * FROM customers LIMIT 1) c ON o.cust = c.cust", ORD, "Limit may"),
     ],
 )
 def test_not_linear(spark, views, query, source, why):
@@ -141,7 +145,7 @@ def test_not_linear(spark, views, query, source, why):
 
 
 @pytest.mark.parametrize("kind", sorted(SUBQUERIES))
-@pytest.mark.parametrize("source", [O, C])
+@pytest.mark.parametrize("source", [ORD, CUS])
 def test_every_subquery_kind_is_not_linear_in_any_source(spark, views, kind, source):
     reasons = _all_ways(spark, SUBQUERIES[kind], source)
     assert all(r is not None and "the query has a subquery" in r for r in reasons), reasons
@@ -158,14 +162,13 @@ def test_every_subquery_kind_is_not_linear_in_any_source(spark, views, kind, sou
     ],
 )
 def test_subquery_reason_names_the_kind(spark, views, kind, names):
-    for r in _all_ways(spark, SUBQUERIES[kind], O):
+    for r in _all_ways(spark, SUBQUERIES[kind], ORD):
         assert r is not None and r.split("(")[-1].rstrip(")") in names, r
 
 
 def test_correlation_is_found_inside_the_subquery_plan(spark, views):
     tree = plan_tree(spark, SUBQUERIES["correlated exists"])
-    inner = [e for n in tree.walk() for e in n.all_expressions() for p in e.plans for _ in [p]]
-    assert inner, "the Exists expression carries its plan"
+    assert any(e.plans for n in tree.walk() for e in n.all_expressions()), "the Exists expression carries its plan"
     assert any(e.name == "OuterReference" for n in tree.walk() for e in n.all_expressions())
     text = spark.sql("EXPLAIN EXTENDED " + SUBQUERIES["correlated exists"]).collect()[0][0]
     assert any(e.name == "OuterReference" for n in tree_from_explain(text).walk() for e in n.all_expressions())
@@ -190,8 +193,8 @@ def test_trees_agree_on_shape(spark, views):
 
 
 def test_several_sources_at_once(spark, views):
-    got = linearity(spark, LEFT, [O, C])
-    assert got[O] is None and "right side of a LeftOuter join" in (got[C] or "")
+    got = linearity(spark, LEFT, [ORD, CUS])
+    assert got[ORD] is None and "right side of a LeftOuter join" in (got[CUS] or "")
 
 
 def test_fixture_cases_hold_on_live_plans(spark, views):
@@ -231,7 +234,9 @@ def test_spark_connect_reads_the_explain_text(tmp_path):
         """
     )
     try:
-        res = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300, env=os.environ)
+        res = subprocess.run(
+            [sys.executable, "-c", script], capture_output=True, text=True, timeout=300, env=os.environ
+        )
         assert res.returncode == 0, res.stderr[-3000:]
         got = json.loads(res.stdout.strip().splitlines()[-1])
     finally:
