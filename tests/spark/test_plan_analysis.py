@@ -205,6 +205,7 @@ def test_fixture_cases_hold_on_live_plans(spark, views):
             assert (got is None) if expected is None else (got is not None and expected in got), (name, source, got)
 
 
+@pytest.mark.slow
 def test_spark_connect_reads_the_explain_text(tmp_path):
     """A real Spark Connect server: linearity() takes the EXPLAIN EXTENDED path and agrees with classic Spark."""
     from mvsink.connect import start_server

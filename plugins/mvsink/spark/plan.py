@@ -57,12 +57,15 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import logging
 import re
 from collections.abc import Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
+
+log = logging.getLogger(__name__)
 
 
 class PlanFormatError(ValueError):
@@ -720,6 +723,7 @@ def tree_of_dataframe(df: DataFrame) -> PlanNode:
     try:
         tree = tree_from_json(str(analyzed.toJSON()))
     except Exception as json_exc:  # a plan whose JSON Spark cannot write, or that this module cannot read
+        log.debug("reading the analyzed plan object over py4j: its JSON failed (%s)", json_exc)
         try:
             tree = tree_from_jvm(analyzed)
         except Exception as jvm_exc:
