@@ -247,3 +247,14 @@ def test_spark_connect_reads_the_explain_text(tmp_path):
         for source, expected in case["expect"].items():
             r = got[name][source]
             assert (r is None) if expected is None else (r is not None and expected in r), (name, source, r)
+
+
+def test_user_defined_type_columns_are_read_from_the_json(spark, views):
+    """A UDT's JSON carries a "class" too; it is a data type, not a tree node."""
+    pytest.importorskip("numpy")
+    from pyspark.ml.linalg import Vectors
+
+    spark.createDataFrame([(1, Vectors.dense([1.0, 2.0]))], ["id", "v"]).createOrReplaceTempView("vecs")
+    plan_json = str(spark.sql("SELECT id, v FROM vecs WHERE id > 0")._jdf.queryExecution().analyzed().toJSON())
+    assert '"udt"' in plan_json
+    assert nonlinear_reason(tree_from_json(plan_json), "vecs") is None

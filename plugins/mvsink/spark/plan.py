@@ -476,17 +476,22 @@ def _json_plan(nodes: list[Any], i: int) -> tuple[PlanNode, int]:
 def _collect_json(value: Any, out: list[PlanExpr]) -> None:
     """Expression trees nested anywhere in a field's JSON value (plans there become a PlanExpr holding them)."""
     if isinstance(value, list):
-        if value and all(isinstance(x, dict) and "class" in x for x in value):
+        if value and all(_is_tree_node(x) for x in value):
             out.append(_json_tree(value))
         else:
             for x in value:
                 _collect_json(x, out)
     elif isinstance(value, dict):
-        if "class" in value:
+        if _is_tree_node(value):
             out.append(_json_tree([value]))
         else:
             for x in value.values():
                 _collect_json(x, out)
+
+
+def _is_tree_node(x: Any) -> bool:
+    """A serialized TreeNode (a user-defined type's JSON also has a "class", but no "num-children")."""
+    return isinstance(x, dict) and "class" in x and "num-children" in x
 
 
 def _json_tree(nodes: list[Any]) -> PlanExpr:
@@ -515,7 +520,7 @@ def _json_expr(nodes: list[Any], i: int) -> tuple[PlanExpr, int]:
         if (
             isinstance(value, list)
             and value
-            and all(isinstance(x, dict) and "class" in x for x in value)
+            and all(_is_tree_node(x) for x in value)
             and _is_plan_class(value[0]["class"])
         ):
             plans.append(tree_from_json(value))  # a subquery expression's plan
