@@ -208,8 +208,8 @@ def test_fixture_cases_hold_on_live_plans(spark, views):
 @pytest.mark.slow
 def test_spark_connect_reads_the_explain_text(tmp_path):
     """A real Spark Connect server: linearity() takes the EXPLAIN EXTENDED path and agrees with classic Spark."""
-    from mvsink.connect import start_server
-    from mvsink.localairflow import free_port
+    from mvsink.devtools.localairflow import free_port
+    from mvsink.spark.connect import start_server
 
     port = free_port()
     proc = start_server(port=port, log_path=tmp_path / "connect.log")
@@ -217,7 +217,7 @@ def test_spark_connect_reads_the_explain_text(tmp_path):
         f"""
         import json, sys
         sys.path.insert(0, {str(Path(__file__).resolve().parents[1] / "fixtures" / "plans")!r})
-        from mvsink.connect import remote_session
+        from mvsink.spark.connect import remote_session
         from mvsink.spark.plan import linearity
         from regenerate import CASES
         spark = remote_session("sc://127.0.0.1:{port}")
