@@ -19,7 +19,7 @@ def view_status(view: ViewDefinition, *, last: int = 10, now: int | None = None)
     fr = read_frontier(dt, app_id=view.app_id, since_app_id=view.since_app_id)
     refreshes: list[dict[str, Any]] = []
     if dt is not None:
-        for h in iter_history(dt, limit=200):
+        for h in iter_history(dt, limit=last):  # one entry per commit: the newest `last` commits
             op = op_of(h)
             if op is None:
                 refreshes.append({"version": h.get("version"), "operation": h.get("operation"), "foreign": True,

@@ -1,0 +1,192 @@
+"""How long the "Materialized views" page takes for N views (issue 14: under a second for 50 views).
+
+    python bench/ui_overview.py [--views 50] [--refreshes 20] [--rounds 7] [--out bench/UI.md]
+
+Builds N views over shared source tables, each with a real Delta log of ``--refreshes`` refreshes (mint and
+append of the project's own protocol; write reports that stage no files, so no Spark is needed: the page
+reads only the logs), starts a local Airflow on 127.0.0.1 with the UI plugin (api-server and scheduler), and
+times:
+
+- in-process: loading the views folder, reading every view's status (``readers.overview.all_views``) and
+  rendering the page, separately;
+- over HTTP: ``GET /mvsink/`` with a token, as the browser's frame fetches it (first request, then the median);
+- in a browser (Debian chromium, when present): the page's own load time (navigation start to the load event)
+  when the frame's document is opened with the UI's session cookie.
+
+Results (medians of ``--rounds``) go into the results file with the machine and the date.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as _dt
+import json
+import os
+import platform
+import statistics
+import sys
+import tempfile
+import time
+import urllib.request
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO / "tests"))  # the test helper that writes real view logs without Spark
+
+
+def build(root: Path, n_views: int, refreshes: int) -> Path:
+    from unit.refreshlog import BASE, HOUR, refresh, source, view_file
+
+    from mvsink.core.table import set_commit_time
+    from mvsink.definitions.catalog import Catalog
+
+    data, views = root / "data", root / "dags" / "views"
+    data.mkdir(parents=True)
+    views.mkdir(parents=True)
+    (root / "dags" / "mvsink_views.py").write_bytes((REPO / "dags" / "mvsink_views.py").read_bytes())
+    os.environ["MVSINK_DATA_ROOT"] = str(data)
+    sources = [f"src{i}" for i in range(5)]
+    for s in sources:
+        source(data, s)
+    for i in range(n_views):
+        s = sources[i % len(sources)]
+        view_file(views, f"view_{i:03d}", extra=f"max_lag: {'1h' if i % 3 == 0 else '36500d'}\n",
+                  sources=f"{{{s}: {s}}}", query=f"SELECT id, qty FROM {s}")
+    catalog = Catalog(views)
+    t0 = time.monotonic()
+    for r in range(refreshes):
+        at = BASE + r * HOUR
+        if r % 4 == 1:  # a source moves now and then: full or incremental refreshes between no-change ones
+            for s in sources:
+                import pyarrow as pa
+                from deltalake import write_deltalake
+
+                write_deltalake(str(data / s), pa.table({"id": [r], "qty": [r]}), mode="append")
+                set_commit_time(str(data / s), at - 1000)
+        for name in catalog.views:
+            refresh(catalog, name, at, added=r + 1, retracted=r // 2, nbytes=1000 * (r + 1),
+                    mode="incremental" if r % 2 else "full", seconds=1.5)
+    print(f"built {n_views} views x {refreshes} refreshes in {time.monotonic() - t0:.1f}s", flush=True)
+    return views
+
+
+def in_process(views: Path, rounds: int) -> dict[str, float]:
+    from mvsink.airflow.plugin import render
+    from mvsink.definitions.catalog import Catalog
+    from mvsink.readers.overview import all_views
+
+    load, read, draw = [], [], []
+    for _ in range(rounds):
+        t0 = time.perf_counter()
+        catalog = Catalog(views)
+        t1 = time.perf_counter()
+        rows = all_views(catalog)
+        t2 = time.perf_counter()
+        render.overview_page(rows, links=render.Links(), nonce="bench")
+        t3 = time.perf_counter()
+        load.append(t1 - t0)
+        read.append(t2 - t1)
+        draw.append(t3 - t2)
+    return {"load views folder": statistics.median(load), "read every view's log": statistics.median(read),
+            "render the page": statistics.median(draw),
+            "total": statistics.median([a + b + c for a, b, c in zip(load, read, draw)])}
+
+
+def over_http(af, rounds: int) -> tuple[float, float, int]:
+    token = af.token()
+    times, size = [], 0
+    for _ in range(rounds + 1):
+        req = urllib.request.Request(f"{af.url}/mvsink/", headers={"Authorization": f"Bearer {token}"})
+        t0 = time.perf_counter()
+        with urllib.request.urlopen(req, timeout=60) as r:
+            body = r.read()
+        times.append(time.perf_counter() - t0)
+        size = len(body)
+    return times[0], statistics.median(times[1:]), size
+
+
+def in_browser(af, rounds: int) -> float | None:
+    chromium = os.environ.get("MVSINK_CHROMIUM", "/usr/bin/chromium")
+    if not Path(chromium).exists():
+        return None
+    from playwright.sync_api import sync_playwright
+
+    args = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
+            "--disable-sync", "--no-first-run"]
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=chromium, headless=True, args=args)
+        context = browser.new_context(viewport={"width": 1600, "height": 1000})
+        context.add_cookies([{"name": "_token", "value": af.token(), "url": af.url}])
+        page = context.new_page()
+        loads = []
+        for _ in range(rounds + 1):
+            page.goto(f"{af.url}/mvsink/", wait_until="load")
+            loads.append(page.evaluate(
+                "() => { const n = performance.getEntriesByType('navigation')[0]; return n.loadEventEnd - n.startTime; }"))
+        assert page.locator("tr[data-view]").count() > 0
+        browser.close()
+    return statistics.median(loads[1:]) / 1000
+
+
+def machine() -> str:
+    cpu = next((ln.split(":", 1)[1].strip() for ln in Path("/proc/cpuinfo").read_text().splitlines()
+                if ln.startswith("model name")), platform.processor() or "?")
+    load = os.getloadavg()
+    return (f"{cpu}, {os.cpu_count()} cores, Python {platform.python_version()}, {platform.system()} "
+            f"{platform.release()}; load average at start {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--views", type=int, default=50)
+    ap.add_argument("--refreshes", type=int, default=20)
+    ap.add_argument("--rounds", type=int, default=7)
+    ap.add_argument("--out", default=str(REPO / "bench" / "UI.md"))
+    args = ap.parse_args(argv)
+    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    where = machine()
+    root = Path(tempfile.mkdtemp(prefix="mvsink-ui-bench-"))
+    views = build(root, args.views, args.refreshes)
+    local = in_process(views, args.rounds)
+    print(json.dumps(local, indent=1), flush=True)
+
+    from mvsink.devtools.localairflow import LocalAirflow
+
+    af = LocalAirflow(root / "home", root / "dags", data_root=root / "data")
+    af.start(components=("api-server", "scheduler"))
+    try:
+        first, warm, size = over_http(af, args.rounds)
+        browser = in_browser(af, args.rounds)
+    finally:
+        af.stop()
+    when = _dt.datetime.now(_dt.UTC).strftime("%Y-%m-%d %H:%M UTC")
+    lines = [
+        "# UI benchmark: the \"Materialized views\" page",
+        "",
+        f"`python bench/ui_overview.py --views {args.views} --refreshes {args.refreshes} --rounds {args.rounds}`"
+        f" — {when}",
+        "",
+        f"Machine: {where}.",
+        "",
+        f"{args.views} views, each with a Delta log of {args.refreshes} refreshes ({args.refreshes + 2} commits: "
+        "create, the bump to as_of, the appends); medians of "
+        f"{args.rounds} rounds. Target (issue 14): the page loads in under a second for 50 views.",
+        "",
+        "| step | seconds |",
+        "| --- | ---: |",
+        *[f"| in-process: {k} | {v:.3f} |" for k, v in local.items()],
+        f"| HTTP `GET /mvsink/` through the api-server (auth included), first request | {first:.3f} |",
+        f"| HTTP `GET /mvsink/`, median after the first | {warm:.3f} |",
+        (f"| browser: the page's load time (navigation start to load event), median | {browser:.3f} |"
+         if browser is not None else "| browser: not measured (no chromium) | - |"),
+        "",
+        f"Page size: {size / 1024:.0f} KiB of HTML (inline CSS and SVG, no other requests).",
+        "",
+    ]
+    Path(args.out).write_text("\n".join(lines))
+    print("\n".join(lines))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
