@@ -6,6 +6,7 @@ from __future__ import annotations
 import contextlib
 import io
 import json
+from pathlib import Path
 
 import pytest
 from deltalake import DeltaTable
@@ -108,3 +109,29 @@ def test_all_fresh_exits_zero(env):
     refresh(Catalog(views), "ok", BASE)
     rc, out = _cli("status", "--all", "--views-dir", str(views))
     assert rc == 0 and out.startswith("ok: final through 2026-01-01T00:00:00.000Z"), out
+
+
+def test_the_overview_rereads_a_log_only_after_a_new_commit(env):
+    """all_views caches each view's status until the table's newest commit file changes; the lag and staged
+    batches are always current."""
+    from mvsink.core.staging import STAGING
+    from mvsink.readers.overview import all_views
+
+    data, views = env
+    source(data)
+    view_file(views, "v", extra="max_lag: 1h\n")
+    catalog = Catalog(views)
+    refresh(catalog, "v", BASE)
+    first = all_views(catalog, now=BASE + HOUR)[0]
+    assert first["final_through"] == BASE and first["lag_ms"] == HOUR and first["stale"] is False
+    again = all_views(catalog, now=BASE + 2 * HOUR)[0]  # from the cache: the lag still moves
+    assert again["final_through"] == BASE and again["lag_ms"] == 2 * HOUR and again["stale"] is True
+    refresh(catalog, "v", BASE + 2 * HOUR)  # a new commit: read again
+    after = all_views(catalog, now=BASE + 2 * HOUR)[0]
+    assert after["final_through"] == BASE + 2 * HOUR and after["lag_ms"] == 0 and after["stale"] is False
+    assert after["version"] == first["version"] + 1 and after["last_refresh"]["refresh_time"] == BASE + 2 * HOUR
+    staging = Path(after["target"]) / STAGING
+    staging.mkdir(exist_ok=True)
+    batch = f"v__{after['upper']}_{after['upper'] + HOUR}__run-1"
+    (staging / f"{batch}.json").write_text("{}")  # a batch in flight (no new commit)
+    assert all_views(catalog)[0]["in_flight"] == [batch]

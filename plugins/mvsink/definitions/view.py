@@ -80,6 +80,9 @@ _SUBQUERY_RE = re.compile(r"\bselect\b", re.IGNORECASE)
 _AGGREGATE_OR_WINDOW_RE = re.compile(r"\bover\s*\(|\b(count|sum|avg|min|max|collect_list|collect_set|first|last"
                                      r"|any_value|bool_and|bool_or|every|some|stddev|variance)\s*\(", re.IGNORECASE)
 
+# libyaml's safe loader when PyYAML has it (about 30x faster: the UI loads every view file per page)
+_YAML_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
 DEFAULT_RETAIN_HISTORY_MS = 7 * 86_400_000  # 7 days of readable history behind the newest final time
 
 
@@ -217,7 +220,7 @@ def parse_view(text: str, *, file: str = "<string>", data_root: Path | None = No
     path = Path(file)
     root = data_root if data_root is not None else data_root_for(path)
     try:
-        doc = yaml.safe_load(text)
+        doc = yaml.load(text, Loader=_YAML_LOADER)  # a safe loader
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""

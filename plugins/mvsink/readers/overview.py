@@ -7,14 +7,17 @@ table) and the view definitions, so the command line and the UI print the same v
 
 from __future__ import annotations
 
+import os
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 from typing import Any
 
 from mvsink.core.batch import parse_batch_id
+from mvsink.core.staging import list_staged
 from mvsink.definitions.catalog import Catalog
 from mvsink.definitions.view import Schedule, ViewDefinition
 from mvsink.exceptions import MvSinkError
-from mvsink.readers.freshness import format_freshness, mode_kind, now_ms
+from mvsink.readers.freshness import format_freshness, freshness, mode_kind, now_ms
 from mvsink.readers.status import view_status
 from mvsink.times import format_duration, format_time
 
@@ -64,10 +67,44 @@ def _refresh(c: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+def newest_commit(target: str) -> tuple[int, int] | None:
+    """(version, mtime_ns) of the table's newest commit file, read from the log folder's listing; None: no table."""
+    best: tuple[int, int] | None = None
+    try:
+        with os.scandir(Path(target) / "_delta_log") as it:
+            for e in it:
+                n = e.name
+                if len(n) == 25 and n.endswith(".json") and n[:20].isdigit() and (best is None or int(n[:20]) > best[0]):
+                    best = (int(n[:20]), e.stat().st_mtime_ns)
+    except FileNotFoundError:
+        return None
+    return best
+
+
+# target -> (newest commit, as_of, the status read then): a table's upper, since and commit log only change with a
+# new commit, so the overview re-reads a log only when its newest commit file changed (freshness and staged
+# batches are always current)
+_STATUS_CACHE: dict[str, tuple[tuple[int, int], int, dict[str, Any]]] = {}
+
+
+def summary_status(view: ViewDefinition, *, now: int | None = None) -> dict[str, Any]:
+    """``view_status(view, last=SUMMARY_COMMITS)``, from a cache while the table has no new commit."""
+    key = newest_commit(view.target)
+    hit = _STATUS_CACHE.get(view.target)
+    if key is None or hit is None or hit[0] != key or hit[1] != view.as_of:
+        st = view_status(view, last=SUMMARY_COMMITS, now=now)
+        if key is not None and newest_commit(view.target) == key:  # no commit landed while reading it
+            _STATUS_CACHE[view.target] = (key, view.as_of, st)
+        return st
+    st = dict(hit[2])
+    st.update(freshness(view, st["final_through"], now), staged_batches=list_staged(view.target))
+    return st
+
+
 def view_summary(view: ViewDefinition, views: dict[str, ViewDefinition], *, now: int | None = None,
                  status: dict[str, Any] | None = None) -> dict[str, Any]:
     """One line of the overview: frontiers as ISO-8601 UTC, freshness, the last refresh, checks, staging, sources."""
-    st = status if status is not None else view_status(view, last=SUMMARY_COMMITS, now=now)
+    st = status if status is not None else summary_status(view, now=now)
     appends = [c for c in st["last_commits"] if not c.get("foreign") and c.get("operation") == "append"]
     last = _refresh(appends[0]) if appends else None
     read = last["sources"] if last else {}
