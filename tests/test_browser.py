@@ -69,8 +69,9 @@ def airflow(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def page(airflow, artifacts):
-    from playwright.sync_api import sync_playwright
+    from playwright.sync_api import expect, sync_playwright
 
+    expect.set_options(timeout=UI_TIMEOUT_MS)  # a loaded machine renders the UI slowly: expect's default is 5 s
     assert Path(CHROMIUM).exists(), (
         f"{CHROMIUM} is missing. Fix: apt-get install -y --no-install-recommends chromium "
         "(.ci/run does it), or point MVSINK_CHROMIUM at a Chromium binary.")
