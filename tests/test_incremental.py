@@ -12,9 +12,10 @@ import pytest
 from deltalake import DeltaTable, write_deltalake
 
 from deltahelp import BASE, HOUR, delete_at, multiset, oracle, stamp, update_at, write_at, write_view
+from mvsink.core.deltalog import change_set
 from mvsink.definitions.catalog import Catalog
 from mvsink.readers.arrow import read_view
-from mvsink.spark.incremental import analyzed_plan, change_set, linearity, nonlinear_reason
+from mvsink.spark.incremental import analyzed_plan, linearity, nonlinear_reason
 from mvsink.spark.runners import refresh
 
 pytestmark = pytest.mark.spark
