@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 from mvsink.core.commitinfo import CommitInfo
 from mvsink.core.deltalog import commit_times, is_delta_table
+from mvsink.definitions.view import since_app_id, upper_app_id
 from mvsink.exceptions import MvSinkError, ReadTimeError, SourceError, UnsupportedFeatureError
 from mvsink.times import format_time
 
@@ -180,8 +181,6 @@ class ViewTable:
     """
 
     def __init__(self, path: str, name: str, dt: DeltaTable | None) -> None:
-        from mvsink.definitions.view import since_app_id, upper_app_id
-
         self.path = path
         self.name = name
         self.app_id = upper_app_id(name)
