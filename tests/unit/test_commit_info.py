@@ -5,10 +5,11 @@ from __future__ import annotations
 import json
 
 import pytest
-from legacy_commits import COMMIT_INFO_LINES
 
 from mvsink.core.batch import BatchDescription, SourceRead
 from mvsink.core.commitinfo import CONTENT_PRESERVING, META, CommitInfo
+
+from .legacy_commits import COMMIT_INFO_LINES
 
 pytestmark = pytest.mark.unit
 

@@ -15,12 +15,13 @@ import pyarrow as pa
 import pytest
 from deltalake import DeltaTable, write_deltalake
 from deltalake.transaction import CommitProperties
-from legacy_commits import APPEND_COMMIT_FILE
 
 from mvsink.core import deltalog
 from mvsink.core.commitinfo import CommitInfo
 from mvsink.core.table import version_at
 from mvsink.exceptions import SourceError
+
+from .legacy_commits import APPEND_COMMIT_FILE
 
 pytestmark = pytest.mark.unit
 

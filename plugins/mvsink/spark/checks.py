@@ -44,7 +44,7 @@ def validate_checks(view: ViewDefinition, result: DataFrame) -> None:
     from pyspark.sql import functions as F
     from pyspark.sql import types as T
 
-    from mvsink.spark.validation import first_paragraph
+    from mvsink.spark.messages import first_paragraph
 
     for c in view.checks:
         where = f"view {view.name}: check '{c.name}' ({c.expr})"

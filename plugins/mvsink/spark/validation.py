@@ -9,6 +9,7 @@ from mvsink.columns import DIFF, ERROR, RESERVED_PREFIX, TIME
 from mvsink.definitions.view import ViewDefinition
 from mvsink.exceptions import QueryError, SchemaChangedError
 from mvsink.spark.checks import validate_checks
+from mvsink.spark.messages import first_paragraph
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -72,14 +73,6 @@ def validate_output(view: ViewDefinition, schema: StructType) -> None:
     if missing:
         raise QueryError(f"view {view.name}: key column(s) {missing} are not in the query's result "
                          f"{list(seen.values())}. Fix: correct `key` in the view file.")
-
-
-def first_paragraph(exc: BaseException) -> str:
-    text = str(exc).strip()
-    for cut in ("\n\nJVM stacktrace", ";\n'", "\n== SQL", "\n\tat "):
-        if cut in text:
-            text = text[: text.index(cut)]
-    return text[:800]
 
 
 def analyse(spark: SparkSession, view: ViewDefinition) -> DataFrame:
