@@ -37,7 +37,7 @@ sys.path.insert(0, str(REPO / "tests"))  # the test helper that writes real view
 def build(root: Path, n_views: int, refreshes: int) -> Path:
     from unit.refreshlog import BASE, HOUR, refresh, source, view_file
 
-    from mvsink.core.table import set_commit_time
+    from mvsink.core.deltalog import set_commit_time
     from mvsink.definitions.catalog import Catalog
 
     data, views = root / "data", root / "dags" / "views"

@@ -15,9 +15,9 @@ from deltalake import DeltaTable, write_deltalake
 
 from mvsink.core.append import RefreshResult, append
 from mvsink.core.batch import NothingToDo, WriteReport
+from mvsink.core.deltalog import set_commit_time
 from mvsink.core.mint import mint
 from mvsink.core.schema import encode_schema
-from mvsink.core.table import set_commit_time
 from mvsink.definitions.catalog import Catalog
 
 BASE = 1_767_225_600_000  # 2026-01-01T00:00:00Z

@@ -11,7 +11,7 @@ import pytest
 from deltalake import DeltaTable, write_deltalake
 
 from mvsink.airflow.plugin import render
-from mvsink.core.table import set_commit_time
+from mvsink.core.deltalog import set_commit_time
 from mvsink.definitions.catalog import Catalog
 from mvsink.readers.overview import all_views, view_detail
 from mvsink.times import format_duration, format_time

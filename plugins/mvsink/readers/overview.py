@@ -7,12 +7,11 @@ table) and the view definitions, so the command line and the UI print the same v
 
 from __future__ import annotations
 
-import os
 from concurrent.futures import ThreadPoolExecutor
-from pathlib import Path
 from typing import Any
 
 from mvsink.core.batch import parse_batch_id
+from mvsink.core.deltalog import newest_commit
 from mvsink.core.staging import list_staged
 from mvsink.definitions.catalog import Catalog
 from mvsink.definitions.view import Schedule, ViewDefinition
@@ -65,20 +64,6 @@ def _refresh(c: dict[str, Any]) -> dict[str, Any]:
         "bytes": int(c.get("bytes") or 0), "duration_ms": c.get("duration_ms"), "write_ms": c.get("write_ms"),
         "run_id": c.get("run_id"), "checks": c.get("checks") or {}, "sources": c.get("sources") or {},
     }
-
-
-def newest_commit(target: str) -> tuple[int, int] | None:
-    """(version, mtime_ns) of the table's newest commit file, read from the log folder's listing; None: no table."""
-    best: tuple[int, int] | None = None
-    try:
-        with os.scandir(Path(target) / "_delta_log") as it:
-            for e in it:
-                n = e.name
-                if len(n) == 25 and n.endswith(".json") and n[:20].isdigit() and (best is None or int(n[:20]) > best[0]):
-                    best = (int(n[:20]), e.stat().st_mtime_ns)
-    except FileNotFoundError:
-        return None
-    return best
 
 
 # target -> (newest commit, as_of, the status read then): a table's upper, since and commit log only change with a

@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 from mvsink.core.checks import format_counts
 from mvsink.core.staging import list_staged
-from mvsink.core.table import META, iter_history, op_of, open_table, read_frontier
+from mvsink.core.table import ViewTable
 from mvsink.definitions.view import ViewDefinition
 from mvsink.readers.freshness import format_freshness, freshness, mode_label
 from mvsink.times import format_duration, format_time
@@ -15,30 +14,23 @@ from mvsink.times import format_duration, format_time
 
 def view_status(view: ViewDefinition, *, last: int = 10, now: int | None = None) -> dict[str, Any]:
     """Frontiers, freshness (lag against ``max_lag`` at ``now``, default the clock) and the last commits."""
-    dt = open_table(view.target)
-    fr = read_frontier(dt, app_id=view.app_id, since_app_id=view.since_app_id)
+    table = ViewTable.open(view, check=False)
+    fr = table.frontier
     refreshes: list[dict[str, Any]] = []
-    if dt is not None:
-        for h in iter_history(dt, limit=last):  # one entry per commit: the newest `last` commits
-            op = op_of(h)
-            if op is None:
-                refreshes.append({"version": h.get("version"), "operation": h.get("operation"), "foreign": True,
-                                  "committed": format_time(int(h.get("timestamp", 0))),
-                                  "committed_ms": int(h.get("timestamp", 0))})
-            else:
-                entry = {k[len(META):]: json.loads(v) for k, v in h.items() if k.startswith(META)}
-                entry.update(version=h.get("version"), committed=format_time(int(h.get("timestamp", 0))),
-                             committed_ms=int(h.get("timestamp", 0)))
-                refreshes.append(entry)
-            if len(refreshes) >= last:
-                break
+    for h in table.history(limit=last):  # one entry per commit: the newest `last` commits
+        if h.info is None:
+            refreshes.append({"version": h.version, "operation": h.operation, "foreign": True,
+                              "committed": format_time(h.timestamp), "committed_ms": h.timestamp})
+        else:
+            refreshes.append({**h.info.to_dict(), "version": h.version, "committed": format_time(h.timestamp),
+                              "committed_ms": h.timestamp})
     final_through = fr.upper - 1 if fr.upper > 0 else None
     return {
-        "view": view.name, "target": view.target, "exists": dt is not None,
+        "view": view.name, "target": view.target, "exists": table.exists,
         "as_of": view.as_of, "since": max(fr.since, view.as_of), "upper": fr.upper,
         "final_through": final_through, "version": fr.version,
         **freshness(view, final_through, now),
-        "staged_batches": list_staged(view.target) if dt is not None else [],
+        "staged_batches": list_staged(view.target) if table.exists else [],
         "last_commits": refreshes,
     }
 
