@@ -8,3 +8,5 @@ See docs/ui.md.
 """
 
 URL_PREFIX = "/mvsink"  # where the api-server mounts the app
+NAV_ROUTE = "materialized-views"  # the navigation page: <airflow>/plugin/materialized-views
+VIEW_TAB_ROUTE = "mvsink-view"  # the DAG tab: <airflow>/dags/<dag_id>/plugin/mvsink-view

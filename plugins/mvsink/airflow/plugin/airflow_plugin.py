@@ -15,7 +15,7 @@ from typing import Any
 
 from airflow.plugins_manager import AirflowPlugin
 
-from mvsink.airflow.plugin import URL_PREFIX
+from mvsink.airflow.plugin import NAV_ROUTE, URL_PREFIX, VIEW_TAB_ROUTE
 
 # a small table glyph for the navigation (a data: URI: nothing is fetched)
 ICON = ("data:image/svg+xml;base64,PHN2ZyB4bWxucz0iaHR0cDovL3d3dy53My5vcmcvMjAwMC9zdmciIHZpZXdCb3g9IjAgMCAyNCAy"
@@ -42,8 +42,8 @@ class MvsinkPlugin(AirflowPlugin):
     fastapi_apps = [{"app": LazyApp(), "url_prefix": URL_PREFIX, "name": "mvsink: materialized views"}]
     external_views = [
         # hrefs are relative: the UI resolves them against its base URL (works behind a base_url path too)
-        {"name": "Materialized views", "href": "mvsink/", "destination": "nav", "url_route": "materialized-views",
+        {"name": "Materialized views", "href": "mvsink/", "destination": "nav", "url_route": NAV_ROUTE,
          "nav_top_level": True, "icon": ICON},
-        {"name": "View", "href": "mvsink/dags/{DAG_ID}", "destination": "dag", "url_route": "mvsink-view",
+        {"name": "View", "href": "mvsink/dags/{DAG_ID}", "destination": "dag", "url_route": VIEW_TAB_ROUTE,
          "icon": ICON},
     ]

@@ -26,6 +26,7 @@ import secrets
 from pathlib import Path
 from typing import Any
 
+from mvsink.airflow.dag_factory import DAG_PREFIX, dag_id_for
 from mvsink.airflow.plugin import URL_PREFIX, render
 from mvsink.definitions.catalog import Catalog
 from mvsink.definitions.view import NAME_RE, VIEWS_DIR_ENV
@@ -46,9 +47,9 @@ def views_dir() -> Path:
 
 def view_name_of(dag_id: str) -> str | None:
     """The view name of a DAG id ``mv_<name>`` (a syntactically valid view name), else None."""
-    if not dag_id.startswith(render.DAG_PREFIX):
+    if not dag_id.startswith(DAG_PREFIX):
         return None
-    name = dag_id[len(render.DAG_PREFIX):]
+    name = dag_id[len(DAG_PREFIX):]
     return name if NAME_RE.match(name) else None
 
 
@@ -71,7 +72,7 @@ def create_app() -> Any:
         if am.is_authorized_dag(method="GET", user=user):
             return None
         allowed = am.get_authorized_dag_ids(user=user, method="GET")
-        return {n for n in catalog.views if render.DAG_PREFIX + n in allowed}
+        return {n for n in catalog.views if dag_id_for(n) in allowed}
 
     def overview_rows(user: Any) -> tuple[list[dict[str, Any]], str, int]:
         now = now_ms()

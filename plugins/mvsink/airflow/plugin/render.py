@@ -15,6 +15,8 @@ import json
 from collections.abc import Callable
 from typing import Any
 
+from mvsink.airflow.dag_factory import dag_id_for
+from mvsink.airflow.plugin import VIEW_TAB_ROUTE
 from mvsink.readers.freshness import mode_label
 from mvsink.readers.status import format_commit
 from mvsink.times import format_duration, format_time
@@ -45,21 +47,19 @@ class Links:
     app_root: str = "/mvsink/"
 
     def dag(self, view: str) -> str:
-        return f"{self.airflow_root}dags/{DAG_PREFIX}{view}"
+        return f"{self.airflow_root}dags/{dag_id_for(view)}"
 
     def view_page(self, view: str) -> str:
-        return f"{self.app_root}dags/{DAG_PREFIX}{view}"
+        return f"{self.app_root}dags/{dag_id_for(view)}"
 
     def view_tab(self, view: str) -> str:
-        return f"{self.airflow_root}dags/{DAG_PREFIX}{view}/plugin/{VIEW_TAB_ROUTE}"
+        return f"{self.airflow_root}dags/{dag_id_for(view)}/plugin/{VIEW_TAB_ROUTE}"
 
     def overview(self, **query: str) -> str:
         q = "&".join(f"{k}={v}" for k, v in query.items())
         return self.app_root + (f"?{q}" if q else "")
 
 
-DAG_PREFIX = "mv_"  # as mvsink.airflow.dag_factory names DAGs (kept here so rendering needs no Airflow)
-VIEW_TAB_ROUTE = "mvsink-view"
 
 CSS = """
 :root { --fg:#1d2733; --muted:#5d6b7a; --line:#d9dee4; --bg:#ffffff; --head:#f3f5f8; --stale:#b3261e;
