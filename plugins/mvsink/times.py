@@ -42,6 +42,11 @@ def format_time(ms: int) -> str:
     return dt.isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
+def format_time_or_none(ms: int | None) -> str | None:
+    """:func:`format_time`, passing None through (an absent time in a report)."""
+    return format_time(ms) if ms is not None else None
+
+
 def to_datetime(ms: int) -> _dt.datetime:
     return _dt.datetime.fromtimestamp(ms / 1000, tz=_dt.UTC)
 

@@ -22,7 +22,7 @@ from mvsink.core.staging import collect_garbage, discard_batch, forget_manifest,
 from mvsink.core.table import ViewTable
 from mvsink.definitions.view import ViewDefinition
 from mvsink.exceptions import MvSinkError, StagingError
-from mvsink.times import format_time
+from mvsink.times import format_time, format_time_or_none
 
 log = logging.getLogger(__name__)
 
@@ -54,11 +54,11 @@ class RefreshResult:
     def summary(self) -> str:
         """One readable line (times as ISO-8601 UTC); ``to_dict`` keeps the integers."""
         checks = f"; checks: {format_counts(self.checks)}" if self.checks else ""
-        batch = f"[{_iso(self.lower)}, {_iso(self.upper)})"
+        batch = f"[{format_time_or_none(self.lower)}, {format_time_or_none(self.upper)})"
         if self.status == "appended":
             return (f"{self.view}: appended {batch} at {format_time(self.refresh_time)}: "
                     f"+{self.rows_added} -{self.rows_retracted} rows, {self.bytes} bytes in {self.files} file(s), "
-                    f"Delta version {self.version}, final through {_iso(_final(self.upper))}"
+                    f"Delta version {self.version}, final through {format_time_or_none(_final(self.upper))}"
                     + (f", {self.mode} diff" if self.mode else "") + (f" ({self.reason})" if self.reason else "")
                     + checks)
         if self.status == "dry_run":
@@ -66,28 +66,25 @@ class RefreshResult:
                     f"{self.rows_retracted} rows" + (f" ({self.mode} diff)" if self.mode else "") + "; nothing written"
                     + checks)
         if self.status == "rescheduled":
-            return (f"{self.view}: rescheduled: upper is now {_iso(self.upper)} ({self.reason})")
+            return (f"{self.view}: rescheduled: upper is now {format_time_or_none(self.upper)} ({self.reason})")
         return f"{self.view}: up to date: {self.reason}"
 
     def to_dict(self) -> dict[str, Any]:
         """Every field (times as integer epoch ms), plus the times as ISO-8601 UTC (``*_utc``)."""
         d = dataclasses.asdict(self)
-        iso = {"refresh_time": format_time(self.refresh_time), "lower": _iso(self.lower), "upper": _iso(self.upper)}
+        iso = {"refresh_time": format_time(self.refresh_time), "lower": format_time_or_none(self.lower),
+               "upper": format_time_or_none(self.upper)}
         out: dict[str, Any] = {}
         for k, v in d.items():  # each ISO-8601 time right after its integer, for people reading the JSON
             out[k] = v
             if k in iso:
                 out[f"{k}_utc"] = iso[k]
-        out["final_through_utc"] = _iso(_final(self.upper))
+        out["final_through_utc"] = format_time_or_none(_final(self.upper))
         return out
 
 
 def _final(upper: int | None) -> int | None:
     return upper - 1 if upper is not None and upper > 0 else None
-
-
-def _iso(ms: int | None) -> str | None:
-    return format_time(ms) if ms is not None else None
 
 
 def append(view: ViewDefinition, desc: BatchDescription, report: WriteReport | None) -> RefreshResult:

@@ -18,7 +18,7 @@ from mvsink.definitions.view import Schedule, ViewDefinition
 from mvsink.exceptions import MvSinkError
 from mvsink.readers.freshness import format_freshness, freshness, mode_kind, now_ms
 from mvsink.readers.status import view_status
-from mvsink.times import format_duration, format_time
+from mvsink.times import format_duration, format_time, format_time_or_none
 
 # Commits read per view for the overview (the newest append is almost always among the first few)
 # and for a view's history chart.
@@ -49,15 +49,11 @@ def lineage(view: ViewDefinition, views: dict[str, ViewDefinition]) -> dict[str,
     return {"upstream": upstream, "downstream": downstream}
 
 
-def _iso(ms: int | None) -> str | None:
-    return format_time(ms) if ms is not None else None
-
-
 def _refresh(c: dict[str, Any]) -> dict[str, Any]:
     """An append commit of ``view_status``'s ``last_commits``, as the page and ``--all`` show it."""
     return {
         "version": c.get("version"), "committed": c.get("committed"), "committed_ms": c.get("committed_ms"),
-        "refresh_time": c.get("refresh_time"), "refresh_time_utc": _iso(c.get("refresh_time")),
+        "refresh_time": c.get("refresh_time"), "refresh_time_utc": format_time_or_none(c.get("refresh_time")),
         "lower": c.get("lower"), "upper": c.get("upper"), "mode": c.get("mode") or "",
         "mode_kind": mode_kind(c.get("mode")), "mode_reason": c.get("mode_reason") or "",
         "rows_added": int(c.get("rows_added") or 0), "rows_retracted": int(c.get("rows_retracted") or 0),
@@ -99,9 +95,10 @@ def view_summary(view: ViewDefinition, views: dict[str, ViewDefinition], *, now:
     return {
         "view": view.name, "description": view.description, "target": view.target, "exists": st["exists"],
         "schedule": describe_schedule(view.schedule),
-        "as_of": st["as_of"], "as_of_utc": _iso(st["as_of"]), "since": st["since"], "since_utc": _iso(st["since"]),
-        "upper": st["upper"], "upper_utc": _iso(st["upper"]) if st["upper"] > 0 else None,
-        "final_through": st["final_through"], "final_through_utc": _iso(st["final_through"]),
+        "as_of": st["as_of"], "as_of_utc": format_time(st["as_of"]),
+        "since": st["since"], "since_utc": format_time(st["since"]),
+        "upper": st["upper"], "upper_utc": format_time(st["upper"]) if st["upper"] > 0 else None,
+        "final_through": st["final_through"], "final_through_utc": format_time_or_none(st["final_through"]),
         "version": st["version"],
         "lag_ms": st["lag_ms"], "max_lag_ms": st["max_lag_ms"], "stale": st["stale"], "checked_at": st["checked_at"],
         "freshness": format_freshness(st),
