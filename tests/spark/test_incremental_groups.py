@@ -157,21 +157,22 @@ def test_randomized_histories_groups_match_oracle_and_full_diff(spark, env, monk
     queries = {**ELIGIBLE, **{k: q for k, (q, _) in NOT_ELIGIBLE.items()}}
     for name, q in queries.items():
         for suffix, inc in (("", True), ("_full", False)):
-            if suffix and name not in ELIGIBLE:
+            if suffix and (name not in ELIGIBLE or not cdf):  # the twins once (the machine is small)
                 continue
-            write_view(views, name + suffix, query=q, sources={"orders": "orders", "customers": "customers"},
+            used = {"orders": "orders", "customers": "customers"} if "customers" in q else {"orders": "orders"}
+            write_view(views, name + suffix, query=q, sources=used,
                        target=f"views/{name}{suffix}", as_of=BASE, incremental=inc)
     catalog = Catalog(views)
     next_id, t = [40], BASE + HOUR
     ops: list[str] = []
-    for step in range(5):
+    for step in range(4):
         for _ in range(rng.randint(1, 3)):
             t += rng.randint(1, 10) * 60_000
             ops.append(_change(rng, orders, customers, next_id, t))
         t += HOUR
         for name, q in queries.items():
-            expected = oracle(q, srcs, t)
-            for suffix in ("", "_full") if name in ELIGIBLE else ("",):
+            expected = oracle(q, srcs if "customers" in q else {"orders": orders}, t)
+            for suffix in ("", "_full") if name in ELIGIBLE and cdf else ("",):
                 view = catalog.get(name + suffix)
                 res = refresh(view, t, catalog=catalog, runner="inprocess", spark=spark, run_id=f"s{step}")
                 assert res.status == "appended", res
@@ -182,7 +183,8 @@ def test_randomized_histories_groups_match_oracle_and_full_diff(spark, env, monk
         for a in appends[1:]:
             assert a["mode"] in ("incremental:groups", "unchanged"), (name, a["mode"], a["mode_reason"])
         assert any(a["mode"] == "incremental:groups" for a in appends), name
-        assert all(a["mode"] in ("full", "unchanged") for a in _appends(str(data / "views" / f"{name}_full")))
+        if cdf:
+            assert all(a["mode"] in ("full", "unchanged") for a in _appends(str(data / "views" / f"{name}_full")))
     for name, (_, why) in NOT_ELIGIBLE.items():
         for a in _appends(str(data / "views" / name))[1:]:
             assert a["mode"] in ("full", "unchanged"), (name, a)
