@@ -35,6 +35,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame, SparkSession
+    from pyspark.sql.types import DataType
 
     from mvsink.core.batch import BatchDescription
     from mvsink.definitions.view import ViewDefinition
@@ -86,12 +87,27 @@ def _key_match(left: DataFrame, keys: DataFrame, key_columns: list[str]) -> Colu
         left[_quote(c)].eqNullSafe(keys[_KEY.format(i)]) for i, c in enumerate(key_columns)])
 
 
-def _inline_filter(rows: list[Any], key_columns: list[str]) -> Column | None:
-    """``k IN (values) [OR k IS NULL]`` per key column, ANDed: a superset of the keys Spark pushes down."""
+def _exact_literals(dt: DataType) -> bool:
+    """Values of this type come back from ``collect`` and go into a literal unchanged (a TIMESTAMP goes
+    through the local time zone of Python, ambiguous in a DST fold; structs and arrays have no literal)."""
+    from pyspark.sql import types as T
+
+    return isinstance(dt, (T.NumericType, T.StringType, T.BooleanType, T.DateType, T.BinaryType,
+                           T.TimestampNTZType))
+
+
+def _inline_filter(rows: list[Any], key_columns: list[str], types: list[DataType] | None = None) -> Column | None:
+    """``k IN (values) [OR k IS NULL]`` per key column, ANDed: a superset of the keys Spark pushes down.
+
+    Key columns of a type whose values may not survive the round trip through Python are left out
+    (the semi-join after it stays exact either way; a filter must never drop an affected group).
+    """
     from pyspark.sql import functions as F
 
     parts = []
     for i, c in enumerate(key_columns):
+        if types is not None and not _exact_literals(types[i]):
+            continue
         values = {r[i] for r in rows}
         col = F.col(_quote(c))
         present = [v for v in values if v is not None]
@@ -152,7 +168,7 @@ def group_corrections(spark: SparkSession, view: ViewDefinition, desc: BatchDesc
     rows = table_df.select(*[F.col(_quote(a)).alias(b) for a, b in zip(user_t, desired.columns)], TIME, DIFF)
     want, have = desired, rows
     if n_keys <= MAX_INLINE_KEYS:
-        pre = _inline_filter(keys.collect(), key_columns)
+        pre = _inline_filter(keys.collect(), key_columns, [desired.schema[c].dataType for c in key_columns])
         if pre is not None:
             want, have = want.where(pre), have.where(pre)
     want = want.join(keys, _key_match(want, keys, key_columns), "left_semi")
