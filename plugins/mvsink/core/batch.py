@@ -146,7 +146,7 @@ class WriteReport:
     bytes: int = 0
     files: tuple[StagedFile, ...] = ()
     seconds: float = 0.0
-    mode: Literal["full", "incremental", ""] = ""  # how the corrections were computed
+    mode: Literal["full", "incremental", "incremental:groups", ""] = ""  # how the corrections were computed
     mode_reason: str = ""  # why incremental was (not) used
     checks: dict[str, Any] = dataclasses.field(default_factory=dict)  # {check: {"action", "rows"}} over desired
 

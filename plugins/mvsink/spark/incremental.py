@@ -27,10 +27,12 @@ from typing import TYPE_CHECKING
 from mvsink.core.deltalog import ChangeFile, ChangeSet, active_bytes, change_set
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from pyspark.sql import DataFrame, Observation, SparkSession
     from pyspark.sql.types import StructType
 
-    from mvsink.core.batch import BatchDescription
+    from mvsink.core.batch import BatchDescription, SourceRead
     from mvsink.definitions.view import ViewDefinition
 
 log = logging.getLogger(__name__)
@@ -40,6 +42,7 @@ DEFAULT_MAX_FRACTION = 0.5
 CHANGE_TYPE = "_change_type"
 _PLUS_TYPES = ("insert", "update_postimage")
 _MINUS_TYPES = ("delete", "update_preimage")
+NOT_LINEAR = "not linear in"
 
 
 # ---------------------------------------------------------------- Spark side
@@ -94,49 +97,43 @@ def max_fraction() -> float:
         return DEFAULT_MAX_FRACTION
 
 
-def incremental_corrections(spark: SparkSession, view: ViewDefinition, desc: BatchDescription,
-                            *, base: dict[str, int], desired: DataFrame | None = None, with_error: bool = False,
-                            observation: Observation | None = None) -> tuple[DataFrame | None, str]:
-    """Corrections of ``desc`` computed from the sources' changes since ``base``, or (None, why not).
+def prepare_changes(spark: SparkSession, view: ViewDefinition, desc: BatchDescription, base: dict[str, int],
+                    changed: list[SourceRead]) -> dict[str, tuple[DataFrame, DataFrame]] | str:
+    """(inserted, deleted) rows of each changed source since ``base``, or why they cannot be used.
 
-    The view's checks (a per-row projection and filter) are applied to the signed change terms;
-    ``observation`` then receives the change's signed check counts. Leaves every source registered
-    at the version ``desc`` reads, as the full diff expects.
+    Refuses a change set that is over :func:`max_fraction` of the source's files (the size guard).
     """
-    from pyspark.sql import functions as F
-
-    from mvsink.columns import DIFF, TIME
     from mvsink.core.table import open_delta
-    from mvsink.spark.checks import apply_checks
-    from mvsink.spark.plan import linearity
-    from mvsink.spark.sources import read_delta
-    from mvsink.spark.transforms import consolidate
 
-    changed = [s for s in desc.sources if base.get(s.name) != s.version]
-    if any(s.kind != "path" for s in desc.sources):
-        return None, "a source is a view"
-    if any(s.name not in base or base[s.name] > s.version for s in desc.sources):
-        return None, "the last refresh's source versions are unknown"
-    why = {k: v for k, v in linearity(spark, view.query, [s.name for s in changed], desired=desired).items() if v}
-    if why:  # the plan first: in classic Spark it is already analysed (Connect: one EXPLAIN)
-        name, reason = next(iter(why.items()))
-        return None, f"not linear in {name!r}: {reason}"
     changes: dict[str, ChangeSet] = {}
     fraction = max_fraction()
     for s in changed:
         cs = change_set(s.path, base[s.name], s.version)
         if isinstance(cs, str):
-            return None, f"source {s.name!r}: {cs}"
+            return f"source {s.name!r}: {cs}"
         total = active_bytes(s.path, s.version)
         if total and cs.bytes > fraction * total:
-            return None, (f"source {s.name!r} changed {cs.bytes} bytes of files against {total} "
-                          f"(over {fraction:.0%}; enable delta.enableChangeDataFeed on it for smaller change sets)")
+            return (f"source {s.name!r} changed {cs.bytes} bytes of files against {total} "
+                    f"(over {fraction:.0%}; enable delta.enableChangeDataFeed on it for smaller change sets)")
         changes[s.name] = cs
     frames: dict[str, tuple[DataFrame, DataFrame]] = {}
     for s in changed:
         sdt = open_delta(s.path, version=s.version)
         partition_columns = list(sdt.metadata().partition_columns) if sdt is not None else []
         frames[s.name] = change_frames(spark, changes[s.name], spark.table(s.name).schema, partition_columns)
+    return frames
+
+
+def telescope(spark: SparkSession, view: ViewDefinition, desc: BatchDescription, base: dict[str, int],
+              changed: list[SourceRead], frames: dict[str, tuple[DataFrame, DataFrame]],
+              term: Callable[[int], DataFrame]) -> list[DataFrame]:
+    """``term(sign)`` once per change term, with the sources registered as that term reads them.
+
+    Term of source i: source i is its inserted (+1) or deleted (-1) rows, the changed sources before it
+    at their new versions and those after it at their old ones (telescoping). Leaves every source
+    registered at the version ``desc`` reads.
+    """
+    from mvsink.spark.sources import read_delta
 
     terms: list[DataFrame] = []
     registered_old: list[str] = []
@@ -149,10 +146,10 @@ def incremental_corrections(spark: SparkSession, view: ViewDefinition, desc: Bat
             plus, minus = frames[s.name]
             for frame, sign in ((plus, 1), (minus, -1)):
                 frame.createOrReplaceTempView(s.name)
-                term = spark.sql(view.query).select("*", F.lit(sign).cast("bigint").alias(DIFF))
+                t = term(sign)
                 # Classic Spark binds temp views when spark.sql analyses; Spark Connect re-analyses the SQL
                 # at execution, after the views were re-registered, so there each term is pinned first.
-                terms.append(term.localCheckpoint(eager=True) if _is_remote(spark) else term)
+                terms.append(t.localCheckpoint(eager=True) if _is_remote(spark) else t)
             read_delta(spark, s.path, version=s.version,
                        role=f"view {view.name}: source '{s.name}'").createOrReplaceTempView(s.name)
     finally:
@@ -160,6 +157,48 @@ def incremental_corrections(spark: SparkSession, view: ViewDefinition, desc: Bat
             src = next(x for x in desc.sources if x.name == name)
             read_delta(spark, src.path, version=src.version,
                        role=f"view {view.name}: source '{name}'").createOrReplaceTempView(name)
+    return terms
+
+
+def source_check(desc: BatchDescription, base: dict[str, int]) -> str | None:
+    """Why the sources' changes since ``base`` cannot be used at all (None: they can)."""
+    if any(s.kind != "path" for s in desc.sources):
+        return "a source is a view"
+    if any(s.name not in base or base[s.name] > s.version for s in desc.sources):
+        return "the last refresh's source versions are unknown"
+    return None
+
+
+def incremental_corrections(spark: SparkSession, view: ViewDefinition, desc: BatchDescription,
+                            *, base: dict[str, int], desired: DataFrame | None = None, with_error: bool = False,
+                            observation: Observation | None = None) -> tuple[DataFrame | None, str]:
+    """Corrections of ``desc`` computed from the sources' changes since ``base``, or (None, why not).
+
+    The view's checks (a per-row projection and filter) are applied to the signed change terms;
+    ``observation`` then receives the change's signed check counts. Leaves every source registered
+    at the version ``desc`` reads, as the full diff expects. A reason that starts with
+    :data:`NOT_LINEAR` means only the linearity failed (the affected-groups mode may still apply).
+    """
+    from pyspark.sql import functions as F
+
+    from mvsink.columns import DIFF, TIME
+    from mvsink.spark.checks import apply_checks
+    from mvsink.spark.plan import linearity
+    from mvsink.spark.transforms import consolidate
+
+    changed = [s for s in desc.sources if base.get(s.name) != s.version]
+    why_not = source_check(desc, base)
+    if why_not:
+        return None, why_not
+    why = {k: v for k, v in linearity(spark, view.query, [s.name for s in changed], desired=desired).items() if v}
+    if why:  # the plan first: in classic Spark it is already analysed (Connect: one EXPLAIN)
+        name, reason = next(iter(why.items()))
+        return None, f"{NOT_LINEAR} {name!r}: {reason}"
+    frames = prepare_changes(spark, view, desc, base, changed)
+    if isinstance(frames, str):
+        return None, frames
+    terms = telescope(spark, view, desc, base, changed, frames,
+                      lambda sign: spark.sql(view.query).select("*", F.lit(sign).cast("bigint").alias(DIFF)))
     union = terms[0]
     for t in terms[1:]:
         union = union.unionByName(t)

@@ -24,7 +24,9 @@ from mvsink.core.table import ViewTable
 from mvsink.definitions.view import ViewDefinition, load_view_file
 from mvsink.exceptions import MvSinkError
 from mvsink.spark.checks import apply_checks
-from mvsink.spark.incremental import incremental_corrections
+from mvsink.spark.groups import MODE as GROUPS_MODE
+from mvsink.spark.groups import group_corrections
+from mvsink.spark.incremental import NOT_LINEAR, incremental_corrections
 from mvsink.spark.sources import arrow_table_schema, read_delta, register_sources
 from mvsink.spark.transforms import consolidate, corrections
 from mvsink.spark.validation import analyse, compare_schema
@@ -74,6 +76,11 @@ def run_write(spark: SparkSession, view: ViewDefinition, desc: BatchDescription)
             corr, reason = incremental_corrections(spark, view, desc, base=desc.base_versions, desired=result,
                                                    with_error=with_error, observation=check_obs)
             mode = "incremental" if corr is not None else "full"
+            if corr is None and reason.startswith(NOT_LINEAR):  # an aggregate over a linear query?
+                corr, why = group_corrections(spark, view, desc, base=desc.base_versions, desired=result,
+                                              table_df=table_df, with_error=with_error)
+                mode = GROUPS_MODE if corr is not None else "full"
+                reason = why if corr is not None else f"{reason}; and not by affected groups: {why}"
         elif not view.incremental:
             reason = "incremental: false in the view file"
         if corr is None:

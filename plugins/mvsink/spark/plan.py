@@ -82,6 +82,9 @@ class PlanExpr:
     name: str
     children: tuple[PlanExpr, ...] = ()
     plans: tuple[PlanNode, ...] = ()
+    # (name, expression id) of an AttributeReference or an Alias; None where the plan did not say
+    # (the EXPLAIN text path never does).
+    ref: tuple[str, int] | None = None
 
     def walk(self) -> Iterator[PlanExpr]:
         yield self
@@ -396,6 +399,110 @@ def _step_reason(op: PlanNode, index: int, source: str) -> str | None:
     return None
 
 
+# ---------------------------------------------------------------- splitting at the top aggregate
+
+# Operators that may sit above the top aggregate of a view refreshed by affected groups: they pass the
+# aggregate's rows through (a Project may drop or rename columns, but a group stays one row).
+_ABOVE_AGGREGATE = frozenset({"Project", "Sort", "SubqueryAlias"})
+
+
+@dataclasses.dataclass(frozen=True)
+class AggregateSplit:
+    """A plan ``[Project/Sort/SubqueryAlias]* -> Aggregate(keys, aggregates) -> C`` split at the aggregate.
+
+    ``key_positions``: for each grouping key, the position of a column of the view's output that is that
+    key unchanged (a plain column, possibly renamed); ``keys``: the keys' names below the aggregate;
+    ``input``: C, the aggregate's input.
+    """
+
+    key_positions: tuple[int, ...]
+    keys: tuple[str, ...]
+    input: PlanNode
+
+
+def aggregate_split(tree: PlanNode) -> AggregateSplit | str:
+    """Split the plan at its top aggregate, or say why it cannot be (failing closed)."""
+    chain: list[PlanNode] = []
+    node = tree
+    having = False
+    while node.name in _ABOVE_AGGREGATE or node.name == "Filter":
+        having = having or node.name == "Filter"
+        if len(node.children) != 1:
+            return f"a {node.name} above the aggregate has {len(node.children)} inputs"
+        chain.append(node)
+        node = node.children[0]
+    if node.name != "Aggregate":
+        return f"the query's top operator is not an aggregate ({node.name})"
+    if having:
+        return "a HAVING (a filter above the aggregate) may hide groups"
+    if len(node.children) != 1 or "grouping" not in node.attrs or "aggregates" not in node.attrs:
+        return "the aggregate's grouping keys could not be read"
+    g0, g1 = node.attrs["grouping"]
+    a0, a1 = node.attrs["aggregates"]
+    grouping, aggregates = node.expressions[g0:g1], node.expressions[a0:a1]
+    if not grouping:
+        return "a global aggregate (no GROUP BY)"
+    key_ids: dict[int, int] = {}  # expression id of a grouping key -> its index
+    for i, e in enumerate(grouping):
+        if e.name != "AttributeReference" or e.ref is None:
+            return f"grouping key #{i + 1} is an expression ({e.name}), not a column"
+        key_ids.setdefault(e.ref[1], i)
+    # The rows' columns, bottom-up: (expression id, index of the grouping key the column is, or None).
+    out = [_passes(e, key_ids) for e in aggregates]
+    if any(o is None for o in out):
+        return "an output column of the aggregate could not be read"
+    cols: list[tuple[int, int | None]] = [o for o in out if o is not None]
+    for op in reversed(chain):
+        if op.name == "Project":
+            if "list" not in op.attrs:
+                return "a projection above the aggregate could not be read"
+            l0, l1 = op.attrs["list"]
+            known = {i: k for i, k in cols}
+            projected = [_passes(e, known) for e in op.expressions[l0:l1]]
+            if any(o is None for o in projected):
+                return "a column of a projection above the aggregate could not be read"
+            cols = [o for o in projected if o is not None]
+    positions = []
+    for i, e in enumerate(grouping):
+        at = [p for p, (_, k) in enumerate(cols) if k == i]
+        if not at:
+            return f"grouping key {e.ref[0] if e.ref else '#' + str(i + 1)!r} is not a column of the view"
+        positions.append(at[0])
+    return AggregateSplit(tuple(positions), tuple(e.ref[0] if e.ref else "" for e in grouping), node.children[0])
+
+
+def _passes(e: PlanExpr, key_of: Mapping[int, int | None]) -> tuple[int, int | None] | None:
+    """(expression id of the column ``e`` makes, the key it is unchanged) -- None if ``e`` cannot be read."""
+    if e.ref is None:
+        return None
+    if e.name == "AttributeReference":
+        return e.ref[1], key_of.get(e.ref[1])
+    # an Alias: a column renamed is still the key; anything computed is not
+    child = e.children[0] if len(e.children) == 1 else None
+    if child is not None and child.name == "AttributeReference" and child.ref is not None:
+        return e.ref[1], key_of.get(child.ref[1])
+    return e.ref[1], None
+
+
+def groups_reason(tree: PlanNode, sources: list[str]) -> AggregateSplit | str:
+    """The split when the view can be refreshed by affected groups over changes of ``sources``, else why not.
+
+    The whole plan must pass the checks of :func:`nonlinear_reason` (no subquery, UDF, unknown or
+    nondeterministic expression anywhere), and the aggregate's input C must be linear in every source.
+    """
+    why = _whole_plan_reason(tree)
+    if why:
+        return why
+    split = aggregate_split(tree)
+    if isinstance(split, str):
+        return split
+    for s in sources:
+        why = nonlinear_reason(split.input, s)
+        if why:
+            return f"the aggregate's input is not linear in {s!r}: {why}"
+    return split
+
+
 # ---------------------------------------------------------------- JSON (classic Spark)
 
 
@@ -452,13 +559,21 @@ def _json_plan(nodes: list[Any], i: int) -> tuple[PlanNode, int]:
         children.append(child)
     name = _simple(cls)
     exprs: list[PlanExpr] = []
+    spans: dict[str, tuple[int, int]] = {}
     for key, value in n.items():
         if key not in ("class", "num-children"):
+            start = len(exprs)
             _collect_json(value, exprs)
+            spans[key] = (start, len(exprs))
     for key in _REQUIRED_EXPRESSIONS.get(name, ()):
         if not isinstance(n.get(key), list):
             raise PlanFormatError(f"the plan JSON lost the {key} of a {name}")
     attrs: dict[str, Any] = {"class": cls}
+    if name == "Aggregate":
+        attrs["grouping"] = spans["groupingExpressions"]
+        attrs["aggregates"] = spans["aggregateExpressions"]
+    elif name == "Project":
+        attrs["list"] = spans["projectList"]
     if name == "View":
         ident = (n.get("desc") or {}).get("identifier") or {}
         attrs["view"] = ident.get("table")
@@ -526,7 +641,14 @@ def _json_expr(nodes: list[Any], i: int) -> tuple[PlanExpr, int]:
             plans.append(tree_from_json(value))  # a subquery expression's plan
         else:
             _collect_json(value, nested)  # e.g. OuterReference.e, CaseWhen branches (again)
-    return PlanExpr(_simple(cls), tuple(children + nested), tuple(plans)), j
+    ref = None
+    expr_id = n.get("exprId")
+    if _simple(cls) in _NAMED and isinstance(expr_id, dict) and isinstance(expr_id.get("id"), int):
+        ref = (str(n.get("name")), int(expr_id["id"]))
+    return PlanExpr(_simple(cls), tuple(children + nested), tuple(plans), ref), j
+
+
+_NAMED = frozenset({"AttributeReference", "Alias"})
 
 
 # ---------------------------------------------------------------- the plan object over py4j (classic fallback)
@@ -542,6 +664,11 @@ def tree_from_jvm(plan: Any) -> PlanNode:
     children = tuple(tree_from_jvm(c) for c in _seq(plan.children()))
     exprs = tuple(_jvm_expr(e) for e in _seq(plan.expressions()))
     attrs: dict[str, Any] = {"class": str(plan.getClass().getName())}
+    if name == "Aggregate":  # expressions(): the grouping expressions, then the aggregate expressions
+        g = int(plan.groupingExpressions().size())
+        attrs["grouping"], attrs["aggregates"] = (0, g), (g, len(exprs))
+    elif name == "Project":
+        attrs["list"] = (0, len(exprs))
     if name == "View":
         attrs["view"] = str(plan.desc().identifier().table())
         attrs["temp"] = bool(plan.isTempView())
@@ -565,7 +692,8 @@ def _jvm_expr(e: Any) -> PlanExpr:
             plan = None  # the expression is a subquery either way: not linear
         if plan is not None:
             plans = (tree_from_jvm(plan),)
-    return PlanExpr(name, children, plans)
+    ref = (str(e.name()), int(e.exprId().id())) if name in _NAMED else None
+    return PlanExpr(name, children, plans, ref)
 
 
 # ---------------------------------------------------------------- EXPLAIN EXTENDED text (Spark Connect)
@@ -763,3 +891,21 @@ def linearity(
     except PlanFormatError as exc:
         return {s: f"the plan could not be read: {exc}" for s in sources}
     return {s: nonlinear_reason(tree, s) for s in sources}
+
+
+def aggregate_keys(
+    spark: SparkSession, query: str, sources: list[str], *, desired: DataFrame | None = None
+) -> tuple[list[str], PlanNode] | str:
+    """The view's output columns that are its top aggregate's grouping keys (and the plan), or why the view
+    cannot be refreshed by affected groups over changes of ``sources``."""
+    try:
+        tree = plan_tree(spark, query, desired=desired)
+    except PlanFormatError as exc:
+        return f"the plan could not be read: {exc}"
+    split = groups_reason(tree, sources)
+    if isinstance(split, str):
+        return split
+    columns = (desired if desired is not None else spark.sql(query)).columns
+    if len(set(columns)) != len(columns):
+        return "the view has two columns of the same name"
+    return [columns[p] for p in split.key_positions], tree

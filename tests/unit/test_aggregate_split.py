@@ -1,0 +1,67 @@
+"""The split at the top aggregate (incremental:groups) on hand-built plan trees: no Spark."""
+
+from __future__ import annotations
+
+import pytest
+
+from mvsink.spark.plan import AggregateSplit, PlanExpr, PlanNode, aggregate_split, groups_reason
+
+pytestmark = pytest.mark.unit
+
+
+def attr(name: str, i: int) -> PlanExpr:
+    return PlanExpr("AttributeReference", ref=(name, i))
+
+
+def alias(name: str, i: int, child: PlanExpr) -> PlanExpr:
+    return PlanExpr("Alias", (child,), ref=(name, i))
+
+
+def count(name: str, i: int) -> PlanExpr:
+    return alias(name, i, PlanExpr("AggregateExpression", (PlanExpr("Count", (PlanExpr("Literal"),)),)))
+
+
+SOURCE = PlanNode("SubqueryAlias", (PlanNode("View", (PlanNode("LogicalRDD"),), attrs={"view": "orders"}),))
+
+
+def aggregate(grouping: list[PlanExpr], aggregates: list[PlanExpr], child: PlanNode = SOURCE) -> PlanNode:
+    g = len(grouping)
+    return PlanNode("Aggregate", (child,), tuple(grouping + aggregates),
+                    {"grouping": (0, g), "aggregates": (g, g + len(aggregates))})
+
+
+def project(items: list[PlanExpr], child: PlanNode) -> PlanNode:
+    return PlanNode("Project", (child,), tuple(items), {"list": (0, len(items))})
+
+
+def test_keys_through_renames_and_projections():
+    # SELECT n, s AS st FROM (SELECT status AS s, count(*) AS n FROM orders GROUP BY status) ORDER BY n
+    agg = aggregate([attr("status", 1)], [alias("s", 10, attr("status", 1)), count("n", 11)])
+    top = PlanNode("Sort", (project([attr("n", 11), alias("st", 12, attr("s", 10))], agg),))
+    split = aggregate_split(top)
+    assert isinstance(split, AggregateSplit)
+    assert split.key_positions == (1,) and split.keys == ("status",) and split.input is SOURCE
+    assert groups_reason(top, ["orders"]) == split
+
+
+@pytest.mark.parametrize("tree,why", [
+    (aggregate([], [count("n", 11)]), "global aggregate"),
+    (PlanNode("Filter", (aggregate([attr("status", 1)], [attr("status", 1), count("n", 11)]),)), "HAVING"),
+    (aggregate([attr("status", 1)], [count("n", 11)]), "not a column of the view"),
+    (aggregate([PlanExpr("Upper", (attr("status", 1),))], [count("n", 11)]), "is an expression"),
+    (project([alias("u", 12, PlanExpr("Upper", (attr("status", 1),))), attr("n", 11)],
+             aggregate([attr("status", 1)], [attr("status", 1), count("n", 11)])), "not a column of the view"),
+    (PlanNode("Distinct", (SOURCE,)), "not an aggregate (Distinct)"),
+    # the EXPLAIN text path has no expression ids: fail closed
+    (aggregate([PlanExpr("AttributeReference")], [PlanExpr("AttributeReference")]), "not a column"),
+])
+def test_not_eligible(tree, why):
+    reason = aggregate_split(tree)
+    assert isinstance(reason, str) and why in reason, reason
+
+
+def test_input_must_be_linear():
+    inner = aggregate([attr("status", 1)], [attr("status", 1), count("m", 5)])
+    top = aggregate([attr("status", 1)], [attr("status", 1), count("n", 11)], child=inner)
+    reason = groups_reason(top, ["orders"])
+    assert isinstance(reason, str) and "not linear in 'orders'" in reason and "Aggregate" in reason
