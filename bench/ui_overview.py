@@ -208,6 +208,9 @@ def main(argv: list[str] | None = None) -> int:
         "",
     ]
     Path(args.out).write_text("\n".join(lines))
+    import shutil
+
+    shutil.rmtree(root, ignore_errors=True)
     print("\n".join(lines))
     return 0
 
