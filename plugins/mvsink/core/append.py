@@ -31,7 +31,7 @@ from mvsink.core.table import (
     read_frontier,
 )
 from mvsink.definitions.view import ViewDefinition
-from mvsink.exceptions import MvSinkError, StagingError
+from mvsink.exceptions import CommitRaceError, StagingError, StoreError
 from mvsink.times import format_time
 
 log = logging.getLogger(__name__)
@@ -219,8 +219,8 @@ def append(view: ViewDefinition, desc: BatchDescription, report: WriteReport | N
                 pass
             continue
         return _mismatch(view, desc, fr.upper, "another writer moved the upper", res)
-    raise MvSinkError(f"view {view.name}: append lost {MAX_ATTEMPTS} commit races in a row to unrelated commits. "
-                      "Fix: re-run the refresh when the table is quieter.")
+    raise CommitRaceError(f"view {view.name}: append lost {MAX_ATTEMPTS} commit races in a row to unrelated commits. "
+                          "Fix: re-run the refresh when the table is quieter.")
 
 
 def _checks_of(desc: BatchDescription, report: WriteReport | None) -> dict[str, Any]:
@@ -243,8 +243,13 @@ def _needs_error_column(dt: Any, report: WriteReport) -> bool:
 
 
 def _add_error_column(view: ViewDefinition, desc: BatchDescription, dt: Any) -> None:
-    """Add the nullable ``_mv_error`` column (a content-preserving commit: existing rows read it as NULL)."""
+    """Add the nullable ``_mv_error`` column (a content-preserving commit: existing rows read it as NULL).
+
+    A lost commit race (another commit landed, or another writer added the column) returns for
+    the caller to re-validate; any other failure raises :class:`StoreError` with the real cause.
+    """
     from deltalake import Field
+    from deltalake.exceptions import CommitFailedError, DeltaError
     from deltalake.schema import PrimitiveType
     from deltalake.transaction import CommitProperties
 
@@ -253,8 +258,16 @@ def _add_error_column(view: ViewDefinition, desc: BatchDescription, dt: Any) -> 
                              commit_properties=CommitProperties(custom_metadata=commit_metadata(desc, "evolve"),
                                                                 max_commit_retries=0))
         log.info("view %s: added column %s to %s (the view now has checks)", view.name, ERROR, view.target)
-    except Exception as exc:  # lost a race (someone else added it, or another commit landed): re-validate
+    except CommitFailedError as exc:  # lost a race: re-validate
         log.info("view %s: adding %s did not commit (%s); re-validating", view.name, ERROR, exc)
+    except DeltaError as exc:
+        now = open_table(desc.target)
+        if now is not None and ERROR in [f.name for f in now.schema().fields]:  # another writer added it first
+            log.info("view %s: %s was added by another writer (%s); re-validating", view.name, ERROR, exc)
+            return
+        raise StoreError(f"view {view.name}: adding column {ERROR} to {view.target} failed: "
+                         f"{type(exc).__name__}: {exc}. Fix: check the table's storage (permissions, space) "
+                         "and re-run the refresh.") from exc
 
 
 def _settle(view: ViewDefinition, desc: BatchDescription, dt: Any | None, upper: int) -> None:

@@ -48,7 +48,8 @@ def open_table(path: str, *, version: int | None = None) -> Any | None:
     try:
         return DeltaTable(path, version=version) if version is not None else DeltaTable(path)
     except Exception as exc:  # delta-rs raises several types; all mean "cannot read this table"
-        raise SourceError(f"Delta table at {path} cannot be opened: {exc}. Fix: check the table's _delta_log.") from None
+        raise SourceError(f"Delta table at {path} cannot be opened: {type(exc).__name__}: {exc}. "
+                          "Fix: check the table's _delta_log.") from exc
 
 
 def check_readable(dt: Any, *, path: str, role: str) -> None:

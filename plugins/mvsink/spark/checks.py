@@ -44,7 +44,7 @@ def validate_checks(view: ViewDefinition, result: DataFrame) -> None:
     from pyspark.sql import functions as F
     from pyspark.sql import types as T
 
-    from mvsink.spark.validation import first_paragraph
+    from mvsink.spark.validation import first_paragraph, plan_deterministic
 
     for c in view.checks:
         where = f"view {view.name}: check '{c.name}' ({c.expr})"
@@ -62,11 +62,7 @@ def validate_checks(view: ViewDefinition, result: DataFrame) -> None:
         if not isinstance(dtype, (T.BooleanType, T.NullType)):
             raise QueryError(f"{where} is of type {dtype.simpleString()}, not boolean. Fix: write a condition "
                              "that is true for good rows, e.g. qty > 0.")
-        try:
-            deterministic = bool(probe._jdf.queryExecution().analyzed().deterministic())
-        except Exception:  # Spark Connect: the lexical check at parse time still applies
-            deterministic = True
-        if not deterministic:
+        if plan_deterministic(probe) is False:  # None over Spark Connect: the lexical check at parse time applies
             raise QueryError(f"{where} is not deterministic. Fix: make the check a function of the row.")
 
 

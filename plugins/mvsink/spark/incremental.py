@@ -28,6 +28,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote
 
+from mvsink import settings
+
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, Observation, SparkSession
     from pyspark.sql.types import StructType
@@ -37,8 +39,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-MAX_FRACTION_ENV = "MVSINK_INCREMENTAL_MAX_FRACTION"
-DEFAULT_MAX_FRACTION = 0.5
 CHANGE_TYPE = "_change_type"
 _PLUS_TYPES = ("insert", "update_postimage")
 _MINUS_TYPES = ("delete", "update_preimage")
@@ -134,11 +134,8 @@ def linearity(spark: SparkSession, query: str, sources: list[str], *,
     runs ``EXPLAIN EXTENDED`` (Spark Connect has no plan objects on the client).
     """
     text = None
-    if desired is not None:
-        try:
-            text = str(desired._jdf.queryExecution().analyzed().treeString())
-        except Exception:  # Spark Connect: no _jdf
-            text = None
+    if desired is not None and not _is_remote_frame(desired):  # Spark Connect: no _jdf
+        text = str(desired._jdf.queryExecution().analyzed().treeString())
     if text is None:
         text = spark.sql("EXPLAIN EXTENDED " + query).collect()[0][0]
         if "== Analyzed Logical Plan ==" not in text:
@@ -264,11 +261,13 @@ def _is_remote(spark: SparkSession) -> bool:
     return type(spark).__module__.startswith("pyspark.sql.connect")
 
 
+def _is_remote_frame(df: DataFrame) -> bool:
+    return type(df).__module__.startswith("pyspark.sql.connect")
+
+
 def max_fraction() -> float:
-    try:
-        return float(os.environ.get(MAX_FRACTION_ENV, DEFAULT_MAX_FRACTION))
-    except ValueError:
-        return DEFAULT_MAX_FRACTION
+    """``MVSINK_INCREMENTAL_MAX_FRACTION`` (a bad value raises SettingsError, never a silent default)."""
+    return settings.incremental_max_fraction()
 
 
 def incremental_corrections(spark: SparkSession, view: ViewDefinition, desc: BatchDescription,

@@ -95,14 +95,27 @@ def analyse(spark: SparkSession, view: ViewDefinition) -> DataFrame:
                          f"as {[s.name for s in view.sources]}.") from None
     validate_output(view, schema)
     validate_checks(view, desired)
-    try:
-        deterministic = bool(desired._jdf.queryExecution().analyzed().deterministic())
-    except Exception:  # Spark Connect has no _jdf; the lexical check at parse time still applies
-        deterministic = True
-    if not deterministic:
+    deterministic = plan_deterministic(desired)
+    if deterministic is False:
         raise QueryError(f"view {view.name}: the query is not deterministic (it uses a random, time- or "
                          "file-dependent expression). Fix: make the view a function of its sources.")
     return desired
+
+
+def plan_deterministic(df: DataFrame) -> bool | None:
+    """Whether ``df``'s analysed plan is deterministic; None over Spark Connect (no plan on the client).
+
+    Over Connect only the lexical check made when the view file is parsed applies. Any other
+    failure to read the plan propagates: it must not pass for "deterministic".
+    """
+    if is_connect(df):
+        return None
+    return bool(df._jdf.queryExecution().analyzed().deterministic())
+
+
+def is_connect(df: DataFrame) -> bool:
+    """True for a Spark Connect DataFrame (which has no ``_jdf``)."""
+    return type(df).__module__.startswith("pyspark.sql.connect")
 
 
 def compare_schema(view: ViewDefinition, desired: StructType, table: StructType) -> None:
