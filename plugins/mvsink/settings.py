@@ -194,14 +194,16 @@ def _flag(setting: Setting, default: bool) -> bool:
     raise _error(setting, origin, value, "true or false (1, true, yes, on / 0, false, no, off)", "1")
 
 
-def _path(setting: Setting) -> Path | None:
+def _folder(setting: Setting, example: str) -> Path | None:
+    """A folder path (it need not exist yet; if something exists there, it must be a folder)."""
     got = _raw(setting)
     if got is None:
         return None
     origin, value = got
-    if "\x00" in value:
-        raise _error(setting, origin, value, "a path (it holds a NUL byte)", "/data")
-    return Path(value.strip()).expanduser()
+    path = Path(value.strip()).expanduser()
+    if path.exists() and not path.is_dir():
+        raise _error(setting, origin, value, "a folder (a file of that name exists)", example)
+    return path
 
 
 # ---------------------------------------------------------------- the settings
@@ -209,7 +211,7 @@ def _path(setting: Setting) -> Path | None:
 
 def data_root() -> Path | None:
     """``MVSINK_DATA_ROOT`` resolved to an absolute path, or None (then each view file's folder is the root)."""
-    p = _path(DATA_ROOT)
+    p = _folder(DATA_ROOT, "/data")
     return p.resolve() if p is not None else None
 
 
@@ -220,7 +222,7 @@ def allow_outside_data_root() -> bool:
 
 def views_dir() -> Path:
     """``MVSINK_VIEWS_DIR``: the default folder of view files (``dags/views``)."""
-    return _path(VIEWS_DIR) or Path("dags/views")
+    return _folder(VIEWS_DIR, "dags/views") or Path("dags/views")
 
 
 def spark_job() -> str | None:
@@ -229,9 +231,10 @@ def spark_job() -> str | None:
     if got is None:
         return None
     origin, value = got
-    if "\x00" in value:
-        raise _error(SPARK_JOB, origin, value, "a path (it holds a NUL byte)", "/opt/mvsink/mv_write.py")
-    return os.path.expanduser(value.strip())  # kept as text: it may be a URL (hdfs://, s3://) on a cluster
+    text = value.strip()
+    if not text.endswith(".py") or any(c.isspace() for c in text):
+        raise _error(SPARK_JOB, origin, value, "the path of a Python script (*.py)", "/opt/mvsink/mv_write.py")
+    return os.path.expanduser(text)  # kept as text: it may be a URL (hdfs://, s3://) on a cluster
 
 
 def spark_remote() -> str | None:
@@ -248,7 +251,7 @@ def spark_remote() -> str | None:
 
 def reports_dir() -> Path:
     """``MVSINK_REPORTS_DIR``: where the DAG's write task leaves its report for append."""
-    return _path(REPORTS_DIR) or Path(tempfile.gettempdir()) / "mvsink-reports"
+    return _folder(REPORTS_DIR, "/data/_mvsink_reports") or Path(tempfile.gettempdir()) / "mvsink-reports"
 
 
 def staging_grace_seconds() -> float:
