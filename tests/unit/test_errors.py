@@ -158,7 +158,7 @@ class _ClassicFrame:
 
 
 def test_plan_determinism_failure_propagates():
-    from mvsink.spark.validation import is_connect, plan_deterministic
+    from mvsink.spark.checks import is_connect, plan_deterministic
 
     with pytest.raises(RuntimeError, match="Py4JNetworkError"):
         plan_deterministic(_ClassicFrame())  # type: ignore[arg-type]

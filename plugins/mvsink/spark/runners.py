@@ -4,9 +4,7 @@ from __future__ import annotations
 
 import json
 import logging
-import shutil
 import subprocess
-import sys
 import tempfile
 from collections.abc import Mapping
 from pathlib import Path
@@ -28,6 +26,7 @@ from mvsink.spark.conf import (
     split_secret_conf,
     write_properties_file,
 )
+from mvsink.spark.submit import spark_submit_binary, submit_env
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -50,16 +49,6 @@ def job_file() -> str:
     return str(files("mvsink.spark").joinpath(JOB_SCRIPT))
 
 
-def spark_submit_binary() -> str:
-    local = Path(sys.executable).parent / "spark-submit"
-    if local.exists():
-        return str(local)
-    found = shutil.which("spark-submit")
-    if not found:
-        raise errors.MvSinkError("spark-submit not found. Fix: install pyspark in this environment.")
-    return found
-
-
 def submit_command(*, view_file: str, description: str, report_path: str, master: str,
                    conf: Mapping[str, str], properties_file: str | None = None) -> list[str]:
     """The spark-submit command line of one write step (pure; tested).
@@ -78,16 +67,6 @@ def submit_command(*, view_file: str, description: str, report_path: str, master
     for k, v in sorted(conf.items()):
         cmd += ["--conf", f"{k}={v}"]
     return cmd + [job_file(), "--view-file", view_file, "--description", description, "--report", report_path]
-
-
-def submit_env() -> dict[str, str]:
-    """Environment of a spark-submit process: this process's, on loopback, with this Python, without SPARK_HOME."""
-    env = settings.process_env()
-    env.pop("SPARK_HOME", None)
-    env.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
-    env["PYSPARK_PYTHON"] = env.get("PYSPARK_PYTHON", sys.executable)
-    env["PYSPARK_DRIVER_PYTHON"] = env.get("PYSPARK_DRIVER_PYTHON", sys.executable)
-    return env
 
 
 def run_write_submit(view: ViewDefinition, desc: BatchDescription, *, master: str = "local[2]",

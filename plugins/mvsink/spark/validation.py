@@ -8,7 +8,8 @@ from typing import TYPE_CHECKING
 from mvsink.columns import DIFF, ERROR, RESERVED_PREFIX, TIME
 from mvsink.definitions.view import ViewDefinition
 from mvsink.exceptions import QueryError, SchemaChangedError
-from mvsink.spark.checks import validate_checks
+from mvsink.spark.checks import plan_deterministic, validate_checks
+from mvsink.spark.messages import first_paragraph
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -74,14 +75,6 @@ def validate_output(view: ViewDefinition, schema: StructType) -> None:
                          f"{list(seen.values())}. Fix: correct `key` in the view file.")
 
 
-def first_paragraph(exc: BaseException) -> str:
-    text = str(exc).strip()
-    for cut in ("\n\nJVM stacktrace", ";\n'", "\n== SQL", "\n\tat "):
-        if cut in text:
-            text = text[: text.index(cut)]
-    return text[:800]
-
-
 def analyse(spark: SparkSession, view: ViewDefinition) -> DataFrame:
     """The view's query as a DataFrame, validated (analysis errors become QueryError)."""
     from pyspark.errors import PySparkException
@@ -100,22 +93,6 @@ def analyse(spark: SparkSession, view: ViewDefinition) -> DataFrame:
         raise QueryError(f"view {view.name}: the query is not deterministic (it uses a random, time- or "
                          "file-dependent expression). Fix: make the view a function of its sources.")
     return desired
-
-
-def plan_deterministic(df: DataFrame) -> bool | None:
-    """Whether ``df``'s analysed plan is deterministic; None over Spark Connect (no plan on the client).
-
-    Over Connect only the lexical check made when the view file is parsed applies. Any other
-    failure to read the plan propagates: it must not pass for "deterministic".
-    """
-    if is_connect(df):
-        return None
-    return bool(df._jdf.queryExecution().analyzed().deterministic())
-
-
-def is_connect(df: DataFrame) -> bool:
-    """True for a Spark Connect DataFrame (which has no ``_jdf``)."""
-    return type(df).__module__.startswith("pyspark.sql.connect")
 
 
 def compare_schema(view: ViewDefinition, desired: StructType, table: StructType) -> None:

@@ -1,0 +1,38 @@
+"""Finding spark-submit and the environment it runs in (no pyspark import)."""
+
+from __future__ import annotations
+
+import shutil
+import sys
+from pathlib import Path
+
+from mvsink import settings
+from mvsink.exceptions import MvSinkError
+
+
+def spark_submit_binary() -> str:
+    """spark-submit of this interpreter's pyspark: beside ``sys.executable``, else pyspark's own, else on PATH."""
+    local = Path(sys.executable).parent / "spark-submit"
+    if local.exists():
+        return str(local)
+    from importlib.util import find_spec
+
+    spec = find_spec("pyspark")  # locates the package without importing it
+    if spec is not None and spec.origin:
+        bundled = Path(spec.origin).parent / "bin" / "spark-submit"
+        if bundled.exists():
+            return str(bundled)
+    found = shutil.which("spark-submit")
+    if not found:
+        raise MvSinkError("spark-submit not found. Fix: install pyspark in this environment.")
+    return found
+
+
+def submit_env() -> dict[str, str]:
+    """Environment of a spark-submit process: this process's, on loopback, with this Python, without SPARK_HOME."""
+    env = settings.process_env()
+    env.pop("SPARK_HOME", None)
+    env.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    env["PYSPARK_PYTHON"] = env.get("PYSPARK_PYTHON", sys.executable)
+    env["PYSPARK_DRIVER_PYTHON"] = env.get("PYSPARK_DRIVER_PYTHON", sys.executable)
+    return env
