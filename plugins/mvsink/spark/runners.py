@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 import subprocess
 import tempfile
 from collections.abc import Mapping
@@ -87,13 +88,17 @@ def run_write_submit(view: ViewDefinition, desc: BatchDescription, *, master: st
             raise bad_input
         if proc.returncode != 0 or not report_path.exists():
             lines = [x for x in proc.stderr.splitlines() if x.strip()]
-            last = f": {lines[-1].strip()[:300]}" if lines else ""
+            cause = next((x.strip() for x in reversed(lines) if _CAUSE_RE.search(x)), "")
+            last = f": {cause[:300]}" if cause else ""
             what = f"exit {proc.returncode}" if proc.returncode != 0 else "exit 0 but no report"
             raise errors.SparkJobError(
                 f"view {view.name}: the Spark write step failed ({what}){last}. Fix: see the job's output "
                 "(mvsink -v shows it); a retry may succeed if the failure was transient.",
                 exit_code=proc.returncode, output="\n".join(lines[-25:]))
         return WriteReport.from_json(report_path.read_text())
+
+
+_CAUSE_RE = re.compile(r"(Error|Exception|error:|Killed|FAILED)")  # the line that says what went wrong
 
 
 def job_error(stdout: str) -> errors.MvSinkError | None:
