@@ -12,7 +12,7 @@ import pyarrow as pa
 import yaml
 from deltalake import DeltaTable, write_deltalake
 
-from mvsink.core.table import set_commit_time
+from mvsink.core.deltalog import set_commit_time
 
 BASE = 1_767_225_600_000  # 2026-01-01T00:00:00Z
 HOUR = 3_600_000

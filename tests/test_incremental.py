@@ -12,9 +12,9 @@ import pytest
 from deltalake import DeltaTable, write_deltalake
 
 from deltahelp import BASE, HOUR, delete_at, multiset, oracle, stamp, update_at, write_at, write_view
+from mvsink.core.deltalog import change_set
 from mvsink.definitions.catalog import Catalog
 from mvsink.readers.arrow import read_view
-from mvsink.spark.incremental import change_set
 from mvsink.spark.plan import linearity, nonlinear_reason, tree_from_explain
 from mvsink.spark.runners import refresh
 

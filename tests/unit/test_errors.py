@@ -181,7 +181,7 @@ def _desc(target: str):
                             sources=(), run_id="r", batch_id="b", definition="d")
 
 
-def _table_without_error_column(raise_exc: Exception):
+def _delta_without_error_column(raise_exc: Exception):
     def add_columns(*args, **kwargs):
         raise raise_exc
 
@@ -192,32 +192,35 @@ def _table_without_error_column(raise_exc: Exception):
 def test_add_error_column_reports_the_real_failure(monkeypatch, tmp_path):
     from deltalake.exceptions import CommitFailedError, DeltaError
 
-    from mvsink.core import append as append_mod
+    from mvsink.core import table as table_mod
+    from mvsink.core.commitinfo import CommitInfo
 
-    view = types.SimpleNamespace(name="proj", target=str(tmp_path))
-    monkeypatch.setattr(append_mod, "open_table", lambda path: _table_without_error_column(DeltaError("x")))
+    info = CommitInfo.for_batch(_desc(str(tmp_path)), "evolve")
+
+    def table(exc: Exception) -> table_mod.ViewTable:
+        return table_mod.ViewTable(str(tmp_path), "proj", _delta_without_error_column(exc))  # type: ignore[arg-type]
+
+    monkeypatch.setattr(table_mod, "open_delta", lambda path: _delta_without_error_column(DeltaError("x")))
     with pytest.raises(errors.StoreError) as ei:
-        append_mod._add_error_column(view, _desc(str(tmp_path)), _table_without_error_column(
-            DeltaError("Generic LocalFileSystem error: Permission denied")))
+        table(DeltaError("Generic LocalFileSystem error: Permission denied")).add_error_column(info)
     assert "Permission denied" in str(ei.value) and "DeltaError" in str(ei.value) and "Fix:" in str(ei.value)
     assert isinstance(ei.value.__cause__, DeltaError)
     # a lost race is not an error: the caller re-validates
-    append_mod._add_error_column(view, _desc(str(tmp_path)), _table_without_error_column(
-        CommitFailedError("Concurrent transaction failed.")))
+    assert table(CommitFailedError("Concurrent transaction failed.")).add_error_column(info) is False
     # another writer added the column first: not an error either
     with_col = types.SimpleNamespace(schema=lambda: types.SimpleNamespace(fields=[types.SimpleNamespace(name="_mv_error")]))
-    monkeypatch.setattr(append_mod, "open_table", lambda path: with_col)
-    append_mod._add_error_column(view, _desc(str(tmp_path)), _table_without_error_column(DeltaError("exists")))
+    monkeypatch.setattr(table_mod, "open_delta", lambda path: with_col)
+    assert table(DeltaError("exists")).add_error_column(info) is False
 
 
-def test_open_table_keeps_the_cause(tmp_path):
-    from mvsink.core.table import open_table
+def test_open_delta_keeps_the_cause(tmp_path):
+    from mvsink.core.table import open_delta
 
     log = tmp_path / "t" / "_delta_log"
     log.mkdir(parents=True)
     (log / "00000000000000000000.json").write_text("{not json")
     with pytest.raises(errors.SourceError) as ei:
-        open_table(str(tmp_path / "t"))
+        open_delta(str(tmp_path / "t"))
     assert "cannot be opened" in str(ei.value) and "Fix:" in str(ei.value)
     assert ei.value.__cause__ is not None and type(ei.value.__cause__).__name__ in str(ei.value)
 
