@@ -390,5 +390,5 @@ def test_dag_task_retries_from_the_environment(monkeypatch):
     monkeypatch.setenv("MVSINK_TASK_RETRY_DELAY_SECONDS", "0.5")
     assert task_retries() == {"retries": 5, "retry_delay": dt.timedelta(seconds=0.5)}
     monkeypatch.setenv("MVSINK_TASK_RETRIES", "-1")
-    with pytest.raises(ValueError, match="must not be negative"):
+    with pytest.raises(ValueError, match="MVSINK_TASK_RETRIES='-1' is not a whole number >= 0.*Fix:"):
         task_retries()

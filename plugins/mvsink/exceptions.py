@@ -1,7 +1,13 @@
-"""Project exceptions.
+"""Project exceptions, in two branches:
 
-Every error a user can cause is a :class:`MvSinkError` (a ``ValueError``) whose
-message names the view, the problem and the fix.
+- :class:`MvSinkError` (a ``ValueError``): bad input the user must fix (a view file, a missing
+  source table, a parameter, a setting). Retrying does not help: the command line exits 2, an
+  Airflow task fails at once without its retries.
+- :class:`MvSinkRuntimeError` (a ``RuntimeError``): a failure that a retry may fix (the Spark
+  job crashed, append kept losing commit races, the table's store failed). The command line
+  exits 1, an Airflow task is retried.
+
+Every message names the view (or setting), the problem and the fix.
 """
 
 from __future__ import annotations
@@ -50,7 +56,32 @@ class StagingError(MvSinkError):
     """Staged files are missing or do not match their manifest."""
 
 
-class InjectedFault(RuntimeError):
+class SettingsError(MvSinkError):
+    """An ``MVSINK_*`` environment variable (or Airflow ``[mvsink]`` option) has a value that does not parse."""
+
+
+class MvSinkRuntimeError(RuntimeError):
+    """Base class of the failures that a retry may fix (not the user's input)."""
+
+
+class SparkJobError(MvSinkRuntimeError):
+    """The Spark write step failed (the spark-submit process exited non-zero or left no report)."""
+
+    def __init__(self, message: str, *, exit_code: int | None = None, output: str = ""):
+        super().__init__(message)
+        self.exit_code = exit_code
+        self.output = output  # the last lines the job printed (shown by ``mvsink -v``)
+
+
+class CommitRaceError(MvSinkRuntimeError):
+    """append lost its commit race too many times in a row to unrelated commits."""
+
+
+class StoreError(MvSinkRuntimeError):
+    """The table's storage (delta-rs) failed for a reason other than a lost commit race."""
+
+
+class InjectedFault(MvSinkRuntimeError):
     """Raised at a fail point named in ``MVSINK_FAIL_POINTS`` (tests only)."""
 
 

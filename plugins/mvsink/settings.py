@@ -1,0 +1,382 @@
+"""Every ``MVSINK_*`` environment variable, read and validated here and only here.
+
+Nothing is read when this module is imported: each setting has an accessor that reads the
+environment when it is called, so a process sees the value it was started with (or a
+test's ``monkeypatch.setenv``), and a bad value fails where it is used, never an import.
+
+An empty (or blank) value counts as unset. A value that does not parse raises
+:class:`~mvsink.exceptions.SettingsError` naming the variable, the value and the fix.
+
+The Airflow-only settings (:data:`AIRFLOW_SETTINGS`: task retries and their delay, the
+reschedule limit and the Spark connection id) can also come from Airflow's configuration,
+section ``[mvsink]`` (``airflow.cfg`` or ``AIRFLOW__MVSINK__<OPTION>``): the ``airflow``
+subpackage passes that section as ``fallback`` (see :mod:`mvsink.airflow.config`; this
+module never imports Airflow). Precedence, highest first: the ``MVSINK_*`` variable, the
+``[mvsink]`` option, the default.
+
+:data:`REGISTRY` lists every setting (name, default, meaning); ``docs/configuration.md``
+documents each one and a test keeps the two in step. :data:`TEST_ONLY` lists the variables
+only the test suite sets (fail points, read by :mod:`mvsink.core.failpoints`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import os
+import re
+import sys
+import tempfile
+from collections.abc import Callable, Iterable
+from pathlib import Path
+
+from mvsink.exceptions import SettingsError
+
+#: Looks an option of Airflow's ``[mvsink]`` section up (None when it is not set).
+Fallback = Callable[[str], "str | None"]
+
+
+@dataclasses.dataclass(frozen=True)
+class Setting:
+    """One environment variable: its name, its default as documented, and what it does."""
+
+    name: str
+    default: str
+    meaning: str
+    airflow_option: str | None = None  # option of Airflow's [mvsink] section that may set it too
+
+    @property
+    def airflow_env(self) -> str | None:
+        """The environment variable Airflow maps to the ``[mvsink]`` option (``AIRFLOW__MVSINK__...``)."""
+        return f"AIRFLOW__MVSINK__{self.airflow_option.upper()}" if self.airflow_option else None
+
+
+DATA_ROOT = Setting(
+    "MVSINK_DATA_ROOT", "the view file's folder",
+    "folder that relative source and target paths resolve against, and that every path must stay inside")
+ALLOW_OUTSIDE_DATA_ROOT = Setting(
+    "MVSINK_ALLOW_OUTSIDE_DATA_ROOT", "false",
+    "true (1, yes, on) allows source and target paths outside the data root; an environment setting on "
+    "purpose: a view file cannot grant it to itself")
+VIEWS_DIR = Setting(
+    "MVSINK_VIEWS_DIR", "dags/views", "folder of view files for the command line and the Python readers")
+SPARK_JOB = Setting(
+    "MVSINK_SPARK_JOB", "the entry script shipped in the package (mvsink/spark/mv_write.py)",
+    "path of the write job script that spark-submit runs")
+SPARK_REMOTE = Setting(
+    "MVSINK_SPARK_REMOTE", "unset (spark-submit)",
+    "sc://host:port of a Spark Connect server: the CLI's default --remote, and the DAGs' write task "
+    "(read when the DAG file is parsed)")
+REPORTS_DIR = Setting(
+    "MVSINK_REPORTS_DIR", "mvsink-reports in the temporary directory",
+    "where the DAG's write task leaves its report for append; must be shared by both tasks' workers")
+STAGING_GRACE_SECONDS = Setting(
+    "MVSINK_STAGING_GRACE_SECONDS", "3600",
+    "age in seconds after which an unfinished staged write counts as crashed and may be cleaned up "
+    "(mvsink gc --grace-seconds overrides it)")
+COMPACT_MEMORY = Setting(
+    "MVSINK_COMPACT_MEMORY", "1GB",
+    "DuckDB memory limit of a compaction (e.g. 512MB, 2GiB, 50%); beyond it the aggregate spills to disk")
+INCREMENTAL_MAX_FRACTION = Setting(
+    "MVSINK_INCREMENTAL_MAX_FRACTION", "0.5",
+    "incremental refresh only while a changed source's change files are at most this fraction of its "
+    "size (a number >= 0); else the full diff")
+SPARK_CONN_ID = Setting(
+    "MVSINK_SPARK_CONN_ID", "spark_default",
+    "Airflow: the Spark connection of the DAGs' write task (master and extra settings)",
+    airflow_option="spark_conn_id")
+TASK_RETRIES = Setting(
+    "MVSINK_TASK_RETRIES", "2",
+    "Airflow: retries of every task of a view's DAG after a runtime failure (bad input fails at once)",
+    airflow_option="task_retries")
+TASK_RETRY_DELAY_SECONDS = Setting(
+    "MVSINK_TASK_RETRY_DELAY_SECONDS", "10", "Airflow: delay between those tries, in seconds",
+    airflow_option="task_retry_delay_seconds")
+MAX_RESCHEDULES = Setting(
+    "MVSINK_MAX_RESCHEDULES", "3",
+    "Airflow: new runs started for one refresh time after lost races, before append fails",
+    airflow_option="max_reschedules")
+
+#: Every setting of the project, in the order the documentation lists them.
+REGISTRY: tuple[Setting, ...] = (
+    DATA_ROOT, ALLOW_OUTSIDE_DATA_ROOT, VIEWS_DIR, SPARK_JOB, SPARK_REMOTE, SPARK_CONN_ID, MAX_RESCHEDULES,
+    TASK_RETRIES, TASK_RETRY_DELAY_SECONDS, REPORTS_DIR, STAGING_GRACE_SECONDS, COMPACT_MEMORY,
+    INCREMENTAL_MAX_FRACTION,
+)
+
+#: Settings that Airflow's ``[mvsink]`` section may also set.
+AIRFLOW_SETTINGS: tuple[Setting, ...] = tuple(s for s in REGISTRY if s.airflow_option)
+
+#: Variables only the test suite sets; :mod:`mvsink.core.failpoints` reads them itself.
+TEST_ONLY: tuple[Setting, ...] = (
+    Setting("MVSINK_FAIL_POINTS", "unset", "tests only: fail points to arm (see mvsink.core.failpoints)"),
+    Setting("MVSINK_SYNC_DIR", "unset", "tests only: folder of the fail points' .ready, .go and .fired files"),
+)
+
+#: ``MVSINK_*`` words in the code that are not variables: line prefixes of the write job's output.
+NOT_VARIABLES: tuple[str, ...] = ("MVSINK_REPORT", "MVSINK_ERROR")
+
+#: Variables the spark-submit process of the DAG's write task inherits from the task.
+#: (spark-submit also inherits the task's whole environment; these are fixed when the DAG is parsed.)
+SPARK_JOB_ENV: tuple[str, ...] = (DATA_ROOT.name, REPORTS_DIR.name, *(s.name for s in TEST_ONLY))
+
+_TRUE = ("1", "true", "yes", "on")
+_FALSE = ("0", "false", "no", "off")
+
+
+def by_name(name: str) -> Setting:
+    """The registered setting called ``name`` (KeyError if there is none)."""
+    for s in (*REGISTRY, *TEST_ONLY):
+        if s.name == name:
+            return s
+    raise KeyError(name)
+
+
+# ---------------------------------------------------------------- reading and parsing
+
+
+def _raw(setting: Setting, fallback: Fallback | None = None) -> tuple[str, str] | None:
+    """(where the value came from, the value), or None if unset (blank counts as unset)."""
+    value = os.environ.get(setting.name)
+    if value is not None and value.strip():
+        return setting.name, value
+    if fallback is not None and setting.airflow_option:
+        value = fallback(setting.airflow_option)
+        if value is not None and str(value).strip():
+            return f"[mvsink] {setting.airflow_option} ({setting.airflow_env})", str(value)
+    return None
+
+
+def _error(setting: Setting, origin: str, value: str, expected: str, example: str) -> SettingsError:
+    shown = repr(value) if len(value) <= 80 else repr(value[:77] + "...")
+    where = setting.name if origin == setting.name else origin
+    return SettingsError(f"{where}={shown} is not {expected}. Fix: set it to e.g. {example}, or unset it for the "
+                         f"default {setting.default}.")
+
+
+def _int(setting: Setting, default: int, *, minimum: int = 0, example: str = "2",
+         fallback: Fallback | None = None) -> int:
+    got = _raw(setting, fallback)
+    if got is None:
+        return default
+    origin, value = got
+    text = value.strip()
+    if not re.fullmatch(r"[+-]?\d{1,9}", text) or int(text) < minimum:
+        raise _error(setting, origin, value, f"a whole number >= {minimum}", example)
+    return int(text)
+
+
+def _float(setting: Setting, default: float, *, minimum: float = 0.0, example: str = "10",
+           fallback: Fallback | None = None) -> float:
+    got = _raw(setting, fallback)
+    if got is None:
+        return default
+    origin, value = got
+    try:
+        number = float(value.strip())
+    except ValueError:
+        number = math.nan
+    if not math.isfinite(number) or number < minimum:
+        raise _error(setting, origin, value, f"a number >= {minimum:g}", example)
+    return number
+
+
+def _flag(setting: Setting, default: bool) -> bool:
+    got = _raw(setting)
+    if got is None:
+        return default
+    origin, value = got
+    text = value.strip().lower()
+    if text in _TRUE:
+        return True
+    if text in _FALSE:
+        return False
+    raise _error(setting, origin, value, "true or false (1, true, yes, on / 0, false, no, off)", "1")
+
+
+def _folder(setting: Setting, example: str) -> Path | None:
+    """A folder path (it need not exist yet; if something exists there, it must be a folder)."""
+    got = _raw(setting)
+    if got is None:
+        return None
+    origin, value = got
+    path = Path(value.strip()).expanduser()
+    if path.exists() and not path.is_dir():
+        raise _error(setting, origin, value, "a folder (a file of that name exists)", example)
+    return path
+
+
+# ---------------------------------------------------------------- the settings
+
+
+def data_root() -> Path | None:
+    """``MVSINK_DATA_ROOT`` resolved to an absolute path, or None (then each view file's folder is the root)."""
+    p = _folder(DATA_ROOT, "/data")
+    return p.resolve() if p is not None else None
+
+
+def allow_outside_data_root() -> bool:
+    """``MVSINK_ALLOW_OUTSIDE_DATA_ROOT``: may view paths leave the data root (default false)?"""
+    return _flag(ALLOW_OUTSIDE_DATA_ROOT, False)
+
+
+def views_dir() -> Path:
+    """``MVSINK_VIEWS_DIR``: the default folder of view files (``dags/views``)."""
+    return views_dir_if_set() or Path("dags/views")
+
+
+def views_dir_if_set() -> Path | None:
+    """``MVSINK_VIEWS_DIR`` if it is set (the UI plugin otherwise uses ``<dags_folder>/views``)."""
+    return _folder(VIEWS_DIR, "dags/views")
+
+
+def spark_job() -> str | None:
+    """``MVSINK_SPARK_JOB``: the write job script spark-submit runs, or None for the one in the package."""
+    got = _raw(SPARK_JOB)
+    if got is None:
+        return None
+    origin, value = got
+    text = value.strip()
+    if not text.endswith(".py") or any(c.isspace() for c in text):
+        raise _error(SPARK_JOB, origin, value, "the path of a Python script (*.py)", "/opt/mvsink/mv_write.py")
+    return os.path.expanduser(text)  # kept as text: it may be a URL (hdfs://, s3://) on a cluster
+
+
+def spark_remote() -> str | None:
+    """``MVSINK_SPARK_REMOTE``: ``sc://host:port`` of a Spark Connect server, or None (spark-submit)."""
+    got = _raw(SPARK_REMOTE)
+    if got is None:
+        return None
+    origin, value = got
+    text = value.strip()
+    if not re.fullmatch(r"sc://[^\s/:;]+(:\d{1,5})?(/[^\s]*)?", text):
+        raise _error(SPARK_REMOTE, origin, value, "a Spark Connect URL sc://HOST[:PORT]", "sc://127.0.0.1:15002")
+    return text
+
+
+def reports_dir() -> Path:
+    """``MVSINK_REPORTS_DIR``: where the DAG's write task leaves its report for append."""
+    return _folder(REPORTS_DIR, "/data/_mvsink_reports") or Path(tempfile.gettempdir()) / "mvsink-reports"
+
+
+def staging_grace_seconds() -> float:
+    """``MVSINK_STAGING_GRACE_SECONDS``: an unfinished staged write younger than this is in flight (3600)."""
+    return _float(STAGING_GRACE_SECONDS, 3600.0, example="3600")
+
+
+def compact_memory() -> str:
+    """``MVSINK_COMPACT_MEMORY``: DuckDB's memory limit for a compaction (``1GB``)."""
+    got = _raw(COMPACT_MEMORY)
+    if got is None:
+        return "1GB"
+    origin, value = got
+    text = value.strip()
+    if not re.fullmatch(r"(\d+(\.\d+)?\s*([KMGT]i?B|[KMGT]|B|bytes?)|\d+(\.\d+)?\s*%)", text, flags=re.IGNORECASE) \
+            or float(re.match(r"\d+(\.\d+)?", text).group()) <= 0:  # type: ignore[union-attr]
+        raise _error(COMPACT_MEMORY, origin, value, "a memory size such as 512MB, 2GiB or 50%", "2GB")
+    return text
+
+
+def incremental_max_fraction() -> float:
+    """``MVSINK_INCREMENTAL_MAX_FRACTION``: largest change-to-size ratio refreshed incrementally (0.5)."""
+    return _float(INCREMENTAL_MAX_FRACTION, 0.5, example="0.5")
+
+
+def spark_conn_id(fallback: Fallback | None = None) -> str:
+    """``MVSINK_SPARK_CONN_ID`` (or ``[mvsink] spark_conn_id``): the write task's Spark connection."""
+    got = _raw(SPARK_CONN_ID, fallback)
+    if got is None:
+        return "spark_default"
+    origin, value = got
+    text = value.strip()
+    if not re.fullmatch(r"[\w.-]{1,250}", text):
+        raise _error(SPARK_CONN_ID, origin, value, "an Airflow connection id (letters, digits, _ . -)",
+                     "spark_default")
+    return text
+
+
+def task_retries(fallback: Fallback | None = None) -> int:
+    """``MVSINK_TASK_RETRIES`` (or ``[mvsink] task_retries``): Airflow retries of every task (2)."""
+    return _int(TASK_RETRIES, 2, example="2", fallback=fallback)
+
+
+def task_retry_delay_seconds(fallback: Fallback | None = None) -> float:
+    """``MVSINK_TASK_RETRY_DELAY_SECONDS`` (or ``[mvsink] task_retry_delay_seconds``): seconds between tries (10)."""
+    return _float(TASK_RETRY_DELAY_SECONDS, 10.0, example="10", fallback=fallback)
+
+
+def max_reschedules(fallback: Fallback | None = None) -> int:
+    """``MVSINK_MAX_RESCHEDULES`` (or ``[mvsink] max_reschedules``): new runs after lost races (3)."""
+    return _int(MAX_RESCHEDULES, 3, example="3", fallback=fallback)
+
+
+#: The accessor of each setting (tests call each one; ``check_all`` validates them all at once).
+ACCESSORS: dict[str, Callable[[], object]] = {
+    DATA_ROOT.name: data_root, ALLOW_OUTSIDE_DATA_ROOT.name: allow_outside_data_root, VIEWS_DIR.name: views_dir,
+    SPARK_JOB.name: spark_job, SPARK_REMOTE.name: spark_remote, REPORTS_DIR.name: reports_dir,
+    STAGING_GRACE_SECONDS.name: staging_grace_seconds, COMPACT_MEMORY.name: compact_memory,
+    INCREMENTAL_MAX_FRACTION.name: incremental_max_fraction, SPARK_CONN_ID.name: spark_conn_id,
+    TASK_RETRIES.name: task_retries, TASK_RETRY_DELAY_SECONDS.name: task_retry_delay_seconds,
+    MAX_RESCHEDULES.name: max_reschedules,
+}
+
+
+def check_all() -> dict[str, object]:
+    """Every setting's current value (raises the first :class:`SettingsError`)."""
+    return {name: get() for name, get in ACCESSORS.items()}
+
+
+# ---------------------------------------------------------------- the process environment
+# Child processes (spark-submit, Airflow components) get their environment from here, so that
+# this module stays the one place that touches os.environ (besides the test-only fail points).
+
+
+def process_env() -> dict[str, str]:
+    """A copy of this process's whole environment (for a child process to inherit)."""
+    return dict(os.environ)
+
+
+def env_subset(names: Iterable[str]) -> dict[str, str]:
+    """The variables of ``names`` that are set, with their raw values; registered ones are validated first."""
+    out: dict[str, str] = {}
+    for name in names:
+        if name in ACCESSORS:
+            ACCESSORS[name]()
+        if name in os.environ:
+            out[name] = os.environ[name]
+    return out
+
+
+def spark_local_ip() -> str:
+    """``SPARK_LOCAL_IP`` of this process, else 127.0.0.1 (mvsink's local Spark stays on loopback)."""
+    return os.environ.get("SPARK_LOCAL_IP") or "127.0.0.1"
+
+
+def prepare_local_spark() -> None:
+    """Set this process up for an in-process local Spark: loopback, this Python, pyspark's own Spark.
+
+    Writes the process environment (before the JVM starts): ``SPARK_LOCAL_IP`` defaults to
+    127.0.0.1, ``PYSPARK_PYTHON`` to this interpreter, and ``SPARK_HOME`` is dropped so that
+    the pyspark wheel's own ``spark-submit`` is used.
+    """
+    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    os.environ.pop("SPARK_HOME", None)
+
+
+def export(setting: Setting, value: str) -> None:
+    """Set ``setting`` for this process and the children it starts (the demo sets its data root)."""
+    os.environ[setting.name] = value
+
+
+# ---------------------------------------------------------------- documentation
+
+
+def markdown_table() -> str:
+    """The registry as the Markdown table of ``docs/configuration.md`` (variable | default | meaning)."""
+    lines = ["| variable | default | meaning |", "| --- | --- | --- |"]
+    for s in REGISTRY:
+        meaning = s.meaning + (f" (also `[mvsink] {s.airflow_option}` in Airflow's configuration)"
+                               if s.airflow_option else "")
+        lines.append(f"| `{s.name}` | {s.default} | {meaning} |")
+    return "\n".join(lines)

@@ -14,10 +14,11 @@ from __future__ import annotations
 
 import datetime as _dt
 import logging
-import os
 from pathlib import Path
 from typing import Any
 
+from mvsink import settings
+from mvsink.airflow import config
 from mvsink.airflow.import_errors import report_broken_view_file
 from mvsink.definitions.catalog import load_views
 from mvsink.definitions.view import Schedule, ViewDefinition
@@ -28,22 +29,19 @@ from mvsink.spark.runners import job_file
 log = logging.getLogger(__name__)
 
 DAG_PREFIX = "mv_"
-SPARK_CONN_ID = os.environ.get("MVSINK_SPARK_CONN_ID", "spark_default")
-MAX_RESCHEDULES = int(os.environ.get("MVSINK_MAX_RESCHEDULES", "3"))
 
 
 def task_retries() -> dict[str, Any]:
-    """Airflow retries of every task of a view's DAG (``MVSINK_TASK_RETRIES``, ``MVSINK_TASK_RETRY_DELAY_SECONDS``).
+    """Airflow retries of every task of a view's DAG (``MVSINK_TASK_RETRIES``, ``MVSINK_TASK_RETRY_DELAY_SECONDS``,
+    or ``[mvsink] task_retries`` / ``task_retry_delay_seconds`` in Airflow's configuration).
 
     Every task is safe to retry: mint re-mints (the same batch id while the upper has not moved),
     write restages the same batch (overwriting what a crashed try left), and append first looks
     for its batch id in the commit log, so a commit whose reply was lost is reported, not redone.
+    Retries are for runtime failures: bad input fails a task at once (:mod:`mvsink.airflow.config`).
     """
-    retries = int(os.environ.get("MVSINK_TASK_RETRIES", "2"))
-    delay = float(os.environ.get("MVSINK_TASK_RETRY_DELAY_SECONDS", "10"))
-    if retries < 0 or delay < 0:
-        raise ValueError("MVSINK_TASK_RETRIES and MVSINK_TASK_RETRY_DELAY_SECONDS must not be negative")
-    return {"retries": retries, "retry_delay": _dt.timedelta(seconds=delay)}
+    return {"retries": config.task_retries(),
+            "retry_delay": _dt.timedelta(seconds=config.task_retry_delay_seconds())}
 
 
 def dag_id_for(view_name: str) -> str:
@@ -143,15 +141,17 @@ def build_dag(view: ViewDefinition, *, views: dict[str, ViewDefinition] | None =
 
         @task.branch(task_id="mint")
         def mint_task(**context: Any) -> list[str]:
-            return tasks.mint_step(view.name, views_dir, context)
+            with config.no_retry_on_bad_input():
+                return tasks.mint_step(view.name, views_dir, context)
 
-        remote = os.environ.get("MVSINK_SPARK_REMOTE")
+        remote = settings.spark_remote()
         write: Any
         if remote:  # a long-lived Spark Connect server: no JVM start in the refresh's path
 
             @task(task_id="write")
             def write_remote(**context: Any) -> dict[str, Any]:
-                return tasks.write_remote_step(view.name, views_dir, context, remote=remote)
+                with config.no_retry_on_bad_input():
+                    return tasks.write_remote_step(view.name, views_dir, context, remote=remote)
 
             write = write_remote()
         else:
@@ -160,7 +160,7 @@ def build_dag(view: ViewDefinition, *, views: dict[str, ViewDefinition] | None =
                 view_name=view.name,
                 views_dir=views_dir,
                 application=job_file(),
-                conn_id=SPARK_CONN_ID,
+                conn_id=config.spark_conn_id(),
                 name=f"mvsink-write-{view.name}",
                 conf=split_secret_conf(spark_conf_for(view))[0],
                 application_args=[
@@ -175,8 +175,9 @@ def build_dag(view: ViewDefinition, *, views: dict[str, ViewDefinition] | None =
         @task.branch(task_id="append", trigger_rule=TriggerRule.NONE_FAILED_MIN_ONE_SUCCESS,
                      outlets=[asset_alias_for(view)])
         def append_task(**context: Any) -> list[str]:
-            return tasks.append_step(view.name, views_dir, context, asset=asset_for(view),
-                                     alias=asset_alias_for(view), max_reschedules=MAX_RESCHEDULES)
+            with config.no_retry_on_bad_input():
+                return tasks.append_step(view.name, views_dir, context, asset=asset_for(view),
+                                         alias=asset_alias_for(view), max_reschedules=config.max_reschedules())
 
         reschedule = TriggerDagRunOperator(
             task_id="reschedule",

@@ -10,19 +10,25 @@ Imported only when a DAG is built (it needs Airflow). Differences from the plain
   the provider logs and other users can read in the process list): they go to a properties
   file readable by this user only, deleted when the task ends. Their values, and the
   connection's password, are also registered with Airflow's secrets masker.
+- Bad input fails the task at once, without retries (``AirflowFailException``): a broken view
+  file or connection here, or bad input the Spark job reported (it exits 2 and records the
+  error beside its report, see :func:`mvsink.spark.job.error_path`). A crash is retried.
 """
 
 from __future__ import annotations
 
+import json
 import os
 from typing import Any
 
 from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
 
+from mvsink.airflow.config import fail_exception, no_retry_on_bad_input
 from mvsink.definitions.catalog import Catalog
 from mvsink.definitions.view import ViewDefinition
 from mvsink.exceptions import MvSinkError
 from mvsink.spark.conf import spark_conf_for, split_secret_conf, write_properties_file
+from mvsink.spark.job import error_path
 
 
 def connection_spark_conf(extra: dict[str, Any], conn_id: str) -> dict[str, str]:
@@ -56,19 +62,23 @@ class ViewSparkSubmitOperator(SparkSubmitOperator):
 
     def execute(self, context: Any) -> None:
         from airflow.sdk import BaseHook
+        from airflow.sdk.exceptions import AirflowNotFoundException
         from airflow.sdk.log import mask_secret
 
-        view = Catalog(self.views_dir).get(self.view_name)
+        with no_retry_on_bad_input():
+            view = Catalog(self.views_dir).get(self.view_name)
         conn_conf: dict[str, str] = {}
         try:
             conn = BaseHook.get_connection(self._conn_id)
-        except Exception:  # the provider falls back to yarn without a connection; so do we for settings
+        except AirflowNotFoundException:  # the provider falls back to yarn without a connection; so do we
             conn = None
         if conn is not None:
             if conn.password:
                 mask_secret(conn.password)
-            conn_conf = connection_spark_conf(conn.extra_dejson, self._conn_id)
-        public, secret = split_secret_conf(write_conf(view, conn_conf))
+            with no_retry_on_bad_input():
+                conn_conf = connection_spark_conf(conn.extra_dejson, self._conn_id)
+        with no_retry_on_bad_input():
+            public, secret = split_secret_conf(write_conf(view, conn_conf))
         for key, value in secret.items():
             mask_secret(value, None)
             self.log.info("Spark setting %s is passed in a private properties file (value hidden)", key)
@@ -76,8 +86,32 @@ class ViewSparkSubmitOperator(SparkSubmitOperator):
         props = write_properties_file(secret) if secret else None
         self.properties_file = props
         self._hook = None
+        report = self.report_path()
+        if report:
+            error_path(report).unlink(missing_ok=True)
         try:
             super().execute(context)
+        except Exception:
+            bad = read_job_error(report)
+            if bad is not None:  # the job refused bad input: retrying cannot help
+                raise fail_exception()(bad) from None
+            raise
         finally:
             if props:
                 os.unlink(props)
+
+    def report_path(self) -> str | None:
+        """The job's ``--report`` argument (rendered)."""
+        args = [str(a) for a in (self.application_args or [])]
+        return args[args.index("--report") + 1] if "--report" in args[:-1] else None
+
+
+def read_job_error(report: str | None) -> str | None:
+    """The bad-input message a write job recorded beside its report, if it did."""
+    if not report:
+        return None
+    try:
+        record = json.loads(error_path(report).read_text())
+    except (OSError, ValueError):
+        return None
+    return str(record.get("message") or record)

@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 import logging
-import os
 import sys
-import tempfile
 from pathlib import Path
 from typing import Any
 
+from mvsink import settings
 from mvsink.airflow.params import run_params
 from mvsink.core.append import append
 from mvsink.core.batch import BatchDescription, NothingToDo, WriteReport
@@ -22,16 +21,17 @@ log = logging.getLogger(__name__)
 
 def reports_dir() -> Path:
     """Where the write job leaves its report for append (must be shared by both tasks' workers)."""
-    return Path(os.environ.get("MVSINK_REPORTS_DIR", Path(tempfile.gettempdir()) / "mvsink-reports"))
+    return settings.reports_dir()
 
 
 def spark_env() -> dict[str, str]:
-    """Environment of the spark-submit process (the data root and this Python)."""
+    """Environment of the spark-submit process (the data root and this Python), fixed when the DAG is parsed.
+
+    The provider's hook starts spark-submit with the task's whole environment updated with these.
+    """
     env = {"PYSPARK_PYTHON": sys.executable, "PYSPARK_DRIVER_PYTHON": sys.executable,
-           "SPARK_LOCAL_IP": os.environ.get("SPARK_LOCAL_IP", "127.0.0.1")}
-    for k in ("MVSINK_DATA_ROOT", "MVSINK_FAIL_POINTS", "MVSINK_SYNC_DIR", "MVSINK_REPORTS_DIR"):
-        if k in os.environ:
-            env[k] = os.environ[k]
+           "SPARK_LOCAL_IP": settings.spark_local_ip()}
+    env.update(settings.env_subset(settings.SPARK_JOB_ENV))
     return env
 
 
@@ -53,6 +53,9 @@ def mint_step(view_name: str, views_dir: str, context: dict[str, Any]) -> list[s
     report_path = reports_dir() / f"{desc.batch_id}.json"
     report_path.parent.mkdir(parents=True, exist_ok=True)
     report_path.unlink(missing_ok=True)
+    from mvsink.spark.job import error_path
+
+    error_path(str(report_path)).unlink(missing_ok=True)  # a bad-input record of an earlier run
     ti.xcom_push(key="description", value=desc.to_json())
     ti.xcom_push(key="report_path", value=str(report_path))
     log.info("view %s: minted [%d, %d) at %s%s%s", view.name, desc.lower, desc.upper, format_time(r),
@@ -149,9 +152,9 @@ def compact_if_due(view: Any, catalog: Catalog) -> dict[str, Any] | None:
 
     try:
         res = compact(view, catalog=catalog, if_due=True)
-    except Exception:
-        log.warning("view %s: compaction after the append failed; the next append will try again", view.name,
-                    exc_info=True)
+    except Exception as exc:  # the append is committed: nothing here may fail it
+        log.warning("view %s: compaction after the append failed (%s: %s); the next append will try again",
+                    view.name, type(exc).__name__, exc, exc_info=True)
         return None
     log.info("%s", res.summary())
     return res.to_dict()

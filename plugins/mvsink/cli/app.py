@@ -1,4 +1,9 @@
-"""Command line: ``mvsink refresh|read|changes|status|compact|vacuum|gc``."""
+"""Command line: ``mvsink refresh|read|changes|status|compact|vacuum|gc``.
+
+Errors print one line, ``mvsink: error: ...``, and exit 2 for bad input (:class:`MvSinkError`)
+or 1 for a runtime failure (:class:`MvSinkRuntimeError`, or anything unexpected); ``-v`` also
+prints the traceback (and a failed Spark job's last output).
+"""
 
 from __future__ import annotations
 
@@ -10,12 +15,14 @@ import json
 import logging
 import os
 import sys
+import traceback
 from collections.abc import Sequence
 from typing import Any
 
+from mvsink import settings
 from mvsink.definitions.catalog import Catalog
 from mvsink.definitions.view import VIEWS_DIR_ENV
-from mvsink.exceptions import MvSinkError
+from mvsink.exceptions import MvSinkError, MvSinkRuntimeError
 from mvsink.spark.runners import Runner
 from mvsink.times import parse_time
 
@@ -29,7 +36,8 @@ def _time(text: str) -> int:
 
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="mvsink", description="Self-correcting materialized views on Spark and Delta Lake.")
-    p.add_argument("-v", "--verbose", action="store_true", help="log progress (INFO) to stderr")
+    p.add_argument("-v", "--verbose", action="store_true",
+                   help="log progress (INFO) to stderr; on an error also print its traceback")
     sub = p.add_subparsers(dest="command", required=True)
 
     def common(sp: argparse.ArgumentParser) -> None:
@@ -46,7 +54,7 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--master", default="local[2]", help="Spark master for spark-submit (default local[2])")
     r.add_argument("--spark-conf", action="append", default=[], metavar="KEY=VALUE", help="extra Spark setting")
     r.add_argument("--in-process", action="store_true", help="run Spark in this process instead of spark-submit")
-    r.add_argument("--remote", metavar="sc://HOST:PORT", default=os.environ.get("MVSINK_SPARK_REMOTE"),
+    r.add_argument("--remote", metavar="sc://HOST:PORT", default=None,
                    help="write through a running Spark Connect server (see connect-server; env MVSINK_SPARK_REMOTE)")
 
     rd = sub.add_parser("read", help="print a view's contents as of a time")
@@ -143,11 +151,7 @@ def _connect_server(args: argparse.Namespace) -> int:
 
     from mvsink.spark.connect import start_server
 
-    try:
-        proc = start_server(port=args.port, master=args.master, conf=_spark_conf(args))
-    except MvSinkError as exc:
-        print(f"mvsink: error: {exc}", file=sys.stderr)
-        return 2
+    proc = start_server(port=args.port, master=args.master, conf=_spark_conf(args))
     print(f"Spark Connect server on sc://127.0.0.1:{args.port} (pid {proc.pid}); Ctrl-C stops it", flush=True)
     try:
         while proc.poll() is None:
@@ -197,57 +201,87 @@ def _status_all(catalog: Catalog, *, as_json: bool) -> int:
     return 1 if any(r.get("stale") or r.get("error") for r in rows) else 0
 
 
+BAD_INPUT_EXIT = 2
+RUNTIME_EXIT = 1
+
+
+def error_line(exc: BaseException) -> str:
+    """The one line the CLI prints for an error (its message with line breaks folded)."""
+    text = " ".join(str(exc).split()) or type(exc).__name__
+    if isinstance(exc, (MvSinkError, MvSinkRuntimeError)):
+        return f"mvsink: error: {text}"
+    return f"mvsink: error: {type(exc).__name__}: {text} (unexpected; run with -v for the traceback)"
+
+
+def report_error(exc: BaseException, *, verbose: bool) -> int:
+    """Print ``exc`` as one line (with its traceback first under ``-v``); the exit status for it."""
+    if verbose:
+        traceback.print_exception(exc, file=sys.stderr)
+        output = getattr(exc, "output", "")
+        if output:
+            print(f"the job's last output:\n{output}", file=sys.stderr)
+    print(error_line(exc), file=sys.stderr)
+    return BAD_INPUT_EXIT if isinstance(exc, MvSinkError) else RUNTIME_EXIT
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s", stream=sys.stderr)
+    try:
+        return _run(args)
+    except KeyboardInterrupt:
+        print("mvsink: interrupted", file=sys.stderr)
+        return 130
+    except Exception as exc:  # every error ends as one line and an exit status (2 bad input, 1 otherwise)
+        return report_error(exc, verbose=args.verbose)
+
+
+def _run(args: argparse.Namespace) -> int:
     if args.command == "connect-server":
         return _connect_server(args)
     if args.command == "status" and (args.all == bool(args.view)):
         print("mvsink: error: status needs a view name or --all (not both)", file=sys.stderr)
-        return 2
-    try:
-        catalog = Catalog(args.views_dir)
-        if args.command == "status" and args.all:
-            return _status_all(catalog, as_json=args.json)
-        view = catalog.get(args.view)
-        if args.command == "refresh":
-            from mvsink.spark.runners import refresh
+        return BAD_INPUT_EXIT
+    catalog = Catalog(args.views_dir)
+    if args.command == "status" and args.all:
+        return _status_all(catalog, as_json=args.json)
+    view = catalog.get(args.view)
+    if args.command == "refresh":
+        from mvsink.spark.runners import refresh
 
-            runner: Runner = "connect" if args.remote else "inprocess" if args.in_process else "submit"
-            result = refresh(view, args.at, catalog=catalog, dry_run=args.dry_run, run_id=args.run_id,
-                             runner=runner, master=args.master, spark_conf=_spark_conf(args), remote=args.remote)
-            print(json.dumps(result.to_dict(), sort_keys=True) if args.json else result.summary())
-        elif args.command == "read":
-            from mvsink.readers.arrow import read_view
+        remote = args.remote or settings.spark_remote()
+        runner: Runner = "connect" if remote else "inprocess" if args.in_process else "submit"
+        result = refresh(view, args.at, catalog=catalog, dry_run=args.dry_run, run_id=args.run_id,
+                         runner=runner, master=args.master, spark_conf=_spark_conf(args), remote=remote)
+        print(json.dumps(result.to_dict(), sort_keys=True) if args.json else result.summary())
+    elif args.command == "read":
+        from mvsink.readers.arrow import read_view
 
-            _print_rows(read_view(view, as_of=args.as_of, errors=args.errors), args.format)
-        elif args.command == "changes":
-            from mvsink.readers.arrow import changes
+        _print_rows(read_view(view, as_of=args.as_of, errors=args.errors), args.format)
+    elif args.command == "changes":
+        from mvsink.readers.arrow import changes
 
-            _print_rows(changes(view, args.from_time, args.to_time), args.format)
-        elif args.command == "compact":
-            from mvsink.maintenance.compaction import compact
+        _print_rows(changes(view, args.from_time, args.to_time), args.format)
+    elif args.command == "compact":
+        from mvsink.maintenance.compaction import compact
 
-            res = compact(view, catalog=catalog, since=args.since, if_due=args.if_due)
-            print(json.dumps(res.to_dict(), sort_keys=True) if args.json else res.summary())
-            if res.status == "gave_up":
-                return 1
-        elif args.command == "vacuum":
-            from mvsink.maintenance.vacuum import vacuum
+        res = compact(view, catalog=catalog, since=args.since, if_due=args.if_due)
+        print(json.dumps(res.to_dict(), sort_keys=True) if args.json else res.summary())
+        if res.status == "gave_up":
+            return 1
+    elif args.command == "vacuum":
+        from mvsink.maintenance.vacuum import vacuum
 
-            vres = vacuum(view, retention_hours=args.retention_hours, dry_run=args.dry_run,
-                          enforce_retention=not args.force)
-            print(json.dumps(vres.to_dict(), sort_keys=True) if args.json else vres.summary())
-        elif args.command == "gc":
-            gres = _gc(view, grace_seconds=args.grace_seconds, dry_run=args.dry_run)
-            print(json.dumps(gres, sort_keys=True) if args.json else _gc_summary(view.name, gres, args.dry_run))
-        elif args.command == "status":
-            from mvsink.readers.status import format_status, view_status
+        vres = vacuum(view, retention_hours=args.retention_hours, dry_run=args.dry_run,
+                      enforce_retention=not args.force)
+        print(json.dumps(vres.to_dict(), sort_keys=True) if args.json else vres.summary())
+    elif args.command == "gc":
+        gres = _gc(view, grace_seconds=args.grace_seconds, dry_run=args.dry_run)
+        print(json.dumps(gres, sort_keys=True) if args.json else _gc_summary(view.name, gres, args.dry_run))
+    elif args.command == "status":
+        from mvsink.readers.status import format_status, view_status
 
-            st = view_status(view)
-            print(json.dumps(st, sort_keys=True) if args.json else format_status(st))
-    except MvSinkError as exc:
-        print(f"mvsink: error: {exc}", file=sys.stderr)
-        return 2
+        st = view_status(view)
+        print(json.dumps(st, sort_keys=True) if args.json else format_status(st))
     return 0

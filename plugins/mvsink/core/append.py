@@ -21,7 +21,7 @@ from mvsink.core.failpoints import failpoint
 from mvsink.core.staging import collect_garbage, discard_batch, forget_manifest, read_manifest, staged_files_ok
 from mvsink.core.table import ViewTable
 from mvsink.definitions.view import ViewDefinition
-from mvsink.exceptions import MvSinkError, StagingError
+from mvsink.exceptions import CommitRaceError, StagingError
 from mvsink.times import format_time, format_time_or_none
 
 log = logging.getLogger(__name__)
@@ -161,8 +161,8 @@ def append(view: ViewDefinition, desc: BatchDescription, report: WriteReport | N
                 log.info("view %s: advanced the upper from %d to as_of %d", view.name, fr.upper, desc.lower)
             continue
         return _mismatch(view, desc, fr.upper, "another writer moved the upper", res)
-    raise MvSinkError(f"view {view.name}: append lost {MAX_ATTEMPTS} commit races in a row to unrelated commits. "
-                      "Fix: re-run the refresh when the table is quieter.")
+    raise CommitRaceError(f"view {view.name}: append lost {MAX_ATTEMPTS} commit races in a row to unrelated commits. "
+                          "Fix: re-run the refresh when the table is quieter.")
 
 
 def _table(view: ViewDefinition, desc: BatchDescription, *, check: bool = True) -> ViewTable:

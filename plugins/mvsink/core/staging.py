@@ -17,12 +17,12 @@ import time
 from pathlib import Path
 from typing import Any
 
+from mvsink import settings
 from mvsink.core.batch import StagedFile, WriteReport, parse_batch_id
 from mvsink.core.deltalog import batches_committed
 
 log = logging.getLogger(__name__)
 
-GRACE_SECONDS = float(os.environ.get("MVSINK_STAGING_GRACE_SECONDS", "3600"))
 BATCHES = "batches"
 STAGING = "_mv_staging"
 
@@ -100,7 +100,7 @@ def collect_garbage(table: str, *, upper: int, active: set[str], keep: str | Non
     discards it) unless it started more than ``grace_seconds`` ago (a crashed write).
     ``dry_run``: only report what would be done.
     """
-    grace = GRACE_SECONDS if grace_seconds is None else grace_seconds
+    grace = settings.staging_grace_seconds() if grace_seconds is None else grace_seconds
     committed_dirs = {p.split("/")[1] for p in active if p.startswith(BATCHES + "/") and p.count("/") >= 2}
     done: dict[str, list[str]] = {"discarded": [], "settled": []}
     dead: list[str] = []

@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 from mvsink.core.commitinfo import CommitInfo
 from mvsink.core.deltalog import commit_times, is_delta_table
 from mvsink.definitions.view import since_app_id, upper_app_id
-from mvsink.exceptions import MvSinkError, ReadTimeError, SourceError, UnsupportedFeatureError
+from mvsink.exceptions import MvSinkError, ReadTimeError, SourceError, StoreError, UnsupportedFeatureError
 from mvsink.times import format_time
 
 if TYPE_CHECKING:
@@ -57,7 +57,8 @@ def open_delta(path: str, *, version: int | None = None) -> DeltaTable | None:
     try:
         return DeltaTable(path, version=version) if version is not None else DeltaTable(path)
     except Exception as exc:  # delta-rs raises several types; all mean "cannot read this table"
-        raise SourceError(f"Delta table at {path} cannot be opened: {exc}. Fix: check the table's _delta_log.") from None
+        raise SourceError(f"Delta table at {path} cannot be opened: {type(exc).__name__}: {exc}. "
+                          "Fix: check the table's _delta_log.") from exc
 
 
 def check_readable(dt: DeltaTable, *, path: str, role: str) -> None:
@@ -370,8 +371,11 @@ class ViewTable:
         """Add the nullable ``_mv_error`` column (content-preserving: existing rows read it as NULL).
 
         False if it did not commit (someone else added it, or another commit landed): re-validate.
+        Any other failure raises :class:`StoreError` naming the real cause (it must not pass for a
+        lost race, to surface later as "lost N commit races").
         """
         from deltalake import Field
+        from deltalake.exceptions import CommitFailedError, DeltaError
         from deltalake.schema import PrimitiveType
         from deltalake.transaction import CommitProperties
 
@@ -381,9 +385,17 @@ class ViewTable:
             self.delta.alter.add_columns([Field(ERROR, PrimitiveType("string"), nullable=True)],
                                          commit_properties=CommitProperties(custom_metadata=info.to_metadata(),
                                                                             max_commit_retries=0))
-        except Exception as exc:  # delta-rs raises several types; all mean "re-validate"
+        except CommitFailedError as exc:  # lost a race: re-validate
             log.info("view %s: adding %s did not commit (%s); re-validating", self.name, ERROR, exc)
             return False
+        except DeltaError as exc:
+            now = open_delta(self.path)
+            if now is not None and ERROR in [f.name for f in now.schema().fields]:  # another writer added it
+                log.info("view %s: %s was added by another writer (%s); re-validating", self.name, ERROR, exc)
+                return False
+            raise StoreError(f"view {self.name}: adding column {ERROR} to {self.path} failed: "
+                             f"{type(exc).__name__}: {exc}. Fix: check the table's storage (permissions, space) "
+                             "and re-run the refresh.") from exc
         log.info("view %s: added column %s to %s (the view now has checks)", self.name, ERROR, self.path)
         return True
 

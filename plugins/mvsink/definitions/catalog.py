@@ -5,7 +5,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from mvsink.definitions.view import DEFAULT_VIEWS_DIR, VIEWS_DIR_ENV, Source, ViewDefinition, load_view_file
+from mvsink import settings
+from mvsink.definitions.view import VIEWS_DIR_ENV, Source, ViewDefinition, load_view_file
 from mvsink.exceptions import ViewDefinitionError
 
 
@@ -15,7 +16,8 @@ def view_files(views_dir: str | os.PathLike[str]) -> list[Path]:
 
 
 def default_views_dir() -> Path:
-    return Path(os.environ.get(VIEWS_DIR_ENV, DEFAULT_VIEWS_DIR))
+    """``MVSINK_VIEWS_DIR``, else ``dags/views``."""
+    return settings.views_dir()
 
 
 def load_views(views_dir: str | os.PathLike[str]) -> tuple[dict[str, ViewDefinition], dict[str, ViewDefinitionError]]:

@@ -45,12 +45,13 @@ from typing import Any, Literal
 
 import yaml
 
+from mvsink import settings
 from mvsink.exceptions import UnsafePathError, ViewDefinitionError
 from mvsink.times import parse_duration, parse_time
 
-DATA_ROOT_ENV = "MVSINK_DATA_ROOT"
-VIEWS_DIR_ENV = "MVSINK_VIEWS_DIR"
-ALLOW_OUTSIDE_ENV = "MVSINK_ALLOW_OUTSIDE_DATA_ROOT"
+DATA_ROOT_ENV = settings.DATA_ROOT.name
+VIEWS_DIR_ENV = settings.VIEWS_DIR.name
+ALLOW_OUTSIDE_ENV = settings.ALLOW_OUTSIDE_DATA_ROOT.name
 DEFAULT_VIEWS_DIR = "dags/views"
 
 NAME_RE = re.compile(r"^[a-z][a-z0-9_]{0,62}\Z")
@@ -185,13 +186,13 @@ def _fail(file: str, field: str, problem: str, fix: str) -> ViewDefinitionError:
 
 
 def data_root_for(view_file: Path) -> Path:
-    env = os.environ.get(DATA_ROOT_ENV)
-    return Path(env).expanduser().resolve() if env else view_file.parent.resolve()
+    """The data root of a view file: ``MVSINK_DATA_ROOT`` if set, else the file's folder."""
+    return settings.data_root() or view_file.parent.resolve()
 
 
 def outside_data_root_allowed() -> bool:
     """True if ``MVSINK_ALLOW_OUTSIDE_DATA_ROOT`` lets view paths leave the data root."""
-    return os.environ.get(ALLOW_OUTSIDE_ENV, "").strip().lower() in ("1", "true", "yes")
+    return settings.allow_outside_data_root()
 
 
 def _resolve_path(value: str, root: Path) -> str:

@@ -13,12 +13,12 @@ from __future__ import annotations
 import argparse
 import datetime as _dt
 import logging
-import os
 import shutil
 import sys
 from decimal import Decimal
 from pathlib import Path
 
+from mvsink import settings
 from mvsink.core.deltalog import set_commit_time
 from mvsink.spark.runners import Runner
 from mvsink.times import format_time, parse_time
@@ -73,15 +73,15 @@ def build_sources(root: Path) -> list[tuple[int, str]]:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m mvsink.devtools.demo", description=__doc__.splitlines()[0])
-    parser.add_argument("--data-root", default=os.environ.get("MVSINK_DATA_ROOT", "data"))
-    parser.add_argument("--views-dir", default=os.environ.get("MVSINK_VIEWS_DIR", "dags/views"))
+    parser.add_argument("--data-root", default=str(settings.data_root() or "data"))
+    parser.add_argument("--views-dir", default=str(settings.views_dir()))
     parser.add_argument("--spark-submit", action="store_true",
                         help="run each write through spark-submit (as Airflow does) instead of one in-process Spark")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     root = Path(args.data_root).resolve()
-    os.environ["MVSINK_DATA_ROOT"] = str(root)
-    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    settings.export(settings.DATA_ROOT, str(root))  # the view files' relative paths resolve here
+    settings.prepare_local_spark()
 
     from mvsink.cli.app import _print_rows
     from mvsink.definitions.catalog import Catalog

@@ -23,6 +23,8 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
+from mvsink import settings
+
 COMPONENTS = ("api-server", "scheduler", "dag-processor", "triggerer")
 
 
@@ -54,8 +56,9 @@ class LocalAirflow:
         self.url = f"http://127.0.0.1:{self.port}"
         self.procs: dict[str, subprocess.Popen[bytes]] = {}
         bin_dir = str(Path(sys.executable).parent)
+        inherited = settings.process_env()
         self.env = {
-            **os.environ,
+            **inherited,
             "AIRFLOW_HOME": str(self.home),
             "AIRFLOW__CORE__DAGS_FOLDER": str(self.dags),
             "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
@@ -73,14 +76,14 @@ class LocalAirflow:
             "AIRFLOW__SCHEDULER__SCHEDULER_IDLE_SLEEP_TIME": "1",
             "AIRFLOW_CONN_SPARK_DEFAULT": json.dumps({"conn_type": "spark", "host": "local[2]"}),
             "SPARK_LOCAL_IP": "127.0.0.1",
-            "PATH": f"{bin_dir}{os.pathsep}{os.environ.get('PATH', '')}",
+            "PATH": f"{bin_dir}{os.pathsep}{inherited.get('PATH', '')}",
         }
         self.env.pop("SPARK_HOME", None)
         plugins = repo_plugins_folder()
         if plugins is not None:  # the UI plugin (plugins/mvsink_airflow_plugin.py); else its entry point
             self.env.setdefault("AIRFLOW__CORE__PLUGINS_FOLDER", str(plugins))
         if data_root is not None:
-            self.env["MVSINK_DATA_ROOT"] = str(Path(data_root).resolve())
+            self.env[settings.DATA_ROOT.name] = str(Path(data_root).resolve())
         self.env.update(extra_env or {})
         self.airflow = str(Path(sys.executable).parent / "airflow")
 
@@ -171,9 +174,9 @@ class LocalAirflow:
 def main(argv: list[str] | None = None) -> int:
     repo = Path.cwd()  # defaults relative to where it is run (the Makefile passes every path)
     ap = argparse.ArgumentParser(prog="python -m mvsink.devtools.localairflow", description=__doc__.splitlines()[0])
-    ap.add_argument("--home", default=os.environ.get("AIRFLOW_HOME", str(repo / ".airflow")))
+    ap.add_argument("--home", default=settings.process_env().get("AIRFLOW_HOME", str(repo / ".airflow")))
     ap.add_argument("--dags", default=str(repo / "dags"))
-    ap.add_argument("--data-root", default=os.environ.get("MVSINK_DATA_ROOT", str(repo / "data")))
+    ap.add_argument("--data-root", default=str(settings.data_root() or repo / "data"))
     ap.add_argument("--port", type=int, default=8080)
     args = ap.parse_args(argv)
     af = LocalAirflow(Path(args.home), Path(args.dags), port=args.port, data_root=Path(args.data_root))
@@ -185,7 +188,7 @@ def main(argv: list[str] | None = None) -> int:
 
     signal.signal(signal.SIGINT, _stop)
     signal.signal(signal.SIGTERM, _stop)
-    print(f"starting Airflow in {af.home} (DAGs {af.dags}, data {af.env.get('MVSINK_DATA_ROOT')}) ...", flush=True)
+    print(f"starting Airflow in {af.home} (DAGs {af.dags}, data {af.env.get(settings.DATA_ROOT.name)}) ...", flush=True)
     af.start()
     print(f"Airflow is up: {af.url}  login: admin / {af.password()}  (Ctrl-C stops it)", flush=True)
     try:

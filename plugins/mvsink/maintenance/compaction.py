@@ -38,13 +38,13 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-import os
 import shutil
 import tempfile
 import uuid
 from pathlib import Path
 from typing import Any, Literal
 
+from mvsink import settings
 from mvsink.columns import TIME
 from mvsink.core.commitinfo import CommitInfo
 from mvsink.core.failpoints import failpoint
@@ -62,7 +62,6 @@ log = logging.getLogger(__name__)
 # the log then holds at most (1 + 1/DUE_FRACTION) x retain_history of history, and each
 # compaction rewrites the live rows at most DUE_FRACTION times per retain_history.
 DUE_FRACTION = 4
-MEMORY_ENV = "MVSINK_COMPACT_MEMORY"
 MAX_ATTEMPTS = 5
 
 Status = Literal["compacted", "not_due", "nothing_to_do", "gave_up"]
@@ -157,7 +156,7 @@ def _consolidated(uris: list[str], schema: Any, since: int, spill_dir: str) -> t
     import pyarrow as pa
     import pyarrow.dataset as ds
 
-    con = duckdb.connect(config={"memory_limit": os.environ.get(MEMORY_ENV, "1GB"), "temp_directory": spill_dir,
+    con = duckdb.connect(config={"memory_limit": settings.compact_memory(), "temp_directory": spill_dir,
                                  "preserve_insertion_order": False})
     if uris:
         con.register("updates", ds.dataset(uris, schema=schema, format="parquet"))

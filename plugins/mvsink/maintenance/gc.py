@@ -6,8 +6,9 @@ import shutil
 import time
 from pathlib import Path
 
+from mvsink import settings
 from mvsink.core.batch import parse_batch_id
-from mvsink.core.staging import BATCHES, GRACE_SECONDS, batch_dir, collect_garbage, committed_in_log, list_staged
+from mvsink.core.staging import BATCHES, batch_dir, collect_garbage, committed_in_log, list_staged
 
 
 def orphan_dirs(table: str, *, grace_seconds: float | None = None) -> list[str]:
@@ -18,7 +19,7 @@ def orphan_dirs(table: str, *, grace_seconds: float | None = None) -> list[str]:
     before Spark writes a file), so it is never one of these. Lists every batch folder: meant for
     ``mvsink gc``, not for every refresh.
     """
-    grace = GRACE_SECONDS if grace_seconds is None else grace_seconds
+    grace = settings.staging_grace_seconds() if grace_seconds is None else grace_seconds
     root = Path(table) / BATCHES
     if not root.is_dir():
         return []

@@ -51,14 +51,16 @@ def vacuum(view: ViewDefinition, *, retention_hours: int | None = None, dry_run:
     if not table.exists:
         raise MvSinkError(f"view {view.name}: table {view.target} does not exist yet. Fix: refresh the view first.")
     in_flight = set(list_staged(view.target))
+    from deltalake.exceptions import DeltaError
+
     try:
         candidates = table.delta.vacuum(retention_hours=retention_hours, dry_run=True,
                                enforce_retention_duration=enforce_retention, full=True)
-    except Exception as exc:  # delta-rs raises DeltaError for a retention below the table's minimum
+    except DeltaError as exc:  # a retention below the table's minimum is bad input; anything else propagates
         if "retention" in str(exc).lower():
             raise MvSinkError(f"view {view.name}: {exc}. Fix: keep the retention at or above the table's "
                               "delta.deletedFileRetentionDuration (default 168 hours), or pass --force "
-                              "if no reader or refresh still needs older versions.") from None
+                              "if no reader or refresh still needs older versions.") from exc
         raise
     active = table.reload().active_paths()
     in_flight |= set(list_staged(view.target))

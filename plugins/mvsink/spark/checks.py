@@ -62,12 +62,24 @@ def validate_checks(view: ViewDefinition, result: DataFrame) -> None:
         if not isinstance(dtype, (T.BooleanType, T.NullType)):
             raise QueryError(f"{where} is of type {dtype.simpleString()}, not boolean. Fix: write a condition "
                              "that is true for good rows, e.g. qty > 0.")
-        try:
-            deterministic = bool(probe._jdf.queryExecution().analyzed().deterministic())
-        except Exception:  # Spark Connect: the lexical check at parse time still applies
-            deterministic = True
-        if not deterministic:
+        if plan_deterministic(probe) is False:  # None over Spark Connect: the lexical check at parse time applies
             raise QueryError(f"{where} is not deterministic. Fix: make the check a function of the row.")
+
+
+def plan_deterministic(df: DataFrame) -> bool | None:
+    """Whether ``df``'s analysed plan is deterministic; None over Spark Connect (no plan on the client).
+
+    Over Connect only the lexical check made when the view file is parsed applies. Any other
+    failure to read the plan propagates: it must not pass for "deterministic".
+    """
+    if is_connect(df):
+        return None
+    return bool(df._jdf.queryExecution().analyzed().deterministic())
+
+
+def is_connect(df: DataFrame) -> bool:
+    """True for a Spark Connect DataFrame (which has no ``_jdf``)."""
+    return type(df).__module__.startswith("pyspark.sql.connect")
 
 
 def check_metrics(view: ViewDefinition, weight: str | None = None) -> list[Column]:

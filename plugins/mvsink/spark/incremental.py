@@ -20,10 +20,10 @@ a schema change, a vacuumed file, a change set that is most of the table) just c
 from __future__ import annotations
 
 import logging
-import os
 from collections import defaultdict
 from typing import TYPE_CHECKING
 
+from mvsink import settings
 from mvsink.core.deltalog import ChangeFile, ChangeSet, active_bytes, change_set
 
 if TYPE_CHECKING:
@@ -37,8 +37,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-MAX_FRACTION_ENV = "MVSINK_INCREMENTAL_MAX_FRACTION"
-DEFAULT_MAX_FRACTION = 0.5
 CHANGE_TYPE = "_change_type"
 _PLUS_TYPES = ("insert", "update_postimage")
 _MINUS_TYPES = ("delete", "update_preimage")
@@ -91,10 +89,8 @@ def _is_remote(spark: SparkSession) -> bool:
 
 
 def max_fraction() -> float:
-    try:
-        return float(os.environ.get(MAX_FRACTION_ENV, DEFAULT_MAX_FRACTION))
-    except ValueError:
-        return DEFAULT_MAX_FRACTION
+    """``MVSINK_INCREMENTAL_MAX_FRACTION`` (a bad value raises SettingsError, never a silent default)."""
+    return settings.incremental_max_fraction()
 
 
 def prepare_changes(spark: SparkSession, view: ViewDefinition, desc: BatchDescription, base: dict[str, int],

@@ -38,6 +38,12 @@ log = logging.getLogger(__name__)
 
 REPORT_PREFIX = "MVSINK_REPORT "
 ERROR_PREFIX = "MVSINK_ERROR "
+BAD_INPUT_EXIT = 2  # exit status of the job for bad input (MvSinkError): retrying will not help
+
+
+def error_path(report: str) -> Path:
+    """Where the job records bad input beside ``--report`` (read by the DAG's write task: no retry)."""
+    return Path(report + ".error")
 
 
 def run_write(spark: SparkSession, view: ViewDefinition, desc: BatchDescription) -> WriteReport:
@@ -179,10 +185,13 @@ def main(argv: list[str] | None = None) -> int:
 
         spark = SparkSession.builder.appName(f"mvsink-write-{view.name}").getOrCreate()
         report = run_write(spark, view, desc)
-    except MvSinkError as exc:
-        print(ERROR_PREFIX + json.dumps({"type": type(exc).__name__, "message": str(exc)}), flush=True)
+    except MvSinkError as exc:  # bad input: one line, no traceback; anything else fails with its traceback
+        record = json.dumps({"type": type(exc).__name__, "message": str(exc)})
+        print(ERROR_PREFIX + record, flush=True)
         print(f"error: {exc}", file=sys.stderr)
-        return 2
+        if args.report:
+            error_path(args.report).write_text(record)
+        return BAD_INPUT_EXIT
     print(REPORT_PREFIX + report.to_json(), flush=True)
     if args.report:
         Path(args.report).write_text(report.to_json())

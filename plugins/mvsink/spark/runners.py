@@ -4,15 +4,15 @@ from __future__ import annotations
 
 import json
 import logging
-import os
+import re
 import subprocess
-import sys
 import tempfile
 from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
 from mvsink import exceptions as errors
+from mvsink import settings
 from mvsink.core.append import RefreshResult
 from mvsink.core.batch import BatchDescription, WriteReport
 from mvsink.core.refresh import WriteStep, run_refresh
@@ -42,7 +42,7 @@ JOB_SCRIPT = "mv_write.py"  # the entry script, shipped in this package (mvsink/
 
 def job_file() -> str:
     """Path of the write job's entry script: ``MVSINK_SPARK_JOB``, else the one shipped in the package."""
-    env = os.environ.get("MVSINK_SPARK_JOB")
+    env = settings.spark_job()
     if env:
         return env
     from importlib.resources import files
@@ -83,15 +83,36 @@ def run_write_submit(view: ViewDefinition, desc: BatchDescription, *, master: st
                              master=master, conf=public, properties_file=props)
         log.info("view %s: spark-submit %s", view.name, " ".join(redact(cmd[1:])))
         proc = subprocess.run(cmd, env=submit_env(), capture_output=True, text=True)
-        for line in proc.stdout.splitlines():
-            if line.startswith("MVSINK_ERROR "):
-                err = json.loads(line[len("MVSINK_ERROR "):])
-                cls = getattr(errors, err["type"], errors.MvSinkError)
-                raise cls(err["message"])
+        bad_input = job_error(proc.stdout)
+        if bad_input is not None:
+            raise bad_input
         if proc.returncode != 0 or not report_path.exists():
-            tail = "\n".join(proc.stderr.splitlines()[-25:])
-            raise RuntimeError(f"view {view.name}: the Spark write step failed (exit {proc.returncode}).\n{tail}")
+            lines = [x for x in proc.stderr.splitlines() if x.strip()]
+            cause = next((x.strip() for x in reversed(lines) if _CAUSE_RE.search(x)), "")
+            last = f": {cause[:300]}" if cause else ""
+            what = f"exit {proc.returncode}" if proc.returncode != 0 else "exit 0 but no report"
+            raise errors.SparkJobError(
+                f"view {view.name}: the Spark write step failed ({what}){last}. Fix: see the job's output "
+                "(mvsink -v shows it); a retry may succeed if the failure was transient.",
+                exit_code=proc.returncode, output="\n".join(lines[-25:]))
         return WriteReport.from_json(report_path.read_text())
+
+
+_CAUSE_RE = re.compile(r"(Error|Exception|error:|Killed|FAILED)")  # the line that says what went wrong
+
+
+def job_error(stdout: str) -> errors.MvSinkError | None:
+    """The bad-input error a write job reported on its output (an ``MVSINK_ERROR`` line), if any."""
+    from mvsink.spark.job import ERROR_PREFIX
+
+    for line in stdout.splitlines():
+        if line.startswith(ERROR_PREFIX):
+            err = json.loads(line[len(ERROR_PREFIX):])
+            cls = getattr(errors, str(err.get("type")), None)
+            if not (isinstance(cls, type) and issubclass(cls, errors.MvSinkError)):
+                cls = errors.MvSinkError
+            return cls(str(err.get("message")))  # type: ignore[no-any-return]
+    return None
 
 
 _SESSION: SparkSession | None = None
@@ -99,9 +120,7 @@ _SESSION: SparkSession | None = None
 
 def local_session(master: str = "local[2]", conf: Mapping[str, str] | None = None) -> SparkSession:
     """One in-process SparkSession for this Python process (``getOrCreate``)."""
-    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    os.environ.pop("SPARK_HOME", None)
+    settings.prepare_local_spark()
     from pyspark.sql import SparkSession
 
     builder = SparkSession.builder.master(master).appName("mvsink")

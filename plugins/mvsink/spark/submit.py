@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import os
 import shutil
 import sys
 from pathlib import Path
 
+from mvsink import settings
 from mvsink.exceptions import MvSinkError
 
 
@@ -29,7 +29,8 @@ def spark_submit_binary() -> str:
 
 
 def submit_env() -> dict[str, str]:
-    env = dict(os.environ)
+    """Environment of a spark-submit process: this process's, on loopback, with this Python, without SPARK_HOME."""
+    env = settings.process_env()
     env.pop("SPARK_HOME", None)
     env.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     env["PYSPARK_PYTHON"] = env.get("PYSPARK_PYTHON", sys.executable)

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 from mvsink.columns import DIFF, ERROR, RESERVED_PREFIX, TIME
 from mvsink.definitions.view import ViewDefinition
 from mvsink.exceptions import QueryError, SchemaChangedError
-from mvsink.spark.checks import validate_checks
+from mvsink.spark.checks import plan_deterministic, validate_checks
 from mvsink.spark.messages import first_paragraph
 
 if TYPE_CHECKING:
@@ -88,11 +88,8 @@ def analyse(spark: SparkSession, view: ViewDefinition) -> DataFrame:
                          f"as {[s.name for s in view.sources]}.") from None
     validate_output(view, schema)
     validate_checks(view, desired)
-    try:
-        deterministic = bool(desired._jdf.queryExecution().analyzed().deterministic())
-    except Exception:  # Spark Connect has no _jdf; the lexical check at parse time still applies
-        deterministic = True
-    if not deterministic:
+    deterministic = plan_deterministic(desired)
+    if deterministic is False:
         raise QueryError(f"view {view.name}: the query is not deterministic (it uses a random, time- or "
                          "file-dependent expression). Fix: make the view a function of its sources.")
     return desired

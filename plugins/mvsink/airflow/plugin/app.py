@@ -21,15 +21,15 @@ there (else 404); no path is ever taken from a request.
 
 # No ``from __future__ import annotations`` here: FastAPI reads the route functions' annotations
 # (Request, the auth dependencies) at run time.
-import os
 import secrets
 from pathlib import Path
 from typing import Any
 
+from mvsink import settings
 from mvsink.airflow.dag_factory import DAG_PREFIX, dag_id_for
 from mvsink.airflow.plugin import URL_PREFIX, render
 from mvsink.definitions.catalog import Catalog
-from mvsink.definitions.view import NAME_RE, VIEWS_DIR_ENV
+from mvsink.definitions.view import NAME_RE
 from mvsink.exceptions import MvSinkError
 from mvsink.readers.freshness import now_ms
 from mvsink.readers.overview import all_views, view_detail
@@ -37,9 +37,9 @@ from mvsink.readers.overview import all_views, view_detail
 
 def views_dir() -> Path:
     """The views folder the DAG file builds its DAGs from: ``$MVSINK_VIEWS_DIR``, else ``<dags_folder>/views``."""
-    env = os.environ.get(VIEWS_DIR_ENV)
-    if env:
-        return Path(env)
+    env = settings.views_dir_if_set()
+    if env is not None:
+        return env
     from airflow.configuration import conf
 
     return Path(conf.get("core", "dags_folder")) / "views"
