@@ -81,6 +81,11 @@ INCREMENTAL_MAX_FRACTION = Setting(
     "MVSINK_INCREMENTAL_MAX_FRACTION", "0.5",
     "incremental refresh only while a changed source's change files are at most this fraction of its "
     "size (a number >= 0); else the full diff")
+INCREMENTAL_GROUPS = Setting(
+    "MVSINK_INCREMENTAL_GROUPS", "false",
+    "true (1, yes, on) lets an aggregate view over a linear query refresh by recomputing only the groups its "
+    "sources' changes touch (mode incremental:groups); off by default: measured slower than the full diff "
+    "at TPC-H SF 0.1 (docs/benchmarks.md)")
 SPARK_CONN_ID = Setting(
     "MVSINK_SPARK_CONN_ID", "spark_default",
     "Airflow: the Spark connection of the DAGs' write task (master and extra settings)",
@@ -101,7 +106,7 @@ MAX_RESCHEDULES = Setting(
 REGISTRY: tuple[Setting, ...] = (
     DATA_ROOT, ALLOW_OUTSIDE_DATA_ROOT, VIEWS_DIR, SPARK_JOB, SPARK_REMOTE, SPARK_CONN_ID, MAX_RESCHEDULES,
     TASK_RETRIES, TASK_RETRY_DELAY_SECONDS, REPORTS_DIR, STAGING_GRACE_SECONDS, COMPACT_MEMORY,
-    INCREMENTAL_MAX_FRACTION,
+    INCREMENTAL_MAX_FRACTION, INCREMENTAL_GROUPS,
 )
 
 #: Settings that Airflow's ``[mvsink]`` section may also set.
@@ -223,6 +228,11 @@ def allow_outside_data_root() -> bool:
 def views_dir() -> Path:
     """``MVSINK_VIEWS_DIR``: the default folder of view files (``dags/views``)."""
     return views_dir_if_set() or Path("dags/views")
+
+
+def incremental_groups() -> bool:
+    """``MVSINK_INCREMENTAL_GROUPS``: may aggregates refresh by recomputing their affected groups (default false)?"""
+    return _flag(INCREMENTAL_GROUPS, False)
 
 
 def views_dir_if_set() -> Path | None:

@@ -144,6 +144,7 @@ def test_split_on_the_explain_text_fails_closed(spark, plan_views):
 
 @pytest.mark.parametrize("seed,cdf", [(7, True), (23, False)])
 def test_randomized_histories_groups_match_oracle_and_full_diff(spark, env, monkeypatch, seed, cdf):
+    monkeypatch.setenv("MVSINK_INCREMENTAL_GROUPS", "true")
     monkeypatch.setenv("MVSINK_INCREMENTAL_MAX_FRACTION", "100")  # the change-set size guard: never
     monkeypatch.setattr(groups, "MAX_AFFECTED_FRACTION", 100.0)  # the cost guard: never
     data, views = env
@@ -194,6 +195,7 @@ def test_randomized_histories_groups_match_oracle_and_full_diff(spark, env, monk
 
 def test_cost_guard_and_hand_edit_repair(spark, env, monkeypatch):
     """Many affected groups: the full diff, with the reason; a hand edit: the full diff repairs it."""
+    monkeypatch.setenv("MVSINK_INCREMENTAL_GROUPS", "true")
     monkeypatch.setenv("MVSINK_INCREMENTAL_MAX_FRACTION", "100")
     data, views = env
     rng = random.Random(5)

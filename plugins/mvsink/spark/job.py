@@ -14,6 +14,7 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from mvsink import settings
 from mvsink.columns import DIFF, ERROR, TIME
 from mvsink.core.batch import BatchDescription, StagedFile, WriteReport
 from mvsink.core.checks import add_counts, counts_of
@@ -82,7 +83,9 @@ def run_write(spark: SparkSession, view: ViewDefinition, desc: BatchDescription)
             corr, reason = incremental_corrections(spark, view, desc, base=desc.base_versions, desired=result,
                                                    with_error=with_error, observation=check_obs)
             mode = "incremental" if corr is not None else "full"
-            if corr is None and reason.startswith(NOT_LINEAR):  # an aggregate over a linear query?
+            if corr is None and reason.startswith(NOT_LINEAR) and not settings.incremental_groups():
+                reason += f" (affected-groups refresh is off; {settings.INCREMENTAL_GROUPS.name}=true enables it)"
+            elif corr is None and reason.startswith(NOT_LINEAR):  # an aggregate over a linear query?
                 corr, why = group_corrections(spark, view, desc, base=desc.base_versions, desired=result,
                                               table_df=table_df, with_error=with_error)
                 mode = GROUPS_MODE if corr is not None else "full"
