@@ -327,7 +327,7 @@ ACCESSORS: dict[str, Callable[[], object]] = {
     STAGING_GRACE_SECONDS.name: staging_grace_seconds, COMPACT_MEMORY.name: compact_memory,
     INCREMENTAL_MAX_FRACTION.name: incremental_max_fraction, SPARK_CONN_ID.name: spark_conn_id,
     TASK_RETRIES.name: task_retries, TASK_RETRY_DELAY_SECONDS.name: task_retry_delay_seconds,
-    MAX_RESCHEDULES.name: max_reschedules,
+    MAX_RESCHEDULES.name: max_reschedules, INCREMENTAL_GROUPS.name: incremental_groups,
 }
 
 

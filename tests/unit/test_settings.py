@@ -23,6 +23,7 @@ PLUGINS = REPO / "plugins"
 CASES = {
     "MVSINK_DATA_ROOT": (settings.data_root, None, "/srv/lake", Path("/srv/lake"), [A_FILE]),
     "MVSINK_ALLOW_OUTSIDE_DATA_ROOT": (settings.allow_outside_data_root, False, "yes", True, ["maybe", "2", "ture"]),
+    "MVSINK_INCREMENTAL_GROUPS": (settings.incremental_groups, False, "true", True, ["maybe", "2"]),
     "MVSINK_VIEWS_DIR": (settings.views_dir, Path("dags/views"), "/srv/views", Path("/srv/views"), [A_FILE]),
     "MVSINK_SPARK_JOB": (settings.spark_job, None, "hdfs://nn/jobs/mv_write.py", "hdfs://nn/jobs/mv_write.py",
                          ["job.jar", "my job.py", "/opt/jobs/"]),
