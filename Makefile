@@ -29,6 +29,7 @@ test-fast: install
 lint: install
 	$(VENV)/bin/ruff check plugins tests spark_jobs dags bench
 	$(VENV)/bin/mypy
+	$(VENV)/bin/lint-imports --no-cache
 
 ## airflow: Airflow 3 on 127.0.0.1:$(AIRFLOW_PORT) with dags/ and a local Spark connection (Ctrl-C stops it)
 AIRFLOW_PORT ?= 8080

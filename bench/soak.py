@@ -36,7 +36,7 @@ from typing import Any
 
 from deltalake import DeltaTable
 
-from mvsink.definitions.view import Catalog
+from mvsink.definitions.catalog import Catalog
 from mvsink.devtools.localairflow import LocalAirflow
 from mvsink.readers.arrow import read_view
 from tests.support.airflow import DAG_FILE, runs, trigger_run, wait_dags, xcom

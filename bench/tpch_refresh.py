@@ -151,8 +151,8 @@ class Peak:
 def measure(spark: object, view: object, name: str, key: list[str], root: Path, t: int, step: int,
             jvm_pid: int, catalog: object) -> dict[str, object]:
     from mvsink.core.mint import mint
-    from mvsink.core.refresh import refresh
-    from mvsink.spark.job import register_sources
+    from mvsink.spark.runners import refresh
+    from mvsink.spark.sources import register_sources
 
     row: dict[str, object] = {}
     desc = mint(view, t, catalog=catalog, run_id="bench-probe", dry_run=True)  # type: ignore[arg-type]
@@ -282,9 +282,8 @@ def main() -> int:
                 "name": f"{name}{suffix}", "query": sql, "sources": {s: f"src/{s}" for s in sources},
                 "target": f"out/{name}{suffix}", "as_of": t0, "key": key, "incremental": incremental}))
 
-    from mvsink.core.refresh import refresh
-    from mvsink.definitions.view import Catalog
-    from mvsink.spark.runners import local_session
+    from mvsink.definitions.catalog import Catalog
+    from mvsink.spark.runners import local_session, refresh
 
     spark = local_session(conf={"spark.driver.memory": "6g"})
     spark.sparkContext.setLogLevel("ERROR")

@@ -38,7 +38,7 @@ def changes(view: ViewDefinition | str, from_time: int, to_time: int | None = No
 
 def __getattr__(name: str) -> Any:
     if name in ("refresh",):
-        from mvsink.core.refresh import refresh
+        from mvsink.spark.runners import refresh
 
         return refresh
     if name in ("compact", "vacuum"):

@@ -11,7 +11,7 @@ import duckdb
 import pytest
 from deltalake import DeltaTable
 
-from mvsink.definitions.view import Catalog
+from mvsink.definitions.catalog import Catalog
 from mvsink.readers.arrow import read_view
 from tests.support.airflow import (
     backfills,

@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from mvsink.definitions.view import Catalog
+from mvsink.definitions.catalog import Catalog
 from mvsink.devtools.localairflow import free_port
 from mvsink.readers.arrow import read_view
 from mvsink.spark.connect import start_server

@@ -9,7 +9,7 @@ import random
 import pytest
 from deltalake import DeltaTable
 
-from mvsink.definitions.view import Catalog
+from mvsink.definitions.catalog import Catalog
 from mvsink.readers.arrow import read_view
 from tests.support.data import PROJECT, make_orders
 from tests.support.delta import BASE, HOUR, operations, staged_leftovers, write_at

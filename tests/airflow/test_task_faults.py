@@ -26,7 +26,7 @@ from pathlib import Path
 import pytest
 from deltalake import DeltaTable
 
-from mvsink.definitions.view import Catalog
+from mvsink.definitions.catalog import Catalog
 from mvsink.readers.arrow import read_view
 from tests.support.airflow import dags_folder, running_airflow, trigger_run, wait_run
 from tests.support.data import PROJECT, make_orders

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from mvsink.definitions.view import Catalog
+from mvsink.definitions.catalog import Catalog
 from mvsink.readers.arrow import read_view
 from tests.support.cli import run_cli_process
 from tests.support.data import PROJECT

@@ -9,7 +9,7 @@ import subprocess
 import pytest
 from deltalake import DeltaTable
 
-from mvsink.definitions.view import Catalog
+from mvsink.definitions.catalog import Catalog
 from mvsink.readers.arrow import read_view
 from tests.support.cli import CLI
 from tests.support.data import PROJECT

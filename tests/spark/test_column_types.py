@@ -8,9 +8,9 @@ import decimal
 import pyarrow as pa
 import pytest
 
-from mvsink.core.refresh import refresh
-from mvsink.definitions.view import Catalog
+from mvsink.definitions.catalog import Catalog
 from mvsink.readers.arrow import read_view
+from mvsink.spark.runners import refresh
 from tests.support.delta import BASE, HOUR, write_at
 from tests.support.oracle import multiset, oracle
 from tests.support.viewfiles import write_view

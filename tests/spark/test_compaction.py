@@ -19,14 +19,14 @@ from deltalake import DeltaTable
 from mvsink.core.append import append
 from mvsink.core.batch import BatchDescription
 from mvsink.core.mint import mint
-from mvsink.core.refresh import refresh
 from mvsink.core.staging import collect_garbage, list_staged, manifest_path
 from mvsink.core.table import active_paths
-from mvsink.definitions.view import Catalog
+from mvsink.definitions.catalog import Catalog
 from mvsink.exceptions import InjectedFault, MvSinkError, ReadTimeError
 from mvsink.maintenance.compaction import compact
 from mvsink.readers.arrow import read_view
 from mvsink.spark.job import run_write
+from mvsink.spark.runners import refresh
 from mvsink.times import format_time
 from tests.support.cli import run_cli_inprocess
 from tests.support.data import PROJECT, make_orders, project_views

@@ -10,7 +10,8 @@ from pyspark.sql import types as T
 
 from mvsink.definitions.view import parse_view
 from mvsink.exceptions import QueryError
-from mvsink.spark.job import consolidate, corrections, expand, validate_output
+from mvsink.spark.transforms import consolidate, corrections, expand
+from mvsink.spark.validation import validate_output
 
 pytestmark = pytest.mark.spark
 

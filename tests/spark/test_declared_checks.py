@@ -15,11 +15,11 @@ import pytest
 from deltalake import DeltaTable
 
 from mvsink.cli.app import main as cli_main
-from mvsink.core.refresh import refresh
-from mvsink.definitions.view import Catalog
+from mvsink.columns import ERROR
+from mvsink.definitions.catalog import Catalog
 from mvsink.exceptions import QueryError, ViewErrorsError
 from mvsink.readers.arrow import read_updates, read_view
-from mvsink.spark.checks import ERROR
+from mvsink.spark.runners import refresh
 from tests.support.delta import BASE, HOUR, delete_at, mvsink_history, snapshot, update_at, write_at
 from tests.support.oracle import multiset
 from tests.support.viewfiles import write_view

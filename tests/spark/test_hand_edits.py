@@ -14,10 +14,10 @@ from deltalake import DeltaTable, write_deltalake
 
 from mvsink.core.append import append
 from mvsink.core.mint import mint
-from mvsink.core.refresh import refresh
 from mvsink.core.staging import list_staged
 from mvsink.readers.arrow import read_view
 from mvsink.spark.job import run_write
+from mvsink.spark.runners import refresh
 from tests.support.data import PROJECT, make_orders
 from tests.support.delta import BASE, HOUR, staged_leftovers, write_at
 from tests.support.oracle import multiset, oracle

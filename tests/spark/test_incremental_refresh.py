@@ -8,9 +8,9 @@ import shutil
 import pytest
 from deltalake import write_deltalake
 
-from mvsink.core.refresh import refresh
-from mvsink.definitions.view import Catalog
+from mvsink.definitions.catalog import Catalog
 from mvsink.readers.arrow import read_view
+from mvsink.spark.runners import refresh
 from tests.support.data import (
     INC_AGG,
     INC_JOIN,

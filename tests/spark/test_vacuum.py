@@ -17,7 +17,8 @@ from mvsink.core.batch import BatchDescription
 from mvsink.core.mint import mint
 from mvsink.core.table import active_paths
 from mvsink.exceptions import MvSinkError
-from mvsink.maintenance.compaction import compact, vacuum
+from mvsink.maintenance.compaction import compact
+from mvsink.maintenance.vacuum import vacuum
 from mvsink.readers.arrow import read_view
 from mvsink.spark.job import run_write
 from tests.support.cli import run_cli_inprocess

@@ -21,7 +21,8 @@ from typing import Any
 import pyarrow as pa
 from deltalake import write_deltalake
 
-from mvsink.definitions.view import Catalog, ViewDefinition
+from mvsink.definitions.catalog import Catalog
+from mvsink.definitions.view import ViewDefinition
 from tests.support.delta import BASE, delete_at, stamp, update_at, write_at
 from tests.support.viewfiles import write_view
 

@@ -9,7 +9,7 @@ from typing import Any
 
 from deltalake import DeltaTable
 
-from mvsink.definitions.view import Catalog
+from mvsink.definitions.catalog import Catalog
 from mvsink.devtools.localairflow import LocalAirflow
 from mvsink.readers.arrow import read_view
 from tests.support.airflow import task_instance, wait_run, xcom

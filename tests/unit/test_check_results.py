@@ -5,8 +5,10 @@ from __future__ import annotations
 import pyarrow as pa
 import pytest
 
+from mvsink.columns import ERROR
+from mvsink.core.checks import format_counts
 from mvsink.exceptions import MvSinkError, ViewErrorsError
-from mvsink.spark.checks import ERROR, format_counts, split_errors
+from mvsink.readers.arrow import split_errors
 
 
 def _contents(errors: list[str | None]) -> pa.Table:

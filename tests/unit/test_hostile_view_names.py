@@ -6,7 +6,8 @@ import json
 
 import pytest
 
-from mvsink.definitions.view import Catalog, parse_view
+from mvsink.definitions.catalog import Catalog
+from mvsink.definitions.view import parse_view
 from mvsink.exceptions import ViewDefinitionError
 from tests.support.viewfiles import view_text
 

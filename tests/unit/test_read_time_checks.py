@@ -4,9 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from mvsink.core.table import Frontier
+from mvsink.core.table import Frontier, check_read_time
 from mvsink.exceptions import ReadTimeError
-from mvsink.readers.arrow import check_read_time
 from mvsink.times import format_time
 
 pytestmark = pytest.mark.unit

@@ -8,6 +8,7 @@ from types import SimpleNamespace
 import pytest
 
 from mvsink.airflow import tasks
+from mvsink.airflow.params import run_params
 from mvsink.exceptions import MvSinkError
 from tests.support.delta import BASE, HOUR
 from tests.support.viewfiles import view_text
@@ -30,7 +31,7 @@ def _ctx(params: dict, conf: dict | None = None) -> dict:
     ({"refresh_time": None, "dry_run": "No"}, (BASE + 2 * HOUR, False)),
 ])
 def test_run_params_are_parsed_into_typed_values(params, expected):
-    p = tasks.run_params(_ctx(params), view="v")
+    p = run_params(_ctx(params), view="v")
     assert (p.refresh_time, p.dry_run) == expected
     assert type(p.refresh_time) is int and type(p.dry_run) is bool
 
@@ -43,7 +44,7 @@ HOSTILE = ["1; rm -rf /", "' OR 1=1 --", "$(touch /tmp/mvsink_pwned)", "2026-01-
 @pytest.mark.parametrize("value", [*HOSTILE, -5, "99999999999999999999", True, ["2026-01-01"], {"a": 1}, 1.5])
 def test_junk_refresh_time_is_refused_clearly(value):
     with pytest.raises(MvSinkError) as ei:
-        tasks.run_params(_ctx({"refresh_time": value}), view="v")
+        run_params(_ctx({"refresh_time": value}), view="v")
     msg = str(ei.value)
     assert msg.startswith("view v: run param refresh_time=") and "Fix: trigger the run with refresh_time as" in msg
 
@@ -52,14 +53,14 @@ def test_junk_refresh_time_is_refused_clearly(value):
 @pytest.mark.parametrize("value", ["yes please", "' OR 1=1", "truee", 2, -1, [], {"x": 1}, 0.5])
 def test_junk_dry_run_is_refused_clearly(value):
     with pytest.raises(MvSinkError, match=r"view v: run param dry_run=.* is not true or false\. Fix:"):
-        tasks.run_params(_ctx({"dry_run": value}), view="v")
+        run_params(_ctx({"dry_run": value}), view="v")
 
 
 @pytest.mark.unit
 @pytest.mark.parametrize("value", ["1; rm -rf /", "-1", 10_000, "x"])
 def test_junk_attempt_is_refused_clearly(value):
     with pytest.raises(MvSinkError, match="run param attempt="):
-        tasks.run_params(_ctx({}, {"attempt": value}), view="v")
+        run_params(_ctx({}, {"attempt": value}), view="v")
 
 
 class _RecordingTI:

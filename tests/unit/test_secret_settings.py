@@ -10,6 +10,7 @@ import pytest
 
 from mvsink.definitions.view import parse_view
 from mvsink.exceptions import MvSinkError
+from mvsink.spark import conf as sparkconf
 from mvsink.spark import runners as sparkrun
 from tests.support.viewfiles import view_text
 
@@ -19,11 +20,11 @@ def test_secret_settings_never_go_onto_a_command_line(monkeypatch, tmp_path):
     monkeypatch.setattr(sparkrun, "spark_submit_binary", lambda: "spark-submit")
     conf = {"spark.driver.memory": "2g", "spark.hadoop.fs.s3a.secret.key": "S3CR3T",
             "spark.hadoop.fs.s3a.session.token": "T0K3N", "spark.jdbc.password": "PW", "spark.x.access.key": "AK"}
-    public, secret = sparkrun.split_secret_conf(conf)
+    public, secret = sparkconf.split_secret_conf(conf)
     assert public == {"spark.driver.memory": "2g"} and set(secret) == set(conf) - {"spark.driver.memory"}
     with pytest.raises(MvSinkError, match="look secret and may not go onto a command line"):
         sparkrun.submit_command(view_file="v", description="{}", report_path="r", master="local[2]", conf=conf)
-    props = sparkrun.write_properties_file({**secret, "spark.odd key=x": "a\\b=c\nd"}, str(tmp_path))
+    props = sparkconf.write_properties_file({**secret, "spark.odd key=x": "a\\b=c\nd"}, str(tmp_path))
     cmd = sparkrun.submit_command(view_file="v", description="{}", report_path="r", master="local[2]", conf=public,
                                   properties_file=props)
     assert cmd[cmd.index("--properties-file") + 1] == props
@@ -32,7 +33,7 @@ def test_secret_settings_never_go_onto_a_command_line(monkeypatch, tmp_path):
     lines = Path(props).read_text().splitlines()
     assert "spark.hadoop.fs.s3a.secret.key=S3CR3T" in lines and "spark.odd\\ key\\=x=a\\\\b=c\\nd" in lines
     with pytest.raises(MvSinkError, match="leading or trailing blanks"):
-        sparkrun.write_properties_file({"spark.a.password": "pw "}, str(tmp_path))
+        sparkconf.write_properties_file({"spark.a.password": "pw "}, str(tmp_path))
 
 
 @pytest.mark.unit

@@ -9,6 +9,7 @@ import pytest
 
 from mvsink.core.batch import BatchDescription, SourceRead
 from mvsink.definitions.view import ViewDefinition, parse_view
+from mvsink.spark import conf as sparkconf
 from mvsink.spark import runners as sparkrun
 
 pytestmark = pytest.mark.unit
@@ -35,7 +36,7 @@ def test_submit_command(monkeypatch):
 def test_submit_command_with_full_conf(monkeypatch):
     monkeypatch.setattr(sparkrun, "spark_submit_binary", lambda: "spark-submit")
     monkeypatch.setenv("MVSINK_SPARK_JOB", "job.py")
-    conf = sparkrun.spark_conf_for(_view({"spark.driver.memory": "2g"}))
+    conf = sparkconf.spark_conf_for(_view({"spark.driver.memory": "2g"}))
     cmd = sparkrun.submit_command(view_file="v.yaml", description="{}", report_path="r", master="yarn", conf=conf)
     confs = [cmd[i + 1] for i, c in enumerate(cmd) if c == "--conf"]
     assert confs == sorted(f"{k}={v}" for k, v in conf.items())
@@ -54,20 +55,20 @@ def test_job_file_defaults_to_the_script_in_the_package(monkeypatch):
 
 def test_spark_conf_for_precedence():
     key = "spark.sql.shuffle.partitions"
-    assert sparkrun.spark_conf_for(_view()) == sparkrun.DEFAULT_SPARK_CONF
-    assert sparkrun.spark_conf_for(_view())[key] == "8"
+    assert sparkconf.spark_conf_for(_view()) == sparkconf.DEFAULT_SPARK_CONF
+    assert sparkconf.spark_conf_for(_view())[key] == "8"
     view = _view({key: "4", "spark.driver.memory": "2g", "spark.ui.enabled": "true"})
-    conf = sparkrun.spark_conf_for(view)
+    conf = sparkconf.spark_conf_for(view)
     assert conf[key] == "4"
     assert conf["spark.ui.enabled"] == "true"
     assert conf["spark.driver.memory"] == "2g"
     assert conf["spark.sql.session.timeZone"] == "UTC"
-    conf = sparkrun.spark_conf_for(view, {key: "16", "spark.extra": "e"})
+    conf = sparkconf.spark_conf_for(view, {key: "16", "spark.extra": "e"})
     assert conf[key] == "16"
     assert conf["spark.driver.memory"] == "2g"
     assert conf["spark.extra"] == "e"
-    assert sparkrun.spark_conf_for(view, None) == sparkrun.spark_conf_for(view, {})
-    assert sparkrun.DEFAULT_SPARK_CONF[key] == "8"  # not mutated
+    assert sparkconf.spark_conf_for(view, None) == sparkconf.spark_conf_for(view, {})
+    assert sparkconf.DEFAULT_SPARK_CONF[key] == "8"  # not mutated
 
 
 def test_redact():
@@ -81,7 +82,7 @@ def test_redact():
         "--view-file", "/views/secret.yaml",
         "--description", "a=b",
     ]
-    assert sparkrun.redact(cmd) == [
+    assert sparkconf.redact(cmd) == [
         "--conf", "spark.hadoop.fs.s3a.secret.key=***",
         "--conf", "db.PASSWORD=***",
         "--conf", "spark.auth.token=***",
@@ -95,7 +96,7 @@ def test_redact():
 
 def test_redact_azure_account_key():
     item = "spark.hadoop.fs.azure.account.key.acct.dfs.core.windows.net=SECRETVALUE"
-    assert sparkrun.redact([item]) == ["spark.hadoop.fs.azure.account.key.acct.dfs.core.windows.net=***"]
+    assert sparkconf.redact([item]) == ["spark.hadoop.fs.azure.account.key.acct.dfs.core.windows.net=***"]
 
 
 @pytest.mark.unit

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from mvsink.definitions.view import Catalog, load_views
+from mvsink.definitions.catalog import Catalog, load_views
 from mvsink.exceptions import ViewDefinitionError
 from tests.support.viewfiles import doc
 

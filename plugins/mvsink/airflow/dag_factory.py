@@ -15,14 +15,15 @@ from __future__ import annotations
 import datetime as _dt
 import logging
 import os
-import sys
-import warnings
 from pathlib import Path
 from typing import Any
 
-from mvsink.definitions.view import Schedule, ViewDefinition, load_views
+from mvsink.airflow.import_errors import report_broken_view_file
+from mvsink.definitions.catalog import load_views
+from mvsink.definitions.view import Schedule, ViewDefinition
 from mvsink.exceptions import ViewDefinitionError
-from mvsink.spark.runners import job_file, spark_conf_for, split_secret_conf
+from mvsink.spark.conf import spark_conf_for, split_secret_conf
+from mvsink.spark.runners import job_file
 
 log = logging.getLogger(__name__)
 
@@ -190,36 +191,6 @@ def build_dag(view: ViewDefinition, *, views: dict[str, ViewDefinition] | None =
         write >> a
         a >> reschedule
     return dag
-
-
-def report_broken_view_file(path: Path, error: Exception) -> None:
-    """Make one broken view file an Airflow import error of its own, keeping the other DAGs.
-
-    Airflow keys import errors by file and fails a whole DAG file on an exception, so the
-    factory records the error with the importer that is parsing the DAG file (Airflow 3.3's
-    ``DagImportResult``), under the view file's own path. Outside a DAG processor (a plain
-    import) it falls back to a warning.
-    """
-    try:
-        frame = sys._getframe(1)
-        while frame is not None:
-            result: Any = frame.f_locals.get("result")
-            if type(result).__name__ == "DagImportResult" and hasattr(result, "errors"):
-                from airflow.dag_processing.importers.base import DagImportError
-
-                py_rel = Path(result.file_path)
-                dag_file = Path(frame.f_locals.get("filepath") or "")
-                n = len(py_rel.parts)
-                rel = str(path)
-                if not py_rel.is_absolute() and dag_file.is_absolute() and 0 < n <= len(dag_file.parents):
-                    rel = os.path.relpath(path, dag_file.parents[n - 1])
-                result.errors.append(DagImportError(file_path=rel, message=str(error), error_type="import",
-                                                    stacktrace=f"{type(error).__name__}: {error}"))
-                return
-            frame = frame.f_back  # type: ignore[assignment]
-    except Exception:  # reporting must never take the other DAGs down
-        log.exception("mvsink: could not register the import error of %s", path)
-    warnings.warn(f"mvsink: {error}", UserWarning, stacklevel=2)
 
 
 def build_dags(namespace: dict[str, Any], *, views_dir: str | Path) -> dict[str, Any]:

@@ -19,9 +19,10 @@ from typing import Any
 
 from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
 
-from mvsink.definitions.view import Catalog, ViewDefinition
+from mvsink.definitions.catalog import Catalog
+from mvsink.definitions.view import ViewDefinition
 from mvsink.exceptions import MvSinkError
-from mvsink.spark.runners import spark_conf_for, split_secret_conf, write_properties_file
+from mvsink.spark.conf import spark_conf_for, split_secret_conf, write_properties_file
 
 
 def connection_spark_conf(extra: dict[str, Any], conn_id: str) -> dict[str, str]:

@@ -13,7 +13,8 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
-from mvsink.definitions.view import VIEWS_DIR_ENV, Catalog
+from mvsink.definitions.catalog import Catalog
+from mvsink.definitions.view import VIEWS_DIR_ENV
 from mvsink.exceptions import MvSinkError
 from mvsink.spark.runners import Runner
 from mvsink.times import parse_time
@@ -159,8 +160,8 @@ def _connect_server(args: argparse.Namespace) -> int:
 
 
 def _gc(view: Any, *, grace_seconds: float | None, dry_run: bool) -> dict[str, Any]:
-    from mvsink.core.staging import gc
     from mvsink.core.table import active_paths, check_readable, open_table, read_frontier
+    from mvsink.maintenance.gc import gc
 
     dt = open_table(view.target)
     if dt is None:
@@ -192,7 +193,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         catalog = Catalog(args.views_dir)
         view = catalog.get(args.view)
         if args.command == "refresh":
-            from mvsink.core.refresh import refresh
+            from mvsink.spark.runners import refresh
 
             runner: Runner = "connect" if args.remote else "inprocess" if args.in_process else "submit"
             result = refresh(view, args.at, catalog=catalog, dry_run=args.dry_run, run_id=args.run_id,
@@ -214,7 +215,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             if res.status == "gave_up":
                 return 1
         elif args.command == "vacuum":
-            from mvsink.maintenance.compaction import vacuum
+            from mvsink.maintenance.vacuum import vacuum
 
             vres = vacuum(view, retention_hours=args.retention_hours, dry_run=args.dry_run,
                           enforce_retention=not args.force)

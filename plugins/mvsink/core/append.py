@@ -14,7 +14,9 @@ import time
 from pathlib import Path
 from typing import Any, Literal
 
+from mvsink.columns import ERROR
 from mvsink.core.batch import BatchDescription, WriteReport
+from mvsink.core.checks import format_counts
 from mvsink.core.failpoints import failpoint
 from mvsink.core.staging import collect_garbage, discard_batch, forget_manifest, read_manifest, staged_files_ok
 from mvsink.core.table import (
@@ -30,7 +32,6 @@ from mvsink.core.table import (
 )
 from mvsink.definitions.view import ViewDefinition
 from mvsink.exceptions import MvSinkError, StagingError
-from mvsink.spark.checks import ERROR, format_counts
 from mvsink.times import format_time
 
 log = logging.getLogger(__name__)
@@ -108,8 +109,8 @@ def _create_table(view: ViewDefinition, schema_b64: str) -> None:
     from deltalake import DeltaTable
     from deltalake.transaction import CommitProperties
 
+    from mvsink.core.schema import decode_schema
     from mvsink.core.table import is_delta_table
-    from mvsink.spark.job import decode_schema
 
     schema = decode_schema(schema_b64)
     try:
@@ -236,7 +237,7 @@ def _checks_meta(desc: BatchDescription, report: WriteReport | None) -> dict[str
 
 def _needs_error_column(dt: Any, report: WriteReport) -> bool:
     """The batch carries ``_mv_error`` (the view got checks) but the table has no such column yet."""
-    from mvsink.spark.job import decode_schema
+    from mvsink.core.schema import decode_schema
 
     return ERROR in decode_schema(report.schema).names and ERROR not in [f.name for f in dt.schema().fields]
 

@@ -19,7 +19,8 @@ from mvsink.core.table import (
     read_frontier,
     version_at,
 )
-from mvsink.definitions.view import Catalog, ViewDefinition
+from mvsink.definitions.catalog import Catalog
+from mvsink.definitions.view import ViewDefinition
 from mvsink.times import format_time
 
 log = logging.getLogger(__name__)

@@ -1,39 +1,37 @@
-"""One refresh: mint, write, append."""
+"""One refresh: mint, write, append. The write step is passed in (it runs Spark; core does not)."""
 
 from __future__ import annotations
 
 import dataclasses
 import logging
 import time
-from collections.abc import Mapping
-from typing import TYPE_CHECKING
+from collections.abc import Callable
 
 from mvsink.core.append import RefreshResult, append
-from mvsink.core.batch import NothingToDo
+from mvsink.core.batch import BatchDescription, NothingToDo, WriteReport
 from mvsink.core.mint import mint
-from mvsink.definitions.view import Catalog, ViewDefinition
-from mvsink.spark.runners import Runner, run_write_inprocess, run_write_submit
-
-if TYPE_CHECKING:
-    from pyspark.sql import SparkSession
+from mvsink.definitions.catalog import Catalog
+from mvsink.definitions.view import ViewDefinition
 
 log = logging.getLogger(__name__)
 
+WriteStep = Callable[[ViewDefinition, BatchDescription], WriteReport]
 
-def refresh(
+
+def run_refresh(
     view: ViewDefinition,
     refresh_time: int,
     *,
+    write: WriteStep,
     catalog: Catalog | None = None,
     dry_run: bool = False,
     run_id: str | None = None,
-    runner: Runner = "submit",
-    spark: SparkSession | None = None,
-    master: str = "local[2]",
-    spark_conf: Mapping[str, str] | None = None,
-    remote: str | None = None,
 ) -> RefreshResult:
-    """Make ``view`` equal to its query as of ``refresh_time`` (or say why not)."""
+    """Make ``view`` equal to its query as of ``refresh_time`` (or say why not).
+
+    ``write`` computes and stages the corrections of a batch (see :mod:`mvsink.spark.runners`);
+    it is not called when mint finds nothing to do or knows the corrections are empty.
+    """
     t0 = time.monotonic()
     desc = mint(view, refresh_time, catalog=catalog, run_id=run_id, dry_run=dry_run)
     t_mint = time.monotonic() - t0
@@ -41,21 +39,8 @@ def refresh(
         return RefreshResult(view=view.name, status="up_to_date", refresh_time=refresh_time, upper=desc.upper,
                              reason=desc.detail if desc.reason == "up_to_date"
                              else f"{desc.reason.replace('_', ' ')}: {desc.detail}", timings={"mint": t_mint})
-    report = None
     t1 = time.monotonic()
-    if not desc.empty:
-        if runner == "submit":
-            report = run_write_submit(view, desc, master=master, conf=spark_conf)
-        elif runner == "connect":
-            from mvsink.spark.connect import remote_session
-            from mvsink.spark.job import run_write
-
-            if not remote:
-                raise ValueError("runner='connect' needs remote='sc://host:port'")
-            report = run_write(spark or remote_session(remote, conf={**view.spark_conf, **(spark_conf or {})}),
-                               view, desc)
-        else:
-            report = run_write_inprocess(view, desc, spark=spark)
+    report = None if desc.empty else write(view, desc)
     t_write = time.monotonic() - t1
     t2 = time.monotonic()
     result = append(view, desc, report)

@@ -13,10 +13,13 @@ import json
 import os
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from mvsink.exceptions import MvSinkError, SourceError, UnsupportedFeatureError
+from mvsink.exceptions import MvSinkError, ReadTimeError, SourceError, UnsupportedFeatureError
 from mvsink.times import format_time
+
+if TYPE_CHECKING:
+    from mvsink.definitions.view import ViewDefinition
 
 META = "mvsink."
 # Commit kinds of ours that leave contents at every time unchanged.
@@ -73,16 +76,6 @@ class Frontier:
     upper: int
     since: int
     version: int  # Delta version read; -1 when the table does not exist
-
-
-def upper_app_id(view: str) -> str:
-    """Application-transaction id that carries the view's upper."""
-    return f"mvsink:upper:{view}"
-
-
-def since_app_id(view: str) -> str:
-    """Application-transaction id that carries the view's since."""
-    return f"mvsink:since:{view}"
 
 
 def read_frontier(dt: Any | None, *, app_id: str, since_app_id: str) -> Frontier:
@@ -178,3 +171,41 @@ def active_paths(dt: Any) -> set[str]:
 
     actions = pa.table(dt.get_add_actions(flatten=True))
     return set(actions.column("path").to_pylist()) if actions.num_rows else set()
+
+
+def check_read_time(name: str, fr: Frontier, as_of_view: int, as_of: int | None) -> int:
+    """The time to read (default ``upper - 1``), refusing times outside ``[max(since, as_of), upper)``."""
+    lowest = max(fr.since, as_of_view)
+    if fr.upper <= lowest:
+        raise ReadTimeError(f"view {name}: nothing is readable yet (upper {fr.upper}, oldest readable time "
+                            f"{format_time(lowest)} ({lowest})). Fix: refresh the view at or after "
+                            f"{format_time(lowest)}.")
+    t = fr.upper - 1 if as_of is None else as_of
+    if t >= fr.upper:
+        raise ReadTimeError(f"view {name}: {format_time(t)} ({t}) is at or past the upper {fr.upper}: the view is "
+                            f"final only through {format_time(fr.upper - 1)}. Fix: read at an earlier time, or "
+                            f"refresh the view at {format_time(t)} first.")
+    if t < as_of_view:
+        raise ReadTimeError(f"view {name}: {format_time(t)} is before the view's as_of "
+                            f"{format_time(as_of_view)}; the view has no contents then. Fix: read at or after as_of.")
+    if t < fr.since:
+        raise ReadTimeError(f"view {name}: {format_time(t)} ({t}) is below since {format_time(fr.since)}: older "
+                            f"history was compacted; the oldest readable time is {format_time(fr.since)} "
+                            f"({fr.since}). Fix: read at {format_time(fr.since)} or later.")
+    return t
+
+
+def readable_time(view: ViewDefinition, as_of: int | None) -> tuple[int, object]:
+    """Check ``as_of`` against since/as_of/upper; return the time to read and the table handle."""
+    dt, fr = open_view_table(view)
+    return check_read_time(view.name, fr, view.as_of, as_of), dt
+
+
+def open_view_table(view: ViewDefinition) -> tuple[Any, Frontier]:
+    """The view's table and its frontiers; a clear error if it does not exist yet or cannot be read."""
+    dt = open_table(view.target)
+    if dt is None:
+        raise ReadTimeError(f"view {view.name}: table {view.target} does not exist yet. "
+                            f"Fix: refresh the view first (mvsink refresh {view.name} --at TIME).")
+    check_readable(dt, path=view.target, role=f"view {view.name}: target table")
+    return dt, read_frontier(dt, app_id=view.app_id, since_app_id=view.since_app_id)

@@ -44,7 +44,6 @@ from typing import Any, Literal
 
 import yaml
 
-from mvsink.core.table import since_app_id, upper_app_id
 from mvsink.exceptions import UnsafePathError, ViewDefinitionError
 from mvsink.times import parse_duration, parse_time
 
@@ -81,6 +80,16 @@ _AGGREGATE_OR_WINDOW_RE = re.compile(r"\bover\s*\(|\b(count|sum|avg|min|max|coll
                                      r"|any_value|bool_and|bool_or|every|some|stddev|variance)\s*\(", re.IGNORECASE)
 
 DEFAULT_RETAIN_HISTORY_MS = 7 * 86_400_000  # 7 days of readable history behind the newest final time
+
+
+def upper_app_id(view: str) -> str:
+    """Application-transaction id that carries the view's upper."""
+    return f"mvsink:upper:{view}"
+
+
+def since_app_id(view: str) -> str:
+    """Application-transaction id that carries the view's since."""
+    return f"mvsink:since:{view}"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -523,63 +532,3 @@ def load_view_file(path: str | os.PathLike[str], *, data_root: Path | None = Non
     return parse_view(text, file=str(p), data_root=data_root)
 
 
-def view_files(views_dir: str | os.PathLike[str]) -> list[Path]:
-    d = Path(views_dir)
-    return sorted([*d.glob("*.yaml"), *d.glob("*.yml")])
-
-
-def default_views_dir() -> Path:
-    return Path(os.environ.get(VIEWS_DIR_ENV, DEFAULT_VIEWS_DIR))
-
-
-def load_views(views_dir: str | os.PathLike[str]) -> tuple[dict[str, ViewDefinition], dict[str, ViewDefinitionError]]:
-    """Load every view file of a folder. A broken file is reported alone, never fails the rest."""
-    views: dict[str, ViewDefinition] = {}
-    errors: dict[str, ViewDefinitionError] = {}
-    for f in view_files(views_dir):
-        try:
-            v = load_view_file(f)
-        except ViewDefinitionError as exc:
-            errors[str(f)] = exc
-            continue
-        if v.name in views:
-            errors[str(f)] = ViewDefinitionError(
-                f"view file {f}: field 'name': view {v.name!r} is already defined in {views[v.name].file}. "
-                "Fix: give each view a unique name."
-            )
-            continue
-        views[v.name] = v
-    return views, errors
-
-
-class Catalog:
-    """The views of one folder, looked up by name (view sources resolve through it)."""
-
-    def __init__(self, views_dir: str | os.PathLike[str] | None = None):
-        self.views_dir = Path(views_dir) if views_dir is not None else default_views_dir()
-        if not self.views_dir.is_dir():
-            raise ViewDefinitionError(
-                f"views folder {self.views_dir} does not exist. Fix: pass --views-dir or set {VIEWS_DIR_ENV}."
-            )
-        self.views, self.errors = load_views(self.views_dir)
-
-    def get(self, name: str) -> ViewDefinition:
-        if name in self.views:
-            return self.views[name]
-        for f, err in self.errors.items():
-            if Path(f).stem == name:
-                raise err
-        known = ", ".join(sorted(self.views)) or "none"
-        raise ViewDefinitionError(
-            f"view {name!r} is not defined in {self.views_dir} (views found: {known}). "
-            "Fix: check the name or pass --views-dir."
-        )
-
-    def upstream(self, view: ViewDefinition, source: Source) -> ViewDefinition:
-        assert source.kind == "view" and source.view is not None
-        try:
-            return self.get(source.view)
-        except ViewDefinitionError as exc:
-            raise ViewDefinitionError(
-                f"view {view.name}: source '{source.name}' names view {source.view!r}, which cannot be loaded: {exc}"
-            ) from None

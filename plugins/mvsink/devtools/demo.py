@@ -84,10 +84,10 @@ def main(argv: list[str] | None = None) -> int:
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
 
     from mvsink.cli.app import _print_rows
-    from mvsink.core.refresh import refresh
-    from mvsink.definitions.view import Catalog
+    from mvsink.definitions.catalog import Catalog
     from mvsink.readers.arrow import read_view
     from mvsink.readers.status import format_status, view_status
+    from mvsink.spark.runners import refresh
 
     print(f"== source history under {root / 'demo'}")
     for t, what in build_sources(root):

@@ -5,60 +5,18 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING, Any, Literal
 
-from mvsink.core.table import Frontier, check_readable, open_table, read_frontier
-from mvsink.definitions.view import Catalog, ViewDefinition
-from mvsink.exceptions import ReadTimeError
-from mvsink.spark.checks import split_errors
-from mvsink.spark.job import DIFF, TIME
+from mvsink.columns import DIFF, ERROR, TIME
+from mvsink.core.checks import ERRORS_MODES, view_errors, worst_check
+from mvsink.core.table import open_table, open_view_table, readable_time
+from mvsink.definitions.catalog import resolve_view
+from mvsink.definitions.view import ViewDefinition
+from mvsink.exceptions import MvSinkError, ReadTimeError
 from mvsink.times import format_time
 
 if TYPE_CHECKING:
     import pyarrow as pa
 
 log = logging.getLogger(__name__)
-
-
-def resolve_view(view: ViewDefinition | str, views_dir: str | None = None) -> ViewDefinition:
-    """A view definition, or a view name looked up in ``views_dir`` (default: $MVSINK_VIEWS_DIR)."""
-    return view if isinstance(view, ViewDefinition) else Catalog(views_dir).get(view)
-
-
-def check_read_time(name: str, fr: Frontier, as_of_view: int, as_of: int | None) -> int:
-    """The time to read (default ``upper - 1``), refusing times outside ``[max(since, as_of), upper)``."""
-    lowest = max(fr.since, as_of_view)
-    if fr.upper <= lowest:
-        raise ReadTimeError(f"view {name}: nothing is readable yet (upper {fr.upper}, oldest readable time "
-                            f"{format_time(lowest)} ({lowest})). Fix: refresh the view at or after "
-                            f"{format_time(lowest)}.")
-    t = fr.upper - 1 if as_of is None else as_of
-    if t >= fr.upper:
-        raise ReadTimeError(f"view {name}: {format_time(t)} ({t}) is at or past the upper {fr.upper}: the view is "
-                            f"final only through {format_time(fr.upper - 1)}. Fix: read at an earlier time, or "
-                            f"refresh the view at {format_time(t)} first.")
-    if t < as_of_view:
-        raise ReadTimeError(f"view {name}: {format_time(t)} is before the view's as_of "
-                            f"{format_time(as_of_view)}; the view has no contents then. Fix: read at or after as_of.")
-    if t < fr.since:
-        raise ReadTimeError(f"view {name}: {format_time(t)} ({t}) is below since {format_time(fr.since)}: older "
-                            f"history was compacted; the oldest readable time is {format_time(fr.since)} "
-                            f"({fr.since}). Fix: read at {format_time(fr.since)} or later.")
-    return t
-
-
-def readable_time(view: ViewDefinition, as_of: int | None) -> tuple[int, object]:
-    """Check ``as_of`` against since/as_of/upper; return the time to read and the table handle."""
-    dt, fr = open_view_table(view)
-    return check_read_time(view.name, fr, view.as_of, as_of), dt
-
-
-def open_view_table(view: ViewDefinition) -> tuple[Any, Frontier]:
-    """The view's table and its frontiers; a clear error if it does not exist yet or cannot be read."""
-    dt = open_table(view.target)
-    if dt is None:
-        raise ReadTimeError(f"view {view.name}: table {view.target} does not exist yet. "
-                            f"Fix: refresh the view first (mvsink refresh {view.name} --at TIME).")
-    check_readable(dt, path=view.target, role=f"view {view.name}: target table")
-    return dt, read_frontier(dt, app_id=view.app_id, since_app_id=view.since_app_id)
 
 
 def consolidated(updates: pa.Table, *, through: int) -> pa.Table:
@@ -155,3 +113,34 @@ def changes(view: ViewDefinition | str, from_time: int, to_time: int | None = No
                   f"WHERE {TIME} >= {int(from_time)} AND {TIME} < {int(end)} GROUP BY {cols}, {TIME} "
                   f"HAVING sum({DIFF}) <> 0 ORDER BY {TIME}, {cols}").to_arrow_table()
     return out.cast(updates.schema)
+
+
+def split_errors(view_name: str, table: pa.Table, errors: str = "fail", *, at: str = "") -> pa.Table:
+    """Contents (rows already expanded) -> what a reader asked for.
+
+    ``fail`` (default): the ok rows, without ``_mv_error``; raise :class:`ViewErrorsError`
+    naming the checks and a sample row if there is any error row. ``include``: every row, with
+    ``_mv_error`` (NULL on ok rows; added as NULL for a table without checks). ``ignore``: the
+    ok rows only, without ``_mv_error``.
+    """
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    if errors not in ERRORS_MODES:
+        raise MvSinkError(f"view {view_name}: errors={errors!r} is not one of {list(ERRORS_MODES)}. "
+                          "Fix: pass errors='fail' (default), 'include' or 'ignore'.")
+    if ERROR not in table.column_names:
+        if errors == "include":
+            return table.append_column(pa.field(ERROR, pa.string()), pa.nulls(table.num_rows, pa.string()))
+        return table
+    if errors == "include":
+        return table
+    bad = pc.is_valid(table.column(ERROR))
+    n_bad = pc.sum(bad).as_py() or 0
+    if n_bad and errors == "fail":
+        err_rows = table.filter(bad)
+        per = {r[ERROR]: int(r["count_all"]) for r in err_rows.group_by(ERROR).aggregate([([], "count_all")]).to_pylist()}
+        first = worst_check(per)
+        of_first = err_rows.filter(pc.equal(err_rows.column(ERROR), first))
+        raise view_errors(view_name, per, of_first.slice(0, 1).drop_columns([ERROR]).to_pylist()[0], at=at)
+    return table.filter(pc.invert(bad)).drop_columns([ERROR])

@@ -5,10 +5,10 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from mvsink.core.checks import format_counts
 from mvsink.core.staging import list_staged
 from mvsink.core.table import META, iter_history, op_of, open_table, read_frontier
 from mvsink.definitions.view import ViewDefinition
-from mvsink.spark.checks import format_counts
 from mvsink.times import format_time
 
 

@@ -18,7 +18,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from mvsink.exceptions import MvSinkError
-from mvsink.spark.runners import DEFAULT_SPARK_CONF, LOCAL_MASTER_CONF, spark_submit_binary, submit_env
+from mvsink.spark.conf import DEFAULT_SPARK_CONF, LOCAL_MASTER_CONF
+from mvsink.spark.submit import spark_submit_binary, submit_env
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession

@@ -282,9 +282,11 @@ def incremental_corrections(spark: SparkSession, view: ViewDefinition, desc: Bat
     """
     from pyspark.sql import functions as F
 
+    from mvsink.columns import DIFF, TIME
     from mvsink.core.table import open_table
     from mvsink.spark.checks import apply_checks
-    from mvsink.spark.job import DIFF, TIME, consolidate, read_delta
+    from mvsink.spark.sources import read_delta
+    from mvsink.spark.transforms import consolidate
 
     changed = [s for s in desc.sources if base.get(s.name) != s.version]
     if any(s.kind != "path" for s in desc.sources):

@@ -10,12 +10,19 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from mvsink.core.table import check_readable, is_delta_table, open_table, read_frontier, since_app_id, upper_app_id
-from mvsink.definitions.view import ViewDefinition
+from mvsink.columns import DIFF, ERROR, TIME
+from mvsink.core.checks import ERRORS_MODES, view_errors, worst_check
+from mvsink.core.table import (
+    check_read_time,
+    check_readable,
+    is_delta_table,
+    open_table,
+    open_view_table,
+    read_frontier,
+)
+from mvsink.definitions.catalog import resolve_view
+from mvsink.definitions.view import ViewDefinition, since_app_id, upper_app_id
 from mvsink.exceptions import MvSinkError, ReadTimeError
-from mvsink.readers.arrow import check_read_time, open_view_table, resolve_view
-from mvsink.spark.checks import ERROR, ERRORS_MODES, view_errors, worst_check
-from mvsink.spark.job import DIFF, TIME
 from mvsink.times import format_time
 
 if TYPE_CHECKING:
@@ -50,7 +57,8 @@ def read_view(spark: SparkSession, view: ViewDefinition | str, as_of: int | None
     any (naming the checks and a sample row), else returns the ok rows; ``include`` keeps
     ``_mv_error``; ``ignore`` returns the ok rows only.
     """
-    from mvsink.spark.job import consolidate, expand, read_delta
+    from mvsink.spark.sources import read_delta
+    from mvsink.spark.transforms import consolidate, expand
 
     if isinstance(view, str) and ("/" in view or is_delta_table(view)):
         path, dt = view, open_table(view)

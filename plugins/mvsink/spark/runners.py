@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import logging
 import os
-import shutil
 import subprocess
 import sys
 import tempfile
@@ -14,8 +13,21 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
 from mvsink import exceptions as errors
+from mvsink.core.append import RefreshResult
 from mvsink.core.batch import BatchDescription, WriteReport
+from mvsink.core.refresh import WriteStep, run_refresh
+from mvsink.definitions.catalog import Catalog
 from mvsink.definitions.view import ViewDefinition
+from mvsink.spark.conf import (
+    DEFAULT_SPARK_CONF,
+    LOCAL_MASTER_CONF,
+    is_secret_key,
+    redact,
+    spark_conf_for,
+    split_secret_conf,
+    write_properties_file,
+)
+from mvsink.spark.submit import spark_submit_binary, submit_env
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -24,67 +36,8 @@ log = logging.getLogger(__name__)
 
 Runner = Literal["submit", "inprocess", "connect"]
 
-# Settings every write needs: Delta-compatible timestamps, UTC, no UI, no Hadoop side files.
-DEFAULT_SPARK_CONF: dict[str, str] = {
-    "spark.sql.parquet.outputTimestampType": "TIMESTAMP_MICROS",
-    "spark.sql.session.timeZone": "UTC",
-    "spark.ui.enabled": "false",
-    "spark.ui.showConsoleProgress": "false",
-    "spark.sql.shuffle.partitions": "8",
-    "spark.sql.adaptive.enabled": "true",
-    "spark.hadoop.mapreduce.fileoutputcommitter.marksuccessfuljobs": "false",
-    "spark.hadoop.parquet.summary.metadata.level": "NONE",
-}
-# Only for local[...] masters: a cluster's executors must reach the driver on a routable address.
-LOCAL_MASTER_CONF: dict[str, str] = {"spark.driver.bindAddress": "127.0.0.1", "spark.driver.host": "127.0.0.1"}
-SECRET_HINTS = ("password", "secret", "token", "credential", "access.key", "key.id", "account.key", "private.key",
-                ".key")
 
 JOB_SCRIPT = "mv_write.py"  # the entry script, shipped in this package (mvsink/spark/mv_write.py)
-
-
-def spark_conf_for(view: ViewDefinition, extra: Mapping[str, str] | None = None, *,
-                   master: str | None = None) -> dict[str, str]:
-    """Spark settings of a write: defaults < the view's spark_conf < ``extra``."""
-    local = LOCAL_MASTER_CONF if master is not None and master.startswith("local") else {}
-    return {**DEFAULT_SPARK_CONF, **local, **view.spark_conf, **(extra or {})}
-
-
-def is_secret_key(key: str) -> bool:
-    """True for a Spark setting whose value must never be logged or put on a command line."""
-    low = key.lower()
-    return any(h in low for h in SECRET_HINTS)
-
-
-def split_secret_conf(conf: Mapping[str, str]) -> tuple[dict[str, str], dict[str, str]]:
-    """``(public, secret)`` settings: secret ones go to a private properties file, not onto argv."""
-    public = {k: v for k, v in conf.items() if not is_secret_key(k)}
-    return public, {k: v for k, v in conf.items() if is_secret_key(k)}
-
-
-def _escape_property(text: str, *, key: bool) -> str:
-    out = text.replace("\\", "\\\\").replace("\n", "\\n").replace("\r", "\\r").replace("\t", "\\t")
-    if key:
-        for ch in "=: #!":
-            out = out.replace(ch, "\\" + ch)
-    return out
-
-
-def write_properties_file(conf: Mapping[str, str], folder: str | None = None) -> str:
-    """Write settings to a new Java properties file readable by this user only (0600); returns its path.
-
-    Spark trims property values: a value with leading or trailing blanks cannot pass through a
-    properties file and is refused.
-    """
-    for k, v in conf.items():
-        if v != v.strip():
-            raise errors.MvSinkError(f"Spark setting {k}: its value has leading or trailing blanks, which Spark "
-                                     "strips from a properties file. Fix: remove the blanks from the value.")
-    fd, path = tempfile.mkstemp(prefix="mvsink-spark-", suffix=".properties", dir=folder)
-    with os.fdopen(fd, "w", encoding="utf-8") as f:
-        for k, v in sorted(conf.items()):
-            f.write(f"{_escape_property(k, key=True)}={_escape_property(v, key=False)}\n")
-    return path
 
 
 def job_file() -> str:
@@ -95,16 +48,6 @@ def job_file() -> str:
     from importlib.resources import files
 
     return str(files("mvsink.spark").joinpath(JOB_SCRIPT))
-
-
-def spark_submit_binary() -> str:
-    local = Path(sys.executable).parent / "spark-submit"
-    if local.exists():
-        return str(local)
-    found = shutil.which("spark-submit")
-    if not found:
-        raise errors.MvSinkError("spark-submit not found. Fix: install pyspark in this environment.")
-    return found
 
 
 def submit_command(*, view_file: str, description: str, report_path: str, master: str,
@@ -125,20 +68,6 @@ def submit_command(*, view_file: str, description: str, report_path: str, master
     for k, v in sorted(conf.items()):
         cmd += ["--conf", f"{k}={v}"]
     return cmd + [job_file(), "--view-file", view_file, "--description", description, "--report", report_path]
-
-
-def submit_env() -> dict[str, str]:
-    env = dict(os.environ)
-    env.pop("SPARK_HOME", None)
-    env.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
-    env["PYSPARK_PYTHON"] = env.get("PYSPARK_PYTHON", sys.executable)
-    env["PYSPARK_DRIVER_PYTHON"] = env.get("PYSPARK_DRIVER_PYTHON", sys.executable)
-    return env
-
-
-def redact(cmd: list[str]) -> list[str]:
-    return [c.split("=", 1)[0] + "=***" if "=" in c and any(h in c.split("=", 1)[0].lower() for h in SECRET_HINTS)
-            else c for c in cmd]
 
 
 def run_write_submit(view: ViewDefinition, desc: BatchDescription, *, master: str = "local[2]",
@@ -186,3 +115,41 @@ def run_write_inprocess(view: ViewDefinition, desc: BatchDescription, *,
     from mvsink.spark.job import run_write
 
     return run_write(spark or local_session(), view, desc)
+
+
+def write_step(*, runner: Runner = "submit", spark: SparkSession | None = None, master: str = "local[2]",
+               spark_conf: Mapping[str, str] | None = None, remote: str | None = None) -> WriteStep:
+    """The write step of a refresh: through spark-submit, in this process, or on a Spark Connect server."""
+    if runner == "submit":
+        return lambda view, desc: run_write_submit(view, desc, master=master, conf=spark_conf)
+    if runner == "connect":
+        if not remote:
+            raise ValueError("runner='connect' needs remote='sc://host:port'")
+
+        def connect_write(view: ViewDefinition, desc: BatchDescription) -> WriteReport:
+            from mvsink.spark.connect import remote_session
+            from mvsink.spark.job import run_write
+
+            session = spark or remote_session(remote, conf={**view.spark_conf, **(spark_conf or {})})
+            return run_write(session, view, desc)
+
+        return connect_write
+    return lambda view, desc: run_write_inprocess(view, desc, spark=spark)
+
+
+def refresh(
+    view: ViewDefinition,
+    refresh_time: int,
+    *,
+    catalog: Catalog | None = None,
+    dry_run: bool = False,
+    run_id: str | None = None,
+    runner: Runner = "submit",
+    spark: SparkSession | None = None,
+    master: str = "local[2]",
+    spark_conf: Mapping[str, str] | None = None,
+    remote: str | None = None,
+) -> RefreshResult:
+    """Make ``view`` equal to its query as of ``refresh_time``, writing with the chosen Spark ``runner``."""
+    write = write_step(runner=runner, spark=spark, master=master, spark_conf=spark_conf, remote=remote)
+    return run_refresh(view, refresh_time, write=write, catalog=catalog, dry_run=dry_run, run_id=run_id)

@@ -1,0 +1,98 @@
+"""``mvsink vacuum``: delete files no retained version needs, never those of a staged batch in flight."""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import shutil
+from pathlib import Path
+from typing import Any
+
+from mvsink.core.table import active_paths, open_table
+from mvsink.definitions.view import ViewDefinition
+from mvsink.exceptions import MvSinkError
+
+log = logging.getLogger(__name__)
+
+
+@dataclasses.dataclass(frozen=True)
+class VacuumResult:
+    view: str
+    dry_run: bool
+    retention_hours: int | None  # None: the table's delta.deletedFileRetentionDuration (default 7 days)
+    deleted: tuple[str, ...]  # paths relative to the table root (to be deleted, in a dry run)
+    protected: tuple[str, ...]  # unreferenced files kept because their staged batch is still in flight
+
+    def summary(self) -> str:
+        keep = f"; kept {len(self.protected)} file(s) of staged batches in flight" if self.protected else ""
+        ret = "the table's retention" if self.retention_hours is None else f"retention {self.retention_hours} h"
+        verb = "would delete" if self.dry_run else "deleted"
+        return f"{self.view}: vacuum ({ret}) {verb} {len(self.deleted)} unreferenced file(s){keep}"
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+
+def vacuum(view: ViewDefinition, *, retention_hours: int | None = None, dry_run: bool = False,
+           enforce_retention: bool = True) -> VacuumResult:
+    """Delete files no version within the retention needs, never those of a staged batch in flight.
+
+    Candidates are what delta-rs's full vacuum lists (files removed from the log longer than the
+    retention ago, and files never in the log older than the retention; names starting with ``_``
+    such as ``_delta_log`` and ``_mv_staging`` are never listed). delta-rs would also delete the
+    Parquet files of a staged batch that is still waiting for its append, so mvsink deletes the
+    candidates itself, minus every file under ``batches/<id>/`` whose manifest is in
+    ``_mv_staging``, minus anything active in the newest version. It commits nothing (delta-rs's
+    own vacuum writes VACUUM commits, which would count as foreign commits).
+    """
+    from mvsink.core.staging import BATCHES, list_staged
+
+    dt = open_table(view.target)
+    if dt is None:
+        raise MvSinkError(f"view {view.name}: table {view.target} does not exist yet. Fix: refresh the view first.")
+    in_flight = set(list_staged(view.target))
+    try:
+        candidates = dt.vacuum(retention_hours=retention_hours, dry_run=True,
+                               enforce_retention_duration=enforce_retention, full=True)
+    except Exception as exc:  # delta-rs raises DeltaError for a retention below the table's minimum
+        if "retention" in str(exc).lower():
+            raise MvSinkError(f"view {view.name}: {exc}. Fix: keep the retention at or above the table's "
+                              "delta.deletedFileRetentionDuration (default 168 hours), or pass --force "
+                              "if no reader or refresh still needs older versions.") from None
+        raise
+    latest = open_table(view.target)
+    assert latest is not None
+    active = active_paths(latest)
+    in_flight |= set(list_staged(view.target))
+    deleted, protected = [], []
+    for rel in sorted(candidates):
+        parts = rel.split("/")
+        if rel in active or parts[0].startswith("_"):
+            continue
+        if len(parts) >= 3 and parts[0] == BATCHES and parts[1] in in_flight:
+            protected.append(rel)
+            continue
+        deleted.append(rel)
+    if not dry_run:
+        root = Path(view.target)
+        for rel in deleted:
+            (root / rel).unlink(missing_ok=True)
+        _remove_empty_batch_dirs(root / BATCHES, in_flight)
+    res = VacuumResult(view.name, dry_run, retention_hours, tuple(deleted), tuple(protected))
+    log.info("%s", res.summary())
+    return res
+
+
+def _remove_empty_batch_dirs(batches: Path, in_flight: set[str], *, min_age_seconds: float = 600) -> None:
+    """Remove batch folders left empty by vacuum (not in flight, untouched for a while)."""
+    import time
+
+    if not batches.is_dir():
+        return
+    for d in batches.iterdir():
+        try:
+            if (d.is_dir() and d.name not in in_flight and not any(p.is_file() for p in d.rglob("*"))
+                    and time.time() - d.stat().st_mtime > min_age_seconds):
+                shutil.rmtree(d)
+        except OSError:
+            continue

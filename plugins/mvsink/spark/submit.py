@@ -1,0 +1,29 @@
+"""Finding spark-submit and the environment it runs in (no pyspark import)."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import sys
+from pathlib import Path
+
+from mvsink.exceptions import MvSinkError
+
+
+def spark_submit_binary() -> str:
+    local = Path(sys.executable).parent / "spark-submit"
+    if local.exists():
+        return str(local)
+    found = shutil.which("spark-submit")
+    if not found:
+        raise MvSinkError("spark-submit not found. Fix: install pyspark in this environment.")
+    return found
+
+
+def submit_env() -> dict[str, str]:
+    env = dict(os.environ)
+    env.pop("SPARK_HOME", None)
+    env.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    env["PYSPARK_PYTHON"] = env.get("PYSPARK_PYTHON", sys.executable)
+    env["PYSPARK_DRIVER_PYTHON"] = env.get("PYSPARK_DRIVER_PYTHON", sys.executable)
+    return env
