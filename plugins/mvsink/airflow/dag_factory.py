@@ -7,7 +7,7 @@ DAG files stay thin::
 
 Tasks only gather parameters and call into :mod:`mvsink.airflow.tasks`; the write step is the
 apache-spark provider's ``SparkSubmitOperator`` (:mod:`mvsink.airflow.operators`, which keeps secret
-settings off the command line and out of the serialized DAG) running ``spark_jobs/mv_write.py``.
+settings off the command line and out of the serialized DAG) running the job script shipped in the package (``mvsink/spark/mv_write.py``).
 """
 
 from __future__ import annotations

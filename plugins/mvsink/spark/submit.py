@@ -11,9 +11,17 @@ from mvsink.exceptions import MvSinkError
 
 
 def spark_submit_binary() -> str:
+    """spark-submit of this interpreter's pyspark: beside ``sys.executable``, else pyspark's own, else on PATH."""
     local = Path(sys.executable).parent / "spark-submit"
     if local.exists():
         return str(local)
+    from importlib.util import find_spec
+
+    spec = find_spec("pyspark")  # locates the package without importing it
+    if spec is not None and spec.origin:
+        bundled = Path(spec.origin).parent / "bin" / "spark-submit"
+        if bundled.exists():
+            return str(bundled)
     found = shutil.which("spark-submit")
     if not found:
         raise MvSinkError("spark-submit not found. Fix: install pyspark in this environment.")
