@@ -1,10 +1,10 @@
-"""The analyzed-plan text parser: node depths and join sides, and the non-linearity it finds from them."""
+"""The analyzed-plan text parser (used over Spark Connect): the plan tree, and the non-linearity found in it."""
 
 from __future__ import annotations
 
 import pytest
 
-from mvsink.spark.incremental import analyzed_plan, nonlinear_reason
+from mvsink.spark.plan import nonlinear_reason, tree_from_explain
 
 pytestmark = pytest.mark.spark  # the mark its test had in tests/test_incremental.py (kept as it was)
 
@@ -27,8 +27,8 @@ Project [k#0L]
 == Optimized Logical Plan ==
 y
 """
-    nodes = analyzed_plan(text)
-    assert [(n.depth, n.side, n.name) for n in nodes][:4] == [
-        (0, "", "Project"), (1, "right", "Join"), (2, "left", "SubqueryAlias"), (3, "right", "View")]
-    assert nonlinear_reason(nodes, "orders") is None
-    assert "right side of a LeftOuter join" in (nonlinear_reason(nodes, "customers") or "")
+    tree = tree_from_explain(text)
+    assert tree.name == "Project" and tree.children[0].name == "Join"
+    assert [c.name for c in tree.children[0].children] == ["SubqueryAlias", "SubqueryAlias"]
+    assert nonlinear_reason(tree, "orders") is None
+    assert "right side of a LeftOuter join" in (nonlinear_reason(tree, "customers") or "")

@@ -1,0 +1,19 @@
+"""Everything that runs on Spark: source reads, the write job, query analysis, the Spark reader, runners.
+
+``from mvsink.spark import read_view`` gives the Spark reader (:func:`mvsink.spark.reader.read_view`);
+nothing here imports pyspark until it is used.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+__all__ = ["read_view"]
+
+
+def __getattr__(name: str) -> Any:
+    if name == "read_view":
+        from mvsink.spark.reader import read_view
+
+        return read_view
+    raise AttributeError(f"module 'mvsink.spark' has no attribute {name!r}")

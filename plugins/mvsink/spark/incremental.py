@@ -22,7 +22,6 @@ import dataclasses
 import json
 import logging
 import os
-import re
 from collections import defaultdict
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -42,109 +41,6 @@ DEFAULT_MAX_FRACTION = 0.5
 CHANGE_TYPE = "_change_type"
 _PLUS_TYPES = ("insert", "update_postimage")
 _MINUS_TYPES = ("delete", "update_preimage")
-
-
-# ---------------------------------------------------------------- linearity of a plan
-
-@dataclasses.dataclass(frozen=True)
-class PlanNode:
-    depth: int
-    side: str  # "left" (":- "), "right"/"only" ("+- "), or "" for the root
-    text: str
-
-    @property
-    def name(self) -> str:
-        return self.text.split(" ", 1)[0]
-
-
-_PREFIX_RE = re.compile(r"^((?:[: ] {2})*)([:+]- )?")
-# Operators that are multiset-linear in their (only) input.
-_LINEAR = frozenset({
-    "Project", "Filter", "SubqueryAlias", "View", "Union", "Generate", "Sort", "Repartition",
-    "RepartitionByExpression", "RebalancePartitions", "ResolvedHint", "Relation", "LogicalRDD", "WithCTE",
-})
-_SUBQUERY_MARKERS = ("scalar-subquery#", "exists#", "list#", "lateral-subquery#", "outer(")
-
-
-def analyzed_plan(text: str) -> list[PlanNode]:
-    """Plan lines as (depth, side, text): from ``EXPLAIN EXTENDED`` output or a plan's tree string."""
-    if "== Analyzed Logical Plan ==" in text:
-        section = text.split("== Analyzed Logical Plan ==", 1)[1].split("== Optimized Logical Plan ==", 1)[0]
-        lines = [ln for ln in section.strip("\n").splitlines() if ln.strip()][1:]  # first: the output schema
-    else:
-        lines = [ln for ln in text.splitlines() if ln.strip()]
-    nodes = []
-    for ln in lines:
-        m = _PREFIX_RE.match(ln)
-        assert m is not None
-        indent, marker = m.group(1), m.group(2)
-        depth = len(indent) // 3 + (1 if marker else 0)
-        side = "" if not marker else ("left" if marker.startswith(":") else "right")
-        nodes.append(PlanNode(depth, side, ln[m.end():]))
-    return nodes
-
-
-def nonlinear_reason(nodes: list[PlanNode], source: str) -> str | None:
-    """Why the plan is not linear in temp view ``source`` (None: it is)."""
-    text = "\n".join(n.text for n in nodes)
-    if any(m in text for m in _SUBQUERY_MARKERS):
-        return "the query has a subquery expression"
-    for prev, cur in zip(nodes, nodes[1:]):
-        if cur.depth > prev.depth + 1:
-            return "the plan has a shape this check does not know"
-    marker = f"View (`{source}`,"
-    hits = [i for i, n in enumerate(nodes) if n.text.startswith(marker)]
-    if len(hits) != 1:
-        return f"source {source!r} is read {len(hits)} times" if hits else f"source {source!r} is not read"
-    i = hits[0]
-    depth, side = nodes[i].depth, nodes[i].side
-    j = i - 1
-    while j >= 0:  # walk up to the root through each ancestor
-        n = nodes[j]
-        if n.depth != depth - 1:
-            j -= 1
-            continue
-        if n.name == "CTERelationDef":  # continue from the one place the CTE is used
-            cte = n.text.split(" ", 2)[1].rstrip(",")
-            refs = [k for k, m in enumerate(nodes) if m.text.startswith(f"CTERelationRef {cte},")]
-            if len(refs) != 1:
-                return f"a CTE over {source!r} is read {len(refs)} times"
-            j = refs[0]
-            depth, side = nodes[j].depth, nodes[j].side
-            j -= 1
-            continue
-        if n.name == "Join":
-            kind = n.text.split(" ", 2)[1].rstrip(",")
-            ok = (kind in ("Inner", "Cross") or (kind in ("LeftOuter", "LeftSemi", "LeftAnti") and side == "left")
-                  or (kind == "RightOuter" and side == "right"))
-            if not ok:
-                return f"{source!r} is on the {side} side of a {kind} join"
-        elif n.name not in _LINEAR:
-            return f"a {n.name} is computed over {source!r}"
-        depth, side = n.depth, n.side
-        j -= 1
-    return None
-
-
-def linearity(spark: SparkSession, query: str, sources: list[str], *,
-              desired: DataFrame | None = None) -> dict[str, str | None]:
-    """For each source: None if the query is linear in it, else why not.
-
-    Reads the analyzed plan of ``desired`` (the query already analysed) in classic Spark, else
-    runs ``EXPLAIN EXTENDED`` (Spark Connect has no plan objects on the client).
-    """
-    text = None
-    if desired is not None:
-        try:
-            text = str(desired._jdf.queryExecution().analyzed().treeString())
-        except Exception:  # Spark Connect: no _jdf
-            text = None
-    if text is None:
-        text = spark.sql("EXPLAIN EXTENDED " + query).collect()[0][0]
-        if "== Analyzed Logical Plan ==" not in text:
-            return {s: "EXPLAIN returned no analyzed plan" for s in sources}
-    nodes = analyzed_plan(text)
-    return {s: nonlinear_reason(nodes, s) for s in sources}
 
 
 # ---------------------------------------------------------------- change sets from the Delta log
@@ -285,6 +181,7 @@ def incremental_corrections(spark: SparkSession, view: ViewDefinition, desc: Bat
     from mvsink.columns import DIFF, TIME
     from mvsink.core.table import open_table
     from mvsink.spark.checks import apply_checks
+    from mvsink.spark.plan import linearity
     from mvsink.spark.sources import read_delta
     from mvsink.spark.transforms import consolidate
 

@@ -1,0 +1,258 @@
+"""Linearity on real Spark plans: the JSON tree, the py4j walk and the EXPLAIN text agree, and fail closed."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+from mvsink.spark.plan import (
+    linearity,
+    nonlinear_reason,
+    plan_tree,
+    tree_from_explain,
+    tree_from_json,
+    tree_from_jvm,
+)
+from tests.fixtures.plans.regenerate import CASES, register
+from tests.support import REPO
+
+pytestmark = pytest.mark.spark
+
+ORD, CUS = "orders", "customers"
+INNER = "SELECT o.id, o.amount, c.region FROM orders o JOIN customers c ON o.cust = c.cust WHERE o.amount > 0"
+LEFT = "SELECT o.id, c.region FROM orders o LEFT JOIN customers c ON o.cust = c.cust"
+RIGHT = "SELECT o.id, c.region FROM orders o RIGHT JOIN customers c ON o.cust = c.cust"
+UNION_ALL = "SELECT status AS s FROM orders UNION ALL SELECT region AS s FROM customers"
+UNION = "SELECT status AS s FROM orders UNION SELECT region AS s FROM customers"
+CTE_ONCE = "WITH big AS (SELECT * FROM orders WHERE amount > 1) SELECT id FROM big"
+CTE_CHAIN = "WITH big AS (SELECT * FROM orders WHERE amount > 1), b2 AS (SELECT id FROM big) SELECT id FROM b2"
+CTE_TWICE = "WITH big AS (SELECT * FROM orders WHERE amount > 1) SELECT id FROM big UNION ALL SELECT id FROM big"
+AGG_BESIDE = (
+    "SELECT o.id, c.n FROM orders o JOIN (SELECT cust, count(*) AS n FROM customers GROUP BY cust) c ON o.cust = c.cust"
+)
+
+SUBQUERIES = {
+    "scalar": "SELECT id, (SELECT max(cust) FROM customers) AS m FROM orders",
+    "exists": "SELECT id FROM orders WHERE EXISTS (SELECT 1 FROM customers WHERE region = 'eu')",
+    "in": "SELECT id FROM orders WHERE cust IN (SELECT cust FROM customers)",
+    "not in": "SELECT id FROM orders WHERE cust NOT IN (SELECT cust FROM customers)",
+    "lateral": "SELECT o.id, x.r FROM orders o, LATERAL (SELECT region AS r FROM customers c WHERE c.cust = o.cust) x",
+    "correlated scalar": "SELECT id FROM orders o WHERE amount > (SELECT avg(amount) FROM orders i WHERE i.cust = o.cust)",
+    "correlated exists": "SELECT id FROM orders o WHERE EXISTS (SELECT 1 FROM customers c WHERE c.cust = o.cust)",
+    "in select list": "SELECT id, cust IN (SELECT cust FROM customers) AS known FROM orders",
+}
+
+
+@pytest.fixture(scope="module")
+def views(spark, tmp_path_factory):
+    register(spark, tmp_path_factory.mktemp("plans"))
+    spark.createDataFrame([(1, [1, 2])], "id long, xs array<int>").createOrReplaceTempView("baskets")
+
+
+def _all_ways(spark, query: str, source: str) -> list[str | None]:
+    """The verdict from linearity() (JSON), with desired=, from the py4j walk and from EXPLAIN EXTENDED text."""
+    df = spark.sql(query)
+    text = spark.sql("EXPLAIN EXTENDED " + query).collect()[0][0]
+    jvm = tree_from_jvm(df._jdf.queryExecution().analyzed())
+    return [
+        linearity(spark, query, [source])[source],
+        linearity(spark, query, [source], desired=df)[source],
+        nonlinear_reason(jvm, source),
+        nonlinear_reason(tree_from_explain(text), source),
+    ]
+
+
+@pytest.mark.parametrize(
+    "query,source",
+    [
+        ("SELECT id, amount * 2 AS a, upper(status) AS s FROM orders WHERE status = 'A' AND amount > 1", ORD),
+        (INNER, ORD),
+        (INNER, CUS),
+        ("SELECT o.id FROM orders o CROSS JOIN customers c", CUS),
+        (LEFT, ORD),
+        (RIGHT, CUS),
+        ("SELECT o.id FROM orders o LEFT SEMI JOIN customers c ON o.cust = c.cust", ORD),
+        ("SELECT o.id FROM orders o LEFT ANTI JOIN customers c ON o.cust = c.cust", ORD),
+        (UNION_ALL, ORD),
+        (UNION_ALL, CUS),
+        (CTE_ONCE, ORD),
+        (CTE_CHAIN, ORD),
+        ("SELECT id, explode(array(amount, amount + 1)) AS q FROM orders ORDER BY q", ORD),
+        ("SELECT b.id, x FROM baskets b LATERAL VIEW explode(xs) t AS x", "baskets"),
+        ("SELECT id, pos, x FROM baskets LATERAL VIEW OUTER posexplode(xs) t AS pos, x", "baskets"),
+        (AGG_BESIDE, ORD),
+        ("SELECT /*+ BROADCAST(c) */ o.id, c.region FROM orders o JOIN customers c ON o.cust = c.cust", ORD),
+        ("SELECT /*+ REPARTITION(3, cust) */ * FROM orders DISTRIBUTE BY id SORT BY id", ORD),
+        ("SELECT o.id, p.amount FROM orders o JOIN porders p ON o.id = p.id", "porders"),
+        ("SELECT id FROM Orders WHERE CASE WHEN amount > 1 THEN true ELSE coalesce(status, 'x') = 'A' END", ORD),
+    ],
+)
+def test_linear(spark, views, query, source):
+    assert _all_ways(spark, query, source) == [None] * 4
+
+
+@pytest.mark.parametrize(
+    "query,source,why",
+    [
+        (LEFT, CUS, "right side of a LeftOuter join"),
+        (RIGHT, ORD, "left side of a RightOuter join"),
+        ("SELECT o.id FROM orders o FULL JOIN customers c ON o.cust = c.cust", ORD, "FullOuter"),
+        ("SELECT o.id FROM orders o LEFT SEMI JOIN customers c ON o.cust = c.cust", CUS, "right side of a LeftSemi"),
+        ("SELECT o.id FROM orders o LEFT ANTI JOIN customers c ON o.cust = c.cust", CUS, "right side of a LeftAnti"),
+        (UNION, ORD, "a Distinct is computed over 'orders'"),
+        (UNION, CUS, "a Distinct is computed over 'customers'"),
+        ("SELECT cust, sum(amount) AS s FROM orders GROUP BY cust", ORD, "a Aggregate is computed over 'orders'"),
+        ("SELECT count(*) FROM orders", ORD, "Aggregate"),
+        (AGG_BESIDE, CUS, "Aggregate"),
+        ("SELECT DISTINCT status FROM orders", ORD, "a Distinct is computed over 'orders'"),
+        ("SELECT id, row_number() OVER (PARTITION BY cust ORDER BY id) AS r FROM orders", ORD, "a Window is computed"),
+        ("SELECT id FROM orders ORDER BY id LIMIT 3", ORD, "Limit is computed over 'orders'"),
+        ("SELECT id FROM orders LIMIT 3 OFFSET 1", ORD, "Offset is computed over 'orders'"),
+        ("SELECT * FROM orders TABLESAMPLE (50 PERCENT)", ORD, "a Sample is computed over 'orders'"),
+        ("SELECT status FROM orders EXCEPT ALL SELECT region FROM customers", CUS, "Except"),
+        ("SELECT status FROM orders INTERSECT SELECT region FROM customers", ORD, "Intersect"),
+        ("SELECT cust, count(*) FROM orders GROUP BY ROLLUP (cust)", ORD, "is computed over 'orders'"),
+        (CTE_TWICE, ORD, "a CTE over 'orders' is read 2 times"),
+        (CTE_CHAIN + " UNION ALL SELECT id FROM big", ORD, "a CTE over 'orders' is read 2 times"),
+        ("SELECT a.id FROM orders a JOIN orders b ON a.cust = b.cust", ORD, "source 'orders' is read 2 times"),
+        ("SELECT id FROM orders UNION ALL SELECT id FROM orders", ORD, "read 2 times"),
+        ("SELECT id FROM orders", CUS, "source 'customers' is not read"),
+        # nondeterministic, or changing between evaluations
+        ("SELECT id, rand() AS r FROM orders", ORD, "not deterministic or depends on the time or session (Rand)"),
+        ("SELECT id FROM orders WHERE uuid() <> ''", ORD, "(Uuid)"),
+        ("SELECT id, current_timestamp() AS t FROM orders", ORD, "(CurrentTimestamp)"),
+        (
+            "SELECT o.id, c.r FROM orders o JOIN (SELECT cust, rand() AS r FROM customers) c ON o.cust = c.cust",
+            ORD,
+            "(Rand)",
+        ),
+        # an input beside the source that may return other rows in each change term
+        ("SELECT o.id FROM orders o JOIN (SELECT * FROM customers LIMIT 1) c ON o.cust = c.cust", ORD, "Limit may"),
+    ],
+)
+def test_not_linear(spark, views, query, source, why):
+    reasons = _all_ways(spark, query, source)
+    assert all(r is not None and why in r for r in reasons), reasons
+    assert reasons[0] == reasons[1] == reasons[2], reasons  # the JSON and the plan object give the same tree
+
+
+@pytest.mark.parametrize("kind", sorted(SUBQUERIES))
+@pytest.mark.parametrize("source", [ORD, CUS])
+def test_every_subquery_kind_is_not_linear_in_any_source(spark, views, kind, source):
+    reasons = _all_ways(spark, SUBQUERIES[kind], source)
+    assert all(r is not None and "the query has a subquery" in r for r in reasons), reasons
+
+
+@pytest.mark.parametrize(
+    "kind,names",
+    [
+        ("scalar", {"ScalarSubquery"}),
+        ("exists", {"Exists"}),
+        ("in", {"InSubquery", "ListQuery"}),  # JSON: InSubquery(values, ListQuery); the text shows list#
+        ("lateral", {"LateralJoin", "LateralSubquery"}),
+        ("correlated exists", {"Exists", "OuterReference"}),
+    ],
+)
+def test_subquery_reason_names_the_kind(spark, views, kind, names):
+    for r in _all_ways(spark, SUBQUERIES[kind], ORD):
+        assert r is not None and r.split("(")[-1].rstrip(")") in names, r
+
+
+def test_correlation_is_found_inside_the_subquery_plan(spark, views):
+    tree = plan_tree(spark, SUBQUERIES["correlated exists"])
+    assert any(e.plans for n in tree.walk() for e in n.all_expressions()), "the Exists expression carries its plan"
+    assert any(e.name == "OuterReference" for n in tree.walk() for e in n.all_expressions())
+    text = spark.sql("EXPLAIN EXTENDED " + SUBQUERIES["correlated exists"]).collect()[0][0]
+    assert any(e.name == "OuterReference" for n in tree_from_explain(text).walk() for e in n.all_expressions())
+
+
+def test_trees_agree_on_shape(spark, views):
+    """JSON, py4j walk and text give the same operators in the same places."""
+
+    def shape(node):
+        return (node.name, node.attrs.get("view"), node.attrs.get("join_type"), [shape(c) for c in node.children])
+
+    for query in (INNER, LEFT, CTE_TWICE, AGG_BESIDE, SUBQUERIES["scalar"]):
+        df = spark.sql(query)
+        analyzed = df._jdf.queryExecution().analyzed()
+        from_json = tree_from_json(str(analyzed.toJSON()))
+        from_jvm = tree_from_jvm(analyzed)
+        text = spark.sql("EXPLAIN EXTENDED " + query).collect()[0][0]
+        from_text = tree_from_explain(text)
+        assert shape(from_json) == shape(from_jvm)
+        # the text names LogicalRelation "Relation"; nothing else differs
+        assert json.dumps(shape(from_json)).replace("LogicalRelation", "Relation") == json.dumps(shape(from_text))
+
+
+def test_several_sources_at_once(spark, views):
+    got = linearity(spark, LEFT, [ORD, CUS])
+    assert got[ORD] is None and "right side of a LeftOuter join" in (got[CUS] or "")
+
+
+def test_fixture_cases_hold_on_live_plans(spark, views):
+    """The golden cases, analysed live: the fixtures are not stale for this Spark."""
+    for name, case in CASES.items():
+        for source, expected in case["expect"].items():
+            got = linearity(spark, case["query"], [source])[source]
+            assert (got is None) if expected is None else (got is not None and expected in got), (name, source, got)
+
+
+@pytest.mark.slow
+def test_spark_connect_reads_the_explain_text(tmp_path):
+    """A real Spark Connect server: linearity() takes the EXPLAIN EXTENDED path and agrees with classic Spark."""
+    from mvsink.devtools.localairflow import free_port
+    from mvsink.spark.connect import start_server
+
+    port = free_port()
+    proc = start_server(port=port, log_path=tmp_path / "connect.log")
+    script = textwrap.dedent(
+        f"""
+        import json
+        from mvsink.spark.connect import remote_session
+        from mvsink.spark.plan import linearity
+        from tests.fixtures.plans.regenerate import CASES
+        spark = remote_session("sc://127.0.0.1:{port}")
+        assert type(spark).__module__.startswith("pyspark.sql.connect")
+        spark.createDataFrame([(1, 1, 2.5, "A")], "id long, cust int, amount double, status string") \\
+            .createOrReplaceTempView("orders")
+        spark.createDataFrame([(1, "eu")], "cust int, region string").createOrReplaceTempView("customers")
+        spark.createDataFrame([(1, 1, 2.5, "A")], "id long, cust int, amount double, status string") \\
+            .createOrReplaceTempView("porders")
+        out = {{}}
+        for name, case in CASES.items():
+            desired = spark.sql(case["query"])
+            out[name] = linearity(spark, case["query"], list(case["expect"]), desired=desired)
+        print(json.dumps(out))
+        """
+    )
+    try:
+        res = subprocess.run(
+            [sys.executable, "-c", script], capture_output=True, text=True, timeout=300, env=os.environ,
+            cwd=REPO,  # `python -c` imports from the working folder first: `tests` is importable
+        )
+        assert res.returncode == 0, res.stderr[-3000:]
+        got = json.loads(res.stdout.strip().splitlines()[-1])
+    finally:
+        os.killpg(proc.pid, signal.SIGTERM)
+        proc.wait(timeout=60)
+    for name, case in CASES.items():
+        for source, expected in case["expect"].items():
+            r = got[name][source]
+            assert (r is None) if expected is None else (r is not None and expected in r), (name, source, r)
+
+
+def test_user_defined_type_columns_are_read_from_the_json(spark, views):
+    """A UDT's JSON carries a "class" too; it is a data type, not a tree node."""
+    pytest.importorskip("numpy")
+    from pyspark.ml.linalg import Vectors
+
+    spark.createDataFrame([(1, Vectors.dense([1.0, 2.0]))], ["id", "v"]).createOrReplaceTempView("vecs")
+    plan_json = str(spark.sql("SELECT id, v FROM vecs WHERE id > 0")._jdf.queryExecution().analyzed().toJSON())
+    assert '"udt"' in plan_json
+    assert nonlinear_reason(tree_from_json(plan_json), "vecs") is None
