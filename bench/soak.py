@@ -34,8 +34,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from deltalake import DeltaTable
-
+from mvsink.core.table import ViewTable
 from mvsink.definitions.catalog import Catalog
 from mvsink.devtools.localairflow import LocalAirflow
 from mvsink.readers.arrow import read_view
@@ -154,8 +153,8 @@ class Soak:
                 outcomes[f"dag {status}"] += 1
                 if (run.get("conf") or {}).get("attempt"):
                     outcomes["dag reschedule runs"] += 1
-        hist = [h for h in DeltaTable(self.view.target).history() if h.get("mvsink.operation") == '"append"'
-                and json.loads(h["mvsink.refresh_time"]) == r]
+        hist = [h.info for h in ViewTable.open(self.view, check=False).history()
+                if h.info is not None and h.info.operation == "append" and h.info.refresh_time == r]
         got = multiset(read_view(self.view, as_of=r))
         want = oracle(QUERY, {"orders": self.orders}, r)
         leftovers = staged_leftovers(self.view.target)
@@ -165,8 +164,8 @@ class Soak:
             problems.append(f"{len(hist)} append commits for refresh time {r}")
         if leftovers:
             problems.append(f"orphans: {leftovers}")
-        mode = json.loads(hist[0].get("mvsink.mode", '""')) if hist else ""
-        winner = json.loads(hist[0]["mvsink.run_id"]) if hist else ""
+        mode = (hist[0].mode or "") if hist else ""
+        winner = (hist[0].run_id or "") if hist else ""
         res = {
             "round": k, "refresh_time": r, "change": change, "rows": sum(want.values()),
             "oracle_ok": got == want, "appends": len(hist), "append_mode": mode,

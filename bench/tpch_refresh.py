@@ -41,7 +41,7 @@ import pyarrow.parquet as pq  # noqa: E402
 import yaml  # noqa: E402
 from deltalake import DeltaTable, write_deltalake  # noqa: E402
 
-from mvsink.core.table import set_commit_time  # noqa: E402
+from mvsink.core.deltalog import is_delta_table, set_commit_time  # noqa: E402
 
 VIEWS = {
     "q1": ("""SELECT l_returnflag, l_linestatus, sum(l_quantity) AS sum_qty, sum(l_extendedprice) AS sum_base_price,
@@ -180,7 +180,7 @@ def measure(spark: object, view: object, name: str, key: list[str], root: Path, 
     with Peak(jvm_pid) as pk:
         s = time.monotonic()
         src = pa.table(spark.sql(view.query).toArrow())  # type: ignore[attr-defined]
-        if not (mg_path / "_delta_log").exists():
+        if not is_delta_table(str(mg_path)):
             write_deltalake(str(mg_path), src)
             added = DeltaTable(str(mg_path)).file_uris()
         else:

@@ -154,7 +154,7 @@ SEED = '''
 import sys
 import pyarrow as pa
 from deltalake import write_deltalake
-from mvsink.core.table import set_commit_time
+from mvsink.core.deltalog import set_commit_time
 
 root, base, hour = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
 customers, orders = f"{root}/customers", f"{root}/orders"

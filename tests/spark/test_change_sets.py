@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from deltalake import DeltaTable, write_deltalake
 
-from mvsink.spark.incremental import change_set
+from mvsink.core.deltalog import change_set
 from tests.support.data import (
     inc_orders,
 )

@@ -20,7 +20,6 @@ from mvsink.core.append import append
 from mvsink.core.batch import BatchDescription
 from mvsink.core.mint import mint
 from mvsink.core.staging import collect_garbage, list_staged, manifest_path
-from mvsink.core.table import active_paths
 from mvsink.definitions.catalog import Catalog
 from mvsink.exceptions import InjectedFault, MvSinkError, ReadTimeError
 from mvsink.maintenance.compaction import compact
@@ -30,7 +29,7 @@ from mvsink.spark.runners import refresh
 from mvsink.times import format_time
 from tests.support.cli import run_cli_inprocess
 from tests.support.data import PROJECT, make_orders, project_views
-from tests.support.delta import HOUR, staged_leftovers, write_at
+from tests.support.delta import HOUR, active_files, staged_leftovers, write_at
 from tests.support.oracle import multiset, oracle, signed
 
 pytestmark = pytest.mark.spark
@@ -84,7 +83,7 @@ def test_compaction_keeps_contents_from_since_and_refuses_older_reads(spark, cop
     assert [a["txn"] for a in actions if "txn" in a] == [{"appId": view.since_app_id, "version": since}]
     removes = [a["remove"] for a in actions if "remove" in a]
     assert removes and all(r["dataChange"] for r in removes)
-    assert all(r["path"] not in active_paths(dt) for r in removes)
+    assert all(r["path"] not in active_files(target) for r in removes)
     # files wholly after since were not touched
     assert all(t > since for t in pa.table(dt.to_pyarrow_table()).column("_mv_time").to_pylist() if t != since)
 
@@ -271,10 +270,10 @@ def test_committed_batch_compacted_away_is_settled_not_discarded_or_recommitted(
     res = compact(view, since=r)  # consolidates the batch (time r) away
     assert res.status == "compacted"
     assert not manifest.exists()  # compaction settled the committed batch before removing its files
-    assert not any(p.startswith(f"batches/{desc.batch_id}/") for p in active_paths(DeltaTable(target)))
+    assert not any(p.startswith(f"batches/{desc.batch_id}/") for p in active_files(target))
 
     manifest.write_text(saved)  # a manifest that outlived its batch's files (e.g. compacted by hand)
-    done = collect_garbage(target, upper=r + 1, active=active_paths(DeltaTable(target)))
+    done = collect_garbage(target, upper=r + 1, active=active_files(target))
     assert done == {"discarded": [], "settled": [desc.batch_id]}
     assert all((Path(target) / f.path).exists() for f in report.files)  # left for vacuum, not deleted
 

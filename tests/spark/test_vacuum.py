@@ -15,7 +15,6 @@ from deltalake import DeltaTable
 from mvsink.core.append import append
 from mvsink.core.batch import BatchDescription
 from mvsink.core.mint import mint
-from mvsink.core.table import active_paths
 from mvsink.exceptions import MvSinkError
 from mvsink.maintenance.compaction import compact
 from mvsink.maintenance.vacuum import vacuum
@@ -23,7 +22,7 @@ from mvsink.readers.arrow import read_view
 from mvsink.spark.job import run_write
 from tests.support.cli import run_cli_inprocess
 from tests.support.data import PROJECT, make_orders
-from tests.support.delta import HOUR, staged_leftovers, write_at
+from tests.support.delta import HOUR, active_files, staged_leftovers, write_at
 from tests.support.oracle import multiset, oracle
 
 pytestmark = pytest.mark.spark
@@ -32,9 +31,9 @@ pytestmark = pytest.mark.spark
 def test_vacuum_deletes_compacted_files_but_never_a_batch_in_flight(spark, copy):
     catalog, view, data, times, expected = copy
     target = view.target
-    before = set(active_paths(DeltaTable(target)))
+    before = set(active_files(target))
     assert compact(view, since=times[4]).status == "compacted"
-    removed = before - active_paths(DeltaTable(target))
+    removed = before - active_files(target)
     assert removed and all((Path(target) / p).exists() for p in removed)  # still there for time travel
 
     # a batch staged for the next refresh, not appended yet

@@ -9,7 +9,7 @@ from typing import Any
 import pyarrow as pa
 from deltalake import DeltaTable, write_deltalake
 
-from mvsink.core.table import set_commit_time
+from mvsink.core.deltalog import set_commit_time
 
 BASE = 1_767_225_600_000  # 2026-01-01T00:00:00Z
 HOUR = 3_600_000
@@ -77,3 +77,10 @@ def mvsink_history(target: str | Path) -> list[dict[str, Any]]:
 def operations(target: str | Path) -> list[str]:
     """The mvsink operation of every commit, oldest first (``foreign`` for a commit mvsink did not make)."""
     return [json.loads(h.get("mvsink.operation", '"foreign"')) for h in reversed(DeltaTable(str(target)).history())]
+
+
+def active_files(target: str | Path) -> set[str]:
+    """The paths (relative to the table root) of the view table's active files."""
+    from mvsink.core.table import ViewTable
+
+    return set(ViewTable.open_path(str(target), check=False).active_paths())

@@ -160,17 +160,16 @@ def _connect_server(args: argparse.Namespace) -> int:
 
 
 def _gc(view: Any, *, grace_seconds: float | None, dry_run: bool) -> dict[str, Any]:
-    from mvsink.core.table import active_paths, check_readable, open_table, read_frontier
+    from mvsink.core.table import ViewTable
     from mvsink.maintenance.gc import gc
 
-    dt = open_table(view.target)
-    if dt is None:
+    table = ViewTable.open(view)
+    if not table.exists:
         return {"discarded": [], "settled": [], "orphans": [], "kept": [], "upper": None}
-    check_readable(dt, path=view.target, role=f"view {view.name}: target table")
-    fr = read_frontier(dt, app_id=view.app_id, since_app_id=view.since_app_id)
-    res: dict[str, Any] = gc(view.target, upper=fr.upper, active=active_paths(dt), grace_seconds=grace_seconds,
+    upper = table.frontier.upper
+    res: dict[str, Any] = gc(view.target, upper=upper, active=table.active_paths(), grace_seconds=grace_seconds,
                              dry_run=dry_run)
-    return {**res, "upper": fr.upper}
+    return {**res, "upper": upper}
 
 
 def _gc_summary(name: str, res: dict[str, Any], dry_run: bool) -> str:

@@ -8,17 +8,7 @@ import uuid
 
 from mvsink.core.batch import BatchDescription, NothingToDo, SourceRead, make_batch_id
 from mvsink.core.staging import collect_garbage, list_staged
-from mvsink.core.table import (
-    CONTENT_PRESERVING,
-    active_paths,
-    check_readable,
-    iter_history,
-    meta_json,
-    op_of,
-    open_table,
-    read_frontier,
-    version_at,
-)
+from mvsink.core.table import ViewTable, open_readable, table_id, version_at
 from mvsink.definitions.catalog import Catalog
 from mvsink.definitions.view import ViewDefinition
 from mvsink.times import format_time
@@ -38,12 +28,10 @@ def mint(
 ) -> BatchDescription | NothingToDo:
     """Mint the batch that brings ``view`` up to ``refresh_time``, or say why there is none."""
     run_id = run_id or f"cli-{uuid.uuid4().hex[:12]}"
-    dt = open_table(view.target)
-    if dt is not None:
-        check_readable(dt, path=view.target, role=f"view {view.name}: target table")
-    frontier = read_frontier(dt, app_id=view.app_id, since_app_id=view.since_app_id)
-    if dt is not None and list_staged(view.target):
-        collect_garbage(view.target, upper=frontier.upper, active=active_paths(dt))
+    table = ViewTable.open(view)
+    frontier = table.frontier
+    if table.exists and list_staged(view.target):
+        collect_garbage(view.target, upper=frontier.upper, active=table.active_paths())
     lower = max(frontier.upper, view.as_of)
     desired = refresh_time + 1
     if desired <= view.as_of:
@@ -60,16 +48,13 @@ def mint(
         if s.kind == "path":
             assert s.path is not None
             v = version_at(s.path, refresh_time, role=role)
-            sdt = open_table(s.path, version=v)
-            check_readable(sdt, path=s.path, role=role)
-            sources.append(SourceRead(name=s.name, kind="path", path=s.path, version=v,
-                                      table_id=str(sdt.metadata().id) if sdt is not None else None))
+            sdt = open_readable(s.path, version=v, role=role)
+            sources.append(SourceRead(name=s.name, kind="path", path=s.path, version=v, table_id=table_id(sdt)))
         else:
             if catalog is None:
                 raise ValueError(f"view {view.name}: source '{s.name}' is a view; mint needs the catalog")
             up = catalog.upstream(view, s)
-            udt = open_table(up.target)
-            ufr = read_frontier(udt, app_id=up.app_id, since_app_id=up.since_app_id)
+            ufr = ViewTable.open(up, check=False).frontier
             if ufr.upper < desired:
                 desired = ufr.upper
                 capped_by.append(f"{up.name} (upper {ufr.upper})")
@@ -85,8 +70,8 @@ def mint(
         batch_id=make_batch_id(view.name, lower, desired, run_id), definition=view.definition_hash(),
         dry_run=dry_run,
     )
-    base = last_refresh_sources(view, desc, dt) if dt is not None else None
-    base_checks = last_refresh_checks(dt) if base is not None and view.checks else None
+    base = last_refresh_sources(desc, table) if table.exists else None
+    base_checks = last_refresh_checks(table) if base is not None and view.checks else None
     if base is not None and base == {s.name: s.version for s in desc.sources}:
         desc = dataclasses.replace(desc, empty=True, base_checks=base_checks)
     elif base is not None and view.incremental:
@@ -96,7 +81,7 @@ def mint(
     return desc
 
 
-def last_refresh_sources(view: ViewDefinition, desc: BatchDescription, dt: object) -> dict[str, int] | None:
+def last_refresh_sources(desc: BatchDescription, table: ViewTable) -> dict[str, int] | None:
     """Source versions the table's contents are the query over, if that is known; else None.
 
     Known when the last content-changing commit is our append of the same definition: it made
@@ -107,24 +92,19 @@ def last_refresh_sources(view: ViewDefinition, desc: BatchDescription, dt: objec
     """
     if any(s.kind == "view" for s in desc.sources):
         return None
-    for entry in iter_history(dt, limit=SHORTCUT_HISTORY_LIMIT):
-        op = op_of(entry)
-        if op in CONTENT_PRESERVING:
-            continue
-        if op != "append" or meta_json(entry, "definition") != desc.definition:
-            return None
-        recorded, ids = meta_json(entry, "sources"), meta_json(entry, "source_ids")
-        if not isinstance(recorded, dict) or ids != {s.name: s.table_id for s in desc.sources}:
-            return None  # a source table was re-created (same path, new table): its versions are not comparable
-        return {k: int(v) for k, v in recorded.items()}
-    return None
+    last = table.last_content_change(limit=SHORTCUT_HISTORY_LIMIT)
+    info = last.info if last is not None else None
+    if info is None or info.operation != "append" or info.definition != desc.definition:
+        return None
+    if not isinstance(info.sources, dict) or info.source_ids != {s.name: s.table_id for s in desc.sources}:
+        return None  # a source table was re-created (same path, new table): its versions are not comparable
+    return {k: int(v) for k, v in info.sources.items()}
 
 
-def last_refresh_checks(dt: object) -> dict[str, object] | None:
+def last_refresh_checks(table: ViewTable) -> dict[str, object] | None:
     """Check counts (totals over desired) the last append recorded, or None."""
-    for entry in iter_history(dt, limit=SHORTCUT_HISTORY_LIMIT):
-        if op_of(entry) in CONTENT_PRESERVING:
-            continue
-        counts = meta_json(entry, "checks") if op_of(entry) == "append" else None
-        return counts if isinstance(counts, dict) else None
-    return None
+    last = table.last_content_change(limit=SHORTCUT_HISTORY_LIMIT)
+    info = last.info if last is not None else None
+    if info is None or info.operation != "append":
+        return None
+    return info.checks if isinstance(info.checks, dict) else None

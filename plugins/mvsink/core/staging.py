@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from mvsink.core.batch import StagedFile, WriteReport, parse_batch_id
+from mvsink.core.deltalog import batches_committed
 
 log = logging.getLogger(__name__)
 
@@ -148,29 +149,7 @@ def committed_in_log(table: str, batch_ids: list[str], *, slack_seconds: float =
             m = 0.0
         oldest = m if oldest is None else min(oldest, m)
     bound = (oldest or 0.0) - slack_seconds
-    wanted = set(batch_ids)
-    found: set[str] = set()
-    log_dir = Path(table) / "_delta_log"
-    if not log_dir.is_dir():
-        return found
-    with os.scandir(log_dir) as it:
-        commits = [e for e in it if e.name.endswith(".json") and e.name[:-5].isdigit() and e.stat().st_mtime >= bound]
-    for e in commits:
-        try:
-            lines = Path(e.path).read_text().splitlines()
-        except OSError:
-            continue
-        for line in lines:
-            if "mvsink.batch_id" not in line:
-                continue
-            try:
-                info = json.loads(line).get("commitInfo") or {}
-                op, bid = json.loads(info.get("mvsink.operation", "null")), json.loads(info["mvsink.batch_id"])
-            except (KeyError, TypeError, json.JSONDecodeError):
-                continue
-            if op == "append" and bid in wanted:
-                found.add(bid)
-    return found
+    return batches_committed(table, batch_ids, committed_from_ms=bound * 1000)
 
 
 def staged_files_ok(table: str, files: tuple[StagedFile, ...]) -> str | None:

@@ -1,29 +1,40 @@
-"""The view's Delta table (the "shard"): frontiers, commit log, sources' versions.
+"""The view's Delta table (the "shard"): :class:`ViewTable`, and helpers about any Delta table.
 
 The table's ``upper`` is the version of a Delta application transaction
 (``mvsink:upper:<view>``) committed atomically with the data; ``since`` lives the
 same way under ``mvsink:since:<view>``. Each of our commits carries ``mvsink.*``
-keys in its commit info so ``history()`` reads as a refresh log.
+keys in its commit info (:class:`~mvsink.core.commitinfo.CommitInfo`) so ``history()``
+reads as a refresh log.
+
+:class:`ViewTable` owns the view's table: it opens it (a missing table is a state, not
+None), refuses what a Parquet file-list read cannot honour, reads the frontiers and the
+history, and makes every commit mvsink makes to it (create, bump, append, evolve,
+compact). Nothing else builds delta-rs commit properties or transactions for our commits.
+The free functions below it are about any Delta table (the sources too).
 """
 
 from __future__ import annotations
 
 import dataclasses
-import json
-import os
-from collections.abc import Iterator
-from pathlib import Path
+import logging
+import time
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
+from mvsink.core.commitinfo import CommitInfo
+from mvsink.core.deltalog import commit_times, is_delta_table
+from mvsink.definitions.view import since_app_id, upper_app_id
 from mvsink.exceptions import MvSinkError, ReadTimeError, SourceError, UnsupportedFeatureError
 from mvsink.times import format_time
 
 if TYPE_CHECKING:
+    import pyarrow as pa
+    from deltalake import DeltaTable
+
+    from mvsink.core.batch import StagedFile
     from mvsink.definitions.view import ViewDefinition
 
-META = "mvsink."
-# Commit kinds of ours that leave contents at every time unchanged.
-CONTENT_PRESERVING = frozenset({"create", "bump", "compact", "evolve"})
+log = logging.getLogger(__name__)
 
 # Reader features a Parquet file-list read cannot honour.
 UNSUPPORTED_READER_FEATURES = {
@@ -35,12 +46,10 @@ UNSUPPORTED_READER_FEATURES = {
 }
 
 
-def is_delta_table(path: str) -> bool:
-    return (Path(path) / "_delta_log").is_dir() and any((Path(path) / "_delta_log").glob("*.json"))
+# ---------------------------------------------------------------- any Delta table (sources and views)
 
-
-def open_table(path: str, *, version: int | None = None) -> Any | None:
-    """Open a Delta table (``deltalake.DeltaTable``), or None if there is none at ``path``."""
+def open_delta(path: str, *, version: int | None = None) -> DeltaTable | None:
+    """Open the Delta table at ``path`` (at ``version``), or None if there is none."""
     from deltalake import DeltaTable
 
     if not is_delta_table(path):
@@ -51,7 +60,7 @@ def open_table(path: str, *, version: int | None = None) -> Any | None:
         raise SourceError(f"Delta table at {path} cannot be opened: {exc}. Fix: check the table's _delta_log.") from None
 
 
-def check_readable(dt: Any, *, path: str, role: str) -> None:
+def check_readable(dt: DeltaTable, *, path: str, role: str) -> None:
     """Refuse tables whose reader features a Parquet file-list read cannot honour."""
     proto = dt.protocol()
     features = set(proto.reader_features or [])
@@ -71,46 +80,14 @@ def check_readable(dt: Any, *, path: str, role: str) -> None:
         )
 
 
-@dataclasses.dataclass(frozen=True)
-class Frontier:
-    upper: int
-    since: int
-    version: int  # Delta version read; -1 when the table does not exist
-
-
-def read_frontier(dt: Any | None, *, app_id: str, since_app_id: str) -> Frontier:
+def open_readable(path: str, *, version: int | None = None, role: str) -> DeltaTable:
+    """The Delta table at ``path`` (at ``version``), checked readable ("role" names it in errors); a clear
+    error if there is none."""
+    dt = open_delta(path, version=version)
     if dt is None:
-        return Frontier(upper=0, since=0, version=-1)
-    return Frontier(
-        upper=dt.transaction_version(app_id) or 0,
-        since=dt.transaction_version(since_app_id) or 0,
-        version=dt.version(),
-    )
-
-
-def log_version_times(path: str) -> dict[int, int]:
-    """Version -> commit time in ms (the commit file's modification time, as Delta time travel uses)."""
-    out: dict[int, int] = {}
-    log = Path(path) / "_delta_log"
-    with os.scandir(log) as it:
-        for e in it:
-            n = e.name
-            if n.endswith(".json") and n[:-5].isdigit() and len(n) == 25:
-                out[int(n[:-5])] = int(e.stat().st_mtime_ns // 1_000_000)
-    return out
-
-
-def set_commit_time(path: str, t_ms: int) -> int:
-    """Date the table's newest commit at ``t_ms`` (the log file's mtime, which time travel reads).
-
-    For demos, tests and benchmarks that build a source history at chosen times. Returns the version.
-    """
-    from deltalake import DeltaTable
-
-    v = DeltaTable(path).version()
-    log = Path(path) / "_delta_log" / f"{v:020d}.json"
-    os.utime(log, ns=(t_ms * 1_000_000, t_ms * 1_000_000))
-    return int(v)
+        raise SourceError(f"{role}: no Delta table at {path}. Fix: create it or correct the path.")
+    check_readable(dt, path=path, role=role)
+    return dt
 
 
 def version_at(path: str, t_ms: int, *, role: str) -> int:
@@ -119,7 +96,7 @@ def version_at(path: str, t_ms: int, *, role: str) -> int:
         raise SourceError(
             f"{role}: no Delta table at {path}. Fix: create the table, or correct the path in the view file."
         )
-    times = log_version_times(path)
+    times = commit_times(path)
     at = [v for v, ts in times.items() if ts <= t_ms]
     if not at:
         first = min(times)
@@ -131,46 +108,21 @@ def version_at(path: str, t_ms: int, *, role: str) -> int:
     return max(at)
 
 
-def history_after(dt: Any, version: int, *, limit: int = 1000) -> list[dict[str, Any]]:
-    """Commit infos of versions ``> version`` up to the handle's version, oldest first."""
-    n = dt.version() - version
-    if n <= 0:
-        return []
-    if n > limit:
-        raise MvSinkError(f"table {dt.table_uri}: {n} commits since version {version}; too many to re-validate")
-    entries = [h for h in dt.history(n) if h.get("version", -1) > version]
-    return sorted(entries, key=lambda h: h["version"])
+def table_id(dt: DeltaTable) -> str:
+    """The table's id (``metaData.id``): tells a re-created table at the same path from the old one."""
+    return str(dt.metadata().id)
 
 
-def iter_history(dt: Any, *, limit: int | None = None) -> Iterator[dict[str, Any]]:
-    """Commit infos, newest first."""
-    yield from dt.history(limit)
+# ---------------------------------------------------------------- frontiers and read times
+
+@dataclasses.dataclass(frozen=True)
+class Frontier:
+    upper: int
+    since: int
+    version: int  # Delta version read; -1 when the table does not exist
 
 
-def op_of(entry: dict[str, Any]) -> str | None:
-    """Our operation name of a commit (create, bump, append, compact), None for foreign commits."""
-    v = meta_json(entry, "operation")
-    return str(v) if v is not None else None
-
-
-def meta_json(entry: dict[str, Any], key: str) -> Any:
-    raw = entry.get(META + key)
-    if raw is None:
-        return None
-    if isinstance(raw, str):
-        try:
-            return json.loads(raw)
-        except json.JSONDecodeError:
-            return raw
-    return raw
-
-
-def active_paths(dt: Any) -> set[str]:
-    """Paths (relative to the table root) of the table's active files."""
-    import pyarrow as pa
-
-    actions = pa.table(dt.get_add_actions(flatten=True))
-    return set(actions.column("path").to_pylist()) if actions.num_rows else set()
+MISSING = Frontier(upper=0, since=0, version=-1)
 
 
 def check_read_time(name: str, fr: Frontier, as_of_view: int, as_of: int | None) -> int:
@@ -195,17 +147,274 @@ def check_read_time(name: str, fr: Frontier, as_of_view: int, as_of: int | None)
     return t
 
 
-def readable_time(view: ViewDefinition, as_of: int | None) -> tuple[int, object]:
-    """Check ``as_of`` against since/as_of/upper; return the time to read and the table handle."""
-    dt, fr = open_view_table(view)
-    return check_read_time(view.name, fr, view.as_of, as_of), dt
+# ---------------------------------------------------------------- the view's table
+
+@dataclasses.dataclass(frozen=True)
+class HistoryEntry:
+    """One commit of the view's table as ``history()`` lists it."""
+
+    version: int
+    timestamp: int  # commit time, ms
+    operation: str  # delta-rs's operation (WRITE, DELETE, CREATE TABLE, ...)
+    info: CommitInfo | None  # ours; None for a foreign commit (a hand edit, another writer)
+    metrics: dict[str, Any] = dataclasses.field(default_factory=dict)  # delta-rs's operationMetrics
+
+    @property
+    def op(self) -> str | None:
+        """Our operation (create, bump, append, compact, evolve), None for a foreign commit."""
+        return self.info.operation if self.info is not None else None
+
+    @classmethod
+    def of(cls, entry: dict[str, Any]) -> HistoryEntry:
+        return cls(version=int(entry.get("version", -1)), timestamp=int(entry.get("timestamp", 0)),
+                   operation=str(entry.get("operation", "unknown")), info=CommitInfo.from_history(entry),
+                   metrics=dict(entry.get("operationMetrics") or {}))
 
 
-def open_view_table(view: ViewDefinition) -> tuple[Any, Frontier]:
-    """The view's table and its frontiers; a clear error if it does not exist yet or cannot be read."""
-    dt = open_table(view.target)
-    if dt is None:
-        raise ReadTimeError(f"view {view.name}: table {view.target} does not exist yet. "
-                            f"Fix: refresh the view first (mvsink refresh {view.name} --at TIME).")
-    check_readable(dt, path=view.target, role=f"view {view.name}: target table")
-    return dt, read_frontier(dt, app_id=view.app_id, since_app_id=view.since_app_id)
+class ViewTable:
+    """A view's Delta table at one version: frontiers, history, active files, and our commits.
+
+    :meth:`open` never fails for a table that does not exist yet: :attr:`exists` is False, the
+    frontier is upper 0, since 0, version -1, history and active files are empty, and
+    :meth:`require` (or :attr:`delta`) raises a clear error for callers that need the table.
+    The handle does not follow later commits (delta-rs's own commits included): :meth:`reload`.
+    """
+
+    def __init__(self, path: str, name: str, dt: DeltaTable | None) -> None:
+        self.path = path
+        self.name = name
+        self.app_id = upper_app_id(name)
+        self.since_app_id = since_app_id(name)
+        self._dt = dt
+
+    def __repr__(self) -> str:
+        return f"ViewTable({self.name!r}, {self.path!r}, version={self.version})"
+
+    # ------------------------------------------------------------ opening
+
+    @classmethod
+    def open(cls, view: ViewDefinition, *, version: int | None = None, check: bool = True) -> ViewTable:
+        """The view's table (latest, or at ``version``); with ``check``, refuse unreadable features."""
+        return cls.open_path(view.target, view.name, version=version, check=check)
+
+    @classmethod
+    def open_path(cls, path: str, name: str | None = None, *, version: int | None = None,
+                  check: bool = True) -> ViewTable:
+        """The view table at ``path``. Without ``name``, the view's name comes from the table itself
+        (its Delta name, else the create commit's ``mvsink.view``); there must then be a table."""
+        dt = open_delta(path, version=version)
+        if name is None:
+            if dt is None:
+                raise ReadTimeError(f"no Delta table at {path}. Fix: pass a view's table path or its name.")
+            name = _view_name_of(dt, path)
+        table = cls(path, name, dt)
+        if check and dt is not None:
+            table.check_readable()
+        return table
+
+    @classmethod
+    def create(cls, view: ViewDefinition, schema: pa.Schema) -> ViewTable:
+        """Create the view's empty table (a lost creation race is fine) and open it."""
+        from deltalake import DeltaTable
+        from deltalake.transaction import CommitProperties
+
+        info = CommitInfo(operation="create", view=view.name)
+        try:
+            DeltaTable.create(view.target, schema=schema, mode="error", name=view.name,
+                              description=(view.description or None),
+                              commit_properties=CommitProperties(custom_metadata=info.to_metadata()))
+            log.info("view %s: created table %s", view.name, view.target)
+        except Exception:
+            if not is_delta_table(view.target):  # not a lost creation race: a real failure
+                raise
+        return cls.open(view)
+
+    def reload(self) -> ViewTable:
+        """Follow the table to its latest version (it may have been created since)."""
+        if self._dt is None:
+            self._dt = open_delta(self.path)
+        else:
+            self._dt.update_incremental()
+        return self
+
+    def at_version(self, version: int) -> ViewTable:
+        return ViewTable(self.path, self.name, open_delta(self.path, version=version))
+
+    # ------------------------------------------------------------ state
+
+    @property
+    def exists(self) -> bool:
+        return self._dt is not None
+
+    @property
+    def role(self) -> str:
+        return f"view {self.name}: target table"
+
+    @property
+    def delta(self) -> DeltaTable:
+        """The delta-rs handle; a clear error if the table does not exist yet."""
+        if self._dt is None:
+            raise ReadTimeError(f"view {self.name}: table {self.path} does not exist yet. "
+                                f"Fix: refresh the view first (mvsink refresh {self.name} --at TIME).")
+        return self._dt
+
+    def require(self) -> ViewTable:
+        """This table, or a clear error if it does not exist yet."""
+        self.delta  # noqa: B018 - raises when missing
+        return self
+
+    def check_readable(self) -> ViewTable:
+        if self._dt is not None:
+            check_readable(self._dt, path=self.path, role=self.role)
+        return self
+
+    @property
+    def version(self) -> int:
+        return int(self._dt.version()) if self._dt is not None else -1
+
+    @property
+    def frontier(self) -> Frontier:
+        """upper, since and the Delta version they were read at."""
+        dt = self._dt
+        if dt is None:
+            return MISSING
+        return Frontier(upper=dt.transaction_version(self.app_id) or 0,
+                        since=dt.transaction_version(self.since_app_id) or 0, version=int(dt.version()))
+
+    @property
+    def column_names(self) -> list[str]:
+        return [f.name for f in self._dt.schema().fields] if self._dt is not None else []
+
+    def arrow_schema(self) -> pa.Schema:
+        import pyarrow as pa
+
+        return pa.schema(self.delta.schema().to_arrow())
+
+    # ------------------------------------------------------------ files and rows
+
+    def add_actions(self) -> pa.Table:
+        """The active files' add actions (path, size_bytes, num_records, min./max. stats), flattened."""
+        import pyarrow as pa
+
+        return pa.table(self.delta.get_add_actions(flatten=True))
+
+    def active_paths(self) -> set[str]:
+        """Paths (relative to the table root, as in the log) of the active files; empty if missing."""
+        if self._dt is None:
+            return set()
+        actions = self.add_actions()
+        return set(actions.column("path").to_pylist()) if actions.num_rows else set()
+
+    def file_uris(self) -> list[str]:
+        return list(self.delta.file_uris())
+
+    def updates(self) -> pa.Table:
+        """Every update at this version: user columns, ``_mv_time``, ``_mv_diff`` (and ``_mv_error``)."""
+        import pyarrow as pa
+
+        return pa.table(self.delta.to_pyarrow_table())
+
+    # ------------------------------------------------------------ history
+
+    def history(self, limit: int | None = None) -> list[HistoryEntry]:
+        """Commits, newest first (empty if the table does not exist)."""
+        if self._dt is None:
+            return []
+        return [HistoryEntry.of(h) for h in self._dt.history(limit)]
+
+    def commits_after(self, version: int, *, limit: int = 1000) -> list[HistoryEntry]:
+        """Commits of versions ``> version`` up to this handle's version, oldest first."""
+        n = self.version - version
+        if n <= 0:
+            return []
+        if n > limit:
+            raise MvSinkError(f"table {self.path}: {n} commits since version {version}; too many to re-validate")
+        return sorted((h for h in self.history(n) if h.version > version), key=lambda h: h.version)
+
+    def last_content_change(self, *, limit: int) -> HistoryEntry | None:
+        """The newest commit that may have changed contents (not one of our content-preserving ones),
+        among the last ``limit`` commits; None if there is none there."""
+        for h in self.history(limit):
+            if h.info is None or not h.info.content_preserving:
+                return h
+        return None
+
+    # ------------------------------------------------------------ our commits
+
+    def commit_files(self, info: CommitInfo, files: Sequence[StagedFile], *, upper: int) -> int | None:
+        """Add ``files`` and set the upper to ``upper`` in one commit at exactly this handle's version + 1.
+
+        Returns the new version, or None if another commit took that version (a lost race:
+        re-validate on a reloaded table). The append (``upper = info.upper``) and the bump (no
+        files, ``upper = info.lower``) are such commits.
+        """
+        from deltalake.exceptions import CommitFailedError
+        from deltalake.transaction import AddAction, CommitProperties, RemoveAction, Transaction
+
+        dt = self.delta
+        now_ms = int(time.time() * 1000)
+        actions: list[AddAction | RemoveAction] = [AddAction(path=f.path, size=f.size, partition_values={}, modification_time=now_ms,
+                             data_change=True, stats=f.stats) for f in files]
+        version = self.version + 1
+        try:
+            dt.create_write_transaction(
+                actions, mode="append", schema=dt.schema(),
+                commit_properties=CommitProperties(custom_metadata=info.to_metadata(), max_commit_retries=0,
+                                                   app_transactions=[Transaction(self.app_id, upper)]))
+        except CommitFailedError as exc:
+            log.info("view %s: %s commit at version %d lost a race (%s)", self.name, info.operation, version, exc)
+            return None
+        return version
+
+    def add_error_column(self, info: CommitInfo) -> bool:
+        """Add the nullable ``_mv_error`` column (content-preserving: existing rows read it as NULL).
+
+        False if it did not commit (someone else added it, or another commit landed): re-validate.
+        """
+        from deltalake import Field
+        from deltalake.schema import PrimitiveType
+        from deltalake.transaction import CommitProperties
+
+        from mvsink.columns import ERROR
+
+        try:
+            self.delta.alter.add_columns([Field(ERROR, PrimitiveType("string"), nullable=True)],
+                                         commit_properties=CommitProperties(custom_metadata=info.to_metadata(),
+                                                                            max_commit_retries=0))
+        except Exception as exc:  # delta-rs raises several types; all mean "re-validate"
+            log.info("view %s: adding %s did not commit (%s); re-validating", self.name, ERROR, exc)
+            return False
+        log.info("view %s: added column %s to %s (the view now has checks)", self.name, ERROR, self.path)
+        return True
+
+    def commit_compaction(self, data: pa.RecordBatchReader, *, predicate: str, info: CommitInfo) -> int | None:
+        """Replace the rows matching ``predicate`` by ``data`` and set since to ``info.since``, in one
+        commit at exactly this handle's version + 1; None if another commit took that version."""
+        from deltalake import write_deltalake
+        from deltalake.exceptions import CommitFailedError
+        from deltalake.transaction import CommitProperties, Transaction
+
+        assert info.since is not None
+        version = self.version + 1
+        try:
+            write_deltalake(self.delta, data, mode="overwrite", predicate=predicate,
+                            commit_properties=CommitProperties(
+                                custom_metadata=info.to_metadata(), max_commit_retries=0,
+                                app_transactions=[Transaction(self.since_app_id, info.since)]))
+        except CommitFailedError as exc:
+            log.info("view %s: compaction at version %d lost a race (%s)", self.name, version, exc)
+            return None
+        return version
+
+
+def _view_name_of(dt: DeltaTable, path: str) -> str:
+    """The view name a table was created for (its Delta name, else the create commit's ``mvsink.view``)."""
+    name = dt.metadata().name
+    if name:
+        return str(name)
+    for h in dt.history():
+        info = CommitInfo.from_history(h)
+        if info is not None and info.view:
+            return str(info.view)
+    raise ReadTimeError(f"table {path} is not a view of this project (no view name in its metadata or log). "
+                        "Fix: pass the view's name or its view definition.")

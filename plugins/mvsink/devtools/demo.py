@@ -19,7 +19,7 @@ import sys
 from decimal import Decimal
 from pathlib import Path
 
-from mvsink.core.table import set_commit_time
+from mvsink.core.deltalog import set_commit_time
 from mvsink.spark.runners import Runner
 from mvsink.times import format_time, parse_time
 

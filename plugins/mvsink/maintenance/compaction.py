@@ -6,8 +6,9 @@ sums dropped), and records ``S`` as the Delta application transaction
 ``mvsink:since:<view>`` in the same commit. Contents at every time ``>= S`` are unchanged
 (DESIGN.md section 6); reads below ``S`` are refused from then on.
 
-How the commit is made: delta-rs ``write_deltalake(mode="overwrite", predicate="_mv_time <= S")``
-on a handle at version ``N``, with ``max_commit_retries=0``. delta-rs removes the files
+How the commit is made (:meth:`~mvsink.core.table.ViewTable.commit_compaction`): delta-rs
+``write_deltalake(mode="overwrite", predicate="_mv_time <= S")`` on a handle at version ``N``,
+with ``max_commit_retries=0``. delta-rs removes the files
 that hold rows with ``time <= S`` (files wholly after ``S`` are not touched; a file that
 straddles ``S`` is rewritten keeping its rows after ``S``) and adds the consolidated rows,
 all at exactly version ``N + 1`` or not at all. The commit carries only the ``since``
@@ -36,7 +37,6 @@ needs the live rows once more (the new file) plus DuckDB's spill.
 from __future__ import annotations
 
 import dataclasses
-import json
 import logging
 import os
 import shutil
@@ -45,13 +45,15 @@ import uuid
 from pathlib import Path
 from typing import Any, Literal
 
-from mvsink.columns import DIFF, TIME
+from mvsink.columns import TIME
+from mvsink.core.commitinfo import CommitInfo
 from mvsink.core.failpoints import failpoint
 from mvsink.core.staging import collect_garbage
-from mvsink.core.table import META, Frontier, active_paths, check_readable, open_table, read_frontier
+from mvsink.core.table import Frontier, ViewTable
 from mvsink.definitions.catalog import Catalog
 from mvsink.definitions.view import ViewDefinition
 from mvsink.exceptions import MvSinkError
+from mvsink.readers.sql import consolidation_sql
 from mvsink.times import format_time
 
 log = logging.getLogger(__name__)
@@ -106,8 +108,7 @@ def downstream_hold(view: ViewDefinition, catalog: Catalog | None) -> tuple[int,
     for other in catalog.views.values():
         if not any(s.kind == "view" and s.view == view.name for s in other.sources):
             continue
-        fr = read_frontier(open_table(other.target), app_id=other.app_id, since_app_id=other.since_app_id)
-        t = max(fr.upper, other.as_of)
+        t = max(ViewTable.open(other, check=False).frontier.upper, other.as_of)
         if hold is None or t < hold[0]:
             hold = (t, other.name)
     return hold
@@ -158,13 +159,11 @@ def _consolidated(uris: list[str], schema: Any, since: int, spill_dir: str) -> t
 
     con = duckdb.connect(config={"memory_limit": os.environ.get(MEMORY_ENV, "1GB"), "temp_directory": spill_dir,
                                  "preserve_insertion_order": False})
-    cols = ", ".join('"' + c.replace('"', '""') + '"' for c in schema.names if c not in (TIME, DIFF))
     if uris:
         con.register("updates", ds.dataset(uris, schema=schema, format="parquet"))
     else:
         con.register("updates", schema.empty_table())
-    rel = con.sql(f"SELECT {cols}, CAST({int(since)} AS BIGINT) AS {TIME}, CAST(sum({DIFF}) AS BIGINT) AS {DIFF} "
-                  f"FROM updates WHERE {TIME} <= {int(since)} GROUP BY {cols} HAVING sum({DIFF}) <> 0")
+    rel = con.sql(consolidation_sql(schema.names, through=since, at=since))
     src = rel.to_arrow_reader(64 * 1024)
     reader = pa.RecordBatchReader.from_batches(schema, (b.cast(schema) for b in src))
     return reader, con
@@ -178,19 +177,13 @@ def compact(view: ViewDefinition, *, catalog: Catalog | None = None, since: int 
     held back by views that read this one). With ``if_due`` (the DAG after an append) it compacts only
     when :func:`is_due`. An explicit ``since`` must lie in ``(current since, upper - 1]``.
     """
-    import pyarrow as pa
-    from deltalake import write_deltalake
-    from deltalake.exceptions import CommitFailedError
-    from deltalake.transaction import CommitProperties, Transaction
-
     run_id = run_id or f"compact-{uuid.uuid4().hex[:12]}"
     for attempt in range(1, attempts + 1):
-        dt = open_table(view.target)
-        if dt is None:
+        table = ViewTable.open(view)
+        if not table.exists:
             return CompactResult(view.name, "nothing_to_do", since=0, previous_since=0,
                                  reason=f"table {view.target} does not exist yet")
-        check_readable(dt, path=view.target, role=f"view {view.name}: target table")
-        fr = read_frontier(dt, app_id=view.app_id, since_app_id=view.since_app_id)
+        fr = table.frontier
         base = dict(view=view.name, since=fr.since, previous_since=fr.since, upper=fr.upper, attempts=attempt)
         hold = downstream_hold(view, catalog)
         if since is None:
@@ -226,38 +219,29 @@ def compact(view: ViewDefinition, *, catalog: Catalog | None = None, since: int 
 
         # Batches whose files are active at this version are committed: drop their manifests
         # before their files leave the log, so no one mistakes them for uncommitted batches.
-        collect_garbage(view.target, upper=fr.upper, active=active_paths(dt))
-        actions = pa.table(dt.get_add_actions(flatten=True))
+        collect_garbage(view.target, upper=fr.upper, active=table.active_paths())
+        actions = table.add_actions()
         rows_before = _rows(actions)
         uris = _input_uris(view.target, actions, target)
-        schema = pa.schema(dt.schema().to_arrow())
+        schema = table.arrow_schema()
         spill = tempfile.mkdtemp(prefix="mvsink-compact-")
-        meta = {META + k: json.dumps(v) for k, v in {
-            "operation": "compact", "view": view.name, "since": target, "previous_since": fr.since,
-            "upper_seen": fr.upper, "run_id": run_id, "rows_before": rows_before}.items()}
+        info = CommitInfo(operation="compact", view=view.name, since=target, previous_since=fr.since,
+                          upper_seen=fr.upper, run_id=run_id, rows_before=rows_before)
         try:
             reader, con = _consolidated(uris, schema, target, spill)
             failpoint("compact:before_commit", view=view.name)
             try:
-                write_deltalake(dt, reader, mode="overwrite", predicate=f"{TIME} <= {int(target)}",
-                                commit_properties=CommitProperties(
-                                    custom_metadata=meta, max_commit_retries=0,
-                                    app_transactions=[Transaction(view.since_app_id, target)]))
-            except CommitFailedError as exc:
-                log.info("view %s: compaction at version %d lost a race (%s); starting over", view.name,
-                         fr.version + 1, exc)
-                continue
+                version = table.commit_compaction(reader, predicate=f"{TIME} <= {int(target)}", info=info)
             finally:
                 con.close()
         finally:
             shutil.rmtree(spill, ignore_errors=True)
-        after = open_table(view.target, version=fr.version + 1)
-        assert after is not None
-        entry = after.history(1)[0]
-        metrics = entry.get("operationMetrics") or {}
-        acts_after = pa.table(after.get_add_actions(flatten=True))
+        if version is None:  # lost the race for the next version: start over from the new one
+            continue
+        after = table.at_version(version)
+        metrics = after.history(1)[0].metrics
         res = CompactResult(
-            status="compacted", version=fr.version + 1, rows_before=rows_before, rows_after=_rows(acts_after),
+            status="compacted", version=version, rows_before=rows_before, rows_after=_rows(after.add_actions()),
             rows_consolidated=int(metrics.get("num_added_rows", 0)),
             files_removed=int(metrics.get("num_removed_files", 0)), files_added=int(metrics.get("num_added_files", 0)),
             **{**base, "since": target})  # type: ignore[arg-type]

@@ -8,7 +8,7 @@ import shutil
 from pathlib import Path
 from typing import Any
 
-from mvsink.core.table import active_paths, open_table
+from mvsink.core.table import ViewTable
 from mvsink.definitions.view import ViewDefinition
 from mvsink.exceptions import MvSinkError
 
@@ -47,12 +47,12 @@ def vacuum(view: ViewDefinition, *, retention_hours: int | None = None, dry_run:
     """
     from mvsink.core.staging import BATCHES, list_staged
 
-    dt = open_table(view.target)
-    if dt is None:
+    table = ViewTable.open(view, check=False)
+    if not table.exists:
         raise MvSinkError(f"view {view.name}: table {view.target} does not exist yet. Fix: refresh the view first.")
     in_flight = set(list_staged(view.target))
     try:
-        candidates = dt.vacuum(retention_hours=retention_hours, dry_run=True,
+        candidates = table.delta.vacuum(retention_hours=retention_hours, dry_run=True,
                                enforce_retention_duration=enforce_retention, full=True)
     except Exception as exc:  # delta-rs raises DeltaError for a retention below the table's minimum
         if "retention" in str(exc).lower():
@@ -60,9 +60,7 @@ def vacuum(view: ViewDefinition, *, retention_hours: int | None = None, dry_run:
                               "delta.deletedFileRetentionDuration (default 168 hours), or pass --force "
                               "if no reader or refresh still needs older versions.") from None
         raise
-    latest = open_table(view.target)
-    assert latest is not None
-    active = active_paths(latest)
+    active = table.reload().active_paths()
     in_flight |= set(list_staged(view.target))
     deleted, protected = [], []
     for rel in sorted(candidates):

@@ -5,12 +5,13 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING, Any, Literal
 
-from mvsink.columns import DIFF, ERROR, TIME
+from mvsink.columns import DIFF, ERROR
 from mvsink.core.checks import ERRORS_MODES, view_errors, worst_check
-from mvsink.core.table import open_table, open_view_table, readable_time
+from mvsink.core.table import ViewTable, check_read_time
 from mvsink.definitions.catalog import resolve_view
 from mvsink.definitions.view import ViewDefinition
 from mvsink.exceptions import MvSinkError, ReadTimeError
+from mvsink.readers.sql import consolidation_sql
 from mvsink.times import format_time
 
 if TYPE_CHECKING:
@@ -23,13 +24,9 @@ def consolidated(updates: pa.Table, *, through: int) -> pa.Table:
     """Per distinct row, the sum of ``_mv_diff`` over updates with ``time <= through`` (non-zero only)."""
     import duckdb
 
-    cols = [c for c in updates.column_names if c not in (TIME, DIFF)]
-    qcols = ", ".join(f'"{c}"' for c in cols)
     con = duckdb.connect()
     con.register("updates", updates)
-    sql = (f"SELECT {qcols}, CAST(sum({DIFF}) AS BIGINT) AS {DIFF} FROM updates WHERE {TIME} <= {int(through)} "
-           f"GROUP BY ALL HAVING sum({DIFF}) <> 0")
-    return con.sql(sql).to_arrow_table()
+    return con.sql(consolidation_sql(updates.column_names, through=through)).to_arrow_table()
 
 
 def expand_rows(table: pa.Table) -> pa.Table:
@@ -44,12 +41,7 @@ def expand_rows(table: pa.Table) -> pa.Table:
 
 def read_updates(view: ViewDefinition) -> pa.Table:
     """Every update of the view's table: user columns, ``_mv_time``, ``_mv_diff``."""
-    import pyarrow as pa
-
-    dt = open_table(view.target)
-    if dt is None:
-        raise ReadTimeError(f"view {view.name}: table {view.target} does not exist yet. Fix: refresh the view first.")
-    return pa.table(dt.to_pyarrow_table())
+    return ViewTable.open(view, check=False).updates()
 
 
 def read_view(view: ViewDefinition | str, *, as_of: int | None = None, views_dir: str | None = None,
@@ -68,9 +60,9 @@ def read_view(view: ViewDefinition | str, *, as_of: int | None = None, views_dir
 def _read_view(view: ViewDefinition, as_of: int | None, errors: str = "fail") -> pa.Table:
     import pyarrow as pa
 
-    t, dt = readable_time(view, as_of)
-    updates = pa.table(dt.to_pyarrow_table())  # type: ignore[attr-defined]
-    cons = consolidated(updates, through=t)
+    table = ViewTable.open(view).require()
+    t = check_read_time(view.name, table.frontier, view.as_of, as_of)
+    cons = consolidated(table.updates(), through=t)
     negative = pa.compute.sum(pa.compute.less(cons.column(DIFF), 0)).as_py() if cons.num_rows else 0
     if negative:
         log.warning("view %s: %d row(s) have negative multiplicity at %s (the table was damaged); the next "
@@ -89,10 +81,10 @@ def changes(view: ViewDefinition | str, from_time: int, to_time: int | None = No
     One update per distinct row and time, zero sums dropped, ordered by time, then by the row.
     """
     import duckdb
-    import pyarrow as pa
 
     v = resolve_view(view, views_dir)
-    dt, fr = open_view_table(v)
+    table = ViewTable.open(v).require()
+    fr = table.frontier
     end = fr.upper if to_time is None else to_time
     if end > fr.upper:
         raise ReadTimeError(f"view {v.name}: changes up to {format_time(end)} ({end}) are not final: the upper is "
@@ -105,13 +97,11 @@ def changes(view: ViewDefinition | str, from_time: int, to_time: int | None = No
     if from_time > end:
         raise ReadTimeError(f"view {v.name}: --from {format_time(from_time)} is after --to {format_time(end)}. "
                             "Fix: swap them.")
-    updates = pa.table(dt.to_pyarrow_table())
-    cols = ", ".join('"' + c.replace('"', '""') + '"' for c in updates.column_names if c not in (TIME, DIFF))
+    updates = table.updates()
     con = duckdb.connect()
     con.register("updates", updates)
-    out = con.sql(f"SELECT {cols}, {TIME}, CAST(sum({DIFF}) AS BIGINT) AS {DIFF} FROM updates "
-                  f"WHERE {TIME} >= {int(from_time)} AND {TIME} < {int(end)} GROUP BY {cols}, {TIME} "
-                  f"HAVING sum({DIFF}) <> 0 ORDER BY {TIME}, {cols}").to_arrow_table()
+    out = con.sql(consolidation_sql(updates.column_names, from_time=from_time, to_time=end,
+                                    per_time=True)).to_arrow_table()
     return out.cast(updates.schema)
 
 

@@ -2,37 +2,30 @@
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 from mvsink.core.checks import format_counts
 from mvsink.core.staging import list_staged
-from mvsink.core.table import META, iter_history, op_of, open_table, read_frontier
+from mvsink.core.table import ViewTable
 from mvsink.definitions.view import ViewDefinition
 from mvsink.times import format_time
 
 
 def view_status(view: ViewDefinition, *, last: int = 10) -> dict[str, Any]:
-    dt = open_table(view.target)
-    fr = read_frontier(dt, app_id=view.app_id, since_app_id=view.since_app_id)
+    table = ViewTable.open(view, check=False)
+    fr = table.frontier
     refreshes: list[dict[str, Any]] = []
-    if dt is not None:
-        for h in iter_history(dt, limit=200):
-            op = op_of(h)
-            if op is None:
-                refreshes.append({"version": h.get("version"), "operation": h.get("operation"), "foreign": True,
-                                  "committed": format_time(int(h.get("timestamp", 0)))})
-            else:
-                entry = {k[len(META):]: json.loads(v) for k, v in h.items() if k.startswith(META)}
-                entry.update(version=h.get("version"), committed=format_time(int(h.get("timestamp", 0))))
-                refreshes.append(entry)
-            if len(refreshes) >= last:
-                break
+    for h in table.history(limit=200)[:last]:
+        if h.info is None:
+            refreshes.append({"version": h.version, "operation": h.operation, "foreign": True,
+                              "committed": format_time(h.timestamp)})
+        else:
+            refreshes.append({**h.info.to_dict(), "version": h.version, "committed": format_time(h.timestamp)})
     return {
-        "view": view.name, "target": view.target, "exists": dt is not None,
+        "view": view.name, "target": view.target, "exists": table.exists,
         "as_of": view.as_of, "since": max(fr.since, view.as_of), "upper": fr.upper,
         "final_through": fr.upper - 1 if fr.upper > 0 else None, "version": fr.version,
-        "staged_batches": list_staged(view.target) if dt is not None else [],
+        "staged_batches": list_staged(view.target) if table.exists else [],
         "last_commits": refreshes,
     }
 

@@ -9,8 +9,9 @@ inner joins, UNION ALL, explode ... above that source), then
 
 and each term is the user's query evaluated with one source replaced by its change set,
 once for the inserted rows (+1) and once for the deleted rows (-1). The change set of a
-source between two Delta versions comes from its commit log: Change Data Feed files when a
-commit has them, else the files it added and removed (copy-on-write). The result is the
+source between two Delta versions comes from its commit log (:func:`mvsink.core.deltalog.change_set`:
+Change Data Feed files when a commit has them, else the files it added and removed); this module
+is the Spark side: reading those files and evaluating the terms. The result is the
 same corrections the full diff computes, consolidated per row; the full diff stays the
 fallback, so anything this module cannot prove safe (an aggregate above a changed source,
 a schema change, a vacuumed file, a change set that is most of the table) just costs time.
@@ -18,14 +19,12 @@ a schema change, a vacuumed file, a change set that is most of the table) just c
 
 from __future__ import annotations
 
-import dataclasses
-import json
 import logging
 import os
 from collections import defaultdict
-from pathlib import Path
-from typing import TYPE_CHECKING, Any
-from urllib.parse import unquote
+from typing import TYPE_CHECKING
+
+from mvsink.core.deltalog import ChangeFile, ChangeSet, active_bytes, change_set
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, Observation, SparkSession
@@ -41,78 +40,6 @@ DEFAULT_MAX_FRACTION = 0.5
 CHANGE_TYPE = "_change_type"
 _PLUS_TYPES = ("insert", "update_postimage")
 _MINUS_TYPES = ("delete", "update_preimage")
-
-
-# ---------------------------------------------------------------- change sets from the Delta log
-
-@dataclasses.dataclass(frozen=True)
-class ChangeFile:
-    path: str  # absolute
-    partition_values: tuple[tuple[str, str | None], ...]
-    size: int
-
-
-@dataclasses.dataclass
-class ChangeSet:
-    """Rows inserted and deleted between two versions of a source, as file lists."""
-
-    inserted: list[ChangeFile] = dataclasses.field(default_factory=list)
-    deleted: list[ChangeFile] = dataclasses.field(default_factory=list)
-    cdc: list[ChangeFile] = dataclasses.field(default_factory=list)  # files with a _change_type column
-
-    @property
-    def bytes(self) -> int:
-        return sum(f.size for f in self.inserted + self.deleted + self.cdc)
-
-
-def change_set(path: str, from_version: int, to_version: int) -> ChangeSet | str:
-    """The changes of the Delta table at ``path`` in versions ``(from_version, to_version]``, or why not."""
-    root = Path(path)
-    out = ChangeSet()
-    for v in range(from_version + 1, to_version + 1):
-        log_file = root / "_delta_log" / f"{v:020d}.json"
-        try:
-            actions = [json.loads(line) for line in log_file.read_text().splitlines() if line.strip()]
-        except FileNotFoundError:
-            return f"commit {v} is no longer in the log"
-        if any("metaData" in a or "protocol" in a for a in actions):
-            return f"commit {v} changed the table's schema or protocol"
-        cdc = [a["cdc"] for a in actions if "cdc" in a]
-        if cdc:
-            out.cdc.extend(_ref(root, a) for a in cdc)
-            continue
-        for a in actions:
-            if "add" in a and a["add"].get("dataChange", True):
-                if a["add"].get("deletionVector"):
-                    return f"commit {v} uses deletion vectors"
-                out.inserted.append(_ref(root, a["add"]))
-            elif "remove" in a and a["remove"].get("dataChange", True):
-                if a["remove"].get("deletionVector"):
-                    return f"commit {v} uses deletion vectors"
-                out.deleted.append(_ref(root, a["remove"]))
-    missing = [f.path for f in out.inserted + out.deleted + out.cdc if not os.path.exists(f.path)]
-    if missing:
-        return f"{len(missing)} changed file(s) are gone (vacuumed?), e.g. {missing[0]}"
-    return out
-
-
-def _ref(root: Path, action: dict[str, Any]) -> ChangeFile:
-    rel = unquote(action["path"])
-    p = rel if "://" in rel or rel.startswith("/") else str(root / rel)
-    size = action.get("size")
-    if size is None:
-        size = os.path.getsize(p) if os.path.exists(p) else 0
-    pv = tuple(sorted((action.get("partitionValues") or {}).items()))
-    return ChangeFile(path=p.removeprefix("file://"), partition_values=pv, size=int(size))
-
-
-def active_bytes(path: str, version: int) -> int:
-    from mvsink.core.table import open_table
-
-    dt = open_table(path, version=version)
-    if dt is None:
-        return 0
-    return sum(os.path.getsize(u.removeprefix("file://")) for u in dt.file_uris())
 
 
 # ---------------------------------------------------------------- Spark side
@@ -179,7 +106,7 @@ def incremental_corrections(spark: SparkSession, view: ViewDefinition, desc: Bat
     from pyspark.sql import functions as F
 
     from mvsink.columns import DIFF, TIME
-    from mvsink.core.table import open_table
+    from mvsink.core.table import open_delta
     from mvsink.spark.checks import apply_checks
     from mvsink.spark.plan import linearity
     from mvsink.spark.sources import read_delta
@@ -207,7 +134,7 @@ def incremental_corrections(spark: SparkSession, view: ViewDefinition, desc: Bat
         changes[s.name] = cs
     frames: dict[str, tuple[DataFrame, DataFrame]] = {}
     for s in changed:
-        sdt = open_table(s.path, version=s.version)
+        sdt = open_delta(s.path, version=s.version)
         partition_columns = list(sdt.metadata().partition_columns) if sdt is not None else []
         frames[s.name] = change_frames(spark, changes[s.name], spark.table(s.name).schema, partition_columns)
 

@@ -20,7 +20,7 @@ from mvsink.core.checks import add_counts, counts_of
 from mvsink.core.failpoints import failpoint
 from mvsink.core.schema import encode_schema
 from mvsink.core.staging import batch_dir, discard_batch, stats_json, write_intent, write_manifest
-from mvsink.core.table import check_readable, open_table, read_frontier
+from mvsink.core.table import ViewTable
 from mvsink.definitions.view import ViewDefinition, load_view_file
 from mvsink.exceptions import MvSinkError
 from mvsink.spark.checks import apply_checks
@@ -44,17 +44,14 @@ def run_write(spark: SparkSession, view: ViewDefinition, desc: BatchDescription)
     from pyspark.sql import functions as F
 
     t0 = time.monotonic()
-    dt = open_table(desc.target)
-    if dt is not None:
-        check_readable(dt, path=desc.target, role=f"view {view.name}: target table")
-    fr = read_frontier(dt, app_id=view.app_id, since_app_id=view.since_app_id)
+    table = ViewTable.open_path(desc.target, view.name)
+    fr = table.frontier
 
     register_sources(spark, view, desc)
     result = analyse(spark, view)
     # Tables of views with checks carry _mv_error; a table that has it keeps it (checks removed later
     # retract the error rows); tables of views that never had checks stay as they were.
-    table_names = [f.name for f in dt.schema().fields] if dt is not None else []
-    with_error = bool(view.checks) or ERROR in table_names
+    with_error = bool(view.checks) or ERROR in table.column_names
     schema_b64 = encode_schema(arrow_table_schema(result.schema, with_error=with_error))
     check_obs = Observation(f"mvsink_checks_{desc.batch_id[-8:]}") if view.checks else None
     base: dict[str, Any] = dict(view=view.name, batch_id=desc.batch_id, lower=desc.lower, upper=desc.upper,
@@ -66,8 +63,8 @@ def run_write(spark: SparkSession, view: ViewDefinition, desc: BatchDescription)
 
     corr, mode, reason = None, "full", "no earlier refresh of this definition to start from"
     zero = {c.name: {"action": c.action, "rows": 0} for c in view.checks}
-    if dt is not None:
-        table_df = read_delta(spark, desc.target, version=fr.version, role=f"view {view.name}: target table")
+    if table.exists:
+        table_df = read_delta(spark, desc.target, version=fr.version, role=table.role)
         compare_schema(view, result.schema, table_df.schema)
         if desc.base_versions is not None and fr.version != desc.table_version:
             reason = f"the table moved from version {desc.table_version} to {fr.version} after mint"
@@ -88,7 +85,7 @@ def run_write(spark: SparkSession, view: ViewDefinition, desc: BatchDescription)
                                     before=desc.lower)
     if corr is None:
         desired = apply_checks(result, view, with_error=with_error, observation=check_obs)
-        if dt is None:
+        if not table.exists:
             persisted = spark.createDataFrame([], desired.schema).withColumn(DIFF, F.lit(0).cast("bigint"))
         corr = corrections(desired, persisted, time=desc.time)
 
@@ -114,7 +111,7 @@ def run_write(spark: SparkSession, view: ViewDefinition, desc: BatchDescription)
     # The batch folder is overwritten below. A try of this write orphaned by a killed Airflow task may
     # get here after a retry of the same batch committed: never overwrite a batch that can no longer
     # be staged (its files may be the table's now).
-    if read_frontier(open_table(desc.target), app_id=view.app_id, since_app_id=view.since_app_id).upper > desc.lower:
+    if ViewTable.open_path(desc.target, view.name, check=False).frontier.upper > desc.lower:
         log.warning("view %s: batch [%d, %d) went stale before staging; staging nothing", view.name, desc.lower,
                     desc.upper)
         return WriteReport(status="stale", seconds=time.monotonic() - t0, **base)  # type: ignore[arg-type]
@@ -125,7 +122,7 @@ def run_write(spark: SparkSession, view: ViewDefinition, desc: BatchDescription)
         metrics = obs.get
     except Exception:
         # A writer that won the race may have cleaned up this (now dead) batch under us.
-        now = read_frontier(open_table(desc.target), app_id=view.app_id, since_app_id=view.since_app_id)
+        now = ViewTable.open_path(desc.target, view.name, check=False).frontier
         if now.upper > desc.lower:
             discard_batch(desc.target, desc.batch_id)
             log.warning("view %s: batch [%d, %d) went stale while staging (upper is now %d); staged nothing",

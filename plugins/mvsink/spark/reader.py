@@ -8,39 +8,19 @@ repeated by their multiplicity). Nothing is collected to the driver.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from mvsink.columns import DIFF, ERROR, TIME
 from mvsink.core.checks import ERRORS_MODES, view_errors, worst_check
-from mvsink.core.table import (
-    check_read_time,
-    check_readable,
-    is_delta_table,
-    open_table,
-    open_view_table,
-    read_frontier,
-)
+from mvsink.core.deltalog import is_delta_table
+from mvsink.core.table import ViewTable, check_read_time
 from mvsink.definitions.catalog import resolve_view
-from mvsink.definitions.view import ViewDefinition, since_app_id, upper_app_id
-from mvsink.exceptions import MvSinkError, ReadTimeError
+from mvsink.definitions.view import ViewDefinition
+from mvsink.exceptions import MvSinkError
 from mvsink.times import format_time
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
-
-
-def _view_name_of(dt: Any, path: str) -> str:
-    """The view name a table was created for (its Delta name, else the create commit's ``mvsink.definitions.view``)."""
-    import json
-
-    name = dt.metadata().name
-    if name:
-        return str(name)
-    for h in dt.history():
-        if "mvsink.view" in h:
-            return str(json.loads(h["mvsink.view"]))
-    raise ReadTimeError(f"table {path} is not a view of this project (no view name in its metadata or log). "
-                        "Fix: pass the view's name or its view definition.")
 
 
 def read_view(spark: SparkSession, view: ViewDefinition | str, as_of: int | None = None, *,
@@ -61,19 +41,13 @@ def read_view(spark: SparkSession, view: ViewDefinition | str, as_of: int | None
     from mvsink.spark.transforms import consolidate, expand
 
     if isinstance(view, str) and ("/" in view or is_delta_table(view)):
-        path, dt = view, open_table(view)
-        if dt is None:
-            raise ReadTimeError(f"no Delta table at {view}. Fix: pass a view's table path or its name.")
-        name = _view_name_of(dt, path)
-        first = 0
-        check_readable(dt, path=path, role=f"view {name}: target table")
-        fr = read_frontier(dt, app_id=upper_app_id(name), since_app_id=since_app_id(name))
+        table, first = ViewTable.open_path(view), 0
     else:
         v = resolve_view(view, views_dir)
-        path, name, first = v.target, v.name, v.as_of
-        dt, fr = open_view_table(v)
+        table, first = ViewTable.open(v).require(), v.as_of
+    name, fr = table.name, table.frontier
     t = check_read_time(name, fr, first, as_of)
-    df = read_delta(spark, path, version=fr.version, role=f"view {name}: target table")
+    df = read_delta(spark, table.path, version=fr.version, role=table.role)
     cols = [c for c in df.columns if c not in (TIME, DIFF)]
     cons = consolidate(df, cols, through=t)
     if ERROR in cols and errors != "include":

@@ -7,17 +7,18 @@ file list delta-rs resolves at one version.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from mvsink.columns import DIFF, ERROR, TIME
 from mvsink.core.batch import BatchDescription
-from mvsink.core.table import check_readable, open_table, read_frontier
-from mvsink.definitions.view import ViewDefinition, since_app_id, upper_app_id
+from mvsink.core.table import ViewTable, open_readable
+from mvsink.definitions.view import ViewDefinition
 from mvsink.spark.transforms import consolidate, expand
 from mvsink.times import format_time
 
 if TYPE_CHECKING:
     import pyarrow as pa
+    from deltalake import DeltaTable
     from pyspark.sql import DataFrame, SparkSession
     from pyspark.sql.types import StructType
 
@@ -35,7 +36,7 @@ def arrow_table_schema(schema: StructType, *, with_error: bool = False) -> pa.Sc
     return pa.schema(fields)
 
 
-def _spark_schema_of(dt: Any) -> StructType:
+def _spark_schema_of(dt: DeltaTable) -> StructType:
     import pyarrow as pa
     from pyspark.sql.pandas.types import from_arrow_schema
 
@@ -44,12 +45,7 @@ def _spark_schema_of(dt: Any) -> StructType:
 
 def read_delta(spark: SparkSession, path: str, *, version: int | None, role: str) -> DataFrame:
     """A Delta snapshot as a DataFrame, read as Parquet from the file list delta-rs resolves."""
-    dt = open_table(path, version=version)
-    if dt is None:
-        from mvsink.exceptions import SourceError
-
-        raise SourceError(f"{role}: no Delta table at {path}. Fix: create it or correct the path.")
-    check_readable(dt, path=path, role=role)
+    dt = open_readable(path, version=version, role=role)
     schema = _spark_schema_of(dt)
     uris = dt.file_uris()
     if not uris:
@@ -67,8 +63,7 @@ def register_sources(spark: SparkSession, view: ViewDefinition, desc: BatchDescr
         df = read_delta(spark, s.path, version=s.version, role=role)
         if s.kind == "view":
             assert s.view is not None
-            up = read_frontier(open_table(s.path, version=s.version), app_id=upper_app_id(s.view),
-                               since_app_id=since_app_id(s.view))
+            up = ViewTable.open_path(s.path, s.view, version=s.version, check=False).frontier
             if desc.time < up.since:
                 from mvsink.exceptions import SourceError
 

@@ -1,0 +1,263 @@
+"""The one reader of Delta commit files (``<table>/_delta_log/<version>.json``).
+
+delta-rs answers most questions about a table (snapshots, frontiers, ``history()``); this
+module answers the ones it does not: when each version was committed, which actions one
+commit made, which of our batches the log records, and what changed between two versions
+(a source's change set, for incremental refreshes). No other module opens ``_delta_log``.
+
+Commit times are the commit files' modification times, which is what Delta time travel by
+timestamp uses on local disk (and what :func:`set_commit_time` sets). On object storage the
+store's own timestamps (its last-modified times, or the commits' ``inCommitTimestamp``) take
+their place; that is not built yet.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import logging
+import os
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+from urllib.parse import unquote
+
+from mvsink.core.commitinfo import META, CommitInfo
+
+log = logging.getLogger(__name__)
+
+LOG_DIR = "_delta_log"
+_COMMIT_NAME_LEN = 25  # 20 digits + ".json"
+
+
+def is_delta_table(path: str) -> bool:
+    """There is a Delta table at ``path`` (a ``_delta_log`` folder with at least one commit)."""
+    log_dir = Path(path) / LOG_DIR
+    return log_dir.is_dir() and any(log_dir.glob("*.json"))
+
+
+def _commit_file(path: str, version: int) -> Path:
+    return Path(path) / LOG_DIR / f"{version:020d}.json"
+
+
+# ---------------------------------------------------------------- versions and their commit times
+
+def commit_times(path: str) -> dict[int, int]:
+    """Version -> commit time in ms (the commit file's modification time) of every retained commit."""
+    out: dict[int, int] = {}
+    log_dir = Path(path) / LOG_DIR
+    try:
+        with os.scandir(log_dir) as it:
+            for e in it:
+                n = e.name
+                if n.endswith(".json") and n[:-5].isdigit() and len(n) == _COMMIT_NAME_LEN:
+                    out[int(n[:-5])] = int(e.stat().st_mtime_ns // 1_000_000)
+    except FileNotFoundError:
+        return {}
+    return out
+
+
+def set_commit_time(path: str, t_ms: int, *, version: int | None = None) -> int:
+    """Date a commit (default: the newest) at ``t_ms``: its file's mtime, which time travel reads.
+
+    For demos, tests and benchmarks that build a source history at chosen times. Returns the version.
+    """
+    v = max(commit_times(path)) if version is None else version
+    os.utime(_commit_file(path, v), ns=(t_ms * 1_000_000, t_ms * 1_000_000))
+    return v
+
+
+# ---------------------------------------------------------------- one commit's actions
+
+@dataclasses.dataclass(frozen=True)
+class Commit:
+    """One commit file: its version, commit time (ms) and actions, in file order."""
+
+    version: int
+    timestamp: int
+    actions: tuple[dict[str, Any], ...]
+
+    def _of(self, kind: str) -> list[dict[str, Any]]:
+        return [a[kind] for a in self.actions if kind in a]
+
+    @property
+    def adds(self) -> list[dict[str, Any]]:
+        return self._of("add")
+
+    @property
+    def removes(self) -> list[dict[str, Any]]:
+        return self._of("remove")
+
+    @property
+    def cdc(self) -> list[dict[str, Any]]:
+        """Change Data Feed files (rows with a ``_change_type`` column)."""
+        return self._of("cdc")
+
+    @property
+    def metadata(self) -> dict[str, Any] | None:
+        found = self._of("metaData")
+        return found[0] if found else None
+
+    @property
+    def protocol(self) -> dict[str, Any] | None:
+        found = self._of("protocol")
+        return found[0] if found else None
+
+    @property
+    def commit_info(self) -> dict[str, Any]:
+        """The raw ``commitInfo`` action (empty if the writer left none)."""
+        found = self._of("commitInfo")
+        return found[0] if found else {}
+
+    @property
+    def transactions(self) -> dict[str, int]:
+        """Application transactions set by this commit: app id -> version."""
+        return {t["appId"]: int(t["version"]) for t in self._of("txn")}
+
+    @property
+    def info(self) -> CommitInfo | None:
+        """Our commit info, None for a foreign commit."""
+        return CommitInfo.from_history(self.commit_info)
+
+
+def read_commit(path: str, version: int) -> Commit | None:
+    """The commit ``version`` of the table at ``path``; None if its file is gone (log cleanup)."""
+    f = _commit_file(path, version)
+    try:
+        st = f.stat()
+        text = f.read_text()
+    except FileNotFoundError:
+        return None
+    return Commit(version, int(st.st_mtime_ns // 1_000_000), _parse(text))
+
+
+def _parse(text: str) -> tuple[dict[str, Any], ...]:
+    return tuple(json.loads(line) for line in text.splitlines() if line.strip())
+
+
+# ---------------------------------------------------------------- our batches in the log
+
+def batches_committed(path: str, batch_ids: Iterable[str], *, committed_from_ms: float | None = None) -> set[str]:
+    """The batch ids among ``batch_ids`` that an append commit in the log records.
+
+    Reads only the commit files committed at or after ``committed_from_ms`` (all if None).
+    """
+    wanted = set(batch_ids)
+    found: set[str] = set()
+    if not wanted:
+        return found
+    for v, ts in commit_times(path).items():
+        if committed_from_ms is not None and ts < committed_from_ms:
+            continue
+        try:
+            text = _commit_file(path, v).read_text()
+        except OSError:
+            continue
+        if META + "batch_id" not in text:  # cheap: most commits name no batch
+            continue
+        try:
+            info = Commit(v, ts, _parse(text)).info
+        except (json.JSONDecodeError, TypeError, ValueError):
+            continue
+        if info is not None and info.operation == "append" and info.batch_id in wanted:
+            found.add(str(info.batch_id))
+    return found
+
+
+# ---------------------------------------------------------------- change sets between two versions
+
+@dataclasses.dataclass(frozen=True)
+class ChangeFile:
+    path: str  # absolute
+    partition_values: tuple[tuple[str, str | None], ...]
+    size: int
+
+
+@dataclasses.dataclass
+class ChangeSet:
+    """Rows inserted and deleted between two versions of a table, as file lists."""
+
+    inserted: list[ChangeFile] = dataclasses.field(default_factory=list)
+    deleted: list[ChangeFile] = dataclasses.field(default_factory=list)
+    cdc: list[ChangeFile] = dataclasses.field(default_factory=list)  # files with a _change_type column
+
+    @property
+    def bytes(self) -> int:
+        return sum(f.size for f in self.inserted + self.deleted + self.cdc)
+
+
+def change_set(path: str, from_version: int, to_version: int) -> ChangeSet | str:
+    """The changes of the Delta table at ``path`` in versions ``(from_version, to_version]``, or why not.
+
+    A commit with Change Data Feed files contributes those; any other commit the files it added
+    (inserted rows) and removed (deleted rows) with ``dataChange``. A commit that changed the schema
+    or protocol, used deletion vectors, or is no longer in the log makes the change set unknown, and
+    so does a changed file that is gone (vacuumed). File sizes come from the actions; a remove that
+    does not record its size takes it from the file's add action as delta-rs lists it.
+    """
+    root = Path(path)
+    out = ChangeSet()
+    sizes = _ActiveSizes(path)
+    for v in range(from_version + 1, to_version + 1):
+        commit = read_commit(path, v)
+        if commit is None:
+            return f"commit {v} is no longer in the log"
+        if commit.metadata is not None or commit.protocol is not None:
+            return f"commit {v} changed the table's schema or protocol"
+        if commit.cdc:
+            out.cdc.extend(_ref(root, a, sizes, v) for a in commit.cdc)
+            continue
+        for kind, action in ((k, a[k]) for a in commit.actions for k in ("add", "remove") if k in a):
+            if not action.get("dataChange", True):
+                continue
+            if action.get("deletionVector"):
+                return f"commit {v} uses deletion vectors"
+            # a removed file was active just before this commit; an added one from it on
+            ref = _ref(root, action, sizes, v - 1 if kind == "remove" else v)
+            (out.inserted if kind == "add" else out.deleted).append(ref)
+    missing = [f.path for f in out.inserted + out.deleted + out.cdc if not os.path.exists(f.path)]
+    if missing:
+        return f"{len(missing)} changed file(s) are gone (vacuumed?), e.g. {missing[0]}"
+    return out
+
+
+class _ActiveSizes:
+    """Sizes of a table's active files at a version, from delta-rs's add actions (cached per version)."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self._by_version: dict[int, dict[str, int]] = {}
+
+    def size(self, raw_path: str, version: int) -> int:
+        if version not in self._by_version:
+            self._by_version[version] = _add_action_sizes(self.path, version)
+        return self._by_version[version].get(raw_path, 0)
+
+
+def _add_action_sizes(path: str, version: int) -> dict[str, int]:
+    import pyarrow as pa
+    from deltalake import DeltaTable
+
+    try:
+        actions = pa.table(DeltaTable(path, version=version).get_add_actions(flatten=True))
+    except Exception:  # the version is gone or unreadable: the size stays unknown (0)
+        return {}
+    if not actions.num_rows:
+        return {}
+    return dict(zip(actions.column("path").to_pylist(), (int(s) for s in actions.column("size_bytes").to_pylist())))
+
+
+def _ref(root: Path, action: dict[str, Any], sizes: _ActiveSizes, version: int) -> ChangeFile:
+    raw = action["path"]
+    rel = unquote(raw)
+    p = rel if "://" in rel or rel.startswith("/") else str(root / rel)
+    size = action.get("size")
+    if size is None:
+        size = sizes.size(raw, version)
+    pv = tuple(sorted((action.get("partitionValues") or {}).items()))
+    return ChangeFile(path=p.removeprefix("file://"), partition_values=pv, size=int(size))
+
+
+def active_bytes(path: str, version: int) -> int:
+    """Total size of the table's active files at ``version`` (from delta-rs's add actions)."""
+    return sum(_add_action_sizes(path, version).values())
