@@ -52,7 +52,7 @@ bench-formulations: install
 ## soak: 2 Airflow installations + CLI refreshes race on one view for ROUNDS rounds; report in bench/SOAK.md
 ROUNDS ?= 12
 soak: install
-	$(PY) bench/soak.py --rounds $(ROUNDS) --homes 2 --report bench/SOAK.md
+	$(PY) -m bench.soak --rounds $(ROUNDS) --homes 2 --report bench/SOAK.md
 
 clean:
 	rm -rf $(VENV) data .airflow .pytest_cache .mypy_cache .ruff_cache

@@ -1,6 +1,8 @@
 """Concurrency soak: independent Airflow installations plus manual CLI refreshes race on one view.
 
-    .venv/bin/python bench/soak.py --rounds 12 --homes 2 --report bench/SOAK.md [--work DIR] [--seed N]
+    .venv/bin/python -m bench.soak --rounds 12 --homes 2 --report bench/SOAK.md [--work DIR] [--seed N]
+
+(from the repository root, as ``make soak`` runs it: it imports the tests' helpers as ``tests.support``).
 
 Starts ``--homes`` LocalAirflow installations (own AIRFLOW_HOME, SQLite DB and port on 127.0.0.1;
 the same DAGs folder and data root), then for every round: makes a random change to the source
@@ -14,7 +16,7 @@ runs that reschedules start) has finished it checks, and records in the report:
 - counts: appends (data, or upper-only when nothing changed), reschedules (upper mismatches:
   DAG reschedule runs and CLI results), no-ops (runs that found the view up to date).
 
-Not part of the default test run (``tests/test_soak.py`` runs a 2-round version).
+Not part of the default test run (``tests/e2e/test_soak.py`` runs a 2-round version).
 """
 
 from __future__ import annotations
@@ -32,25 +34,16 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-import pyarrow as pa
-
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO / "tests"))
-
-from deltahelp import BASE, HOUR, delete_at, multiset, oracle, staged_leftovers, update_at, write_at, write_view  # noqa: E402
-from mvsink.core.table import ViewTable  # noqa: E402
-from mvsink.definitions.catalog import Catalog  # noqa: E402
-from mvsink.devtools.localairflow import LocalAirflow  # noqa: E402
-from mvsink.readers.arrow import read_view  # noqa: E402
-
-QUERY = "SELECT o.cust_id, o.status, o.qty FROM orders o WHERE o.qty > 1 OR o.qty IS NULL"
-SCHEMA = pa.schema([("id", pa.int64()), ("cust_id", pa.int32()), ("status", pa.string()), ("qty", pa.int32())])
-
-
-def _rows(rng: random.Random, start: int, n: int) -> pa.Table:
-    return pa.Table.from_pylist([{"id": start + i, "cust_id": rng.choice([1, 2, 3, None]),
-                                  "status": rng.choice(["open", "shipped", "returned"]),
-                                  "qty": rng.choice([0, 1, 2, 3, 5, None])} for i in range(n)], schema=SCHEMA)
+from mvsink.core.table import ViewTable
+from mvsink.definitions.catalog import Catalog
+from mvsink.devtools.localairflow import LocalAirflow
+from mvsink.readers.arrow import read_view
+from tests.support.airflow import DAG_FILE, runs, trigger_run, wait_dags, xcom
+from tests.support.data import SOAK_QUERY as QUERY
+from tests.support.data import soak_change, soak_orders
+from tests.support.delta import BASE, HOUR, staged_leftovers, write_at
+from tests.support.oracle import multiset, oracle
+from tests.support.viewfiles import write_view
 
 
 class Soak:
@@ -61,7 +54,7 @@ class Soak:
         self.data, self.dags = work / "data", work / "dags"
         self.views = self.dags / "views"
         self.orders = str(self.data / "orders")
-        self.next_id = 0
+        self.next_id = [0]
         self.homes: list[LocalAirflow] = []
         self.seen: list[set[str]] = []
         self.rounds: list[dict[str, Any]] = []
@@ -70,9 +63,9 @@ class Soak:
     def setup(self) -> None:
         self.views.mkdir(parents=True)
         self.data.mkdir(parents=True)
-        shutil.copy(REPO / "dags" / "mvsink_views.py", self.dags / "mvsink_views.py")
-        write_at(self.orders, _rows(self.rng, 0, 40), BASE - HOUR)
-        self.next_id = 40
+        shutil.copy(DAG_FILE, self.dags / "mvsink_views.py")
+        write_at(self.orders, soak_orders(self.rng, 0, 40), BASE - HOUR)
+        self.next_id = [40]
         write_view(self.views, "soak", query=QUERY, sources={"orders": "orders"}, target="views/soak", as_of=BASE,
                    schedule="manual")
         os.environ["MVSINK_DATA_ROOT"] = str(self.data)
@@ -86,60 +79,16 @@ class Soak:
             self.seen.append(set())
         for af in self.homes:  # one at a time: db migrate and start-up are CPU-heavy
             af.start()
-            deadline = time.monotonic() + 240
-            while "mv_soak" not in self._dag_ids(af):
-                if time.monotonic() > deadline:
-                    raise RuntimeError(f"mv_soak not parsed by {af.url}")
-                time.sleep(2)
+            wait_dags(af, {"mv_soak"}, timeout=240)
             self.log(f"airflow {af.home.name} up at {af.url}")
 
     def stop(self) -> None:
         for af in self.homes:
             af.stop()
 
-    @staticmethod
-    def _dag_ids(af: LocalAirflow) -> set[str]:
-        status, body = af.api("GET", "/api/v2/dags?limit=100", token=af.token())
-        return {d["dag_id"] for d in body.get("dags", [])} if status == 200 else set()
-
     # -- one round ---------------------------------------------------------------------------------
     def change_source(self, when: int) -> str:
-        kind = self.rng.choice(["insert", "insert", "delete", "update", "none"])
-        if kind == "insert":
-            n = self.rng.randint(1, 8)
-            write_at(self.orders, _rows(self.rng, self.next_id, n), when)
-            self.next_id += n
-            return f"insert {n}"
-        if kind == "delete":
-            lo = self.rng.randrange(0, self.next_id)
-            delete_at(self.orders, f"id >= {lo} AND id < {lo + 4}", when)
-            return f"delete ids {lo}..{lo + 3}"
-        if kind == "update":
-            lo = self.rng.randrange(0, self.next_id)
-            update_at(self.orders, {"qty": str(self.rng.choice([2, 7]))}, f"id >= {lo} AND id < {lo + 5}", when)
-            return f"update ids {lo}..{lo + 4}"
-        return "none"
-
-    def _trigger(self, af: LocalAirflow, r: int) -> str:
-        status, body = af.api("POST", "/api/v2/dags/mv_soak/dagRuns",
-                              {"logical_date": None, "conf": {"refresh_time": str(r)}}, token=af.token())
-        if status not in (200, 201):
-            raise RuntimeError(f"trigger on {af.url} failed: {status} {body}")
-        return str(body["dag_run_id"])
-
-    def _runs(self, af: LocalAirflow) -> list[dict[str, Any]]:
-        status, body = af.api("GET", "/api/v2/dags/mv_soak/dagRuns?limit=1000", token=af.token())
-        if status != 200:
-            raise RuntimeError(f"list runs on {af.url}: {status} {body}")
-        return list(body["dag_runs"])
-
-    def _xcom(self, af: LocalAirflow, run_id: str, task: str, key: str) -> Any:
-        status, body = af.api("GET", f"/api/v2/dags/mv_soak/dagRuns/{run_id}/taskInstances/{task}/xcomEntries/{key}",
-                              token=af.token())
-        if status != 200:
-            return None
-        v = body["value"]
-        return json.loads(v) if isinstance(v, str) and v.startswith("{") else v
+        return soak_change(self.rng, self.orders, self.next_id, when)
 
     def _home_of(self, run_id: str) -> str:
         for i, seen in enumerate(self.seen):
@@ -152,11 +101,11 @@ class Soak:
         deadline = time.monotonic() + timeout
         quiet = 0
         while time.monotonic() < deadline:
-            runs = [self._runs(af) for af in self.homes]
-            if all(x["state"] in ("success", "failed") for rs in runs for x in rs):
+            all_runs = [runs(af, "mv_soak", limit=1000) for af in self.homes]
+            if all(x["state"] in ("success", "failed") for rs in all_runs for x in rs):
                 quiet += 1
                 if quiet >= 2:
-                    return runs
+                    return all_runs
             else:
                 quiet = 0
             time.sleep(4)
@@ -177,7 +126,7 @@ class Soak:
                                        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                                        env={k_: v for k_, v in os.environ.items() if k_ != "MVSINK_FAIL_POINTS"})
             else:
-                self._trigger(racer, r)
+                trigger_run(racer, "mv_soak", {"refresh_time": str(r)})
         outcomes: Counter[str] = Counter()
         problems: list[str] = []
         if cli is not None:
@@ -188,8 +137,8 @@ class Soak:
                 outcomes[f"cli {json.loads(out)['status']}"] += 1
         all_runs = self._wait_quiet()
         failed = 0
-        for i, (af, runs) in enumerate(zip(self.homes, all_runs)):
-            for run in runs:
+        for i, (af, home_runs) in enumerate(zip(self.homes, all_runs)):
+            for run in home_runs:
                 rid = run["dag_run_id"]
                 if rid in self.seen[i]:
                     continue
@@ -198,7 +147,8 @@ class Soak:
                     failed += 1
                     problems.append(f"{af.home.name} run {rid} {run['state']}")
                     continue
-                summary = self._xcom(af, rid, "append", "summary") or self._xcom(af, rid, "mint", "summary") or {}
+                summary = (xcom(af, "mv_soak", rid, "append", "summary", missing_ok=True)
+                           or xcom(af, "mv_soak", rid, "mint", "summary", missing_ok=True) or {})
                 status = summary.get("status", "unknown")
                 outcomes[f"dag {status}"] += 1
                 if (run.get("conf") or {}).get("attempt"):
@@ -251,7 +201,7 @@ def totals(rounds: list[dict[str, Any]]) -> dict[str, Any]:
 def write_report(path: Path, soak: Soak, tot: dict[str, Any], wall: float, args: argparse.Namespace) -> None:
     lines = [
         "# Concurrency soak", "",
-        f"`bench/soak.py --rounds {args.rounds} --homes {args.homes} --seed {args.seed}`"
+        f"`python -m bench.soak --rounds {args.rounds} --homes {args.homes} --seed {args.seed}`"
         f"{'' if args.cli else ' --no-cli'}: {args.homes} independent Airflow 3.3 installations (own "
         "AIRFLOW_HOME, SQLite DB, api-server/scheduler/dag-processor/triggerer on 127.0.0.1, LocalExecutor, "
         "spark-submit `local[2]`)" + (" plus one manual `mvsink refresh` CLI call" if args.cli else "")
@@ -270,7 +220,7 @@ def write_report(path: Path, soak: Soak, tot: dict[str, Any], wall: float, args:
         "CLI refresh that reported `rescheduled`); no-ops: runs that minted nothing (up to date), mostly the "
         "reschedule runs and late racers.",
         "- orphans: staged manifests plus batch folders no append commit names, after the round "
-        "(`tests/deltahelp.staged_leftovers`).", "",
+        "(`tests/support/delta.staged_leftovers`).", "",
         "| round | source change | rows | oracle | append (mode, winner) | reschedules | no-ops | failed | orphans "
         "| seconds |",
         "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",

@@ -1,6 +1,6 @@
 """How long the "Materialized views" page takes for N views (issue 14: under a second for 50 views).
 
-    python bench/ui_overview.py [--views 50] [--refreshes 20] [--rounds 7] [--out bench/UI.md]
+    python -m bench.ui_overview [--views 50] [--refreshes 20] [--rounds 7] [--out bench/UI.md]
 
 Builds N views over shared source tables, each with a real Delta log of ``--refreshes`` refreshes (mint and
 append of the project's own protocol; write reports that stage no files, so no Spark is needed: the page
@@ -31,14 +31,12 @@ import urllib.request
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO / "tests"))  # the test helper that writes real view logs without Spark
 
 
 def build(root: Path, n_views: int, refreshes: int) -> Path:
-    from unit.refreshlog import BASE, HOUR, refresh, source, view_file
-
     from mvsink.core.deltalog import set_commit_time
     from mvsink.definitions.catalog import Catalog
+    from tests.support.refreshlog import BASE, HOUR, refresh, source, view_file
 
     data, views = root / "data", root / "dags" / "views"
     data.mkdir(parents=True)
@@ -109,9 +107,8 @@ def _get(af, token: str) -> tuple[float, int]:
 def over_http(af, views: Path, rounds: int, refreshes: int) -> dict[str, float]:
     """The first request (builds the app, reads every log), warm requests, and requests after every view
     committed a new refresh (every log read again)."""
-    from unit.refreshlog import BASE, HOUR, refresh
-
     from mvsink.definitions.catalog import Catalog
+    from tests.support.refreshlog import BASE, HOUR, refresh
 
     token = af.token()
     first, size = _get(af, token)
@@ -185,7 +182,7 @@ def main(argv: list[str] | None = None) -> int:
     lines = [
         "# UI benchmark: the \"Materialized views\" page",
         "",
-        f"`python bench/ui_overview.py --views {args.views} --refreshes {args.refreshes} --rounds {args.rounds}`"
+        f"`python -m bench.ui_overview --views {args.views} --refreshes {args.refreshes} --rounds {args.rounds}`"
         f" — {when}",
         "",
         f"Machine: {where}.",

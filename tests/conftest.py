@@ -1,14 +1,11 @@
 from __future__ import annotations
 
 import os
-import sys
-from pathlib import Path
 
 import pytest
 
 os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
 os.environ.pop("SPARK_HOME", None)
-sys.path.insert(0, str(Path(__file__).parent))
 
 
 @pytest.fixture(scope="session")

@@ -11,9 +11,10 @@ import random
 
 import pytest
 
-from airflowhelp import AirflowHome
-from deltahelp import BASE, HOUR, write_at, write_view
-from test_oracle import PROJECT, _orders
+from tests.support.airflow import AirflowHome
+from tests.support.data import PROJECT, make_orders
+from tests.support.delta import BASE, HOUR, write_at
+from tests.support.viewfiles import write_view
 
 pytestmark = pytest.mark.airflow
 
@@ -42,7 +43,7 @@ def home(tmp_path_factory):
     data.mkdir()
     af = AirflowHome(root, data)
     af.env.update({"MVSINK_TASK_RETRIES": "2", "MVSINK_TASK_RETRY_DELAY_SECONDS": "1"})
-    write_at(str(data / "orders"), _orders(random.Random(3), 0, 20), BASE)
+    write_at(str(data / "orders"), make_orders(random.Random(3), 0, 20), BASE)
     write_view(af.views, "nosource", query=PROJECT, sources={"orders": "no_such_table"}, target="views/nosource",
                as_of=BASE, schedule="manual")
     write_view(af.views, "badsql", query="SELECT o.no_such_column FROM orders o", sources={"orders": "orders"},

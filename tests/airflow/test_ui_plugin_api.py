@@ -13,9 +13,9 @@ import urllib.request
 from pathlib import Path
 
 import pytest
-from unit.refreshlog import BASE, HOUR, refresh, source, view_file
 
 from mvsink.devtools.localairflow import LocalAirflow
+from tests.support.refreshlog import BASE, HOUR, refresh, source, view_file
 
 pytestmark = [pytest.mark.airflow, pytest.mark.slow]
 

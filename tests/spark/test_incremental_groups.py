@@ -9,12 +9,14 @@ import pyarrow as pa
 import pytest
 from deltalake import DeltaTable, write_deltalake
 
-from deltahelp import BASE, HOUR, delete_at, multiset, oracle, stamp, update_at, write_at, write_view
 from mvsink.definitions.catalog import Catalog
 from mvsink.readers.arrow import read_view
 from mvsink.spark import groups
 from mvsink.spark.plan import aggregate_split, groups_reason, plan_tree
 from mvsink.spark.runners import refresh
+from tests.support.delta import BASE, HOUR, delete_at, stamp, update_at, write_at
+from tests.support.oracle import multiset, oracle
+from tests.support.viewfiles import write_view
 
 pytestmark = pytest.mark.spark
 

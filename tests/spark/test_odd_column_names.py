@@ -13,7 +13,6 @@ from collections import Counter
 import pyarrow as pa
 import pytest
 
-from deltahelp import BASE, HOUR, delete_at, update_at, write_at, write_view
 from mvsink.columns import DIFF, ERROR, TIME
 from mvsink.core import deltalog
 from mvsink.core.table import ViewTable
@@ -22,6 +21,8 @@ from mvsink.maintenance.compaction import compact
 from mvsink.readers.arrow import changes, read_view
 from mvsink.spark.reader import read_view as spark_read_view
 from mvsink.spark.runners import refresh
+from tests.support.delta import BASE, HOUR, delete_at, update_at, write_at
+from tests.support.viewfiles import write_view
 
 pytestmark = pytest.mark.spark
 

@@ -8,7 +8,6 @@ import signal
 import subprocess
 import sys
 import textwrap
-from pathlib import Path
 
 import pytest
 
@@ -20,11 +19,10 @@ from mvsink.spark.plan import (
     tree_from_json,
     tree_from_jvm,
 )
+from tests.fixtures.plans.regenerate import CASES, register
+from tests.support import REPO
 
 pytestmark = pytest.mark.spark
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "fixtures" / "plans"))
-from regenerate import CASES, register  # noqa: E402
 
 ORD, CUS = "orders", "customers"
 INNER = "SELECT o.id, o.amount, c.region FROM orders o JOIN customers c ON o.cust = c.cust WHERE o.amount > 0"
@@ -215,11 +213,10 @@ def test_spark_connect_reads_the_explain_text(tmp_path):
     proc = start_server(port=port, log_path=tmp_path / "connect.log")
     script = textwrap.dedent(
         f"""
-        import json, sys
-        sys.path.insert(0, {str(Path(__file__).resolve().parents[1] / "fixtures" / "plans")!r})
+        import json
         from mvsink.spark.connect import remote_session
         from mvsink.spark.plan import linearity
-        from regenerate import CASES
+        from tests.fixtures.plans.regenerate import CASES
         spark = remote_session("sc://127.0.0.1:{port}")
         assert type(spark).__module__.startswith("pyspark.sql.connect")
         spark.createDataFrame([(1, 1, 2.5, "A")], "id long, cust int, amount double, status string") \\
@@ -236,7 +233,8 @@ def test_spark_connect_reads_the_explain_text(tmp_path):
     )
     try:
         res = subprocess.run(
-            [sys.executable, "-c", script], capture_output=True, text=True, timeout=300, env=os.environ
+            [sys.executable, "-c", script], capture_output=True, text=True, timeout=300, env=os.environ,
+            cwd=REPO,  # `python -c` imports from the working folder first: `tests` is importable
         )
         assert res.returncode == 0, res.stderr[-3000:]
         got = json.loads(res.stdout.strip().splitlines()[-1])

@@ -1,0 +1,1 @@
+"""Pure logic: no Spark session, no Airflow process (marker ``unit``)."""

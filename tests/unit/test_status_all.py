@@ -15,7 +15,7 @@ from mvsink.cli.app import main
 from mvsink.definitions.catalog import Catalog
 from mvsink.readers.freshness import now_ms
 from mvsink.times import format_time
-from unit.refreshlog import BASE, HOUR, appends, refresh, source, view_file
+from tests.support.refreshlog import BASE, HOUR, appends, refresh, source, view_file
 
 pytestmark = pytest.mark.unit
 

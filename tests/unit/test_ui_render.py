@@ -15,7 +15,7 @@ from mvsink.core.deltalog import set_commit_time
 from mvsink.definitions.catalog import Catalog
 from mvsink.readers.overview import all_views, view_detail
 from mvsink.times import format_duration, format_time
-from unit.refreshlog import BASE, HOUR, appends, refresh, source, view_file
+from tests.support.refreshlog import BASE, HOUR, appends, refresh, source, view_file
 
 pytestmark = pytest.mark.unit
 

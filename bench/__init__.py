@@ -1,0 +1,1 @@
+"""Benchmarks and the concurrency soak; `python -m bench.soak` runs from the repository root."""

@@ -1,0 +1,1 @@
+"""The project's tests, by layer: unit/, spark/, airflow/, e2e/; shared helpers in support/."""
