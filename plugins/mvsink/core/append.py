@@ -94,75 +94,85 @@ def append(view: ViewDefinition, desc: BatchDescription, report: WriteReport | N
     the upper). Returns ``appended``, ``rescheduled`` (another writer moved the upper, or the
     table changed under the batch; staged files deleted) or ``dry_run``.
     """
-    res = dict(view=view.name, refresh_time=desc.refresh_time, lower=desc.lower, batch_id=desc.batch_id)
+    res = RefreshResult(view=view.name, status="rescheduled", refresh_time=desc.refresh_time, lower=desc.lower,
+                        batch_id=desc.batch_id)
     if desc.dry_run:
         assert report is not None
-        return RefreshResult(status="dry_run", upper=desc.upper, rows_added=report.rows_added,
-                             rows_retracted=report.rows_retracted, mode=report.mode, checks=report.checks,
-                             **res)  # type: ignore[arg-type]
-    if report is None and not desc.empty:
-        report = read_manifest(desc.target, desc.batch_id)
-        if report is None:
-            raise StagingError(f"view {view.name}: batch {desc.batch_id} has no manifest under {desc.target}. "
-                               "Fix: re-run the refresh (the write step did not finish).")
-    staged = report is not None and report.status == "staged"
+        return dataclasses.replace(res, status="dry_run", upper=desc.upper, rows_added=report.rows_added,
+                                   rows_retracted=report.rows_retracted, mode=report.mode, checks=report.checks)
+    report = _staged_report(view, desc, report)
     if report is not None and report.status == "stale":
         return _mismatch(view, desc, None, "the batch was stale when write read the table", res)
-
     if not _table(view, desc, check=False).exists:
         if report is None:
             raise StagingError(f"view {view.name}: table {desc.target} vanished. Fix: re-run the refresh.")
         from mvsink.core.schema import decode_schema
 
         ViewTable.create(view, decode_schema(report.schema))
-    base_version = report.read_version if report is not None else desc.table_version
-    files = report.files if staged and report is not None else ()
 
     failpoint("append:before_validate", view=view.name, views_dir=str(Path(view.file).parent),
               refresh_time=desc.refresh_time)
     for _ in range(MAX_ATTEMPTS):
-        table = _table(view, desc).require()
-        fr = table.frontier
-        hist = table.commits_after(base_version)
-        mine = [h for h in hist if h.op == "append" and h.info is not None and h.info.batch_id == desc.batch_id]
-        if mine:  # a retry after a lost reply: our batch is already in the log
-            _settle(view, desc, table, fr.upper)
-            return _appended(view, desc, report, mine[0].version, fr.upper, res,
-                             note="already committed by an earlier attempt")
-
-        if fr.upper == desc.lower:
-            # Our own content-preserving commits are benign: a lost commit race to a compaction is
-            # re-validated and retried here. A compaction is benign only if its since is below
-            # lower (contents at lower - 1, which write read, are then unchanged); compaction
-            # never goes past upper - 1, so anything else is treated like a foreign commit.
-            foreign = [h for h in hist if h.info is None or not h.info.content_preserving
-                       or (h.info.operation == "compact" and int(h.info.since or 0) >= desc.lower)]
-            if foreign:
-                h = foreign[0]
-                return _mismatch(view, desc, fr.upper, f"the table changed after write read it "
-                                 f"(version {h.version}: {h.op or h.operation})", res)
-            problem = staged_files_ok(desc.target, files)
-            if problem:
-                raise StagingError(f"view {view.name}: {problem}. Fix: re-run the refresh; the batch will be restaged.")
-            if report is not None and _needs_error_column(table, report):
-                table.add_error_column(CommitInfo.for_batch(desc, "evolve"))
-                continue
-            failpoint("append:before_commit", view=view.name)
-            version = table.commit_files(_append_info(desc, report), files, upper=desc.upper)
-            if version is None:  # lost a race to another commit: re-validate
-                continue
-            failpoint("append:after_commit", view=view.name)
-            _settle(view, desc, None, desc.upper)
-            return _appended(view, desc, report, version, desc.upper, res)
-
-        if fr.upper < desc.lower and desc.lower == view.as_of:
-            if table.commit_files(CommitInfo.for_batch(desc, "bump", from_upper=fr.upper), (),
-                                  upper=desc.lower) is not None:
-                log.info("view %s: advanced the upper from %d to as_of %d", view.name, fr.upper, desc.lower)
-            continue
-        return _mismatch(view, desc, fr.upper, "another writer moved the upper", res)
+        result = _attempt(view, desc, report, res)
+        if result is not None:
+            return result
     raise CommitRaceError(f"view {view.name}: append lost {MAX_ATTEMPTS} commit races in a row to unrelated commits. "
                           "Fix: re-run the refresh when the table is quieter.")
+
+
+def _staged_report(view: ViewDefinition, desc: BatchDescription, report: WriteReport | None) -> WriteReport | None:
+    """The write step's report: as given, else the batch's manifest (None only for a no-change batch)."""
+    if report is not None or desc.empty:
+        return report
+    report = read_manifest(desc.target, desc.batch_id)
+    if report is None:
+        raise StagingError(f"view {view.name}: batch {desc.batch_id} has no manifest under {desc.target}. "
+                           "Fix: re-run the refresh (the write step did not finish).")
+    return report
+
+
+def _attempt(view: ViewDefinition, desc: BatchDescription, report: WriteReport | None,
+             res: RefreshResult) -> RefreshResult | None:
+    """One validate-and-commit round; None when it must be re-validated (a lost race, an evolve, a bump)."""
+    files = report.files if report is not None and report.status == "staged" else ()
+    table = _table(view, desc).require()
+    fr = table.frontier
+    hist = table.commits_after(report.read_version if report is not None else desc.table_version)
+    mine = [h for h in hist if h.op == "append" and h.info is not None and h.info.batch_id == desc.batch_id]
+    if mine:  # a retry after a lost reply: our batch is already in the log
+        _settle(view, desc, table, fr.upper)
+        return _appended(view, desc, report, mine[0].version, fr.upper, res,
+                         note="already committed by an earlier attempt")
+    if fr.upper == desc.lower:
+        # Our own content-preserving commits are benign: a lost commit race to a compaction is
+        # re-validated and retried here. A compaction is benign only if its since is below
+        # lower (contents at lower - 1, which write read, are then unchanged); compaction
+        # never goes past upper - 1, so anything else is treated like a foreign commit.
+        foreign = [h for h in hist if h.info is None or not h.info.content_preserving
+                   or (h.info.operation == "compact" and int(h.info.since or 0) >= desc.lower)]
+        if foreign:
+            h = foreign[0]
+            return _mismatch(view, desc, fr.upper, f"the table changed after write read it "
+                             f"(version {h.version}: {h.op or h.operation})", res)
+        problem = staged_files_ok(desc.target, files)
+        if problem:
+            raise StagingError(f"view {view.name}: {problem}. Fix: re-run the refresh; the batch will be restaged.")
+        if report is not None and _needs_error_column(table, report):
+            table.add_error_column(CommitInfo.for_batch(desc, "evolve"))
+            return None
+        failpoint("append:before_commit", view=view.name)
+        version = table.commit_files(_append_info(desc, report), files, upper=desc.upper)
+        if version is None:  # lost a race to another commit: re-validate
+            return None
+        failpoint("append:after_commit", view=view.name)
+        _settle(view, desc, None, desc.upper)
+        return _appended(view, desc, report, version, desc.upper, res)
+    if fr.upper < desc.lower and desc.lower == view.as_of:
+        if table.commit_files(CommitInfo.for_batch(desc, "bump", from_upper=fr.upper), (),
+                              upper=desc.lower) is not None:
+            log.info("view %s: advanced the upper from %d to as_of %d", view.name, fr.upper, desc.lower)
+        return None
+    return _mismatch(view, desc, fr.upper, "another writer moved the upper", res)
 
 
 def _table(view: ViewDefinition, desc: BatchDescription, *, check: bool = True) -> ViewTable:
@@ -213,19 +223,19 @@ def _settle(view: ViewDefinition, desc: BatchDescription, table: ViewTable | Non
 
 
 def _appended(view: ViewDefinition, desc: BatchDescription, report: WriteReport | None, version: int,
-              upper: int, res: dict[str, Any], note: str = "") -> RefreshResult:
-    r = RefreshResult(status="appended", upper=upper, version=version,
+              upper: int, res: RefreshResult, note: str = "") -> RefreshResult:
+    r = dataclasses.replace(res, status="appended", upper=upper, version=version,
                       rows_added=report.rows_added if report else 0,
                       rows_retracted=report.rows_retracted if report else 0,
                       bytes=report.bytes if report else 0, files=len(report.files) if report else 0,
                       mode=report.mode if report else "", checks=_checks_of(desc, report),
-                      reason=note or ("no source changed: only the upper moved" if desc.empty else ""), **res)
+                      reason=note or ("no source changed: only the upper moved" if desc.empty else ""))
     log.info("%s", r.summary())
     return r
 
 
 def _mismatch(view: ViewDefinition, desc: BatchDescription, upper: int | None, why: str,
-              res: dict[str, Any]) -> RefreshResult:
+              res: RefreshResult) -> RefreshResult:
     discard_batch(desc.target, desc.batch_id)
     table = _table(view, desc, check=False)
     if table.exists:
@@ -233,4 +243,4 @@ def _mismatch(view: ViewDefinition, desc: BatchDescription, upper: int | None, w
         collect_garbage(desc.target, upper=upper, active=table.active_paths())
     log.warning("view %s: batch [%d, %d) not appended: %s; upper is now %s", view.name, desc.lower, desc.upper,
                 why, upper)
-    return RefreshResult(status="rescheduled", upper=upper, reason=why, **res)
+    return dataclasses.replace(res, status="rescheduled", upper=upper, reason=why)

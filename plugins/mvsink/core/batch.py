@@ -9,6 +9,7 @@ import re
 from typing import Any, Literal
 
 SourceKind = Literal["path", "view"]
+WriteMode = Literal["full", "incremental", "incremental:groups"]  # how write computed the corrections
 
 
 @dataclasses.dataclass(frozen=True)
@@ -146,7 +147,7 @@ class WriteReport:
     bytes: int = 0
     files: tuple[StagedFile, ...] = ()
     seconds: float = 0.0
-    mode: Literal["full", "incremental", "incremental:groups", ""] = ""  # how the corrections were computed
+    mode: WriteMode | Literal[""] = ""  # how the corrections were computed ("" before they were)
     mode_reason: str = ""  # why incremental was (not) used
     checks: dict[str, Any] = dataclasses.field(default_factory=dict)  # {check: {"action", "rows"}} over desired
 

@@ -220,6 +220,43 @@ def parse_view(text: str, *, file: str = "<string>", data_root: Path | None = No
     """Parse and validate the YAML text of one view file."""
     path = Path(file)
     root = data_root if data_root is not None else data_root_for(path)
+    doc = _load_yaml(text, file)
+    name = doc.get("name")
+    if not isinstance(name, str) or not NAME_RE.match(name):
+        raise _fail(file, "name", f"{name!r} is not a valid view name",
+                    "use lower-case letters, digits and _, starting with a letter (max 63)")
+    description = doc.get("description", "") or ""
+    if not isinstance(description, str):
+        raise _fail(file, "description", "must be text", "write the description as a string")
+
+    query = _parse_query(doc, file, path, name)
+    sources = _parse_sources(doc.get("sources"), file, root, name)
+    _check_sources_used(query, sources, file)
+    target_path = _parse_target(doc.get("target"), file, root, name, sources)
+    as_of = _parse_as_of(doc, file)
+    conf = doc.get("spark_conf", {}) or {}
+    if not isinstance(conf, dict) or not all(isinstance(k, str) for k in conf):
+        raise _fail(file, "spark_conf", "must be a mapping of Spark settings", "write e.g. spark_conf: {spark.driver.memory: 2g}")
+    incremental = doc.get("incremental", True)
+    if not isinstance(incremental, bool):
+        raise _fail(file, "incremental", f"{incremental!r} is not true or false",
+                    "write incremental: true (default) or incremental: false")
+    tags = doc.get("tags", []) or []
+    if not isinstance(tags, list) or not all(isinstance(t, str) for t in tags):
+        raise _fail(file, "tags", "must be a list of strings", "write e.g. tags: [finance]")
+
+    return ViewDefinition(
+        name=name, description=description.strip(), query=query, sources=sources, target=target_path,
+        schedule=_parse_schedule(doc.get("schedule", "manual"), file), as_of=as_of,
+        key=_parse_key(doc.get("key", []), file), spark_conf={k: str(v) for k, v in conf.items()},
+        tags=tuple(tags), file=str(path), until=_parse_until(doc.get("until"), file, as_of), incremental=incremental,
+        retain_history_ms=_parse_retain_history(doc.get("retain_history"), file),
+        checks=_parse_checks(doc.get("checks"), file), max_lag_ms=_parse_max_lag(doc.get("max_lag"), file),
+    )
+
+
+def _load_yaml(text: str, file: str) -> dict[str, Any]:
+    """The view file's mapping of fields (valid YAML, a mapping, only known fields)."""
     try:
         doc = yaml.load(text, Loader=_YAML_LOADER)  # a safe loader
     except yaml.YAMLError as exc:
@@ -237,21 +274,11 @@ def parse_view(text: str, *, file: str = "<string>", data_root: Path | None = No
     unknown = sorted(set(map(str, doc)) - KNOWN_FIELDS)
     if unknown:
         raise _fail(file, unknown[0], "unknown field", f"remove it or use one of {sorted(KNOWN_FIELDS)}")
+    return doc
 
-    name = doc.get("name")
-    if not isinstance(name, str) or not NAME_RE.match(name):
-        raise _fail(file, "name", f"{name!r} is not a valid view name",
-                    "use lower-case letters, digits and _, starting with a letter (max 63)")
 
-    description = doc.get("description", "") or ""
-    if not isinstance(description, str):
-        raise _fail(file, "description", "must be text", "write the description as a string")
-
-    query = _parse_query(doc, file, path, name)
-    sources = _parse_sources(doc.get("sources"), file, root, name)
-    _check_sources_used(query, sources, file)
-
-    target = doc.get("target")
+def _parse_target(target: object, file: str, root: Path, name: str, sources: tuple[Source, ...]) -> str:
+    """``target``: the view's table path, inside the data root and not one of its sources."""
     if not isinstance(target, str) or not target.strip():
         raise _fail(file, "target", "missing or empty", "give the Delta table path of the view, e.g. views/my_view")
     target_path = _contained(target, root, file=file, view=name, field="target")
@@ -259,9 +286,11 @@ def parse_view(text: str, *, file: str = "<string>", data_root: Path | None = No
         if s.kind == "path" and s.path == target_path:
             raise _fail(file, "target", f"{target_path} is also source '{s.name}'",
                         "write the view to its own table path")
+    return target_path
 
-    schedule = _parse_schedule(doc.get("schedule", "manual"), file)
 
+def _parse_as_of(doc: dict[str, Any], file: str) -> int:
+    """``as_of`` (required): the first time the view may hold output."""
     if "as_of" not in doc:
         raise _fail(file, "as_of", "missing", "give the first time the view may hold output, e.g. 2026-01-01T00:00:00Z")
     try:
@@ -270,47 +299,30 @@ def parse_view(text: str, *, file: str = "<string>", data_root: Path | None = No
         raise _fail(file, "as_of", str(exc), "write ISO-8601 (UTC if no zone) or epoch milliseconds") from None
     if as_of < 0:
         raise _fail(file, "as_of", "negative time", "use a time after 1970-01-01")
+    return as_of
 
-    key_raw = doc.get("key", [])
-    if isinstance(key_raw, str):
-        key_raw = [key_raw]
+
+def _parse_until(raw: object, file: str, as_of: int) -> int | None:
+    """``until`` (optional): no scheduled refresh after this time."""
+    if raw is None:
+        return None
+    try:
+        until = parse_time(raw, what="until")
+    except ValueError as exc:
+        raise _fail(file, "until", str(exc), "write ISO-8601 (UTC if no zone) or epoch milliseconds") from None
+    if until < as_of:
+        raise _fail(file, "until", "is before as_of", "give a time at or after as_of, or remove until")
+    return until
+
+
+def _parse_key(raw: object, file: str) -> tuple[str, ...]:
+    """``key`` (optional): columns unique in the result."""
+    key_raw = [raw] if isinstance(raw, str) else raw
     if not isinstance(key_raw, list) or not all(isinstance(k, str) and IDENT_RE.match(k) for k in key_raw):
         raise _fail(file, "key", f"{key_raw!r} is not a list of column names", "write e.g. key: [customer_id]")
     if any(k.lower().startswith(RESERVED_PREFIX) for k in key_raw):
         raise _fail(file, "key", "columns starting with _mv_ are reserved", "rename the column in the query")
-
-    conf = doc.get("spark_conf", {}) or {}
-    if not isinstance(conf, dict) or not all(isinstance(k, str) for k in conf):
-        raise _fail(file, "spark_conf", "must be a mapping of Spark settings", "write e.g. spark_conf: {spark.driver.memory: 2g}")
-
-    until = None
-    if doc.get("until") is not None:
-        try:
-            until = parse_time(doc["until"], what="until")
-        except ValueError as exc:
-            raise _fail(file, "until", str(exc), "write ISO-8601 (UTC if no zone) or epoch milliseconds") from None
-        if until < as_of:
-            raise _fail(file, "until", "is before as_of", "give a time at or after as_of, or remove until")
-
-    incremental = doc.get("incremental", True)
-    if not isinstance(incremental, bool):
-        raise _fail(file, "incremental", f"{incremental!r} is not true or false",
-                    "write incremental: true (default) or incremental: false")
-    retain = _parse_retain_history(doc.get("retain_history"), file)
-    max_lag = _parse_max_lag(doc.get("max_lag"), file)
-
-    checks = _parse_checks(doc.get("checks"), file)
-
-    tags = doc.get("tags", []) or []
-    if not isinstance(tags, list) or not all(isinstance(t, str) for t in tags):
-        raise _fail(file, "tags", "must be a list of strings", "write e.g. tags: [finance]")
-
-    return ViewDefinition(
-        name=name, description=description.strip(), query=query, sources=sources, target=target_path,
-        schedule=schedule, as_of=as_of, key=tuple(key_raw), spark_conf={k: str(v) for k, v in conf.items()},
-        tags=tuple(tags), file=str(path), until=until, incremental=incremental, retain_history_ms=retain,
-        checks=checks, max_lag_ms=max_lag,
-    )
+    return tuple(key_raw)
 
 
 def _parse_retain_history(raw: object, file: str) -> int | None:
@@ -380,22 +392,9 @@ def _parse_checks(raw: object, file: str) -> tuple[Check, ...]:
     """``checks:`` as a list of {name, expr, action} or a mapping name -> {expr, action} (or name -> expr)."""
     if raw is None:
         return ()
-    items: list[tuple[str, object]] = []
-    if isinstance(raw, dict):
-        items = [(str(k), v) for k, v in raw.items()]
-    elif isinstance(raw, list):
-        for i, item in enumerate(raw):
-            if not isinstance(item, dict):
-                raise _fail(file, f"checks[{i}]", f"{item!r} is not a mapping with name, expr and action",
-                            f"write e.g. {_CHECK_EXAMPLE}")
-            if "name" not in item:
-                raise _fail(file, f"checks[{i}]", "has no name", "give each check a name, e.g. name: positive_qty")
-            items.append((str(item["name"]), {k: v for k, v in item.items() if k != "name"}))
-    else:
-        raise _fail(file, "checks", f"{raw!r} is not a list of checks", f"write e.g. {_CHECK_EXAMPLE}")
     out: list[Check] = []
     seen: dict[str, str] = {}
-    for name, spec in items:
+    for name, spec in _check_items(raw, file):
         field = f"checks.{name}"
         if not IDENT_RE.match(name):
             raise _fail(file, field, f"{name!r} is not a valid check name",
@@ -414,34 +413,55 @@ def _parse_checks(raw: object, file: str) -> tuple[Check, ...]:
         unknown = sorted(set(map(str, spec)) - (CHECK_FIELDS - {"name"}))
         if unknown:
             raise _fail(file, f"{field}.{unknown[0]}", "unknown key", "a check has only name, expr and action")
-        expr = spec.get("expr")
-        if not isinstance(expr, str) or not expr.strip():
-            raise _fail(file, f"{field}.expr", "missing or empty",
-                        "give a Spark SQL boolean expression over the query's columns, e.g. expr: \"qty > 0\"")
-        expr = _strip_trailing(expr)
-        lexical = _strip_literals(expr)
-        if ";" in lexical:
-            raise _fail(file, f"{field}.expr", "holds a ';'", "give one boolean expression, without ;")
-        m = _NONDET_RE.search(lexical)
-        if m:
-            fn = (m.group(1) or m.group(2)).lower()
-            raise _fail(file, f"{field}.expr", f"uses the non-deterministic function {fn}()",
-                        "a check must be a function of the row: remove it")
-        if _SUBQUERY_RE.search(lexical):
-            raise _fail(file, f"{field}.expr", "holds a subquery",
-                        "a check looks at one row of the result: use a per-row expression, or compute the "
-                        "value in the query and check the column")
-        if _AGGREGATE_OR_WINDOW_RE.search(lexical):
-            raise _fail(file, f"{field}.expr", "uses an aggregate or window function",
-                        "a check looks at one row of the result: compute the aggregate in the query and "
-                        "check the column")
         action = spec.get("action", "error")
         if action not in CHECK_ACTIONS:
             raise _fail(file, f"{field}.action", f"{action!r} is not one of {list(CHECK_ACTIONS)}",
                         "write action: error (row goes to the error collection), drop (row left out, counted) "
                         "or warn (row kept, counted)")
-        out.append(Check(name=name, expr=expr, action=action))
+        out.append(Check(name=name, expr=_check_expr(spec.get("expr"), file, field), action=action))
     return tuple(out)
+
+
+def _check_items(raw: object, file: str) -> list[tuple[str, object]]:
+    """(name, spec) of each check, from a list of mappings with ``name`` or a mapping by name."""
+    if isinstance(raw, dict):
+        return [(str(k), v) for k, v in raw.items()]
+    if not isinstance(raw, list):
+        raise _fail(file, "checks", f"{raw!r} is not a list of checks", f"write e.g. {_CHECK_EXAMPLE}")
+    items: list[tuple[str, object]] = []
+    for i, item in enumerate(raw):
+        if not isinstance(item, dict):
+            raise _fail(file, f"checks[{i}]", f"{item!r} is not a mapping with name, expr and action",
+                        f"write e.g. {_CHECK_EXAMPLE}")
+        if "name" not in item:
+            raise _fail(file, f"checks[{i}]", "has no name", "give each check a name, e.g. name: positive_qty")
+        items.append((str(item["name"]), {k: v for k, v in item.items() if k != "name"}))
+    return items
+
+
+def _check_expr(expr: object, file: str, field: str) -> str:
+    """A check's ``expr``: one deterministic per-row boolean expression (lexical checks; Spark checks the rest)."""
+    if not isinstance(expr, str) or not expr.strip():
+        raise _fail(file, f"{field}.expr", "missing or empty",
+                    "give a Spark SQL boolean expression over the query's columns, e.g. expr: \"qty > 0\"")
+    expr = _strip_trailing(expr)
+    lexical = _strip_literals(expr)
+    if ";" in lexical:
+        raise _fail(file, f"{field}.expr", "holds a ';'", "give one boolean expression, without ;")
+    m = _NONDET_RE.search(lexical)
+    if m:
+        fn = (m.group(1) or m.group(2)).lower()
+        raise _fail(file, f"{field}.expr", f"uses the non-deterministic function {fn}()",
+                    "a check must be a function of the row: remove it")
+    if _SUBQUERY_RE.search(lexical):
+        raise _fail(file, f"{field}.expr", "holds a subquery",
+                    "a check looks at one row of the result: use a per-row expression, or compute the "
+                    "value in the query and check the column")
+    if _AGGREGATE_OR_WINDOW_RE.search(lexical):
+        raise _fail(file, f"{field}.expr", "uses an aggregate or window function",
+                    "a check looks at one row of the result: compute the aggregate in the query and "
+                    "check the column")
+    return expr
 
 
 def _strip_trailing(sql: str) -> str:

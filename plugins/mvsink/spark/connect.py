@@ -81,7 +81,7 @@ def remote_session(url: str, *, conf: Mapping[str, str] | None = None) -> SparkS
         raise MvSinkError(f"no Spark Connect server at {url}. Fix: start one with `mvsink connect-server`, "
                           "or drop --remote to use spark-submit.")
     spark = SparkSession.builder.remote(url).getOrCreate()
-    spark.client.set_retry_policies([DefaultPolicy(max_retries=3, max_backoff=1000)])  # type: ignore[attr-defined]
+    spark.client.set_retry_policies([DefaultPolicy(max_retries=3, max_backoff=1000)])
     for k, v in {**DEFAULT_SPARK_CONF, **(conf or {})}.items():
         if k.startswith(SESSION_CONF_PREFIXES):
             spark.conf.set(k, v)

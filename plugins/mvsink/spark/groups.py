@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import functools
 import logging
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Final
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame, SparkSession
@@ -42,7 +42,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-MODE = "incremental:groups"
+MODE: Final = "incremental:groups"
 # Above this many affected keys per row of the view, the full diff is used instead.
 MAX_AFFECTED_FRACTION = 0.5
 # Up to this many affected keys, each key column's values are inlined as an IN filter (pushed down).

@@ -7,16 +7,18 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import logging
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from mvsink import settings
 from mvsink.columns import DIFF, ERROR, TIME
-from mvsink.core.batch import BatchDescription, StagedFile, WriteReport
+from mvsink.core.batch import BatchDescription, StagedFile, WriteMode, WriteReport
 from mvsink.core.checks import add_counts, counts_of
 from mvsink.core.failpoints import failpoint
 from mvsink.core.schema import encode_schema
@@ -33,7 +35,7 @@ from mvsink.spark.transforms import consolidate, corrections
 from mvsink.spark.validation import analyse, compare_schema
 
 if TYPE_CHECKING:
-    from pyspark.sql import SparkSession
+    from pyspark.sql import Column, DataFrame, Observation, SparkSession
 
 log = logging.getLogger(__name__)
 
@@ -50,7 +52,6 @@ def error_path(report: str) -> Path:
 def run_write(spark: SparkSession, view: ViewDefinition, desc: BatchDescription) -> WriteReport:
     """Compute the corrections of ``desc`` and stage them (or only count them in a dry run)."""
     from pyspark.sql import Observation
-    from pyspark.sql import functions as F
 
     t0 = time.monotonic()
     table = ViewTable.open_path(desc.target, view.name)
@@ -61,49 +62,18 @@ def run_write(spark: SparkSession, view: ViewDefinition, desc: BatchDescription)
     # Tables of views with checks carry _mv_error; a table that has it keeps it (checks removed later
     # retract the error rows); tables of views that never had checks stay as they were.
     with_error = bool(view.checks) or ERROR in table.column_names
-    schema_b64 = encode_schema(arrow_table_schema(result.schema, with_error=with_error))
-    check_obs = Observation(f"mvsink_checks_{desc.batch_id[-8:]}") if view.checks else None
-    base: dict[str, Any] = dict(view=view.name, batch_id=desc.batch_id, lower=desc.lower, upper=desc.upper,
-                                read_version=fr.version, table_upper=fr.upper, schema=schema_b64)
+    head = WriteReport(view=view.name, batch_id=desc.batch_id, lower=desc.lower, upper=desc.upper, status="stale",
+                       read_version=fr.version, table_upper=fr.upper,
+                       schema=encode_schema(arrow_table_schema(result.schema, with_error=with_error)))
     if fr.upper > desc.lower:
         log.warning("view %s: batch [%d, %d) is stale: the table's upper is already %d; staging nothing",
                     view.name, desc.lower, desc.upper, fr.upper)
-        return WriteReport(status="stale", seconds=time.monotonic() - t0, **base)  # type: ignore[arg-type]
+        return dataclasses.replace(head, seconds=time.monotonic() - t0)
 
-    corr, mode, reason = None, "full", "no earlier refresh of this definition to start from"
-    zero = {c.name: {"action": c.action, "rows": 0} for c in view.checks}
-    if table.exists:
-        table_df = read_delta(spark, desc.target, version=fr.version, role=table.role)
-        compare_schema(view, result.schema, table_df.schema)
-        if desc.base_versions is not None and fr.version != desc.table_version:
-            reason = f"the table moved from version {desc.table_version} to {fr.version} after mint"
-        elif desc.base_versions is not None and view.checks and add_counts(view, desc.base_checks or {}, zero) is None:
-            reason = "the last refresh recorded no check counts to start from"
-        elif desc.base_versions is not None:
-            corr, reason = incremental_corrections(spark, view, desc, base=desc.base_versions, desired=result,
-                                                   with_error=with_error, observation=check_obs)
-            mode = "incremental" if corr is not None else "full"
-            if corr is None and reason.startswith(NOT_LINEAR) and not settings.incremental_groups():
-                reason += f" (affected-groups refresh is off; {settings.INCREMENTAL_GROUPS.name}=true enables it)"
-            elif corr is None and reason.startswith(NOT_LINEAR):  # an aggregate over a linear query?
-                corr, why = group_corrections(spark, view, desc, base=desc.base_versions, desired=result,
-                                              table_df=table_df, with_error=with_error)
-                mode = GROUPS_MODE if corr is not None else "full"
-                reason = why if corr is not None else f"{reason}; and not by affected groups: {why}"
-        elif not view.incremental:
-            reason = "incremental: false in the view file"
-        if corr is None:
-            user_t = [c for c in table_df.columns if c not in (TIME, DIFF, ERROR)]
-            err = [F.col(ERROR) if ERROR in table_df.columns else F.lit(None).cast("string").alias(ERROR)]
-            renamed = table_df.select(*[F.col(a).alias(b) for a, b in zip(user_t, result.columns)],
-                                      *(err if with_error else []), TIME, DIFF)
-            persisted = consolidate(renamed, [c for c in renamed.columns if c not in (TIME, DIFF)],
-                                    before=desc.lower)
-    if corr is None:
-        desired = apply_checks(result, view, with_error=with_error, observation=check_obs)
-        if not table.exists:
-            persisted = spark.createDataFrame([], desired.schema).withColumn(DIFF, F.lit(0).cast("bigint"))
-        corr = corrections(desired, persisted, time=desc.time)
+    check_obs = Observation(f"mvsink_checks_{desc.batch_id[-8:]}") if view.checks else None
+    corr, mode, reason = _corrections(spark, view, desc, table, result, with_error=with_error, check_obs=check_obs)
+    log.info("view %s: %s diff (%s)", view.name, mode, reason)
+    head = dataclasses.replace(head, mode=mode, mode_reason=reason)
 
     def check_counts() -> dict[str, Any]:
         if check_obs is None:
@@ -112,16 +82,90 @@ def run_write(spark: SparkSession, view: ViewDefinition, desc: BatchDescription)
         if mode == "incremental":  # the change's signed counts on top of the last refresh's totals
             return add_counts(view, desc.base_checks or {}, counts) or {}
         return counts
-    log.info("view %s: %s diff (%s)", view.name, mode, reason)
-    added = F.coalesce(F.sum(F.when(F.col(DIFF) > 0, F.col(DIFF))), F.lit(0)).alias("added")
-    retracted = F.coalesce(F.sum(F.when(F.col(DIFF) < 0, -F.col(DIFF))), F.lit(0)).alias("retracted")
 
-    base.update(mode=mode, mode_reason=reason)
     if desc.dry_run:
+        added, retracted = _sizes()
         row = corr.agg(added, retracted).collect()[0]
         log.info("view %s: dry run: %d rows to add, %d to retract", view.name, row["added"], row["retracted"])
-        return WriteReport(status="dry_run", rows_added=int(row["added"]), rows_retracted=int(row["retracted"]),
-                           checks=check_counts(), seconds=time.monotonic() - t0, **base)  # type: ignore[arg-type]
+        return dataclasses.replace(head, status="dry_run", rows_added=int(row["added"]),
+                                   rows_retracted=int(row["retracted"]), checks=check_counts(),
+                                   seconds=time.monotonic() - t0)
+    return _stage(view, desc, corr, head, check_counts=check_counts, t0=t0)
+
+
+def _corrections(spark: SparkSession, view: ViewDefinition, desc: BatchDescription, table: ViewTable,
+                 result: DataFrame, *, with_error: bool, check_obs: Observation | None) -> tuple[DataFrame, WriteMode, str]:
+    """The batch's corrections, with the mode that computed them and why: incremental when allowed, else full."""
+    from pyspark.sql import functions as F
+
+    corr: DataFrame | None = None
+    mode: WriteMode = "full"
+    reason = "no earlier refresh of this definition to start from"
+    fr = table.frontier
+    if not table.exists:
+        persisted = None
+    else:
+        table_df = read_delta(spark, desc.target, version=fr.version, role=table.role)
+        compare_schema(view, result.schema, table_df.schema)
+        zero = {c.name: {"action": c.action, "rows": 0} for c in view.checks}
+        if desc.base_versions is not None and fr.version != desc.table_version:
+            reason = f"the table moved from version {desc.table_version} to {fr.version} after mint"
+        elif desc.base_versions is not None and view.checks and add_counts(view, desc.base_checks or {}, zero) is None:
+            reason = "the last refresh recorded no check counts to start from"
+        elif desc.base_versions is not None:
+            corr, mode, reason = _incremental(spark, view, desc, result, table_df, with_error=with_error,
+                                              check_obs=check_obs)
+        elif not view.incremental:
+            reason = "incremental: false in the view file"
+        if corr is not None:
+            return corr, mode, reason
+        user_t = [c for c in table_df.columns if c not in (TIME, DIFF, ERROR)]
+        err = [F.col(ERROR) if ERROR in table_df.columns else F.lit(None).cast("string").alias(ERROR)]
+        renamed = table_df.select(*[F.col(a).alias(b) for a, b in zip(user_t, result.columns)],
+                                  *(err if with_error else []), TIME, DIFF)
+        persisted = consolidate(renamed, [c for c in renamed.columns if c not in (TIME, DIFF)], before=desc.lower)
+    desired = apply_checks(result, view, with_error=with_error, observation=check_obs)
+    if persisted is None:
+        persisted = spark.createDataFrame([], desired.schema).withColumn(DIFF, F.lit(0).cast("bigint"))
+    return corrections(desired, persisted, time=desc.time), mode, reason
+
+
+def _incremental(spark: SparkSession, view: ViewDefinition, desc: BatchDescription, result: DataFrame,
+                 table_df: DataFrame, *, with_error: bool,
+                 check_obs: Observation | None) -> tuple[DataFrame | None, WriteMode, str]:
+    """Corrections from the sources' changes (linear views, then affected groups), or (None, "full", why not)."""
+    assert desc.base_versions is not None
+    corr, reason = incremental_corrections(spark, view, desc, base=desc.base_versions, desired=result,
+                                           with_error=with_error, observation=check_obs)
+    if corr is not None:
+        return corr, "incremental", reason
+    if not reason.startswith(NOT_LINEAR):
+        return None, "full", reason
+    if not settings.incremental_groups():
+        return None, "full", f"{reason} (affected-groups refresh is off; {settings.INCREMENTAL_GROUPS.name}=true enables it)"
+    corr, why = group_corrections(spark, view, desc, base=desc.base_versions, desired=result, table_df=table_df,
+                                  with_error=with_error)
+    if corr is not None:
+        return corr, GROUPS_MODE, why
+    return None, "full", f"{reason}; and not by affected groups: {why}"
+
+
+def _sizes() -> tuple[Column, Column]:
+    """Aggregates of a correction set: rows added and rows retracted."""
+    from pyspark.sql import functions as F
+
+    added = F.coalesce(F.sum(F.when(F.col(DIFF) > 0, F.col(DIFF))), F.lit(0)).alias("added")
+    retracted = F.coalesce(F.sum(F.when(F.col(DIFF) < 0, -F.col(DIFF))), F.lit(0)).alias("retracted")
+    return added, retracted
+
+
+def _stage(view: ViewDefinition, desc: BatchDescription, corr: DataFrame, head: WriteReport, *,
+           check_counts: Callable[[], dict[str, Any]], t0: float) -> WriteReport:
+    """Write the corrections as the batch's Parquet files and its manifest (``empty``: nothing to stage).
+
+    ``check_counts`` gives the check counts once the corrections were computed (by the write).
+    """
+    from pyspark.sql import Observation
 
     folder = batch_dir(desc.target, desc.batch_id)
     # The batch folder is overwritten below. A try of this write orphaned by a killed Airflow task may
@@ -130,11 +174,11 @@ def run_write(spark: SparkSession, view: ViewDefinition, desc: BatchDescription)
     if ViewTable.open_path(desc.target, view.name, check=False).frontier.upper > desc.lower:
         log.warning("view %s: batch [%d, %d) went stale before staging; staging nothing", view.name, desc.lower,
                     desc.upper)
-        return WriteReport(status="stale", seconds=time.monotonic() - t0, **base)  # type: ignore[arg-type]
+        return dataclasses.replace(head, status="stale", seconds=time.monotonic() - t0)
     write_intent(desc.target, desc.batch_id)
     obs = Observation(f"mvsink_{desc.batch_id[-8:]}")
     try:
-        corr.observe(obs, added, retracted).write.mode("overwrite").parquet(str(folder))
+        corr.observe(obs, *_sizes()).write.mode("overwrite").parquet(str(folder))
         metrics = obs.get
     except Exception:
         # A writer that won the race may have cleaned up this (now dead) batch under us.
@@ -143,24 +187,13 @@ def run_write(spark: SparkSession, view: ViewDefinition, desc: BatchDescription)
             discard_batch(desc.target, desc.batch_id)
             log.warning("view %s: batch [%d, %d) went stale while staging (upper is now %d); staged nothing",
                         view.name, desc.lower, desc.upper, now.upper)
-            return WriteReport(status="stale", seconds=time.monotonic() - t0, **base)  # type: ignore[arg-type]
+            return dataclasses.replace(head, status="stale", seconds=time.monotonic() - t0)
         raise
-    files = []
-    for p in sorted(folder.glob("*.parquet")):
-        rows, stats = stats_json(str(p))
-        if rows == 0:
-            p.unlink()
-            continue
-        files.append(StagedFile(path=p.relative_to(desc.target).as_posix(), size=p.stat().st_size,
-                                rows=rows, stats=stats))
-    for junk in folder.iterdir():
-        if not junk.name.endswith(".parquet"):
-            junk.unlink() if junk.is_file() else None
-    report = WriteReport(
-        status="staged" if files else "empty", rows_added=int(metrics["added"]),
+    files = _staged_files(folder, desc.target)
+    report = dataclasses.replace(
+        head, status="staged" if files else "empty", rows_added=int(metrics["added"]),
         rows_retracted=int(metrics["retracted"]), bytes=sum(f.size for f in files), files=tuple(files),
-        checks=check_counts(), seconds=time.monotonic() - t0, **base,  # type: ignore[arg-type]
-    )
+        checks=check_counts(), seconds=time.monotonic() - t0)
     if files:
         write_manifest(desc.target, report)
         log.info("view %s: staged %d file(s), %d bytes: +%d -%d rows in batch %s", view.name, len(files),
@@ -170,6 +203,21 @@ def run_write(spark: SparkSession, view: ViewDefinition, desc: BatchDescription)
         discard_batch(desc.target, desc.batch_id)
         log.info("view %s: no corrections; nothing staged", view.name)
     return report
+
+
+def _staged_files(folder: Path, target: str) -> list[StagedFile]:
+    """The batch's non-empty Parquet files with their Delta stats; Spark's other files removed."""
+    files = []
+    for p in sorted(folder.glob("*.parquet")):
+        rows, stats = stats_json(str(p))
+        if rows == 0:
+            p.unlink()
+            continue
+        files.append(StagedFile(path=p.relative_to(target).as_posix(), size=p.stat().st_size, rows=rows, stats=stats))
+    for junk in folder.iterdir():
+        if not junk.name.endswith(".parquet") and junk.is_file():
+            junk.unlink()
+    return files
 
 
 def main(argv: list[str] | None = None) -> int:

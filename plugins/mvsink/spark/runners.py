@@ -111,7 +111,7 @@ def job_error(stdout: str) -> errors.MvSinkError | None:
             cls = getattr(errors, str(err.get("type")), None)
             if not (isinstance(cls, type) and issubclass(cls, errors.MvSinkError)):
                 cls = errors.MvSinkError
-            return cls(str(err.get("message")))  # type: ignore[no-any-return]
+            return cls(str(err.get("message")))
     return None
 
 

@@ -362,7 +362,7 @@ def frontier_chart(history: list[dict[str, Any]], *, width: int = 900, height: i
         return left + step * i if len(pts) > 1 else (left + width - right) / 2
 
     def sy(v: int) -> float:
-        return top + (height - top - bottom) * (1 - (max(v, y0) - y0) / span_y)
+        return float(top + (height - top - bottom) * (1 - (max(v, y0) - y0) / span_y))
 
     parts = [f'<svg id="frontier-chart" xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
              f'viewBox="0 0 {width} {height}" role="img" aria-label="since and upper after each commit">']
