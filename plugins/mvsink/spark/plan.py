@@ -447,21 +447,9 @@ def aggregate_split(tree: PlanNode) -> AggregateSplit | str:
         if e.name != "AttributeReference" or e.ref is None:
             return f"grouping key #{i + 1} is an expression ({e.name}), not a column"
         key_ids.setdefault(e.ref[1], i)
-    # The rows' columns, bottom-up: (expression id, index of the grouping key the column is, or None).
-    out = [_passes(e, key_ids) for e in aggregates]
-    if any(o is None for o in out):
-        return "an output column of the aggregate could not be read"
-    cols: list[tuple[int, int | None]] = [o for o in out if o is not None]
-    for op in reversed(chain):
-        if op.name == "Project":
-            if "list" not in op.attrs:
-                return "a projection above the aggregate could not be read"
-            l0, l1 = op.attrs["list"]
-            known = {i: k for i, k in cols}
-            projected = [_passes(e, known) for e in op.expressions[l0:l1]]
-            if any(o is None for o in projected):
-                return "a column of a projection above the aggregate could not be read"
-            cols = [o for o in projected if o is not None]
+    cols = _output_columns(aggregates, key_ids, chain)
+    if isinstance(cols, str):
+        return cols
     positions = []
     for i, e in enumerate(grouping):
         at = [p for p, (_, k) in enumerate(cols) if k == i]
@@ -469,6 +457,30 @@ def aggregate_split(tree: PlanNode) -> AggregateSplit | str:
             return f"grouping key {e.ref[0] if e.ref else '#' + str(i + 1)!r} is not a column of the view"
         positions.append(at[0])
     return AggregateSplit(tuple(positions), tuple(e.ref[0] if e.ref else "" for e in grouping), node.children[0])
+
+
+def _output_columns(aggregates: tuple[PlanExpr, ...] | list[PlanExpr], key_ids: Mapping[int, int | None],
+                    chain: list[PlanNode]) -> list[tuple[int, int | None]] | str:
+    """The view's columns as (expression id, index of the grouping key the column is, or None), or why not.
+
+    Follows the aggregate's output up through the projections in ``chain`` (top first), bottom-up.
+    """
+    out = [_passes(e, key_ids) for e in aggregates]
+    if any(o is None for o in out):
+        return "an output column of the aggregate could not be read"
+    cols: list[tuple[int, int | None]] = [o for o in out if o is not None]
+    for op in reversed(chain):
+        if op.name != "Project":
+            continue
+        if "list" not in op.attrs:
+            return "a projection above the aggregate could not be read"
+        l0, l1 = op.attrs["list"]
+        known = {i: k for i, k in cols}
+        projected = [_passes(e, known) for e in op.expressions[l0:l1]]
+        if any(o is None for o in projected):
+            return "a column of a projection above the aggregate could not be read"
+        cols = [o for o in projected if o is not None]
+    return cols
 
 
 def _passes(e: PlanExpr, key_of: Mapping[int, int | None]) -> tuple[int, int | None] | None:

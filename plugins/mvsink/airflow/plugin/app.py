@@ -23,7 +23,7 @@ there (else 404); no path is ever taken from a request.
 # (Request, the auth dependencies) at run time.
 import secrets
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from mvsink import settings
 from mvsink.airflow.dag_factory import DAG_PREFIX, dag_id_for
@@ -33,6 +33,9 @@ from mvsink.definitions.view import NAME_RE
 from mvsink.exceptions import MvSinkError
 from mvsink.readers.freshness import now_ms
 from mvsink.readers.overview import all_views, view_detail
+
+if TYPE_CHECKING:
+    from fastapi.responses import HTMLResponse
 
 
 def views_dir() -> Path:
@@ -53,56 +56,64 @@ def view_name_of(dag_id: str) -> str | None:
     return name if NAME_RE.match(name) else None
 
 
-def create_app() -> Any:
+def links(request: Any) -> render.Links:
+    """Links back into Airflow and within this app, from the request's mount point."""
+    root = request.scope.get("root_path", "") or ""  # e.g. "/mvsink", or "/airflow/mvsink" behind a base_url
+    base = root[: -len(URL_PREFIX)] if root.endswith(URL_PREFIX) else ""
+    return render.Links(airflow_root=base + "/", app_root=base + URL_PREFIX + "/")
+
+def readable_views(user: Any, catalog: Catalog) -> set[str] | None:
+    """Names of the views whose DAGs the user may read; None: every view (access to all DAGs)."""
     from airflow.api_fastapi.app import get_auth_manager
+
+    am = get_auth_manager()
+    if am.is_authorized_dag(method="GET", user=user):
+        return None
+    allowed = am.get_authorized_dag_ids(user=user, method="GET")
+    return {n for n in catalog.views if dag_id_for(n) in allowed}
+
+def overview_rows(user: Any) -> tuple[list[dict[str, Any]], str, int]:
+    """The overview's rows (the views the user may read), the views folder, and the time they describe."""
+    now = now_ms()
+    try:
+        catalog = Catalog(views_dir())
+    except MvSinkError as exc:  # no views folder: say so on the page
+        return [{"view": None, "file": str(views_dir()), "error": str(exc)}], str(views_dir()), now
+    allowed = readable_views(user, catalog)
+    if allowed is not None:  # hide what the user may not read, broken view files included
+        catalog.views = {n: v for n, v in catalog.views.items() if n in allowed}
+        catalog.errors = {}
+    return all_views(catalog, now=now), str(catalog.views_dir), now
+
+def detail(dag_id: str) -> tuple[dict[str, Any] | None, str]:
+    """A view's page data by its DAG id, or (None, why it is not a view of the folder)."""
+    name = view_name_of(dag_id)
+    try:
+        catalog = Catalog(views_dir())
+    except MvSinkError as exc:
+        return None, str(exc)
+    if name is None or name not in catalog.views:
+        return None, (f"DAG {dag_id!r} is not a materialized view of the views folder {catalog.views_dir} "
+                      "(its views' DAGs are named mv_<view name>).")
+    return view_detail(catalog.views[name], catalog.views, now=now_ms()), ""
+
+def html(body: str, nonce: str, status: int = 200) -> HTMLResponse:
+    """An HTML response with a strict Content-Security-Policy (scripts only with this response's nonce)."""
+    from fastapi.responses import HTMLResponse
+
+    return HTMLResponse(body, status_code=status, headers={
+        "Content-Security-Policy": (f"default-src 'none'; style-src 'unsafe-inline'; script-src 'nonce-{nonce}'; "
+                                    "img-src 'self' data:; frame-ancestors 'self'; base-uri 'none'; "
+                                    "form-action 'none'"),
+        "X-Content-Type-Options": "nosniff", "Cache-Control": "no-store", "Referrer-Policy": "same-origin"})
+
+
+def create_app() -> Any:
     from airflow.api_fastapi.core_api.security import GetUserDep, requires_access_dag
     from fastapi import Depends, FastAPI, HTTPException, Request
     from fastapi.responses import HTMLResponse, JSONResponse
 
     app = FastAPI(title="mvsink: materialized views", docs_url=None, redoc_url=None, openapi_url=None)
-
-    def links(request: Request) -> render.Links:
-        root = request.scope.get("root_path", "") or ""  # e.g. "/mvsink", or "/airflow/mvsink" behind a base_url
-        base = root[: -len(URL_PREFIX)] if root.endswith(URL_PREFIX) else ""
-        return render.Links(airflow_root=base + "/", app_root=base + URL_PREFIX + "/")
-
-    def readable_views(user: Any, catalog: Catalog) -> set[str] | None:
-        """Names of the views whose DAGs the user may read; None: every view (access to all DAGs)."""
-        am = get_auth_manager()
-        if am.is_authorized_dag(method="GET", user=user):
-            return None
-        allowed = am.get_authorized_dag_ids(user=user, method="GET")
-        return {n for n in catalog.views if dag_id_for(n) in allowed}
-
-    def overview_rows(user: Any) -> tuple[list[dict[str, Any]], str, int]:
-        now = now_ms()
-        try:
-            catalog = Catalog(views_dir())
-        except MvSinkError as exc:  # no views folder: say so on the page
-            return [{"view": None, "file": str(views_dir()), "error": str(exc)}], str(views_dir()), now
-        allowed = readable_views(user, catalog)
-        if allowed is not None:  # hide what the user may not read, broken view files included
-            catalog.views = {n: v for n, v in catalog.views.items() if n in allowed}
-            catalog.errors = {}
-        return all_views(catalog, now=now), str(catalog.views_dir), now
-
-    def detail(dag_id: str) -> tuple[dict[str, Any] | None, str]:
-        name = view_name_of(dag_id)
-        try:
-            catalog = Catalog(views_dir())
-        except MvSinkError as exc:
-            return None, str(exc)
-        if name is None or name not in catalog.views:
-            return None, (f"DAG {dag_id!r} is not a materialized view of the views folder {catalog.views_dir} "
-                          "(its views' DAGs are named mv_<view name>).")
-        return view_detail(catalog.views[name], catalog.views, now=now_ms()), ""
-
-    def html(body: str, nonce: str, status: int = 200) -> HTMLResponse:
-        return HTMLResponse(body, status_code=status, headers={
-            "Content-Security-Policy": (f"default-src 'none'; style-src 'unsafe-inline'; script-src 'nonce-{nonce}'; "
-                                        "img-src 'self' data:; frame-ancestors 'self'; base-uri 'none'; "
-                                        "form-action 'none'"),
-            "X-Content-Type-Options": "nosniff", "Cache-Control": "no-store", "Referrer-Policy": "same-origin"})
 
     @app.get("/", response_class=HTMLResponse)
     def overview_page(request: Request, user: GetUserDep, sort: str = "view", order: str = "asc") -> HTMLResponse:
