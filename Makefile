@@ -31,6 +31,7 @@ test-fast: install
 
 lint: install
 	$(VENV)/bin/ruff check plugins tests spark_jobs dags bench
+	$(VENV)/bin/ruff format --check plugins tests spark_jobs dags bench
 	$(VENV)/bin/mypy
 	$(VENV)/bin/lint-imports --no-cache
 

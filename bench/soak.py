@@ -47,8 +47,7 @@ from tests.support.viewfiles import write_view
 
 
 class Soak:
-    def __init__(self, work: Path, *, homes: int = 2, seed: int = 6, cli: bool = True,
-                 log: Any = print) -> None:
+    def __init__(self, work: Path, *, homes: int = 2, seed: int = 6, cli: bool = True, log: Any = print) -> None:
         self.work, self.n_homes, self.cli, self.log = work, homes, cli, log
         self.rng = random.Random(seed)
         self.data, self.dags = work / "data", work / "dags"
@@ -66,14 +65,24 @@ class Soak:
         shutil.copy(DAG_FILE, self.dags / "mvsink_views.py")
         write_at(self.orders, soak_orders(self.rng, 0, 40), BASE - HOUR)
         self.next_id = [40]
-        write_view(self.views, "soak", query=QUERY, sources={"orders": "orders"}, target="views/soak", as_of=BASE,
-                   schedule="manual")
+        write_view(
+            self.views,
+            "soak",
+            query=QUERY,
+            sources={"orders": "orders"},
+            target="views/soak",
+            as_of=BASE,
+            schedule="manual",
+        )
         os.environ["MVSINK_DATA_ROOT"] = str(self.data)
         self.view = Catalog(self.views).get("soak")
         for i in range(self.n_homes):
-            af = LocalAirflow(self.work / f"home{i}", self.dags, data_root=self.data,
-                              extra_env={"MVSINK_REPORTS_DIR": str(self.work / "reports"),
-                                         "MVSINK_TASK_RETRY_DELAY_SECONDS": "2"})
+            af = LocalAirflow(
+                self.work / f"home{i}",
+                self.dags,
+                data_root=self.data,
+                extra_env={"MVSINK_REPORTS_DIR": str(self.work / "reports"), "MVSINK_TASK_RETRY_DELAY_SECONDS": "2"},
+            )
             af.env.pop("MVSINK_FAIL_POINTS", None)
             self.homes.append(af)
             self.seen.append(set())
@@ -121,10 +130,26 @@ class Soak:
         for racer in racers:
             time.sleep(self.rng.choice([0, 0, 1, 3]))
             if racer == "cli":
-                cli = subprocess.Popen([sys.executable, "-m", "mvsink", "refresh", "soak", "--at", str(r), "--json",
-                                        "--run-id", f"soak-cli-{k}", "--views-dir", str(self.views)],
-                                       stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                                       env={k_: v for k_, v in os.environ.items() if k_ != "MVSINK_FAIL_POINTS"})
+                cli = subprocess.Popen(
+                    [
+                        sys.executable,
+                        "-m",
+                        "mvsink",
+                        "refresh",
+                        "soak",
+                        "--at",
+                        str(r),
+                        "--json",
+                        "--run-id",
+                        f"soak-cli-{k}",
+                        "--views-dir",
+                        str(self.views),
+                    ],
+                    stdout=subprocess.PIPE,
+                    stderr=subprocess.PIPE,
+                    text=True,
+                    env={k_: v for k_, v in os.environ.items() if k_ != "MVSINK_FAIL_POINTS"},
+                )
             else:
                 trigger_run(racer, "mv_soak", {"refresh_time": str(r)})
         outcomes: Counter[str] = Counter()
@@ -147,14 +172,20 @@ class Soak:
                     failed += 1
                     problems.append(f"{af.home.name} run {rid} {run['state']}")
                     continue
-                summary = (xcom(af, "mv_soak", rid, "append", "summary", missing_ok=True)
-                           or xcom(af, "mv_soak", rid, "mint", "summary", missing_ok=True) or {})
+                summary = (
+                    xcom(af, "mv_soak", rid, "append", "summary", missing_ok=True)
+                    or xcom(af, "mv_soak", rid, "mint", "summary", missing_ok=True)
+                    or {}
+                )
                 status = summary.get("status", "unknown")
                 outcomes[f"dag {status}"] += 1
                 if (run.get("conf") or {}).get("attempt"):
                     outcomes["dag reschedule runs"] += 1
-        hist = [h.info for h in ViewTable.open(self.view, check=False).history()
-                if h.info is not None and h.info.operation == "append" and h.info.refresh_time == r]
+        hist = [
+            h.info
+            for h in ViewTable.open(self.view, check=False).history()
+            if h.info is not None and h.info.operation == "append" and h.info.refresh_time == r
+        ]
         got = multiset(read_view(self.view, as_of=r))
         want = oracle(QUERY, {"orders": self.orders}, r)
         leftovers = staged_leftovers(self.view.target)
@@ -167,19 +198,29 @@ class Soak:
         mode = (hist[0].mode or "") if hist else ""
         winner = (hist[0].run_id or "") if hist else ""
         res = {
-            "round": k, "refresh_time": r, "change": change, "rows": sum(want.values()),
-            "oracle_ok": got == want, "appends": len(hist), "append_mode": mode,
+            "round": k,
+            "refresh_time": r,
+            "change": change,
+            "rows": sum(want.values()),
+            "oracle_ok": got == want,
+            "appends": len(hist),
+            "append_mode": mode,
             "winner": "cli" if winner.startswith("soak-cli") else self._home_of(winner),
             "reschedules": outcomes["dag rescheduled"] + outcomes["cli rescheduled"],
             "no_ops": outcomes["dag up_to_date"] + outcomes["cli up_to_date"],
-            "failed_runs": failed, "orphans": len(leftovers), "outcomes": dict(outcomes),
-            "seconds": round(time.monotonic() - t0, 1), "problems": problems,
+            "failed_runs": failed,
+            "orphans": len(leftovers),
+            "outcomes": dict(outcomes),
+            "seconds": round(time.monotonic() - t0, 1),
+            "problems": problems,
         }
         self.rounds.append(res)
-        self.log(f"round {k}: {change}; {res['rows']} rows, oracle {'ok' if res['oracle_ok'] else 'MISMATCH'}, "
-                 f"appends {res['appends']} ({mode}, by {res['winner']}), reschedules {res['reschedules']}, "
-                 f"no-ops {res['no_ops']}, failed {failed}, orphans {res['orphans']}, {res['seconds']} s"
-                 + (f"; PROBLEMS {problems}" if problems else ""))
+        self.log(
+            f"round {k}: {change}; {res['rows']} rows, oracle {'ok' if res['oracle_ok'] else 'MISMATCH'}, "
+            f"appends {res['appends']} ({mode}, by {res['winner']}), reschedules {res['reschedules']}, "
+            f"no-ops {res['no_ops']}, failed {failed}, orphans {res['orphans']}, {res['seconds']} s"
+            + (f"; PROBLEMS {problems}" if problems else "")
+        )
         return res
 
 
@@ -200,13 +241,16 @@ def totals(rounds: list[dict[str, Any]]) -> dict[str, Any]:
 
 def write_report(path: Path, soak: Soak, tot: dict[str, Any], wall: float, args: argparse.Namespace) -> None:
     lines = [
-        "# Concurrency soak", "",
+        "# Concurrency soak",
+        "",
         f"`python -m bench.soak --rounds {args.rounds} --homes {args.homes} --seed {args.seed}`"
         f"{'' if args.cli else ' --no-cli'}: {args.homes} independent Airflow 3.3 installations (own "
         "AIRFLOW_HOME, SQLite DB, api-server/scheduler/dag-processor/triggerer on 127.0.0.1, LocalExecutor, "
-        "spark-submit `local[2]`)" + (" plus one manual `mvsink refresh` CLI call" if args.cli else "")
+        "spark-submit `local[2]`)"
+        + (" plus one manual `mvsink refresh` CLI call" if args.cli else "")
         + " refresh the same view at the same refresh time every round, after a random change to its source. "
-        "Machine: 2 cores, shared with other work.", "",
+        "Machine: 2 cores, shared with other work.",
+        "",
         "| rounds | contents == oracle | appends (upper-only) | reschedules | no-ops | failed runs | orphans | "
         "winners | wall time |",
         "| --- | --- | --- | --- | --- | --- | --- | --- | --- |",
@@ -220,15 +264,18 @@ def write_report(path: Path, soak: Soak, tot: dict[str, Any], wall: float, args:
         "CLI refresh that reported `rescheduled`); no-ops: runs that minted nothing (up to date), mostly the "
         "reschedule runs and late racers.",
         "- orphans: staged manifests plus batch folders no append commit names, after the round "
-        "(`tests/support/delta.staged_leftovers`).", "",
+        "(`tests/support/delta.staged_leftovers`).",
+        "",
         "| round | source change | rows | oracle | append (mode, winner) | reschedules | no-ops | failed | orphans "
         "| seconds |",
         "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
     ]
     for r in soak.rounds:
-        lines.append(f"| {r['round']} | {r['change']} | {r['rows']} | {'ok' if r['oracle_ok'] else 'MISMATCH'} | "
-                     f"{r['appends']} ({r['append_mode']}, {r['winner']}) | {r['reschedules']} | {r['no_ops']} | "
-                     f"{r['failed_runs']} | {r['orphans']} | {r['seconds']} |")
+        lines.append(
+            f"| {r['round']} | {r['change']} | {r['rows']} | {'ok' if r['oracle_ok'] else 'MISMATCH'} | "
+            f"{r['appends']} ({r['append_mode']}, {r['winner']}) | {r['reschedules']} | {r['no_ops']} | "
+            f"{r['failed_runs']} | {r['orphans']} | {r['seconds']} |"
+        )
     if tot["problems"]:
         lines += ["", "Problems:", *[f"- {p}" for p in tot["problems"]]]
     path.write_text("\n".join(lines) + "\n")

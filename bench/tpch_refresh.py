@@ -44,17 +44,27 @@ from deltalake import DeltaTable, write_deltalake  # noqa: E402
 from mvsink.core.deltalog import is_delta_table, set_commit_time  # noqa: E402
 
 VIEWS = {
-    "q1": ("""SELECT l_returnflag, l_linestatus, sum(l_quantity) AS sum_qty, sum(l_extendedprice) AS sum_base_price,
+    "q1": (
+        """SELECT l_returnflag, l_linestatus, sum(l_quantity) AS sum_qty, sum(l_extendedprice) AS sum_base_price,
        sum(l_extendedprice * (1 - l_discount)) AS sum_disc_price, count(*) AS count_order
 FROM lineitem WHERE l_shipdate <= DATE '1998-09-02' GROUP BY l_returnflag, l_linestatus""",
-           ["lineitem"], ["l_returnflag", "l_linestatus"]),
-    "q3": ("""SELECT l_orderkey, o_orderdate, o_shippriority, sum(l_extendedprice * (1 - l_discount)) AS revenue
+        ["lineitem"],
+        ["l_returnflag", "l_linestatus"],
+    ),
+    "q3": (
+        """SELECT l_orderkey, o_orderdate, o_shippriority, sum(l_extendedprice * (1 - l_discount)) AS revenue
 FROM customer JOIN orders ON c_custkey = o_custkey JOIN lineitem ON l_orderkey = o_orderkey
 WHERE c_mktsegment = 'BUILDING' AND o_orderdate < DATE '1995-03-15' AND l_shipdate > DATE '1995-03-15'
-GROUP BY l_orderkey, o_orderdate, o_shippriority""", ["customer", "orders", "lineitem"], ["l_orderkey"]),
-    "wide": ("""SELECT o_orderkey, o_orderstatus, o_totalprice, o_orderdate, o_orderpriority, c_name, c_nationkey,
+GROUP BY l_orderkey, o_orderdate, o_shippriority""",
+        ["customer", "orders", "lineitem"],
+        ["l_orderkey"],
+    ),
+    "wide": (
+        """SELECT o_orderkey, o_orderstatus, o_totalprice, o_orderdate, o_orderpriority, c_name, c_nationkey,
        c_mktsegment, c_acctbal FROM orders JOIN customer ON o_custkey = c_custkey""",
-             ["orders", "customer"], ["o_orderkey"]),
+        ["orders", "customer"],
+        ["o_orderkey"],
+    ),
 }
 DAY = 86_400_000
 
@@ -67,13 +77,27 @@ def generate(root: Path, sf: float, t0: int, *, cdf: bool) -> None:
     raw = root / "raw"
     if not (raw / "lineitem.parquet").exists():
         raw.mkdir(parents=True, exist_ok=True)
-        subprocess.run([str(Path(sys.executable).parent / "tpchgen-cli"), "parquet", "-s", str(sf),
-                        "--tables", "lineitem,orders,customer", "--output-dir", str(raw)], check=True)
+        subprocess.run(
+            [
+                str(Path(sys.executable).parent / "tpchgen-cli"),
+                "parquet",
+                "-s",
+                str(sf),
+                "--tables",
+                "lineitem,orders,customer",
+                "--output-dir",
+                str(raw),
+            ],
+            check=True,
+        )
     for t in ("lineitem", "orders", "customer"):
         shutil.rmtree(root / "src" / t, ignore_errors=True)
         table = pq.read_table(raw / f"{t}.parquet")
-        table = table.cast(pa.schema([pa.field(f.name, pa.string() if pa.types.is_string_view(f.type) else f.type)
-                                      for f in table.schema]))
+        table = table.cast(
+            pa.schema(
+                [pa.field(f.name, pa.string() if pa.types.is_string_view(f.type) else f.type) for f in table.schema]
+            )
+        )
         write_deltalake(str(root / "src" / t), table, configuration={"delta.enableChangeDataFeed": str(cdf).lower()})
         stamp(root / "src" / t, t0)
 
@@ -85,8 +109,9 @@ def change(root: Path, rate: float, step: int, ts: int) -> None:
     orders, lineitem = DeltaTable(str(root / "src" / "orders")), DeltaTable(str(root / "src" / "lineitem"))
     m = max(3, round(3 / rate))
     r = (7 * step) % m
-    orders.update(updates={"o_totalprice": "o_totalprice + 1", "o_orderstatus": "'X'"},
-                  predicate=f"o_orderkey % {m} = {r}")
+    orders.update(
+        updates={"o_totalprice": "o_totalprice + 1", "o_orderstatus": "'X'"}, predicate=f"o_orderkey % {m} = {r}"
+    )
     stamp(root / "src" / "orders", ts)
     orders = DeltaTable(str(root / "src" / "orders"))
     orders.delete(f"o_orderkey % {m} = {(r + 1) % m}")
@@ -108,6 +133,7 @@ def dir_bytes(paths: list[str]) -> int:
 
 
 # ---------------------------------------------------------------- memory
+
 
 def _clear_peak(pid: int) -> None:
     """Reset the process's peak RSS (VmHWM) to its current RSS (Linux clear_refs 5)."""
@@ -148,8 +174,10 @@ class Peak:
 
 # ---------------------------------------------------------------- strategies
 
-def measure(spark: object, view: object, name: str, key: list[str], root: Path, t: int, step: int,
-            jvm_pid: int, catalog: object) -> dict[str, object]:
+
+def measure(
+    spark: object, view: object, name: str, key: list[str], root: Path, t: int, step: int, jvm_pid: int, catalog: object
+) -> dict[str, object]:
     from mvsink.core.mint import mint
     from mvsink.spark.runners import refresh
     from mvsink.spark.sources import register_sources
@@ -187,9 +215,13 @@ def measure(spark: object, view: object, name: str, key: list[str], root: Path, 
             mdt = DeltaTable(str(mg_path))
             before = set(mdt.file_uris())
             pred = " AND ".join(f"t.{k} = s.{k}" for k in key)
-            (mdt.merge(src, predicate=pred, source_alias="s", target_alias="t")
-             .when_matched_update_all().when_not_matched_insert_all().when_not_matched_by_source_delete()
-             .execute())
+            (
+                mdt.merge(src, predicate=pred, source_alias="s", target_alias="t")
+                .when_matched_update_all()
+                .when_not_matched_insert_all()
+                .when_not_matched_by_source_delete()
+                .execute()
+            )
             added = sorted(set(DeltaTable(str(mg_path)).file_uris()) - before)
         row["merge_s"] = time.monotonic() - s
     del src
@@ -200,8 +232,14 @@ def measure(spark: object, view: object, name: str, key: list[str], root: Path, 
     for strategy, v in (("refresh", view), ("refresh_full", catalog.get(f"{name}_full"))):  # type: ignore[attr-defined]
         with Peak(jvm_pid) as pk:
             s = time.monotonic()
-            res = refresh(v, t, catalog=catalog, runner="inprocess", spark=spark,  # type: ignore[arg-type]
-                          run_id=f"bench-{step}")
+            res = refresh(
+                v,
+                t,
+                catalog=catalog,
+                runner="inprocess",
+                spark=spark,  # type: ignore[arg-type]
+                run_id=f"bench-{step}",
+            )
             row[f"{strategy}_s"] = time.monotonic() - s
         row[f"{strategy}_mem"] = pk.mb
         row[f"{strategy}_bytes"] = res.bytes
@@ -213,8 +251,9 @@ def measure(spark: object, view: object, name: str, key: list[str], root: Path, 
     return row
 
 
-def startup_comparison(root: Path, views_dir: Path, t: int, rate: float, step: int, *,
-                       repeat: int) -> list[dict[str, object]]:
+def startup_comparison(
+    root: Path, views_dir: Path, t: int, rate: float, step: int, *, repeat: int
+) -> list[dict[str, object]]:
     """One refresh of `wide` per runner, each a separate `mvsink refresh` process (what a DAG task runs)."""
     from mvsink.spark.connect import start_server
 
@@ -224,8 +263,11 @@ def startup_comparison(root: Path, views_dir: Path, t: int, rate: float, step: i
     server = start_server(port=port, conf={"spark.driver.memory": "4g"}, log_path=log_path)
     try:
         cli = [str(Path(sys.executable).parent / "mvsink"), "refresh", "wide", "--views-dir", str(views_dir), "--json"]
-        for runner, extra in (("spark-submit", []), ("Spark Connect", ["--remote", f"sc://127.0.0.1:{port}"]),
-                              ("in-process (new Spark per process)", ["--in-process"])):
+        for runner, extra in (
+            ("spark-submit", []),
+            ("Spark Connect", ["--remote", f"sc://127.0.0.1:{port}"]),
+            ("in-process (new Spark per process)", ["--in-process"]),
+        ):
             # the server's first refresh plans and loads classes (measured, reported apart)
             for rep in range(-1 if runner == "Spark Connect" else 0, repeat):
                 t += DAY
@@ -237,9 +279,16 @@ def startup_comparison(root: Path, views_dir: Path, t: int, rate: float, step: i
                 if proc.returncode != 0:
                     raise RuntimeError(f"{runner}: {proc.stderr[-2000:]}")
                 res = json.loads(proc.stdout)
-                out.append({"runner": runner if rep >= 0 else "Spark Connect, first refresh after server start",
-                            "round": rep, "wall_s": wall, "write_s": res["timings"]["write"],
-                            "mode": res.get("mode", ""), "rows": res["rows_added"] + res["rows_retracted"]})
+                out.append(
+                    {
+                        "runner": runner if rep >= 0 else "Spark Connect, first refresh after server start",
+                        "round": rep,
+                        "wall_s": wall,
+                        "write_s": res["timings"]["write"],
+                        "mode": res.get("mode", ""),
+                        "rows": res["rows_added"] + res["rows_retracted"],
+                    }
+                )
                 print(json.dumps(out[-1]), flush=True)
     finally:
         os.killpg(server.pid, 15)
@@ -254,8 +303,12 @@ def main() -> int:
     ap.add_argument("--repeat", type=int, default=3, help="rounds per change rate (medians are reported)")
     ap.add_argument("--views", default=",".join(VIEWS))
     ap.add_argument("--no-cdf", dest="cdf", action="store_false", help="sources without Change Data Feed")
-    ap.add_argument("--no-startup", dest="startup", action="store_false",
-                    help="skip the spark-submit / Spark Connect / in-process comparison")
+    ap.add_argument(
+        "--no-startup",
+        dest="startup",
+        action="store_false",
+        help="skip the spark-submit / Spark Connect / in-process comparison",
+    )
     ap.add_argument("--root", default="/tmp/mvsink-bench")
     ap.add_argument("--out", default=str(Path(__file__).parent / "RESULTS.md"))
     ap.add_argument("--replot", action="store_true", help="only redraw the chart from the --out's .json")
@@ -278,9 +331,19 @@ def main() -> int:
     for name in names:
         sql, sources, key = VIEWS[name]
         for suffix, incremental in (("", True), ("_full", False)):
-            (views_dir / f"{name}{suffix}.yaml").write_text(yaml.safe_dump({
-                "name": f"{name}{suffix}", "query": sql, "sources": {s: f"src/{s}" for s in sources},
-                "target": f"out/{name}{suffix}", "as_of": t0, "key": key, "incremental": incremental}))
+            (views_dir / f"{name}{suffix}.yaml").write_text(
+                yaml.safe_dump(
+                    {
+                        "name": f"{name}{suffix}",
+                        "query": sql,
+                        "sources": {s: f"src/{s}" for s in sources},
+                        "target": f"out/{name}{suffix}",
+                        "as_of": t0,
+                        "key": key,
+                        "incremental": incremental,
+                    }
+                )
+            )
 
     from mvsink.definitions.catalog import Catalog
     from mvsink.spark.runners import local_session, refresh
@@ -314,8 +377,9 @@ def main() -> int:
     out.parent.mkdir(parents=True, exist_ok=True)
     raw = out.with_suffix(".json")
     raw.write_text(json.dumps({"sf": args.sf, "cdf": args.cdf, "rows": rows, "startup": startup}, indent=1))
-    write_report(out, rows, startup, sf=args.sf, cdf=args.cdf, repeat=args.repeat,
-                 minutes=(time.monotonic() - started) / 60)
+    write_report(
+        out, rows, startup, sf=args.sf, cdf=args.cdf, repeat=args.repeat, minutes=(time.monotonic() - started) / 60
+    )
     write_chart(out.with_suffix(".png"), rows, sf=args.sf)
     return 0
 
@@ -323,8 +387,13 @@ def main() -> int:
 # ---------------------------------------------------------------- report
 
 STRATEGIES = ("floor", "overwrite", "merge", "refresh", "refresh_full")
-COLORS = {"floor": "tab:gray", "overwrite": "tab:blue", "merge": "tab:orange", "refresh": "tab:green",
-          "refresh_full": "tab:red"}
+COLORS = {
+    "floor": "tab:gray",
+    "overwrite": "tab:blue",
+    "merge": "tab:orange",
+    "refresh": "tab:green",
+    "refresh_full": "tab:red",
+}
 
 
 def _med(rows: list[dict[str, object]], key: str) -> float:
@@ -357,21 +426,36 @@ def _versions() -> str:
     return ", ".join(f"{p} {version(p)}" for p in ("pyspark", "deltalake", "pyarrow", "duckdb", "tpchgen-cli"))
 
 
-def write_report(out: Path, rows: list[dict[str, object]], startup: list[dict[str, object]], *, sf: float,
-                 cdf: bool, repeat: int, minutes: float) -> None:
-    lines = [f"# Refresh vs overwrite vs MERGE vs the compute floor (TPC-H SF{sf})", "",
-             f"{dt.datetime.now(dt.UTC):%Y-%m-%d %H:%M} UTC; {os.cpu_count()} cores; {platform.platform()}; "
-             f"Python {platform.python_version()}; Java {_java()}; {_versions()}.", "",
-             f"One warm in-process Spark local[2] (6 GB driver) for all strategies; {repeat} round(s) per change rate, "
-             f"each on a new source change; times are medians (min–max) in seconds. Sources "
-             f"{'with' if cdf else 'without'} Change Data Feed. Whole run: {minutes:.1f} min. Raw numbers: "
-             f"`{out.with_suffix('.json').name}`; chart: `{out.with_suffix('.png').name}`.", "",
-             "`refresh` is this project (incremental when the query allows, else the full diff); `refresh_full` is "
-             "the same view with `incremental: false`. Ratios are of medians from the same run.", "",
-             "## Time", "",
-             "| view | change | floor | overwrite | MERGE | refresh (mode) | mint / write / append | refresh_full "
-             "| refresh ÷ overwrite | refresh ÷ floor |",
-             "|---|---|---|---|---|---|---|---|---|---|"]
+def write_report(
+    out: Path,
+    rows: list[dict[str, object]],
+    startup: list[dict[str, object]],
+    *,
+    sf: float,
+    cdf: bool,
+    repeat: int,
+    minutes: float,
+) -> None:
+    lines = [
+        f"# Refresh vs overwrite vs MERGE vs the compute floor (TPC-H SF{sf})",
+        "",
+        f"{dt.datetime.now(dt.UTC):%Y-%m-%d %H:%M} UTC; {os.cpu_count()} cores; {platform.platform()}; "
+        f"Python {platform.python_version()}; Java {_java()}; {_versions()}.",
+        "",
+        f"One warm in-process Spark local[2] (6 GB driver) for all strategies; {repeat} round(s) per change rate, "
+        f"each on a new source change; times are medians (min–max) in seconds. Sources "
+        f"{'with' if cdf else 'without'} Change Data Feed. Whole run: {minutes:.1f} min. Raw numbers: "
+        f"`{out.with_suffix('.json').name}`; chart: `{out.with_suffix('.png').name}`.",
+        "",
+        "`refresh` is this project (incremental when the query allows, else the full diff); `refresh_full` is "
+        "the same view with `incremental: false`. Ratios are of medians from the same run.",
+        "",
+        "## Time",
+        "",
+        "| view | change | floor | overwrite | MERGE | refresh (mode) | mint / write / append | refresh_full "
+        "| refresh ÷ overwrite | refresh ÷ floor |",
+        "|---|---|---|---|---|---|---|---|---|---|",
+    ]
     for view, rate, g in _groups(rows):
         modes = sorted({str(r["refresh_mode"]) for r in g})
         lines.append(
@@ -379,22 +463,35 @@ def write_report(out: Path, rows: list[dict[str, object]], startup: list[dict[st
             f"{_span(g, 'refresh_s')} ({'/'.join(modes)}) | {_med(g, 'refresh_mint_s'):.3f} / "
             f"{_med(g, 'refresh_write_s'):.2f} / {_med(g, 'refresh_append_s'):.3f} | {_span(g, 'refresh_full_s')} | "
             f"{_med(g, 'refresh_s') / max(_med(g, 'overwrite_s'), 1e-9):.2f} | "
-            f"{_med(g, 'refresh_s') / max(_med(g, 'floor_s'), 1e-9):.2f} |")
-    lines += ["", "## Data written", "",
-              "| view | change | overwrite bytes (files) | MERGE bytes (files) | refresh bytes (files) | refresh rows "
-              "| refresh ÷ overwrite bytes |", "|---|---|---|---|---|---|---|"]
+            f"{_med(g, 'refresh_s') / max(_med(g, 'floor_s'), 1e-9):.2f} |"
+        )
+    lines += [
+        "",
+        "## Data written",
+        "",
+        "| view | change | overwrite bytes (files) | MERGE bytes (files) | refresh bytes (files) | refresh rows "
+        "| refresh ÷ overwrite bytes |",
+        "|---|---|---|---|---|---|---|",
+    ]
     for view, rate, g in _groups(rows):
         ob, rb = _med(g, "overwrite_bytes"), _med(g, "refresh_bytes")
-        lines.append(f"| {view} | {rate:.1%} | {_mb(ob)} ({_med(g, 'overwrite_files'):.0f}) | "
-                     f"{_mb(_med(g, 'merge_bytes'))} ({_med(g, 'merge_files'):.0f}) | {_mb(rb)} "
-                     f"({_med(g, 'refresh_files'):.0f}) | {_med(g, 'refresh_rows'):.0f} | {rb / max(ob, 1):.2%} |")
-    lines += ["", "## Driver memory (MB)", "",
-              "Growth of resident memory during each strategy over its start (peak RSS − RSS before; the largest "
-              "of the rounds): the Python driver process (where data collected to the driver lands) and the "
-              "Spark JVM (in local mode driver and executors at once; its heap is sized once and reused, so it "
-              "rarely grows). Last column: the Python driver's peak RSS during the refresh.", "",
-              "| view | change | " + " | ".join(f"{s} py / jvm" for s in STRATEGIES) + " | refresh py peak |",
-              "|---|---|" + "---|" * (len(STRATEGIES) + 1)]
+        lines.append(
+            f"| {view} | {rate:.1%} | {_mb(ob)} ({_med(g, 'overwrite_files'):.0f}) | "
+            f"{_mb(_med(g, 'merge_bytes'))} ({_med(g, 'merge_files'):.0f}) | {_mb(rb)} "
+            f"({_med(g, 'refresh_files'):.0f}) | {_med(g, 'refresh_rows'):.0f} | {rb / max(ob, 1):.2%} |"
+        )
+    lines += [
+        "",
+        "## Driver memory (MB)",
+        "",
+        "Growth of resident memory during each strategy over its start (peak RSS − RSS before; the largest "
+        "of the rounds): the Python driver process (where data collected to the driver lands) and the "
+        "Spark JVM (in local mode driver and executors at once; its heap is sized once and reused, so it "
+        "rarely grows). Last column: the Python driver's peak RSS during the refresh.",
+        "",
+        "| view | change | " + " | ".join(f"{s} py / jvm" for s in STRATEGIES) + " | refresh py peak |",
+        "|---|---|" + "---|" * (len(STRATEGIES) + 1),
+    ]
     for view, rate, g in _groups(rows):
         cells = []
         for s in STRATEGIES:
@@ -404,14 +501,22 @@ def write_report(out: Path, rows: list[dict[str, object]], startup: list[dict[st
         peak = max(float(r["refresh_mem"]["py"]) for r in g)  # type: ignore[index]
         lines.append(f"| {view} | {rate:.1%} | " + " | ".join(cells) + f" | {peak:.0f} |")
     if startup:
-        lines += ["", "## Spark start-up per refresh (view `wide`, 1 % change, one `mvsink refresh` process each)", "",
-                  "What a DAG task pays per refresh. Medians (min–max) of the rounds; the Connect server was started "
-                  "once, before the first of its refreshes (which is shown apart).", "",
-                  "| runner | wall s (whole process) | write step s | diff mode |", "|---|---|---|---|"]
+        lines += [
+            "",
+            "## Spark start-up per refresh (view `wide`, 1 % change, one `mvsink refresh` process each)",
+            "",
+            "What a DAG task pays per refresh. Medians (min–max) of the rounds; the Connect server was started "
+            "once, before the first of its refreshes (which is shown apart).",
+            "",
+            "| runner | wall s (whole process) | write step s | diff mode |",
+            "|---|---|---|---|",
+        ]
         for runner in dict.fromkeys(str(r["runner"]) for r in startup):
             g = [r for r in startup if r["runner"] == runner]
-            lines.append(f"| {runner} | {_span(g, 'wall_s')} | {_span(g, 'write_s')} | "
-                         f"{'/'.join(sorted({str(r['mode']) for r in g}))} |")
+            lines.append(
+                f"| {runner} | {_span(g, 'wall_s')} | {_span(g, 'write_s')} | "
+                f"{'/'.join(sorted({str(r['mode']) for r in g}))} |"
+            )
     out.write_text("\n".join(lines) + "\n")
     print(f"wrote {out}")
 
@@ -439,8 +544,7 @@ def write_chart(path: Path, rows: list[dict[str, object]], *, sf: float) -> None
         for s in STRATEGIES:
             axes[0][i].plot(xs, [_med(rs, f"{s}_s") for _, rs in g], marker="o", label=s, color=COLORS[s])
         for s in ("overwrite", "merge", "refresh"):  # 0 bytes drawn as 1 on the log axis
-            axes[1][i].plot(xs, [max(_med(rs, f"{s}_bytes"), 1) for _, rs in g], marker="o", label=s,
-                            color=COLORS[s])
+            axes[1][i].plot(xs, [max(_med(rs, f"{s}_bytes"), 1) for _, rs in g], marker="o", label=s, color=COLORS[s])
         axes[0][i].set_title(f"{view} (SF{sf})")
         axes[0][i].set_ylabel("wall time, s (median)")
         axes[1][i].set_ylabel("data bytes written")

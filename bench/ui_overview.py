@@ -48,8 +48,13 @@ def build(root: Path, n_views: int, refreshes: int) -> Path:
         source(data, s)
     for i in range(n_views):
         s = sources[i % len(sources)]
-        view_file(views, f"view_{i:03d}", extra=f"max_lag: {'1h' if i % 3 == 0 else '36500d'}\n",
-                  sources=f"{{{s}: {s}}}", query=f"SELECT id, qty FROM {s}")
+        view_file(
+            views,
+            f"view_{i:03d}",
+            extra=f"max_lag: {'1h' if i % 3 == 0 else '36500d'}\n",
+            sources=f"{{{s}: {s}}}",
+            query=f"SELECT id, qty FROM {s}",
+        )
     catalog = Catalog(views)
     t0 = time.monotonic()
     for r in range(refreshes):
@@ -62,8 +67,16 @@ def build(root: Path, n_views: int, refreshes: int) -> Path:
                 write_deltalake(str(data / s), pa.table({"id": [r], "qty": [r]}), mode="append")
                 set_commit_time(str(data / s), at - 1000)
         for name in catalog.views:
-            refresh(catalog, name, at, added=r + 1, retracted=r // 2, nbytes=1000 * (r + 1),
-                    mode="incremental" if r % 2 else "full", seconds=1.5)
+            refresh(
+                catalog,
+                name,
+                at,
+                added=r + 1,
+                retracted=r // 2,
+                nbytes=1000 * (r + 1),
+                mode="incremental" if r % 2 else "full",
+                seconds=1.5,
+            )
     print(f"built {n_views} views x {refreshes} refreshes in {time.monotonic() - t0:.1f}s", flush=True)
     return views
 
@@ -89,11 +102,13 @@ def in_process(views: Path, rounds: int) -> dict[str, float]:
         load.append(t1 - t0)
         read.append(t2 - t1)
         draw.append(t3 - t2)
-    return {"load the views folder": statistics.median(load),
-            "read every view's log (nothing cached)": statistics.median(read),
-            "render the page": statistics.median(draw),
-            "total, nothing cached": statistics.median([a + b + c for a, b, c in zip(load, read, draw)]),
-            "total, no commit since the last page (logs cached)": statistics.median(warm)}
+    return {
+        "load the views folder": statistics.median(load),
+        "read every view's log (nothing cached)": statistics.median(read),
+        "render the page": statistics.median(draw),
+        "total, nothing cached": statistics.median([a + b + c for a, b, c in zip(load, read, draw)]),
+        "total, no commit since the last page (logs cached)": statistics.median(warm),
+    }
 
 
 def _get(af, token: str) -> tuple[float, int]:
@@ -119,9 +134,12 @@ def over_http(af, views: Path, rounds: int, refreshes: int) -> dict[str, float]:
         for name in catalog.views:  # a new commit in every view's log (a no-change refresh)
             refresh(catalog, name, BASE + (refreshes + r) * HOUR)
         cold.append(_get(af, token)[0])
-    return {"first request after start (builds the app, reads every log)": first,
-            "every view committed since the last page (every log read)": statistics.median(cold),
-            "no commit since the last page": statistics.median(warm), "size": size}
+    return {
+        "first request after start (builds the app, reads every log)": first,
+        "every view committed since the last page (every log read)": statistics.median(cold),
+        "no commit since the last page": statistics.median(warm),
+        "size": size,
+    }
 
 
 def in_browser(af, rounds: int) -> float | None:
@@ -130,8 +148,14 @@ def in_browser(af, rounds: int) -> float | None:
         return None
     from playwright.sync_api import sync_playwright
 
-    args = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
-            "--disable-sync", "--no-first-run"]
+    args = [
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-background-networking",
+        "--disable-component-update",
+        "--disable-sync",
+        "--no-first-run",
+    ]
     with sync_playwright() as p:
         browser = p.chromium.launch(executable_path=chromium, headless=True, args=args)
         context = browser.new_context(viewport={"width": 1600, "height": 1000})
@@ -140,19 +164,30 @@ def in_browser(af, rounds: int) -> float | None:
         loads = []
         for _ in range(rounds + 1):
             page.goto(f"{af.url}/mvsink/", wait_until="load")
-            loads.append(page.evaluate(
-                "() => { const n = performance.getEntriesByType('navigation')[0]; return n.loadEventEnd - n.startTime; }"))
+            loads.append(
+                page.evaluate(
+                    "() => { const n = performance.getEntriesByType('navigation')[0]; return n.loadEventEnd - n.startTime; }"
+                )
+            )
         assert page.locator("tr[data-view]").count() > 0
         browser.close()
     return statistics.median(loads[1:]) / 1000
 
 
 def machine() -> str:
-    cpu = next((ln.split(":", 1)[1].strip() for ln in Path("/proc/cpuinfo").read_text().splitlines()
-                if ln.startswith("model name")), platform.processor() or "?")
+    cpu = next(
+        (
+            ln.split(":", 1)[1].strip()
+            for ln in Path("/proc/cpuinfo").read_text().splitlines()
+            if ln.startswith("model name")
+        ),
+        platform.processor() or "?",
+    )
     load = os.getloadavg()
-    return (f"{cpu}, {os.cpu_count()} cores, Python {platform.python_version()}, {platform.system()} "
-            f"{platform.release()}; load average at start {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}")
+    return (
+        f"{cpu}, {os.cpu_count()} cores, Python {platform.python_version()}, {platform.system()} "
+        f"{platform.release()}; load average at start {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}"
+    )
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -180,7 +215,7 @@ def main(argv: list[str] | None = None) -> int:
         af.stop()
     when = _dt.datetime.now(_dt.UTC).strftime("%Y-%m-%d %H:%M UTC")
     lines = [
-        "# UI benchmark: the \"Materialized views\" page",
+        '# UI benchmark: the "Materialized views" page',
         "",
         f"`python -m bench.ui_overview --views {args.views} --refreshes {args.refreshes} --rounds {args.rounds}`"
         f" — {when}",
@@ -194,10 +229,16 @@ def main(argv: list[str] | None = None) -> int:
         "| what | seconds |",
         "| --- | ---: |",
         *[f"| in-process: {k} | {v:.3f} |" for k, v in local.items()],
-        *[f"| HTTP `GET /mvsink/` through the api-server (auth included): {k} | {v:.3f} |"
-          for k, v in http.items() if k != "size"],
-        (f"| browser (chromium): the page's load time, navigation start to load event, no commit since | {browser:.3f} |"
-         if browser is not None else "| browser: not measured (no chromium) | - |"),
+        *[
+            f"| HTTP `GET /mvsink/` through the api-server (auth included): {k} | {v:.3f} |"
+            for k, v in http.items()
+            if k != "size"
+        ],
+        (
+            f"| browser (chromium): the page's load time, navigation start to load event, no commit since | {browser:.3f} |"
+            if browser is not None
+            else "| browser: not measured (no chromium) | - |"
+        ),
         "",
         f"Page size: {http['size'] / 1024:.0f} KiB of HTML (inline CSS and SVG, no other requests). The overview "
         "reads the views' logs on 4 threads and keeps each view's status until its table's newest commit file "

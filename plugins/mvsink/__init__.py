@@ -16,8 +16,14 @@ if TYPE_CHECKING:
     from mvsink.definitions.view import ViewDefinition
 
 
-def read_view(view: ViewDefinition | str, *, as_of: int | None = None, views_dir: str | None = None,
-              to: Literal["arrow", "pandas"] = "arrow", errors: str = "fail") -> Any:
+def read_view(
+    view: ViewDefinition | str,
+    *,
+    as_of: int | None = None,
+    views_dir: str | None = None,
+    to: Literal["arrow", "pandas"] = "arrow",
+    errors: str = "fail",
+) -> Any:
     """The view's contents at ``as_of`` (default: its newest final time): a pyarrow Table, or a
     pandas DataFrame with ``to="pandas"``. ``view`` is a definition or a name in ``views_dir``.
 
@@ -28,8 +34,9 @@ def read_view(view: ViewDefinition | str, *, as_of: int | None = None, views_dir
     return _read(view, as_of=as_of, views_dir=views_dir, to=to, errors=errors)
 
 
-def changes(view: ViewDefinition | str, from_time: int, to_time: int | None = None, *,
-            views_dir: str | None = None) -> pa.Table:
+def changes(
+    view: ViewDefinition | str, from_time: int, to_time: int | None = None, *, views_dir: str | None = None
+) -> pa.Table:
     """The view's consolidated updates with ``from_time <= _mv_time < to_time`` (default: the upper)."""
     from mvsink.readers.arrow import changes as _changes
 

@@ -44,8 +44,14 @@ class ReadTimeError(MvSinkError):
 class ViewErrorsError(MvSinkError):
     """A read found rows in the view's error collection (rows that failed an ``error`` check)."""
 
-    def __init__(self, message: str, *, counts: dict[str, int] | None = None, sample: dict[str, object] | None = None,
-                 check: str = ""):
+    def __init__(
+        self,
+        message: str,
+        *,
+        counts: dict[str, int] | None = None,
+        sample: dict[str, object] | None = None,
+        check: str = "",
+    ):
         super().__init__(message)
         self.counts = counts or {}  # error rows per check
         self.sample = sample or {}  # one error row's columns

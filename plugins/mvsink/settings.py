@@ -52,61 +52,100 @@ class Setting:
 
 
 DATA_ROOT = Setting(
-    "MVSINK_DATA_ROOT", "the view file's folder",
-    "folder that relative source and target paths resolve against, and that every path must stay inside")
+    "MVSINK_DATA_ROOT",
+    "the view file's folder",
+    "folder that relative source and target paths resolve against, and that every path must stay inside",
+)
 ALLOW_OUTSIDE_DATA_ROOT = Setting(
-    "MVSINK_ALLOW_OUTSIDE_DATA_ROOT", "false",
+    "MVSINK_ALLOW_OUTSIDE_DATA_ROOT",
+    "false",
     "true (1, yes, on) allows source and target paths outside the data root; an environment setting on "
-    "purpose: a view file cannot grant it to itself")
+    "purpose: a view file cannot grant it to itself",
+)
 VIEWS_DIR = Setting(
-    "MVSINK_VIEWS_DIR", "dags/views", "folder of view files for the command line and the Python readers")
+    "MVSINK_VIEWS_DIR", "dags/views", "folder of view files for the command line and the Python readers"
+)
 SPARK_JOB = Setting(
-    "MVSINK_SPARK_JOB", "the entry script shipped in the package (mvsink/spark/mv_write.py)",
-    "path of the write job script that spark-submit runs")
+    "MVSINK_SPARK_JOB",
+    "the entry script shipped in the package (mvsink/spark/mv_write.py)",
+    "path of the write job script that spark-submit runs",
+)
 SPARK_REMOTE = Setting(
-    "MVSINK_SPARK_REMOTE", "unset (spark-submit)",
+    "MVSINK_SPARK_REMOTE",
+    "unset (spark-submit)",
     "sc://host:port of a Spark Connect server: the CLI's default --remote, and the DAGs' write task "
-    "(read when the DAG file is parsed)")
+    "(read when the DAG file is parsed)",
+)
 REPORTS_DIR = Setting(
-    "MVSINK_REPORTS_DIR", "mvsink-reports in the temporary directory",
-    "where the DAG's write task leaves its report for append; must be shared by both tasks' workers")
+    "MVSINK_REPORTS_DIR",
+    "mvsink-reports in the temporary directory",
+    "where the DAG's write task leaves its report for append; must be shared by both tasks' workers",
+)
 STAGING_GRACE_SECONDS = Setting(
-    "MVSINK_STAGING_GRACE_SECONDS", "3600",
+    "MVSINK_STAGING_GRACE_SECONDS",
+    "3600",
     "age in seconds after which an unfinished staged write counts as crashed and may be cleaned up "
-    "(mvsink gc --grace-seconds overrides it)")
+    "(mvsink gc --grace-seconds overrides it)",
+)
 COMPACT_MEMORY = Setting(
-    "MVSINK_COMPACT_MEMORY", "1GB",
-    "DuckDB memory limit of a compaction (e.g. 512MB, 2GiB, 50%); beyond it the aggregate spills to disk")
+    "MVSINK_COMPACT_MEMORY",
+    "1GB",
+    "DuckDB memory limit of a compaction (e.g. 512MB, 2GiB, 50%); beyond it the aggregate spills to disk",
+)
 INCREMENTAL_MAX_FRACTION = Setting(
-    "MVSINK_INCREMENTAL_MAX_FRACTION", "0.5",
+    "MVSINK_INCREMENTAL_MAX_FRACTION",
+    "0.5",
     "incremental refresh only while a changed source's change files are at most this fraction of its "
-    "size (a number >= 0); else the full diff")
+    "size (a number >= 0); else the full diff",
+)
 INCREMENTAL_GROUPS = Setting(
-    "MVSINK_INCREMENTAL_GROUPS", "false",
+    "MVSINK_INCREMENTAL_GROUPS",
+    "false",
     "true (1, yes, on) lets an aggregate view over a linear query refresh by recomputing only the groups its "
     "sources' changes touch (mode incremental:groups); off by default: measured slower than the full diff "
-    "at TPC-H SF 0.1 (docs/benchmarks.md)")
+    "at TPC-H SF 0.1 (docs/benchmarks.md)",
+)
 SPARK_CONN_ID = Setting(
-    "MVSINK_SPARK_CONN_ID", "spark_default",
+    "MVSINK_SPARK_CONN_ID",
+    "spark_default",
     "Airflow: the Spark connection of the DAGs' write task (master and extra settings)",
-    airflow_option="spark_conn_id")
+    airflow_option="spark_conn_id",
+)
 TASK_RETRIES = Setting(
-    "MVSINK_TASK_RETRIES", "2",
+    "MVSINK_TASK_RETRIES",
+    "2",
     "Airflow: retries of every task of a view's DAG after a runtime failure (bad input fails at once)",
-    airflow_option="task_retries")
+    airflow_option="task_retries",
+)
 TASK_RETRY_DELAY_SECONDS = Setting(
-    "MVSINK_TASK_RETRY_DELAY_SECONDS", "10", "Airflow: delay between those tries, in seconds",
-    airflow_option="task_retry_delay_seconds")
+    "MVSINK_TASK_RETRY_DELAY_SECONDS",
+    "10",
+    "Airflow: delay between those tries, in seconds",
+    airflow_option="task_retry_delay_seconds",
+)
 MAX_RESCHEDULES = Setting(
-    "MVSINK_MAX_RESCHEDULES", "3",
+    "MVSINK_MAX_RESCHEDULES",
+    "3",
     "Airflow: new runs started for one refresh time after lost races, before append fails",
-    airflow_option="max_reschedules")
+    airflow_option="max_reschedules",
+)
 
 #: Every setting of the project, in the order the documentation lists them.
 REGISTRY: tuple[Setting, ...] = (
-    DATA_ROOT, ALLOW_OUTSIDE_DATA_ROOT, VIEWS_DIR, SPARK_JOB, SPARK_REMOTE, SPARK_CONN_ID, MAX_RESCHEDULES,
-    TASK_RETRIES, TASK_RETRY_DELAY_SECONDS, REPORTS_DIR, STAGING_GRACE_SECONDS, COMPACT_MEMORY,
-    INCREMENTAL_MAX_FRACTION, INCREMENTAL_GROUPS,
+    DATA_ROOT,
+    ALLOW_OUTSIDE_DATA_ROOT,
+    VIEWS_DIR,
+    SPARK_JOB,
+    SPARK_REMOTE,
+    SPARK_CONN_ID,
+    MAX_RESCHEDULES,
+    TASK_RETRIES,
+    TASK_RETRY_DELAY_SECONDS,
+    REPORTS_DIR,
+    STAGING_GRACE_SECONDS,
+    COMPACT_MEMORY,
+    INCREMENTAL_MAX_FRACTION,
+    INCREMENTAL_GROUPS,
 )
 
 #: Settings that Airflow's ``[mvsink]`` section may also set.
@@ -155,12 +194,15 @@ def _raw(setting: Setting, fallback: Fallback | None = None) -> tuple[str, str] 
 def _error(setting: Setting, origin: str, value: str, expected: str, example: str) -> SettingsError:
     shown = repr(value) if len(value) <= 80 else repr(value[:77] + "...")
     where = setting.name if origin == setting.name else origin
-    return SettingsError(f"{where}={shown} is not {expected}. Fix: set it to e.g. {example}, or unset it for the "
-                         f"default {setting.default}.")
+    return SettingsError(
+        f"{where}={shown} is not {expected}. Fix: set it to e.g. {example}, or unset it for the "
+        f"default {setting.default}."
+    )
 
 
-def _int(setting: Setting, default: int, *, minimum: int = 0, example: str = "2",
-         fallback: Fallback | None = None) -> int:
+def _int(
+    setting: Setting, default: int, *, minimum: int = 0, example: str = "2", fallback: Fallback | None = None
+) -> int:
     got = _raw(setting, fallback)
     if got is None:
         return default
@@ -171,8 +213,9 @@ def _int(setting: Setting, default: int, *, minimum: int = 0, example: str = "2"
     return int(text)
 
 
-def _float(setting: Setting, default: float, *, minimum: float = 0.0, example: str = "10",
-           fallback: Fallback | None = None) -> float:
+def _float(
+    setting: Setting, default: float, *, minimum: float = 0.0, example: str = "10", fallback: Fallback | None = None
+) -> float:
     got = _raw(setting, fallback)
     if got is None:
         return default
@@ -281,8 +324,8 @@ def compact_memory() -> str:
         return "1GB"
     origin, value = got
     text = value.strip()
-    if not re.fullmatch(r"(\d+(\.\d+)?\s*([KMGT]i?B|[KMGT]|B|bytes?)|\d+(\.\d+)?\s*%)", text, flags=re.IGNORECASE) \
-            or float(re.match(r"\d+(\.\d+)?", text).group()) <= 0:  # type: ignore[union-attr]
+    size = re.fullmatch(r"(\d+(\.\d+)?)\s*([KMGT]i?B|[KMGT]|B|bytes?|%)", text, flags=re.IGNORECASE)
+    if size is None or float(size.group(1)) <= 0:
         raise _error(COMPACT_MEMORY, origin, value, "a memory size such as 512MB, 2GiB or 50%", "2GB")
     return text
 
@@ -300,8 +343,7 @@ def spark_conn_id(fallback: Fallback | None = None) -> str:
     origin, value = got
     text = value.strip()
     if not re.fullmatch(r"[\w.-]{1,250}", text):
-        raise _error(SPARK_CONN_ID, origin, value, "an Airflow connection id (letters, digits, _ . -)",
-                     "spark_default")
+        raise _error(SPARK_CONN_ID, origin, value, "an Airflow connection id (letters, digits, _ . -)", "spark_default")
     return text
 
 
@@ -322,12 +364,20 @@ def max_reschedules(fallback: Fallback | None = None) -> int:
 
 #: The accessor of each setting (tests call each one; ``check_all`` validates them all at once).
 ACCESSORS: dict[str, Callable[[], object]] = {
-    DATA_ROOT.name: data_root, ALLOW_OUTSIDE_DATA_ROOT.name: allow_outside_data_root, VIEWS_DIR.name: views_dir,
-    SPARK_JOB.name: spark_job, SPARK_REMOTE.name: spark_remote, REPORTS_DIR.name: reports_dir,
-    STAGING_GRACE_SECONDS.name: staging_grace_seconds, COMPACT_MEMORY.name: compact_memory,
-    INCREMENTAL_MAX_FRACTION.name: incremental_max_fraction, SPARK_CONN_ID.name: spark_conn_id,
-    TASK_RETRIES.name: task_retries, TASK_RETRY_DELAY_SECONDS.name: task_retry_delay_seconds,
-    MAX_RESCHEDULES.name: max_reschedules, INCREMENTAL_GROUPS.name: incremental_groups,
+    DATA_ROOT.name: data_root,
+    ALLOW_OUTSIDE_DATA_ROOT.name: allow_outside_data_root,
+    VIEWS_DIR.name: views_dir,
+    SPARK_JOB.name: spark_job,
+    SPARK_REMOTE.name: spark_remote,
+    REPORTS_DIR.name: reports_dir,
+    STAGING_GRACE_SECONDS.name: staging_grace_seconds,
+    COMPACT_MEMORY.name: compact_memory,
+    INCREMENTAL_MAX_FRACTION.name: incremental_max_fraction,
+    SPARK_CONN_ID.name: spark_conn_id,
+    TASK_RETRIES.name: task_retries,
+    TASK_RETRY_DELAY_SECONDS.name: task_retry_delay_seconds,
+    MAX_RESCHEDULES.name: max_reschedules,
+    INCREMENTAL_GROUPS.name: incremental_groups,
 }
 
 
@@ -386,7 +436,8 @@ def markdown_table() -> str:
     """The registry as the Markdown table of ``docs/configuration.md`` (variable | default | meaning)."""
     lines = ["| variable | default | meaning |", "| --- | --- | --- |"]
     for s in REGISTRY:
-        meaning = s.meaning + (f" (also `[mvsink] {s.airflow_option}` in Airflow's configuration)"
-                               if s.airflow_option else "")
+        meaning = s.meaning + (
+            f" (also `[mvsink] {s.airflow_option}` in Airflow's configuration)" if s.airflow_option else ""
+        )
         lines.append(f"| `{s.name}` | {s.default} | {meaning} |")
     return "\n".join(lines)

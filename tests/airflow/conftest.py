@@ -18,7 +18,16 @@ def af(tmp_path_factory):
     data.mkdir()
     home = AirflowHome(root, data)
     write_at(str(data / "orders"), make_orders(random.Random(5), 0, 30), BASE)
-    write_view(home.views, "proj", query=PROJECT, sources={"orders": "orders"}, target="views/proj", as_of=BASE,
-               schedule="0 * * * *", description="Projection with duplicates.", tags=["test"])
+    write_view(
+        home.views,
+        "proj",
+        query=PROJECT,
+        sources={"orders": "orders"},
+        target="views/proj",
+        as_of=BASE,
+        schedule="0 * * * *",
+        description="Projection with duplicates.",
+        tags=["test"],
+    )
     home.migrate()
     return home

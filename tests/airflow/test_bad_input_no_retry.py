@@ -44,10 +44,24 @@ def home(tmp_path_factory):
     af = AirflowHome(root, data)
     af.env.update({"MVSINK_TASK_RETRIES": "2", "MVSINK_TASK_RETRY_DELAY_SECONDS": "1"})
     write_at(str(data / "orders"), make_orders(random.Random(3), 0, 20), BASE)
-    write_view(af.views, "nosource", query=PROJECT, sources={"orders": "no_such_table"}, target="views/nosource",
-               as_of=BASE, schedule="manual")
-    write_view(af.views, "badsql", query="SELECT o.no_such_column FROM orders o", sources={"orders": "orders"},
-               target="views/badsql", as_of=BASE, schedule="manual")
+    write_view(
+        af.views,
+        "nosource",
+        query=PROJECT,
+        sources={"orders": "no_such_table"},
+        target="views/nosource",
+        as_of=BASE,
+        schedule="manual",
+    )
+    write_view(
+        af.views,
+        "badsql",
+        query="SELECT o.no_such_column FROM orders o",
+        sources={"orders": "orders"},
+        target="views/badsql",
+        as_of=BASE,
+        schedule="manual",
+    )
     af.migrate()
     return af
 
@@ -57,16 +71,19 @@ def _run(af: AirflowHome, runs: list[tuple[str, str, dict[str, object], int]]) -
     out = proc.stdout + proc.stderr
     line = next((x for x in proc.stdout.splitlines() if x.startswith("RESULT ")), None)
     assert line, out[-5000:]
-    return json.loads(line[len("RESULT "):]), out
+    return json.loads(line[len("RESULT ") :]), out
 
 
 def test_bad_input_fails_at_once_without_retries(home):
     conf = {"refresh_time": "2026-01-01T02:00:00Z", "dry_run": False}
-    res, out = _run(home, [
-        ("nosource", "mv_nosource", conf, 2),  # mint: the source table does not exist
-        ("badparam", "mv_badsql", {"refresh_time": "yesterday", "dry_run": False}, 3),  # mint: a bad run param
-        ("badsql", "mv_badsql", conf, 4),  # write (spark-submit): the query does not analyse
-    ])
+    res, out = _run(
+        home,
+        [
+            ("nosource", "mv_nosource", conf, 2),  # mint: the source table does not exist
+            ("badparam", "mv_badsql", {"refresh_time": "yesterday", "dry_run": False}, 3),  # mint: a bad run param
+            ("badsql", "mv_badsql", conf, 4),  # write (spark-submit): the query does not analyse
+        ],
+    )
     nosource = res["nosource"]["tis"]
     assert res["nosource"]["run"] == "failed"
     assert nosource["mint"] == ["failed", 1], nosource  # try 1, no retry (was: 3 tries, 2 x 1 s apart)
@@ -86,8 +103,15 @@ def test_bad_input_fails_at_once_without_retries(home):
 
 def test_runtime_failure_is_still_retried(home, tmp_path):
     """An injected runtime fault in append (once) fails try 1; Airflow's retry then appends."""
-    write_view(home.views, "good", query=PROJECT, sources={"orders": "orders"}, target="views/good", as_of=BASE,
-               schedule="manual")
+    write_view(
+        home.views,
+        "good",
+        query=PROJECT,
+        sources={"orders": "orders"},
+        target="views/good",
+        as_of=BASE,
+        schedule="manual",
+    )
     home.env.update({"MVSINK_FAIL_POINTS": "append:before_validate@good:raise:once", "MVSINK_SYNC_DIR": str(tmp_path)})
     try:
         res, out = _run(home, [("good", "mv_good", {"refresh_time": str(BASE + HOUR), "dry_run": False}, 6)])

@@ -30,8 +30,14 @@ from tests.support.viewfiles import write_view
 pytestmark = [pytest.mark.browser, pytest.mark.airflow, pytest.mark.slow]
 
 CHROMIUM = os.environ.get("MVSINK_CHROMIUM", "/usr/bin/chromium")
-ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
-        "--disable-sync", "--no-first-run"]
+ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+]
 UI_TIMEOUT_MS = 60_000
 
 
@@ -49,8 +55,15 @@ def airflow(tmp_path_factory):
     root = tmp_path_factory.mktemp("browser")
     data, dags = dags_folder(root)
     write_at(str(data / "orders"), make_orders(random.Random(21), 0, 30), BASE)
-    write_view(dags / "views", "orders_proj", query=PROJECT, sources={"orders": "orders"},
-               target="views/orders_proj", as_of=BASE, description="Orders with a positive quantity.")
+    write_view(
+        dags / "views",
+        "orders_proj",
+        query=PROJECT,
+        sources={"orders": "orders"},
+        target="views/orders_proj",
+        as_of=BASE,
+        description="Orders with a positive quantity.",
+    )
     with running_airflow(root, dags, data, wanted={"mv_orders_proj"}) as af:
         yield af, data
 
@@ -62,7 +75,8 @@ def page(airflow, artifacts):
     expect.set_options(timeout=UI_TIMEOUT_MS)  # a loaded machine renders the UI slowly: expect's default is 5 s
     assert Path(CHROMIUM).exists(), (
         f"{CHROMIUM} is missing. Fix: apt-get install -y --no-install-recommends chromium "
-        "(.ci/run does it), or point MVSINK_CHROMIUM at a Chromium binary.")
+        "(.ci/run does it), or point MVSINK_CHROMIUM at a Chromium binary."
+    )
     with sync_playwright() as p:
         browser = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=ARGS)
         context = browser.new_context(viewport={"width": 1400, "height": 900})
@@ -139,10 +153,19 @@ def _person_uses_the_ui(airflow, page, artifacts):
     page.screenshot(path=str(artifacts / "01-dag.png"))
 
     # a dry run with params: the corrections are reported, nothing is written
-    dry = _trigger(page, af, refresh_time="2026-01-01T01:00:00Z", dry_run=True, shot=artifacts / "02-trigger-dry-run.png")
+    dry = _trigger(
+        page, af, refresh_time="2026-01-01T01:00:00Z", dry_run=True, shot=artifacts / "02-trigger-dry-run.png"
+    )
     assert _wait_run(af, dry) == "success"
-    text = _open_report(page, af, dry, artifacts / "03-dry-run-report.png",
-                        "orders_proj: dry run [", f"would add {expected} and retract 0 rows", "nothing written")
+    text = _open_report(
+        page,
+        af,
+        dry,
+        artifacts / "03-dry-run-report.png",
+        "orders_proj: dry run [",
+        f"would add {expected} and retract 0 rows",
+        "nothing written",
+    )
     assert f"{format_time(r + 1)})" in text, text  # the batch ends at the desired frontier R + 1 (ISO-8601 UTC)
     assert not target.exists()
 
@@ -150,10 +173,21 @@ def _person_uses_the_ui(airflow, page, artifacts):
     real = _trigger(page, af, refresh_time=str(r), dry_run=False, shot=artifacts / "04-trigger-real-run.png")
     assert _wait_run(af, real) == "success"
     version = DeltaTable(str(target)).version()
-    _open_report(page, af, real, artifacts / "05-real-run-report.png",
-                 "orders_proj: appended [", f"+{expected} -0 rows", f"Delta version {version}, final through {format_time(r)}")
+    _open_report(
+        page,
+        af,
+        real,
+        artifacts / "05-real-run-report.png",
+        "orders_proj: appended [",
+        f"+{expected} -0 rows",
+        f"Delta version {version}, final through {format_time(r)}",
+    )
     assert DeltaTable(str(target)).transaction_version("mvsink:upper:orders_proj") == r + 1
     print(f"browser test: login to both runs reported in {time.monotonic() - t0:.1f}s")
     assert sorted(p.name for p in artifacts.glob("0*.png")) == [
-        "01-dag.png", "02-trigger-dry-run.png", "03-dry-run-report.png", "04-trigger-real-run.png",
-        "05-real-run-report.png"]
+        "01-dag.png",
+        "02-trigger-dry-run.png",
+        "03-dry-run-report.png",
+        "04-trigger-real-run.png",
+        "05-real-run-report.png",
+    ]

@@ -45,13 +45,33 @@ def cluster(tmp_path_factory):
         write_at(orders, make_orders(rng, 100 * k, 5), BASE + k * HOUR - 50 * 60_000)
     views = dags / "views"
     write_view(views, "proj", query=PROJECT, sources={"orders": "orders"}, target="views/proj", as_of=BASE)
-    write_view(views, "down", query=DOWN, sources={"up": {"view": "proj"}}, target="views/down", as_of=BASE,
-               schedule={"on_commit": ["proj"]})
+    write_view(
+        views,
+        "down",
+        query=DOWN,
+        sources={"up": {"view": "proj"}},
+        target="views/down",
+        as_of=BASE,
+        schedule={"on_commit": ["proj"]},
+    )
     write_view(views, "race", query=PROJECT, sources={"orders": "orders"}, target="views/race", as_of=BASE)
-    write_view(views, "hist", query=PROJECT, sources={"orders": "orders"}, target="views/hist", as_of=BASE,
-               schedule="0 * * * *", until=BASE + 3 * HOUR)  # no scheduled run at "now": history by backfill
-    with running_airflow(root, dags, data, wanted={"mv_proj", "mv_down", "mv_race", "mv_hist"},
-                         extra_env={"MVSINK_FAIL_POINTS": "append:before_validate@race:compete"}) as af:
+    write_view(
+        views,
+        "hist",
+        query=PROJECT,
+        sources={"orders": "orders"},
+        target="views/hist",
+        as_of=BASE,
+        schedule="0 * * * *",
+        until=BASE + 3 * HOUR,
+    )  # no scheduled run at "now": history by backfill
+    with running_airflow(
+        root,
+        dags,
+        data,
+        wanted={"mv_proj", "mv_down", "mv_race", "mv_hist"},
+        extra_env={"MVSINK_FAIL_POINTS": "append:before_validate@race:compete"},
+    ) as af:
         yield af, data, views
 
 
@@ -105,9 +125,11 @@ def test_upper_mismatch_reschedules_a_new_run(cluster, monkeypatch):
     assert wait_run(af, "mv_race", first)["state"] == "success"
     summary = xcom(af, "mv_race", first, "append", "summary")
     assert summary["status"] == "rescheduled" and summary["upper"] == r + 1
-    others = wait_for("the rescheduled run of mv_race",
-                      lambda: (o := [x for x in runs(af, "mv_race") if x["dag_run_id"] != first]) and finished(o[:1]) and o,
-                      timeout=300)
+    others = wait_for(
+        "the rescheduled run of mv_race",
+        lambda: (o := [x for x in runs(af, "mv_race") if x["dag_run_id"] != first]) and finished(o[:1]) and o,
+        timeout=300,
+    )
     assert others[0]["state"] == "success", others
     assert others[0]["conf"]["refresh_time"] == str(r) and others[0]["conf"]["attempt"] == "1"
     ops = [json.loads(h.get("mvsink.operation", '"x"')) for h in DeltaTable(race.target).history()]
@@ -125,8 +147,14 @@ def test_backfill_fills_history_in_order_and_reprocessing_is_a_no_op(cluster, mo
     af, data, views = cluster
     monkeypatch.setenv("MVSINK_DATA_ROOT", str(data))
     hist = Catalog(views).get("hist")
-    window = ["--dag-id", "mv_hist", "--from-date", "2026-01-01T01:00:00+00:00",
-              "--to-date", "2026-01-01T03:00:00+00:00"]
+    window = [
+        "--dag-id",
+        "mv_hist",
+        "--from-date",
+        "2026-01-01T01:00:00+00:00",
+        "--to-date",
+        "2026-01-01T03:00:00+00:00",
+    ]
     af.run("backfill", "create", *window, "--max-active-runs", "1")
     dates = [BASE + k * HOUR for k in (1, 2, 3)]
 
@@ -142,10 +170,13 @@ def test_backfill_fills_history_in_order_and_reprocessing_is_a_no_op(cluster, mo
     assert [json.loads(h["mvsink.refresh_time"]) for h in history] == dates  # in order
     version = DeltaTable(hist.target).version()
 
-    wait_for("the first backfill to close", lambda: _backfills_closed(af), timeout=120)  # one backfill per DAG at a time
+    wait_for(
+        "the first backfill to close", lambda: _backfills_closed(af), timeout=120
+    )  # one backfill per DAG at a time
     af.run("backfill", "create", *window, "--reprocess-behavior", "completed")
-    closed = wait_for("the reprocessing backfill to close",
-                      lambda: (b := _backfills_closed(af)) and len(b) == 2 and b, timeout=400)
+    closed = wait_for(
+        "the reprocessing backfill to close", lambda: (b := _backfills_closed(af)) and len(b) == 2 and b, timeout=400
+    )
     second = max(closed, key=lambda b: b["id"])
     hist_runs = runs(af, "mv_hist")
     assert len(hist_runs) == 3 and all(x["state"] == "success" for x in hist_runs), hist_runs

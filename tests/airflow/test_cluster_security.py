@@ -88,8 +88,12 @@ def test_every_listener_is_on_loopback(cluster):
     if shutil.which("ss"):  # cross-check with ss where it is installed: nothing of ours on a wildcard address
         ss = subprocess.run(["ss", "-ltnpH"], capture_output=True, text=True).stdout
         ours = process_tree(me)
-        wild = [ln for ln in ss.splitlines() if any(f"pid={p}," in ln for p in ours)
-                and not any(a in ln for a in (" 127.0.0.1:", " [::1]:", " [::ffff:127.0.0.1]:"))]
+        wild = [
+            ln
+            for ln in ss.splitlines()
+            if any(f"pid={p}," in ln for p in ours)
+            and not any(a in ln for a in (" 127.0.0.1:", " [::1]:", " [::ffff:127.0.0.1]:"))
+        ]
         assert not wild, wild
 
 
@@ -99,12 +103,20 @@ def test_api_refuses_unauthenticated_and_forged_calls(cluster):
     import jwt
 
     af = cluster.af
-    forged = jwt.encode({"sub": "admin", "role": "ADMIN", "exp": int(time.time()) + 600, "iat": int(time.time())},
-                        "not-the-server-secret-" * 4, algorithm="HS512")
+    forged = jwt.encode(
+        {"sub": "admin", "role": "ADMIN", "exp": int(time.time()) + 600, "iat": int(time.time())},
+        "not-the-server-secret-" * 4,
+        algorithm="HS512",
+    )
     expired_like = jwt.encode({"sub": "admin", "exp": 1}, "x" * 32, algorithm="HS256")
-    calls = [("GET", "/api/v2/dags"), ("GET", "/api/v2/dags/mv_proj/dagRuns"),
-             ("POST", "/api/v2/dags/mv_proj/dagRuns"), ("GET", "/api/v2/connections"),
-             ("GET", "/api/v2/variables"), ("GET", "/api/v2/config")]
+    calls = [
+        ("GET", "/api/v2/dags"),
+        ("GET", "/api/v2/dags/mv_proj/dagRuns"),
+        ("POST", "/api/v2/dags/mv_proj/dagRuns"),
+        ("GET", "/api/v2/connections"),
+        ("GET", "/api/v2/variables"),
+        ("GET", "/api/v2/config"),
+    ]
     for token in (None, "not-a-token", forged, expired_like):
         for method, path in calls:
             body = {"logical_date": None, "conf": {"refresh_time": "1"}} if method == "POST" else None
@@ -129,11 +141,14 @@ def test_api_refuses_unauthenticated_and_forged_calls(cluster):
 
 @pytest.mark.airflow
 @pytest.mark.slow
-@pytest.mark.parametrize("conf", [
-    {"refresh_time": "1; touch /tmp/mvsink_pwned_{tag}"},
-    {"refresh_time": "' OR 1=1 --"},
-    {"refresh_time": "2026-01-01T01:00:00Z", "dry_run": "yes; touch /tmp/mvsink_pwned_{tag}"},
-])
+@pytest.mark.parametrize(
+    "conf",
+    [
+        {"refresh_time": "1; touch /tmp/mvsink_pwned_{tag}"},
+        {"refresh_time": "' OR 1=1 --"},
+        {"refresh_time": "2026-01-01T01:00:00Z", "dry_run": "yes; touch /tmp/mvsink_pwned_{tag}"},
+    ],
+)
 def test_hostile_run_params_fail_at_mint_and_write_nothing(cluster, conf):
     af = cluster.af
     tag = hashlib.sha1(os.urandom(6)).hexdigest()[:8]

@@ -19,8 +19,9 @@ def test_dagbag_loads_views_and_isolates_a_broken_file(af):
     finally:
         (af.views / "zz_broken.yaml").unlink()
     assert "mv_proj" in bag["dags"]
-    assert list(bag["errors"]) == [str(af.views / "zz_broken.yaml")] or \
-        [k.endswith("views/zz_broken.yaml") for k in bag["errors"]] == [True]
+    assert list(bag["errors"]) == [str(af.views / "zz_broken.yaml")] or [
+        k.endswith("views/zz_broken.yaml") for k in bag["errors"]
+    ] == [True]
     msg = next(iter(bag["errors"].values()))
     assert "zz_broken.yaml" in msg and "sources" in msg and "Fix:" in msg
     clean = af.dagbag()
@@ -35,8 +36,16 @@ def test_schedules_become_timetables(af):
         "manual": "manual",
     }
     for name, schedule in extra.items():
-        write_view(af.views, f"s_{name}", query=PROJECT, sources={"orders": "orders"}, target=f"views/s_{name}",
-                   as_of=BASE, schedule=schedule, until=BASE + 48 * HOUR)
+        write_view(
+            af.views,
+            f"s_{name}",
+            query=PROJECT,
+            sources={"orders": "orders"},
+            target=f"views/s_{name}",
+            as_of=BASE,
+            schedule=schedule,
+            until=BASE + 48 * HOUR,
+        )
     try:
         bag = af.dagbag()
     finally:

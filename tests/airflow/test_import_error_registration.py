@@ -26,7 +26,8 @@ def test_airflow_is_the_version_the_registration_was_written_for() -> None:
 
     assert airflow.__version__ == AIRFLOW_VERSION, (
         f"Airflow is {airflow.__version__}, mvsink.airflow.import_errors was written against {AIRFLOW_VERSION}: "
-        "re-check DagImportResult/DagImportError and the Python importer's locals, then update AIRFLOW_VERSION")
+        "re-check DagImportResult/DagImportError and the Python importer's locals, then update AIRFLOW_VERSION"
+    )
 
 
 def test_the_importer_shapes_it_relies_on_are_there() -> None:
@@ -52,7 +53,8 @@ def test_it_appends_to_the_result_found_on_the_stack(tmp_path: Path) -> None:
     result = DagImportResult(file_path="mvsink_views.py")
     _load_modules_from_file(str(tmp_path / "dags" / "mvsink_views.py"), result)
     assert [(e.file_path, e.message) for e in result.errors] == [
-        ("views/broken.yaml", "view file broken.yaml: field 'query': missing")]
+        ("views/broken.yaml", "view file broken.yaml: field 'query': missing")
+    ]
 
 
 def test_outside_a_dag_processor_it_warns() -> None:

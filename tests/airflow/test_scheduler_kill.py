@@ -25,19 +25,28 @@ def test_kill_9_of_the_scheduler_during_the_spark_step(tmp_path):
     rng = random.Random(62)
     write_at(str(data / "orders"), make_orders(rng, 0, 30), BASE)
     write_at(str(data / "orders"), make_orders(rng, 100, 6), BASE + HOUR)
-    write_view(dags / "views", "ksched", query=PROJECT, sources={"orders": "orders"}, target="views/ksched",
-               as_of=BASE)
+    write_view(dags / "views", "ksched", query=PROJECT, sources={"orders": "orders"}, target="views/ksched", as_of=BASE)
     old_root = os.environ.get("MVSINK_DATA_ROOT")
     os.environ["MVSINK_DATA_ROOT"] = str(data)
     killed_group = None
     try:
-        with running_airflow(tmp_path, dags, data, wanted={"mv_ksched"}, timeout=180, extra_env={
-                "MVSINK_FAIL_POINTS": "write:after_staging@ksched:sync:once", "MVSINK_SYNC_DIR": str(sync),
-                "MVSINK_TASK_RETRIES": "2", "MVSINK_TASK_RETRY_DELAY_SECONDS": "1",
+        with running_airflow(
+            tmp_path,
+            dags,
+            data,
+            wanted={"mv_ksched"},
+            timeout=180,
+            extra_env={
+                "MVSINK_FAIL_POINTS": "write:after_staging@ksched:sync:once",
+                "MVSINK_SYNC_DIR": str(sync),
+                "MVSINK_TASK_RETRIES": "2",
+                "MVSINK_TASK_RETRY_DELAY_SECONDS": "1",
                 # a dead scheduler's tasks are noticed in seconds, not minutes
                 "AIRFLOW__SCHEDULER__SCHEDULER_HEALTH_CHECK_THRESHOLD": "10",
                 "AIRFLOW__SCHEDULER__ORPHANED_TASKS_CHECK_INTERVAL": "10",
-                "AIRFLOW__SCHEDULER__TASK_INSTANCE_HEARTBEAT_TIMEOUT": "60"}) as af:
+                "AIRFLOW__SCHEDULER__TASK_INSTANCE_HEARTBEAT_TIMEOUT": "60",
+            },
+        ) as af:
             run_id = trigger_run(af, "mv_ksched", {"refresh_time": str(R)})
             ready = sync / "write-after_staging@ksched.ready"
             # the Spark job has staged its batch and is held there

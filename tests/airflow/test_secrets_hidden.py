@@ -36,15 +36,34 @@ def test_secrets_reach_spark_but_no_log_xcom_or_metadata(tmp_path):
     data.mkdir()
     home = AirflowHome(tmp_path, data)
     write_at(str(data / "orders"), make_orders(random.Random(3), 0, 20), BASE)
-    write_view(home.views, "sec", query=PROJECT, sources={"orders": "orders"}, target="views/sec", as_of=BASE,
-               spark_conf={"spark.hadoop.fs.s3a.secret.key": s[0], "spark.mvsink.probe.token": s[1],
-                           "spark.driver.memory": "1g"})
-    home.env["AIRFLOW_CONN_SPARK_DEFAULT"] = json.dumps({
-        "conn_type": "spark", "host": "local[2]", "password": s[4],
-        "extra": {"spark_conf": {"spark.hadoop.fs.s3a.session.token": s[2], "spark.mvsink.db.password": s[3]}}})
+    write_view(
+        home.views,
+        "sec",
+        query=PROJECT,
+        sources={"orders": "orders"},
+        target="views/sec",
+        as_of=BASE,
+        spark_conf={
+            "spark.hadoop.fs.s3a.secret.key": s[0],
+            "spark.mvsink.probe.token": s[1],
+            "spark.driver.memory": "1g",
+        },
+    )
+    home.env["AIRFLOW_CONN_SPARK_DEFAULT"] = json.dumps(
+        {
+            "conn_type": "spark",
+            "host": "local[2]",
+            "password": s[4],
+            "extra": {"spark_conf": {"spark.hadoop.fs.s3a.session.token": s[2], "spark.mvsink.db.password": s[3]}},
+        }
+    )
     probe_out = tmp_path / "probe.json"
-    keys = ["spark.hadoop.fs.s3a.secret.key", "spark.mvsink.probe.token", "spark.hadoop.fs.s3a.session.token",
-            "spark.mvsink.db.password"]
+    keys = [
+        "spark.hadoop.fs.s3a.secret.key",
+        "spark.mvsink.probe.token",
+        "spark.hadoop.fs.s3a.session.token",
+        "spark.mvsink.db.password",
+    ]
     job = tmp_path / "probe_job.py"
     job.write_text(PROBE_JOB.format(keys=keys, out=str(probe_out)))
     home.env["MVSINK_SPARK_JOB"] = str(job)
@@ -52,8 +71,9 @@ def test_secrets_reach_spark_but_no_log_xcom_or_metadata(tmp_path):
     home.run("dags", "reserialize")
     outputs = []
     for conf in ({"dry_run": True}, {"dry_run": False}):
-        proc = home.run("dags", "test", "mv_sec", "2026-01-01T01:00:00+00:00", "-c",
-                        json.dumps({"refresh_time": "", **conf}))
+        proc = home.run(
+            "dags", "test", "mv_sec", "2026-01-01T01:00:00+00:00", "-c", json.dumps({"refresh_time": "", **conf})
+        )
         outputs.append(proc.stdout + proc.stderr)
     assert "dry run [" in outputs[0] and "appended [" in outputs[1], outputs[1][-3000:]
     cmd_lines = [ln for out in outputs for ln in out.splitlines() if "Spark-Submit cmd" in ln]
@@ -74,5 +94,7 @@ def test_secrets_reach_spark_but_no_log_xcom_or_metadata(tmp_path):
     assert rendered and not [r for r in rendered if any(v in str(r[0]) for v in s)], "secret in rendered fields"
     db.close()
     assert grep_files(home.home, named) == []  # nowhere in AIRFLOW_HOME: metadata DB (serialized DAG), logs
-    left = [p for p in Path(tempfile.gettempdir()).glob("mvsink-spark-*.properties") if any(v in p.read_text() for v in s)]
+    left = [
+        p for p in Path(tempfile.gettempdir()).glob("mvsink-spark-*.properties") if any(v in p.read_text() for v in s)
+    ]
     assert left == [], "a properties file with secrets was left behind"

@@ -44,8 +44,7 @@ FAULTS = {
     "killa": "append:before_commit@killa:sync:once",
     "killt": "write:after_staging@killt:sync:once",
 }
-KILL = {"write:after_staging@killw": "self", "append:before_commit@killa": "self",
-        "write:after_staging@killt": "task"}
+KILL = {"write:after_staging@killw": "self", "append:before_commit@killa": "self", "write:after_staging@killt": "task"}
 
 
 @pytest.fixture(scope="module")
@@ -60,15 +59,26 @@ def faulty(tmp_path_factory):
     write_at(orders, make_orders(rng, 0, 30), BASE)
     write_at(orders, make_orders(rng, 100, 6), BASE + HOUR)
     for name in FAULTS:
-        write_view(dags / "views", name, query=PROJECT, sources={"orders": "orders"}, target=f"views/{name}",
-                   as_of=BASE)
+        write_view(
+            dags / "views", name, query=PROJECT, sources={"orders": "orders"}, target=f"views/{name}", as_of=BASE
+        )
     old_root = os.environ.get("MVSINK_DATA_ROOT")
     os.environ["MVSINK_DATA_ROOT"] = str(data)  # the views' relative targets resolve here (also for the gc CLI)
     stop = threading.Event()
     try:
-        with running_airflow(root, dags, data, wanted={f"mv_{n}" for n in FAULTS}, timeout=180, extra_env={
-                "MVSINK_FAIL_POINTS": ",".join(FAULTS.values()), "MVSINK_SYNC_DIR": str(sync),
-                "MVSINK_TASK_RETRIES": "2", "MVSINK_TASK_RETRY_DELAY_SECONDS": "1"}) as af:
+        with running_airflow(
+            root,
+            dags,
+            data,
+            wanted={f"mv_{n}" for n in FAULTS},
+            timeout=180,
+            extra_env={
+                "MVSINK_FAIL_POINTS": ",".join(FAULTS.values()),
+                "MVSINK_SYNC_DIR": str(sync),
+                "MVSINK_TASK_RETRIES": "2",
+                "MVSINK_TASK_RETRY_DELAY_SECONDS": "1",
+            },
+        ) as af:
             runs = {n: trigger_run(af, f"mv_{n}", {"refresh_time": str(R)}) for n in FAULTS}
             killed: dict[str, int] = {}
             killer = threading.Thread(target=_killer, args=(sync, killed, stop), daemon=True)
@@ -160,8 +170,9 @@ def test_kill_9_of_the_write_task_process_during_the_spark_step(faulty):
         time.sleep(1)
     assert DeltaTable(target).version() == version  # the late job changed nothing
     assert staged_leftovers(target) == []
-    assert multiset(read_view(Catalog(views).get("killt"), as_of=R)) == \
-        oracle(PROJECT, {"orders": str(data / "orders")}, R)
+    assert multiset(read_view(Catalog(views).get("killt"), as_of=R)) == oracle(
+        PROJECT, {"orders": str(data / "orders")}, R
+    )
 
 
 def test_gc_removes_only_what_no_commit_references_and_cannot_commit(faulty):

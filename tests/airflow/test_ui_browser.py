@@ -32,8 +32,14 @@ pytestmark = [pytest.mark.browser, pytest.mark.airflow, pytest.mark.slow]
 
 REPO = Path(__file__).resolve().parents[2]
 CHROMIUM = os.environ.get("MVSINK_CHROMIUM", "/usr/bin/chromium")
-ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
-        "--disable-sync", "--no-first-run"]
+ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+]
 UI_TIMEOUT_MS = 60_000
 REFRESHES = {  # view -> refresh times, in order (the last one of open_orders: no source moved since the one before)
     "open_orders": ["2026-11-01T12:00:00Z", "2026-11-02T12:00:00Z", "2026-11-02T18:00:00Z"],
@@ -59,8 +65,12 @@ def _example_views(dest: Path) -> None:
 
 
 def _trigger_and_wait(af: LocalAirflow, dag_id: str, refresh_time: str, timeout: float = 420) -> str:
-    status, body = af.api("POST", f"/api/v2/dags/{dag_id}/dagRuns",
-                          {"logical_date": None, "conf": {"refresh_time": refresh_time}}, token=af.token())
+    status, body = af.api(
+        "POST",
+        f"/api/v2/dags/{dag_id}/dagRuns",
+        {"logical_date": None, "conf": {"refresh_time": refresh_time}},
+        token=af.token(),
+    )
     assert status in (200, 201), body
     run_id = body["dag_run_id"]
     deadline = time.monotonic() + timeout
@@ -106,7 +116,8 @@ def page(airflow, artifacts):
     expect.set_options(timeout=UI_TIMEOUT_MS)  # a loaded machine renders the UI slowly: expect's default is 5 s
     assert Path(CHROMIUM).exists(), (
         f"{CHROMIUM} is missing. Fix: apt-get install -y --no-install-recommends chromium "
-        "(.ci/run does it), or point MVSINK_CHROMIUM at a Chromium binary.")
+        "(.ci/run does it), or point MVSINK_CHROMIUM at a Chromium binary."
+    )
     with sync_playwright() as p:
         browser = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=ARGS)
         context = browser.new_context(viewport={"width": 1600, "height": 1000})
@@ -120,8 +131,13 @@ def page(airflow, artifacts):
 
 
 def _status_all(af: LocalAirflow, views: Path) -> list[dict]:
-    proc = subprocess.run([sys.executable, "-m", "mvsink", "status", "--all", "--json", "--views-dir", str(views)],
-                          env=af.env, capture_output=True, text=True, timeout=120)
+    proc = subprocess.run(
+        [sys.executable, "-m", "mvsink", "status", "--all", "--json", "--views-dir", str(views)],
+        env=af.env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert proc.returncode in (0, 1), proc.stderr
     return list(json.loads(proc.stdout))
 
@@ -129,7 +145,8 @@ def _status_all(af: LocalAirflow, views: Path) -> list[dict]:
 def _cells(row) -> dict[str, dict[str, str]]:
     """``data-col`` -> its attributes and visible text, for one row of the overview table."""
     return row.locator("td[data-col]").evaluate_all(
-        "tds => Object.fromEntries(tds.map(td => [td.dataset.col, {...td.dataset, text: td.innerText}]))")
+        "tds => Object.fromEntries(tds.map(td => [td.dataset.col, {...td.dataset, text: td.innerText}]))"
+    )
 
 
 def test_operator_sees_every_view_and_a_views_history(airflow, page, artifacts):
@@ -174,13 +191,16 @@ def _operator(airflow, page, artifacts):
         assert int(cells["last_refresh"]["value"]) == last["refresh_time"]
         assert cells["last_refresh"]["text"].replace("\n", "") == last["refresh_time_utc"]
         assert cells["mode"]["value"] == last["mode"]
-        assert (int(cells["rows"]["added"]), int(cells["rows"]["retracted"])) == (last["rows_added"],
-                                                                                  last["rows_retracted"])
+        assert (int(cells["rows"]["added"]), int(cells["rows"]["retracted"])) == (
+            last["rows_added"],
+            last["rows_retracted"],
+        )
         assert int(cells["bytes"]["value"]) == last["bytes"] and int(cells["duration"]["value"]) == last["duration_ms"]
         assert int(cells["checks"]["value"]) == st["error_rows"] == 0
         assert int(cells["staged"]["value"]) == len(st["in_flight"]) == 0
         srcs = frame.locator(f"tr[data-view='{st['view']}'] li[data-source]").evaluate_all(
-            "lis => lis.map(li => [li.dataset.source, li.dataset.version])")
+            "lis => lis.map(li => [li.dataset.source, li.dataset.version])"
+        )
         assert srcs == [[s["name"], str(s["version_read"])] for s in st["sources"]]
     # acceptance 3: past its max_lag, open_orders is flagged stale on the page (and in status --all)
     by = {r["view"]: r for r in expected}
@@ -203,20 +223,39 @@ def _operator(airflow, page, artifacts):
     bars = tab.locator("#refresh-chart g.refresh")
     expect(bars).to_have_count(3)
     target = by["open_orders"]["target"]
-    log = sorted(({"version": h["version"], **{k[len("mvsink."):]: json.loads(v) for k, v in h.items()
-                                               if k.startswith("mvsink.")}}
-                  for h in DeltaTable(target).history() if h.get("mvsink.operation") == '"append"'),
-                 key=lambda e: e["version"])
+    log = sorted(
+        (
+            {
+                "version": h["version"],
+                **{k[len("mvsink.") :]: json.loads(v) for k, v in h.items() if k.startswith("mvsink.")},
+            }
+            for h in DeltaTable(target).history()
+            if h.get("mvsink.operation") == '"append"'
+        ),
+        key=lambda e: e["version"],
+    )
     assert [c["refresh_time"] for c in log] == [parse_time(t) for t in REFRESHES["open_orders"]]
     chart = bars.evaluate_all("gs => gs.map(g => ({...g.dataset}))")
-    assert [(int(g["version"]), int(g["refreshTime"]), g["mode"], int(g["rowsAdded"]), int(g["rowsRetracted"]),
-             int(g["bytes"]), int(g["durationMs"])) for g in chart] == [
-        (c["version"], c["refresh_time"], c["mode"], c["rows_added"], c["rows_retracted"], c["bytes"],
-         c["duration_ms"]) for c in log]
+    assert [
+        (
+            int(g["version"]),
+            int(g["refreshTime"]),
+            g["mode"],
+            int(g["rowsAdded"]),
+            int(g["rowsRetracted"]),
+            int(g["bytes"]),
+            int(g["durationMs"]),
+        )
+        for g in chart
+    ] == [
+        (c["version"], c["refresh_time"], c["mode"], c["rows_added"], c["rows_retracted"], c["bytes"], c["duration_ms"])
+        for c in log
+    ]
     assert log[0]["rows_added"] > 0 and log[-1]["mode"] == "unchanged"  # the first fills it, the last changed nothing
     expect(tab.locator("#frontier-chart circle.upper")).to_have_count(DeltaTable(target).version() + 1)
     expect(tab.locator("#commits")).to_contain_text(
-        f"at {format_time(parse_time(REFRESHES['open_orders'][-1]))}: +0 -0 rows")
+        f"at {format_time(parse_time(REFRESHES['open_orders'][-1]))}: +0 -0 rows"
+    )
     expect(tab.locator("#sources")).to_contain_text(f"version {log[-1]['sources']['orders']} read by the last refresh")
     expect(tab.locator("[data-card='lag'] .badge.stale")).to_be_visible()
     page.screenshot(path=str(artifacts / "ui-02-view-tab.png"), full_page=True)
@@ -232,8 +271,13 @@ def _operator(airflow, page, artifacts):
     if expand.count():
         expand.first.click()
     final = format_time(parse_time(REFRESHES["open_orders"][-1]))
-    for needle in (f'"refresh_time_utc": "{final}"', f'"final_through_utc": "{final}"', '"lag": "', '"stale": true',
-                   '"max_lag": "2h 00m"'):  # the top of the JSON, which the UI shows
+    for needle in (
+        f'"refresh_time_utc": "{final}"',
+        f'"final_through_utc": "{final}"',
+        '"lag": "',
+        '"stale": true',
+        '"max_lag": "2h 00m"',
+    ):  # the top of the JSON, which the UI shows
         expect(row).to_contain_text(needle)
     report = page.locator("tr", has=page.get_by_text("report", exact=True))
     expect(report).to_contain_text("max_lag 2h 00m: STALE")
@@ -241,4 +285,8 @@ def _operator(airflow, page, artifacts):
     page.screenshot(path=str(artifacts / "ui-04-summary-xcom.png"), full_page=True)
     print(f"UI browser test: login to the summary XCom in {time.monotonic() - t0:.1f}s")
     assert sorted(p.name for p in artifacts.glob("ui-*.png")) == [
-        "ui-01-materialized-views.png", "ui-02-view-tab.png", "ui-03-view-tab-commits.png", "ui-04-summary-xcom.png"]
+        "ui-01-materialized-views.png",
+        "ui-02-view-tab.png",
+        "ui-03-view-tab-commits.png",
+        "ui-04-summary-xcom.png",
+    ]

@@ -58,8 +58,9 @@ def airflow(tmp_path_factory):
         af.stop()
 
 
-def _get(af: LocalAirflow, path: str, *, token: str | None = None, cookie: str | None = None,
-         method: str = "GET") -> tuple[int, str]:
+def _get(
+    af: LocalAirflow, path: str, *, token: str | None = None, cookie: str | None = None, method: str = "GET"
+) -> tuple[int, str]:
     headers = {}
     if token is not None:
         headers["Authorization"] = f"Bearer {token}"
@@ -77,8 +78,11 @@ def test_every_endpoint_refuses_requests_without_a_valid_token(airflow):
     import jwt
 
     af, _ = airflow
-    forged = jwt.encode({"sub": "admin", "role": "ADMIN", "exp": int(time.time()) + 600, "iat": int(time.time())},
-                        "not-the-server-secret-" * 4, algorithm="HS512")
+    forged = jwt.encode(
+        {"sub": "admin", "role": "ADMIN", "exp": int(time.time()) + 600, "iat": int(time.time())},
+        "not-the-server-secret-" * 4,
+        algorithm="HS512",
+    )
     for path in ROUTES + ["/mvsink/dags/mv_nope", "/mvsink/api/dags/mv_nope"]:
         status, body = _get(af, path)
         assert status == 401 and "Not authenticated" in body, (path, status, body[:200])
@@ -91,10 +95,19 @@ def test_every_endpoint_refuses_requests_without_a_valid_token(airflow):
 def test_unknown_views_and_paths_are_404(airflow):
     af, _ = airflow
     token = af.token()
-    for path in ("/mvsink/dags/mv_nope", "/mvsink/api/dags/mv_nope", "/mvsink/dags/sales",  # not mv_<view>
-                 "/mvsink/dags/mv_..%2F..%2Fdata%2Fsecret.txt", "/mvsink/dags/mv_%2Fetc%2Fpasswd",
-                 "/mvsink/api/dags/mv_..%2Fsecret", "/mvsink/dags/mv_SALES", "/mvsink/dags/mv_sales%00",
-                 "/mvsink/dags/mv_" + "a" * 70, "/mvsink/../etc/passwd", "/mvsink/views/..%2F..%2Fetc"):
+    for path in (
+        "/mvsink/dags/mv_nope",
+        "/mvsink/api/dags/mv_nope",
+        "/mvsink/dags/sales",  # not mv_<view>
+        "/mvsink/dags/mv_..%2F..%2Fdata%2Fsecret.txt",
+        "/mvsink/dags/mv_%2Fetc%2Fpasswd",
+        "/mvsink/api/dags/mv_..%2Fsecret",
+        "/mvsink/dags/mv_SALES",
+        "/mvsink/dags/mv_sales%00",
+        "/mvsink/dags/mv_" + "a" * 70,
+        "/mvsink/../etc/passwd",
+        "/mvsink/views/..%2F..%2Fetc",
+    ):
         status, body = _get(af, path, token=token)
         assert status == 404, (path, status, body[:300])
         assert "TOP-SECRET" not in body and "root:" not in body
@@ -109,12 +122,18 @@ def test_with_a_token_the_values_are_the_status_commands(airflow):
     status, body = _get(af, "/mvsink/api/views", token=token)
     assert status == 200, body[:500]
     page = json.loads(body)
-    cli = subprocess.run([sys.executable, "-m", "mvsink", "status", "--all", "--json", "--views-dir", str(views)],
-                         env=af.env, capture_output=True, text=True, timeout=120)
+    cli = subprocess.run(
+        [sys.executable, "-m", "mvsink", "status", "--all", "--json", "--views-dir", str(views)],
+        env=af.env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert cli.returncode == 1, cli.stderr  # sales is stale
     expected = json.loads(cli.stdout)
-    assert [{k: v for k, v in r.items() if k not in MOVING} for r in page] == \
-        [{k: v for k, v in r.items() if k not in MOVING} for r in expected]
+    assert [{k: v for k, v in r.items() if k not in MOVING} for r in page] == [
+        {k: v for k, v in r.items() if k not in MOVING} for r in expected
+    ]
     by = {r["view"]: r for r in page}
     assert by["sales"]["stale"] is True and by["later"]["stale"] is False
     assert abs(by["sales"]["lag_ms"] - {r["view"]: r for r in expected}["sales"]["lag_ms"]) < 120_000
@@ -134,6 +153,8 @@ def test_the_plugin_is_registered_without_import_errors(airflow):
     assert status == 200
     (plugin,) = [p for p in body["plugins"] if p["name"] == "mvsink"]
     assert [(v["name"], v["destination"], v["href"]) for v in plugin["external_views"]] == [
-        ("Materialized views", "nav", "mvsink/"), ("View", "dag", "mvsink/dags/{DAG_ID}")]
+        ("Materialized views", "nav", "mvsink/"),
+        ("View", "dag", "mvsink/dags/{DAG_ID}"),
+    ]
     status, errors = af.api("GET", "/api/v2/plugins/importErrors", token=af.token())
     assert status == 200 and errors["import_errors"] == [], errors

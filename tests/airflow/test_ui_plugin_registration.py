@@ -46,13 +46,19 @@ def _installed_entry_point() -> bool:
 
 
 def _probe(tmp_path: Path, *, plugins_folder: Path, pythonpath: list[Path]) -> dict:
-    env = {**os.environ, "AIRFLOW_HOME": str(tmp_path / "home"), "AIRFLOW__CORE__PLUGINS_FOLDER": str(plugins_folder),
-           "AIRFLOW__CORE__LOAD_EXAMPLES": "False", "PYTHONPATH": os.pathsep.join(map(str, pythonpath))}
-    proc = subprocess.run([sys.executable, "-c", PROBE], env=env, capture_output=True, text=True, timeout=300,
-                          cwd=tmp_path)
+    env = {
+        **os.environ,
+        "AIRFLOW_HOME": str(tmp_path / "home"),
+        "AIRFLOW__CORE__PLUGINS_FOLDER": str(plugins_folder),
+        "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
+        "PYTHONPATH": os.pathsep.join(map(str, pythonpath)),
+    }
+    proc = subprocess.run(
+        [sys.executable, "-c", PROBE], env=env, capture_output=True, text=True, timeout=300, cwd=tmp_path
+    )
     line = next((ln for ln in proc.stdout.splitlines() if ln.startswith("PROBE ")), None)
     assert line, proc.stderr[-4000:]
-    return json.loads(line[len("PROBE "):])
+    return json.loads(line[len("PROBE ") :])
 
 
 def _assert_one_plugin(found: dict, source_part: str) -> None:
@@ -75,8 +81,13 @@ def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
     import shutil
 
     shutil.copytree(REPO / "plugins", src / "plugins", ignore=shutil.ignore_patterns("__pycache__", "*.egg-info"))
-    subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w",
-                    str(tmp / "dist"), str(src)], check=True, capture_output=True, timeout=600, cwd=tmp)
+    subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", str(tmp / "dist"), str(src)],
+        check=True,
+        capture_output=True,
+        timeout=600,
+        cwd=tmp,
+    )
     (whl,) = (tmp / "dist").glob("mvsink-*.whl")
     return whl
 
@@ -107,8 +118,12 @@ def test_registered_through_the_entry_point_of_the_installed_package(tmp_path, w
         path: list[Path] = []
     else:
         target = tmp_path / "site"
-        subprocess.run([sys.executable, "-m", "pip", "install", "--no-deps", "-q", "--target", str(target),
-                        str(wheel)], check=True, capture_output=True, timeout=600)
+        subprocess.run(
+            [sys.executable, "-m", "pip", "install", "--no-deps", "-q", "--target", str(target), str(wheel)],
+            check=True,
+            capture_output=True,
+            timeout=600,
+        )
         path = [target]
     found = _probe(tmp_path, plugins_folder=empty, pythonpath=path)
     _assert_one_plugin(found, f"mvsink==0.1.0: EntryPoint(name='mvsink', value='{ENTRY_POINT}'")
@@ -125,8 +140,14 @@ def test_without_the_ignore_file_airflow_would_import_the_package_as_loose_modul
     folder = tmp_path / "plugins"
     shutil.copytree(REPO / "plugins" / "mvsink", folder / "mvsink", ignore=shutil.ignore_patterns("__pycache__"))
     shutil.copy(REPO / "plugins" / "mvsink_airflow_plugin.py", folder)
-    env = {**os.environ, "AIRFLOW_HOME": str(tmp_path / "home"), "AIRFLOW__CORE__PLUGINS_FOLDER": str(folder),
-           "AIRFLOW__CORE__LOAD_EXAMPLES": "False", "PYTHONPATH": str(folder)}
-    proc = subprocess.run([sys.executable, "-c", PROBE], env=env, capture_output=True, text=True, timeout=300,
-                          cwd=tmp_path)
+    env = {
+        **os.environ,
+        "AIRFLOW_HOME": str(tmp_path / "home"),
+        "AIRFLOW__CORE__PLUGINS_FOLDER": str(folder),
+        "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
+        "PYTHONPATH": str(folder),
+    }
+    proc = subprocess.run(
+        [sys.executable, "-c", PROBE], env=env, capture_output=True, text=True, timeout=300, cwd=tmp_path
+    )
     assert "PROBE " not in proc.stdout and "usage: mvsink" in proc.stderr, (proc.stdout[-2000:], proc.stderr[-2000:])

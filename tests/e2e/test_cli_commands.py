@@ -29,7 +29,9 @@ def test_cli_dry_run_refresh_read_status(proj):
 
     rows = list(csv.DictReader(io.StringIO(run_cli_process(views, "read", "proj", "--format", "csv").stdout)))
     assert len(rows) == sum(expected.values())
-    jsonl = [json.loads(line) for line in run_cli_process(views, "read", "proj", "--format", "jsonl").stdout.splitlines()]
+    jsonl = [
+        json.loads(line) for line in run_cli_process(views, "read", "proj", "--format", "jsonl").stdout.splitlines()
+    ]
     got = multiset(__import__("pyarrow").Table.from_pylist(jsonl))
     assert got == expected
 

@@ -19,8 +19,15 @@ pytestmark = pytest.mark.slow
 def test_crash_of_spark_job_after_staging_then_recovery(proj):
     data, views, orders = proj
     r = BASE + HOUR
-    crashed = run_cli_process(views, "refresh", "proj", "--at", str(r), env_extra={"MVSINK_FAIL_POINTS": "write:after_staging:exit"},
-                   check=False)
+    crashed = run_cli_process(
+        views,
+        "refresh",
+        "proj",
+        "--at",
+        str(r),
+        env_extra={"MVSINK_FAIL_POINTS": "write:after_staging:exit"},
+        check=False,
+    )
     assert crashed.returncode != 0 and "Spark write step failed" in crashed.stderr
     target = str(data / "views" / "proj")
     assert staged_leftovers(target)  # the killed job left its batch behind

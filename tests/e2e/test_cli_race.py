@@ -23,9 +23,16 @@ def test_four_processes_race_on_the_same_refresh(proj):
 
     data, views, orders = proj
     r = BASE + HOUR
-    procs = [subprocess.Popen([*CLI, "refresh", "proj", "--at", str(r), "--json", "--run-id", f"racer-{i}",
-                               "--views-dir", str(views)], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                              text=True, env=dict(os.environ)) for i in range(4)]
+    procs = [
+        subprocess.Popen(
+            [*CLI, "refresh", "proj", "--at", str(r), "--json", "--run-id", f"racer-{i}", "--views-dir", str(views)],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=dict(os.environ),
+        )
+        for i in range(4)
+    ]
     results = []
     for p in procs:
         out, err = p.communicate(timeout=600)

@@ -31,9 +31,26 @@ def test_cli_refresh_passes_secret_settings_to_spark_off_the_command_line(env, t
     job = tmp_path / "probe_job.py"
     job.write_text(PROBE_JOB.format(keys=["spark.mvsink.api.token"], out=str(probe_out)))
     env_vars = {**os.environ, "MVSINK_SPARK_JOB": str(job), "MVSINK_DATA_ROOT": str(data)}
-    proc = subprocess.Popen([sys.executable, "-m", "mvsink", "refresh", "proj", "--at", str(BASE + HOUR),
-                             "--views-dir", str(views), "--spark-conf", f"spark.mvsink.api.token={secret}", "--json"],
-                            env=env_vars, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "mvsink",
+            "refresh",
+            "proj",
+            "--at",
+            str(BASE + HOUR),
+            "--views-dir",
+            str(views),
+            "--spark-conf",
+            f"spark.mvsink.api.token={secret}",
+            "--json",
+        ],
+        env=env_vars,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     argvs = []
     while proc.poll() is None:  # every command line of the refresh's process tree, while it runs
         for pid in process_tree(proc.pid) - {proc.pid}:

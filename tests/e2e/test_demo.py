@@ -15,9 +15,22 @@ pytestmark = pytest.mark.slow
 
 def test_demo_runs_end_to_end(tmp_path):
     env = {k: v for k, v in os.environ.items() if not k.startswith("MVSINK_")}
-    proc = subprocess.run([sys.executable, "-m", "mvsink.devtools.demo", "--data-root", str(tmp_path),
-                           "--views-dir", str(REPO / "dags" / "views")], capture_output=True, text=True,
-                          env=env, cwd=REPO, timeout=900)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "mvsink.devtools.demo",
+            "--data-root",
+            str(tmp_path),
+            "--views-dir",
+            str(REPO / "dags" / "views"),
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=REPO,
+        timeout=900,
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     out = proc.stdout
     assert out.count(": appended [") >= 8, out  # 2 demo views x 4 refresh times

@@ -12,8 +12,20 @@ def test_short_soak_two_installations_and_cli(tmp_path, monkeypatch):
 
     monkeypatch.setenv("MVSINK_DATA_ROOT", str(tmp_path / "work" / "data"))
     monkeypatch.delenv("MVSINK_FAIL_POINTS", raising=False)
-    args = soak.parser().parse_args(["--rounds", "2", "--homes", "2", "--seed", "3", "--work", str(tmp_path / "work"),
-                                     "--report", str(tmp_path / "SOAK.md")])
+    args = soak.parser().parse_args(
+        [
+            "--rounds",
+            "2",
+            "--homes",
+            "2",
+            "--seed",
+            "3",
+            "--work",
+            str(tmp_path / "work"),
+            "--report",
+            str(tmp_path / "SOAK.md"),
+        ]
+    )
     tot = soak.run(args)
     assert tot["problems"] == [], tot
     assert tot["rounds"] == 2 and tot["oracle_ok_rounds"] == 2  # contents == oracle after every round

@@ -40,8 +40,25 @@ def test_refreshes_through_spark_connect_match_oracle(env, tmp_path, monkeypatch
             if k == 2:  # a delete too: both the inserted and the deleted change terms are evaluated remotely
                 delete_at(orders, "id % 3 = 0", r - 30_000)
             # a fresh process, as a CLI call or an Airflow task is (a classic session lives in this one)
-            out = subprocess.run([sys.executable, "-m", "mvsink", "refresh", "proj", "--at", str(r), "--remote", url,
-                                  "--json", "--views-dir", str(views)], capture_output=True, text=True, timeout=300)
+            out = subprocess.run(
+                [
+                    sys.executable,
+                    "-m",
+                    "mvsink",
+                    "refresh",
+                    "proj",
+                    "--at",
+                    str(r),
+                    "--remote",
+                    url,
+                    "--json",
+                    "--views-dir",
+                    str(views),
+                ],
+                capture_output=True,
+                text=True,
+                timeout=300,
+            )
             assert out.returncode == 0, out.stderr[-3000:]
             res = json.loads(out.stdout)
             assert res["status"] == "appended" and res["upper"] == r + 1

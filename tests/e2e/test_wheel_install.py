@@ -32,8 +32,9 @@ HOUR = 3_600_000
 TIMEOUT = 1200
 
 
-def _run(cmd: list[str], *, env: dict[str, str] | None = None, cwd: Path | None = None,
-         timeout: int = TIMEOUT) -> subprocess.CompletedProcess[str]:
+def _run(
+    cmd: list[str], *, env: dict[str, str] | None = None, cwd: Path | None = None, timeout: int = TIMEOUT
+) -> subprocess.CompletedProcess[str]:
     proc = subprocess.run(cmd, env=env, cwd=cwd, capture_output=True, text=True, timeout=timeout)
     assert proc.returncode == 0, f"{cmd} exited {proc.returncode}\n{proc.stdout[-3000:]}\n{proc.stderr[-5000:]}"
     return proc
@@ -48,8 +49,9 @@ def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
     for name in ("pyproject.toml", "README.md", "MANIFEST.in", "LICENSE", "LICENSE.txt"):
         if (REPO / name).exists():
             shutil.copy2(REPO / name, src / name)
-    shutil.copytree(REPO / "plugins", src / "plugins",
-                    ignore=shutil.ignore_patterns("__pycache__", "*.pyc", "*.egg-info", "build"))
+    shutil.copytree(
+        REPO / "plugins", src / "plugins", ignore=shutil.ignore_patterns("__pycache__", "*.pyc", "*.egg-info", "build")
+    )
     out = tmp / "dist"
     _run([sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", str(out), str(src)], cwd=tmp)
     wheels = list(out.glob("mvsink-*.whl"))
@@ -70,13 +72,16 @@ def installed(wheel: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator
     _run([sys.executable, "-m", "pip", "--python", str(py), "install", "-q", str(wheel)], cwd=tmp)
     _run([sys.executable, "-m", "pip", "--python", str(py), "check"], cwd=tmp)
 
-    env = {k: v for k, v in os.environ.items()
-           if k not in {"PYTHONPATH", "SPARK_HOME", "VIRTUAL_ENV", "PYSPARK_DRIVER_PYTHON"}
-           and not k.startswith("MVSINK_")}
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if k not in {"PYTHONPATH", "SPARK_HOME", "VIRTUAL_ENV", "PYSPARK_DRIVER_PYTHON"} and not k.startswith("MVSINK_")
+    }
     # this project's venv off PATH (only when it is a venv: never drop a system bin folder)
     ours = {str(Path(sys.prefix) / "bin"), str(Path(sys.executable).parent)} if sys.prefix != sys.base_prefix else set()
-    env["PATH"] = os.pathsep.join([str(home / "bin"), *(p for p in env.get("PATH", "").split(os.pathsep)
-                                                       if p and p not in ours)])
+    env["PATH"] = os.pathsep.join(
+        [str(home / "bin"), *(p for p in env.get("PATH", "").split(os.pathsep) if p and p not in ours)]
+    )
     env.update(SPARK_LOCAL_IP="127.0.0.1", PYSPARK_PYTHON=str(py), PYTHONDONTWRITEBYTECODE="1")
     work = tmp / "work"
     work.mkdir()
@@ -86,8 +91,11 @@ def installed(wheel: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator
 
 def test_wheel_holds_every_module_and_nothing_else(wheel: Path) -> None:
     names = zipfile.ZipFile(wheel).namelist()
-    assert not [n for n in names if "__pycache__" in n or n.endswith(".pyc") or "/tests/" in n or
-                n.startswith("tests/") or "egg-info" in n]
+    assert not [
+        n
+        for n in names
+        if "__pycache__" in n or n.endswith(".pyc") or "/tests/" in n or n.startswith("tests/") or "egg-info" in n
+    ]
     top = {n.split("/")[0] for n in names}
     assert {t for t in top if not t.endswith(".dist-info")} == {"mvsink"} and len(top) == 2, top
     subs = {n.split("/")[1] for n in names if n.startswith("mvsink/") and n.count("/") >= 2}
@@ -96,8 +104,11 @@ def test_wheel_holds_every_module_and_nothing_else(wheel: Path) -> None:
         assert f"mvsink/{sub}/__init__.py" in names
     assert "mvsink/spark/mv_write.py" in names
     # every module of the source tree is in the wheel (a folder without __init__.py would still be found)
-    source = {p.relative_to(REPO / "plugins").as_posix() for p in (REPO / "plugins" / "mvsink").rglob("*.py")
-              if "__pycache__" not in p.parts}
+    source = {
+        p.relative_to(REPO / "plugins").as_posix()
+        for p in (REPO / "plugins" / "mvsink").rglob("*.py")
+        if "__pycache__" not in p.parts
+    }
     assert source <= set(names), sorted(source - set(names))
     z = zipfile.ZipFile(wheel)
     info = next(n for n in names if n.endswith(".dist-info/entry_points.txt"))
@@ -150,7 +161,7 @@ def test_dag_factory_imports_without_airflow(installed: dict[str, Any]) -> None:
     assert out.startswith("no error") or ("ImportError" in out and "airflow" in out), out
 
 
-SEED = '''
+SEED = """
 import sys
 import pyarrow as pa
 from deltalake import write_deltalake
@@ -172,7 +183,7 @@ set_commit_time(orders, base + 2 * hour)
 write_deltalake(customers, pa.table({"customer_id": pa.array([3], i64), "region": ["south"]}), mode="overwrite",
                 predicate="customer_id = 3")
 set_commit_time(customers, base + 2 * hour)
-'''
+"""
 
 VIEW = """\
 name: revenue
@@ -203,22 +214,31 @@ def test_cli_refreshes_a_view(installed: dict[str, Any]) -> None:
 
     at = BASE + HOUR
     cli = [str(bin_ / "mvsink")]
-    res = json.loads(_run([*cli, "refresh", "revenue", "--at", "2026-01-01T01:00:00Z", "--views-dir", str(views),
-                           "--json"], env=env, cwd=work).stdout)
+    res = json.loads(
+        _run(
+            [*cli, "refresh", "revenue", "--at", "2026-01-01T01:00:00Z", "--views-dir", str(views), "--json"],
+            env=env,
+            cwd=work,
+        ).stdout
+    )
     assert res["status"] == "appended" and res["refresh_time"] == at, res
     assert res["rows_added"] == 3 and res["rows_retracted"] == 0, res
 
-    lines = _run([*cli, "read", "revenue", "--format", "jsonl", "--views-dir", str(views)], env=env,
-                 cwd=work).stdout.splitlines()
+    lines = _run(
+        [*cli, "read", "revenue", "--format", "jsonl", "--views-dir", str(views)], env=env, cwd=work
+    ).stdout.splitlines()
     got = sorted((json.loads(line) for line in lines), key=lambda r: (r["region"] is None, r["region"] or ""))
     # by hand, as of 01:00: orders 10-13 (order 14 and customer 3's move to "south" come at 02:00);
     # customer 9 is unknown, so order 13 counts under a NULL region
-    assert got == [{"region": "north", "orders": 2, "revenue": 16},
-                   {"region": "south", "orders": 1, "revenue": 7},
-                   {"region": None, "orders": 1, "revenue": 13}]
+    assert got == [
+        {"region": "north", "orders": 2, "revenue": 16},
+        {"region": "south", "orders": 1, "revenue": 7},
+        {"region": None, "orders": 1, "revenue": 13},
+    ]
 
-    status = json.loads(_run([*cli, "status", "revenue", "--json", "--views-dir", str(views)], env=env,
-                             cwd=work).stdout)
+    status = json.loads(
+        _run([*cli, "status", "revenue", "--json", "--views-dir", str(views)], env=env, cwd=work).stdout
+    )
     assert status["upper"] == at + 1 and status["target"] == str((data / "views" / "revenue").resolve()), status
     assert status["staged_batches"] == []
     assert [c["operation"] for c in status["last_commits"]] == ["append", "bump", "create"]

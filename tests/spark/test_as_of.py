@@ -26,8 +26,14 @@ def test_as_of_in_the_past_bumps_upper_then_appends(spark, env):
     write_at(orders, make_orders(random.Random(1), 0, 15), BASE)
     write_at(customers, make_customers(random.Random(1)), BASE + 1)
     as_of = BASE + 2 * HOUR
-    write_view(views, "agg", query=JOIN_AGG, sources={"orders": "orders", "customers": "customers"},
-               target="views/agg", as_of=as_of)
+    write_view(
+        views,
+        "agg",
+        query=JOIN_AGG,
+        sources={"orders": "orders", "customers": "customers"},
+        target="views/agg",
+        as_of=as_of,
+    )
     catalog = Catalog(views)
     view = catalog.get("agg")
 

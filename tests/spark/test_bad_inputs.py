@@ -56,8 +56,13 @@ def _expect(setup, spark, name, fields, exc, *needles, at=BASE + 2 * HOUR):
 
 
 def _view(query: str, **kw):
-    return {"query": query, "sources": kw.pop("sources", {"orders": "orders"}), "target": kw.pop("target", "views/bad"),
-            "as_of": kw.pop("as_of", BASE), **kw}
+    return {
+        "query": query,
+        "sources": kw.pop("sources", {"orders": "orders"}),
+        "target": kw.pop("target", "views/bad"),
+        "as_of": kw.pop("as_of", BASE),
+        **kw,
+    }
 
 
 def test_bad_yaml(setup, spark):
@@ -69,13 +74,27 @@ def test_bad_yaml(setup, spark):
 
 
 def test_unknown_source_view(setup, spark):
-    _expect(setup, spark, "bad", _view("SELECT * FROM up", sources={"up": {"view": "nope"}}),
-            errors.ViewDefinitionError, "'nope'", "not defined")
+    _expect(
+        setup,
+        spark,
+        "bad",
+        _view("SELECT * FROM up", sources={"up": {"view": "nope"}}),
+        errors.ViewDefinitionError,
+        "'nope'",
+        "not defined",
+    )
 
 
 def test_missing_source_table(setup, spark):
-    _expect(setup, spark, "bad", _view("SELECT * FROM orders", sources={"orders": "no_such_table"}),
-            errors.SourceError, "no Delta table", "no_such_table")
+    _expect(
+        setup,
+        spark,
+        "bad",
+        _view("SELECT * FROM orders", sources={"orders": "no_such_table"}),
+        errors.SourceError,
+        "no Delta table",
+        "no_such_table",
+    )
 
 
 def test_sql_error(setup, spark):
@@ -83,8 +102,7 @@ def test_sql_error(setup, spark):
 
 
 def test_reserved_column(setup, spark):
-    _expect(setup, spark, "bad", _view("SELECT qty AS _mv_qty FROM orders"), errors.QueryError, "reserved",
-            "_mv_qty")
+    _expect(setup, spark, "bad", _view("SELECT qty AS _mv_qty FROM orders"), errors.QueryError, "reserved", "_mv_qty")
 
 
 def test_map_column(setup, spark):
@@ -96,21 +114,52 @@ def test_unaliased_expression(setup, spark):
 
 
 def test_non_deterministic_function(setup, spark):
-    _expect(setup, spark, "bad", _view("SELECT qty, rand() AS r FROM orders"), errors.ViewDefinitionError,
-            "non-deterministic", "rand")
+    _expect(
+        setup,
+        spark,
+        "bad",
+        _view("SELECT qty, rand() AS r FROM orders"),
+        errors.ViewDefinitionError,
+        "non-deterministic",
+        "rand",
+    )
 
 
 def test_source_missing_at_refresh_time(setup, spark):
-    _expect(setup, spark, "bad", _view("SELECT qty FROM orders", as_of=BASE - 5 * HOUR),
-            errors.SourceError, "no version at or before", at=BASE - HOUR)
+    _expect(
+        setup,
+        spark,
+        "bad",
+        _view("SELECT qty FROM orders", as_of=BASE - 5 * HOUR),
+        errors.SourceError,
+        "no version at or before",
+        at=BASE - HOUR,
+    )
 
 
-@pytest.mark.parametrize(("protocol", "needle"), [
-    ({"minReaderVersion": 3, "minWriterVersion": 7, "readerFeatures": ["deletionVectors"],
-      "writerFeatures": ["deletionVectors"]}, "deletion vectors"),
-    ({"minReaderVersion": 3, "minWriterVersion": 7, "readerFeatures": ["columnMapping"],
-      "writerFeatures": ["columnMapping"]}, "column mapping"),
-])
+@pytest.mark.parametrize(
+    ("protocol", "needle"),
+    [
+        (
+            {
+                "minReaderVersion": 3,
+                "minWriterVersion": 7,
+                "readerFeatures": ["deletionVectors"],
+                "writerFeatures": ["deletionVectors"],
+            },
+            "deletion vectors",
+        ),
+        (
+            {
+                "minReaderVersion": 3,
+                "minWriterVersion": 7,
+                "readerFeatures": ["columnMapping"],
+                "writerFeatures": ["columnMapping"],
+            },
+            "column mapping",
+        ),
+    ],
+)
 def test_unsupported_delta_feature(setup, spark, protocol, needle):
     import os
 
@@ -120,14 +169,27 @@ def test_unsupported_delta_feature(setup, spark, protocol, needle):
     log = Path(dv) / "_delta_log" / "00000000000000000001.json"
     log.write_text(json.dumps({"protocol": protocol}) + "\n")
     os.utime(log, ns=((BASE + 10) * 1_000_000,) * 2)
-    _expect(setup, spark, "bad", _view("SELECT qty FROM dv", sources={"dv": "dv"}),
-            errors.UnsupportedFeatureError, needle, "Parquet file list")
+    _expect(
+        setup,
+        spark,
+        "bad",
+        _view("SELECT qty FROM dv", sources={"dv": "dv"}),
+        errors.UnsupportedFeatureError,
+        needle,
+        "Parquet file list",
+    )
 
 
 def test_query_schema_change_for_existing_table(setup, spark):
     data, views = setup
-    write_view(views, "proj", query="SELECT o.cust_id, o.status FROM orders o", sources={"orders": "orders"},
-               target="views/proj", as_of=BASE)
+    write_view(
+        views,
+        "proj",
+        query="SELECT o.cust_id, o.status FROM orders o",
+        sources={"orders": "orders"},
+        target="views/proj",
+        as_of=BASE,
+    )
     _expect(setup, spark, "proj", None, errors.SchemaChangedError, "now returns columns", "new table path")
 
 
@@ -136,8 +198,9 @@ def test_source_schema_change_breaks_query(setup, spark):
     import pyarrow as pa
     from deltalake import write_deltalake
 
-    write_deltalake(str(data / "orders"), pa.table({"id": [1], "note": ["x"]}), mode="overwrite",
-                    schema_mode="overwrite")
+    write_deltalake(
+        str(data / "orders"), pa.table({"id": [1], "note": ["x"]}), mode="overwrite", schema_mode="overwrite"
+    )
     stamp(data / "orders", BASE + HOUR + 5)
     _expect(setup, spark, "proj", None, errors.QueryError, "does not analyse", "qty")
 
@@ -157,12 +220,14 @@ def test_read_before_as_of_and_past_upper(setup):
 def test_cli_rejects_bad_time_and_unknown_view(setup):
     data, views = setup
     run = [sys.executable, "-m", "mvsink"]
-    bad_time = subprocess.run([*run, "refresh", "proj", "--at", "yesterday", "--views-dir", str(views)],
-                              capture_output=True, text=True)
+    bad_time = subprocess.run(
+        [*run, "refresh", "proj", "--at", "yesterday", "--views-dir", str(views)], capture_output=True, text=True
+    )
     assert bad_time.returncode == 2 and "ISO-8601" in bad_time.stderr
     unknown = subprocess.run([*run, "read", "nope", "--views-dir", str(views)], capture_output=True, text=True)
     assert unknown.returncode == 2 and "'nope' is not defined" in unknown.stderr and "proj" in unknown.stderr
-    before_as_of = subprocess.run([*run, "read", "proj", "--as-of", "2025-01-01", "--views-dir", str(views)],
-                                  capture_output=True, text=True)
+    before_as_of = subprocess.run(
+        [*run, "read", "proj", "--as-of", "2025-01-01", "--views-dir", str(views)], capture_output=True, text=True
+    )
     assert before_as_of.returncode == 2 and "before the view's as_of" in before_as_of.stderr
     assert DeltaTable(str(data / "views" / "proj")).version() == 2  # create, bump, append: untouched since

@@ -40,7 +40,9 @@ def test_changes_between_refresh_times_equal_the_oracle_difference(copy):
 
     whole = mvsink.changes(view.name, times[2] + 1, views_dir=str(catalog.views_dir))
     assert whole.equals(changes(view, times[2] + 1, times[-1] + 1))
-    lines = run_cli_inprocess(catalog.views_dir, "changes", "proj", "--from", str(times[2] + 1), "--to", str(times[-1] + 1))
+    lines = run_cli_inprocess(
+        catalog.views_dir, "changes", "proj", "--from", str(times[2] + 1), "--to", str(times[-1] + 1)
+    )
     rows = [json.loads(x) for x in lines.splitlines()]
     assert rows == whole.to_pylist()
     text = run_cli_inprocess(catalog.views_dir, "changes", "proj", "--from", str(times[2] + 1), "--format", "csv")

@@ -25,17 +25,21 @@ FROM events WHERE flag OR flag IS NULL
 
 def _events(ids: range, shift: int = 0) -> pa.Table:
     utc = dt.UTC
-    return pa.table({
-        "id": pa.array(list(ids), pa.int64()),
-        "ts": pa.array([dt.datetime(2026, 1, 1, 12, 0, i % 60, tzinfo=utc) if i % 4 else None for i in ids],
-                       pa.timestamp("us", tz="UTC")),
-        "d": pa.array([dt.date(2026, 1, 1 + (i + shift) % 28) for i in ids], pa.date32()),
-        "amount": pa.array([decimal.Decimal(f"{i}.25") for i in ids], pa.decimal128(18, 2)),
-        "flag": pa.array([None if i % 5 == 0 else bool(i % 2) for i in ids], pa.bool_()),
-        "payload": pa.array([bytes([i % 7]) * 3 for i in ids], pa.binary()),
-        "tags": pa.array([[i % 2, None] if i % 3 else None for i in ids], pa.list_(pa.int32())),
-        "label": pa.array([f"é-{i % 4}" for i in ids], pa.string()),
-    })
+    return pa.table(
+        {
+            "id": pa.array(list(ids), pa.int64()),
+            "ts": pa.array(
+                [dt.datetime(2026, 1, 1, 12, 0, i % 60, tzinfo=utc) if i % 4 else None for i in ids],
+                pa.timestamp("us", tz="UTC"),
+            ),
+            "d": pa.array([dt.date(2026, 1, 1 + (i + shift) % 28) for i in ids], pa.date32()),
+            "amount": pa.array([decimal.Decimal(f"{i}.25") for i in ids], pa.decimal128(18, 2)),
+            "flag": pa.array([None if i % 5 == 0 else bool(i % 2) for i in ids], pa.bool_()),
+            "payload": pa.array([bytes([i % 7]) * 3 for i in ids], pa.binary()),
+            "tags": pa.array([[i % 2, None] if i % 3 else None for i in ids], pa.list_(pa.int32())),
+            "label": pa.array([f"é-{i % 4}" for i in ids], pa.string()),
+        }
+    )
 
 
 def test_types_round_trip_against_oracle(spark, env):
@@ -48,8 +52,9 @@ def test_types_round_trip_against_oracle(spark, env):
     assert refresh(view, BASE + HOUR, catalog=catalog, runner="inprocess", spark=spark).status == "appended"
     write_at(events, _events(range(20, 40), shift=3), BASE + HOUR + 10, mode="overwrite")
     assert refresh(view, BASE + 2 * HOUR, catalog=catalog, runner="inprocess", spark=spark).status == "appended"
-    duck = QUERY.replace("id % 3", "CAST(id % 3 AS BIGINT)").replace("named_struct('a', id, 'b', label)",
-                                                                         "{'a': id, 'b': label}")
+    duck = QUERY.replace("id % 3", "CAST(id % 3 AS BIGINT)").replace(
+        "named_struct('a', id, 'b', label)", "{'a': id, 'b': label}"
+    )
     for t in (BASE + HOUR, BASE + 2 * HOUR):
         got = read_view(view, as_of=t)
         assert multiset(got) == oracle(duck, {"events": events}, t)

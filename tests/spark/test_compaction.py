@@ -69,8 +69,10 @@ def test_compaction_keeps_contents_from_since_and_refuses_older_reads(spark, cop
     assert res.rows_before == rows_before
     rows_after = _log_rows(target)
     assert rows_after == res.rows_after <= live_at_since + after_since < rows_before
-    print(f"compaction: {rows_before} -> {rows_after} rows in the log (live at since {live_at_since}, "
-          f"updates after since {after_since}), {res.files_removed} files removed, {seconds:.2f} s")
+    print(
+        f"compaction: {rows_before} -> {rows_after} rows in the log (live at since {live_at_since}, "
+        f"updates after since {after_since}), {res.files_removed} files removed, {seconds:.2f} s"
+    )
 
     # the commit: since set, upper untouched, our operation in the commit info, old files removed
     dt = DeltaTable(target)
@@ -192,8 +194,9 @@ def test_compaction_racing_a_refresh_loses_nothing_and_keeps_the_upper(spark, co
         sync = tmp_path / f"sync{k}"
         sync.mkdir()
         q = ctx.Queue()
-        pa_ = ctx.Process(target=_append_child, args=(str(catalog.views_dir), desc.to_json(), report.to_json(),
-                                                     str(sync), q))
+        pa_ = ctx.Process(
+            target=_append_child, args=(str(catalog.views_dir), desc.to_json(), report.to_json(), str(sync), q)
+        )
         pc = ctx.Process(target=_compact_child, args=(str(catalog.views_dir), since, str(sync), q))
         pa_.start()
         pc.start()
@@ -204,7 +207,7 @@ def test_compaction_racing_a_refresh_loses_nothing_and_keeps_the_upper(spark, co
             (sync / "compact-before_commit.go").touch()
             (sync / "append-before_commit.go").touch()
         else:
-            winner, loser = (("compact", "append") if first == "compact" else ("append", "compact"))
+            winner, loser = ("compact", "append") if first == "compact" else ("append", "compact")
             (sync / f"{winner}-before_commit.go").touch()
             (pc if winner == "compact" else pa_).join(180)
             (sync / f"{loser}-before_commit.go").touch()
@@ -229,22 +232,29 @@ def test_compaction_racing_a_refresh_loses_nothing_and_keeps_the_upper(spark, co
         # the compaction carried only the since; the upper moved only with the append
         cv = ops["compact"]
         assert [a["txn"] for a in _log_actions(view.target, cv) if "txn" in a] == [
-            {"appId": view.since_app_id, "version": since}]
-        assert (DeltaTable(view.target, version=cv).transaction_version(view.app_id)
-                == DeltaTable(view.target, version=cv - 1).transaction_version(view.app_id))
+            {"appId": view.since_app_id, "version": since}
+        ]
+        assert DeltaTable(view.target, version=cv).transaction_version(view.app_id) == DeltaTable(
+            view.target, version=cv - 1
+        ).transaction_version(view.app_id)
         assert dt.transaction_version(view.app_id) == r + 1
         assert dt.transaction_version(view.since_app_id) == max(since, since_before)
         # the batch is in the log exactly once, nothing is left staged
-        appends = [h for h in dt.history() if h.get("mvsink.operation") == '"append"'
-                   and json.loads(h["mvsink.batch_id"]) == desc.batch_id]
+        appends = [
+            h
+            for h in dt.history()
+            if h.get("mvsink.operation") == '"append"' and json.loads(h["mvsink.batch_id"]) == desc.batch_id
+        ]
         assert len(appends) == 1
         assert staged_leftovers(view.target) == [] and list_staged(view.target) == []
         refresh_times.append(r)
         for t in refresh_times:
             if t >= dt.transaction_version(view.since_app_id):
                 assert multiset(read_view(view, as_of=t)) == expected[t], (k, first, format_time(t))
-        print(f"race round {k} ({first} released first): versions append={ops['append']} "
-              f"compact={ops['compact']}, compaction attempts {com['attempts']}")
+        print(
+            f"race round {k} ({first} released first): versions append={ops['append']} "
+            f"compact={ops['compact']}, compaction attempts {com['attempts']}"
+        )
 
 
 # ---------------------------------------------------------------- a committed batch compacted away
@@ -357,8 +367,14 @@ def test_append_treats_a_compaction_past_its_lower_as_foreign(spark, copy):
 
     def fake_compaction(since: int) -> None:
         empty = pa.schema(DeltaTable(view.target).schema().to_arrow()).empty_table()
-        write_deltalake(view.target, empty, mode="append", commit_properties=CommitProperties(custom_metadata={
-            "mvsink.operation": '"compact"', "mvsink.since": json.dumps(since)}))
+        write_deltalake(
+            view.target,
+            empty,
+            mode="append",
+            commit_properties=CommitProperties(
+                custom_metadata={"mvsink.operation": '"compact"', "mvsink.since": json.dumps(since)}
+            ),
+        )
 
     desc = mint(view, r, catalog=catalog, run_id="past-lower")
     assert isinstance(desc, BatchDescription)

@@ -16,7 +16,9 @@ from mvsink.spark.validation import validate_output
 pytestmark = pytest.mark.spark
 
 SCHEMA = T.StructType([T.StructField("k", T.StringType()), T.StructField("v", T.IntegerType())])
-UPDATES = T.StructType([*SCHEMA.fields, T.StructField("_mv_time", T.LongType()), T.StructField("_mv_diff", T.LongType())])
+UPDATES = T.StructType(
+    [*SCHEMA.fields, T.StructField("_mv_time", T.LongType()), T.StructField("_mv_diff", T.LongType())]
+)
 
 
 def _rows(df):
@@ -25,8 +27,10 @@ def _rows(df):
 
 def test_corrections_count_duplicates_nulls_and_repair_damage(spark):
     desired = spark.createDataFrame([("a", 1), ("a", 1), (None, None), ("b", 2)], SCHEMA)
-    persisted = spark.createDataFrame([("a", 1, 1), (None, None, 1), ("c", 3, 2), ("b", 2, -1)],
-                                      T.StructType([*SCHEMA.fields, T.StructField("_mv_diff", T.LongType())]))
+    persisted = spark.createDataFrame(
+        [("a", 1, 1), (None, None, 1), ("c", 3, 2), ("b", 2, -1)],
+        T.StructType([*SCHEMA.fields, T.StructField("_mv_diff", T.LongType())]),
+    )
     out = corrections(desired, persisted, time=42)
     assert out.columns == ["k", "v", "_mv_time", "_mv_diff"]
     assert _rows(out) == Counter({("a", 1, 42, 1): 1, ("c", 3, 42, -2): 1, ("b", 2, 42, 2): 1})
@@ -34,33 +38,41 @@ def test_corrections_count_duplicates_nulls_and_repair_damage(spark):
 
 def test_corrections_of_equal_sides_are_empty(spark):
     desired = spark.createDataFrame([("a", 1), (None, 2), (None, 2)], SCHEMA)
-    persisted = spark.createDataFrame([("a", 1, 1), (None, 2, 2)],
-                                      T.StructType([*SCHEMA.fields, T.StructField("_mv_diff", T.LongType())]))
+    persisted = spark.createDataFrame(
+        [("a", 1, 1), (None, 2, 2)], T.StructType([*SCHEMA.fields, T.StructField("_mv_diff", T.LongType())])
+    )
     assert corrections(desired, persisted, time=1).count() == 0
 
 
 def test_consolidate_bounds_and_expand(spark):
-    updates = spark.createDataFrame([("a", 1, 10, 1), ("a", 1, 20, 2), ("b", 2, 10, 1), ("b", 2, 30, -1),
-                                     ("c", 3, 10, 1), ("c", 3, 10, -1)], UPDATES)
+    updates = spark.createDataFrame(
+        [("a", 1, 10, 1), ("a", 1, 20, 2), ("b", 2, 10, 1), ("b", 2, 30, -1), ("c", 3, 10, 1), ("c", 3, 10, -1)],
+        UPDATES,
+    )
     assert _rows(consolidate(updates, ["k", "v"], before=20)) == Counter({("a", 1, 1): 1, ("b", 2, 1): 1})
     assert _rows(consolidate(updates, ["k", "v"], through=20)) == Counter({("a", 1, 3): 1, ("b", 2, 1): 1})
     assert _rows(consolidate(updates, ["k", "v"])) == Counter({("a", 1, 3): 1})
     assert _rows(expand(consolidate(updates, ["k", "v"], through=20))) == Counter({("a", 1): 3, ("b", 2): 1})
 
 
-VIEW = parse_view("name: v\nquery: SELECT * FROM s\nsources: {s: /tmp/s}\ntarget: /tmp/t\nas_of: 0\nkey: [k]\n",
-                  data_root=Path("/tmp"))
+VIEW = parse_view(
+    "name: v\nquery: SELECT * FROM s\nsources: {s: /tmp/s}\ntarget: /tmp/t\nas_of: 0\nkey: [k]\n",
+    data_root=Path("/tmp"),
+)
 
 
-@pytest.mark.parametrize(("sql", "needle"), [
-    ("SELECT 1 AS _mv_x", "reserved"),
-    ("SELECT map('a', 1) AS m", "MAP"),
-    ("SELECT NULL AS n", "VOID"),
-    ("SELECT array(map('a', 1)) AS m", "MAP"),
-    ("SELECT 1 AS k, 2 AS K", "twice"),
-    ("SELECT 1 + 1", "alias"),
-    ("SELECT 1 AS x", "key column"),
-])
+@pytest.mark.parametrize(
+    ("sql", "needle"),
+    [
+        ("SELECT 1 AS _mv_x", "reserved"),
+        ("SELECT map('a', 1) AS m", "MAP"),
+        ("SELECT NULL AS n", "VOID"),
+        ("SELECT array(map('a', 1)) AS m", "MAP"),
+        ("SELECT 1 AS k, 2 AS K", "twice"),
+        ("SELECT 1 + 1", "alias"),
+        ("SELECT 1 AS x", "key column"),
+    ],
+)
 def test_validate_output_refuses(spark, sql, needle):
     with pytest.raises(QueryError, match=needle) as info:
         validate_output(VIEW, spark.sql(sql).schema)
@@ -68,5 +80,6 @@ def test_validate_output_refuses(spark, sql, needle):
 
 
 def test_validate_output_accepts_nested_types(spark):
-    validate_output(VIEW, spark.sql("SELECT 1 AS k, array(1, 2) AS a, named_struct('x', 1) AS s, "
-                                    "current_date() AS d").schema)
+    validate_output(
+        VIEW, spark.sql("SELECT 1 AS k, array(1, 2) AS a, named_struct('x', 1) AS s, current_date() AS d").schema
+    )

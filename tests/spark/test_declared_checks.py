@@ -60,20 +60,25 @@ def _case(checks: list[dict[str, str]], action: str) -> str:
     return f"CASE {' '.join(whens)} END" if whens else "CAST(NULL AS VARCHAR)"
 
 
-def oracle(query: str, checks: list[dict[str, str]], sources: dict[str, str], ts: int
-           ) -> tuple[Counter[tuple[Any, ...]], dict[str, int]]:
+def oracle(
+    query: str, checks: list[dict[str, str]], sources: dict[str, str], ts: int
+) -> tuple[Counter[tuple[Any, ...]], dict[str, int]]:
     """(rows with _mv_error, rows per check) of the query and its checks over the sources as of ``ts``."""
     con = duckdb.connect()
     for name, path in sources.items():
         con.register(name, snapshot(path, ts))
-    con.execute(f"CREATE TEMP TABLE f AS SELECT *, {_case(checks, 'drop')} AS _drop, "
-                f"{_case(checks, 'error')} AS {ERROR} FROM ({query}) q")
+    con.execute(
+        f"CREATE TEMP TABLE f AS SELECT *, {_case(checks, 'drop')} AS _drop, "
+        f"{_case(checks, 'error')} AS {ERROR} FROM ({query}) q"
+    )
     rows = multiset(con.sql("SELECT * EXCLUDE (_drop) FROM f WHERE _drop IS NULL").to_arrow_table())
     counts = {}
     for c in checks:
-        where = {"drop": f"_drop = '{c['name']}'",
-                 "error": f"_drop IS NULL AND {ERROR} = '{c['name']}'",
-                 "warn": f"_drop IS NULL AND {ERROR} IS NULL AND NOT coalesce(({c['expr']}), false)"}[c["action"]]
+        where = {
+            "drop": f"_drop = '{c['name']}'",
+            "error": f"_drop IS NULL AND {ERROR} = '{c['name']}'",
+            "warn": f"_drop IS NULL AND {ERROR} IS NULL AND NOT coalesce(({c['expr']}), false)",
+        }[c["action"]]
         counts[c["name"]] = con.execute(f"SELECT count(*) FROM f WHERE {where}").fetchone()[0]  # type: ignore[index]
     return rows, counts
 
@@ -83,14 +88,24 @@ def rows_of(counts: dict[str, Any]) -> dict[str, int]:
 
 
 def _orders(rng: random.Random, start: int, n: int) -> pa.Table:
-    return pa.Table.from_pylist([{"id": start + i, "cust": rng.choice([1, 2, 3, 9, None]),
-                                  "status": rng.choice(["A", "B", "T", "X", None]),
-                                  "qty": rng.choice([-1, 0, 1, 2, 3, 5, None])} for i in range(n)], schema=ORDERS)
+    return pa.Table.from_pylist(
+        [
+            {
+                "id": start + i,
+                "cust": rng.choice([1, 2, 3, 9, None]),
+                "status": rng.choice(["A", "B", "T", "X", None]),
+                "qty": rng.choice([-1, 0, 1, 2, 3, 5, None]),
+            }
+            for i in range(n)
+        ],
+        schema=ORDERS,
+    )
 
 
 def _customers(rng: random.Random) -> pa.Table:
-    return pa.Table.from_pylist([{"id": i, "region": rng.choice(["eu", "us", None])} for i in (1, 2, 3)],
-                                schema=CUSTOMERS)
+    return pa.Table.from_pylist(
+        [{"id": i, "region": rng.choice(["eu", "us", None])} for i in (1, 2, 3)], schema=CUSTOMERS
+    )
 
 
 # ---------------------------------------------------------------- refreshes
@@ -101,17 +116,25 @@ def orders_view(env):
     """A source with a bad row of each kind, and a view over it with checks."""
     data, views = env
     orders = str(data / "orders")
-    write_at(orders, pa.Table.from_pylist([
-        {"id": 1, "cust": 1, "status": "A", "qty": 1},   # ok
-        {"id": 2, "cust": 1, "status": "A", "qty": 5},   # ok, warned by small_qty
-        {"id": 3, "cust": 2, "status": "B", "qty": 0},   # error positive_qty
-        {"id": 4, "cust": 2, "status": "X", "qty": -2},  # error positive_qty (first failing), also known_status
-        {"id": 5, "cust": 3, "status": None, "qty": 2},  # error known_status (NULL fails)
-        {"id": 6, "cust": 3, "status": "T", "qty": 0},   # dropped by not_test (drop wins over errors)
-        {"id": 7, "cust": 3, "status": "B", "qty": None},  # error positive_qty (NULL fails)
-    ], schema=ORDERS), BASE)
-    write_view(views, "checked", query=PROJ, sources={"orders": "orders"}, target="views/checked", as_of=BASE,
-               checks=CHECKS)
+    write_at(
+        orders,
+        pa.Table.from_pylist(
+            [
+                {"id": 1, "cust": 1, "status": "A", "qty": 1},  # ok
+                {"id": 2, "cust": 1, "status": "A", "qty": 5},  # ok, warned by small_qty
+                {"id": 3, "cust": 2, "status": "B", "qty": 0},  # error positive_qty
+                {"id": 4, "cust": 2, "status": "X", "qty": -2},  # error positive_qty (first failing), also known_status
+                {"id": 5, "cust": 3, "status": None, "qty": 2},  # error known_status (NULL fails)
+                {"id": 6, "cust": 3, "status": "T", "qty": 0},  # dropped by not_test (drop wins over errors)
+                {"id": 7, "cust": 3, "status": "B", "qty": None},  # error positive_qty (NULL fails)
+            ],
+            schema=ORDERS,
+        ),
+        BASE,
+    )
+    write_view(
+        views, "checked", query=PROJ, sources={"orders": "orders"}, target="views/checked", as_of=BASE, checks=CHECKS
+    )
     return data, views, orders
 
 
@@ -125,8 +148,10 @@ def test_error_drop_warn_rows_counts_and_reads(spark, orders_view):
     want_counts = {"not_test": 1, "positive_qty": 3, "known_status": 1, "small_qty": 1}
     assert rows_of(res.checks) == want_counts
     assert res.checks["not_test"]["action"] == "drop" and res.checks["small_qty"]["action"] == "warn"
-    assert "checks: not_test: 1 dropped, positive_qty: 3 error row(s), known_status: 1 error row(s), "\
-           "small_qty: 1 warned" in res.summary()
+    assert (
+        "checks: not_test: 1 dropped, positive_qty: 3 error row(s), known_status: 1 error row(s), "
+        "small_qty: 1 warned" in res.summary()
+    )
     assert rows_of(mvsink_history(view.target)[0]["checks"]) == want_counts
 
     # the error collection is in the same table, with _mv_error set
@@ -152,8 +177,9 @@ def test_error_drop_warn_rows_counts_and_reads(spark, orders_view):
     with pytest.raises(ViewErrorsError) as es:
         spark_read(spark, view)
     assert es.value.check == "positive_qty" and es.value.counts == ei.value.counts
-    assert multiset(pa.Table.from_pylist([r.asDict() for r in spark_read(spark, view, errors="include").collect()]))\
-        == multiset(everything)
+    assert multiset(
+        pa.Table.from_pylist([r.asDict() for r in spark_read(spark, view, errors="include").collect()])
+    ) == multiset(everything)
     assert sorted(r["id"] for r in spark_read(spark, view, errors="ignore").collect()) == [1, 2]
     assert spark_read(spark, view, errors="ignore").columns == ["id", "cust", "status", "qty"]
 
@@ -177,10 +203,17 @@ def test_fixing_the_source_retracts_the_error_at_the_next_refresh(spark, orders_
     assert rows_of(res.checks) == {"not_test": 1, "positive_qty": 0, "known_status": 1, "small_qty": 1}
     # the commit log: each fixed error row retracted and its ok version added, at t2
     ups = read_updates(view).to_pylist()
-    at_t2 = sorted(((r["id"], r[ERROR], r["_mv_diff"]) for r in ups if r["_mv_time"] == t2),
-                   key=lambda x: (x[0], x[2]))
-    assert at_t2 == [(3, "positive_qty", -1), (3, None, 1), (4, "positive_qty", -1), (4, "known_status", 1),
-                     (5, "known_status", -1), (5, None, 1), (7, "positive_qty", -1), (7, None, 1)]
+    at_t2 = sorted(((r["id"], r[ERROR], r["_mv_diff"]) for r in ups if r["_mv_time"] == t2), key=lambda x: (x[0], x[2]))
+    assert at_t2 == [
+        (3, "positive_qty", -1),
+        (3, None, 1),
+        (4, "positive_qty", -1),
+        (4, "known_status", 1),
+        (5, "known_status", -1),
+        (5, None, 1),
+        (7, "positive_qty", -1),
+        (7, None, 1),
+    ]
     rows, _ = oracle(PROJ, CHECKS, {"orders": orders}, t2)
     assert multiset(read_view(view, errors="include")) == rows
     with pytest.raises(ViewErrorsError, match="known_status"):
@@ -217,8 +250,16 @@ def test_incremental_and_full_agree_with_the_oracle(spark, env, monkeypatch, see
     for name, (q, checks) in defs.items():
         used = {k: k for k in srcs if k in q}
         for suffix, inc in (("inc", True), ("full", False)):
-            write_view(views, f"{name}_{suffix}", query=q, sources=used, target=f"views/{name}_{suffix}",
-                       as_of=BASE, checks=checks, incremental=inc)
+            write_view(
+                views,
+                f"{name}_{suffix}",
+                query=q,
+                sources=used,
+                target=f"views/{name}_{suffix}",
+                as_of=BASE,
+                checks=checks,
+                incremental=inc,
+            )
     catalog = Catalog(views)
     t, next_id = BASE + HOUR, [25]
     for step in range(4):
@@ -247,9 +288,15 @@ def test_incremental_and_full_agree_with_the_oracle(spark, env, monkeypatch, see
                 assert multiset(read_view(view, as_of=t, errors="include")) == rows, (view.name, step)
                 ok = Counter({k[:-1]: n for k, n in rows.items() if k[-1] is None})
                 assert multiset(read_view(view, as_of=t, errors="ignore")) == ok
-    modes = [h.get("mode") for h in reversed(mvsink_history(str(data / "views" / "proj_inc"))) if h.get("operation") == "append"]
+    modes = [
+        h.get("mode")
+        for h in reversed(mvsink_history(str(data / "views" / "proj_inc")))
+        if h.get("operation") == "append"
+    ]
     assert "incremental" in modes and "full" not in modes[1:], modes
-    full_modes = {h.get("mode") for h in mvsink_history(str(data / "views" / "proj_full")) if h.get("operation") == "append"}
+    full_modes = {
+        h.get("mode") for h in mvsink_history(str(data / "views" / "proj_full")) if h.get("operation") == "append"
+    }
     assert full_modes <= {"full", "unchanged"}
 
 
@@ -263,8 +310,9 @@ def test_adding_and_removing_checks_on_an_existing_table(spark, orders_view):
     assert ERROR not in DeltaTable(view.target).schema().to_arrow().names
     assert read_view(view).num_rows == 7 and read_view(view, errors="include").column(ERROR).null_count == 7
 
-    write_view(views, "later", query=PROJ, sources={"orders": "orders"}, target="views/later", as_of=BASE,
-               checks=CHECKS)
+    write_view(
+        views, "later", query=PROJ, sources={"orders": "orders"}, target="views/later", as_of=BASE, checks=CHECKS
+    )
     view = Catalog(views).get("later")
     res = refresh(view, BASE + 2 * HOUR, runner="inprocess", spark=spark)
     assert res.status == "appended" and res.mode == "full" and rows_of(res.checks)["positive_qty"] == 3
@@ -284,8 +332,14 @@ def test_adding_and_removing_checks_on_an_existing_table(spark, orders_view):
 @pytest.mark.spark
 def test_view_over_a_view_reads_its_ok_rows(spark, orders_view):
     data, views, orders = orders_view
-    write_view(views, "downstream", query="SELECT status, count(*) AS n FROM up GROUP BY status",
-               sources={"up": {"view": "checked"}}, target="views/downstream", as_of=BASE)
+    write_view(
+        views,
+        "downstream",
+        query="SELECT status, count(*) AS n FROM up GROUP BY status",
+        sources={"up": {"view": "checked"}},
+        target="views/downstream",
+        as_of=BASE,
+    )
     catalog = Catalog(views)
     refresh(catalog.get("checked"), BASE + HOUR, catalog=catalog, runner="inprocess", spark=spark)
     res = refresh(catalog.get("downstream"), BASE + HOUR, catalog=catalog, runner="inprocess", spark=spark)
@@ -294,14 +348,24 @@ def test_view_over_a_view_reads_its_ok_rows(spark, orders_view):
 
 
 @pytest.mark.spark
-@pytest.mark.parametrize("expr,fragments", [
-    ("missing_col > 0", ["check 'c' (missing_col > 0) does not analyse", "missing_col", "Fix:"]),
-    ("qty + 1", ["is of type int, not boolean"]),
-])
+@pytest.mark.parametrize(
+    "expr,fragments",
+    [
+        ("missing_col > 0", ["check 'c' (missing_col > 0) does not analyse", "missing_col", "Fix:"]),
+        ("qty + 1", ["is of type int, not boolean"]),
+    ],
+)
 def test_check_that_does_not_analyse_fails_the_refresh(spark, orders_view, expr, fragments):
     data, views, orders = orders_view
-    write_view(views, "badcheck", query=PROJ, sources={"orders": "orders"}, target="views/badcheck", as_of=BASE,
-               checks=[{"name": "c", "expr": expr}])
+    write_view(
+        views,
+        "badcheck",
+        query=PROJ,
+        sources={"orders": "orders"},
+        target="views/badcheck",
+        as_of=BASE,
+        checks=[{"name": "c", "expr": expr}],
+    )
     view = Catalog(views).get("badcheck")
     with pytest.raises(QueryError) as ei:
         refresh(view, BASE + HOUR, runner="inprocess", spark=spark)

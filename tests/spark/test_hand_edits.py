@@ -35,8 +35,16 @@ def _remove_file_from_log(target: str) -> str:
     now = int(time.time() * 1000)
     lines = [
         {"commitInfo": {"timestamp": now, "operation": "DELETE", "operationParameters": {}}},
-        {"remove": {"path": path, "deletionTimestamp": now, "dataChange": True, "extendedFileMetadata": True,
-                    "partitionValues": {}, "size": size}},
+        {
+            "remove": {
+                "path": path,
+                "deletionTimestamp": now,
+                "dataChange": True,
+                "extendedFileMetadata": True,
+                "partitionValues": {},
+                "size": size,
+            }
+        },
     ]
     (Path(target) / "_delta_log" / f"{v:020d}.json").write_text("\n".join(json.dumps(x) for x in lines) + "\n")
     return path
@@ -53,9 +61,15 @@ def test_hand_edits_are_corrected_by_next_refresh(spark, proj, edit):
     if edit in ("delete_rows", "all"):
         DeltaTable(view.target).delete("qty = 3")
     if edit in ("junk_rows", "all"):
-        junk = pa.table({"cust_id": pa.array([77, None], pa.int32()), "status": ["Z", None],
-                         "qty": pa.array([9, 9], pa.int32()), "_mv_time": [r1, BASE - 5],
-                         "_mv_diff": [3, -2]})
+        junk = pa.table(
+            {
+                "cust_id": pa.array([77, None], pa.int32()),
+                "status": ["Z", None],
+                "qty": pa.array([9, 9], pa.int32()),
+                "_mv_time": [r1, BASE - 5],
+                "_mv_diff": [3, -2],
+            }
+        )
         write_deltalake(view.target, junk, mode="append")
     if edit in ("remove_file", "all"):
         _remove_file_from_log(view.target)

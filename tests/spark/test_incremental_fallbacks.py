@@ -48,8 +48,15 @@ def test_fallbacks_to_full_diff(spark, env, monkeypatch):
     rng = random.Random(4)
     view, srcs = inc_join_view(env, rng, 40)
     orders = srcs["orders"]
-    write_view(env[1], "off", query=INC_JOIN, sources={"orders": "orders", "customers": "customers"},
-               target="views/off", as_of=BASE, incremental=False)
+    write_view(
+        env[1],
+        "off",
+        query=INC_JOIN,
+        sources={"orders": "orders", "customers": "customers"},
+        target="views/off",
+        as_of=BASE,
+        incremental=False,
+    )
     off = Catalog(env[1]).get("off")
     t = BASE + HOUR
     refresh(view, t, runner="inprocess", spark=spark)

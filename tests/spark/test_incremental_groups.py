@@ -21,22 +21,23 @@ from tests.support.viewfiles import write_view
 pytestmark = pytest.mark.spark
 
 CDF = {"delta.enableChangeDataFeed": "true"}
-ORDERS = pa.schema([("id", pa.int64()), ("cust", pa.int32()), ("status", pa.string()), ("qty", pa.int32()),
-                    ("price", pa.float64())])
+ORDERS = pa.schema(
+    [("id", pa.int64()), ("cust", pa.int32()), ("status", pa.string()), ("qty", pa.int32()), ("price", pa.float64())]
+)
 CUSTOMERS = pa.schema([("id", pa.int32()), ("region", pa.string()), ("seg", pa.string())])
 
 ELIGIBLE = {
     # COUNT/SUM/AVG over a join, grouped by a dimension column (rows move when a customer changes region)
     "join_agg": "SELECT c.region, count(*) AS n, sum(o.qty) AS s, avg(o.qty) AS a "
-                "FROM orders o JOIN customers c ON o.cust = c.id GROUP BY c.region",
+    "FROM orders o JOIN customers c ON o.cust = c.id GROUP BY c.region",
     # MIN/MAX (deletions of the extreme), a renamed key, ORDER BY above the aggregate
     "minmax": "SELECT o.status AS st, min(o.qty) AS lo, max(o.qty) AS hi FROM orders o "
-              "WHERE o.qty IS NULL OR o.qty < 9 GROUP BY o.status ORDER BY st",
+    "WHERE o.qty IS NULL OR o.qty < 9 GROUP BY o.status ORDER BY st",
     "cdistinct": "SELECT cust, count(DISTINCT status) AS k, count(status) AS m FROM orders GROUP BY cust",
     "dsum": "SELECT status, sum(price) AS p, avg(price) AS ap FROM orders GROUP BY status",
     # two grouping keys with NULLs, the keys not first in the output
     "two_keys": "SELECT count(*) AS n, sum(o.qty) AS s, c.seg, o.status FROM orders o "
-                "JOIN customers c ON o.cust = c.id GROUP BY c.seg, o.status",
+    "JOIN customers c ON o.cust = c.id GROUP BY c.seg, o.status",
 }
 NOT_ELIGIBLE = {
     "having": ("SELECT status, count(*) AS n FROM orders GROUP BY status HAVING count(*) > 3", "HAVING"),
@@ -45,21 +46,35 @@ NOT_ELIGIBLE = {
 
 
 def _orders(rng: random.Random, start: int, n: int, status: list[str | None] | None = None) -> pa.Table:
-    return pa.Table.from_pylist([{
-        "id": start + i, "cust": rng.choice([1, 2, 3, 4, None]),
-        "status": rng.choice(status or ["A", "B", "C", None]),
-        "qty": rng.choice([0, 1, 2, 5, 7, None]),
-        "price": rng.choice([0.5, 1.25, 2.0, None])} for i in range(n)], schema=ORDERS)
+    return pa.Table.from_pylist(
+        [
+            {
+                "id": start + i,
+                "cust": rng.choice([1, 2, 3, 4, None]),
+                "status": rng.choice(status or ["A", "B", "C", None]),
+                "qty": rng.choice([0, 1, 2, 5, 7, None]),
+                "price": rng.choice([0.5, 1.25, 2.0, None]),
+            }
+            for i in range(n)
+        ],
+        schema=ORDERS,
+    )
 
 
 def _customers(rng: random.Random) -> pa.Table:
-    return pa.Table.from_pylist([{"id": i, "region": rng.choice(["eu", "us", None]),
-                                  "seg": rng.choice(["x", "y", None])} for i in (1, 2, 3, 4)], schema=CUSTOMERS)
+    return pa.Table.from_pylist(
+        [
+            {"id": i, "region": rng.choice(["eu", "us", None]), "seg": rng.choice(["x", "y", None])}
+            for i in (1, 2, 3, 4)
+        ],
+        schema=CUSTOMERS,
+    )
 
 
 def _change(rng: random.Random, orders: str, customers: str, next_id: list[int], ts: int) -> str:
-    op = rng.choice(["insert", "insert", "delete", "delete_max", "update", "customers", "dupes", "kill_group",
-                     "revive_group"])
+    op = rng.choice(
+        ["insert", "insert", "delete", "delete_max", "update", "customers", "dupes", "kill_group", "revive_group"]
+    )
     if op == "insert":
         t = _orders(rng, next_id[0], rng.randint(1, 5))
     elif op == "dupes":  # the same rows again (but the id): duplicates in C
@@ -79,8 +94,9 @@ def _change(rng: random.Random, orders: str, customers: str, next_id: list[int],
         update_at(orders, {"status": "'B'", "qty": "qty + 1"}, f"id % 4 = {rng.randint(0, 3)}", ts)
     else:  # a dimension change: the customer's orders move between groups
         region = rng.choice(["'eu'", "'apac'", "NULL"])
-        update_at(customers, {"region": region, "seg": rng.choice(["'x'", "'z'", "NULL"])},
-                  f"id = {rng.randint(1, 4)}", ts)
+        update_at(
+            customers, {"region": region, "seg": rng.choice(["'x'", "'z'", "NULL"])}, f"id = {rng.randint(1, 4)}", ts
+        )
     return op
 
 
@@ -96,10 +112,12 @@ def _appends(target: str) -> list[dict[str, object]]:
 
 # ---------------------------------------------------------------- the split, on real Spark plans
 
+
 @pytest.fixture
 def plan_views(spark):
-    spark.createDataFrame([(1, 1, "A", 1, 1.0)], "id long, cust int, status string, qty int, price double") \
-        .createOrReplaceTempView("orders")
+    spark.createDataFrame(
+        [(1, 1, "A", 1, 1.0)], "id long, cust int, status string, qty int, price double"
+    ).createOrReplaceTempView("orders")
     spark.createDataFrame([(1, "eu", "x")], "id int, region string, seg string").createOrReplaceTempView("customers")
 
 
@@ -110,24 +128,36 @@ def test_split_finds_the_keys_in_the_output(spark, plan_views, name):
     for tree in (plan_tree(spark, q), plan_tree(spark, q, desired=df)):
         split = groups_reason(tree, ["orders", "customers"] if "customers" in q else ["orders"])
         assert not isinstance(split, str), split
-        want = {"join_agg": ["region"], "minmax": ["st"], "cdistinct": ["cust"], "dsum": ["status"],
-                "two_keys": ["seg", "status"]}[name]
+        want = {
+            "join_agg": ["region"],
+            "minmax": ["st"],
+            "cdistinct": ["cust"],
+            "dsum": ["status"],
+            "two_keys": ["seg", "status"],
+        }[name]
         assert [df.columns[p] for p in split.key_positions] == want
 
 
-@pytest.mark.parametrize("query,why", [
-    *NOT_ELIGIBLE.values(),
-    ("SELECT DISTINCT status FROM orders", "not an aggregate (Distinct)"),
-    ("SELECT upper(status) AS u, count(*) AS n FROM orders GROUP BY upper(status)", "is an expression"),
-    ("SELECT count(*) AS n FROM orders GROUP BY status", "not a column of the view"),
-    ("SELECT concat(status, 'x') AS s2, count(*) AS n FROM orders GROUP BY status", "not a column of the view"),
-    ("SELECT o.status, count(*) AS n FROM orders o LEFT JOIN customers c ON o.cust = c.id GROUP BY o.status",
-     "not linear in 'customers'"),
-    ("SELECT status, n FROM (SELECT status, count(*) AS n FROM orders GROUP BY status) WHERE n > 1", "HAVING"),
-    ("SELECT s, count(*) AS n FROM (SELECT status AS s, count(*) AS m FROM orders GROUP BY status) GROUP BY s",
-     "not linear in 'orders'"),
-    ("SELECT status, count(*) AS n, rand() AS r FROM orders GROUP BY status", "not deterministic"),
-])
+@pytest.mark.parametrize(
+    "query,why",
+    [
+        *NOT_ELIGIBLE.values(),
+        ("SELECT DISTINCT status FROM orders", "not an aggregate (Distinct)"),
+        ("SELECT upper(status) AS u, count(*) AS n FROM orders GROUP BY upper(status)", "is an expression"),
+        ("SELECT count(*) AS n FROM orders GROUP BY status", "not a column of the view"),
+        ("SELECT concat(status, 'x') AS s2, count(*) AS n FROM orders GROUP BY status", "not a column of the view"),
+        (
+            "SELECT o.status, count(*) AS n FROM orders o LEFT JOIN customers c ON o.cust = c.id GROUP BY o.status",
+            "not linear in 'customers'",
+        ),
+        ("SELECT status, n FROM (SELECT status, count(*) AS n FROM orders GROUP BY status) WHERE n > 1", "HAVING"),
+        (
+            "SELECT s, count(*) AS n FROM (SELECT status AS s, count(*) AS m FROM orders GROUP BY status) GROUP BY s",
+            "not linear in 'orders'",
+        ),
+        ("SELECT status, count(*) AS n, rand() AS r FROM orders GROUP BY status", "not deterministic"),
+    ],
+)
 def test_split_refuses(spark, plan_views, query, why):
     reason = groups_reason(plan_tree(spark, query), ["orders", "customers"])
     assert isinstance(reason, str) and why in reason, reason
@@ -143,6 +173,7 @@ def test_split_on_the_explain_text_fails_closed(spark, plan_views):
 
 
 # ---------------------------------------------------------------- randomized histories, against the oracle
+
 
 @pytest.mark.parametrize("seed,cdf", [(7, True), (23, False)])
 def test_randomized_histories_groups_match_oracle_and_full_diff(spark, env, monkeypatch, seed, cdf):
@@ -163,8 +194,9 @@ def test_randomized_histories_groups_match_oracle_and_full_diff(spark, env, monk
             if suffix and (name not in ELIGIBLE or not cdf):  # the twins once (the machine is small)
                 continue
             used = {"orders": "orders", "customers": "customers"} if "customers" in q else {"orders": "orders"}
-            write_view(views, name + suffix, query=q, sources=used,
-                       target=f"views/{name}{suffix}", as_of=BASE, incremental=inc)
+            write_view(
+                views, name + suffix, query=q, sources=used, target=f"views/{name}{suffix}", as_of=BASE, incremental=inc
+            )
     catalog = Catalog(views)
     next_id, t = [40], BASE + HOUR
     ops: list[str] = []

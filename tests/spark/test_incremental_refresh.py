@@ -49,8 +49,14 @@ def test_randomized_histories_incremental_matches_oracle(spark, env, monkeypatch
     stamp(customers, BASE + 1)
     queries = {"join": INC_JOIN, "proj": INC_UNION, "left": INC_LEFT, "agg": INC_AGG}
     for name, q in queries.items():
-        write_view(views, name, query=q, sources={"orders": "orders", "customers": "customers"},
-                   target=f"views/{name}", as_of=BASE)
+        write_view(
+            views,
+            name,
+            query=q,
+            sources={"orders": "orders", "customers": "customers"},
+            target=f"views/{name}",
+            as_of=BASE,
+        )
     catalog = Catalog(views)
     next_id, t = [30], BASE + HOUR
     srcs = {"orders": orders, "customers": customers}

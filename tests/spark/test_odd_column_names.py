@@ -46,10 +46,23 @@ def odd(env):
     write_at(orders, _orders([(4, 9, "d")]), BASE + 2 * HOUR)  # t2: insert
     delete_at(orders, "id = 2", BASE + 2 * HOUR + 1)  # t2: delete
     update_at(orders, {"qty": "6"}, "id = 1", BASE + 4 * HOUR)  # t3: update
-    write_view(views, "odd", query=f"SELECT id, qty AS `{QUOTE}`, name AS `{APOS}` FROM orders",
-               sources={"orders": "orders"}, target="views/odd", as_of=BASE)
-    write_view(views, "checked", query="SELECT id, qty, name FROM orders", sources={"orders": "orders"},
-               target="views/checked", as_of=BASE, checks=[{"name": "positive_qty", "expr": "qty > 0"}])
+    write_view(
+        views,
+        "odd",
+        query=f"SELECT id, qty AS `{QUOTE}`, name AS `{APOS}` FROM orders",
+        sources={"orders": "orders"},
+        target="views/odd",
+        as_of=BASE,
+    )
+    write_view(
+        views,
+        "checked",
+        query="SELECT id, qty, name FROM orders",
+        sources={"orders": "orders"},
+        target="views/checked",
+        as_of=BASE,
+        checks=[{"name": "positive_qty", "expr": "qty > 0"}],
+    )
     return Catalog(views)
 
 
@@ -80,7 +93,11 @@ def test_quoted_column_names_through_readers_changes_and_compaction(spark, odd):
     feed = changes(view, T2)
     assert feed.schema == table.arrow_schema()
     assert [(r["id"], r[QUOTE], r[APOS], r[TIME], r[DIFF]) for r in feed.to_pylist()] == [
-        (2, 7, "b", T2, -1), (4, 9, "d", T2, 1), (1, 5, 'x"y', T3, -1), (1, 6, 'x"y', T3, 1)]
+        (2, 7, "b", T2, -1),
+        (4, 9, "d", T2, 1),
+        (1, 5, 'x"y', T3, -1),
+        (1, 6, 'x"y', T3, 1),
+    ]
 
     # compaction to since T2: contents at T2 and later unchanged, history below T2 folded into time T2
     version = table.version
@@ -96,7 +113,12 @@ def test_quoted_column_names_through_readers_changes_and_compaction(spark, odd):
         assert _bag(read_view(view, as_of=t), cols) == WANT[t]
     feed = changes(view, T2)
     assert [(r["id"], r[QUOTE], r[TIME], r[DIFF]) for r in feed.to_pylist()] == [
-        (1, 5, T2, 1), (3, -1, T2, 1), (4, 9, T2, 1), (1, 5, T3, -1), (1, 6, T3, 1)]
+        (1, 5, T2, 1),
+        (3, -1, T2, 1),
+        (4, 9, T2, 1),
+        (1, 5, T3, -1),
+        (1, 6, T3, 1),
+    ]
 
 
 def test_a_view_with_checks_through_changes_and_compaction(spark, odd):
@@ -113,7 +135,11 @@ def test_a_view_with_checks_through_changes_and_compaction(spark, odd):
     feed = changes(view, T2)
     assert feed.schema == table.arrow_schema()
     assert [(r["id"], r[TIME], r[DIFF], r[ERROR]) for r in feed.to_pylist()] == [
-        (2, T2, -1, None), (4, T2, 1, None), (1, T3, -1, None), (1, T3, 1, None)]
+        (2, T2, -1, None),
+        (4, T2, 1, None),
+        (1, T3, -1, None),
+        (1, T3, 1, None),
+    ]
 
     res = compact(view, since=T2)
     assert res.status == "compacted", res

@@ -233,7 +233,11 @@ def test_spark_connect_reads_the_explain_text(tmp_path):
     )
     try:
         res = subprocess.run(
-            [sys.executable, "-c", script], capture_output=True, text=True, timeout=300, env=os.environ,
+            [sys.executable, "-c", script],
+            capture_output=True,
+            text=True,
+            timeout=300,
+            env=os.environ,
             cwd=REPO,  # `python -c` imports from the working folder first: `tests` is importable
         )
         assert res.returncode == 0, res.stderr[-3000:]

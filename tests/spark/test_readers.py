@@ -31,7 +31,10 @@ def test_spark_and_pandas_readers_agree_with_mvsink_read(spark, copy):
         pl = None
     for t in (times[2], times[4], times[-1], None):
         args = [] if t is None else ["--as-of", str(t)]
-        cli_rows = [json.loads(x) for x in run_cli_inprocess(catalog.views_dir, "read", "proj", "--format", "jsonl", *args).splitlines()]
+        cli_rows = [
+            json.loads(x)
+            for x in run_cli_inprocess(catalog.views_dir, "read", "proj", "--format", "jsonl", *args).splitlines()
+        ]
         from_cli = multiset(pa.Table.from_pylist(cli_rows))
         assert from_cli == expected[t if t is not None else times[-1]]
         df = mvspark.read_view(spark, view, as_of=t)

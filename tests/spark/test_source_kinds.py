@@ -43,8 +43,15 @@ def test_view_over_view_is_capped_by_its_input(spark, env):
     orders = str(data / "orders")
     write_at(orders, make_orders(random.Random(6), 0, 30), BASE)
     write_view(views, "proj", query=PROJECT, sources={"orders": "orders"}, target="views/proj", as_of=BASE)
-    write_view(views, "down", query=DOWN, sources={"up": {"view": "proj"}}, target="views/down", as_of=BASE,
-               schedule={"on_commit": ["proj"]})
+    write_view(
+        views,
+        "down",
+        query=DOWN,
+        sources={"up": {"view": "proj"}},
+        target="views/down",
+        as_of=BASE,
+        schedule={"on_commit": ["proj"]},
+    )
     catalog = Catalog(views)
     proj, down = catalog.get("proj"), catalog.get("down")
 

@@ -34,8 +34,12 @@ class AirflowHome(LocalAirflow):
         self.views = root / "dags" / "views"
         self.views.mkdir(parents=True, exist_ok=True)
         shutil.copy(DAG_FILE, root / "dags" / "mvsink_views.py")
-        super().__init__(root / "airflow", root / "dags", data_root=data_root,
-                         extra_env={"MVSINK_REPORTS_DIR": str(root / "reports")})
+        super().__init__(
+            root / "airflow",
+            root / "dags",
+            data_root=data_root,
+            extra_env={"MVSINK_REPORTS_DIR": str(root / "reports")},
+        )
         self.data = data_root
         self.env.pop("MVSINK_FAIL_POINTS", None)
 
@@ -44,8 +48,7 @@ class AirflowHome(LocalAirflow):
         self.run("db", "migrate")
 
     def python(self, code: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run([sys.executable, "-c", code], env=self.env, capture_output=True, text=True,
-                              timeout=300)
+        return subprocess.run([sys.executable, "-c", code], env=self.env, capture_output=True, text=True, timeout=300)
 
     def dagbag(self) -> dict[str, object]:
         """DAG ids and import errors as the DAG processor's DagBag sees the DAGs folder."""
@@ -57,10 +60,11 @@ class AirflowHome(LocalAirflow):
             "            'start': str(d.start_date), 'end': str(d.end_date), 'tags': sorted(d.tags),\n"
             "            'max_active_runs': d.max_active_runs, 'tasks': sorted(t.task_id for t in d.tasks),\n"
             "            'params': sorted(d.params), 'doc': d.doc_md or ''} for i, d in b.dags.items()}\n"
-            "print('DAGBAG ' + json.dumps({'dags': sorted(b.dags), 'errors': b.import_errors, 'info': info}))\n")
+            "print('DAGBAG ' + json.dumps({'dags': sorted(b.dags), 'errors': b.import_errors, 'info': info}))\n"
+        )
         line = next((x for x in proc.stdout.splitlines() if x.startswith("DAGBAG ")), None)
         assert line, proc.stderr[-3000:]
-        return json.loads(line[len("DAGBAG "):])
+        return json.loads(line[len("DAGBAG ") :])
 
 
 # --------------------------------------------------------------------------- a running installation
@@ -96,16 +100,26 @@ def dag_ids(af: LocalAirflow) -> set[str]:
 def wait_dags(af: LocalAirflow, wanted: Iterable[str], *, timeout: float = 120) -> None:
     """Wait until the installation has parsed every DAG in ``wanted``."""
     want = set(wanted)
-    wait_for(f"DAGs {sorted(want)} parsed by {af.url}", lambda: want <= dag_ids(af) and want, timeout=timeout,
-             poll=2)
+    wait_for(f"DAGs {sorted(want)} parsed by {af.url}", lambda: want <= dag_ids(af) and want, timeout=timeout, poll=2)
 
 
 @contextmanager
-def running_airflow(root: Path, dags: Path, data: Path, *, wanted: Iterable[str], extra_env: dict[str, str] | None = None,
-                    timeout: float = 120) -> Iterator[LocalAirflow]:
+def running_airflow(
+    root: Path,
+    dags: Path,
+    data: Path,
+    *,
+    wanted: Iterable[str],
+    extra_env: dict[str, str] | None = None,
+    timeout: float = 120,
+) -> Iterator[LocalAirflow]:
     """A LocalAirflow at ``root/home`` for ``dags``, started and with ``wanted`` parsed; stopped afterwards."""
-    af = LocalAirflow(root / "home", dags, data_root=data,
-                      extra_env={"MVSINK_REPORTS_DIR": str(root / "reports"), **(extra_env or {})})
+    af = LocalAirflow(
+        root / "home",
+        dags,
+        data_root=data,
+        extra_env={"MVSINK_REPORTS_DIR": str(root / "reports"), **(extra_env or {})},
+    )
     af.start()
     try:
         wait_dags(af, wanted, timeout=timeout)
@@ -139,8 +153,15 @@ def trigger_run(af: LocalAirflow, dag_id: str, conf: dict[str, Any]) -> str:
     return str(body["dag_run_id"])
 
 
-def wait_run(af: LocalAirflow, dag_id: str, run_id: str, *, timeout: float = 300, poll: float = 2,
-             on_poll: Callable[[], None] | None = None) -> dict[str, Any]:
+def wait_run(
+    af: LocalAirflow,
+    dag_id: str,
+    run_id: str,
+    *,
+    timeout: float = 300,
+    poll: float = 2,
+    on_poll: Callable[[], None] | None = None,
+) -> dict[str, Any]:
     """Poll a run until it succeeds or fails; its REST body."""
     deadline = time.monotonic() + timeout
     body: Any = None
@@ -165,8 +186,9 @@ def finished(rs: list[dict[str, Any]]) -> bool:
 
 def xcom(af: LocalAirflow, dag_id: str, run_id: str, task: str, key: str, *, missing_ok: bool = False) -> Any:
     """A task's XCom value (JSON objects decoded); None when ``missing_ok`` and there is none."""
-    status, body = af.api("GET", f"{_run_path(dag_id, run_id)}/taskInstances/{task}/xcomEntries/{key}",
-                          token=af.token())
+    status, body = af.api(
+        "GET", f"{_run_path(dag_id, run_id)}/taskInstances/{task}/xcomEntries/{key}", token=af.token()
+    )
     if status != 200 and missing_ok:
         return None
     assert status == 200, (dag_id, run_id, task, key, status, body)

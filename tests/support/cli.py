@@ -14,14 +14,20 @@ from pathlib import Path
 CLI = [sys.executable, "-m", "mvsink"]
 
 
-def run_cli_process(views: str | Path, *args: str, env_extra: dict[str, str] | None = None,
-                    unset: Iterable[str] = (), check: bool = True,
-                    timeout: float | None = None) -> subprocess.CompletedProcess[str]:
+def run_cli_process(
+    views: str | Path,
+    *args: str,
+    env_extra: dict[str, str] | None = None,
+    unset: Iterable[str] = (),
+    check: bool = True,
+    timeout: float | None = None,
+) -> subprocess.CompletedProcess[str]:
     """``python -m mvsink ARGS --views-dir VIEWS`` with this environment plus ``env_extra``, less ``unset``."""
     env = {k: v for k, v in os.environ.items() if k not in set(unset)}
     env.update(env_extra or {})
-    proc = subprocess.run([*CLI, *args, "--views-dir", str(views)], capture_output=True, text=True, env=env,
-                          timeout=timeout)
+    proc = subprocess.run(
+        [*CLI, *args, "--views-dir", str(views)], capture_output=True, text=True, env=env, timeout=timeout
+    )
     if check:
         assert proc.returncode == 0, proc.stderr[-3000:]
     return proc

@@ -38,8 +38,15 @@ PROJECT = """
 SELECT o.cust_id, o.status, o.qty FROM orders o WHERE o.qty > 1 OR o.qty IS NULL
 """.strip()
 
-ORDERS = pa.schema([("id", pa.int64()), ("cust_id", pa.int32()), ("status", pa.string()),
-                    ("qty", pa.int32()), ("price", pa.decimal128(10, 2))])
+ORDERS = pa.schema(
+    [
+        ("id", pa.int64()),
+        ("cust_id", pa.int32()),
+        ("status", pa.string()),
+        ("qty", pa.int32()),
+        ("price", pa.decimal128(10, 2)),
+    ]
+)
 CUSTOMERS = pa.schema([("id", pa.int32()), ("region", pa.string())])
 
 
@@ -47,20 +54,23 @@ def make_orders(rng: random.Random, start_id: int, n: int) -> pa.Table:
     """``n`` orders with ids from ``start_id``; NULLs in every column but the id."""
     rows = []
     for i in range(n):
-        rows.append({
-            "id": start_id + i,
-            "cust_id": rng.choice([1, 2, 3, 4, 5, 9, None]),
-            "status": rng.choice(["A", "B", "C", None]),
-            "qty": rng.choice([0, 1, 2, 3, 3, None]),
-            "price": rng.choice([decimal.Decimal("1.50"), decimal.Decimal("2.25"), None]),
-        })
+        rows.append(
+            {
+                "id": start_id + i,
+                "cust_id": rng.choice([1, 2, 3, 4, 5, 9, None]),
+                "status": rng.choice(["A", "B", "C", None]),
+                "qty": rng.choice([0, 1, 2, 3, 3, None]),
+                "price": rng.choice([decimal.Decimal("1.50"), decimal.Decimal("2.25"), None]),
+            }
+        )
     return pa.Table.from_pylist(rows, schema=ORDERS)
 
 
 def make_customers(rng: random.Random) -> pa.Table:
     """Customers 1-5 (orders also name customer 9, which does not exist)."""
-    return pa.Table.from_pylist([{"id": i, "region": rng.choice(["eu", "us", None])} for i in range(1, 6)],
-                                schema=CUSTOMERS)
+    return pa.Table.from_pylist(
+        [{"id": i, "region": rng.choice(["eu", "us", None])} for i in range(1, 6)], schema=CUSTOMERS
+    )
 
 
 def random_change(rng: random.Random, orders: str, customers: str, next_id: list[int], ts: int) -> str:
@@ -88,22 +98,35 @@ def random_change(rng: random.Random, orders: str, customers: str, next_id: list
 INC_ORDERS = pa.schema([("id", pa.int64()), ("cust", pa.int32()), ("status", pa.string()), ("qty", pa.int32())])
 INC_CUSTOMERS = pa.schema([("id", pa.int32()), ("region", pa.string()), ("tier", pa.int32())])
 
-INC_JOIN = ("SELECT o.id, o.status, o.qty, c.region FROM orders o JOIN customers c ON o.cust = c.id "
-            "WHERE o.qty IS NULL OR o.qty > 0")
+INC_JOIN = (
+    "SELECT o.id, o.status, o.qty, c.region FROM orders o JOIN customers c ON o.cust = c.id "
+    "WHERE o.qty IS NULL OR o.qty > 0"
+)
 INC_UNION = "SELECT status, qty FROM orders UNION ALL SELECT region AS status, tier AS qty FROM customers"
 INC_LEFT = "SELECT o.status, c.region FROM orders o LEFT JOIN customers c ON o.cust = c.id"
 INC_AGG = "SELECT o.status, c.region, count(*) AS n FROM orders o JOIN customers c ON o.cust = c.id GROUP BY 1, 2"
 
 
 def inc_orders(rng: random.Random, start: int, n: int) -> pa.Table:
-    return pa.Table.from_pylist([{"id": start + i, "cust": rng.choice([1, 2, 3, None]),
-                                  "status": rng.choice(["A", "B", None]), "qty": rng.choice([0, 1, 1, 2, None])}
-                                 for i in range(n)], schema=INC_ORDERS)
+    return pa.Table.from_pylist(
+        [
+            {
+                "id": start + i,
+                "cust": rng.choice([1, 2, 3, None]),
+                "status": rng.choice(["A", "B", None]),
+                "qty": rng.choice([0, 1, 1, 2, None]),
+            }
+            for i in range(n)
+        ],
+        schema=INC_ORDERS,
+    )
 
 
 def inc_customers(rng: random.Random) -> pa.Table:
-    return pa.Table.from_pylist([{"id": i, "region": rng.choice(["eu", "us", None]), "tier": rng.choice([1, 2])}
-                                 for i in (1, 2, 3)], schema=INC_CUSTOMERS)
+    return pa.Table.from_pylist(
+        [{"id": i, "region": rng.choice(["eu", "us", None]), "tier": rng.choice([1, 2])} for i in (1, 2, 3)],
+        schema=INC_CUSTOMERS,
+    )
 
 
 def inc_change(rng: random.Random, orders: str, customers: str, next_id: list[int], ts: int) -> None:
@@ -132,9 +155,18 @@ SOAK_ORDERS = pa.schema([("id", pa.int64()), ("cust_id", pa.int32()), ("status",
 
 
 def soak_orders(rng: random.Random, start: int, n: int) -> pa.Table:
-    return pa.Table.from_pylist([{"id": start + i, "cust_id": rng.choice([1, 2, 3, None]),
-                                  "status": rng.choice(["open", "shipped", "returned"]),
-                                  "qty": rng.choice([0, 1, 2, 3, 5, None])} for i in range(n)], schema=SOAK_ORDERS)
+    return pa.Table.from_pylist(
+        [
+            {
+                "id": start + i,
+                "cust_id": rng.choice([1, 2, 3, None]),
+                "status": rng.choice(["open", "shipped", "returned"]),
+                "qty": rng.choice([0, 1, 2, 3, 5, None]),
+            }
+            for i in range(n)
+        ],
+        schema=SOAK_ORDERS,
+    )
 
 
 def soak_change(rng: random.Random, orders: str, next_id: list[int], when: int) -> str:
@@ -159,7 +191,9 @@ def soak_change(rng: random.Random, orders: str, next_id: list[int], when: int) 
 # --------------------------------------------------------------------------- views over these data sets
 
 
-def inc_join_view(env: tuple[Path, Path], rng: random.Random, n: int, **orders_kw: Any) -> tuple[ViewDefinition, dict[str, str]]:
+def inc_join_view(
+    env: tuple[Path, Path], rng: random.Random, n: int, **orders_kw: Any
+) -> tuple[ViewDefinition, dict[str, str]]:
     """Sources orders (``n`` rows, written with ``orders_kw``) and customers, and the INC_JOIN view ``join``
     over them; (view, source paths)."""
     data, views = env
@@ -167,14 +201,27 @@ def inc_join_view(env: tuple[Path, Path], rng: random.Random, n: int, **orders_k
     write_deltalake(orders, inc_orders(rng, 0, n), **orders_kw)
     stamp(orders, BASE)
     write_at(customers, inc_customers(rng), BASE + 1)
-    write_view(views, "join", query=INC_JOIN, sources={"orders": "orders", "customers": "customers"},
-               target="views/join", as_of=BASE)
+    write_view(
+        views,
+        "join",
+        query=INC_JOIN,
+        sources={"orders": "orders", "customers": "customers"},
+        target="views/join",
+        as_of=BASE,
+    )
     return Catalog(views).get("join"), {"orders": orders, "customers": customers}
 
 
 def project_views(root: Path, views: Path, **extra: Any) -> Catalog:
     """A view ``proj`` (PROJECT over ``root/orders``, target ``root/views/proj``, absolute paths) in ``views``."""
     views.mkdir(exist_ok=True)
-    write_view(views, "proj", query=PROJECT, sources={"orders": str(root / "orders")},
-               target=str(root / "views" / "proj"), as_of=BASE, **extra)
+    write_view(
+        views,
+        "proj",
+        query=PROJECT,
+        sources={"orders": str(root / "orders")},
+        target=str(root / "views" / "proj"),
+        as_of=BASE,
+        **extra,
+    )
     return Catalog(views)

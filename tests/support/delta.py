@@ -61,17 +61,25 @@ def staged_leftovers(target: str | Path) -> list[str]:
     manifests = sorted(f.name for f in (t / "_mv_staging").glob("*.json")) if (t / "_mv_staging").exists() else []
     committed = set()
     if (t / "_delta_log").exists():
-        committed = {json.loads(h["mvsink.batch_id"]) for h in DeltaTable(str(t)).history()
-                     if h.get("mvsink.operation") == '"append"'}
-    dirs = sorted(d.name for d in (t / "batches").iterdir() if d.is_dir() and d.name not in committed) \
-        if (t / "batches").exists() else []
+        committed = {
+            json.loads(h["mvsink.batch_id"])
+            for h in DeltaTable(str(t)).history()
+            if h.get("mvsink.operation") == '"append"'
+        }
+    dirs = (
+        sorted(d.name for d in (t / "batches").iterdir() if d.is_dir() and d.name not in committed)
+        if (t / "batches").exists()
+        else []
+    )
     return manifests + dirs
 
 
 def mvsink_history(target: str | Path) -> list[dict[str, Any]]:
     """The mvsink metadata of every commit, newest first, keys without the ``mvsink.`` prefix, values decoded."""
-    return [{k.removeprefix("mvsink."): json.loads(v) for k, v in h.items() if k.startswith("mvsink.")}
-            for h in DeltaTable(str(target)).history()]
+    return [
+        {k.removeprefix("mvsink."): json.loads(v) for k, v in h.items() if k.startswith("mvsink.")}
+        for h in DeltaTable(str(target)).history()
+    ]
 
 
 def operations(target: str | Path) -> list[str]:

@@ -27,8 +27,9 @@ def gc(views: Path, name: str, *args: str) -> dict[str, Any]:
     return dict(json.loads(proc.stdout))
 
 
-def check_outcome(af: LocalAirflow, data: Path, views: Path, name: str, run_id: str,
-                  retried_task: str | None) -> dict[str, Any]:
+def check_outcome(
+    af: LocalAirflow, data: Path, views: Path, name: str, run_id: str, retried_task: str | None
+) -> dict[str, Any]:
     """The run succeeded through a retry of ``retried_task``, with exact contents and nothing left over."""
     dag_id = f"mv_{name}"
     run = wait_run(af, dag_id, run_id, timeout=900)

@@ -8,7 +8,7 @@ import os
 from pathlib import Path
 
 # A stand-in for the Spark job (MVSINK_SPARK_JOB): hashes the settings ``keys`` into ``out``, then writes as usual.
-PROBE_JOB = '''\
+PROBE_JOB = """\
 import hashlib, json, sys
 from pyspark.sql import SparkSession
 spark = SparkSession.builder.getOrCreate()
@@ -17,7 +17,7 @@ seen = {{k: hashlib.sha256(spark.conf.get(k, "").encode()).hexdigest() for k in 
 open({out!r}, "w").write(json.dumps(seen))
 from mvsink.spark.job import main
 sys.exit(main())
-'''
+"""
 
 
 def grep_files(root: Path, needles: dict[str, str]) -> list[str]:
@@ -34,7 +34,7 @@ def _hex_ip(text: str) -> str:
     raw = bytes.fromhex(text)
     if len(raw) == 4:
         return str(ipaddress.IPv4Address(raw[::-1]))
-    addr = ipaddress.IPv6Address(b"".join(raw[i:i + 4][::-1] for i in range(0, 16, 4)))
+    addr = ipaddress.IPv6Address(b"".join(raw[i : i + 4][::-1] for i in range(0, 16, 4)))
     return str(addr.ipv4_mapped or addr)  # a JVM listens on IPv4-mapped IPv6 addresses
 
 

@@ -22,8 +22,9 @@ from mvsink.definitions.catalog import Catalog
 
 BASE = 1_767_225_600_000  # 2026-01-01T00:00:00Z
 HOUR = 3_600_000
-SCHEMA = encode_schema(pa.schema([("id", pa.int64()), ("qty", pa.int64()), ("_mv_time", pa.int64()),
-                                  ("_mv_diff", pa.int64())]))
+SCHEMA = encode_schema(
+    pa.schema([("id", pa.int64()), ("qty", pa.int64()), ("_mv_time", pa.int64()), ("_mv_diff", pa.int64())])
+)
 
 
 def source(data: Path, name: str = "orders", *, at: int = BASE - HOUR) -> Path:
@@ -34,23 +35,57 @@ def source(data: Path, name: str = "orders", *, at: int = BASE - HOUR) -> Path:
     return path
 
 
-def view_file(views: Path, name: str, *, extra: str = "", sources: str = "{orders: orders}",
-              query: str = "SELECT id, qty FROM orders") -> None:
-    (views / f"{name}.yaml").write_text(f"name: {name}\ndescription: view {name}\nquery: {query}\n"
-                                        f"sources: {sources}\ntarget: views/{name}\nas_of: {BASE}\n{extra}")
+def view_file(
+    views: Path,
+    name: str,
+    *,
+    extra: str = "",
+    sources: str = "{orders: orders}",
+    query: str = "SELECT id, qty FROM orders",
+) -> None:
+    (views / f"{name}.yaml").write_text(
+        f"name: {name}\ndescription: view {name}\nquery: {query}\n"
+        f"sources: {sources}\ntarget: views/{name}\nas_of: {BASE}\n{extra}"
+    )
 
 
-def refresh(catalog: Catalog, name: str, at: int, *, added: int = 0, retracted: int = 0, nbytes: int = 0,
-            mode: str = "full", seconds: float = 0.5, checks: dict[str, Any] | None = None) -> RefreshResult | None:
+def refresh(
+    catalog: Catalog,
+    name: str,
+    at: int,
+    *,
+    added: int = 0,
+    retracted: int = 0,
+    nbytes: int = 0,
+    mode: str = "full",
+    seconds: float = 0.5,
+    checks: dict[str, Any] | None = None,
+) -> RefreshResult | None:
     """One refresh at ``at`` through mint and append; a no-change batch (no source moved) writes nothing."""
     view = catalog.get(name)
     desc = mint(view, at, catalog=catalog, run_id=f"test-{name}-{at}")
     if isinstance(desc, NothingToDo):
         return None
-    report = None if desc.empty else WriteReport(
-        view=name, batch_id=desc.batch_id, lower=desc.lower, upper=desc.upper, status="empty",
-        read_version=desc.table_version, table_upper=0, schema=SCHEMA, rows_added=added, rows_retracted=retracted,
-        bytes=nbytes, seconds=seconds, mode=mode, checks=checks or {})  # type: ignore[arg-type]
+    report = (
+        None
+        if desc.empty
+        else WriteReport(
+            view=name,
+            batch_id=desc.batch_id,
+            lower=desc.lower,
+            upper=desc.upper,
+            status="empty",
+            read_version=desc.table_version,
+            table_upper=0,
+            schema=SCHEMA,
+            rows_added=added,
+            rows_retracted=retracted,
+            bytes=nbytes,
+            seconds=seconds,
+            mode=mode,
+            checks=checks or {},
+        )
+    )  # type: ignore[arg-type]
     return append(view, desc, report)
 
 
@@ -61,6 +96,10 @@ def appends(target: str | Path) -> list[dict[str, Any]]:
     out = []
     for h in DeltaTable(str(target)).history():
         if h.get("mvsink.operation") == '"append"':
-            out.append({"version": h["version"], **{k[len("mvsink."):]: json.loads(v) for k, v in h.items()
-                                                     if k.startswith("mvsink.")}})
+            out.append(
+                {
+                    "version": h["version"],
+                    **{k[len("mvsink.") :]: json.loads(v) for k, v in h.items() if k.startswith("mvsink.")},
+                }
+            )
     return sorted(out, key=lambda e: e["version"])

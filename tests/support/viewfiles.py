@@ -70,6 +70,12 @@ def expect_error(text: str, field: str | None, *fragments: str, file: str = FILE
 
 def view_text(**fields: str | None) -> str:
     """YAML text of a small valid view (``v`` over ``orders``) with ``fields`` replaced (None drops a field)."""
-    doc = {"name": "v", "query": "SELECT a FROM orders", "sources": "{orders: orders}", "target": "views/v",
-           "as_of": "0", **fields}
+    doc = {
+        "name": "v",
+        "query": "SELECT a FROM orders",
+        "sources": "{orders: orders}",
+        "target": "views/v",
+        "as_of": "0",
+        **fields,
+    }
     return "".join(f"{k}: {v}\n" for k, v in doc.items() if v is not None)

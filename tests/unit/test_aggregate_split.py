@@ -26,8 +26,12 @@ SOURCE = PlanNode("SubqueryAlias", (PlanNode("View", (PlanNode("LogicalRDD"),), 
 
 def aggregate(grouping: list[PlanExpr], aggregates: list[PlanExpr], child: PlanNode = SOURCE) -> PlanNode:
     g = len(grouping)
-    return PlanNode("Aggregate", (child,), tuple(grouping + aggregates),
-                    {"grouping": (0, g), "aggregates": (g, g + len(aggregates))})
+    return PlanNode(
+        "Aggregate",
+        (child,),
+        tuple(grouping + aggregates),
+        {"grouping": (0, g), "aggregates": (g, g + len(aggregates))},
+    )
 
 
 def project(items: list[PlanExpr], child: PlanNode) -> PlanNode:
@@ -44,17 +48,25 @@ def test_keys_through_renames_and_projections():
     assert groups_reason(top, ["orders"]) == split
 
 
-@pytest.mark.parametrize("tree,why", [
-    (aggregate([], [count("n", 11)]), "global aggregate"),
-    (PlanNode("Filter", (aggregate([attr("status", 1)], [attr("status", 1), count("n", 11)]),)), "HAVING"),
-    (aggregate([attr("status", 1)], [count("n", 11)]), "not a column of the view"),
-    (aggregate([PlanExpr("Upper", (attr("status", 1),))], [count("n", 11)]), "is an expression"),
-    (project([alias("u", 12, PlanExpr("Upper", (attr("status", 1),))), attr("n", 11)],
-             aggregate([attr("status", 1)], [attr("status", 1), count("n", 11)])), "not a column of the view"),
-    (PlanNode("Distinct", (SOURCE,)), "not an aggregate (Distinct)"),
-    # the EXPLAIN text path has no expression ids: fail closed
-    (aggregate([PlanExpr("AttributeReference")], [PlanExpr("AttributeReference")]), "not a column"),
-])
+@pytest.mark.parametrize(
+    "tree,why",
+    [
+        (aggregate([], [count("n", 11)]), "global aggregate"),
+        (PlanNode("Filter", (aggregate([attr("status", 1)], [attr("status", 1), count("n", 11)]),)), "HAVING"),
+        (aggregate([attr("status", 1)], [count("n", 11)]), "not a column of the view"),
+        (aggregate([PlanExpr("Upper", (attr("status", 1),))], [count("n", 11)]), "is an expression"),
+        (
+            project(
+                [alias("u", 12, PlanExpr("Upper", (attr("status", 1),))), attr("n", 11)],
+                aggregate([attr("status", 1)], [attr("status", 1), count("n", 11)]),
+            ),
+            "not a column of the view",
+        ),
+        (PlanNode("Distinct", (SOURCE,)), "not an aggregate (Distinct)"),
+        # the EXPLAIN text path has no expression ids: fail closed
+        (aggregate([PlanExpr("AttributeReference")], [PlanExpr("AttributeReference")]), "not a column"),
+    ],
+)
 def test_not_eligible(tree, why):
     reason = aggregate_split(tree)
     assert isinstance(reason, str) and why in reason, reason

@@ -18,15 +18,17 @@ LINT_IMPORTS = Path(sys.executable).parent / "lint-imports"
 
 def _lint(package_parent: Path, cwd: Path) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "PYTHONPATH": str(package_parent)}
-    return subprocess.run([str(LINT_IMPORTS), "--no-cache"], cwd=cwd, env=env, capture_output=True, text=True,
-                          timeout=300)
+    return subprocess.run(
+        [str(LINT_IMPORTS), "--no-cache"], cwd=cwd, env=env, capture_output=True, text=True, timeout=300
+    )
 
 
 @pytest.fixture
 def copy(tmp_path: Path) -> Path:
     """A copy of the package and the contracts, to break on purpose."""
-    shutil.copytree(REPO / "plugins" / "mvsink", tmp_path / "pkg" / "mvsink",
-                    ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copytree(
+        REPO / "plugins" / "mvsink", tmp_path / "pkg" / "mvsink", ignore=shutil.ignore_patterns("__pycache__")
+    )
     shutil.copy(REPO / "pyproject.toml", tmp_path / "pyproject.toml")
     return tmp_path
 
@@ -50,7 +52,10 @@ def test_a_lazy_pyspark_import_in_core_breaks_a_contract(copy: Path) -> None:
 
 
 def test_an_upward_import_breaks_the_layers(copy: Path) -> None:
-    _append(copy / "pkg/mvsink/core/append.py", "\n\ndef _up() -> None:\n    from mvsink.readers import status  # noqa: F401\n")
+    _append(
+        copy / "pkg/mvsink/core/append.py",
+        "\n\ndef _up() -> None:\n    from mvsink.readers import status  # noqa: F401\n",
+    )
     proc = _lint(copy / "pkg", copy)
     assert proc.returncode != 0
     assert "Layers" in proc.stdout and "BROKEN" in proc.stdout
@@ -59,7 +64,10 @@ def test_an_upward_import_breaks_the_layers(copy: Path) -> None:
 
 def test_an_import_cycle_inside_a_subpackage_breaks_the_cycle_check(copy: Path) -> None:
     # core.batch is imported by core.staging; make batch import staging back
-    _append(copy / "pkg/mvsink/core/batch.py", "\n\ndef _cycle() -> None:\n    from mvsink.core import staging  # noqa: F401\n")
+    _append(
+        copy / "pkg/mvsink/core/batch.py",
+        "\n\ndef _cycle() -> None:\n    from mvsink.core import staging  # noqa: F401\n",
+    )
     proc = _lint(copy / "pkg", copy)
     assert proc.returncode != 0
     assert "No cycles are allowed in mvsink.core" in proc.stdout

@@ -41,7 +41,8 @@ def test_make_batch_id_exact_form():
 
 
 @pytest.mark.parametrize(
-    "a, b", [("a:b", "a+b"), ("a:b", "a::b"), ("run", "run "), ("x" * 40 + "1", "x" * 40 + "2")],
+    "a, b",
+    [("a:b", "a+b"), ("a:b", "a::b"), ("run", "run "), ("x" * 40 + "1", "x" * 40 + "2")],
 )
 def test_make_batch_id_distinct_when_sanitised_forms_collide(a, b):
     assert make_batch_id("v", 0, 1, a) != make_batch_id("v", 0, 1, b)
@@ -62,8 +63,18 @@ def test_parse_batch_id_round_trip(view, lower, upper):
 
 @pytest.mark.parametrize(
     "name",
-    ["", "readme", "part-00000.parquet", "v__0_1", "v__0_1__r__x", "v__a_1__r", "v__1_b__r", "v__-1_2__r",
-     "v__1-2__r", "v____r"],
+    [
+        "",
+        "readme",
+        "part-00000.parquet",
+        "v__0_1",
+        "v__0_1__r__x",
+        "v__a_1__r",
+        "v__1_b__r",
+        "v__-1_2__r",
+        "v__1-2__r",
+        "v____r",
+    ],
 )
 def test_parse_batch_id_foreign_names(name):
     assert parse_batch_id(name) is None
@@ -71,8 +82,12 @@ def test_parse_batch_id_foreign_names(name):
 
 @pytest.mark.parametrize("view", ["a__b", "orders_", "x___y"])
 def test_parse_batch_id_round_trip_names_with_underscores(view):
-    assert parse_view(f"name: {view}\nquery: SELECT 1 FROM t\nsources: {{t: t}}\ntarget: o\nas_of: 0\n",
-                      data_root=Path("/d")).name == view  # a valid view name
+    assert (
+        parse_view(
+            f"name: {view}\nquery: SELECT 1 FROM t\nsources: {{t: t}}\ntarget: o\nas_of: 0\n", data_root=Path("/d")
+        ).name
+        == view
+    )  # a valid view name
     assert parse_batch_id(make_batch_id(view, 0, 10, "r")) == (view, 0, 10)
 
 

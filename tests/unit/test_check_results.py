@@ -39,5 +39,13 @@ def test_split_errors_fail_include_ignore():
 
 @pytest.mark.unit
 def test_format_counts():
-    assert format_counts({"a": {"action": "error", "rows": 2}, "b": {"action": "drop", "rows": 1},
-                          "c": {"action": "warn", "rows": 0}}) == "a: 2 error row(s), b: 1 dropped, c: 0 warned"
+    assert (
+        format_counts(
+            {
+                "a": {"action": "error", "rows": 2},
+                "b": {"action": "drop", "rows": 1},
+                "c": {"action": "warn", "rows": 0},
+            }
+        )
+        == "a: 2 error row(s), b: 1 dropped, c: 0 warned"
+    )

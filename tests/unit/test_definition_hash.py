@@ -24,6 +24,10 @@ def test_definition_hash():
     assert parse(doc(sources="{orders: {view: w}}")).definition_hash() != h
     assert parse(doc(sources="{orders: orders}"), root=Path("/elsewhere")).definition_hash() != h
     # what does not
-    assert parse(doc(description="changed", schedule="'0 * * * *'", tags="[x]", key="a",
-                     spark_conf="{a: b}", name="w")).definition_hash() == h
+    assert (
+        parse(
+            doc(description="changed", schedule="'0 * * * *'", tags="[x]", key="a", spark_conf="{a: b}", name="w")
+        ).definition_hash()
+        == h
+    )
     assert dataclasses.replace(base, schedule=Schedule(kind="at", at_ms=(1,))).definition_hash() == h

@@ -95,7 +95,9 @@ def test_batches_committed_reads_append_commits_from_a_time_on(tmp_path):
     write_deltalake(str(t), _rows([1]))
     for i, (op, batch) in enumerate([("append", "b1"), ("bump", "b2"), ("append", "b3")], start=1):
         meta = CommitInfo(operation=op, view="v", batch_id=batch).to_metadata()
-        write_deltalake(str(t), _rows([10 + i]), mode="append", commit_properties=CommitProperties(custom_metadata=meta))
+        write_deltalake(
+            str(t), _rows([10 + i]), mode="append", commit_properties=CommitProperties(custom_metadata=meta)
+        )
         deltalog.set_commit_time(str(t), BASE + i * HOUR)
     wanted = ["b1", "b2", "b3", "b4"]
     assert deltalog.batches_committed(str(t), wanted) == {"b1", "b3"}  # a bump appends no batch
@@ -182,8 +184,9 @@ def test_change_sets_it_cannot_give_say_why(tmp_path):
     t = tmp_path / "t"
     write_deltalake(str(t), _rows([1]))
     write_deltalake(str(t), _rows([2]), mode="append")
-    write_deltalake(str(t), _rows([3]).append_column("extra", pa.array(["x"])), mode="append",
-                    schema_mode="merge")  # v2 changes the schema
+    write_deltalake(
+        str(t), _rows([3]).append_column("extra", pa.array(["x"])), mode="append", schema_mode="merge"
+    )  # v2 changes the schema
     assert deltalog.change_set(str(t), 1, 2) == "commit 2 changed the table's schema or protocol"
     assert deltalog.change_set(str(t), 2, 5) == "commit 3 is no longer in the log"
     cs = deltalog.change_set(str(t), 0, 1)
@@ -197,7 +200,16 @@ def test_change_sets_it_cannot_give_say_why(tmp_path):
 def test_deletion_vectors_make_the_change_set_unknown(tmp_path):
     t = tmp_path / "t"
     write_deltalake(str(t), _rows([1]))
-    (t / "_delta_log" / "00000000000000000001.json").write_text(json.dumps({"remove": {
-        "path": "x.parquet", "dataChange": True, "deletionVector": {"storageType": "u", "pathOrInlineDv": "ab",
-                                                                    "sizeInBytes": 1, "cardinality": 1}}}) + "\n")
+    (t / "_delta_log" / "00000000000000000001.json").write_text(
+        json.dumps(
+            {
+                "remove": {
+                    "path": "x.parquet",
+                    "dataChange": True,
+                    "deletionVector": {"storageType": "u", "pathOrInlineDv": "ab", "sizeInBytes": 1, "cardinality": 1},
+                }
+            }
+        )
+        + "\n"
+    )
     assert deltalog.change_set(str(t), 0, 1) == "commit 1 uses deletion vectors"

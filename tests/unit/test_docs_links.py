@@ -22,7 +22,9 @@ README_MAX_LINES = 160
 _FENCE_RE = re.compile(r"^ {0,3}(`{3,}|~{3,})")
 _INLINE_CODE_RE = re.compile(r"(`+)(?:(?!\1).)+?\1")
 # [text](target) and ![alt](target); target may be <…> and may carry a "title"
-_LINK_RE = re.compile(r"!?\[(?:[^\[\]]|\[[^\[\]]*\])*\]\(\s*(<[^>]*>|[^()\s]*(?:\([^()\s]*\)[^()\s]*)*)(?:\s+(?:\"[^\"]*\"|'[^']*'|\([^)]*\)))?\s*\)")
+_LINK_RE = re.compile(
+    r"!?\[(?:[^\[\]]|\[[^\[\]]*\])*\]\(\s*(<[^>]*>|[^()\s]*(?:\([^()\s]*\)[^()\s]*)*)(?:\s+(?:\"[^\"]*\"|'[^']*'|\([^)]*\)))?\s*\)"
+)
 _REF_DEF_RE = re.compile(r"^ {0,3}\[[^\]]+\]:\s*(<[^>]*>|\S+)")
 _HTML_RE = re.compile(r"<(?:a|img)\b[^>]*?\b(?:href|src)\s*=\s*[\"']([^\"']*)[\"']", re.IGNORECASE)
 _AUTOLINK_RE = re.compile(r"<([a-zA-Z][a-zA-Z0-9+.-]{1,31}:[^\s<>]*)>")
@@ -155,6 +157,7 @@ def check_docs(root: Path = REPO) -> list[str]:
 
 # ---------------------------------------------------------------- the repository's docs
 
+
 def test_readme_and_docs_link_only_to_existing_files_and_headings_in_the_repository():
     problems = check_docs()
     assert not problems, "broken or outside links in the documentation:\n" + "\n".join(problems)
@@ -178,6 +181,7 @@ def test_docs_index_lists_every_page_and_the_readme_links_the_index():
 
 # ---------------------------------------------------------------- the checker itself
 
+
 def test_slugs_follow_github():
     assert slugify("How a refresh works") == "how-a-refresh-works"
     assert slugify("Checks: the view's ok and error collections") == "checks-the-views-ok-and-error-collections"
@@ -198,23 +202,28 @@ def test_checker_reports_each_kind_of_broken_link(tmp_path):
     (root / "docs").mkdir(parents=True)
     (tmp_path / "outside.md").write_text("# Outside\n")
     (root / "docs" / "page.md").write_text("# Page\n\n## A section\n")
-    (root / "README.md").write_text("\n".join([
-        "# Readme",
-        "[ok file](docs/page.md) [ok anchor](docs/page.md#a-section) [ok here](#readme)",
-        "![ok image](docs/page.md \"title\")",
-        "[missing file](docs/nope.md)",
-        "[missing anchor](docs/page.md#no-such-section)",
-        "[web](https://example.org/x) and <https://example.org/auto>",
-        "[leaves the repo](../outside.md)",
-        "[absolute path](/etc/passwd)",
-        "a bare link http://example.org/bare in prose",
-        "`[in code](https://example.org/code)` is not a link",
-        "```",
-        "[in a fence](nowhere.md) https://example.org/fenced",
-        "```",
-        "[ref]: ../outside.md",
-        '<a href="https://example.org/html">html</a>',
-    ]) + "\n")
+    (root / "README.md").write_text(
+        "\n".join(
+            [
+                "# Readme",
+                "[ok file](docs/page.md) [ok anchor](docs/page.md#a-section) [ok here](#readme)",
+                '![ok image](docs/page.md "title")',
+                "[missing file](docs/nope.md)",
+                "[missing anchor](docs/page.md#no-such-section)",
+                "[web](https://example.org/x) and <https://example.org/auto>",
+                "[leaves the repo](../outside.md)",
+                "[absolute path](/etc/passwd)",
+                "a bare link http://example.org/bare in prose",
+                "`[in code](https://example.org/code)` is not a link",
+                "```",
+                "[in a fence](nowhere.md) https://example.org/fenced",
+                "```",
+                "[ref]: ../outside.md",
+                '<a href="https://example.org/html">html</a>',
+            ]
+        )
+        + "\n"
+    )
     problems = check_file(root / "README.md", root)
     text = "\n".join(problems)
     assert "docs/nope.md" in text

@@ -39,8 +39,15 @@ def _err_lines(capsys) -> list[str]:
 
 
 def test_hierarchy():
-    for bad_input in (errors.ViewDefinitionError, errors.SourceError, errors.QueryError, errors.StagingError,
-                      errors.SettingsError, errors.UnsafePathError, errors.ViewErrorsError):
+    for bad_input in (
+        errors.ViewDefinitionError,
+        errors.SourceError,
+        errors.QueryError,
+        errors.StagingError,
+        errors.SettingsError,
+        errors.UnsafePathError,
+        errors.ViewErrorsError,
+    ):
         assert issubclass(bad_input, errors.MvSinkError) and issubclass(bad_input, ValueError)
         assert not issubclass(bad_input, RuntimeError)
     for runtime in (errors.SparkJobError, errors.CommitRaceError, errors.StoreError, errors.InjectedFault):
@@ -68,11 +75,17 @@ def test_cli_bad_setting_is_one_line_and_exit_2(views, capsys, monkeypatch):
     assert "Fix:" in lines[0]
 
 
-@pytest.mark.parametrize("exc", [
-    errors.SparkJobError("view proj: the Spark write step failed (exit 97): boom. Fix: see the job's output",
-                         exit_code=97, output="line 1\nline 2"),
-    errors.CommitRaceError("view proj: append lost 20 commit races in a row\nto unrelated commits. Fix: re-run"),
-])
+@pytest.mark.parametrize(
+    "exc",
+    [
+        errors.SparkJobError(
+            "view proj: the Spark write step failed (exit 97): boom. Fix: see the job's output",
+            exit_code=97,
+            output="line 1\nline 2",
+        ),
+        errors.CommitRaceError("view proj: append lost 20 commit races in a row\nto unrelated commits. Fix: re-run"),
+    ],
+)
 def test_cli_runtime_error_is_one_line_and_exit_1(views, capsys, monkeypatch, exc):
     def refresh(*args, **kwargs):
         raise exc
@@ -86,8 +99,9 @@ def test_cli_runtime_error_is_one_line_and_exit_1(views, capsys, monkeypatch, ex
 
 def test_cli_verbose_keeps_the_traceback_and_the_jobs_output(views, capsys, monkeypatch):
     def refresh(*args, **kwargs):
-        raise errors.SparkJobError("view proj: the Spark write step failed (exit 1): x", exit_code=1,
-                                   output="java.lang.OutOfMemoryError")
+        raise errors.SparkJobError(
+            "view proj: the Spark write step failed (exit 1): x", exit_code=1, output="java.lang.OutOfMemoryError"
+        )
 
     monkeypatch.setattr("mvsink.spark.runners.refresh", refresh)
     assert main(["-v", "refresh", "proj", "--at", "2026-01-01T01:00:00Z", "--views-dir", str(views)]) == 1
@@ -137,8 +151,16 @@ def test_job_main_records_bad_input_beside_its_report(tmp_path, capsys):
     from mvsink.spark.job import main as job_main
 
     report = tmp_path / "r.json"
-    code = job_main(["--view-file", str(tmp_path / "missing.yaml"), "--description", _desc(str(tmp_path)).to_json(),
-                     "--report", str(report)])
+    code = job_main(
+        [
+            "--view-file",
+            str(tmp_path / "missing.yaml"),
+            "--description",
+            _desc(str(tmp_path)).to_json(),
+            "--report",
+            str(report),
+        ]
+    )
     assert code == BAD_INPUT_EXIT == 2
     record = json.loads(error_path(str(report)).read_text())
     assert record["type"] in ("ViewDefinitionError", "MvSinkError") and record["message"]
@@ -177,16 +199,28 @@ def test_plan_determinism_failure_propagates():
 def _desc(target: str):
     from mvsink.core.batch import BatchDescription
 
-    return BatchDescription(view="proj", target=target, lower=1, upper=2, refresh_time=1, table_version=0,
-                            sources=(), run_id="r", batch_id="b", definition="d")
+    return BatchDescription(
+        view="proj",
+        target=target,
+        lower=1,
+        upper=2,
+        refresh_time=1,
+        table_version=0,
+        sources=(),
+        run_id="r",
+        batch_id="b",
+        definition="d",
+    )
 
 
 def _delta_without_error_column(raise_exc: Exception):
     def add_columns(*args, **kwargs):
         raise raise_exc
 
-    return types.SimpleNamespace(alter=types.SimpleNamespace(add_columns=add_columns),
-                                 schema=lambda: types.SimpleNamespace(fields=[types.SimpleNamespace(name="id")]))
+    return types.SimpleNamespace(
+        alter=types.SimpleNamespace(add_columns=add_columns),
+        schema=lambda: types.SimpleNamespace(fields=[types.SimpleNamespace(name="id")]),
+    )
 
 
 def test_add_error_column_reports_the_real_failure(monkeypatch, tmp_path):
@@ -208,7 +242,9 @@ def test_add_error_column_reports_the_real_failure(monkeypatch, tmp_path):
     # a lost race is not an error: the caller re-validates
     assert table(CommitFailedError("Concurrent transaction failed.")).add_error_column(info) is False
     # another writer added the column first: not an error either
-    with_col = types.SimpleNamespace(schema=lambda: types.SimpleNamespace(fields=[types.SimpleNamespace(name="_mv_error")]))
+    with_col = types.SimpleNamespace(
+        schema=lambda: types.SimpleNamespace(fields=[types.SimpleNamespace(name="_mv_error")])
+    )
     monkeypatch.setattr(table_mod, "open_delta", lambda path: with_col)
     assert table(DeltaError("exists")).add_error_column(info) is False
 
@@ -264,7 +300,12 @@ def test_write_operator_reads_the_jobs_bad_input_record(tmp_path):
     assert read_job_error(report) is None and read_job_error(None) is None
     error_path(report).write_text(json.dumps({"type": "QueryError", "message": "view v: bad SQL. Fix: y"}))
     assert read_job_error(report) == "view v: bad SQL. Fix: y"
-    op = ViewSparkSubmitOperator(task_id="write", view_name="v", views_dir=str(tmp_path), application="x.py",
-                                 application_args=["--view-file", "v.yaml", "--report", report])
+    op = ViewSparkSubmitOperator(
+        task_id="write",
+        view_name="v",
+        views_dir=str(tmp_path),
+        application="x.py",
+        application_args=["--view-file", "v.yaml", "--report", report],
+    )
     assert op.report_path() == report
     assert Path(report + ".error").exists()

@@ -25,8 +25,9 @@ def test_failpoint_armed_raises(monkeypatch):
     monkeypatch.setenv(ENV, "write:after_staging, append:before_commit")
     with pytest.raises(InjectedFault) as ei:
         failpoint("append:before_commit")
-    assert str(ei.value) == ("injected fault at append:before_commit "
-                             "(MVSINK_FAIL_POINTS=write:after_staging, append:before_commit)")
+    assert str(ei.value) == (
+        "injected fault at append:before_commit (MVSINK_FAIL_POINTS=write:after_staging, append:before_commit)"
+    )
     with pytest.raises(InjectedFault):
         failpoint("write:after_staging")
 
@@ -39,11 +40,10 @@ def test_failpoint_other_names_do_not_fire(monkeypatch):
 
 
 def _run_failpoint(env_value: str, name: str) -> subprocess.CompletedProcess[str]:
-    code = ("from mvsink.core.failpoints import failpoint\n"
-            f"failpoint({name!r})\n"
-            "print('survived')\n")
-    return subprocess.run([sys.executable, "-c", code], env={**os.environ, ENV: env_value},
-                          capture_output=True, text=True, timeout=60)
+    code = f"from mvsink.core.failpoints import failpoint\nfailpoint({name!r})\nprint('survived')\n"
+    return subprocess.run(
+        [sys.executable, "-c", code], env={**os.environ, ENV: env_value}, capture_output=True, text=True, timeout=60
+    )
 
 
 def test_failpoint_exit_variant_kills_process():

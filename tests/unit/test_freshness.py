@@ -17,8 +17,10 @@ H = 3_600_000
 
 
 def _view(tmp_path, extra: str = "", name: str = "v", sources: str = "{orders: orders}", query: str = "") -> object:
-    text = (f"name: {name}\nquery: {query or 'SELECT id FROM orders'}\nsources: {sources}\ntarget: t/{name}\n"
-            f"as_of: 2026-01-01T00:00:00Z\n{extra}")
+    text = (
+        f"name: {name}\nquery: {query or 'SELECT id FROM orders'}\nsources: {sources}\ntarget: t/{name}\n"
+        f"as_of: 2026-01-01T00:00:00Z\n{extra}"
+    )
     return parse_view(text, file=str(tmp_path / f"{name}.yaml"), data_root=tmp_path)
 
 
@@ -48,8 +50,12 @@ def test_lag_is_now_minus_the_newest_final_time(tmp_path):
 
 def test_a_view_with_nothing_final_has_no_lag_and_is_stale_once_as_of_plus_max_lag_passed(tmp_path):
     v = _view(tmp_path, "max_lag: 1h\n")
-    assert freshness(v, None, now=AS_OF - H) == {"lag_ms": None, "max_lag_ms": H, "stale": False,
-                                                 "checked_at": AS_OF - H}
+    assert freshness(v, None, now=AS_OF - H) == {
+        "lag_ms": None,
+        "max_lag_ms": H,
+        "stale": False,
+        "checked_at": AS_OF - H,
+    }
     assert freshness(v, None, now=AS_OF + H)["stale"] is False
     assert freshness(v, None, now=AS_OF + H + 1)["stale"] is True
     assert freshness(v, AS_OF - 1, now=AS_OF + 2 * H)["lag_ms"] is None  # only bumped to as_of: nothing final
@@ -65,28 +71,44 @@ def test_a_view_whose_schedule_ended_is_judged_at_until(tmp_path):
 def test_format_freshness():
     assert format_freshness({"lag_ms": 302_000, "max_lag_ms": H, "stale": False}) == "5m 02s (max_lag 1h 00m: fresh)"
     assert format_freshness({"lag_ms": 3 * 86_400_000 + 2 * H, "max_lag_ms": 2 * H, "stale": True}) == (
-        "3d 2h (max_lag 2h 00m: STALE)")
+        "3d 2h (max_lag 2h 00m: STALE)"
+    )
     assert format_freshness({"lag_ms": None, "max_lag_ms": None, "stale": False}) == "never refreshed (no max_lag)"
 
 
-@pytest.mark.parametrize(("ms", "text"), [(0, "0 ms"), (850, "850 ms"), (12_400, "12.4 s"), (250_000, "4m 10s"),
-                                          (2 * H + 5 * 60_000, "2h 05m"), (3 * 86_400_000 + 4 * H, "3d 4h"),
-                                          (-1500, "-1.5 s")])
+@pytest.mark.parametrize(
+    ("ms", "text"),
+    [
+        (0, "0 ms"),
+        (850, "850 ms"),
+        (12_400, "12.4 s"),
+        (250_000, "4m 10s"),
+        (2 * H + 5 * 60_000, "2h 05m"),
+        (3 * 86_400_000 + 4 * H, "3d 4h"),
+        (-1500, "-1.5 s"),
+    ],
+)
 def test_format_duration(ms, text):
     assert format_duration(ms) == text
 
 
 def test_modes():
-    assert [mode_kind(m) for m in ("incremental", "incremental:aggregate", "full", "full:foreign", "unchanged", "")] \
-        == ["incremental", "incremental", "full", "full", "unchanged", ""]
+    assert [
+        mode_kind(m) for m in ("incremental", "incremental:aggregate", "full", "full:foreign", "unchanged", "")
+    ] == ["incremental", "incremental", "full", "full", "unchanged", ""]
     assert [mode_label(m) for m in ("incremental", "full", "unchanged", None)] == [
-        "incremental", "full diff", "no change", ""]
+        "incremental",
+        "full diff",
+        "no change",
+        "",
+    ]
 
 
 def test_schedule_and_lineage(tmp_path):
     up = _view(tmp_path, "schedule: '0 * * * *'\n", name="up")
-    down = _view(tmp_path, "schedule: {on_commit: [up]}\n", name="down", sources="{u: {view: up}}",
-                 query="SELECT id FROM u")
+    down = _view(
+        tmp_path, "schedule: {on_commit: [up]}\n", name="down", sources="{u: {view: up}}", query="SELECT id FROM u"
+    )
     other = _view(tmp_path, "schedule: {every: 1h, aligned_to: 2026-01-01T00:00:00Z}\n", name="other")
     views = {v.name: v for v in (up, down, other)}
     assert describe_schedule(up.schedule) == "cron 0 * * * *"
@@ -99,17 +121,38 @@ def test_schedule_and_lineage(tmp_path):
 
 def test_history_points_carry_since_and_upper_after_each_commit():
     newest_first = [
-        {"version": 5, "operation": "append", "lower": 30, "upper": 40, "refresh_time": 39, "committed_ms": 5,
-         "mode": "incremental", "rows_added": 1},
+        {
+            "version": 5,
+            "operation": "append",
+            "lower": 30,
+            "upper": 40,
+            "refresh_time": 39,
+            "committed_ms": 5,
+            "mode": "incremental",
+            "rows_added": 1,
+        },
         {"version": 4, "operation": "compact", "since": 25, "committed_ms": 4},
         {"version": 3, "operation": "DELETE", "foreign": True, "committed_ms": 3},
-        {"version": 2, "operation": "append", "lower": 10, "upper": 30, "refresh_time": 29, "committed_ms": 2,
-         "mode": "full"},
+        {
+            "version": 2,
+            "operation": "append",
+            "lower": 10,
+            "upper": 30,
+            "refresh_time": 29,
+            "committed_ms": 2,
+            "mode": "full",
+        },
         {"version": 1, "operation": "bump", "lower": 10, "upper": 30, "committed_ms": 1},
         {"version": 0, "operation": "create", "committed_ms": 0},
     ]
     pts = history_points(newest_first, as_of=10)
     assert [(p["version"], p["since"], p["upper"]) for p in pts] == [
-        (0, 10, 0), (1, 10, 10), (2, 10, 30), (3, 10, 30), (4, 25, 30), (5, 25, 40)]
+        (0, 10, 0),
+        (1, 10, 10),
+        (2, 10, 30),
+        (3, 10, 30),
+        (4, 25, 30),
+        (5, 25, 40),
+    ]
     assert [p["foreign"] for p in pts] == [False, False, False, True, False, False]
     assert pts[5]["mode_kind"] == "incremental" and pts[2]["mode_kind"] == "full" and pts[5]["rows_added"] == 1

@@ -22,14 +22,16 @@ def _write(path: Path, table, **kw) -> str:
 def test_stats_json(tmp_path):
     import pyarrow as pa
 
-    t = pa.table({
-        "i64": pa.array([5, None, -3, 10, 7], pa.int64()),
-        "i32": pa.array([1, 2, 3, 4, 5], pa.int32()),
-        "f": pa.array([1.5, None, 0.5, 2.0, None], pa.float64()),
-        "f32": pa.array([1, 2, 3, 4, 5], pa.float32()),
-        "b": pa.array([True, False, None, True, True]),
-        "s": pa.array(["a", None, "c", "d", "e"]),
-    })
+    t = pa.table(
+        {
+            "i64": pa.array([5, None, -3, 10, 7], pa.int64()),
+            "i32": pa.array([1, 2, 3, 4, 5], pa.int32()),
+            "f": pa.array([1.5, None, 0.5, 2.0, None], pa.float64()),
+            "f32": pa.array([1, 2, 3, 4, 5], pa.float32()),
+            "b": pa.array([True, False, None, True, True]),
+            "s": pa.array(["a", None, "c", "d", "e"]),
+        }
+    )
     rows, text = stats_json(_write(tmp_path / "a.parquet", t, row_group_size=3))
     assert rows == 5
     stats = json.loads(text)
@@ -47,8 +49,12 @@ def test_stats_json_all_null_and_empty(tmp_path):
     t = pa.table({"x": pa.array([None, None, None], pa.int64()), "y": pa.array([1, 2, 3], pa.int64())})
     rows, text = stats_json(_write(tmp_path / "n.parquet", t, row_group_size=2))
     assert rows == 3
-    assert json.loads(text) == {"numRecords": 3, "minValues": {"y": 1}, "maxValues": {"y": 3},
-                                "nullCount": {"x": 3, "y": 0}}
+    assert json.loads(text) == {
+        "numRecords": 3,
+        "minValues": {"y": 1},
+        "maxValues": {"y": 3},
+        "nullCount": {"x": 3, "y": 0},
+    }
     rows, text = stats_json(_write(tmp_path / "e.parquet", t.slice(0, 0)))
     assert rows == 0
     assert json.loads(text)["numRecords"] == 0
@@ -58,8 +64,9 @@ def test_stats_json_all_null_and_empty(tmp_path):
 def test_stats_json_after_struct_column(tmp_path):
     import pyarrow as pa
 
-    t = pa.table({"s": pa.array([{"a": 100, "b": 200}, {"a": 101, "b": 201}]),
-                  "_mv_time": pa.array([1, 2], pa.int64())})
+    t = pa.table(
+        {"s": pa.array([{"a": 100, "b": 200}, {"a": 101, "b": 201}]), "_mv_time": pa.array([1, 2], pa.int64())}
+    )
     _, text = stats_json(_write(tmp_path / "s.parquet", t))
     stats = json.loads(text)
     assert stats["minValues"] == {"_mv_time": 1}

@@ -11,15 +11,18 @@ from tests.support.viewfiles import view_text
 
 
 @pytest.mark.unit
-@pytest.mark.parametrize(("field", "value"), [
-    ("target", "../outside"),
-    ("target", "views/../../outside"),
-    ("target", "/etc/mvsink_target"),
-    ("target", "$HOME/../x"),
-    ("sources", "{orders: ../../etc/orders}"),
-    ("sources", "{orders: {path: /var/lib/orders}}"),
-    ("sources", "{orders: views/../../../orders}"),
-])
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [
+        ("target", "../outside"),
+        ("target", "views/../../outside"),
+        ("target", "/etc/mvsink_target"),
+        ("target", "$HOME/../x"),
+        ("sources", "{orders: ../../etc/orders}"),
+        ("sources", "{orders: {path: /var/lib/orders}}"),
+        ("sources", "{orders: views/../../../orders}"),
+    ],
+)
 def test_paths_leaving_the_data_root_are_refused(tmp_path, monkeypatch, field, value):
     monkeypatch.delenv("MVSINK_ALLOW_OUTSIDE_DATA_ROOT", raising=False)
     root = tmp_path / "data"
@@ -47,8 +50,11 @@ def test_symlink_out_of_the_data_root_is_refused(tmp_path, monkeypatch):
 def test_paths_inside_the_data_root_and_the_documented_option(tmp_path, monkeypatch):
     monkeypatch.delenv("MVSINK_ALLOW_OUTSIDE_DATA_ROOT", raising=False)
     root = tmp_path / "data"
-    v = parse_view(view_text(target="views/../other/v", sources=f"{{orders: {root / 'orders'}}}"),
-                   file=str(tmp_path / "v.yaml"), data_root=root)
+    v = parse_view(
+        view_text(target="views/../other/v", sources=f"{{orders: {root / 'orders'}}}"),
+        file=str(tmp_path / "v.yaml"),
+        data_root=root,
+    )
     assert v.target == str(root.resolve() / "other" / "v") and v.sources[0].path == str(root.resolve() / "orders")
     # the option lifts the rule (an operator's choice: it is an environment setting, not a view-file field)
     monkeypatch.setenv("MVSINK_ALLOW_OUTSIDE_DATA_ROOT", "1")

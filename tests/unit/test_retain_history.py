@@ -34,8 +34,10 @@ def view(extra: str = ""):
     return parse_view(VIEW + extra, file="views/v.yaml", data_root=__import__("pathlib").Path("/data"))
 
 
-@pytest.mark.parametrize("text, ms", [("7d", 7 * DAY), ("12h", 12 * HOUR), ("30m", 30 * 60_000),
-                                      ("1w", 7 * DAY), ("90s", 90_000), ("3600000", HOUR)])
+@pytest.mark.parametrize(
+    "text, ms",
+    [("7d", 7 * DAY), ("12h", 12 * HOUR), ("30m", 30 * 60_000), ("1w", 7 * DAY), ("90s", 90_000), ("3600000", HOUR)],
+)
 def test_retain_history_durations(text, ms):
     assert view(f"retain_history: {text}\n").retain_history_ms == ms
 

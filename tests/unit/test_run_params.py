@@ -15,29 +15,41 @@ from tests.support.viewfiles import view_text
 
 
 def _ctx(params: dict, conf: dict | None = None) -> dict:
-    run = SimpleNamespace(logical_date=dt.datetime(2026, 1, 1, 2, tzinfo=dt.UTC), run_after=None,
-                          conf=conf or {}, run_id="manual__x")
+    run = SimpleNamespace(
+        logical_date=dt.datetime(2026, 1, 1, 2, tzinfo=dt.UTC), run_after=None, conf=conf or {}, run_id="manual__x"
+    )
     return {"params": params, "dag_run": run}
 
 
 @pytest.mark.unit
-@pytest.mark.parametrize(("params", "expected"), [
-    ({}, (BASE + 2 * HOUR, False)),
-    ({"refresh_time": "", "dry_run": False}, (BASE + 2 * HOUR, False)),
-    ({"refresh_time": "2026-01-01T01:00:00Z", "dry_run": True}, (BASE + HOUR, True)),
-    ({"refresh_time": " 1767229200000 ", "dry_run": "true"}, (BASE + HOUR, True)),
-    ({"refresh_time": BASE + HOUR, "dry_run": "false"}, (BASE + HOUR, False)),
-    ({"refresh_time": "2026-01-01T03:00:00+02:00", "dry_run": 0}, (BASE + HOUR, False)),
-    ({"refresh_time": None, "dry_run": "No"}, (BASE + 2 * HOUR, False)),
-])
+@pytest.mark.parametrize(
+    ("params", "expected"),
+    [
+        ({}, (BASE + 2 * HOUR, False)),
+        ({"refresh_time": "", "dry_run": False}, (BASE + 2 * HOUR, False)),
+        ({"refresh_time": "2026-01-01T01:00:00Z", "dry_run": True}, (BASE + HOUR, True)),
+        ({"refresh_time": " 1767229200000 ", "dry_run": "true"}, (BASE + HOUR, True)),
+        ({"refresh_time": BASE + HOUR, "dry_run": "false"}, (BASE + HOUR, False)),
+        ({"refresh_time": "2026-01-01T03:00:00+02:00", "dry_run": 0}, (BASE + HOUR, False)),
+        ({"refresh_time": None, "dry_run": "No"}, (BASE + 2 * HOUR, False)),
+    ],
+)
 def test_run_params_are_parsed_into_typed_values(params, expected):
     p = run_params(_ctx(params), view="v")
     assert (p.refresh_time, p.dry_run) == expected
     assert type(p.refresh_time) is int and type(p.dry_run) is bool
 
 
-HOSTILE = ["1; rm -rf /", "' OR 1=1 --", "$(touch /tmp/mvsink_pwned)", "2026-01-01T00:00:00Z; DROP TABLE t",
-           "`id`", "1767229200000 OR 1=1", "0x10", "1e3"]
+HOSTILE = [
+    "1; rm -rf /",
+    "' OR 1=1 --",
+    "$(touch /tmp/mvsink_pwned)",
+    "2026-01-01T00:00:00Z; DROP TABLE t",
+    "`id`",
+    "1767229200000 OR 1=1",
+    "0x10",
+    "1e3",
+]
 
 
 @pytest.mark.unit

@@ -18,15 +18,21 @@ from tests.support.viewfiles import view_text
 @pytest.mark.unit
 def test_secret_settings_never_go_onto_a_command_line(monkeypatch, tmp_path):
     monkeypatch.setattr(sparkrun, "spark_submit_binary", lambda: "spark-submit")
-    conf = {"spark.driver.memory": "2g", "spark.hadoop.fs.s3a.secret.key": "S3CR3T",
-            "spark.hadoop.fs.s3a.session.token": "T0K3N", "spark.jdbc.password": "PW", "spark.x.access.key": "AK"}
+    conf = {
+        "spark.driver.memory": "2g",
+        "spark.hadoop.fs.s3a.secret.key": "S3CR3T",
+        "spark.hadoop.fs.s3a.session.token": "T0K3N",
+        "spark.jdbc.password": "PW",
+        "spark.x.access.key": "AK",
+    }
     public, secret = sparkconf.split_secret_conf(conf)
     assert public == {"spark.driver.memory": "2g"} and set(secret) == set(conf) - {"spark.driver.memory"}
     with pytest.raises(MvSinkError, match="look secret and may not go onto a command line"):
         sparkrun.submit_command(view_file="v", description="{}", report_path="r", master="local[2]", conf=conf)
     props = sparkconf.write_properties_file({**secret, "spark.odd key=x": "a\\b=c\nd"}, str(tmp_path))
-    cmd = sparkrun.submit_command(view_file="v", description="{}", report_path="r", master="local[2]", conf=public,
-                                  properties_file=props)
+    cmd = sparkrun.submit_command(
+        view_file="v", description="{}", report_path="r", master="local[2]", conf=public, properties_file=props
+    )
     assert cmd[cmd.index("--properties-file") + 1] == props
     assert not any(v in " ".join(cmd) for v in secret.values())
     assert stat.S_IMODE(os.stat(props).st_mode) == 0o600
@@ -46,7 +52,8 @@ def test_connection_spark_conf_is_read_from_the_extra():
     assert connection_spark_conf({"spark_conf": '{"spark.b": "x"}'}, "c") == {"spark.b": "x"}
     with pytest.raises(MvSinkError, match="connection c: extra field spark_conf must be a JSON object"):
         connection_spark_conf({"spark_conf": ["x"]}, "c")
-    view = parse_view(view_text(spark_conf="{spark.a: view, spark.driver.memory: 1g}"), file="/d/v.yaml",
-                      data_root=Path("/d"))
+    view = parse_view(
+        view_text(spark_conf="{spark.a: view, spark.driver.memory: 1g}"), file="/d/v.yaml", data_root=Path("/d")
+    )
     conf = write_conf(view, {"spark.a": "conn", "spark.b": "conn", "spark.sql.shuffle.partitions": "3"})
     assert conf["spark.a"] == "view" and conf["spark.b"] == "conn" and conf["spark.sql.shuffle.partitions"] == "3"

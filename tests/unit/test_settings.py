@@ -25,19 +25,49 @@ CASES = {
     "MVSINK_ALLOW_OUTSIDE_DATA_ROOT": (settings.allow_outside_data_root, False, "yes", True, ["maybe", "2", "ture"]),
     "MVSINK_INCREMENTAL_GROUPS": (settings.incremental_groups, False, "true", True, ["maybe", "2"]),
     "MVSINK_VIEWS_DIR": (settings.views_dir, Path("dags/views"), "/srv/views", Path("/srv/views"), [A_FILE]),
-    "MVSINK_SPARK_JOB": (settings.spark_job, None, "hdfs://nn/jobs/mv_write.py", "hdfs://nn/jobs/mv_write.py",
-                         ["job.jar", "my job.py", "/opt/jobs/"]),
-    "MVSINK_SPARK_REMOTE": (settings.spark_remote, None, "sc://127.0.0.1:15002", "sc://127.0.0.1:15002",
-                            ["127.0.0.1:15002", "http://host:15002", "sc://", "sc://host:port"]),
-    "MVSINK_REPORTS_DIR": (settings.reports_dir, Path(tempfile.gettempdir()) / "mvsink-reports", "/srv/reports",
-                           Path("/srv/reports"), [A_FILE]),
-    "MVSINK_STAGING_GRACE_SECONDS": (settings.staging_grace_seconds, 3600.0, "60", 60.0,
-                                     ["soon", "-1", "nan", "inf", "1h"]),
+    "MVSINK_SPARK_JOB": (
+        settings.spark_job,
+        None,
+        "hdfs://nn/jobs/mv_write.py",
+        "hdfs://nn/jobs/mv_write.py",
+        ["job.jar", "my job.py", "/opt/jobs/"],
+    ),
+    "MVSINK_SPARK_REMOTE": (
+        settings.spark_remote,
+        None,
+        "sc://127.0.0.1:15002",
+        "sc://127.0.0.1:15002",
+        ["127.0.0.1:15002", "http://host:15002", "sc://", "sc://host:port"],
+    ),
+    "MVSINK_REPORTS_DIR": (
+        settings.reports_dir,
+        Path(tempfile.gettempdir()) / "mvsink-reports",
+        "/srv/reports",
+        Path("/srv/reports"),
+        [A_FILE],
+    ),
+    "MVSINK_STAGING_GRACE_SECONDS": (
+        settings.staging_grace_seconds,
+        3600.0,
+        "60",
+        60.0,
+        ["soon", "-1", "nan", "inf", "1h"],
+    ),
     "MVSINK_COMPACT_MEMORY": (settings.compact_memory, "1GB", "512MB", "512MB", ["lots", "-1GB", "0GB", "1 XB", "1"]),
-    "MVSINK_INCREMENTAL_MAX_FRACTION": (settings.incremental_max_fraction, 0.5, "100", 100.0,
-                                        ["half", "-0.1", "nan", "50%"]),
-    "MVSINK_SPARK_CONN_ID": (settings.spark_conn_id, "spark_default", "spark_cluster", "spark_cluster",
-                             ["spark default", "a/b", "x" * 251]),
+    "MVSINK_INCREMENTAL_MAX_FRACTION": (
+        settings.incremental_max_fraction,
+        0.5,
+        "100",
+        100.0,
+        ["half", "-0.1", "nan", "50%"],
+    ),
+    "MVSINK_SPARK_CONN_ID": (
+        settings.spark_conn_id,
+        "spark_default",
+        "spark_cluster",
+        "spark_cluster",
+        ["spark default", "a/b", "x" * 251],
+    ),
     "MVSINK_TASK_RETRIES": (settings.task_retries, 2, "5", 5, ["x", "-1", "1.5", "two"]),
     "MVSINK_TASK_RETRY_DELAY_SECONDS": (settings.task_retry_delay_seconds, 10.0, "0.5", 0.5, ["x", "-1", "10s"]),
     "MVSINK_MAX_RESCHEDULES": (settings.max_reschedules, 3, "0", 0, ["x", "-2", "3.0"]),
@@ -81,8 +111,9 @@ def test_the_message_of_the_brief(clean_env):
     clean_env.setenv("MVSINK_TASK_RETRIES", "x")
     with pytest.raises(SettingsError) as ei:
         settings.task_retries()
-    assert str(ei.value) == ("MVSINK_TASK_RETRIES='x' is not a whole number >= 0. Fix: set it to e.g. 2, "
-                             "or unset it for the default 2.")
+    assert str(ei.value) == (
+        "MVSINK_TASK_RETRIES='x' is not a whole number >= 0. Fix: set it to e.g. 2, or unset it for the default 2."
+    )
 
 
 def test_data_root_resolves_relative_and_home_paths(clean_env, tmp_path):
@@ -100,8 +131,12 @@ def test_flags_accept_the_usual_spellings(clean_env):
 
 
 def test_airflow_section_is_a_fallback_below_the_variable(clean_env):
-    section = {"task_retries": "7", "task_retry_delay_seconds": "1.5", "max_reschedules": "9",
-               "spark_conn_id": "spark_af"}
+    section = {
+        "task_retries": "7",
+        "task_retry_delay_seconds": "1.5",
+        "max_reschedules": "9",
+        "spark_conn_id": "spark_af",
+    }
     asked: list[str] = []
 
     def fallback(key: str) -> str | None:
@@ -117,13 +152,20 @@ def test_airflow_section_is_a_fallback_below_the_variable(clean_env):
     assert settings.task_retries(fallback) == 3
     clean_env.delenv("MVSINK_TASK_RETRIES")
     section["task_retries"] = "many"
-    with pytest.raises(SettingsError, match=r"^\[mvsink\] task_retries \(AIRFLOW__MVSINK__TASK_RETRIES\)='many' "
-                                            r"is not a whole number >= 0\. Fix:"):
+    with pytest.raises(
+        SettingsError,
+        match=r"^\[mvsink\] task_retries \(AIRFLOW__MVSINK__TASK_RETRIES\)='many' "
+        r"is not a whole number >= 0\. Fix:",
+    ):
         settings.task_retries(fallback)
     assert settings.task_retries(lambda key: None) == 2  # neither set: the default
     # only the Airflow-only settings consult the section
     assert {s.name for s in settings.AIRFLOW_SETTINGS} == {
-        "MVSINK_TASK_RETRIES", "MVSINK_TASK_RETRY_DELAY_SECONDS", "MVSINK_MAX_RESCHEDULES", "MVSINK_SPARK_CONN_ID"}
+        "MVSINK_TASK_RETRIES",
+        "MVSINK_TASK_RETRY_DELAY_SECONDS",
+        "MVSINK_MAX_RESCHEDULES",
+        "MVSINK_SPARK_CONN_ID",
+    }
 
 
 def test_airflow_config_section_through_airflow(clean_env, tmp_path):
@@ -143,8 +185,10 @@ def test_check_all_and_env_subset(clean_env):
     assert settings.check_all()["MVSINK_TASK_RETRIES"] == 2
     clean_env.setenv("MVSINK_DATA_ROOT", "/srv/lake")
     clean_env.setenv("MVSINK_FAIL_POINTS", "write:after_staging")
-    assert settings.env_subset(settings.SPARK_JOB_ENV) == {"MVSINK_DATA_ROOT": "/srv/lake",
-                                                            "MVSINK_FAIL_POINTS": "write:after_staging"}
+    assert settings.env_subset(settings.SPARK_JOB_ENV) == {
+        "MVSINK_DATA_ROOT": "/srv/lake",
+        "MVSINK_FAIL_POINTS": "write:after_staging",
+    }
     clean_env.setenv("MVSINK_REPORTS_DIR", A_FILE)
     with pytest.raises(SettingsError, match="MVSINK_REPORTS_DIR"):
         settings.env_subset(settings.SPARK_JOB_ENV)  # validated before it is handed to a child
@@ -171,7 +215,8 @@ def test_nothing_is_read_at_import():
         "    try: get()\n"
         "    except SettingsError as e: assert str(e).startswith(name), e\n"
         "    else: raise SystemExit(name + ' accepted junk')\n"
-        "print('ALL REFUSED')\n")
+        "print('ALL REFUSED')\n"
+    )
     proc = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "ALL REFUSED" in proc.stdout and int(proc.stdout.split("IMPORTED ")[1].split()[0]) > 30
@@ -196,8 +241,9 @@ def test_every_mvsink_name_in_the_code_is_registered():
     registered = {s.name for s in settings.REGISTRY}
     test_only = {s.name for s in settings.TEST_ONLY}
     found = _names_in("plugins", "spark_jobs", "dags")
-    unknown = {n: files[:3] for n, files in found.items()
-               if n not in registered | test_only | set(settings.NOT_VARIABLES)}
+    unknown = {
+        n: files[:3] for n, files in found.items() if n not in registered | test_only | set(settings.NOT_VARIABLES)
+    }
     assert unknown == {}, f"add these to mvsink.settings.REGISTRY (or TEST_ONLY) and docs/configuration.md: {unknown}"
     assert registered <= set(found)  # and no registered setting is dead
 
@@ -217,7 +263,11 @@ def test_markdown_table_lists_the_registry():
 
 def test_only_settings_and_fail_points_touch_os_environ():
     allowed = {PLUGINS / "mvsink" / "settings.py", PLUGINS / "mvsink" / "core" / "failpoints.py"}
-    offenders = [f"{f.relative_to(REPO)}:{i}" for f in sorted(PLUGINS.rglob("*.py")) if f not in allowed
-                 for i, line in enumerate(f.read_text().splitlines(), 1)
-                 if "os.environ" in line or "getenv" in line]
+    offenders = [
+        f"{f.relative_to(REPO)}:{i}"
+        for f in sorted(PLUGINS.rglob("*.py"))
+        if f not in allowed
+        for i, line in enumerate(f.read_text().splitlines(), 1)
+        if "os.environ" in line or "getenv" in line
+    ]
     assert offenders == []

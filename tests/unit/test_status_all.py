@@ -34,13 +34,24 @@ def folder(env):
     view_file(views, "hourly", extra="max_lag: 1h\n")  # refreshed in 2026-01: far past its target now
     view_file(views, "relaxed", extra="max_lag: 36500d\n")  # a target it meets
     view_file(views, "untargeted")  # no target: never stale
-    view_file(views, "downstream", extra="max_lag: 36500d\nschedule: {on_commit: [hourly]}\n",
-              sources="{h: {view: hourly}}", query="SELECT id, qty FROM h")
+    view_file(
+        views,
+        "downstream",
+        extra="max_lag: 36500d\nschedule: {on_commit: [hourly]}\n",
+        sources="{h: {view: hourly}}",
+        query="SELECT id, qty FROM h",
+    )
     (views / "broken.yaml").write_text("name: broken\nquery: SELECT 1\n")
     catalog = Catalog(views)
     for name in ("hourly", "relaxed", "untargeted", "downstream"):
-        refresh(catalog, name, BASE, added=2, nbytes=1000, checks={"positive": {"action": "error", "rows": 1}}
-                if name == "relaxed" else None)
+        refresh(
+            catalog,
+            name,
+            BASE,
+            added=2,
+            nbytes=1000,
+            checks={"positive": {"action": "error", "rows": 1}} if name == "relaxed" else None,
+        )
     refresh(catalog, "hourly", BASE + HOUR)  # no source moved: a no-change append
     return data, views
 
@@ -54,8 +65,12 @@ def test_status_all_json_flags_the_view_past_its_target(folder):
     by = {r["view"]: r for r in rows if r.get("view")}
     assert sorted(by) == ["downstream", "hourly", "relaxed", "untargeted"]
     assert [r["file"].endswith("broken.yaml") for r in rows if r.get("view") is None] == [True]
-    assert (by["hourly"]["stale"], by["relaxed"]["stale"], by["untargeted"]["stale"], by["downstream"]["stale"]) \
-        == (True, False, False, False)
+    assert (by["hourly"]["stale"], by["relaxed"]["stale"], by["untargeted"]["stale"], by["downstream"]["stale"]) == (
+        True,
+        False,
+        False,
+        False,
+    )
     h = by["hourly"]
     assert h["final_through"] == BASE + HOUR and h["final_through_utc"] == format_time(BASE + HOUR)
     assert h["upper"] == BASE + HOUR + 1 and h["upper_utc"] == format_time(BASE + HOUR + 1)
@@ -68,8 +83,15 @@ def test_status_all_json_flags_the_view_past_its_target(folder):
     log = appends(h["target"])
     assert h["version"] == DeltaTable(h["target"]).version() == log[-1]["version"]
     assert h["last_refresh"]["version"] == log[-1]["version"]
-    assert h["sources"] == [{"name": "orders", "kind": "path", "table": str((data / "orders").resolve()),
-                             "view": None, "version_read": log[-1]["sources"]["orders"]}]
+    assert h["sources"] == [
+        {
+            "name": "orders",
+            "kind": "path",
+            "table": str((data / "orders").resolve()),
+            "view": None,
+            "version_read": log[-1]["sources"]["orders"],
+        }
+    ]
 
 
 def test_status_all_text_one_line_per_view(folder):

@@ -23,13 +23,32 @@ def _view(spark_conf: dict[str, str] | None = None) -> ViewDefinition:
 def test_submit_command(monkeypatch):
     monkeypatch.setattr(sparkrun, "spark_submit_binary", lambda: "/opt/bin/spark-submit")
     monkeypatch.setenv("MVSINK_SPARK_JOB", "/jobs/mv_write.py")
-    cmd = sparkrun.submit_command(view_file="/views/v.yaml", description="@/tmp/d.json", report_path="/tmp/r.json",
-                                  master="local[2]", conf={"z.last": "1", "a.first": "x=y", "m.mid": "2g"})
+    cmd = sparkrun.submit_command(
+        view_file="/views/v.yaml",
+        description="@/tmp/d.json",
+        report_path="/tmp/r.json",
+        master="local[2]",
+        conf={"z.last": "1", "a.first": "x=y", "m.mid": "2g"},
+    )
     assert cmd == [
-        "/opt/bin/spark-submit", "--master", "local[2]", "--name", "mvsink-write",
-        "--conf", "a.first=x=y", "--conf", "m.mid=2g", "--conf", "z.last=1",
-        "/jobs/mv_write.py", "--view-file", "/views/v.yaml", "--description", "@/tmp/d.json",
-        "--report", "/tmp/r.json",
+        "/opt/bin/spark-submit",
+        "--master",
+        "local[2]",
+        "--name",
+        "mvsink-write",
+        "--conf",
+        "a.first=x=y",
+        "--conf",
+        "m.mid=2g",
+        "--conf",
+        "z.last=1",
+        "/jobs/mv_write.py",
+        "--view-file",
+        "/views/v.yaml",
+        "--description",
+        "@/tmp/d.json",
+        "--report",
+        "/tmp/r.json",
     ]
 
 
@@ -73,24 +92,40 @@ def test_spark_conf_for_precedence():
 
 def test_redact():
     cmd = [
-        "--conf", "spark.hadoop.fs.s3a.secret.key=abc",
-        "--conf", "db.PASSWORD=pw=with=equals",
-        "--conf", "spark.auth.token=t",
-        "--conf", "spark.hadoop.fs.s3a.access.key=AKIA",
-        "--conf", "spark.driver.memory=2g",
-        "--conf", "spark.app.name=token",
-        "--view-file", "/views/secret.yaml",
-        "--description", "a=b",
+        "--conf",
+        "spark.hadoop.fs.s3a.secret.key=abc",
+        "--conf",
+        "db.PASSWORD=pw=with=equals",
+        "--conf",
+        "spark.auth.token=t",
+        "--conf",
+        "spark.hadoop.fs.s3a.access.key=AKIA",
+        "--conf",
+        "spark.driver.memory=2g",
+        "--conf",
+        "spark.app.name=token",
+        "--view-file",
+        "/views/secret.yaml",
+        "--description",
+        "a=b",
     ]
     assert sparkconf.redact(cmd) == [
-        "--conf", "spark.hadoop.fs.s3a.secret.key=***",
-        "--conf", "db.PASSWORD=***",
-        "--conf", "spark.auth.token=***",
-        "--conf", "spark.hadoop.fs.s3a.access.key=***",
-        "--conf", "spark.driver.memory=2g",
-        "--conf", "spark.app.name=token",
-        "--view-file", "/views/secret.yaml",
-        "--description", "a=b",
+        "--conf",
+        "spark.hadoop.fs.s3a.secret.key=***",
+        "--conf",
+        "db.PASSWORD=***",
+        "--conf",
+        "spark.auth.token=***",
+        "--conf",
+        "spark.hadoop.fs.s3a.access.key=***",
+        "--conf",
+        "spark.driver.memory=2g",
+        "--conf",
+        "spark.app.name=token",
+        "--view-file",
+        "/views/secret.yaml",
+        "--description",
+        "a=b",
     ]
 
 
@@ -104,11 +139,25 @@ def test_hostile_strings_stay_single_arguments_of_the_submit_command(monkeypatch
     monkeypatch.setattr(sparkrun, "spark_submit_binary", lambda: "/opt/bin/spark-submit")
     monkeypatch.setenv("MVSINK_SPARK_JOB", "/jobs/mv_write.py")
     evil = "manual__'; rm -rf / #$(id)`id`"
-    desc = BatchDescription(view="v", target="/d/v", lower=0, upper=1, refresh_time=0, table_version=-1,
-                            sources=(SourceRead(name="o", kind="path", path="/d/o", version=0),), run_id=evil,
-                            batch_id="b", definition="h")
-    cmd = sparkrun.submit_command(view_file="/views/v.yaml", description=desc.to_json(), report_path="/r.json",
-                                  master="local[2]", conf={"spark.driver.memory": "1g"})
+    desc = BatchDescription(
+        view="v",
+        target="/d/v",
+        lower=0,
+        upper=1,
+        refresh_time=0,
+        table_version=-1,
+        sources=(SourceRead(name="o", kind="path", path="/d/o", version=0),),
+        run_id=evil,
+        batch_id="b",
+        definition="h",
+    )
+    cmd = sparkrun.submit_command(
+        view_file="/views/v.yaml",
+        description=desc.to_json(),
+        report_path="/r.json",
+        master="local[2]",
+        conf={"spark.driver.memory": "1g"},
+    )
     assert cmd[cmd.index("--description") + 1] == desc.to_json()  # one argv element, verbatim
     assert BatchDescription.from_json(cmd[cmd.index("--description") + 1]).run_id == evil
     assert not any(c in ("rm", "-rf", "/", "#") for c in cmd)

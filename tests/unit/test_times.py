@@ -120,11 +120,13 @@ def test_parse_duration(value, expected):
 
 
 @pytest.mark.parametrize(
-    "value", ["0s", "0", "10", "1H", "1.5h", "-1h", "1h30m", "", "h", "10 minutes", "1y", 0, -5, True, False, 1.5,
-              None, [1]],
+    "value",
+    ["0s", "0", "10", "1H", "1.5h", "-1h", "1h30m", "", "h", "10 minutes", "1y", 0, -5, True, False, 1.5, None, [1]],
 )
 def test_parse_duration_invalid(value):
     with pytest.raises(ValueError) as ei:
         parse_duration(value, what="schedule.every")
-    assert str(ei.value) == (f"schedule.every: {value!r} is not a duration; write a positive number with a unit "
-                             "ms, s, m, h, d or w, e.g. 15m or 1d")
+    assert str(ei.value) == (
+        f"schedule.every: {value!r} is not a duration; write a positive number with a unit "
+        "ms, s, m, h, d or w, e.g. 15m or 1d"
+    )

@@ -40,8 +40,9 @@ class Elements(HTMLParser):
     def find(self, tag: str, **attrs: str) -> list[dict[str, str]]:
         out = []
         for t, a in self.tags:
-            if t == tag and all((a.get(k.replace("_", "-")) == v if v != "*" else k.replace("_", "-") in a)
-                                for k, v in attrs.items()):
+            if t == tag and all(
+                (a.get(k.replace("_", "-")) == v if v != "*" else k.replace("_", "-") in a) for k, v in attrs.items()
+            ):
                 out.append(a)
         return out
 
@@ -53,19 +54,47 @@ class Elements(HTMLParser):
 def catalog(env):
     data, views = env
     src = source(data)
-    view_file(views, "sales", extra="max_lag: 1h\nchecks: [{name: positive, expr: 'qty > 0', action: error}, "
-                                    "{name: small, expr: 'qty < 100', action: warn}]\n")
-    view_file(views, "fresh", extra="max_lag: 36500d\nschedule: {on_commit: [sales]}\n",
-              sources="{s: {view: sales}}", query="SELECT id, qty FROM s")
-    (views / "evil.yaml").write_text("name: evil\ndescription: <script>alert(1)</script>\nquery: SELECT id FROM o\n"
-                                     "sources: {o: orders}\ntarget: views/evil\nas_of: 2026-01-01T00:00:00Z\n")
+    view_file(
+        views,
+        "sales",
+        extra="max_lag: 1h\nchecks: [{name: positive, expr: 'qty > 0', action: error}, "
+        "{name: small, expr: 'qty < 100', action: warn}]\n",
+    )
+    view_file(
+        views,
+        "fresh",
+        extra="max_lag: 36500d\nschedule: {on_commit: [sales]}\n",
+        sources="{s: {view: sales}}",
+        query="SELECT id, qty FROM s",
+    )
+    (views / "evil.yaml").write_text(
+        "name: evil\ndescription: <script>alert(1)</script>\nquery: SELECT id FROM o\n"
+        "sources: {o: orders}\ntarget: views/evil\nas_of: 2026-01-01T00:00:00Z\n"
+    )
     cat = Catalog(views)
-    refresh(cat, "sales", BASE, added=5, nbytes=4096, mode="full", seconds=2.0,
-            checks={"positive": {"action": "error", "rows": 3}, "small": {"action": "warn", "rows": 1}})
+    refresh(
+        cat,
+        "sales",
+        BASE,
+        added=5,
+        nbytes=4096,
+        mode="full",
+        seconds=2.0,
+        checks={"positive": {"action": "error", "rows": 3}, "small": {"action": "warn", "rows": 1}},
+    )
     write_deltalake(str(src), pa.table({"id": [3], "qty": [3]}), mode="append")
     set_commit_time(str(src), BASE + HOUR - 1)
-    refresh(cat, "sales", BASE + HOUR, added=1, retracted=2, nbytes=1024, mode="incremental", seconds=1.0,
-            checks={"positive": {"action": "error", "rows": 3}, "small": {"action": "warn", "rows": 1}})
+    refresh(
+        cat,
+        "sales",
+        BASE + HOUR,
+        added=1,
+        retracted=2,
+        nbytes=1024,
+        mode="incremental",
+        seconds=1.0,
+        checks={"positive": {"action": "error", "rows": 3}, "small": {"action": "warn", "rows": 1}},
+    )
     refresh(cat, "sales", BASE + 2 * HOUR)  # no source moved: no change (the check counts carry over)
     refresh(cat, "fresh", BASE + HOUR, added=7, nbytes=100)
     return cat
@@ -80,7 +109,9 @@ def test_overview_shows_every_views_values(catalog):
     assert [a["data-view"] for a in el.find("tr", data_view="*")] == ["evil", "fresh", "sales"]  # sorted by name
     for name, r in by.items():
         tr = _row(page, name)
-        assert f'data-col="as_of" data-value="{r["as_of"]}"' in tr and f'data-col="since" data-value="{r["since"]}"' in tr
+        assert (
+            f'data-col="as_of" data-value="{r["as_of"]}"' in tr and f'data-col="since" data-value="{r["since"]}"' in tr
+        )
         assert f'data-col="upper" data-value="{r["upper"]}"' in tr
         assert f'href="/dags/mv_{name}"' in tr  # the name links to its DAG
     s = by["sales"]
@@ -90,7 +121,9 @@ def test_overview_shows_every_views_values(catalog):
         assert f"{date}<wbr>T{clock}" in tr  # readable UTC (may wrap between date and time)
     last = s["last_refresh"]
     assert last["mode_kind"] == "unchanged" and 'data-mode="unchanged"' in tr and "no change" in tr
-    assert f'data-col="duration" data-value="{last["duration_ms"]}"' in tr and format_duration(last["duration_ms"]) in tr
+    assert (
+        f'data-col="duration" data-value="{last["duration_ms"]}"' in tr and format_duration(last["duration_ms"]) in tr
+    )
     assert 'data-stale="true"' in tr and "STALE" in tr and 'class="stale"' in tr  # flagged
     assert format_duration(s["lag_ms"]) in tr and "max_lag 1h 00m" in tr
     assert '<td data-col="checks" data-value="3" class="errors">' in tr  # error rows highlighted
@@ -108,13 +141,17 @@ def test_overview_shows_every_views_values(catalog):
 
 def _row(page: str, view: str) -> str:
     start = page.index(f'<tr data-view="{view}"')
-    return page[start:page.index("</tr>", start)]
+    return page[start : page.index("</tr>", start)]
 
 
 def test_overview_sorts_on_the_server(catalog):
     rows = all_views(catalog)
-    order = [a["data-view"] for a in Elements(render.overview_page(rows, links=LINKS, nonce="x", sort="lag",
-                                                                   order="desc")).find("tr", data_view="*")]
+    order = [
+        a["data-view"]
+        for a in Elements(render.overview_page(rows, links=LINKS, nonce="x", sort="lag", order="desc")).find(
+            "tr", data_view="*"
+        )
+    ]
     lags = {r["view"]: r["lag_ms"] for r in rows}
     assert lags["evil"] is None and lags["fresh"] > lags["sales"]
     assert order == ["evil", "fresh", "sales"]  # never refreshed is the most behind
@@ -123,7 +160,8 @@ def test_overview_sorts_on_the_server(catalog):
     page = render.overview_page(rows, links=LINKS, nonce="x", sort="lag", order="desc")
     assert 'href="/mvsink/?sort=lag&amp;order=asc"' in page and "Freshness lag ▼" in page
     assert render.overview_page(rows, links=LINKS, nonce="x", sort="nonsense") == render.overview_page(
-        rows, links=LINKS, nonce="x", sort="view")
+        rows, links=LINKS, nonce="x", sort="view"
+    )
 
 
 def test_view_page_chart_has_one_bar_group_per_refresh_matching_the_log(catalog):
@@ -135,12 +173,26 @@ def test_view_page_chart_has_one_bar_group_per_refresh_matching_the_log(catalog)
     log = appends(view.target)
     assert len(log) == 3 and len(groups) == 3  # one group per refresh
     for g, c in zip(groups, log):
-        assert (int(g["data-version"]), int(g["data-refresh-time"]), g["data-mode"], int(g["data-rows-added"]),
-                int(g["data-rows-retracted"]), int(g["data-bytes"]), int(g["data-duration-ms"])) == (
-            c["version"], c["refresh_time"], c["mode"], c["rows_added"], c["rows_retracted"], c["bytes"],
-            c["duration_ms"])
-        assert g["fill"] == render.MODE_COLOURS[{"full": "full", "incremental": "incremental"}.get(c["mode"],
-                                                                                                   "unchanged")]
+        assert (
+            int(g["data-version"]),
+            int(g["data-refresh-time"]),
+            g["data-mode"],
+            int(g["data-rows-added"]),
+            int(g["data-rows-retracted"]),
+            int(g["data-bytes"]),
+            int(g["data-duration-ms"]),
+        ) == (
+            c["version"],
+            c["refresh_time"],
+            c["mode"],
+            c["rows_added"],
+            c["rows_retracted"],
+            c["bytes"],
+            c["duration_ms"],
+        )
+        assert (
+            g["fill"] == render.MODE_COLOURS[{"full": "full", "incremental": "incremental"}.get(c["mode"], "unchanged")]
+        )
     # each group draws rows added, retracted, bytes and duration
     assert [len(el.find_class("rect", k)) for k in ("added", "retracted", "bytes", "duration")] == [3, 3, 3, 3]
     # since/upper: one point per commit and frontier, the last at the table's upper
@@ -150,19 +202,22 @@ def test_view_page_chart_has_one_bar_group_per_refresh_matching_the_log(catalog)
     assert int(uppers[-1]["data-upper"]) == d["upper"] == BASE + 2 * HOUR + 1
     # the last commits as mvsink status prints them; lineage
     assert f"append [{BASE + HOUR + 1}, {BASE + 2 * HOUR + 1}) at {format_time(BASE + 2 * HOUR)}" in page
-    assert 'data-downstream="fresh"' in page and "Upstream views: <span class=\"muted\">none</span>" in page
+    assert 'data-downstream="fresh"' in page and 'Upstream views: <span class="muted">none</span>' in page
     assert "STALE" in page and "<h2>Checks (last refresh)</h2>" in page
     assert '<td data-col="checks" data-value="3" class="errors">' in page  # error rows highlighted
 
 
 def test_a_foreign_commit_is_flagged(catalog):
     view = catalog.get("fresh")
-    write_deltalake(view.target, pa.table({"id": [9], "qty": [9], "_mv_time": [BASE], "_mv_diff": [1]}),
-                    mode="append")  # a hand edit: not made by mvsink
+    write_deltalake(
+        view.target, pa.table({"id": [9], "qty": [9], "_mv_time": [BASE], "_mv_diff": [1]}), mode="append"
+    )  # a hand edit: not made by mvsink
     page = render.view_page(view_detail(view, catalog.views), links=LINKS, nonce="x")
     el = Elements(page)
     foreign = el.find("span", data_foreign="true")
-    assert len(foreign) == 1 and "FOREIGN WRITE (not by mvsink)" in page and "[foreign commit: not made by mvsink]" in page
+    assert (
+        len(foreign) == 1 and "FOREIGN WRITE (not by mvsink)" in page and "[foreign commit: not made by mvsink]" in page
+    )
     assert int(foreign[0]["data-version"]) == DeltaTable(view.target).version()
     assert len(el.find("g", data_version="*")) == 1
 

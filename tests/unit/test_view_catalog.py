@@ -38,8 +38,10 @@ def test_load_views_duplicate_name(folder):
     assert views["alpha"].file == str(folder / "alpha.yaml")
     assert sorted(errors) == [str(folder / "broken.yaml"), str(folder / "zeta.yaml")]
     msg = str(errors[str(folder / "zeta.yaml")])
-    assert msg == (f"view file {folder / 'zeta.yaml'}: field 'name': view 'alpha' is already defined in "
-                   f"{folder / 'alpha.yaml'}. Fix: give each view a unique name.")
+    assert msg == (
+        f"view file {folder / 'zeta.yaml'}: field 'name': view 'alpha' is already defined in "
+        f"{folder / 'alpha.yaml'}. Fix: give each view a unique name."
+    )
 
 
 def test_catalog_get_and_upstream(folder):
@@ -51,8 +53,9 @@ def test_catalog_get_and_upstream(folder):
 def test_catalog_get_unknown_lists_known(folder):
     with pytest.raises(ViewDefinitionError) as ei:
         Catalog(folder).get("gamma")
-    assert str(ei.value) == (f"view 'gamma' is not defined in {folder} (views found: alpha, beta). "
-                             "Fix: check the name or pass --views-dir.")
+    assert str(ei.value) == (
+        f"view 'gamma' is not defined in {folder} (views found: alpha, beta). Fix: check the name or pass --views-dir."
+    )
 
 
 def test_catalog_get_broken_stem_raises_file_error(folder):
@@ -77,8 +80,9 @@ def test_catalog_upstream_broken(folder):
 def test_catalog_missing_folder(tmp_path):
     with pytest.raises(ViewDefinitionError) as ei:
         Catalog(tmp_path / "nope")
-    assert str(ei.value) == (f"views folder {tmp_path / 'nope'} does not exist. "
-                             "Fix: pass --views-dir or set MVSINK_VIEWS_DIR.")
+    assert str(ei.value) == (
+        f"views folder {tmp_path / 'nope'} does not exist. Fix: pass --views-dir or set MVSINK_VIEWS_DIR."
+    )
 
 
 def test_catalog_default_folder_from_env(folder, monkeypatch):

@@ -12,8 +12,12 @@ pytestmark = [pytest.mark.unit, pytest.mark.usefixtures("no_mvsink_env")]
 
 
 def test_bad_yaml_names_line():
-    msg = expect_error("name: v\nquery: [unclosed\nsources: x\n", None, "not valid YAML at line 3, column 8",
-                       "Fix: correct the YAML syntax")
+    msg = expect_error(
+        "name: v\nquery: [unclosed\nsources: x\n",
+        None,
+        "not valid YAML at line 3, column 8",
+        "Fix: correct the YAML syntax",
+    )
     assert "expected ','" in msg
 
 
@@ -58,8 +62,14 @@ def test_both_query_and_sql_file():
 
 def test_sql_file_missing(tmp_path):
     f = str(tmp_path / "v.yaml")
-    expect_error(doc(query=None, sql_file="nope.sql"), "sql_file", f"cannot read {tmp_path.resolve() / 'nope.sql'}",
-                 "No such file", "put the SQL file beside the view file", file=f)
+    expect_error(
+        doc(query=None, sql_file="nope.sql"),
+        "sql_file",
+        f"cannot read {tmp_path.resolve() / 'nope.sql'}",
+        "No such file",
+        "put the SQL file beside the view file",
+        file=f,
+    )
 
 
 def test_sql_file_not_a_name():
@@ -67,8 +77,12 @@ def test_sql_file_not_a_name():
 
 
 def test_two_statements():
-    expect_error(doc(query="SELECT a FROM orders; SELECT 1"), "query", "holds more than one statement",
-                 "give exactly one SELECT statement")
+    expect_error(
+        doc(query="SELECT a FROM orders; SELECT 1"),
+        "query",
+        "holds more than one statement",
+        "give exactly one SELECT statement",
+    )
 
 
 def test_semicolon_inside_literal_or_comment_is_fine():
@@ -96,15 +110,19 @@ def test_trailing_semicolon_before_comment_is_one_statement():
     ],
 )
 def test_nondeterministic_functions_rejected(expr, fn):
-    expect_error(doc(query=f"SELECT a, {expr} AS x FROM orders"), "query",
-                 f"uses the non-deterministic function {fn}()", "a view must be a function of its sources")
+    expect_error(
+        doc(query=f"SELECT a, {expr} AS x FROM orders"),
+        "query",
+        f"uses the non-deterministic function {fn}()",
+        "a view must be a function of its sources",
+    )
 
 
 @pytest.mark.parametrize(
     "query",
     [
         "SELECT a, 'rand()' AS s FROM orders",
-        "SELECT a, \"current_timestamp\" AS s FROM orders",
+        'SELECT a, "current_timestamp" AS s FROM orders',
         "SELECT a, 'now() and it''s uuid()' AS s FROM orders",
         "SELECT a FROM orders -- uses NOW() for nothing",
         "SELECT a /* rand() current_date */ FROM orders",
@@ -121,8 +139,9 @@ def test_double_dash_inside_literal_keeps_rest_of_line():
 
 
 def test_nondeterministic_after_double_dash_literal_rejected():
-    expect_error(doc(query="SELECT 'a--b' AS s, rand() AS r\nFROM orders"), "query",
-                 "uses the non-deterministic function rand()")
+    expect_error(
+        doc(query="SELECT 'a--b' AS s, rand() AS r\nFROM orders"), "query", "uses the non-deterministic function rand()"
+    )
 
 
 @pytest.mark.parametrize("sources", [None, "{}", "[orders]", "orders", "null"])
@@ -131,48 +150,80 @@ def test_missing_or_empty_sources(sources):
 
 
 def test_source_not_used():
-    expect_error(doc(sources="{orders: orders, nations: nations}"), "sources.nations", "not used by the query",
-                 "refer to it in the query as `nations`, or remove it")
+    expect_error(
+        doc(sources="{orders: orders, nations: nations}"),
+        "sources.nations",
+        "not used by the query",
+        "refer to it in the query as `nations`, or remove it",
+    )
 
 
 def test_source_only_mentioned_in_literal_or_comment_is_not_used():
-    expect_error(doc(query="SELECT 'nations' AS s FROM orders -- nations",
-                     sources="{orders: orders, nations: nations}"), "sources.nations", "not used by the query")
+    expect_error(
+        doc(query="SELECT 'nations' AS s FROM orders -- nations", sources="{orders: orders, nations: nations}"),
+        "sources.nations",
+        "not used by the query",
+    )
 
 
 @pytest.mark.parametrize(
-    "spec", ["{table: t}", "{path: a, view: b}", "42", "[a]", "null", "{}"],
+    "spec",
+    ["{table: t}", "{path: a, view: b}", "42", "[a]", "null", "{}"],
 )
 def test_source_neither_path_nor_view(spec):
-    expect_error(doc(sources=f"{{orders: {spec}}}"), "sources.orders", "is neither a path nor a view",
-                 "{path: PATH} or {view: VIEW_NAME}")
+    expect_error(
+        doc(sources=f"{{orders: {spec}}}"),
+        "sources.orders",
+        "is neither a path nor a view",
+        "{path: PATH} or {view: VIEW_NAME}",
+    )
 
 
-@pytest.mark.parametrize("spec, field", [("''", "sources.orders.path"), ("{path: ' '}", "sources.orders.path"),
-                                         ("{view: ''}", "sources.orders.view"), ("{path: 3}", "sources.orders.path")])
+@pytest.mark.parametrize(
+    "spec, field",
+    [
+        ("''", "sources.orders.path"),
+        ("{path: ' '}", "sources.orders.path"),
+        ("{view: ''}", "sources.orders.view"),
+        ("{path: 3}", "sources.orders.path"),
+    ],
+)
 def test_source_empty_value(spec, field):
     expect_error(doc(sources=f"{{orders: {spec}}}"), field, "empty", "Fix: give the")
 
 
 def test_source_bad_view_name():
-    expect_error(doc(sources="{orders: {view: Other}}"), "sources.orders.view", "'Other' is not a view name",
-                 "give the name of another view file's view")
+    expect_error(
+        doc(sources="{orders: {view: Other}}"),
+        "sources.orders.view",
+        "'Other' is not a view name",
+        "give the name of another view file's view",
+    )
 
 
 def test_source_bad_identifier():
-    expect_error(doc(query="SELECT a FROM `my-orders`", sources="{my-orders: orders}"), "sources.my-orders",
-                 "not a valid SQL identifier", "use letters, digits and _")
+    expect_error(
+        doc(query="SELECT a FROM `my-orders`", sources="{my-orders: orders}"),
+        "sources.my-orders",
+        "not a valid SQL identifier",
+        "use letters, digits and _",
+    )
 
 
 def test_view_source_reading_itself():
-    expect_error(doc(sources="{orders: {view: v}}"), "sources.orders.view", "a view cannot read itself",
-                 "read another view or a table")
+    expect_error(
+        doc(sources="{orders: {view: v}}"),
+        "sources.orders.view",
+        "a view cannot read itself",
+        "read another view or a table",
+    )
 
 
 @pytest.mark.parametrize("target", ["orders", "./orders/", "/data/x/../orders"])
 def test_target_equal_to_source_path(target):
-    expect_error(doc(target=target), "target", "/data/orders is also source 'orders'",
-                 "write the view to its own table path")
+    expect_error(
+        doc(target=target), "target", "/data/orders is also source 'orders'", "write the view to its own table path"
+    )
 
 
 @pytest.mark.parametrize("target", [None, "''", "'  '", "[a]"])
@@ -241,8 +292,12 @@ def test_key_not_column_names(key):
 
 @pytest.mark.parametrize("conf", ["[a]", "spark.x=1", "{1: a}"])
 def test_spark_conf_not_mapping(conf):
-    expect_error(doc(spark_conf=conf), "spark_conf", "must be a mapping of Spark settings",
-                 "spark_conf: {spark.driver.memory: 2g}")
+    expect_error(
+        doc(spark_conf=conf),
+        "spark_conf",
+        "must be a mapping of Spark settings",
+        "spark_conf: {spark.driver.memory: 2g}",
+    )
 
 
 @pytest.mark.parametrize("tags", ["finance", "[1]", "{a: b}"])
@@ -258,4 +313,7 @@ def test_view_definition_error_is_value_error():
 def test_load_view_file_unreadable(tmp_path):
     with pytest.raises(ViewDefinitionError) as ei:
         load_view_file(tmp_path / "nope.yaml")
-    assert str(ei.value) == f"view file {tmp_path / 'nope.yaml'}: cannot be read: No such file or directory. Fix: check the path."
+    assert (
+        str(ei.value)
+        == f"view file {tmp_path / 'nope.yaml'}: cannot be read: No such file or directory. Fix: check the path."
+    )

@@ -85,15 +85,21 @@ def test_minimal_view_defaults():
         ('"0 * * * *"', Schedule(kind="cron", cron="0 * * * *")),
         ('"  0 0 * * * *  "', Schedule(kind="cron", cron="0 0 * * * *")),
         ("'@daily'", Schedule(kind="cron", cron="@daily")),
-        ("{every: 1h, aligned_to: 2026-01-01T00:30:00Z}",
-         Schedule(kind="interval", every_ms=HOUR, aligned_to_ms=JAN1 + HOUR // 2)),
+        (
+            "{every: 1h, aligned_to: 2026-01-01T00:30:00Z}",
+            Schedule(kind="interval", every_ms=HOUR, aligned_to_ms=JAN1 + HOUR // 2),
+        ),
         ("{every: 15m}", Schedule(kind="interval", every_ms=15 * 60_000, aligned_to_ms=0)),
         ("{every: 90s, aligned_to: 1000}", Schedule(kind="interval", every_ms=90_000, aligned_to_ms=1000)),
-        ("{at: [2026-01-02T00:00:00Z, 2026-01-01T00:00:00Z, 5]}",
-         Schedule(kind="at", at_ms=(5, JAN1, JAN1 + 24 * HOUR))),
+        (
+            "{at: [2026-01-02T00:00:00Z, 2026-01-01T00:00:00Z, 5]}",
+            Schedule(kind="at", at_ms=(5, JAN1, JAN1 + 24 * HOUR)),
+        ),
         ("{at: 2026-01-01T00:00:00Z}", Schedule(kind="at", at_ms=(JAN1,))),
-        ("{on_commit: [orders_clean, nations_clean]}",
-         Schedule(kind="on_commit", on_commit=("orders_clean", "nations_clean"))),
+        (
+            "{on_commit: [orders_clean, nations_clean]}",
+            Schedule(kind="on_commit", on_commit=("orders_clean", "nations_clean")),
+        ),
         ("{on_commit: orders_clean}", Schedule(kind="on_commit", on_commit=("orders_clean",))),
         ("manual", Schedule(kind="manual")),
         ("none", Schedule(kind="manual")),
@@ -132,8 +138,7 @@ def test_key_string_or_list(key, expected):
 
 
 def test_spark_conf_values_become_strings_and_tags_kept():
-    v = parse(doc(spark_conf="{spark.driver.memory: 2g, spark.sql.shuffle.partitions: 4, spark.x: 1.5}",
-                  tags="[a, b]"))
+    v = parse(doc(spark_conf="{spark.driver.memory: 2g, spark.sql.shuffle.partitions: 4, spark.x: 1.5}", tags="[a, b]"))
     assert v.spark_conf == {"spark.driver.memory": "2g", "spark.sql.shuffle.partitions": "4", "spark.x": "1.5"}
     assert v.tags == ("a", "b")
 
@@ -149,16 +154,18 @@ def test_source_used_case_insensitively():
 def test_relative_paths_resolve_against_data_root_argument(tmp_path, monkeypatch):
     monkeypatch.setenv("MVSINK_DATA_ROOT", str(tmp_path / "env_root"))  # the argument wins
     root = tmp_path / "arg_root"
-    v = parse_view(doc(sources="{orders: t/orders}", target="views/out"),
-                   file=str(tmp_path / "views" / "v.yaml"), data_root=root)
+    v = parse_view(
+        doc(sources="{orders: t/orders}", target="views/out"), file=str(tmp_path / "views" / "v.yaml"), data_root=root
+    )
     assert v.sources[0].path == str((root / "t" / "orders").resolve())
     assert v.target == str((root / "views" / "out").resolve())
 
 
 def test_relative_paths_resolve_against_env_data_root(tmp_path, monkeypatch):
     monkeypatch.setenv("MVSINK_DATA_ROOT", str(tmp_path / "env_root"))
-    v = parse_view(doc(sources="{orders: {path: t/orders}}", target="./views/../out/"),
-                   file=str(tmp_path / "views" / "v.yaml"))
+    v = parse_view(
+        doc(sources="{orders: {path: t/orders}}", target="./views/../out/"), file=str(tmp_path / "views" / "v.yaml")
+    )
     assert v.sources[0].path == str((tmp_path / "env_root" / "t" / "orders").resolve())
     assert v.target == str((tmp_path / "env_root" / "out").resolve())
 
@@ -193,12 +200,15 @@ def test_sql_file_beside_view_file(tmp_path, monkeypatch):
     assert v.query == "-- the query\nSELECT a FROM orders"
 
 
-@pytest.mark.parametrize(("query", "stored"), [
-    ("SELECT a FROM orders; -- done", "SELECT a FROM orders"),
-    ("SELECT a FROM orders;;", "SELECT a FROM orders"),
-    ("SELECT a FROM orders /* c */ ;", "SELECT a FROM orders"),
-    ("SELECT a -- c\nFROM orders", "SELECT a -- c\nFROM orders"),
-    ("SELECT '--x' AS s FROM orders", "SELECT '--x' AS s FROM orders"),
-])
+@pytest.mark.parametrize(
+    ("query", "stored"),
+    [
+        ("SELECT a FROM orders; -- done", "SELECT a FROM orders"),
+        ("SELECT a FROM orders;;", "SELECT a FROM orders"),
+        ("SELECT a FROM orders /* c */ ;", "SELECT a FROM orders"),
+        ("SELECT a -- c\nFROM orders", "SELECT a -- c\nFROM orders"),
+        ("SELECT '--x' AS s FROM orders", "SELECT '--x' AS s FROM orders"),
+    ],
+)
 def test_trailing_semicolons_and_comments_are_dropped(query, stored):
     assert parse(doc(query=query)).query == stored

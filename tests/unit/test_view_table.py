@@ -28,8 +28,12 @@ SCHEMA = pa.schema([("id", pa.int64()), ("name", pa.string()), (TIME, pa.int64()
 
 
 def _view(data: Path):
-    return parse_view("name: v\nquery: SELECT id, name FROM orders\nsources: {orders: orders}\ntarget: v\n"
-                      "as_of: 2026-01-01T00:00:00Z\n", file=str(data / "views" / "v.yaml"), data_root=data)
+    return parse_view(
+        "name: v\nquery: SELECT id, name FROM orders\nsources: {orders: orders}\ntarget: v\n"
+        "as_of: 2026-01-01T00:00:00Z\n",
+        file=str(data / "views" / "v.yaml"),
+        data_root=data,
+    )
 
 
 def _stage(target: str, batch: str, rows: list[tuple[int, str, int, int]]) -> StagedFile:
@@ -78,8 +82,18 @@ def test_every_commit_of_ours_in_the_data_and_the_log(tmp_path):
 
     # append: files and the upper in one commit
     f = _stage(view.target, "b1", [(1, 'a"b', BASE + 9, 1), (2, "x", BASE + 9, 1), (2, "x", BASE + 9, 1)])
-    append = CommitInfo(operation="append", view="v", lower=BASE, upper=BASE + 10, batch_id="b1",
-                        sources={"orders": 3}, rows_added=3, rows_retracted=0, bytes=f.size, mode="full")
+    append = CommitInfo(
+        operation="append",
+        view="v",
+        lower=BASE,
+        upper=BASE + 10,
+        batch_id="b1",
+        sources={"orders": 3},
+        rows_added=3,
+        rows_retracted=0,
+        bytes=f.size,
+        mode="full",
+    )
     stale = ViewTable.open(view)  # a second handle at version 1
     assert table.commit_files(append, [f], upper=BASE + 10) == 2
     table.reload()
@@ -109,10 +123,22 @@ def test_every_commit_of_ours_in_the_data_and_the_log(tmp_path):
 
     # compact to since BASE + 9: the duplicate rows consolidate into one update with diff 2
     schema = table.arrow_schema()
-    consolidated = pa.Table.from_pylist([{"id": 1, "name": 'a"b', TIME: BASE + 9, DIFF: 1, ERROR: None},
-                                         {"id": 2, "name": "x", TIME: BASE + 9, DIFF: 2, ERROR: None}], schema=schema)
-    compact = CommitInfo(operation="compact", view="v", since=BASE + 9, previous_since=0, upper_seen=BASE + 10,
-                         run_id="c1", rows_before=3)
+    consolidated = pa.Table.from_pylist(
+        [
+            {"id": 1, "name": 'a"b', TIME: BASE + 9, DIFF: 1, ERROR: None},
+            {"id": 2, "name": "x", TIME: BASE + 9, DIFF: 2, ERROR: None},
+        ],
+        schema=schema,
+    )
+    compact = CommitInfo(
+        operation="compact",
+        view="v",
+        since=BASE + 9,
+        previous_since=0,
+        upper_seen=BASE + 10,
+        run_id="c1",
+        rows_before=3,
+    )
     assert table.commit_compaction(consolidated.to_reader(), predicate=f"{TIME} <= {BASE + 9}", info=compact) == 4
     table.reload()
     assert table.frontier == Frontier(upper=BASE + 10, since=BASE + 9, version=4)
@@ -132,8 +158,11 @@ def test_every_commit_of_ours_in_the_data_and_the_log(tmp_path):
     assert last is not None and last.version == 2 and last.info == append
 
     # a hand edit is foreign: no info, and it is now the last content change
-    write_deltalake(view.target, pa.Table.from_pylist([{"id": 9, "name": "z", TIME: BASE, DIFF: 1, ERROR: None}],
-                                                      schema=schema), mode="append")
+    write_deltalake(
+        view.target,
+        pa.Table.from_pylist([{"id": 9, "name": "z", TIME: BASE, DIFF: 1, ERROR: None}], schema=schema),
+        mode="append",
+    )
     last = table.reload().last_content_change(limit=50)
     assert last is not None and last.version == 5 and last.info is None and last.op is None
     assert last.operation == "WRITE"
@@ -141,8 +170,9 @@ def test_every_commit_of_ours_in_the_data_and_the_log(tmp_path):
 
 def test_open_refuses_unreadable_features_unless_asked_not_to_check(tmp_path):
     view = _view(tmp_path)
-    write_deltalake(view.target, pa.Table.from_pylist([], schema=SCHEMA),
-                    configuration={"delta.enableDeletionVectors": "true"})
+    write_deltalake(
+        view.target, pa.Table.from_pylist([], schema=SCHEMA), configuration={"delta.enableDeletionVectors": "true"}
+    )
     if "deletionVectors" not in (DeltaTable(view.target).protocol().reader_features or []):
         pytest.skip("this delta-rs does not enable deletion vectors on create")
     with pytest.raises(UnsupportedFeatureError, match="view v: target table: .* deletion vectors"):

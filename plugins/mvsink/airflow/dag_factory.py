@@ -40,8 +40,7 @@ def task_retries() -> dict[str, Any]:
     for its batch id in the commit log, so a commit whose reply was lost is reported, not redone.
     Retries are for runtime failures: bad input fails a task at once (:mod:`mvsink.airflow.config`).
     """
-    return {"retries": config.task_retries(),
-            "retry_delay": _dt.timedelta(seconds=config.task_retry_delay_seconds())}
+    return {"retries": config.task_retries(), "retry_delay": _dt.timedelta(seconds=config.task_retry_delay_seconds())}
 
 
 def dag_id_for(view_name: str) -> str:
@@ -75,13 +74,18 @@ def timetable_for(schedule: Schedule, views: dict[str, ViewDefinition], file: st
     if schedule.kind == "at":
         import pendulum
 
-        return EventsTimetable(event_dates=[pendulum.from_timestamp(t / 1000, tz="UTC") for t in schedule.at_ms],
-                               restrict_to_events=True, description="REFRESH AT listed times")
+        return EventsTimetable(
+            event_dates=[pendulum.from_timestamp(t / 1000, tz="UTC") for t in schedule.at_ms],
+            restrict_to_events=True,
+            description="REFRESH AT listed times",
+        )
     if schedule.kind == "on_commit":
         missing = [v for v in schedule.on_commit if v not in views]
         if missing:
-            raise ViewDefinitionError(f"view file {file}: field 'schedule': on_commit names unknown view(s) "
-                                      f"{missing}. Fix: name views defined in the same folder.")
+            raise ViewDefinitionError(
+                f"view file {file}: field 'schedule': on_commit names unknown view(s) "
+                f"{missing}. Fix: name views defined in the same folder."
+            )
         return [asset_for(views[v]) for v in schedule.on_commit]
     return None
 
@@ -97,17 +101,21 @@ def _start_date(view: ViewDefinition) -> _dt.datetime:
 
 
 def _doc_md(view: ViewDefinition) -> str:
-    srcs = "\n".join(f"- `{s.name}`: " + (f"view `{s.view}`" if s.kind == "view" else f"`{s.path}`")
-                     for s in view.sources)
-    return (f"### {view.name}\n\n{view.description or '(no description)'}\n\n"
-            f"**Target** `{view.target}` — **as_of** {_dt.datetime.fromtimestamp(view.as_of / 1000, _dt.UTC)}"
-            f" — **schedule** {view.schedule.kind}\n\n**Sources**\n{srcs}\n\n```sql\n{view.query}\n```\n\n"
-            f"Defined in `{view.file}`. Trigger with params `refresh_time` (ISO-8601 or epoch ms; empty = "
-            "the run's logical date) and `dry_run`.")
+    srcs = "\n".join(
+        f"- `{s.name}`: " + (f"view `{s.view}`" if s.kind == "view" else f"`{s.path}`") for s in view.sources
+    )
+    return (
+        f"### {view.name}\n\n{view.description or '(no description)'}\n\n"
+        f"**Target** `{view.target}` — **as_of** {_dt.datetime.fromtimestamp(view.as_of / 1000, _dt.UTC)}"
+        f" — **schedule** {view.schedule.kind}\n\n**Sources**\n{srcs}\n\n```sql\n{view.query}\n```\n\n"
+        f"Defined in `{view.file}`. Trigger with params `refresh_time` (ISO-8601 or epoch ms; empty = "
+        "the run's logical date) and `dry_run`."
+    )
 
 
-def build_dag(view: ViewDefinition, *, views: dict[str, ViewDefinition] | None = None,
-              views_dir: str | Path | None = None) -> Any:
+def build_dag(
+    view: ViewDefinition, *, views: dict[str, ViewDefinition] | None = None, views_dir: str | Path | None = None
+) -> Any:
     """The DAG of one view: mint (branch) -> write (spark-submit) -> append -> reschedule."""
     from airflow.providers.standard.operators.trigger_dagrun import TriggerDagRunOperator
     from airflow.sdk import DAG, Param, TriggerRule, task
@@ -131,10 +139,15 @@ def build_dag(view: ViewDefinition, *, views: dict[str, ViewDefinition] | None =
         default_args=task_retries(),
         params={
             # nullable: the UI's trigger form treats an empty non-null param as missing and blocks the trigger
-            "refresh_time": Param(None, type=["null", "string"], title="Refresh time",
-                                  description="ISO-8601 (UTC if no zone) or epoch ms; empty: the run's logical date"),
-            "dry_run": Param(False, type="boolean", title="Dry run",
-                             description="Compute and report the corrections; write nothing"),
+            "refresh_time": Param(
+                None,
+                type=["null", "string"],
+                title="Refresh time",
+                description="ISO-8601 (UTC if no zone) or epoch ms; empty: the run's logical date",
+            ),
+            "dry_run": Param(
+                False, type="boolean", title="Dry run", description="Compute and report the corrections; write nothing"
+            ),
         },
         render_template_as_native_obj=False,
     ) as dag:
@@ -164,26 +177,38 @@ def build_dag(view: ViewDefinition, *, views: dict[str, ViewDefinition] | None =
                 name=f"mvsink-write-{view.name}",
                 conf=split_secret_conf(spark_conf_for(view))[0],
                 application_args=[
-                    "--view-file", view.file,
-                    "--description", "{{ ti.xcom_pull(task_ids='mint', key='description') }}",
-                    "--report", "{{ ti.xcom_pull(task_ids='mint', key='report_path') }}",
+                    "--view-file",
+                    view.file,
+                    "--description",
+                    "{{ ti.xcom_pull(task_ids='mint', key='description') }}",
+                    "--report",
+                    "{{ ti.xcom_pull(task_ids='mint', key='report_path') }}",
                 ],
                 env_vars=tasks.spark_env(),
                 verbose=False,
             )
 
-        @task.branch(task_id="append", trigger_rule=TriggerRule.NONE_FAILED_MIN_ONE_SUCCESS,
-                     outlets=[asset_alias_for(view)])
+        @task.branch(
+            task_id="append", trigger_rule=TriggerRule.NONE_FAILED_MIN_ONE_SUCCESS, outlets=[asset_alias_for(view)]
+        )
         def append_task(**context: Any) -> list[str]:
             with config.no_retry_on_bad_input():
-                return tasks.append_step(view.name, views_dir, context, asset=asset_for(view),
-                                         alias=asset_alias_for(view), max_reschedules=config.max_reschedules())
+                return tasks.append_step(
+                    view.name,
+                    views_dir,
+                    context,
+                    asset=asset_for(view),
+                    alias=asset_alias_for(view),
+                    max_reschedules=config.max_reschedules(),
+                )
 
         reschedule = TriggerDagRunOperator(
             task_id="reschedule",
             trigger_dag_id=dag_id,
-            conf={"refresh_time": "{{ ti.xcom_pull(task_ids='append', key='reschedule_time') }}",
-                  "attempt": "{{ ti.xcom_pull(task_ids='append', key='reschedule_attempt') }}"},
+            conf={
+                "refresh_time": "{{ ti.xcom_pull(task_ids='append', key='reschedule_time') }}",
+                "attempt": "{{ ti.xcom_pull(task_ids='append', key='reschedule_attempt') }}",
+            },
             note="rescheduled by mvsink: another writer moved the table's upper",
         )
         m = mint_task()

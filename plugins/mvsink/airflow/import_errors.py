@@ -44,8 +44,14 @@ def report_broken_view_file(path: Path, error: Exception) -> None:
                 rel = str(path)
                 if not py_rel.is_absolute() and dag_file.is_absolute() and 0 < n <= len(dag_file.parents):
                     rel = os.path.relpath(path, dag_file.parents[n - 1])
-                result.errors.append(DagImportError(file_path=rel, message=str(error), error_type="import",
-                                                    stacktrace=f"{type(error).__name__}: {error}"))
+                result.errors.append(
+                    DagImportError(
+                        file_path=rel,
+                        message=str(error),
+                        error_type="import",
+                        stacktrace=f"{type(error).__name__}: {error}",
+                    )
+                )
                 return
             frame = frame.f_back  # type: ignore[assignment]
     except Exception:  # reporting must never take the other DAGs down

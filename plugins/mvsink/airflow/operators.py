@@ -42,8 +42,10 @@ def connection_spark_conf(extra: dict[str, Any], conn_id: str) -> dict[str, str]
         except ValueError:
             raw = None
     if not isinstance(raw, dict) or not all(isinstance(k, str) for k in raw):
-        raise MvSinkError(f"connection {conn_id}: extra field spark_conf must be a JSON object of Spark settings. "
-                          'Fix: write e.g. {"spark_conf": {"spark.hadoop.fs.s3a.secret.key": "..."}}.')
+        raise MvSinkError(
+            f"connection {conn_id}: extra field spark_conf must be a JSON object of Spark settings. "
+            'Fix: write e.g. {"spark_conf": {"spark.hadoop.fs.s3a.secret.key": "..."}}.'
+        )
     return {k: str(v) for k, v in raw.items()}
 
 

@@ -29,8 +29,9 @@ class RunParams:
 
 def _param_error(view: str, name: str, value: object, expected: str) -> MvSinkError:
     shown = repr(value) if len(repr(value)) <= 80 else repr(value)[:77] + "..."
-    return MvSinkError(f"view {view}: run param {name}={shown} is not {expected}. Fix: trigger the run with "
-                       f"{name} as {expected}.")
+    return MvSinkError(
+        f"view {view}: run param {name}={shown} is not {expected}. Fix: trigger the run with {name} as {expected}."
+    )
 
 
 def parse_refresh_time(value: object, *, view: str = "?") -> int | None:
@@ -84,5 +85,8 @@ def run_params(context: dict[str, Any], *, view: str = "?") -> RunParams:
     if r is None:
         when = getattr(dag_run, "logical_date", None) or getattr(dag_run, "run_after", None)
         r = parse_time(when)
-    return RunParams(refresh_time=r, dry_run=parse_flag(params.get("dry_run", False), name="dry_run", view=view),
-                     attempt=parse_attempt(conf.get("attempt"), view=view))
+    return RunParams(
+        refresh_time=r,
+        dry_run=parse_flag(params.get("dry_run", False), name="dry_run", view=view),
+        attempt=parse_attempt(conf.get("attempt"), view=view),
+    )

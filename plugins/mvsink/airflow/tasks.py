@@ -29,8 +29,11 @@ def spark_env() -> dict[str, str]:
 
     The provider's hook starts spark-submit with the task's whole environment updated with these.
     """
-    env = {"PYSPARK_PYTHON": sys.executable, "PYSPARK_DRIVER_PYTHON": sys.executable,
-           "SPARK_LOCAL_IP": settings.spark_local_ip()}
+    env = {
+        "PYSPARK_PYTHON": sys.executable,
+        "PYSPARK_DRIVER_PYTHON": sys.executable,
+        "SPARK_LOCAL_IP": settings.spark_local_ip(),
+    }
     env.update(settings.env_subset(settings.SPARK_JOB_ENV))
     return env
 
@@ -46,8 +49,16 @@ def mint_step(view_name: str, views_dir: str, context: dict[str, Any]) -> list[s
     if isinstance(desc, NothingToDo):
         status = "waiting for inputs" if desc.reason == "waiting_for_inputs" else desc.reason.replace("_", " ")
         log.info("view %s at %s: %s: %s; skipping write and append", view.name, format_time(r), status, desc.detail)
-        ti.xcom_push(key="summary", value={"view": view.name, "status": desc.reason, "refresh_time": r,
-                                            "upper": desc.upper, "reason": desc.detail})
+        ti.xcom_push(
+            key="summary",
+            value={
+                "view": view.name,
+                "status": desc.reason,
+                "refresh_time": r,
+                "upper": desc.upper,
+                "reason": desc.detail,
+            },
+        )
         ti.xcom_push(key="report", value=f"{view.name}: {status}: {desc.detail}")
         return []
     report_path = reports_dir() / f"{desc.batch_id}.json"
@@ -58,8 +69,15 @@ def mint_step(view_name: str, views_dir: str, context: dict[str, Any]) -> list[s
     error_path(str(report_path)).unlink(missing_ok=True)  # a bad-input record of an earlier run
     ti.xcom_push(key="description", value=desc.to_json())
     ti.xcom_push(key="report_path", value=str(report_path))
-    log.info("view %s: minted [%d, %d) at %s%s%s", view.name, desc.lower, desc.upper, format_time(r),
-             " (dry run)" if dry_run else "", " (no source changed: skipping the Spark step)" if desc.empty else "")
+    log.info(
+        "view %s: minted [%d, %d) at %s%s%s",
+        view.name,
+        desc.lower,
+        desc.upper,
+        format_time(r),
+        " (dry run)" if dry_run else "",
+        " (no source changed: skipping the Spark step)" if desc.empty else "",
+    )
     return ["append"] if desc.empty else ["write"]
 
 
@@ -73,12 +91,19 @@ def write_remote_step(view_name: str, views_dir: str, context: dict[str, Any], *
     desc = BatchDescription.from_json(ti.xcom_pull(task_ids="mint", key="description"))
     report = run_write(remote_session(remote, conf=view.spark_conf), view, desc)
     Path(ti.xcom_pull(task_ids="mint", key="report_path")).write_text(report.to_json())
-    return {"status": report.status, "rows_added": report.rows_added, "rows_retracted": report.rows_retracted,
-            "bytes": report.bytes, "files": len(report.files), "seconds": round(report.seconds, 3)}
+    return {
+        "status": report.status,
+        "rows_added": report.rows_added,
+        "rows_retracted": report.rows_retracted,
+        "bytes": report.bytes,
+        "files": len(report.files),
+        "seconds": round(report.seconds, 3),
+    }
 
 
-def append_step(view_name: str, views_dir: str, context: dict[str, Any], *, asset: Any, alias: Any,
-                max_reschedules: int) -> list[str]:
+def append_step(
+    view_name: str, views_dir: str, context: dict[str, Any], *, asset: Any, alias: Any, max_reschedules: int
+) -> list[str]:
     catalog = Catalog(views_dir)
     view = catalog.get(view_name)
     ti = context["ti"]
@@ -87,8 +112,10 @@ def append_step(view_name: str, views_dir: str, context: dict[str, Any], *, asse
     report_file = Path(ti.xcom_pull(task_ids="mint", key="report_path"))
     if not desc.empty:
         if not report_file.exists():
-            raise MvSinkError(f"view {view.name}: the write step left no report at {report_file}. Fix: check the "
-                              "write task's log; MVSINK_REPORTS_DIR must be shared by the write and append workers.")
+            raise MvSinkError(
+                f"view {view.name}: the write step left no report at {report_file}. Fix: check the "
+                "write task's log; MVSINK_REPORTS_DIR must be shared by the write and append workers."
+            )
         report = WriteReport.from_json(report_file.read_text())
     result = append(view, desc, report)
     report_file.unlink(missing_ok=True)
@@ -105,23 +132,57 @@ def append_step(view_name: str, views_dir: str, context: dict[str, Any], *, asse
         return []
     attempt = run_params(context, view=view.name).attempt
     if attempt >= max_reschedules:
-        raise MvSinkError(f"view {view.name}: refresh at {format_time(desc.refresh_time)} lost the race "
-                          f"{attempt + 1} times ({result.reason}). Fix: check for competing writers of "
-                          f"{view.target}; raise MVSINK_MAX_RESCHEDULES to retry longer.")
+        raise MvSinkError(
+            f"view {view.name}: refresh at {format_time(desc.refresh_time)} lost the race "
+            f"{attempt + 1} times ({result.reason}). Fix: check for competing writers of "
+            f"{view.target}; raise MVSINK_MAX_RESCHEDULES to retry longer."
+        )
     ti.xcom_push(key="reschedule_time", value=str(desc.refresh_time))
     ti.xcom_push(key="reschedule_attempt", value=str(attempt + 1))
-    log.warning("view %s: %s; starting a new run for refresh time %s (attempt %d)", view.name,
-                result.summary(), format_time(desc.refresh_time), attempt + 1)
+    log.warning(
+        "view %s: %s; starting a new run for refresh time %s (attempt %d)",
+        view.name,
+        result.summary(),
+        format_time(desc.refresh_time),
+        attempt + 1,
+    )
     return ["reschedule"]
 
 
 # what an Asset event of a view's append carries (integers and their ISO-8601 UTC forms, and the freshness)
-ASSET_EVENT_KEYS = ("lower", "upper", "refresh_time", "rows_added", "rows_retracted", "bytes", "version",
-                    "refresh_time_utc", "final_through_utc", "lag_ms", "lag", "max_lag_ms", "max_lag", "stale")
+ASSET_EVENT_KEYS = (
+    "lower",
+    "upper",
+    "refresh_time",
+    "rows_added",
+    "rows_retracted",
+    "bytes",
+    "version",
+    "refresh_time_utc",
+    "final_through_utc",
+    "lag_ms",
+    "lag",
+    "max_lag_ms",
+    "max_lag",
+    "stale",
+)
 
 
-SUMMARY_FIRST = ("view", "status", "refresh_time_utc", "final_through_utc", "lag", "stale", "max_lag", "rows_added",
-                 "rows_retracted", "bytes", "mode", "version", "reason")
+SUMMARY_FIRST = (
+    "view",
+    "status",
+    "refresh_time_utc",
+    "final_through_utc",
+    "lag",
+    "stale",
+    "max_lag",
+    "rows_added",
+    "rows_retracted",
+    "bytes",
+    "mode",
+    "version",
+    "reason",
+)
 
 
 def refresh_summary(view: Any, result: Any) -> tuple[dict[str, Any], str]:
@@ -134,8 +195,11 @@ def refresh_summary(view: Any, result: Any) -> tuple[dict[str, Any], str]:
     line = result.summary()
     if result.status == "appended" and result.upper is not None:
         fresh = freshness(view, result.upper - 1)
-        full.update(fresh, lag=None if fresh["lag_ms"] is None else format_duration(fresh["lag_ms"]),
-                    max_lag=None if fresh["max_lag_ms"] is None else format_duration(fresh["max_lag_ms"]))
+        full.update(
+            fresh,
+            lag=None if fresh["lag_ms"] is None else format_duration(fresh["lag_ms"]),
+            max_lag=None if fresh["max_lag_ms"] is None else format_duration(fresh["max_lag_ms"]),
+        )
         line += f"; lag {format_freshness(fresh)}"
     # what a person looks for first (the UI shows the top of the JSON), then everything else
     summary = {k: full[k] for k in SUMMARY_FIRST if k in full}
@@ -153,8 +217,13 @@ def compact_if_due(view: Any, catalog: Catalog) -> dict[str, Any] | None:
     try:
         res = compact(view, catalog=catalog, if_due=True)
     except Exception as exc:  # the append is committed: nothing here may fail it
-        log.warning("view %s: compaction after the append failed (%s: %s); the next append will try again",
-                    view.name, type(exc).__name__, exc, exc_info=True)
+        log.warning(
+            "view %s: compaction after the append failed (%s: %s); the next append will try again",
+            view.name,
+            type(exc).__name__,
+            exc,
+            exc_info=True,
+        )
         return None
     log.info("%s", res.summary())
     return res.to_dict()

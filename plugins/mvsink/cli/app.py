@@ -35,9 +35,15 @@ def _time(text: str) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="mvsink", description="Self-correcting materialized views on Spark and Delta Lake.")
-    p.add_argument("-v", "--verbose", action="store_true",
-                   help="log progress (INFO) to stderr; on an error also print its traceback")
+    p = argparse.ArgumentParser(
+        prog="mvsink", description="Self-correcting materialized views on Spark and Delta Lake."
+    )
+    p.add_argument(
+        "-v",
+        "--verbose",
+        action="store_true",
+        help="log progress (INFO) to stderr; on an error also print its traceback",
+    )
     sub = p.add_subparsers(dest="command", required=True)
 
     def common(sp: argparse.ArgumentParser) -> None:
@@ -46,54 +52,89 @@ def build_parser() -> argparse.ArgumentParser:
 
     r = sub.add_parser("refresh", help="bring a view up to a refresh time (mint, write, append)")
     common(r)
-    r.add_argument("--at", required=True, type=_time, metavar="TIME",
-                   help="refresh time: ISO-8601 (UTC if no zone) or epoch milliseconds")
+    r.add_argument(
+        "--at",
+        required=True,
+        type=_time,
+        metavar="TIME",
+        help="refresh time: ISO-8601 (UTC if no zone) or epoch milliseconds",
+    )
     r.add_argument("--dry-run", action="store_true", help="compute and report the corrections, write nothing")
     r.add_argument("--json", action="store_true", help="print the result as a JSON object")
     r.add_argument("--run-id", help="id recorded in the commit log (default: generated)")
     r.add_argument("--master", default="local[2]", help="Spark master for spark-submit (default local[2])")
     r.add_argument("--spark-conf", action="append", default=[], metavar="KEY=VALUE", help="extra Spark setting")
     r.add_argument("--in-process", action="store_true", help="run Spark in this process instead of spark-submit")
-    r.add_argument("--remote", metavar="sc://HOST:PORT", default=None,
-                   help="write through a running Spark Connect server (see connect-server; env MVSINK_SPARK_REMOTE)")
+    r.add_argument(
+        "--remote",
+        metavar="sc://HOST:PORT",
+        default=None,
+        help="write through a running Spark Connect server (see connect-server; env MVSINK_SPARK_REMOTE)",
+    )
 
     rd = sub.add_parser("read", help="print a view's contents as of a time")
     common(rd)
     rd.add_argument("--as-of", type=_time, metavar="TIME", help="time to read (default: upper - 1)")
     rd.add_argument("--format", choices=("table", "csv", "jsonl"), default="table")
-    rd.add_argument("--errors", choices=("fail", "include", "ignore"), default="fail",
-                    help="rows that failed the view's error checks: fail the read (default), include them "
-                         "(with _mv_error), or ignore them (ok rows only)")
+    rd.add_argument(
+        "--errors",
+        choices=("fail", "include", "ignore"),
+        default="fail",
+        help="rows that failed the view's error checks: fail the read (default), include them "
+        "(with _mv_error), or ignore them (ok rows only)",
+    )
 
     ch = sub.add_parser("changes", help="print a view's updates (row, _mv_time, _mv_diff) between two times")
     common(ch)
-    ch.add_argument("--from", dest="from_time", required=True, type=_time, metavar="T1",
-                    help="first time included (at or above since)")
+    ch.add_argument(
+        "--from",
+        dest="from_time",
+        required=True,
+        type=_time,
+        metavar="T1",
+        help="first time included (at or above since)",
+    )
     ch.add_argument("--to", dest="to_time", type=_time, metavar="T2", help="first time excluded (default: the upper)")
-    ch.add_argument("--format", choices=("jsonl", "csv", "table"), default="jsonl",
-                    help="jsonl (default): one JSON object per update; csv: a header line, then one line each")
+    ch.add_argument(
+        "--format",
+        choices=("jsonl", "csv", "table"),
+        default="jsonl",
+        help="jsonl (default): one JSON object per update; csv: a header line, then one line each",
+    )
 
     cp = sub.add_parser("compact", help="consolidate history older than retain_history (advances since)")
     common(cp)
-    cp.add_argument("--since", type=_time, metavar="TIME",
-                    help="new since (default: upper - 1 - retain_history of the view file)")
-    cp.add_argument("--if-due", action="store_true",
-                    help="only if since would advance by at least retain_history / 4 (what the DAG does)")
+    cp.add_argument(
+        "--since", type=_time, metavar="TIME", help="new since (default: upper - 1 - retain_history of the view file)"
+    )
+    cp.add_argument(
+        "--if-due",
+        action="store_true",
+        help="only if since would advance by at least retain_history / 4 (what the DAG does)",
+    )
     cp.add_argument("--json", action="store_true")
 
     vc = sub.add_parser("vacuum", help="delete files no retained version needs (never a batch in flight)")
     common(vc)
-    vc.add_argument("--retention-hours", type=int, metavar="H",
-                    help="keep files removed less than H hours ago (default: the table's retention, 168)")
+    vc.add_argument(
+        "--retention-hours",
+        type=int,
+        metavar="H",
+        help="keep files removed less than H hours ago (default: the table's retention, 168)",
+    )
     vc.add_argument("--force", action="store_true", help="allow a retention below the table's minimum")
     vc.add_argument("--dry-run", action="store_true", help="list the files, delete nothing")
     vc.add_argument("--json", action="store_true")
 
     gc = sub.add_parser("gc", help="delete staged batches no commit references (never one that may still commit)")
     common(gc)
-    gc.add_argument("--grace-seconds", type=float, metavar="N",
-                    help="an unfinished write younger than N seconds counts as in flight and is kept "
-                         "(default: $MVSINK_STAGING_GRACE_SECONDS or 3600)")
+    gc.add_argument(
+        "--grace-seconds",
+        type=float,
+        metavar="N",
+        help="an unfinished write younger than N seconds counts as in flight and is kept "
+        "(default: $MVSINK_STAGING_GRACE_SECONDS or 3600)",
+    )
     gc.add_argument("--dry-run", action="store_true", help="report what would be removed, remove nothing")
     gc.add_argument("--json", action="store_true")
 
@@ -173,16 +214,19 @@ def _gc(view: Any, *, grace_seconds: float | None, dry_run: bool) -> dict[str, A
     if not table.exists:
         return {"discarded": [], "settled": [], "orphans": [], "kept": [], "upper": None}
     upper = table.frontier.upper
-    res: dict[str, Any] = gc(view.target, upper=upper, active=table.active_paths(), grace_seconds=grace_seconds,
-                             dry_run=dry_run)
+    res: dict[str, Any] = gc(
+        view.target, upper=upper, active=table.active_paths(), grace_seconds=grace_seconds, dry_run=dry_run
+    )
     return {**res, "upper": upper}
 
 
 def _gc_summary(name: str, res: dict[str, Any], dry_run: bool) -> str:
     verb = "would remove" if dry_run else "removed"
-    lines = [f"{name}: {verb} {len(res['discarded'])} dead staged batch(es), {len(res['orphans'])} orphan "
-             f"folder(s); {'would settle' if dry_run else 'settled'} {len(res['settled'])} committed batch(es); "
-             f"kept {len(res['kept'])} (may still commit, or written less than the grace period ago)"]
+    lines = [
+        f"{name}: {verb} {len(res['discarded'])} dead staged batch(es), {len(res['orphans'])} orphan "
+        f"folder(s); {'would settle' if dry_run else 'settled'} {len(res['settled'])} committed batch(es); "
+        f"kept {len(res['kept'])} (may still commit, or written less than the grace period ago)"
+    ]
     for k in ("discarded", "orphans", "settled", "kept"):
         lines += [f"  {k}: {b}" for b in res[k]]
     return "\n".join(lines)
@@ -226,8 +270,11 @@ def report_error(exc: BaseException, *, verbose: bool) -> int:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING,
-                        format="%(asctime)s %(levelname)s %(name)s: %(message)s", stream=sys.stderr)
+    logging.basicConfig(
+        level=logging.INFO if args.verbose else logging.WARNING,
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+        stream=sys.stderr,
+    )
     try:
         return _run(args)
     except KeyboardInterrupt:
@@ -252,8 +299,17 @@ def _run(args: argparse.Namespace) -> int:
 
         remote = args.remote or settings.spark_remote()
         runner: Runner = "connect" if remote else "inprocess" if args.in_process else "submit"
-        result = refresh(view, args.at, catalog=catalog, dry_run=args.dry_run, run_id=args.run_id,
-                         runner=runner, master=args.master, spark_conf=_spark_conf(args), remote=remote)
+        result = refresh(
+            view,
+            args.at,
+            catalog=catalog,
+            dry_run=args.dry_run,
+            run_id=args.run_id,
+            runner=runner,
+            master=args.master,
+            spark_conf=_spark_conf(args),
+            remote=remote,
+        )
         print(json.dumps(result.to_dict(), sort_keys=True) if args.json else result.summary())
     elif args.command == "read":
         from mvsink.readers.arrow import read_view
@@ -273,8 +329,9 @@ def _run(args: argparse.Namespace) -> int:
     elif args.command == "vacuum":
         from mvsink.maintenance.vacuum import vacuum
 
-        vres = vacuum(view, retention_hours=args.retention_hours, dry_run=args.dry_run,
-                      enforce_retention=not args.force)
+        vres = vacuum(
+            view, retention_hours=args.retention_hours, dry_run=args.dry_run, enforce_retention=not args.force
+        )
         print(json.dumps(vres.to_dict(), sort_keys=True) if args.json else vres.summary())
     elif args.command == "gc":
         gres = _gc(view, grace_seconds=args.grace_seconds, dry_run=args.dry_run)

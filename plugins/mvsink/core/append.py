@@ -56,24 +56,34 @@ class RefreshResult:
         checks = f"; checks: {format_counts(self.checks)}" if self.checks else ""
         batch = f"[{format_time_or_none(self.lower)}, {format_time_or_none(self.upper)})"
         if self.status == "appended":
-            return (f"{self.view}: appended {batch} at {format_time(self.refresh_time)}: "
-                    f"+{self.rows_added} -{self.rows_retracted} rows, {self.bytes} bytes in {self.files} file(s), "
-                    f"Delta version {self.version}, final through {format_time_or_none(_final(self.upper))}"
-                    + (f", {self.mode} diff" if self.mode else "") + (f" ({self.reason})" if self.reason else "")
-                    + checks)
+            return (
+                f"{self.view}: appended {batch} at {format_time(self.refresh_time)}: "
+                f"+{self.rows_added} -{self.rows_retracted} rows, {self.bytes} bytes in {self.files} file(s), "
+                f"Delta version {self.version}, final through {format_time_or_none(_final(self.upper))}"
+                + (f", {self.mode} diff" if self.mode else "")
+                + (f" ({self.reason})" if self.reason else "")
+                + checks
+            )
         if self.status == "dry_run":
-            return (f"{self.view}: dry run {batch}: would add {self.rows_added} and retract "
-                    f"{self.rows_retracted} rows" + (f" ({self.mode} diff)" if self.mode else "") + "; nothing written"
-                    + checks)
+            return (
+                f"{self.view}: dry run {batch}: would add {self.rows_added} and retract "
+                f"{self.rows_retracted} rows"
+                + (f" ({self.mode} diff)" if self.mode else "")
+                + "; nothing written"
+                + checks
+            )
         if self.status == "rescheduled":
-            return (f"{self.view}: rescheduled: upper is now {format_time_or_none(self.upper)} ({self.reason})")
+            return f"{self.view}: rescheduled: upper is now {format_time_or_none(self.upper)} ({self.reason})"
         return f"{self.view}: up to date: {self.reason}"
 
     def to_dict(self) -> dict[str, Any]:
         """Every field (times as integer epoch ms), plus the times as ISO-8601 UTC (``*_utc``)."""
         d = dataclasses.asdict(self)
-        iso = {"refresh_time": format_time(self.refresh_time), "lower": format_time_or_none(self.lower),
-               "upper": format_time_or_none(self.upper)}
+        iso = {
+            "refresh_time": format_time(self.refresh_time),
+            "lower": format_time_or_none(self.lower),
+            "upper": format_time_or_none(self.upper),
+        }
         out: dict[str, Any] = {}
         for k, v in d.items():  # each ISO-8601 time right after its integer, for people reading the JSON
             out[k] = v
@@ -94,12 +104,20 @@ def append(view: ViewDefinition, desc: BatchDescription, report: WriteReport | N
     the upper). Returns ``appended``, ``rescheduled`` (another writer moved the upper, or the
     table changed under the batch; staged files deleted) or ``dry_run``.
     """
-    res = RefreshResult(view=view.name, status="rescheduled", refresh_time=desc.refresh_time, lower=desc.lower,
-                        batch_id=desc.batch_id)
+    res = RefreshResult(
+        view=view.name, status="rescheduled", refresh_time=desc.refresh_time, lower=desc.lower, batch_id=desc.batch_id
+    )
     if desc.dry_run:
         assert report is not None
-        return dataclasses.replace(res, status="dry_run", upper=desc.upper, rows_added=report.rows_added,
-                                   rows_retracted=report.rows_retracted, mode=report.mode, checks=report.checks)
+        return dataclasses.replace(
+            res,
+            status="dry_run",
+            upper=desc.upper,
+            rows_added=report.rows_added,
+            rows_retracted=report.rows_retracted,
+            mode=report.mode,
+            checks=report.checks,
+        )
     report = _staged_report(view, desc, report)
     if report is not None and report.status == "stale":
         return _mismatch(view, desc, None, "the batch was stale when write read the table", res)
@@ -110,14 +128,17 @@ def append(view: ViewDefinition, desc: BatchDescription, report: WriteReport | N
 
         ViewTable.create(view, decode_schema(report.schema))
 
-    failpoint("append:before_validate", view=view.name, views_dir=str(Path(view.file).parent),
-              refresh_time=desc.refresh_time)
+    failpoint(
+        "append:before_validate", view=view.name, views_dir=str(Path(view.file).parent), refresh_time=desc.refresh_time
+    )
     for _ in range(MAX_ATTEMPTS):
         result = _attempt(view, desc, report, res)
         if result is not None:
             return result
-    raise CommitRaceError(f"view {view.name}: append lost {MAX_ATTEMPTS} commit races in a row to unrelated commits. "
-                          "Fix: re-run the refresh when the table is quieter.")
+    raise CommitRaceError(
+        f"view {view.name}: append lost {MAX_ATTEMPTS} commit races in a row to unrelated commits. "
+        "Fix: re-run the refresh when the table is quieter."
+    )
 
 
 def _staged_report(view: ViewDefinition, desc: BatchDescription, report: WriteReport | None) -> WriteReport | None:
@@ -126,13 +147,16 @@ def _staged_report(view: ViewDefinition, desc: BatchDescription, report: WriteRe
         return report
     report = read_manifest(desc.target, desc.batch_id)
     if report is None:
-        raise StagingError(f"view {view.name}: batch {desc.batch_id} has no manifest under {desc.target}. "
-                           "Fix: re-run the refresh (the write step did not finish).")
+        raise StagingError(
+            f"view {view.name}: batch {desc.batch_id} has no manifest under {desc.target}. "
+            "Fix: re-run the refresh (the write step did not finish)."
+        )
     return report
 
 
-def _attempt(view: ViewDefinition, desc: BatchDescription, report: WriteReport | None,
-             res: RefreshResult) -> RefreshResult | None:
+def _attempt(
+    view: ViewDefinition, desc: BatchDescription, report: WriteReport | None, res: RefreshResult
+) -> RefreshResult | None:
     """One validate-and-commit round; None when it must be re-validated (a lost race, an evolve, a bump)."""
     files = report.files if report is not None and report.status == "staged" else ()
     table = _table(view, desc).require()
@@ -141,19 +165,30 @@ def _attempt(view: ViewDefinition, desc: BatchDescription, report: WriteReport |
     mine = [h for h in hist if h.op == "append" and h.info is not None and h.info.batch_id == desc.batch_id]
     if mine:  # a retry after a lost reply: our batch is already in the log
         _settle(view, desc, table, fr.upper)
-        return _appended(view, desc, report, mine[0].version, fr.upper, res,
-                         note="already committed by an earlier attempt")
+        return _appended(
+            view, desc, report, mine[0].version, fr.upper, res, note="already committed by an earlier attempt"
+        )
     if fr.upper == desc.lower:
         # Our own content-preserving commits are benign: a lost commit race to a compaction is
         # re-validated and retried here. A compaction is benign only if its since is below
         # lower (contents at lower - 1, which write read, are then unchanged); compaction
         # never goes past upper - 1, so anything else is treated like a foreign commit.
-        foreign = [h for h in hist if h.info is None or not h.info.content_preserving
-                   or (h.info.operation == "compact" and int(h.info.since or 0) >= desc.lower)]
+        foreign = [
+            h
+            for h in hist
+            if h.info is None
+            or not h.info.content_preserving
+            or (h.info.operation == "compact" and int(h.info.since or 0) >= desc.lower)
+        ]
         if foreign:
             h = foreign[0]
-            return _mismatch(view, desc, fr.upper, f"the table changed after write read it "
-                             f"(version {h.version}: {h.op or h.operation})", res)
+            return _mismatch(
+                view,
+                desc,
+                fr.upper,
+                f"the table changed after write read it (version {h.version}: {h.op or h.operation})",
+                res,
+            )
         problem = staged_files_ok(desc.target, files)
         if problem:
             raise StagingError(f"view {view.name}: {problem}. Fix: re-run the refresh; the batch will be restaged.")
@@ -168,8 +203,10 @@ def _attempt(view: ViewDefinition, desc: BatchDescription, report: WriteReport |
         _settle(view, desc, None, desc.upper)
         return _appended(view, desc, report, version, desc.upper, res)
     if fr.upper < desc.lower and desc.lower == view.as_of:
-        if table.commit_files(CommitInfo.for_batch(desc, "bump", from_upper=fr.upper), (),
-                              upper=desc.lower) is not None:
+        if (
+            table.commit_files(CommitInfo.for_batch(desc, "bump", from_upper=fr.upper), (), upper=desc.lower)
+            is not None
+        ):
             log.info("view %s: advanced the upper from %d to as_of %d", view.name, fr.upper, desc.lower)
         return None
     return _mismatch(view, desc, fr.upper, "another writer moved the upper", res)
@@ -184,13 +221,16 @@ def _append_info(desc: BatchDescription, report: WriteReport | None) -> CommitIn
     """The append's commit info: the batch, its lineage, what write computed and how."""
     counts = _checks_of(desc, report)
     return CommitInfo.for_batch(
-        desc, "append",
+        desc,
+        "append",
         rows_added=report.rows_added if report else 0,
         rows_retracted=report.rows_retracted if report else 0,
         bytes=report.bytes if report else 0,
         mode=report.mode if report else "unchanged",
         mode_reason=report.mode_reason if report else "no source changed",
-        checks=counts or None, **_timing(desc, report))
+        checks=counts or None,
+        **_timing(desc, report),
+    )
 
 
 def _timing(desc: BatchDescription, report: WriteReport | None) -> dict[str, int]:
@@ -222,25 +262,41 @@ def _settle(view: ViewDefinition, desc: BatchDescription, table: ViewTable | Non
         collect_garbage(desc.target, upper=upper, active=table.active_paths())
 
 
-def _appended(view: ViewDefinition, desc: BatchDescription, report: WriteReport | None, version: int,
-              upper: int, res: RefreshResult, note: str = "") -> RefreshResult:
-    r = dataclasses.replace(res, status="appended", upper=upper, version=version,
-                      rows_added=report.rows_added if report else 0,
-                      rows_retracted=report.rows_retracted if report else 0,
-                      bytes=report.bytes if report else 0, files=len(report.files) if report else 0,
-                      mode=report.mode if report else "", checks=_checks_of(desc, report),
-                      reason=note or ("no source changed: only the upper moved" if desc.empty else ""))
+def _appended(
+    view: ViewDefinition,
+    desc: BatchDescription,
+    report: WriteReport | None,
+    version: int,
+    upper: int,
+    res: RefreshResult,
+    note: str = "",
+) -> RefreshResult:
+    r = dataclasses.replace(
+        res,
+        status="appended",
+        upper=upper,
+        version=version,
+        rows_added=report.rows_added if report else 0,
+        rows_retracted=report.rows_retracted if report else 0,
+        bytes=report.bytes if report else 0,
+        files=len(report.files) if report else 0,
+        mode=report.mode if report else "",
+        checks=_checks_of(desc, report),
+        reason=note or ("no source changed: only the upper moved" if desc.empty else ""),
+    )
     log.info("%s", r.summary())
     return r
 
 
-def _mismatch(view: ViewDefinition, desc: BatchDescription, upper: int | None, why: str,
-              res: RefreshResult) -> RefreshResult:
+def _mismatch(
+    view: ViewDefinition, desc: BatchDescription, upper: int | None, why: str, res: RefreshResult
+) -> RefreshResult:
     discard_batch(desc.target, desc.batch_id)
     table = _table(view, desc, check=False)
     if table.exists:
         upper = table.frontier.upper
         collect_garbage(desc.target, upper=upper, active=table.active_paths())
-    log.warning("view %s: batch [%d, %d) not appended: %s; upper is now %s", view.name, desc.lower, desc.upper,
-                why, upper)
+    log.warning(
+        "view %s: batch [%d, %d) not appended: %s; upper is now %s", view.name, desc.lower, desc.upper, why, upper
+    )
     return dataclasses.replace(res, status="rescheduled", upper=upper, reason=why)

@@ -65,15 +65,31 @@ class BatchDescription:
         d = dict(d)
         d["sources"] = tuple(SourceRead(**s) for s in d["sources"])
         desc = cls(**d)
-        _check_types(desc, {"view": str, "target": str, "lower": int, "upper": int, "refresh_time": int,
-                            "table_version": int, "run_id": str, "batch_id": str, "definition": str,
-                            "dry_run": bool, "empty": bool})
+        _check_types(
+            desc,
+            {
+                "view": str,
+                "target": str,
+                "lower": int,
+                "upper": int,
+                "refresh_time": int,
+                "table_version": int,
+                "run_id": str,
+                "batch_id": str,
+                "definition": str,
+                "dry_run": bool,
+                "empty": bool,
+            },
+        )
         for s in desc.sources:
             _check_types(s, {"name": str, "kind": str, "path": str, "version": int})
         if desc.base_versions is not None and not all(
-                isinstance(k, str) and type(v) is int for k, v in desc.base_versions.items()):
-            raise ValueError(f"batch description: base_versions {desc.base_versions!r} is not a map of names to "
-                             "versions. Fix: pass the description mint produced, unchanged.")
+            isinstance(k, str) and type(v) is int for k, v in desc.base_versions.items()
+        ):
+            raise ValueError(
+                f"batch description: base_versions {desc.base_versions!r} is not a map of names to "
+                "versions. Fix: pass the description mint produced, unchanged."
+            )
         return desc
 
     @classmethod
@@ -86,8 +102,10 @@ def _check_types(obj: object, types: dict[str, type]) -> None:
     for name, want in types.items():
         value = getattr(obj, name)
         if type(value) is not want:  # exact: a bool is not an int here, and "1" is not 1
-            raise ValueError(f"batch description: field {name!r} is {value!r} ({type(value).__name__}), "
-                             f"not {want.__name__}. Fix: pass the description mint produced, unchanged.")
+            raise ValueError(
+                f"batch description: field {name!r} is {value!r} ({type(value).__name__}), "
+                f"not {want.__name__}. Fix: pass the description mint produced, unchanged."
+            )
 
 
 @dataclasses.dataclass(frozen=True)

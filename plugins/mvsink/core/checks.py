@@ -23,8 +23,9 @@ CheckCounts = dict[str, dict[str, Any]]
 
 def counts_of(view: ViewDefinition, metrics: Mapping[str, Any]) -> CheckCounts:
     """Observation metrics -> ``{check: {"action": ..., "rows": n}}``."""
-    return {c.name: {"action": c.action, "rows": int(metrics.get(f"check_{i}") or 0)}
-            for i, c in enumerate(view.checks)}
+    return {
+        c.name: {"action": c.action, "rows": int(metrics.get(f"check_{i}") or 0)} for i, c in enumerate(view.checks)
+    }
 
 
 def add_counts(view: ViewDefinition, base: Mapping[str, Any], delta: CheckCounts) -> CheckCounts | None:
@@ -41,8 +42,9 @@ def add_counts(view: ViewDefinition, base: Mapping[str, Any], delta: CheckCounts
 def format_counts(counts: Mapping[str, Any]) -> str:
     """``positive_qty: 2 errors, test_rows: 1 dropped, big_qty: 3 warned``."""
     words = {"error": "error row(s)", "drop": "dropped", "warn": "warned"}
-    return ", ".join(f"{name}: {c.get('rows', 0)} {words.get(c.get('action', ''), 'rows')}"
-                     for name, c in counts.items())
+    return ", ".join(
+        f"{name}: {c.get('rows', 0)} {words.get(c.get('action', ''), 'rows')}" for name, c in counts.items()
+    )
 
 
 def worst_check(per: dict[str, int]) -> str:
@@ -64,4 +66,7 @@ def view_errors(view_name: str, per: dict[str, int], sample: dict[str, Any], *, 
         f"({sample_text}) failed check '{first}'. Fix: correct the source rows (the next refresh removes "
         "the errors), or read with errors='include' (--errors include) to get them with their _mv_error, "
         "or errors='ignore' (--errors ignore) to read only the ok rows.",
-        counts=dict(per), sample=sample, check=first)
+        counts=dict(per),
+        sample=sample,
+        check=first,
+    )

@@ -76,19 +76,32 @@ class CommitInfo:
 
         An append also records the lineage: each source's version and table id, and the definition.
         """
-        base: dict[str, Any] = dict(operation=operation, view=desc.view, lower=desc.lower, upper=desc.upper,
-                                    refresh_time=desc.refresh_time, run_id=desc.run_id, batch_id=desc.batch_id)
+        base: dict[str, Any] = dict(
+            operation=operation,
+            view=desc.view,
+            lower=desc.lower,
+            upper=desc.upper,
+            refresh_time=desc.refresh_time,
+            run_id=desc.run_id,
+            batch_id=desc.batch_id,
+        )
         if operation == "append":
-            base.update(sources={s.name: s.version for s in desc.sources},
-                        source_ids={s.name: s.table_id for s in desc.sources}, definition=desc.definition)
+            base.update(
+                sources={s.name: s.version for s in desc.sources},
+                source_ids={s.name: s.table_id for s in desc.sources},
+                definition=desc.definition,
+            )
         return cls(**{**base, **fields})
 
     # ------------------------------------------------------------ the format
 
     def to_dict(self) -> dict[str, Any]:
         """The recorded keys (without the ``mvsink.`` prefix) and their values; unset keys left out."""
-        out = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)
-               if f.name != "extra" and getattr(self, f.name) is not None}
+        out = {
+            f.name: getattr(self, f.name)
+            for f in dataclasses.fields(self)
+            if f.name != "extra" and getattr(self, f.name) is not None
+        }
         out.update(self.extra)
         return out
 
@@ -99,7 +112,7 @@ class CommitInfo:
     @classmethod
     def from_history(cls, entry: Mapping[str, Any]) -> CommitInfo | None:
         """Decode a ``history()`` entry or a log file's ``commitInfo`` action; None for a foreign commit."""
-        decoded = {k[len(META):]: _decode(v) for k, v in entry.items() if k.startswith(META)}
+        decoded = {k[len(META) :]: _decode(v) for k, v in entry.items() if k.startswith(META)}
         op = decoded.pop("operation", None)
         if op is None:
             return None

@@ -42,6 +42,7 @@ def _commit_file(path: str, version: int) -> Path:
 
 # ---------------------------------------------------------------- versions and their commit times
 
+
 def commit_times(path: str) -> dict[int, int]:
     """Version -> commit time in ms (the commit file's modification time) of every retained commit."""
     out: dict[int, int] = {}
@@ -86,6 +87,7 @@ def set_commit_time(path: str, t_ms: int, *, version: int | None = None) -> int:
 
 
 # ---------------------------------------------------------------- one commit's actions
+
 
 @dataclasses.dataclass(frozen=True)
 class Commit:
@@ -155,6 +157,7 @@ def _parse(text: str) -> tuple[dict[str, Any], ...]:
 
 # ---------------------------------------------------------------- our batches in the log
 
+
 def batches_committed(path: str, batch_ids: Iterable[str], *, committed_from_ms: float | None = None) -> set[str]:
     """The batch ids among ``batch_ids`` that an append commit in the log records.
 
@@ -183,6 +186,7 @@ def batches_committed(path: str, batch_ids: Iterable[str], *, committed_from_ms:
 
 
 # ---------------------------------------------------------------- change sets between two versions
+
 
 @dataclasses.dataclass(frozen=True)
 class ChangeFile:

@@ -25,8 +25,13 @@ import sys
 from mvsink.exceptions import InjectedFault
 
 ENV = "MVSINK_FAIL_POINTS"
-POINTS = ("write:after_staging", "append:before_validate", "append:before_commit", "append:after_commit",
-          "compact:before_commit")
+POINTS = (
+    "write:after_staging",
+    "append:before_validate",
+    "append:before_commit",
+    "append:after_commit",
+    "compact:before_commit",
+)
 SYNC_DIR_ENV = "MVSINK_SYNC_DIR"
 SYNC_TIMEOUT_SECONDS = 300
 
@@ -65,8 +70,9 @@ def _first_time(name: str, only: str) -> bool:
     return True
 
 
-def failpoint(name: str, *, view: str | None = None, views_dir: str | None = None,
-              refresh_time: int | None = None) -> None:
+def failpoint(
+    name: str, *, view: str | None = None, views_dir: str | None = None, refresh_time: int | None = None
+) -> None:
     """Raise, exit or compete if ``name`` is armed in the environment (for ``view``)."""
     armed = _armed(name, view)
     if armed is None:
@@ -79,9 +85,25 @@ def failpoint(name: str, *, view: str | None = None, views_dir: str | None = Non
         return
     if action == "compete" and view and views_dir and refresh_time is not None:
         env = {k: v for k, v in os.environ.items() if k != ENV}
-        subprocess.run([sys.executable, "-m", "mvsink", "refresh", view, "--at", str(refresh_time),
-                        "--views-dir", views_dir, "--run-id", "injected-competitor"], env=env, check=True,
-                       capture_output=True, text=True)
+        subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "mvsink",
+                "refresh",
+                view,
+                "--at",
+                str(refresh_time),
+                "--views-dir",
+                views_dir,
+                "--run-id",
+                "injected-competitor",
+            ],
+            env=env,
+            check=True,
+            capture_output=True,
+            text=True,
+        )
         return
     raise InjectedFault(f"injected fault at {name} ({ENV}={os.environ.get(ENV)})")
 

@@ -36,11 +36,21 @@ def mint(
     lower = max(frontier.upper, view.as_of)
     desired = refresh_time + 1
     if desired <= view.as_of:
-        return NothingToDo(view.name, frontier.upper, refresh_time, "before_as_of",
-                           f"refresh time {format_time(refresh_time)} is before as_of {format_time(view.as_of)}")
+        return NothingToDo(
+            view.name,
+            frontier.upper,
+            refresh_time,
+            "before_as_of",
+            f"refresh time {format_time(refresh_time)} is before as_of {format_time(view.as_of)}",
+        )
     if desired <= lower:
-        return NothingToDo(view.name, frontier.upper, refresh_time, "up_to_date",
-                           f"up to date through {format_time(frontier.upper - 1)} (upper {frontier.upper})")
+        return NothingToDo(
+            view.name,
+            frontier.upper,
+            refresh_time,
+            "up_to_date",
+            f"up to date through {format_time(frontier.upper - 1)} (upper {frontier.upper})",
+        )
 
     sources: list[SourceRead] = []
     capped_by: list[str] = []
@@ -59,17 +69,31 @@ def mint(
             if ufr.upper < desired:
                 desired = ufr.upper
                 capped_by.append(f"{up.name} (upper {ufr.upper})")
-            sources.append(SourceRead(name=s.name, kind="view", path=up.target, version=ufr.version,
-                                      upper=ufr.upper, view=up.name))
+            sources.append(
+                SourceRead(name=s.name, kind="view", path=up.target, version=ufr.version, upper=ufr.upper, view=up.name)
+            )
     if desired <= lower:
-        return NothingToDo(view.name, frontier.upper, refresh_time, "waiting_for_inputs",
-                           f"inputs are final only below {desired}: {', '.join(capped_by)}; the view stays at upper {frontier.upper}")
+        return NothingToDo(
+            view.name,
+            frontier.upper,
+            refresh_time,
+            "waiting_for_inputs",
+            f"inputs are final only below {desired}: {', '.join(capped_by)}; the view stays at upper {frontier.upper}",
+        )
 
     desc = BatchDescription(
-        view=view.name, target=view.target, lower=lower, upper=desired, refresh_time=refresh_time,
-        table_version=frontier.version, sources=tuple(sources), run_id=run_id,
-        batch_id=make_batch_id(view.name, lower, desired, run_id), definition=view.definition_hash(),
-        dry_run=dry_run, minted_at=int(time.time() * 1000),
+        view=view.name,
+        target=view.target,
+        lower=lower,
+        upper=desired,
+        refresh_time=refresh_time,
+        table_version=frontier.version,
+        sources=tuple(sources),
+        run_id=run_id,
+        batch_id=make_batch_id(view.name, lower, desired, run_id),
+        definition=view.definition_hash(),
+        dry_run=dry_run,
+        minted_at=int(time.time() * 1000),
     )
     base = last_refresh_sources(desc, table) if table.exists else None
     base_checks = last_refresh_checks(table) if base is not None and view.checks else None
@@ -77,8 +101,14 @@ def mint(
         desc = dataclasses.replace(desc, empty=True, base_checks=base_checks)
     elif base is not None and view.incremental:
         desc = dataclasses.replace(desc, base_versions=base, base_checks=base_checks)
-    log.info("view %s: minted [%d, %d) at refresh time %s%s", view.name, lower, desired,
-             format_time(refresh_time), " (no source changed: nothing to write)" if desc.empty else "")
+    log.info(
+        "view %s: minted [%d, %d) at refresh time %s%s",
+        view.name,
+        lower,
+        desired,
+        format_time(refresh_time),
+        " (no source changed: nothing to write)" if desc.empty else "",
+    )
     return desc
 
 

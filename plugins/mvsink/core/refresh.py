@@ -36,9 +36,14 @@ def run_refresh(
     desc = mint(view, refresh_time, catalog=catalog, run_id=run_id, dry_run=dry_run)
     t_mint = time.monotonic() - t0
     if isinstance(desc, NothingToDo):
-        return RefreshResult(view=view.name, status="up_to_date", refresh_time=refresh_time, upper=desc.upper,
-                             reason=desc.detail if desc.reason == "up_to_date"
-                             else f"{desc.reason.replace('_', ' ')}: {desc.detail}", timings={"mint": t_mint})
+        return RefreshResult(
+            view=view.name,
+            status="up_to_date",
+            refresh_time=refresh_time,
+            upper=desc.upper,
+            reason=desc.detail if desc.reason == "up_to_date" else f"{desc.reason.replace('_', ' ')}: {desc.detail}",
+            timings={"mint": t_mint},
+        )
     t1 = time.monotonic()
     report = None if desc.empty else write(view, desc)
     t_write = time.monotonic() - t1

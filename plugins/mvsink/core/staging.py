@@ -44,8 +44,9 @@ def _atomic_write(path: Path, text: str) -> None:
 
 def write_intent(table: str, batch_id: str) -> None:
     """Record that a batch is being staged (before any file is written)."""
-    _atomic_write(manifest_path(table, batch_id), json.dumps({"batch_id": batch_id, "status": "writing",
-                                                              "started": time.time()}))
+    _atomic_write(
+        manifest_path(table, batch_id), json.dumps({"batch_id": batch_id, "status": "writing", "started": time.time()})
+    )
 
 
 def write_manifest(table: str, report: WriteReport) -> None:
@@ -89,8 +90,15 @@ def _writing_since(table: str, batch_id: str) -> float | None:
     return float(d.get("started", 0)) if d.get("status") == "writing" else None
 
 
-def collect_garbage(table: str, *, upper: int, active: set[str], keep: str | None = None,
-                    grace_seconds: float | None = None, dry_run: bool = False) -> dict[str, list[str]]:
+def collect_garbage(
+    table: str,
+    *,
+    upper: int,
+    active: set[str],
+    keep: str | None = None,
+    grace_seconds: float | None = None,
+    dry_run: bool = False,
+) -> dict[str, list[str]]:
     """Clean up after crashes and lost races, never touching a batch that may still commit.
 
     A batch ``[lower, u)`` can commit only while the table's upper equals ``lower``; once

@@ -48,6 +48,7 @@ UNSUPPORTED_READER_FEATURES = {
 
 # ---------------------------------------------------------------- any Delta table (sources and views)
 
+
 def open_delta(path: str, *, version: int | None = None) -> DeltaTable | None:
     """Open the Delta table at ``path`` (at ``version``), or None if there is none."""
     from deltalake import DeltaTable
@@ -57,8 +58,9 @@ def open_delta(path: str, *, version: int | None = None) -> DeltaTable | None:
     try:
         return DeltaTable(path, version=version) if version is not None else DeltaTable(path)
     except Exception as exc:  # delta-rs raises several types; all mean "cannot read this table"
-        raise SourceError(f"Delta table at {path} cannot be opened: {type(exc).__name__}: {exc}. "
-                          "Fix: check the table's _delta_log.") from exc
+        raise SourceError(
+            f"Delta table at {path} cannot be opened: {type(exc).__name__}: {exc}. Fix: check the table's _delta_log."
+        ) from exc
 
 
 def check_readable(dt: DeltaTable, *, path: str, role: str) -> None:
@@ -68,7 +70,9 @@ def check_readable(dt: DeltaTable, *, path: str, role: str) -> None:
     config = dt.metadata().configuration or {}
     problems = [desc for f, desc in UNSUPPORTED_READER_FEATURES.items() if f in features]
     mode = config.get("delta.columnMapping.mode", "none")
-    if (proto.min_reader_version == 2 or mode != "none") and UNSUPPORTED_READER_FEATURES["columnMapping"] not in problems:
+    if (proto.min_reader_version == 2 or mode != "none") and UNSUPPORTED_READER_FEATURES[
+        "columnMapping"
+    ] not in problems:
         problems.append(UNSUPPORTED_READER_FEATURES["columnMapping"])
     if proto.min_reader_version > 3:
         problems.append(f"reader version {proto.min_reader_version}")
@@ -116,6 +120,7 @@ def table_id(dt: DeltaTable) -> str:
 
 # ---------------------------------------------------------------- frontiers and read times
 
+
 @dataclasses.dataclass(frozen=True)
 class Frontier:
     upper: int
@@ -130,25 +135,34 @@ def check_read_time(name: str, fr: Frontier, as_of_view: int, as_of: int | None)
     """The time to read (default ``upper - 1``), refusing times outside ``[max(since, as_of), upper)``."""
     lowest = max(fr.since, as_of_view)
     if fr.upper <= lowest:
-        raise ReadTimeError(f"view {name}: nothing is readable yet (upper {fr.upper}, oldest readable time "
-                            f"{format_time(lowest)} ({lowest})). Fix: refresh the view at or after "
-                            f"{format_time(lowest)}.")
+        raise ReadTimeError(
+            f"view {name}: nothing is readable yet (upper {fr.upper}, oldest readable time "
+            f"{format_time(lowest)} ({lowest})). Fix: refresh the view at or after "
+            f"{format_time(lowest)}."
+        )
     t = fr.upper - 1 if as_of is None else as_of
     if t >= fr.upper:
-        raise ReadTimeError(f"view {name}: {format_time(t)} ({t}) is at or past the upper {fr.upper}: the view is "
-                            f"final only through {format_time(fr.upper - 1)}. Fix: read at an earlier time, or "
-                            f"refresh the view at {format_time(t)} first.")
+        raise ReadTimeError(
+            f"view {name}: {format_time(t)} ({t}) is at or past the upper {fr.upper}: the view is "
+            f"final only through {format_time(fr.upper - 1)}. Fix: read at an earlier time, or "
+            f"refresh the view at {format_time(t)} first."
+        )
     if t < as_of_view:
-        raise ReadTimeError(f"view {name}: {format_time(t)} is before the view's as_of "
-                            f"{format_time(as_of_view)}; the view has no contents then. Fix: read at or after as_of.")
+        raise ReadTimeError(
+            f"view {name}: {format_time(t)} is before the view's as_of "
+            f"{format_time(as_of_view)}; the view has no contents then. Fix: read at or after as_of."
+        )
     if t < fr.since:
-        raise ReadTimeError(f"view {name}: {format_time(t)} ({t}) is below since {format_time(fr.since)}: older "
-                            f"history was compacted; the oldest readable time is {format_time(fr.since)} "
-                            f"({fr.since}). Fix: read at {format_time(fr.since)} or later.")
+        raise ReadTimeError(
+            f"view {name}: {format_time(t)} ({t}) is below since {format_time(fr.since)}: older "
+            f"history was compacted; the oldest readable time is {format_time(fr.since)} "
+            f"({fr.since}). Fix: read at {format_time(fr.since)} or later."
+        )
     return t
 
 
 # ---------------------------------------------------------------- the view's table
+
 
 @dataclasses.dataclass(frozen=True)
 class HistoryEntry:
@@ -167,9 +181,13 @@ class HistoryEntry:
 
     @classmethod
     def of(cls, entry: dict[str, Any]) -> HistoryEntry:
-        return cls(version=int(entry.get("version", -1)), timestamp=int(entry.get("timestamp", 0)),
-                   operation=str(entry.get("operation", "unknown")), info=CommitInfo.from_history(entry),
-                   metrics=dict(entry.get("operationMetrics") or {}))
+        return cls(
+            version=int(entry.get("version", -1)),
+            timestamp=int(entry.get("timestamp", 0)),
+            operation=str(entry.get("operation", "unknown")),
+            info=CommitInfo.from_history(entry),
+            metrics=dict(entry.get("operationMetrics") or {}),
+        )
 
 
 class ViewTable:
@@ -199,8 +217,9 @@ class ViewTable:
         return cls.open_path(view.target, view.name, version=version, check=check)
 
     @classmethod
-    def open_path(cls, path: str, name: str | None = None, *, version: int | None = None,
-                  check: bool = True) -> ViewTable:
+    def open_path(
+        cls, path: str, name: str | None = None, *, version: int | None = None, check: bool = True
+    ) -> ViewTable:
         """The view table at ``path``. Without ``name``, the view's name comes from the table itself
         (its Delta name, else the create commit's ``mvsink.view``); there must then be a table."""
         dt = open_delta(path, version=version)
@@ -221,9 +240,14 @@ class ViewTable:
 
         info = CommitInfo(operation="create", view=view.name)
         try:
-            DeltaTable.create(view.target, schema=schema, mode="error", name=view.name,
-                              description=(view.description or None),
-                              commit_properties=CommitProperties(custom_metadata=info.to_metadata()))
+            DeltaTable.create(
+                view.target,
+                schema=schema,
+                mode="error",
+                name=view.name,
+                description=(view.description or None),
+                commit_properties=CommitProperties(custom_metadata=info.to_metadata()),
+            )
             log.info("view %s: created table %s", view.name, view.target)
         except Exception:
             if not is_delta_table(view.target):  # not a lost creation race: a real failure
@@ -255,8 +279,10 @@ class ViewTable:
     def delta(self) -> DeltaTable:
         """The delta-rs handle; a clear error if the table does not exist yet."""
         if self._dt is None:
-            raise ReadTimeError(f"view {self.name}: table {self.path} does not exist yet. "
-                                f"Fix: refresh the view first (mvsink refresh {self.name} --at TIME).")
+            raise ReadTimeError(
+                f"view {self.name}: table {self.path} does not exist yet. "
+                f"Fix: refresh the view first (mvsink refresh {self.name} --at TIME)."
+            )
         return self._dt
 
     def require(self) -> ViewTable:
@@ -279,8 +305,11 @@ class ViewTable:
         dt = self._dt
         if dt is None:
             return MISSING
-        return Frontier(upper=dt.transaction_version(self.app_id) or 0,
-                        since=dt.transaction_version(self.since_app_id) or 0, version=int(dt.version()))
+        return Frontier(
+            upper=dt.transaction_version(self.app_id) or 0,
+            since=dt.transaction_version(self.since_app_id) or 0,
+            version=int(dt.version()),
+        )
 
     @property
     def column_names(self) -> list[str]:
@@ -354,14 +383,24 @@ class ViewTable:
 
         dt = self.delta
         now_ms = int(time.time() * 1000)
-        actions: list[AddAction | RemoveAction] = [AddAction(path=f.path, size=f.size, partition_values={}, modification_time=now_ms,
-                             data_change=True, stats=f.stats) for f in files]
+        actions: list[AddAction | RemoveAction] = [
+            AddAction(
+                path=f.path, size=f.size, partition_values={}, modification_time=now_ms, data_change=True, stats=f.stats
+            )
+            for f in files
+        ]
         version = self.version + 1
         try:
             dt.create_write_transaction(
-                actions, mode="append", schema=dt.schema(),
-                commit_properties=CommitProperties(custom_metadata=info.to_metadata(), max_commit_retries=0,
-                                                   app_transactions=[Transaction(self.app_id, upper)]))
+                actions,
+                mode="append",
+                schema=dt.schema(),
+                commit_properties=CommitProperties(
+                    custom_metadata=info.to_metadata(),
+                    max_commit_retries=0,
+                    app_transactions=[Transaction(self.app_id, upper)],
+                ),
+            )
         except CommitFailedError as exc:
             log.info("view %s: %s commit at version %d lost a race (%s)", self.name, info.operation, version, exc)
             return None
@@ -382,9 +421,10 @@ class ViewTable:
         from mvsink.columns import ERROR
 
         try:
-            self.delta.alter.add_columns([Field(ERROR, PrimitiveType("string"), nullable=True)],
-                                         commit_properties=CommitProperties(custom_metadata=info.to_metadata(),
-                                                                            max_commit_retries=0))
+            self.delta.alter.add_columns(
+                [Field(ERROR, PrimitiveType("string"), nullable=True)],
+                commit_properties=CommitProperties(custom_metadata=info.to_metadata(), max_commit_retries=0),
+            )
         except CommitFailedError as exc:  # lost a race: re-validate
             log.info("view %s: adding %s did not commit (%s); re-validating", self.name, ERROR, exc)
             return False
@@ -393,9 +433,11 @@ class ViewTable:
             if now is not None and ERROR in [f.name for f in now.schema().fields]:  # another writer added it
                 log.info("view %s: %s was added by another writer (%s); re-validating", self.name, ERROR, exc)
                 return False
-            raise StoreError(f"view {self.name}: adding column {ERROR} to {self.path} failed: "
-                             f"{type(exc).__name__}: {exc}. Fix: check the table's storage (permissions, space) "
-                             "and re-run the refresh.") from exc
+            raise StoreError(
+                f"view {self.name}: adding column {ERROR} to {self.path} failed: "
+                f"{type(exc).__name__}: {exc}. Fix: check the table's storage (permissions, space) "
+                "and re-run the refresh."
+            ) from exc
         log.info("view %s: added column %s to %s (the view now has checks)", self.name, ERROR, self.path)
         return True
 
@@ -409,10 +451,17 @@ class ViewTable:
         assert info.since is not None
         version = self.version + 1
         try:
-            write_deltalake(self.delta, data, mode="overwrite", predicate=predicate,
-                            commit_properties=CommitProperties(
-                                custom_metadata=info.to_metadata(), max_commit_retries=0,
-                                app_transactions=[Transaction(self.since_app_id, info.since)]))
+            write_deltalake(
+                self.delta,
+                data,
+                mode="overwrite",
+                predicate=predicate,
+                commit_properties=CommitProperties(
+                    custom_metadata=info.to_metadata(),
+                    max_commit_retries=0,
+                    app_transactions=[Transaction(self.since_app_id, info.since)],
+                ),
+            )
         except CommitFailedError as exc:
             log.info("view %s: compaction at version %d lost a race (%s)", self.name, version, exc)
             return None
@@ -428,5 +477,7 @@ def _view_name_of(dt: DeltaTable, path: str) -> str:
         info = CommitInfo.from_history(h)
         if info is not None and info.view:
             return str(info.view)
-    raise ReadTimeError(f"table {path} is not a view of this project (no view name in its metadata or log). "
-                        "Fix: pass the view's name or its view definition.")
+    raise ReadTimeError(
+        f"table {path} is not a view of this project (no view name in its metadata or log). "
+        "Fix: pass the view's name or its view definition."
+    )

@@ -61,10 +61,25 @@ RESERVED_PREFIX = "_mv_"
 # Functions whose result is not a function of the sources; a view using them could
 # never be "equal to its query" and would rewrite itself on every refresh.
 NONDETERMINISTIC = (
-    "rand", "randn", "random", "uuid", "shuffle", "current_timestamp", "current_date",
-    "current_time", "now", "localtimestamp", "curdate", "monotonically_increasing_id",
-    "spark_partition_id", "input_file_name", "input_file_block_start",
-    "input_file_block_length", "unix_timestamp", "randstr", "uniform",
+    "rand",
+    "randn",
+    "random",
+    "uuid",
+    "shuffle",
+    "current_timestamp",
+    "current_date",
+    "current_time",
+    "now",
+    "localtimestamp",
+    "curdate",
+    "monotonically_increasing_id",
+    "spark_partition_id",
+    "input_file_name",
+    "input_file_block_start",
+    "input_file_block_length",
+    "unix_timestamp",
+    "randstr",
+    "uniform",
 )
 _NONDET_RE = re.compile(
     r"\b(" + "|".join(NONDETERMINISTIC) + r")\s*\(|\b(current_timestamp|current_date|localtimestamp)\b",
@@ -72,14 +87,31 @@ _NONDET_RE = re.compile(
 )
 
 KNOWN_FIELDS = {
-    "name", "description", "query", "sql_file", "sources", "target", "schedule", "as_of",
-    "key", "spark_conf", "tags", "until", "incremental", "retain_history", "checks", "max_lag",
+    "name",
+    "description",
+    "query",
+    "sql_file",
+    "sources",
+    "target",
+    "schedule",
+    "as_of",
+    "key",
+    "spark_conf",
+    "tags",
+    "until",
+    "incremental",
+    "retain_history",
+    "checks",
+    "max_lag",
 }
 CHECK_ACTIONS = ("error", "drop", "warn")
 CHECK_FIELDS = {"name", "expr", "action"}
 _SUBQUERY_RE = re.compile(r"\bselect\b", re.IGNORECASE)
-_AGGREGATE_OR_WINDOW_RE = re.compile(r"\bover\s*\(|\b(count|sum|avg|min|max|collect_list|collect_set|first|last"
-                                     r"|any_value|bool_and|bool_or|every|some|stddev|variance)\s*\(", re.IGNORECASE)
+_AGGREGATE_OR_WINDOW_RE = re.compile(
+    r"\bover\s*\(|\b(count|sum|avg|min|max|collect_list|collect_set|first|last"
+    r"|any_value|bool_and|bool_or|every|some|stddev|variance)\s*\(",
+    re.IGNORECASE,
+)
 
 # libyaml's safe loader when PyYAML has it (about 30x faster: the UI loads every view file per page)
 _YAML_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
@@ -203,8 +235,9 @@ def _resolve_path(value: str, root: Path) -> str:
 def _contained(raw: str, root: Path, *, file: str, view: str, field: str) -> str:
     """``raw`` resolved against the data root, if it stays inside it (or the option allows any path)."""
     if "\x00" in raw:
-        raise UnsafePathError(f"view file {file}: field '{field}': view {view}: path {raw!r} holds a NUL byte. "
-                              "Fix: write a plain path.")
+        raise UnsafePathError(
+            f"view file {file}: field '{field}': view {view}: path {raw!r} holds a NUL byte. Fix: write a plain path."
+        )
     resolved = _resolve_path(raw, root)
     if outside_data_root_allowed() or Path(resolved).is_relative_to(root.resolve()):
         return resolved
@@ -223,8 +256,12 @@ def parse_view(text: str, *, file: str = "<string>", data_root: Path | None = No
     doc = _load_yaml(text, file)
     name = doc.get("name")
     if not isinstance(name, str) or not NAME_RE.match(name):
-        raise _fail(file, "name", f"{name!r} is not a valid view name",
-                    "use lower-case letters, digits and _, starting with a letter (max 63)")
+        raise _fail(
+            file,
+            "name",
+            f"{name!r} is not a valid view name",
+            "use lower-case letters, digits and _, starting with a letter (max 63)",
+        )
     description = doc.get("description", "") or ""
     if not isinstance(description, str):
         raise _fail(file, "description", "must be text", "write the description as a string")
@@ -236,22 +273,41 @@ def parse_view(text: str, *, file: str = "<string>", data_root: Path | None = No
     as_of = _parse_as_of(doc, file)
     conf = doc.get("spark_conf", {}) or {}
     if not isinstance(conf, dict) or not all(isinstance(k, str) for k in conf):
-        raise _fail(file, "spark_conf", "must be a mapping of Spark settings", "write e.g. spark_conf: {spark.driver.memory: 2g}")
+        raise _fail(
+            file,
+            "spark_conf",
+            "must be a mapping of Spark settings",
+            "write e.g. spark_conf: {spark.driver.memory: 2g}",
+        )
     incremental = doc.get("incremental", True)
     if not isinstance(incremental, bool):
-        raise _fail(file, "incremental", f"{incremental!r} is not true or false",
-                    "write incremental: true (default) or incremental: false")
+        raise _fail(
+            file,
+            "incremental",
+            f"{incremental!r} is not true or false",
+            "write incremental: true (default) or incremental: false",
+        )
     tags = doc.get("tags", []) or []
     if not isinstance(tags, list) or not all(isinstance(t, str) for t in tags):
         raise _fail(file, "tags", "must be a list of strings", "write e.g. tags: [finance]")
 
     return ViewDefinition(
-        name=name, description=description.strip(), query=query, sources=sources, target=target_path,
-        schedule=_parse_schedule(doc.get("schedule", "manual"), file), as_of=as_of,
-        key=_parse_key(doc.get("key", []), file), spark_conf={k: str(v) for k, v in conf.items()},
-        tags=tuple(tags), file=str(path), until=_parse_until(doc.get("until"), file, as_of), incremental=incremental,
+        name=name,
+        description=description.strip(),
+        query=query,
+        sources=sources,
+        target=target_path,
+        schedule=_parse_schedule(doc.get("schedule", "manual"), file),
+        as_of=as_of,
+        key=_parse_key(doc.get("key", []), file),
+        spark_conf={k: str(v) for k, v in conf.items()},
+        tags=tuple(tags),
+        file=str(path),
+        until=_parse_until(doc.get("until"), file, as_of),
+        incremental=incremental,
         retain_history_ms=_parse_retain_history(doc.get("retain_history"), file),
-        checks=_parse_checks(doc.get("checks"), file), max_lag_ms=_parse_max_lag(doc.get("max_lag"), file),
+        checks=_parse_checks(doc.get("checks"), file),
+        max_lag_ms=_parse_max_lag(doc.get("max_lag"), file),
     )
 
 
@@ -284,8 +340,9 @@ def _parse_target(target: object, file: str, root: Path, name: str, sources: tup
     target_path = _contained(target, root, file=file, view=name, field="target")
     for s in sources:
         if s.kind == "path" and s.path == target_path:
-            raise _fail(file, "target", f"{target_path} is also source '{s.name}'",
-                        "write the view to its own table path")
+            raise _fail(
+                file, "target", f"{target_path} is also source '{s.name}'", "write the view to its own table path"
+            )
     return target_path
 
 
@@ -334,9 +391,13 @@ def _parse_retain_history(raw: object, file: str) -> int | None:
     try:
         return parse_duration(raw, what="retain_history")
     except ValueError as exc:
-        raise _fail(file, "retain_history", str(exc),
-                    "write how much history stays readable, e.g. retain_history: 7d (or 12h, 30m), "
-                    "or retain_history: forever to never compact automatically") from None
+        raise _fail(
+            file,
+            "retain_history",
+            str(exc),
+            "write how much history stays readable, e.g. retain_history: 7d (or 12h, 30m), "
+            "or retain_history: forever to never compact automatically",
+        ) from None
 
 
 def _parse_max_lag(raw: object, file: str) -> int | None:
@@ -346,9 +407,13 @@ def _parse_max_lag(raw: object, file: str) -> int | None:
     try:
         return parse_duration(raw, what="max_lag")
     except ValueError as exc:
-        raise _fail(file, "max_lag", str(exc),
-                    "write how far the view's newest final time may fall behind now before it counts as stale, "
-                    "e.g. max_lag: 2h (or 90m, 1d), or remove max_lag for no freshness target") from None
+        raise _fail(
+            file,
+            "max_lag",
+            str(exc),
+            "write how far the view's newest final time may fall behind now before it counts as stale, "
+            "e.g. max_lag: 2h (or 90m, 1d), or remove max_lag for no freshness target",
+        ) from None
 
 
 def _parse_query(doc: dict[str, Any], file: str, path: Path, view_name: str) -> str:
@@ -369,10 +434,19 @@ def _parse_query(doc: dict[str, Any], file: str, path: Path, view_name: str) -> 
         try:
             query = sql_path.read_text()
         except OSError as exc:
-            raise _fail(file, "sql_file", f"cannot read {sql_path}: {exc.strerror}",
-                        "put the SQL file beside the view file or fix the name") from None
+            raise _fail(
+                file,
+                "sql_file",
+                f"cannot read {sql_path}: {exc.strerror}",
+                "put the SQL file beside the view file or fix the name",
+            ) from None
     if not isinstance(query, str) or not query.strip():
-        raise _fail(file, "query", "missing or empty", "give the view's Spark SQL SELECT inline (query:) or in a file (sql_file:)")
+        raise _fail(
+            file,
+            "query",
+            "missing or empty",
+            "give the view's Spark SQL SELECT inline (query:) or in a file (sql_file:)",
+        )
     query = _strip_trailing(query)
     lexical = _strip_literals(query)
     if ";" in lexical:
@@ -380,8 +454,12 @@ def _parse_query(doc: dict[str, Any], file: str, path: Path, view_name: str) -> 
     m = _NONDET_RE.search(lexical)
     if m:
         fn = (m.group(1) or m.group(2)).lower()
-        raise _fail(file, "query", f"uses the non-deterministic function {fn}()",
-                    "a view must be a function of its sources: remove it, or pass times in through a source table")
+        raise _fail(
+            file,
+            "query",
+            f"uses the non-deterministic function {fn}()",
+            "a view must be a function of its sources: remove it, or pass times in through a source table",
+        )
     return query
 
 
@@ -397,27 +475,43 @@ def _parse_checks(raw: object, file: str) -> tuple[Check, ...]:
     for name, spec in _check_items(raw, file):
         field = f"checks.{name}"
         if not IDENT_RE.match(name):
-            raise _fail(file, field, f"{name!r} is not a valid check name",
-                        "use letters, digits and _, starting with a letter or _ (it is stored in _mv_error)")
+            raise _fail(
+                file,
+                field,
+                f"{name!r} is not a valid check name",
+                "use letters, digits and _, starting with a letter or _ (it is stored in _mv_error)",
+            )
         if name.lower().startswith(RESERVED_PREFIX):
             raise _fail(file, field, "names starting with _mv_ are reserved", "rename the check")
         if name.lower() in seen:
-            raise _fail(file, field, f"the check name is used twice (also {seen[name.lower()]!r})",
-                        "give each check a unique name")
+            raise _fail(
+                file,
+                field,
+                f"the check name is used twice (also {seen[name.lower()]!r})",
+                "give each check a unique name",
+            )
         seen[name.lower()] = name
         if isinstance(spec, str):
             spec = {"expr": spec}
         if not isinstance(spec, dict):
-            raise _fail(file, field, f"{spec!r} is not a mapping with expr and action",
-                        "write e.g. positive_qty: {expr: \"qty > 0\", action: error}")
+            raise _fail(
+                file,
+                field,
+                f"{spec!r} is not a mapping with expr and action",
+                'write e.g. positive_qty: {expr: "qty > 0", action: error}',
+            )
         unknown = sorted(set(map(str, spec)) - (CHECK_FIELDS - {"name"}))
         if unknown:
             raise _fail(file, f"{field}.{unknown[0]}", "unknown key", "a check has only name, expr and action")
         action = spec.get("action", "error")
         if action not in CHECK_ACTIONS:
-            raise _fail(file, f"{field}.action", f"{action!r} is not one of {list(CHECK_ACTIONS)}",
-                        "write action: error (row goes to the error collection), drop (row left out, counted) "
-                        "or warn (row kept, counted)")
+            raise _fail(
+                file,
+                f"{field}.action",
+                f"{action!r} is not one of {list(CHECK_ACTIONS)}",
+                "write action: error (row goes to the error collection), drop (row left out, counted) "
+                "or warn (row kept, counted)",
+            )
         out.append(Check(name=name, expr=_check_expr(spec.get("expr"), file, field), action=action))
     return tuple(out)
 
@@ -431,8 +525,12 @@ def _check_items(raw: object, file: str) -> list[tuple[str, object]]:
     items: list[tuple[str, object]] = []
     for i, item in enumerate(raw):
         if not isinstance(item, dict):
-            raise _fail(file, f"checks[{i}]", f"{item!r} is not a mapping with name, expr and action",
-                        f"write e.g. {_CHECK_EXAMPLE}")
+            raise _fail(
+                file,
+                f"checks[{i}]",
+                f"{item!r} is not a mapping with name, expr and action",
+                f"write e.g. {_CHECK_EXAMPLE}",
+            )
         if "name" not in item:
             raise _fail(file, f"checks[{i}]", "has no name", "give each check a name, e.g. name: positive_qty")
         items.append((str(item["name"]), {k: v for k, v in item.items() if k != "name"}))
@@ -442,8 +540,12 @@ def _check_items(raw: object, file: str) -> list[tuple[str, object]]:
 def _check_expr(expr: object, file: str, field: str) -> str:
     """A check's ``expr``: one deterministic per-row boolean expression (lexical checks; Spark checks the rest)."""
     if not isinstance(expr, str) or not expr.strip():
-        raise _fail(file, f"{field}.expr", "missing or empty",
-                    "give a Spark SQL boolean expression over the query's columns, e.g. expr: \"qty > 0\"")
+        raise _fail(
+            file,
+            f"{field}.expr",
+            "missing or empty",
+            'give a Spark SQL boolean expression over the query\'s columns, e.g. expr: "qty > 0"',
+        )
     expr = _strip_trailing(expr)
     lexical = _strip_literals(expr)
     if ";" in lexical:
@@ -451,16 +553,27 @@ def _check_expr(expr: object, file: str, field: str) -> str:
     m = _NONDET_RE.search(lexical)
     if m:
         fn = (m.group(1) or m.group(2)).lower()
-        raise _fail(file, f"{field}.expr", f"uses the non-deterministic function {fn}()",
-                    "a check must be a function of the row: remove it")
+        raise _fail(
+            file,
+            f"{field}.expr",
+            f"uses the non-deterministic function {fn}()",
+            "a check must be a function of the row: remove it",
+        )
     if _SUBQUERY_RE.search(lexical):
-        raise _fail(file, f"{field}.expr", "holds a subquery",
-                    "a check looks at one row of the result: use a per-row expression, or compute the "
-                    "value in the query and check the column")
+        raise _fail(
+            file,
+            f"{field}.expr",
+            "holds a subquery",
+            "a check looks at one row of the result: use a per-row expression, or compute the "
+            "value in the query and check the column",
+        )
     if _AGGREGATE_OR_WINDOW_RE.search(lexical):
-        raise _fail(file, f"{field}.expr", "uses an aggregate or window function",
-                    "a check looks at one row of the result: compute the aggregate in the query and "
-                    "check the column")
+        raise _fail(
+            file,
+            f"{field}.expr",
+            "uses an aggregate or window function",
+            "a check looks at one row of the result: compute the aggregate in the query and check the column",
+        )
     return expr
 
 
@@ -490,8 +603,9 @@ _LEXICAL_RE = re.compile(r"'(?:[^'\\]|\\.|'')*'|\"(?:[^\"\\]|\\.)*\"|--[^\n]*|/\
 
 def _parse_sources(raw: object, file: str, root: Path, view_name: str) -> tuple[Source, ...]:
     if not isinstance(raw, dict) or not raw:
-        raise _fail(file, "sources", "missing or empty",
-                    "name each table the query reads, e.g. sources: {orders: data/orders}")
+        raise _fail(
+            file, "sources", "missing or empty", "name each table the query reads, e.g. sources: {orders: data/orders}"
+        )
     out = []
     for sname, spec in raw.items():
         sname = str(sname)
@@ -500,14 +614,23 @@ def _parse_sources(raw: object, file: str, root: Path, view_name: str) -> tuple[
         if isinstance(spec, str):
             spec = {"path": spec}
         if not isinstance(spec, dict) or len(spec) != 1 or next(iter(spec)) not in ("path", "view"):
-            raise _fail(file, f"sources.{sname}", f"{spec!r} is neither a path nor a view",
-                        "write a Delta table path, {path: PATH} or {view: VIEW_NAME}")
-        (kind, value), = spec.items()
+            raise _fail(
+                file,
+                f"sources.{sname}",
+                f"{spec!r} is neither a path nor a view",
+                "write a Delta table path, {path: PATH} or {view: VIEW_NAME}",
+            )
+        ((kind, value),) = spec.items()
         if not isinstance(value, str) or not value.strip():
             raise _fail(file, f"sources.{sname}.{kind}", "empty", f"give the {kind}")
         if kind == "view":
             if not NAME_RE.match(value):
-                raise _fail(file, f"sources.{sname}.view", f"{value!r} is not a view name", "give the name of another view file's view")
+                raise _fail(
+                    file,
+                    f"sources.{sname}.view",
+                    f"{value!r} is not a view name",
+                    "give the name of another view file's view",
+                )
             if value == view_name:
                 raise _fail(file, f"sources.{sname}.view", "a view cannot read itself", "read another view or a table")
             out.append(Source(name=sname, kind="view", view=value))
@@ -521,8 +644,12 @@ def _check_sources_used(query: str, sources: tuple[Source, ...], file: str) -> N
     text = _strip_literals(query).lower()
     for s in sources:
         if not re.search(rf"\b{re.escape(s.name.lower())}\b", text):
-            raise _fail(file, f"sources.{s.name}", "not used by the query",
-                        f"refer to it in the query as `{s.name}`, or remove it")
+            raise _fail(
+                file,
+                f"sources.{s.name}",
+                "not used by the query",
+                f"refer to it in the query as `{s.name}`, or remove it",
+            )
 
 
 def _parse_schedule(raw: object, file: str) -> Schedule:
@@ -532,8 +659,12 @@ def _parse_schedule(raw: object, file: str) -> Schedule:
         text = raw.strip()
         if text.startswith("@") or len(text.split()) in (5, 6):
             return Schedule(kind="cron", cron=text)
-        raise _fail(file, "schedule", f"{raw!r} is not a cron expression",
-                    "write a cron string like '0 * * * *', {every: 1h}, {at: [TIME, ...]}, {on_commit: [view]} or manual")
+        raise _fail(
+            file,
+            "schedule",
+            f"{raw!r} is not a cron expression",
+            "write a cron string like '0 * * * *', {every: 1h}, {at: [TIME, ...]}, {on_commit: [view]} or manual",
+        )
     if isinstance(raw, dict) and "every" in raw:
         extra = set(raw) - {"every", "aligned_to"}
         if extra:
@@ -542,7 +673,9 @@ def _parse_schedule(raw: object, file: str) -> Schedule:
             every = parse_duration(raw["every"], what="schedule.every")
             aligned = parse_time(raw.get("aligned_to", 0), what="schedule.aligned_to")
         except ValueError as exc:
-            raise _fail(file, "schedule", str(exc), "write e.g. {every: 1h, aligned_to: 2026-01-01T00:00:00Z}") from None
+            raise _fail(
+                file, "schedule", str(exc), "write e.g. {every: 1h, aligned_to: 2026-01-01T00:00:00Z}"
+            ) from None
         return Schedule(kind="interval", every_ms=every, aligned_to_ms=aligned)
     if isinstance(raw, dict) and set(raw) == {"at"}:
         at = raw["at"] if isinstance(raw["at"], list) else [raw["at"]]
@@ -556,10 +689,19 @@ def _parse_schedule(raw: object, file: str) -> Schedule:
     if isinstance(raw, dict) and set(raw) == {"on_commit"}:
         views = raw["on_commit"] if isinstance(raw["on_commit"], list) else [raw["on_commit"]]
         if not views or not all(isinstance(v, str) and NAME_RE.match(v) for v in views):
-            raise _fail(file, "schedule", f"on_commit {views!r} is not a list of view names", "write e.g. {on_commit: [orders_clean]}")
+            raise _fail(
+                file,
+                "schedule",
+                f"on_commit {views!r} is not a list of view names",
+                "write e.g. {on_commit: [orders_clean]}",
+            )
         return Schedule(kind="on_commit", on_commit=tuple(views))
-    raise _fail(file, "schedule", f"{raw!r} is not a schedule",
-                "write a cron string, {every: DURATION, aligned_to: TIME}, {at: [TIME, ...]}, {on_commit: [VIEW, ...]} or manual")
+    raise _fail(
+        file,
+        "schedule",
+        f"{raw!r} is not a schedule",
+        "write a cron string, {every: DURATION, aligned_to: TIME}, {at: [TIME, ...]}, {on_commit: [VIEW, ...]} or manual",
+    )
 
 
 def load_view_file(path: str | os.PathLike[str], *, data_root: Path | None = None) -> ViewDefinition:
@@ -570,5 +712,3 @@ def load_view_file(path: str | os.PathLike[str], *, data_root: Path | None = Non
     except OSError as exc:
         raise ViewDefinitionError(f"view file {p}: cannot be read: {exc.strerror}. Fix: check the path.") from None
     return parse_view(text, file=str(p), data_root=data_root)
-
-

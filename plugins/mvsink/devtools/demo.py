@@ -34,20 +34,37 @@ def build_sources(root: Path) -> list[tuple[int, str]]:
 
     orders, customers = root / "demo" / "orders", root / "demo" / "customers"
     shutil.rmtree(root / "demo", ignore_errors=True)
-    schema = pa.schema([("order_id", pa.int64()), ("customer_id", pa.int32()), ("status", pa.string()),
-                        ("amount", pa.decimal128(12, 2)), ("order_date", pa.date32())])
+    schema = pa.schema(
+        [
+            ("order_id", pa.int64()),
+            ("customer_id", pa.int32()),
+            ("status", pa.string()),
+            ("amount", pa.decimal128(12, 2)),
+            ("order_date", pa.date32()),
+        ]
+    )
 
     def rows(*items: tuple) -> pa.Table:
-        return pa.Table.from_pylist([dict(zip(schema.names, (i, c, s, Decimal(a), _dt.date(2026, 11, d))))
-                                     for i, c, s, a, d in items], schema=schema)
+        return pa.Table.from_pylist(
+            [dict(zip(schema.names, (i, c, s, Decimal(a), _dt.date(2026, 11, d)))) for i, c, s, a, d in items],
+            schema=schema,
+        )
 
     log: list[tuple[int, str]] = []
     t = START + 2 * 3_600_000
-    write_deltalake(str(customers), pa.table({"customer_id": pa.array([1, 2, 3], pa.int32()),
-                                              "region": ["EMEA", "AMER", "APAC"]}))
+    write_deltalake(
+        str(customers), pa.table({"customer_id": pa.array([1, 2, 3], pa.int32()), "region": ["EMEA", "AMER", "APAC"]})
+    )
     set_commit_time(str(customers), t)
-    write_deltalake(str(orders), rows((1, 1, "OPEN", "120.00", 1), (2, 2, "OPEN", "80.50", 1),
-                                      (3, 3, "SHIPPED", "42.00", 1), (4, 1, "OPEN", "120.00", 1)))
+    write_deltalake(
+        str(orders),
+        rows(
+            (1, 1, "OPEN", "120.00", 1),
+            (2, 2, "OPEN", "80.50", 1),
+            (3, 3, "SHIPPED", "42.00", 1),
+            (4, 1, "OPEN", "120.00", 1),
+        ),
+    )
     set_commit_time(str(orders), t + 1)
     log.append((t, "day 1: 3 customers, 4 orders (orders 1 and 4 identical but for the id)"))
 
@@ -59,8 +76,9 @@ def build_sources(root: Path) -> list[tuple[int, str]]:
     t = START + 2 * DAY + 3_600_000
     DeltaTable(str(orders)).update(updates={"status": "'SHIPPED'"}, predicate="order_id IN (1, 2)")
     set_commit_time(str(orders), t)
-    write_deltalake(str(customers), pa.table({"customer_id": pa.array([4], pa.int32()), "region": ["EMEA"]}),
-                    mode="append")
+    write_deltalake(
+        str(customers), pa.table({"customer_id": pa.array([4], pa.int32()), "region": ["EMEA"]}), mode="append"
+    )
     set_commit_time(str(customers), t + 1)
     log.append((t, "day 3: orders 1 and 2 shipped; customer 4 added to EMEA"))
 
@@ -75,8 +93,11 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m mvsink.devtools.demo", description=__doc__.splitlines()[0])
     parser.add_argument("--data-root", default=str(settings.data_root() or "data"))
     parser.add_argument("--views-dir", default=str(settings.views_dir()))
-    parser.add_argument("--spark-submit", action="store_true",
-                        help="run each write through spark-submit (as Airflow does) instead of one in-process Spark")
+    parser.add_argument(
+        "--spark-submit",
+        action="store_true",
+        help="run each write through spark-submit (as Airflow does) instead of one in-process Spark",
+    )
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     root = Path(args.data_root).resolve()
@@ -119,8 +140,7 @@ def main(argv: list[str] | None = None) -> int:
             _print_rows(read_view(view, as_of=t), "table")
         print(f"\n== mvsink status {view.name}")
         print(format_status(view_status(view, last=8)))
-    print("\nTry: mvsink read revenue_by_region --as-of 2026-11-02T12:00:00Z   (with MVSINK_DATA_ROOT="
-          f"{root})")
+    print(f"\nTry: mvsink read revenue_by_region --as-of 2026-11-02T12:00:00Z   (with MVSINK_DATA_ROOT={root})")
     if spark is not None:
         spark.stop()
     return 0

@@ -49,8 +49,15 @@ def free_port() -> int:
 class LocalAirflow:
     """Airflow home, environment and component processes bound to loopback."""
 
-    def __init__(self, home: Path, dags: Path, *, port: int | None = None, data_root: Path | None = None,
-                 extra_env: dict[str, str] | None = None):
+    def __init__(
+        self,
+        home: Path,
+        dags: Path,
+        *,
+        port: int | None = None,
+        data_root: Path | None = None,
+        extra_env: dict[str, str] | None = None,
+    ):
         self.home, self.dags = Path(home).resolve(), Path(dags).resolve()
         self.port = port or free_port()
         self.url = f"http://127.0.0.1:{self.port}"
@@ -110,8 +117,9 @@ class LocalAirflow:
         if c == "api-server":
             args += ["--host", "127.0.0.1", "--port", str(self.port)]
         out = open(logs / f"{c}.log", "ab")  # noqa: SIM115 - closed with the process
-        self.procs[c] = subprocess.Popen([self.airflow, *args], env=self.env, stdout=out, stderr=out,
-                                         start_new_session=True)
+        self.procs[c] = subprocess.Popen(
+            [self.airflow, *args], env=self.env, stdout=out, stderr=out, start_new_session=True
+        )
         return self.procs[c]
 
     def wait_healthy(self, timeout: float = 120) -> None:
@@ -136,8 +144,9 @@ class LocalAirflow:
 
     def token(self, user: str = "admin") -> str:
         body = json.dumps({"username": user, "password": self.password(user)}).encode()
-        req = urllib.request.Request(f"{self.url}/auth/token", data=body, method="POST",
-                                     headers={"Content-Type": "application/json"})
+        req = urllib.request.Request(
+            f"{self.url}/auth/token", data=body, method="POST", headers={"Content-Type": "application/json"}
+        )
         with urllib.request.urlopen(req, timeout=30) as r:
             return str(json.loads(r.read())["access_token"])
 

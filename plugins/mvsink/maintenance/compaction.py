@@ -85,10 +85,12 @@ class CompactResult:
 
     def summary(self) -> str:
         if self.status == "compacted":
-            return (f"{self.view}: compacted to since {format_time(self.since)} ({self.since}) at Delta version "
-                    f"{self.version}: {self.rows_before} -> {self.rows_after} rows in the log, "
-                    f"{self.files_removed} file(s) removed, {self.files_added} added; upper {self.upper} unchanged"
-                    + (f" ({self.attempts - 1} lost race(s) retried)" if self.attempts > 1 else ""))
+            return (
+                f"{self.view}: compacted to since {format_time(self.since)} ({self.since}) at Delta version "
+                f"{self.version}: {self.rows_before} -> {self.rows_after} rows in the log, "
+                f"{self.files_removed} file(s) removed, {self.files_added} added; upper {self.upper} unchanged"
+                + (f" ({self.attempts - 1} lost race(s) retried)" if self.attempts > 1 else "")
+            )
         return f"{self.view}: {self.status.replace('_', ' ')}: {self.reason}"
 
     def to_dict(self) -> dict[str, Any]:
@@ -156,8 +158,13 @@ def _consolidated(uris: list[str], schema: Any, since: int, spill_dir: str) -> t
     import pyarrow as pa
     import pyarrow.dataset as ds
 
-    con = duckdb.connect(config={"memory_limit": settings.compact_memory(), "temp_directory": spill_dir,
-                                 "preserve_insertion_order": False})
+    con = duckdb.connect(
+        config={
+            "memory_limit": settings.compact_memory(),
+            "temp_directory": spill_dir,
+            "preserve_insertion_order": False,
+        }
+    )
     if uris:
         con.register("updates", ds.dataset(uris, schema=schema, format="parquet"))
     else:
@@ -168,8 +175,15 @@ def _consolidated(uris: list[str], schema: Any, since: int, spill_dir: str) -> t
     return reader, con
 
 
-def compact(view: ViewDefinition, *, catalog: Catalog | None = None, since: int | None = None,
-            if_due: bool = False, run_id: str | None = None, attempts: int = MAX_ATTEMPTS) -> CompactResult:
+def compact(
+    view: ViewDefinition,
+    *,
+    catalog: Catalog | None = None,
+    since: int | None = None,
+    if_due: bool = False,
+    run_id: str | None = None,
+    attempts: int = MAX_ATTEMPTS,
+) -> CompactResult:
     """Consolidate every update with ``time <= since`` into one update per row at ``since``.
 
     ``since`` defaults to what the view's ``retain_history`` asks for (``upper - 1 - retain_history``,
@@ -180,41 +194,59 @@ def compact(view: ViewDefinition, *, catalog: Catalog | None = None, since: int 
     for attempt in range(1, attempts + 1):
         table = ViewTable.open(view)
         if not table.exists:
-            return CompactResult(view.name, "nothing_to_do", since=0, previous_since=0,
-                                 reason=f"table {view.target} does not exist yet")
+            return CompactResult(
+                view.name, "nothing_to_do", since=0, previous_since=0, reason=f"table {view.target} does not exist yet"
+            )
         fr = table.frontier
-        base = dict(view=view.name, since=fr.since, previous_since=fr.since, upper=fr.upper, attempts=attempt)
+        base = CompactResult(
+            view=view.name,
+            status="nothing_to_do",
+            since=fr.since,
+            previous_since=fr.since,
+            upper=fr.upper,
+            attempts=attempt,
+        )
         hold = downstream_hold(view, catalog)
         if since is None:
             target = target_since(view, fr, hold)
             if target is None:
-                why = ("retain_history is forever" if view.retain_history_ms is None else
-                       f"retain_history {view.retain_history_ms} ms behind upper {fr.upper} asks for no since "
-                       f"above the current {format_time(max(fr.since, view.as_of))}")
-                return CompactResult(status="nothing_to_do", reason=why, **base)  # type: ignore[arg-type]
+                why = (
+                    "retain_history is forever"
+                    if view.retain_history_ms is None
+                    else f"retain_history {view.retain_history_ms} ms behind upper {fr.upper} asks for no since "
+                    f"above the current {format_time(max(fr.since, view.as_of))}"
+                )
+                return dataclasses.replace(base, reason=why)
             if if_due and not is_due(view, fr, target):
-                return CompactResult(status="not_due", reason=(
-                    f"since would advance only to {format_time(target)}, less than retain_history/"
-                    f"{DUE_FRACTION} past {format_time(max(fr.since, view.as_of))}"), **base)  # type: ignore[arg-type]
+                return dataclasses.replace(
+                    base,
+                    status="not_due",
+                    reason=(
+                        f"since would advance only to {format_time(target)}, less than retain_history/"
+                        f"{DUE_FRACTION} past {format_time(max(fr.since, view.as_of))}"
+                    ),
+                )
         else:
             target = since
             if target <= fr.since:
-                return CompactResult(status="nothing_to_do", reason=(
-                    f"since is already {format_time(fr.since)} ({fr.since})"), **base)  # type: ignore[arg-type]
+                return dataclasses.replace(base, reason=f"since is already {format_time(fr.since)} ({fr.since})")
             if target >= fr.upper:
                 raise MvSinkError(
                     f"view {view.name}: cannot compact to since {format_time(target)} ({target}): the view is final "
                     f"only through {format_time(fr.upper - 1)} (upper {fr.upper}). Fix: pass --since at or below "
-                    f"{fr.upper - 1}, or refresh the view first.")
+                    f"{fr.upper - 1}, or refresh the view first."
+                )
             if target < view.as_of:
                 raise MvSinkError(
                     f"view {view.name}: since {format_time(target)} is before the view's as_of "
-                    f"{format_time(view.as_of)}. Fix: pass --since at or after as_of.")
+                    f"{format_time(view.as_of)}. Fix: pass --since at or after as_of."
+                )
             if hold is not None and target > hold[0]:
                 raise MvSinkError(
                     f"view {view.name}: since {format_time(target)} would pass view {hold[1]}, which reads this "
                     f"view and still needs times from {format_time(hold[0])} ({hold[0]}). Fix: refresh {hold[1]} "
-                    f"first, or pass --since at or below {hold[0]}.")
+                    f"first, or pass --since at or below {hold[0]}."
+                )
 
         # Batches whose files are active at this version are committed: drop their manifests
         # before their files leave the log, so no one mistakes them for uncommitted batches.
@@ -224,8 +256,15 @@ def compact(view: ViewDefinition, *, catalog: Catalog | None = None, since: int 
         uris = _input_uris(view.target, actions, target)
         schema = table.arrow_schema()
         spill = tempfile.mkdtemp(prefix="mvsink-compact-")
-        info = CommitInfo(operation="compact", view=view.name, since=target, previous_since=fr.since,
-                          upper_seen=fr.upper, run_id=run_id, rows_before=rows_before)
+        info = CommitInfo(
+            operation="compact",
+            view=view.name,
+            since=target,
+            previous_since=fr.since,
+            upper_seen=fr.upper,
+            run_id=run_id,
+            rows_before=rows_before,
+        )
         try:
             reader, con = _consolidated(uris, schema, target, spill)
             failpoint("compact:before_commit", view=view.name)
@@ -239,15 +278,25 @@ def compact(view: ViewDefinition, *, catalog: Catalog | None = None, since: int 
             continue
         after = table.at_version(version)
         metrics = after.history(1)[0].metrics
-        res = CompactResult(
-            status="compacted", version=version, rows_before=rows_before, rows_after=_rows(after.add_actions()),
+        res = dataclasses.replace(
+            base,
+            status="compacted",
+            version=version,
+            rows_before=rows_before,
+            rows_after=_rows(after.add_actions()),
             rows_consolidated=int(metrics.get("num_added_rows", 0)),
-            files_removed=int(metrics.get("num_removed_files", 0)), files_added=int(metrics.get("num_added_files", 0)),
-            **{**base, "since": target})  # type: ignore[arg-type]
+            files_removed=int(metrics.get("num_removed_files", 0)),
+            files_added=int(metrics.get("num_added_files", 0)),
+            since=target,
+        )
         log.info("%s", res.summary())
         return res
-    return CompactResult(view.name, "gave_up", since=fr.since, previous_since=fr.since, upper=fr.upper,
-                         attempts=attempts, reason=f"lost {attempts} commit races in a row; the next compaction "
-                         "will try again")
-
-
+    return CompactResult(
+        view.name,
+        "gave_up",
+        since=fr.since,
+        previous_since=fr.since,
+        upper=fr.upper,
+        attempts=attempts,
+        reason=f"lost {attempts} commit races in a row; the next compaction will try again",
+    )

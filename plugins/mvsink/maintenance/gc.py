@@ -38,8 +38,9 @@ def orphan_dirs(table: str, *, grace_seconds: float | None = None) -> list[str]:
     return sorted(b for b in candidates if b not in in_log)
 
 
-def gc(table: str, *, upper: int, active: set[str], grace_seconds: float | None = None,
-       dry_run: bool = False) -> dict[str, list[str]]:
+def gc(
+    table: str, *, upper: int, active: set[str], grace_seconds: float | None = None, dry_run: bool = False
+) -> dict[str, list[str]]:
     """``mvsink gc``: :func:`collect_garbage`, then orphan batch folders; reports what is kept and why.
 
     Returns ``discarded`` (dead batches deleted), ``settled`` (committed batches whose manifest was

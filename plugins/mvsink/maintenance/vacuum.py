@@ -33,8 +33,9 @@ class VacuumResult:
         return dataclasses.asdict(self)
 
 
-def vacuum(view: ViewDefinition, *, retention_hours: int | None = None, dry_run: bool = False,
-           enforce_retention: bool = True) -> VacuumResult:
+def vacuum(
+    view: ViewDefinition, *, retention_hours: int | None = None, dry_run: bool = False, enforce_retention: bool = True
+) -> VacuumResult:
     """Delete files no version within the retention needs, never those of a staged batch in flight.
 
     Candidates are what delta-rs's full vacuum lists (files removed from the log longer than the
@@ -54,13 +55,16 @@ def vacuum(view: ViewDefinition, *, retention_hours: int | None = None, dry_run:
     from deltalake.exceptions import DeltaError
 
     try:
-        candidates = table.delta.vacuum(retention_hours=retention_hours, dry_run=True,
-                               enforce_retention_duration=enforce_retention, full=True)
+        candidates = table.delta.vacuum(
+            retention_hours=retention_hours, dry_run=True, enforce_retention_duration=enforce_retention, full=True
+        )
     except DeltaError as exc:  # a retention below the table's minimum is bad input; anything else propagates
         if "retention" in str(exc).lower():
-            raise MvSinkError(f"view {view.name}: {exc}. Fix: keep the retention at or above the table's "
-                              "delta.deletedFileRetentionDuration (default 168 hours), or pass --force "
-                              "if no reader or refresh still needs older versions.") from exc
+            raise MvSinkError(
+                f"view {view.name}: {exc}. Fix: keep the retention at or above the table's "
+                "delta.deletedFileRetentionDuration (default 168 hours), or pass --force "
+                "if no reader or refresh still needs older versions."
+            ) from exc
         raise
     active = table.reload().active_paths()
     in_flight |= set(list_staged(view.target))
@@ -91,8 +95,12 @@ def _remove_empty_batch_dirs(batches: Path, in_flight: set[str], *, min_age_seco
         return
     for d in batches.iterdir():
         try:
-            if (d.is_dir() and d.name not in in_flight and not any(p.is_file() for p in d.rglob("*"))
-                    and time.time() - d.stat().st_mtime > min_age_seconds):
+            if (
+                d.is_dir()
+                and d.name not in in_flight
+                and not any(p.is_file() for p in d.rglob("*"))
+                and time.time() - d.stat().st_mtime > min_age_seconds
+            ):
                 shutil.rmtree(d)
         except OSError:
             continue

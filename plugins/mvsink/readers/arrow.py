@@ -44,8 +44,14 @@ def read_updates(view: ViewDefinition) -> pa.Table:
     return ViewTable.open(view, check=False).updates()
 
 
-def read_view(view: ViewDefinition | str, *, as_of: int | None = None, views_dir: str | None = None,
-              to: Literal["arrow", "pandas"] = "arrow", errors: str = "fail") -> Any:
+def read_view(
+    view: ViewDefinition | str,
+    *,
+    as_of: int | None = None,
+    views_dir: str | None = None,
+    to: Literal["arrow", "pandas"] = "arrow",
+    errors: str = "fail",
+) -> Any:
     """The view's contents at ``as_of`` (default: its newest final time), one row per copy.
 
     A pyarrow Table (``to="arrow"``) or a pandas DataFrame (``to="pandas"``). ``errors`` (views
@@ -65,13 +71,18 @@ def _read_view(view: ViewDefinition, as_of: int | None, errors: str = "fail") ->
     cons = consolidated(table.updates(), through=t)
     negative = pa.compute.sum(pa.compute.less(cons.column(DIFF), 0)).as_py() if cons.num_rows else 0
     if negative:
-        log.warning("view %s: %d row(s) have negative multiplicity at %s (the table was damaged); the next "
-                    "refresh repairs it", view.name, negative, format_time(t))
+        log.warning(
+            "view %s: %d row(s) have negative multiplicity at %s (the table was damaged); the next refresh repairs it",
+            view.name,
+            negative,
+            format_time(t),
+        )
     return split_errors(view.name, expand_rows(cons), errors, at=format_time(t))
 
 
-def changes(view: ViewDefinition | str, from_time: int, to_time: int | None = None, *,
-            views_dir: str | None = None) -> pa.Table:
+def changes(
+    view: ViewDefinition | str, from_time: int, to_time: int | None = None, *, views_dir: str | None = None
+) -> pa.Table:
     """The view's consolidated updates ``(row, _mv_time, _mv_diff)`` with ``from_time <= time < to_time``.
 
     ``to_time`` defaults to the upper (times below it are final); later is refused, and so is a
@@ -87,21 +98,27 @@ def changes(view: ViewDefinition | str, from_time: int, to_time: int | None = No
     fr = table.frontier
     end = fr.upper if to_time is None else to_time
     if end > fr.upper:
-        raise ReadTimeError(f"view {v.name}: changes up to {format_time(end)} ({end}) are not final: the upper is "
-                            f"{fr.upper} (final through {format_time(fr.upper - 1)}). Fix: pass --to at or below "
-                            f"{fr.upper}, or refresh the view first.")
+        raise ReadTimeError(
+            f"view {v.name}: changes up to {format_time(end)} ({end}) are not final: the upper is "
+            f"{fr.upper} (final through {format_time(fr.upper - 1)}). Fix: pass --to at or below "
+            f"{fr.upper}, or refresh the view first."
+        )
     if from_time < fr.since:
-        raise ReadTimeError(f"view {v.name}: changes from {format_time(from_time)} ({from_time}) are gone: history "
-                            f"below since {format_time(fr.since)} was compacted; the oldest readable time is "
-                            f"{format_time(fr.since)} ({fr.since}). Fix: pass --from {fr.since} or later.")
+        raise ReadTimeError(
+            f"view {v.name}: changes from {format_time(from_time)} ({from_time}) are gone: history "
+            f"below since {format_time(fr.since)} was compacted; the oldest readable time is "
+            f"{format_time(fr.since)} ({fr.since}). Fix: pass --from {fr.since} or later."
+        )
     if from_time > end:
-        raise ReadTimeError(f"view {v.name}: --from {format_time(from_time)} is after --to {format_time(end)}. "
-                            "Fix: swap them.")
+        raise ReadTimeError(
+            f"view {v.name}: --from {format_time(from_time)} is after --to {format_time(end)}. Fix: swap them."
+        )
     updates = table.updates()
     con = duckdb.connect()
     con.register("updates", updates)
-    out = con.sql(consolidation_sql(updates.column_names, from_time=from_time, to_time=end,
-                                    per_time=True)).to_arrow_table()
+    out = con.sql(
+        consolidation_sql(updates.column_names, from_time=from_time, to_time=end, per_time=True)
+    ).to_arrow_table()
     return out.cast(updates.schema)
 
 
@@ -117,8 +134,10 @@ def split_errors(view_name: str, table: pa.Table, errors: str = "fail", *, at: s
     import pyarrow.compute as pc
 
     if errors not in ERRORS_MODES:
-        raise MvSinkError(f"view {view_name}: errors={errors!r} is not one of {list(ERRORS_MODES)}. "
-                          "Fix: pass errors='fail' (default), 'include' or 'ignore'.")
+        raise MvSinkError(
+            f"view {view_name}: errors={errors!r} is not one of {list(ERRORS_MODES)}. "
+            "Fix: pass errors='fail' (default), 'include' or 'ignore'."
+        )
     if ERROR not in table.column_names:
         if errors == "include":
             return table.append_column(pa.field(ERROR, pa.string()), pa.nulls(table.num_rows, pa.string()))
@@ -129,7 +148,9 @@ def split_errors(view_name: str, table: pa.Table, errors: str = "fail", *, at: s
     n_bad = pc.sum(bad).as_py() or 0
     if n_bad and errors == "fail":
         err_rows = table.filter(bad)
-        per = {r[ERROR]: int(r["count_all"]) for r in err_rows.group_by(ERROR).aggregate([([], "count_all")]).to_pylist()}
+        per = {
+            r[ERROR]: int(r["count_all"]) for r in err_rows.group_by(ERROR).aggregate([([], "count_all")]).to_pylist()
+        }
         first = worst_check(per)
         of_first = err_rows.filter(pc.equal(err_rows.column(ERROR), first))
         raise view_errors(view_name, per, of_first.slice(0, 1).drop_columns([ERROR]).to_pylist()[0], at=at)

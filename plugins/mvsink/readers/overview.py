@@ -44,21 +44,36 @@ def describe_schedule(s: Schedule) -> str:
 def lineage(view: ViewDefinition, views: dict[str, ViewDefinition]) -> dict[str, Any]:
     """Sources (tables and views), upstream views (read or waited on) and downstream views (reading this one)."""
     upstream = sorted({s.view for s in view.sources if s.kind == "view" and s.view} | set(view.schedule.on_commit))
-    downstream = sorted(v.name for v in views.values() if v.name != view.name and (
-        any(s.kind == "view" and s.view == view.name for s in v.sources) or view.name in v.schedule.on_commit))
+    downstream = sorted(
+        v.name
+        for v in views.values()
+        if v.name != view.name
+        and (any(s.kind == "view" and s.view == view.name for s in v.sources) or view.name in v.schedule.on_commit)
+    )
     return {"upstream": upstream, "downstream": downstream}
 
 
 def _refresh(c: dict[str, Any]) -> dict[str, Any]:
     """An append commit of ``view_status``'s ``last_commits``, as the page and ``--all`` show it."""
     return {
-        "version": c.get("version"), "committed": c.get("committed"), "committed_ms": c.get("committed_ms"),
-        "refresh_time": c.get("refresh_time"), "refresh_time_utc": format_time_or_none(c.get("refresh_time")),
-        "lower": c.get("lower"), "upper": c.get("upper"), "mode": c.get("mode") or "",
-        "mode_kind": mode_kind(c.get("mode")), "mode_reason": c.get("mode_reason") or "",
-        "rows_added": int(c.get("rows_added") or 0), "rows_retracted": int(c.get("rows_retracted") or 0),
-        "bytes": int(c.get("bytes") or 0), "duration_ms": c.get("duration_ms"), "write_ms": c.get("write_ms"),
-        "run_id": c.get("run_id"), "checks": c.get("checks") or {}, "sources": c.get("sources") or {},
+        "version": c.get("version"),
+        "committed": c.get("committed"),
+        "committed_ms": c.get("committed_ms"),
+        "refresh_time": c.get("refresh_time"),
+        "refresh_time_utc": format_time_or_none(c.get("refresh_time")),
+        "lower": c.get("lower"),
+        "upper": c.get("upper"),
+        "mode": c.get("mode") or "",
+        "mode_kind": mode_kind(c.get("mode")),
+        "mode_reason": c.get("mode_reason") or "",
+        "rows_added": int(c.get("rows_added") or 0),
+        "rows_retracted": int(c.get("rows_retracted") or 0),
+        "bytes": int(c.get("bytes") or 0),
+        "duration_ms": c.get("duration_ms"),
+        "write_ms": c.get("write_ms"),
+        "run_id": c.get("run_id"),
+        "checks": c.get("checks") or {},
+        "sources": c.get("sources") or {},
     }
 
 
@@ -82,8 +97,13 @@ def summary_status(view: ViewDefinition, *, now: int | None = None) -> dict[str,
     return st
 
 
-def view_summary(view: ViewDefinition, views: dict[str, ViewDefinition], *, now: int | None = None,
-                 status: dict[str, Any] | None = None) -> dict[str, Any]:
+def view_summary(
+    view: ViewDefinition,
+    views: dict[str, ViewDefinition],
+    *,
+    now: int | None = None,
+    status: dict[str, Any] | None = None,
+) -> dict[str, Any]:
     """One line of the overview: frontiers as ISO-8601 UTC, freshness, the last refresh, checks, staging, sources."""
     st = status if status is not None else summary_status(view, now=now)
     appends = [c for c in st["last_commits"] if not c.get("foreign") and c.get("operation") == "append"]
@@ -93,21 +113,34 @@ def view_summary(view: ViewDefinition, views: dict[str, ViewDefinition], *, now:
     in_flight = [b for b in staged if (p := parse_batch_id(b)) is not None and p[1] == st["upper"]]
     checks = last["checks"] if last else {}
     return {
-        "view": view.name, "description": view.description, "target": view.target, "exists": st["exists"],
+        "view": view.name,
+        "description": view.description,
+        "target": view.target,
+        "exists": st["exists"],
         "schedule": describe_schedule(view.schedule),
-        "as_of": st["as_of"], "as_of_utc": format_time(st["as_of"]),
-        "since": st["since"], "since_utc": format_time(st["since"]),
-        "upper": st["upper"], "upper_utc": format_time(st["upper"]) if st["upper"] > 0 else None,
-        "final_through": st["final_through"], "final_through_utc": format_time_or_none(st["final_through"]),
+        "as_of": st["as_of"],
+        "as_of_utc": format_time(st["as_of"]),
+        "since": st["since"],
+        "since_utc": format_time(st["since"]),
+        "upper": st["upper"],
+        "upper_utc": format_time(st["upper"]) if st["upper"] > 0 else None,
+        "final_through": st["final_through"],
+        "final_through_utc": format_time_or_none(st["final_through"]),
         "version": st["version"],
-        "lag_ms": st["lag_ms"], "max_lag_ms": st["max_lag_ms"], "stale": st["stale"], "checked_at": st["checked_at"],
+        "lag_ms": st["lag_ms"],
+        "max_lag_ms": st["max_lag_ms"],
+        "stale": st["stale"],
+        "checked_at": st["checked_at"],
         "freshness": format_freshness(st),
         "last_refresh": last,
         "checks": checks,
         "error_rows": sum(int(c.get("rows", 0)) for c in checks.values() if c.get("action") == "error"),
-        "staged_batches": staged, "in_flight": in_flight,
-        "sources": [{"name": s.name, "kind": s.kind, "table": s.path, "view": s.view, "version_read": read.get(s.name)}
-                    for s in view.sources],
+        "staged_batches": staged,
+        "in_flight": in_flight,
+        "sources": [
+            {"name": s.name, "kind": s.kind, "table": s.path, "view": s.view, "version_read": read.get(s.name)}
+            for s in view.sources
+        ],
         "foreign_commits": sum(1 for c in st["last_commits"] if c.get("foreign")),
         **lineage(view, views),
     }
@@ -142,21 +175,31 @@ def history_points(commits_newest_first: list[dict[str, Any]], as_of: int) -> li
             upper = int(c["lower"])
         elif op == "compact":
             since = max(since, int(c["since"]))
-        point = {"version": c.get("version"), "committed_ms": c.get("committed_ms"), "committed": c.get("committed"),
-                 "operation": op or c.get("operation"), "foreign": bool(c.get("foreign")), "since": since,
-                 "upper": upper}
+        point = {
+            "version": c.get("version"),
+            "committed_ms": c.get("committed_ms"),
+            "committed": c.get("committed"),
+            "operation": op or c.get("operation"),
+            "foreign": bool(c.get("foreign")),
+            "since": since,
+            "upper": upper,
+        }
         if op == "append":
             point.update(_refresh(c))
         out.append(point)
     return out
 
 
-def view_detail(view: ViewDefinition, views: dict[str, ViewDefinition], *, now: int | None = None,
-                last: int = HISTORY_COMMITS) -> dict[str, Any]:
+def view_detail(
+    view: ViewDefinition, views: dict[str, ViewDefinition], *, now: int | None = None, last: int = HISTORY_COMMITS
+) -> dict[str, Any]:
     """The overview line plus the last ``last`` commits (newest first, as ``mvsink status``) and the history."""
     st = view_status(view, last=last, now=now)
-    return {**view_summary(view, views, now=now, status=st), "last_commits": st["last_commits"],
-            "history": history_points(st["last_commits"], view.as_of)}
+    return {
+        **view_summary(view, views, now=now, status=st),
+        "last_commits": st["last_commits"],
+        "history": history_points(st["last_commits"], view.as_of),
+    }
 
 
 def format_summary_line(s: dict[str, Any]) -> str:
@@ -164,10 +207,15 @@ def format_summary_line(s: dict[str, Any]) -> str:
     if s.get("error"):
         return f"{s['view'] or s.get('file')}: ERROR {s['error']}"
     last = s["last_refresh"]
-    refresh = "never refreshed" if last is None else (
-        f"last {last['refresh_time_utc']} {last['mode_kind'] or '?'} +{last['rows_added']} -{last['rows_retracted']}")
+    refresh = (
+        "never refreshed"
+        if last is None
+        else (
+            f"last {last['refresh_time_utc']} {last['mode_kind'] or '?'} +{last['rows_added']} -{last['rows_retracted']}"
+        )
+    )
     flag = "STALE " if s["stale"] else ""
     extra = (f"; {s['error_rows']} error row(s)" if s["error_rows"] else "") + (
-        f"; {len(s['in_flight'])} batch(es) in flight" if s["in_flight"] else "")
-    return (f"{flag}{s['view']}: final through {s['final_through_utc'] or '-'}, lag {s['freshness']}; "
-            f"{refresh}{extra}")
+        f"; {len(s['in_flight'])} batch(es) in flight" if s["in_flight"] else ""
+    )
+    return f"{flag}{s['view']}: final through {s['final_through_utc'] or '-'}, lag {s['freshness']}; {refresh}{extra}"

@@ -19,9 +19,16 @@ def quote_ident(name: str) -> str:
     return '"' + name.replace('"', '""') + '"'
 
 
-def consolidation_sql(columns: Sequence[str], *, through: int | None = None, from_time: int | None = None,
-                      to_time: int | None = None, per_time: bool = False, at: int | None = None,
-                      table: str = "updates") -> str:
+def consolidation_sql(
+    columns: Sequence[str],
+    *,
+    through: int | None = None,
+    from_time: int | None = None,
+    to_time: int | None = None,
+    per_time: bool = False,
+    at: int | None = None,
+    table: str = "updates",
+) -> str:
     """A SELECT over ``table`` giving one update per distinct row: the row, and its summed ``_mv_diff``.
 
     ``columns``: the table's columns in order (``_mv_time`` and ``_mv_diff`` among them, else they
@@ -52,9 +59,11 @@ def consolidation_sql(columns: Sequence[str], *, through: int | None = None, fro
                 select.append(f"CAST({int(at)} AS BIGINT) AS {t}")
         else:
             select.append(quote_ident(c))
-    where = ([f"{t} >= {int(from_time)}"] if from_time is not None else []) \
-        + ([f"{t} <= {int(through)}"] if through is not None else []) \
+    where = (
+        ([f"{t} >= {int(from_time)}"] if from_time is not None else [])
+        + ([f"{t} <= {int(through)}"] if through is not None else [])
         + ([f"{t} < {int(to_time)}"] if to_time is not None else [])
+    )
     group = row + ([t] if per_time else [])
     sql = f"SELECT {', '.join(select)} FROM {quote_ident(table)}"
     if where:

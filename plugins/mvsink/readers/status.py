@@ -19,16 +19,34 @@ def view_status(view: ViewDefinition, *, last: int = 10, now: int | None = None)
     refreshes: list[dict[str, Any]] = []
     for h in table.history(limit=last):  # one entry per commit: the newest `last` commits
         if h.info is None:
-            refreshes.append({"version": h.version, "operation": h.operation, "foreign": True,
-                              "committed": format_time(h.timestamp), "committed_ms": h.timestamp})
+            refreshes.append(
+                {
+                    "version": h.version,
+                    "operation": h.operation,
+                    "foreign": True,
+                    "committed": format_time(h.timestamp),
+                    "committed_ms": h.timestamp,
+                }
+            )
         else:
-            refreshes.append({**h.info.to_dict(), "version": h.version, "committed": format_time(h.timestamp),
-                              "committed_ms": h.timestamp})
+            refreshes.append(
+                {
+                    **h.info.to_dict(),
+                    "version": h.version,
+                    "committed": format_time(h.timestamp),
+                    "committed_ms": h.timestamp,
+                }
+            )
     final_through = fr.upper - 1 if fr.upper > 0 else None
     return {
-        "view": view.name, "target": view.target, "exists": table.exists,
-        "as_of": view.as_of, "since": max(fr.since, view.as_of), "upper": fr.upper,
-        "final_through": final_through, "version": fr.version,
+        "view": view.name,
+        "target": view.target,
+        "exists": table.exists,
+        "as_of": view.as_of,
+        "since": max(fr.since, view.as_of),
+        "upper": fr.upper,
+        "final_through": final_through,
+        "version": fr.version,
         **freshness(view, final_through, now),
         "staged_batches": list_staged(view.target) if table.exists else [],
         "last_commits": refreshes,
@@ -59,14 +77,20 @@ def format_commit(c: dict[str, Any]) -> str:
     if c.get("foreign"):
         return f"v{c['version']:<5} {c['committed']}  FOREIGN {c['operation']} (not by mvsink)"
     if c.get("operation") == "append":
-        return (f"v{c['version']:<5} {c['committed']}  append [{c['lower']}, {c['upper']}) at "
-                f"{format_time(c['refresh_time'])}: +{c.get('rows_added', 0)} -{c.get('rows_retracted', 0)}"
-                f" rows, {c.get('bytes', 0)} bytes" + (f", {mode_label(c['mode'])}" if c.get("mode") else "")
-                + (f", {format_duration(c['duration_ms'])}" if c.get("duration_ms") is not None else "")
-                + f", run {c['run_id']}"
-                + (f"; checks: {format_counts(c['checks'])}" if c.get("checks") else ""))
+        return (
+            f"v{c['version']:<5} {c['committed']}  append [{c['lower']}, {c['upper']}) at "
+            f"{format_time(c['refresh_time'])}: +{c.get('rows_added', 0)} -{c.get('rows_retracted', 0)}"
+            f" rows, {c.get('bytes', 0)} bytes"
+            + (f", {mode_label(c['mode'])}" if c.get("mode") else "")
+            + (f", {format_duration(c['duration_ms'])}" if c.get("duration_ms") is not None else "")
+            + f", run {c['run_id']}"
+            + (f"; checks: {format_counts(c['checks'])}" if c.get("checks") else "")
+        )
     if c.get("operation") == "compact":
-        return (f"v{c['version']:<5} {c['committed']}  compact since -> {format_time(c['since'])}: "
-                f"{c.get('rows_before', '?')} rows in the log before, upper unchanged")
-    return (f"v{c['version']:<5} {c['committed']}  {c.get('operation')}"
-            + (f" upper -> {c['lower']}" if c.get("operation") == "bump" else ""))
+        return (
+            f"v{c['version']:<5} {c['committed']}  compact since -> {format_time(c['since'])}: "
+            f"{c.get('rows_before', '?')} rows in the log before, upper unchanged"
+        )
+    return f"v{c['version']:<5} {c['committed']}  {c.get('operation')}" + (
+        f" upper -> {c['lower']}" if c.get("operation") == "bump" else ""
+    )

@@ -37,7 +37,6 @@ _DROP = "_mv_chk_drop"
 _FAIL = "_mv_chk_"
 
 
-
 def validate_checks(view: ViewDefinition, result: DataFrame) -> None:
     """Every check must analyse over the query's result as a deterministic per-row boolean."""
     from pyspark.errors import PySparkException
@@ -55,13 +54,17 @@ def validate_checks(view: ViewDefinition, result: DataFrame) -> None:
             if isinstance(dtype, (T.BooleanType, T.NullType)):
                 _ = result.where(e).schema  # refuses aggregates, windows and generators
         except PySparkException as exc:
-            raise QueryError(f"{where} does not analyse over the query's columns {result.columns}: "
-                             f"{first_paragraph(exc).split(chr(10))[0].rstrip(';')}. Fix: correct `expr` of the "
-                             f"check in {view.file or 'the view file'}; it sees the query's result columns "
-                             "only.") from None
+            raise QueryError(
+                f"{where} does not analyse over the query's columns {result.columns}: "
+                f"{first_paragraph(exc).split(chr(10))[0].rstrip(';')}. Fix: correct `expr` of the "
+                f"check in {view.file or 'the view file'}; it sees the query's result columns "
+                "only."
+            ) from None
         if not isinstance(dtype, (T.BooleanType, T.NullType)):
-            raise QueryError(f"{where} is of type {dtype.simpleString()}, not boolean. Fix: write a condition "
-                             "that is true for good rows, e.g. qty > 0.")
+            raise QueryError(
+                f"{where} is of type {dtype.simpleString()}, not boolean. Fix: write a condition "
+                "that is true for good rows, e.g. qty > 0."
+            )
         if plan_deterministic(probe) is False:  # None over Spark Connect: the lexical check at parse time applies
             raise QueryError(f"{where} is not deterministic. Fix: make the check a function of the row.")
 
@@ -101,8 +104,14 @@ def check_metrics(view: ViewDefinition, weight: str | None = None) -> list[Colum
     return out
 
 
-def apply_checks(df: DataFrame, view: ViewDefinition, *, with_error: bool, weight: str | None = None,
-                 observation: Observation | None = None) -> DataFrame:
+def apply_checks(
+    df: DataFrame,
+    view: ViewDefinition,
+    *,
+    with_error: bool,
+    weight: str | None = None,
+    observation: Observation | None = None,
+) -> DataFrame:
     """The query's result with the checks applied: dropped rows removed, ``_mv_error`` added.
 
     ``df`` is the query's result (plus ``weight``, a signed multiplicity column, in the
@@ -129,7 +138,3 @@ def apply_checks(df: DataFrame, view: ViewDefinition, *, with_error: bool, weigh
         flagged = flagged.observe(observation, *check_metrics(view, weight))
     out = flagged.where(F.col(_DROP).isNull())
     return out.select(*user, *([ERROR] if with_error else []), *tail)
-
-
-
-

@@ -26,12 +26,22 @@ DEFAULT_SPARK_CONF: dict[str, str] = {
 LOCAL_MASTER_CONF: dict[str, str] = {"spark.driver.bindAddress": "127.0.0.1", "spark.driver.host": "127.0.0.1"}
 
 
-SECRET_HINTS = ("password", "secret", "token", "credential", "access.key", "key.id", "account.key", "private.key",
-                ".key")
+SECRET_HINTS = (
+    "password",
+    "secret",
+    "token",
+    "credential",
+    "access.key",
+    "key.id",
+    "account.key",
+    "private.key",
+    ".key",
+)
 
 
-def spark_conf_for(view: ViewDefinition, extra: Mapping[str, str] | None = None, *,
-                   master: str | None = None) -> dict[str, str]:
+def spark_conf_for(
+    view: ViewDefinition, extra: Mapping[str, str] | None = None, *, master: str | None = None
+) -> dict[str, str]:
     """Spark settings of a write: defaults < the view's spark_conf < ``extra``."""
     local = LOCAL_MASTER_CONF if master is not None and master.startswith("local") else {}
     return {**DEFAULT_SPARK_CONF, **local, **view.spark_conf, **(extra or {})}
@@ -65,8 +75,10 @@ def write_properties_file(conf: Mapping[str, str], folder: str | None = None) ->
     """
     for k, v in conf.items():
         if v != v.strip():
-            raise MvSinkError(f"Spark setting {k}: its value has leading or trailing blanks, which Spark "
-                                     "strips from a properties file. Fix: remove the blanks from the value.")
+            raise MvSinkError(
+                f"Spark setting {k}: its value has leading or trailing blanks, which Spark "
+                "strips from a properties file. Fix: remove the blanks from the value."
+            )
     fd, path = tempfile.mkstemp(prefix="mvsink-spark-", suffix=".properties", dir=folder)
     with os.fdopen(fd, "w", encoding="utf-8") as f:
         for k, v in sorted(conf.items()):
@@ -75,5 +87,7 @@ def write_properties_file(conf: Mapping[str, str], folder: str | None = None) ->
 
 
 def redact(cmd: list[str]) -> list[str]:
-    return [c.split("=", 1)[0] + "=***" if "=" in c and any(h in c.split("=", 1)[0].lower() for h in SECRET_HINTS)
-            else c for c in cmd]
+    return [
+        c.split("=", 1)[0] + "=***" if "=" in c and any(h in c.split("=", 1)[0].lower() for h in SECRET_HINTS) else c
+        for c in cmd
+    ]

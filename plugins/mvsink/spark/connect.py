@@ -32,12 +32,17 @@ DEFAULT_PORT = 15002
 SESSION_CONF_PREFIXES = ("spark.sql.",)
 
 
-def server_command(*, port: int = DEFAULT_PORT, master: str = "local[2]",
-                   conf: Mapping[str, str] | None = None) -> list[str]:
+def server_command(
+    *, port: int = DEFAULT_PORT, master: str = "local[2]", conf: Mapping[str, str] | None = None
+) -> list[str]:
     """spark-submit command line that starts a Spark Connect server on 127.0.0.1:port (pure)."""
-    settings = {**DEFAULT_SPARK_CONF, **(LOCAL_MASTER_CONF if master.startswith("local") else {}),
-                "spark.connect.grpc.binding.address": "127.0.0.1",
-                "spark.connect.grpc.binding.port": str(port), **(conf or {})}
+    settings = {
+        **DEFAULT_SPARK_CONF,
+        **(LOCAL_MASTER_CONF if master.startswith("local") else {}),
+        "spark.connect.grpc.binding.address": "127.0.0.1",
+        "spark.connect.grpc.binding.port": str(port),
+        **(conf or {}),
+    }
     cmd = [spark_submit_binary(), "--master", master, "--name", "mvsink-connect", "--class", SERVER_CLASS]
     for k, v in sorted(settings.items()):
         cmd += ["--conf", f"{k}={v}"]
@@ -50,19 +55,31 @@ def listening(port: int, host: str = "127.0.0.1") -> bool:
         return s.connect_ex((host, port)) == 0
 
 
-def start_server(*, port: int = DEFAULT_PORT, master: str = "local[2]", conf: Mapping[str, str] | None = None,
-                 log_path: Path | None = None, timeout: float = 90) -> subprocess.Popen[bytes]:
+def start_server(
+    *,
+    port: int = DEFAULT_PORT,
+    master: str = "local[2]",
+    conf: Mapping[str, str] | None = None,
+    log_path: Path | None = None,
+    timeout: float = 90,
+) -> subprocess.Popen[bytes]:
     """Start the server in the background and wait until it accepts connections."""
     if listening(port):
         raise MvSinkError(f"port {port} on 127.0.0.1 is already in use. Fix: stop that process or pick --port.")
     out = open(log_path, "ab") if log_path else subprocess.DEVNULL  # noqa: SIM115 - lives with the server
-    proc = subprocess.Popen(server_command(port=port, master=master, conf=conf), env=submit_env(),
-                            stdout=out, stderr=out, start_new_session=True)
+    proc = subprocess.Popen(
+        server_command(port=port, master=master, conf=conf),
+        env=submit_env(),
+        stdout=out,
+        stderr=out,
+        start_new_session=True,
+    )
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if proc.poll() is not None:
-            raise MvSinkError(f"the Spark Connect server exited ({proc.returncode})"
-                              + (f"; see {log_path}" if log_path else "") + ".")
+            raise MvSinkError(
+                f"the Spark Connect server exited ({proc.returncode})" + (f"; see {log_path}" if log_path else "") + "."
+            )
         if listening(port):
             return proc
         time.sleep(0.5)
@@ -78,8 +95,10 @@ def remote_session(url: str, *, conf: Mapping[str, str] | None = None) -> SparkS
     host_port = url.removeprefix("sc://").split("/")[0]
     host, _, port = host_port.partition(":")
     if not listening(int(port or DEFAULT_PORT), host or "127.0.0.1"):
-        raise MvSinkError(f"no Spark Connect server at {url}. Fix: start one with `mvsink connect-server`, "
-                          "or drop --remote to use spark-submit.")
+        raise MvSinkError(
+            f"no Spark Connect server at {url}. Fix: start one with `mvsink connect-server`, "
+            "or drop --remote to use spark-submit."
+        )
     spark = SparkSession.builder.remote(url).getOrCreate()
     spark.client.set_retry_policies([DefaultPolicy(max_retries=3, max_backoff=1000)])
     for k, v in {**DEFAULT_SPARK_CONF, **(conf or {})}.items():

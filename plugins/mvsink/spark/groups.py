@@ -76,15 +76,17 @@ def net_changes(plus: DataFrame, minus: DataFrame) -> tuple[DataFrame, DataFrame
     if not all(groupable(f.dataType) for f in plus.schema.fields):
         return plus, minus
     cols = [F.col(_quote(c)) for c in plus.columns]
-    signed = (plus.select(*cols, F.lit(1).cast("bigint").alias(_SIGN))
-              .unionByName(minus.select(*cols, F.lit(-1).cast("bigint").alias(_SIGN))))
+    signed = plus.select(*cols, F.lit(1).cast("bigint").alias(_SIGN)).unionByName(
+        minus.select(*cols, F.lit(-1).cast("bigint").alias(_SIGN))
+    )
     net = signed.groupBy(*cols).agg(F.sum(_SIGN).alias(_SIGN))
     return net.where(F.col(_SIGN) > 0).drop(_SIGN), net.where(F.col(_SIGN) < 0).drop(_SIGN)
 
 
 def _key_match(left: DataFrame, keys: DataFrame, key_columns: list[str]) -> Column:
-    return functools.reduce(lambda a, b: a & b, [
-        left[_quote(c)].eqNullSafe(keys[_KEY.format(i)]) for i, c in enumerate(key_columns)])
+    return functools.reduce(
+        lambda a, b: a & b, [left[_quote(c)].eqNullSafe(keys[_KEY.format(i)]) for i, c in enumerate(key_columns)]
+    )
 
 
 def _exact_literals(dt: DataType) -> bool:
@@ -92,8 +94,7 @@ def _exact_literals(dt: DataType) -> bool:
     through the local time zone of Python, ambiguous in a DST fold; structs and arrays have no literal)."""
     from pyspark.sql import types as T
 
-    return isinstance(dt, (T.NumericType, T.StringType, T.BooleanType, T.DateType, T.BinaryType,
-                           T.TimestampNTZType))
+    return isinstance(dt, (T.NumericType, T.StringType, T.BooleanType, T.DateType, T.BinaryType, T.TimestampNTZType))
 
 
 def _inline_filter(rows: list[Any], key_columns: list[str], types: list[DataType] | None = None) -> Column | None:
@@ -120,9 +121,16 @@ def _inline_filter(rows: list[Any], key_columns: list[str], types: list[DataType
     return functools.reduce(lambda a, b: a & b, parts) if parts else None
 
 
-def group_corrections(spark: SparkSession, view: ViewDefinition, desc: BatchDescription, *,
-                      base: dict[str, int], desired: DataFrame, table_df: DataFrame,
-                      with_error: bool) -> tuple[DataFrame | None, str]:
+def group_corrections(
+    spark: SparkSession,
+    view: ViewDefinition,
+    desc: BatchDescription,
+    *,
+    base: dict[str, int],
+    desired: DataFrame,
+    table_df: DataFrame,
+    with_error: bool,
+) -> tuple[DataFrame | None, str]:
     """Corrections of ``desc`` from recomputing only the groups the sources' changes touch, or (None, why not).
 
     ``desired``: the view's query over the sources at the versions ``desc`` reads (analysed, not run);
@@ -140,8 +148,10 @@ def group_corrections(spark: SparkSession, view: ViewDefinition, desc: BatchDesc
     if why:
         return None, why
     if with_error:
-        return None, ("the view has checks (or its table has error rows): their totals cannot be counted "
-                      "from the affected groups alone")
+        return None, (
+            "the view has checks (or its table has error rows): their totals cannot be counted "
+            "from the affected groups alone"
+        )
     changed = [s for s in desc.sources if base.get(s.name) != s.version]
     got = aggregate_keys(spark, view.query, [s.name for s in changed], desired=desired)
     if isinstance(got, str):
@@ -161,8 +171,10 @@ def group_corrections(spark: SparkSession, view: ViewDefinition, desc: BatchDesc
     n_keys = keys.count()
     live = table_df.where(F.col(TIME) < F.lit(desc.lower)).agg(F.sum(DIFF)).collect()[0][0] or 0
     if n_keys > MAX_AFFECTED_FRACTION * live:
-        return None, (f"{n_keys} affected group(s) against {live} row(s) of the view "
-                      f"(over {MAX_AFFECTED_FRACTION:.0%}: the full diff is cheaper)")
+        return None, (
+            f"{n_keys} affected group(s) against {live} row(s) of the view "
+            f"(over {MAX_AFFECTED_FRACTION:.0%}: the full diff is cheaper)"
+        )
 
     user_t = [c for c in table_df.columns if c not in (TIME, DIFF, ERROR)]
     rows = table_df.select(*[F.col(_quote(a)).alias(b) for a, b in zip(user_t, desired.columns)], TIME, DIFF)
@@ -175,5 +187,7 @@ def group_corrections(spark: SparkSession, view: ViewDefinition, desc: BatchDesc
     have = have.join(keys, _key_match(have, keys, key_columns), "left_semi")
     persisted = consolidate(have, list(desired.columns), before=desc.lower)
     corr = corrections(want, persisted, time=desc.time)
-    return corr, (f"recomputed {n_keys} affected group(s) of {live} row(s) (keys {', '.join(key_columns)}) "
-                  f"from the changes of {', '.join(s.name for s in changed)}")
+    return corr, (
+        f"recomputed {n_keys} affected group(s) of {live} row(s) (keys {', '.join(key_columns)}) "
+        f"from the changes of {', '.join(s.name for s in changed)}"
+    )

@@ -45,8 +45,15 @@ NOT_LINEAR = "not linear in"
 
 # ---------------------------------------------------------------- Spark side
 
-def _read_files(spark: SparkSession, files: list[ChangeFile], schema: StructType, partition_columns: list[str],
-                *, with_change_type: bool) -> DataFrame:
+
+def _read_files(
+    spark: SparkSession,
+    files: list[ChangeFile],
+    schema: StructType,
+    partition_columns: list[str],
+    *,
+    with_change_type: bool,
+) -> DataFrame:
     from pyspark.sql import functions as F
     from pyspark.sql import types as T
 
@@ -70,8 +77,9 @@ def _read_files(spark: SparkSession, files: list[ChangeFile], schema: StructType
     return out
 
 
-def change_frames(spark: SparkSession, changes: ChangeSet, schema: StructType,
-                  partition_columns: list[str]) -> tuple[DataFrame, DataFrame]:
+def change_frames(
+    spark: SparkSession, changes: ChangeSet, schema: StructType, partition_columns: list[str]
+) -> tuple[DataFrame, DataFrame]:
     """(inserted rows, deleted rows) of a change set, as DataFrames with the source's schema."""
     from pyspark.sql import functions as F
 
@@ -93,8 +101,9 @@ def max_fraction() -> float:
     return settings.incremental_max_fraction()
 
 
-def prepare_changes(spark: SparkSession, view: ViewDefinition, desc: BatchDescription, base: dict[str, int],
-                    changed: list[SourceRead]) -> dict[str, tuple[DataFrame, DataFrame]] | str:
+def prepare_changes(
+    spark: SparkSession, view: ViewDefinition, desc: BatchDescription, base: dict[str, int], changed: list[SourceRead]
+) -> dict[str, tuple[DataFrame, DataFrame]] | str:
     """(inserted, deleted) rows of each changed source since ``base``, or why they cannot be used.
 
     Refuses a change set that is over :func:`max_fraction` of the source's files (the size guard).
@@ -109,8 +118,10 @@ def prepare_changes(spark: SparkSession, view: ViewDefinition, desc: BatchDescri
             return f"source {s.name!r}: {cs}"
         total = active_bytes(s.path, s.version)
         if total and cs.bytes > fraction * total:
-            return (f"source {s.name!r} changed {cs.bytes} bytes of files against {total} "
-                    f"(over {fraction:.0%}; enable delta.enableChangeDataFeed on it for smaller change sets)")
+            return (
+                f"source {s.name!r} changed {cs.bytes} bytes of files against {total} "
+                f"(over {fraction:.0%}; enable delta.enableChangeDataFeed on it for smaller change sets)"
+            )
         changes[s.name] = cs
     frames: dict[str, tuple[DataFrame, DataFrame]] = {}
     for s in changed:
@@ -120,9 +131,15 @@ def prepare_changes(spark: SparkSession, view: ViewDefinition, desc: BatchDescri
     return frames
 
 
-def telescope(spark: SparkSession, view: ViewDefinition, desc: BatchDescription, base: dict[str, int],
-              changed: list[SourceRead], frames: dict[str, tuple[DataFrame, DataFrame]],
-              term: Callable[[int], DataFrame]) -> list[DataFrame]:
+def telescope(
+    spark: SparkSession,
+    view: ViewDefinition,
+    desc: BatchDescription,
+    base: dict[str, int],
+    changed: list[SourceRead],
+    frames: dict[str, tuple[DataFrame, DataFrame]],
+    term: Callable[[int], DataFrame],
+) -> list[DataFrame]:
     """``term(sign)`` once per change term, with the sources registered as that term reads them.
 
     Term of source i: source i is its inserted (+1) or deleted (-1) rows, the changed sources before it
@@ -135,7 +152,7 @@ def telescope(spark: SparkSession, view: ViewDefinition, desc: BatchDescription,
     registered_old: list[str] = []
     try:
         for i, s in enumerate(changed):
-            for later in changed[i + 1:]:  # sources after this one at their old version
+            for later in changed[i + 1 :]:  # sources after this one at their old version
                 role = f"view {view.name}: source '{later.name}'"
                 read_delta(spark, later.path, version=base[later.name], role=role).createOrReplaceTempView(later.name)
                 registered_old.append(later.name)
@@ -146,13 +163,15 @@ def telescope(spark: SparkSession, view: ViewDefinition, desc: BatchDescription,
                 # Classic Spark binds temp views when spark.sql analyses; Spark Connect re-analyses the SQL
                 # at execution, after the views were re-registered, so there each term is pinned first.
                 terms.append(t.localCheckpoint(eager=True) if _is_remote(spark) else t)
-            read_delta(spark, s.path, version=s.version,
-                       role=f"view {view.name}: source '{s.name}'").createOrReplaceTempView(s.name)
+            read_delta(
+                spark, s.path, version=s.version, role=f"view {view.name}: source '{s.name}'"
+            ).createOrReplaceTempView(s.name)
     finally:
         for name in registered_old:
             src = next(x for x in desc.sources if x.name == name)
-            read_delta(spark, src.path, version=src.version,
-                       role=f"view {view.name}: source '{name}'").createOrReplaceTempView(name)
+            read_delta(
+                spark, src.path, version=src.version, role=f"view {view.name}: source '{name}'"
+            ).createOrReplaceTempView(name)
     return terms
 
 
@@ -165,9 +184,16 @@ def source_check(desc: BatchDescription, base: dict[str, int]) -> str | None:
     return None
 
 
-def incremental_corrections(spark: SparkSession, view: ViewDefinition, desc: BatchDescription,
-                            *, base: dict[str, int], desired: DataFrame | None = None, with_error: bool = False,
-                            observation: Observation | None = None) -> tuple[DataFrame | None, str]:
+def incremental_corrections(
+    spark: SparkSession,
+    view: ViewDefinition,
+    desc: BatchDescription,
+    *,
+    base: dict[str, int],
+    desired: DataFrame | None = None,
+    with_error: bool = False,
+    observation: Observation | None = None,
+) -> tuple[DataFrame | None, str]:
     """Corrections of ``desc`` computed from the sources' changes since ``base``, or (None, why not).
 
     The view's checks (a per-row projection and filter) are applied to the signed change terms;
@@ -193,8 +219,15 @@ def incremental_corrections(spark: SparkSession, view: ViewDefinition, desc: Bat
     frames = prepare_changes(spark, view, desc, base, changed)
     if isinstance(frames, str):
         return None, frames
-    terms = telescope(spark, view, desc, base, changed, frames,
-                      lambda sign: spark.sql(view.query).select("*", F.lit(sign).cast("bigint").alias(DIFF)))
+    terms = telescope(
+        spark,
+        view,
+        desc,
+        base,
+        changed,
+        frames,
+        lambda sign: spark.sql(view.query).select("*", F.lit(sign).cast("bigint").alias(DIFF)),
+    )
     union = terms[0]
     for t in terms[1:]:
         union = union.unionByName(t)

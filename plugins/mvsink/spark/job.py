@@ -62,12 +62,24 @@ def run_write(spark: SparkSession, view: ViewDefinition, desc: BatchDescription)
     # Tables of views with checks carry _mv_error; a table that has it keeps it (checks removed later
     # retract the error rows); tables of views that never had checks stay as they were.
     with_error = bool(view.checks) or ERROR in table.column_names
-    head = WriteReport(view=view.name, batch_id=desc.batch_id, lower=desc.lower, upper=desc.upper, status="stale",
-                       read_version=fr.version, table_upper=fr.upper,
-                       schema=encode_schema(arrow_table_schema(result.schema, with_error=with_error)))
+    head = WriteReport(
+        view=view.name,
+        batch_id=desc.batch_id,
+        lower=desc.lower,
+        upper=desc.upper,
+        status="stale",
+        read_version=fr.version,
+        table_upper=fr.upper,
+        schema=encode_schema(arrow_table_schema(result.schema, with_error=with_error)),
+    )
     if fr.upper > desc.lower:
-        log.warning("view %s: batch [%d, %d) is stale: the table's upper is already %d; staging nothing",
-                    view.name, desc.lower, desc.upper, fr.upper)
+        log.warning(
+            "view %s: batch [%d, %d) is stale: the table's upper is already %d; staging nothing",
+            view.name,
+            desc.lower,
+            desc.upper,
+            fr.upper,
+        )
         return dataclasses.replace(head, seconds=time.monotonic() - t0)
 
     check_obs = Observation(f"mvsink_checks_{desc.batch_id[-8:]}") if view.checks else None
@@ -87,14 +99,27 @@ def run_write(spark: SparkSession, view: ViewDefinition, desc: BatchDescription)
         added, retracted = _sizes()
         row = corr.agg(added, retracted).collect()[0]
         log.info("view %s: dry run: %d rows to add, %d to retract", view.name, row["added"], row["retracted"])
-        return dataclasses.replace(head, status="dry_run", rows_added=int(row["added"]),
-                                   rows_retracted=int(row["retracted"]), checks=check_counts(),
-                                   seconds=time.monotonic() - t0)
+        return dataclasses.replace(
+            head,
+            status="dry_run",
+            rows_added=int(row["added"]),
+            rows_retracted=int(row["retracted"]),
+            checks=check_counts(),
+            seconds=time.monotonic() - t0,
+        )
     return _stage(view, desc, corr, head, check_counts=check_counts, t0=t0)
 
 
-def _corrections(spark: SparkSession, view: ViewDefinition, desc: BatchDescription, table: ViewTable,
-                 result: DataFrame, *, with_error: bool, check_obs: Observation | None) -> tuple[DataFrame, WriteMode, str]:
+def _corrections(
+    spark: SparkSession,
+    view: ViewDefinition,
+    desc: BatchDescription,
+    table: ViewTable,
+    result: DataFrame,
+    *,
+    with_error: bool,
+    check_obs: Observation | None,
+) -> tuple[DataFrame, WriteMode, str]:
     """The batch's corrections, with the mode that computed them and why: incremental when allowed, else full."""
     from pyspark.sql import functions as F
 
@@ -113,16 +138,18 @@ def _corrections(spark: SparkSession, view: ViewDefinition, desc: BatchDescripti
         elif desc.base_versions is not None and view.checks and add_counts(view, desc.base_checks or {}, zero) is None:
             reason = "the last refresh recorded no check counts to start from"
         elif desc.base_versions is not None:
-            corr, mode, reason = _incremental(spark, view, desc, result, table_df, with_error=with_error,
-                                              check_obs=check_obs)
+            corr, mode, reason = _incremental(
+                spark, view, desc, result, table_df, with_error=with_error, check_obs=check_obs
+            )
         elif not view.incremental:
             reason = "incremental: false in the view file"
         if corr is not None:
             return corr, mode, reason
         user_t = [c for c in table_df.columns if c not in (TIME, DIFF, ERROR)]
         err = [F.col(ERROR) if ERROR in table_df.columns else F.lit(None).cast("string").alias(ERROR)]
-        renamed = table_df.select(*[F.col(a).alias(b) for a, b in zip(user_t, result.columns)],
-                                  *(err if with_error else []), TIME, DIFF)
+        renamed = table_df.select(
+            *[F.col(a).alias(b) for a, b in zip(user_t, result.columns)], *(err if with_error else []), TIME, DIFF
+        )
         persisted = consolidate(renamed, [c for c in renamed.columns if c not in (TIME, DIFF)], before=desc.lower)
     desired = apply_checks(result, view, with_error=with_error, observation=check_obs)
     if persisted is None:
@@ -130,21 +157,34 @@ def _corrections(spark: SparkSession, view: ViewDefinition, desc: BatchDescripti
     return corrections(desired, persisted, time=desc.time), mode, reason
 
 
-def _incremental(spark: SparkSession, view: ViewDefinition, desc: BatchDescription, result: DataFrame,
-                 table_df: DataFrame, *, with_error: bool,
-                 check_obs: Observation | None) -> tuple[DataFrame | None, WriteMode, str]:
+def _incremental(
+    spark: SparkSession,
+    view: ViewDefinition,
+    desc: BatchDescription,
+    result: DataFrame,
+    table_df: DataFrame,
+    *,
+    with_error: bool,
+    check_obs: Observation | None,
+) -> tuple[DataFrame | None, WriteMode, str]:
     """Corrections from the sources' changes (linear views, then affected groups), or (None, "full", why not)."""
     assert desc.base_versions is not None
-    corr, reason = incremental_corrections(spark, view, desc, base=desc.base_versions, desired=result,
-                                           with_error=with_error, observation=check_obs)
+    corr, reason = incremental_corrections(
+        spark, view, desc, base=desc.base_versions, desired=result, with_error=with_error, observation=check_obs
+    )
     if corr is not None:
         return corr, "incremental", reason
     if not reason.startswith(NOT_LINEAR):
         return None, "full", reason
     if not settings.incremental_groups():
-        return None, "full", f"{reason} (affected-groups refresh is off; {settings.INCREMENTAL_GROUPS.name}=true enables it)"
-    corr, why = group_corrections(spark, view, desc, base=desc.base_versions, desired=result, table_df=table_df,
-                                  with_error=with_error)
+        return (
+            None,
+            "full",
+            f"{reason} (affected-groups refresh is off; {settings.INCREMENTAL_GROUPS.name}=true enables it)",
+        )
+    corr, why = group_corrections(
+        spark, view, desc, base=desc.base_versions, desired=result, table_df=table_df, with_error=with_error
+    )
     if corr is not None:
         return corr, GROUPS_MODE, why
     return None, "full", f"{reason}; and not by affected groups: {why}"
@@ -159,8 +199,15 @@ def _sizes() -> tuple[Column, Column]:
     return added, retracted
 
 
-def _stage(view: ViewDefinition, desc: BatchDescription, corr: DataFrame, head: WriteReport, *,
-           check_counts: Callable[[], dict[str, Any]], t0: float) -> WriteReport:
+def _stage(
+    view: ViewDefinition,
+    desc: BatchDescription,
+    corr: DataFrame,
+    head: WriteReport,
+    *,
+    check_counts: Callable[[], dict[str, Any]],
+    t0: float,
+) -> WriteReport:
     """Write the corrections as the batch's Parquet files and its manifest (``empty``: nothing to stage).
 
     ``check_counts`` gives the check counts once the corrections were computed (by the write).
@@ -172,8 +219,9 @@ def _stage(view: ViewDefinition, desc: BatchDescription, corr: DataFrame, head: 
     # get here after a retry of the same batch committed: never overwrite a batch that can no longer
     # be staged (its files may be the table's now).
     if ViewTable.open_path(desc.target, view.name, check=False).frontier.upper > desc.lower:
-        log.warning("view %s: batch [%d, %d) went stale before staging; staging nothing", view.name, desc.lower,
-                    desc.upper)
+        log.warning(
+            "view %s: batch [%d, %d) went stale before staging; staging nothing", view.name, desc.lower, desc.upper
+        )
         return dataclasses.replace(head, status="stale", seconds=time.monotonic() - t0)
     write_intent(desc.target, desc.batch_id)
     obs = Observation(f"mvsink_{desc.batch_id[-8:]}")
@@ -185,19 +233,37 @@ def _stage(view: ViewDefinition, desc: BatchDescription, corr: DataFrame, head: 
         now = ViewTable.open_path(desc.target, view.name, check=False).frontier
         if now.upper > desc.lower:
             discard_batch(desc.target, desc.batch_id)
-            log.warning("view %s: batch [%d, %d) went stale while staging (upper is now %d); staged nothing",
-                        view.name, desc.lower, desc.upper, now.upper)
+            log.warning(
+                "view %s: batch [%d, %d) went stale while staging (upper is now %d); staged nothing",
+                view.name,
+                desc.lower,
+                desc.upper,
+                now.upper,
+            )
             return dataclasses.replace(head, status="stale", seconds=time.monotonic() - t0)
         raise
     files = _staged_files(folder, desc.target)
     report = dataclasses.replace(
-        head, status="staged" if files else "empty", rows_added=int(metrics["added"]),
-        rows_retracted=int(metrics["retracted"]), bytes=sum(f.size for f in files), files=tuple(files),
-        checks=check_counts(), seconds=time.monotonic() - t0)
+        head,
+        status="staged" if files else "empty",
+        rows_added=int(metrics["added"]),
+        rows_retracted=int(metrics["retracted"]),
+        bytes=sum(f.size for f in files),
+        files=tuple(files),
+        checks=check_counts(),
+        seconds=time.monotonic() - t0,
+    )
     if files:
         write_manifest(desc.target, report)
-        log.info("view %s: staged %d file(s), %d bytes: +%d -%d rows in batch %s", view.name, len(files),
-                 report.bytes, report.rows_added, report.rows_retracted, desc.batch_id)
+        log.info(
+            "view %s: staged %d file(s), %d bytes: +%d -%d rows in batch %s",
+            view.name,
+            len(files),
+            report.bytes,
+            report.rows_added,
+            report.rows_retracted,
+            desc.batch_id,
+        )
         failpoint("write:after_staging", view=view.name)
     else:
         discard_batch(desc.target, desc.batch_id)

@@ -459,8 +459,9 @@ def aggregate_split(tree: PlanNode) -> AggregateSplit | str:
     return AggregateSplit(tuple(positions), tuple(e.ref[0] if e.ref else "" for e in grouping), node.children[0])
 
 
-def _output_columns(aggregates: tuple[PlanExpr, ...] | list[PlanExpr], key_ids: Mapping[int, int | None],
-                    chain: list[PlanNode]) -> list[tuple[int, int | None]] | str:
+def _output_columns(
+    aggregates: tuple[PlanExpr, ...] | list[PlanExpr], key_ids: Mapping[int, int | None], chain: list[PlanNode]
+) -> list[tuple[int, int | None]] | str:
     """The view's columns as (expression id, index of the grouping key the column is, or None), or why not.
 
     Follows the aggregate's output up through the projections in ``chain`` (top first), bottom-up.

@@ -23,8 +23,15 @@ if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
 
-def read_view(spark: SparkSession, view: ViewDefinition | str, as_of: int | None = None, *,
-              views_dir: str | None = None, with_diff: bool = False, errors: str = "fail") -> DataFrame:
+def read_view(
+    spark: SparkSession,
+    view: ViewDefinition | str,
+    as_of: int | None = None,
+    *,
+    views_dir: str | None = None,
+    with_diff: bool = False,
+    errors: str = "fail",
+) -> DataFrame:
     """The view's contents at ``as_of`` (default: its newest final time) as a Spark DataFrame.
 
     ``view`` is a :class:`ViewDefinition`, a view name (looked up in ``views_dir``), or the path
@@ -59,8 +66,10 @@ def _without_errors(cons: DataFrame, name: str, errors: str, *, at: str) -> Data
     from pyspark.sql import functions as F
 
     if errors not in ERRORS_MODES:
-        raise MvSinkError(f"view {name}: errors={errors!r} is not one of {list(ERRORS_MODES)}. "
-                          "Fix: pass errors='fail' (default), 'include' or 'ignore'.")
+        raise MvSinkError(
+            f"view {name}: errors={errors!r} is not one of {list(ERRORS_MODES)}. "
+            "Fix: pass errors='fail' (default), 'include' or 'ignore'."
+        )
     if errors == "fail":
         bad = cons.where(F.col(ERROR).isNotNull() & (F.col(DIFF) > 0))
         per = {r[ERROR]: int(r["n"]) for r in bad.groupBy(ERROR).agg(F.sum(DIFF).alias("n")).collect()}

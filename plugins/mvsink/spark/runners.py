@@ -50,8 +50,15 @@ def job_file() -> str:
     return str(files("mvsink.spark").joinpath(JOB_SCRIPT))
 
 
-def submit_command(*, view_file: str, description: str, report_path: str, master: str,
-                   conf: Mapping[str, str], properties_file: str | None = None) -> list[str]:
+def submit_command(
+    *,
+    view_file: str,
+    description: str,
+    report_path: str,
+    master: str,
+    conf: Mapping[str, str],
+    properties_file: str | None = None,
+) -> list[str]:
     """The spark-submit command line of one write step (pure; tested).
 
     An argv list run without a shell: every value is one argument, nothing is interpolated.
@@ -60,8 +67,10 @@ def submit_command(*, view_file: str, description: str, report_path: str, master
     """
     leaked = sorted(k for k in conf if is_secret_key(k))
     if leaked:
-        raise errors.MvSinkError(f"Spark setting(s) {leaked} look secret and may not go onto a command line. "
-                                 "Fix: pass them through a properties file (sparkrun.write_properties_file).")
+        raise errors.MvSinkError(
+            f"Spark setting(s) {leaked} look secret and may not go onto a command line. "
+            "Fix: pass them through a properties file (sparkrun.write_properties_file)."
+        )
     cmd = [spark_submit_binary(), "--master", master, "--name", "mvsink-write"]
     if properties_file:
         cmd += ["--properties-file", properties_file]
@@ -70,8 +79,9 @@ def submit_command(*, view_file: str, description: str, report_path: str, master
     return cmd + [job_file(), "--view-file", view_file, "--description", description, "--report", report_path]
 
 
-def run_write_submit(view: ViewDefinition, desc: BatchDescription, *, master: str = "local[2]",
-                     conf: Mapping[str, str] | None = None) -> WriteReport:
+def run_write_submit(
+    view: ViewDefinition, desc: BatchDescription, *, master: str = "local[2]", conf: Mapping[str, str] | None = None
+) -> WriteReport:
     """Run the write step through spark-submit and return its report (errors re-raised as ours)."""
     with tempfile.TemporaryDirectory(prefix="mvsink-") as tmp:
         report_path = Path(tmp) / "report.json"
@@ -79,8 +89,14 @@ def run_write_submit(view: ViewDefinition, desc: BatchDescription, *, master: st
         desc_path.write_text(desc.to_json())
         public, secret = split_secret_conf(spark_conf_for(view, conf, master=master))
         props = write_properties_file(secret, tmp) if secret else None
-        cmd = submit_command(view_file=view.file, description=f"@{desc_path}", report_path=str(report_path),
-                             master=master, conf=public, properties_file=props)
+        cmd = submit_command(
+            view_file=view.file,
+            description=f"@{desc_path}",
+            report_path=str(report_path),
+            master=master,
+            conf=public,
+            properties_file=props,
+        )
         log.info("view %s: spark-submit %s", view.name, " ".join(redact(cmd[1:])))
         proc = subprocess.run(cmd, env=submit_env(), capture_output=True, text=True)
         bad_input = job_error(proc.stdout)
@@ -94,7 +110,9 @@ def run_write_submit(view: ViewDefinition, desc: BatchDescription, *, master: st
             raise errors.SparkJobError(
                 f"view {view.name}: the Spark write step failed ({what}){last}. Fix: see the job's output "
                 "(mvsink -v shows it); a retry may succeed if the failure was transient.",
-                exit_code=proc.returncode, output="\n".join(lines[-25:]))
+                exit_code=proc.returncode,
+                output="\n".join(lines[-25:]),
+            )
         return WriteReport.from_json(report_path.read_text())
 
 
@@ -107,7 +125,7 @@ def job_error(stdout: str) -> errors.MvSinkError | None:
 
     for line in stdout.splitlines():
         if line.startswith(ERROR_PREFIX):
-            err = json.loads(line[len(ERROR_PREFIX):])
+            err = json.loads(line[len(ERROR_PREFIX) :])
             cls = getattr(errors, str(err.get("type")), None)
             if not (isinstance(cls, type) and issubclass(cls, errors.MvSinkError)):
                 cls = errors.MvSinkError
@@ -129,15 +147,22 @@ def local_session(master: str = "local[2]", conf: Mapping[str, str] | None = Non
     return builder.getOrCreate()
 
 
-def run_write_inprocess(view: ViewDefinition, desc: BatchDescription, *,
-                        spark: SparkSession | None = None) -> WriteReport:
+def run_write_inprocess(
+    view: ViewDefinition, desc: BatchDescription, *, spark: SparkSession | None = None
+) -> WriteReport:
     from mvsink.spark.job import run_write
 
     return run_write(spark or local_session(), view, desc)
 
 
-def write_step(*, runner: Runner = "submit", spark: SparkSession | None = None, master: str = "local[2]",
-               spark_conf: Mapping[str, str] | None = None, remote: str | None = None) -> WriteStep:
+def write_step(
+    *,
+    runner: Runner = "submit",
+    spark: SparkSession | None = None,
+    master: str = "local[2]",
+    spark_conf: Mapping[str, str] | None = None,
+    remote: str | None = None,
+) -> WriteStep:
     """The write step of a refresh: through spark-submit, in this process, or on a Spark Connect server."""
     if runner == "submit":
         return lambda view, desc: run_write_submit(view, desc, master=master, conf=spark_conf)

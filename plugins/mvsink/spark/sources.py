@@ -67,9 +67,11 @@ def register_sources(spark: SparkSession, view: ViewDefinition, desc: BatchDescr
             if desc.time < up.since:
                 from mvsink.exceptions import SourceError
 
-                raise SourceError(f"{role}: view {s.view} is compacted up to {format_time(up.since)} "
-                                  f"({up.since}); it cannot be read at {format_time(desc.time)}. Fix: refresh "
-                                  f"at or after that time, or give {s.view} a longer retain_history.")
+                raise SourceError(
+                    f"{role}: view {s.view} is compacted up to {format_time(up.since)} "
+                    f"({up.since}); it cannot be read at {format_time(desc.time)}. Fix: refresh "
+                    f"at or after that time, or give {s.view} a longer retain_history."
+                )
             cols = [c for c in df.columns if c not in (TIME, DIFF)]
             df = expand(consolidate(df, cols, through=desc.time))
             if ERROR in cols:  # a view reads another view's ok collection

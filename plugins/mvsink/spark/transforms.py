@@ -14,8 +14,9 @@ if TYPE_CHECKING:
     from pyspark.sql import DataFrame
 
 
-def consolidate(updates: DataFrame, columns: list[str], *, before: int | None = None,
-                through: int | None = None) -> DataFrame:
+def consolidate(
+    updates: DataFrame, columns: list[str], *, before: int | None = None, through: int | None = None
+) -> DataFrame:
     """Sum ``_mv_diff`` per row over updates with ``time < before`` / ``time <= through``; drop zeros."""
     from pyspark.sql import functions as F
 
@@ -24,8 +25,7 @@ def consolidate(updates: DataFrame, columns: list[str], *, before: int | None = 
         df = df.where(F.col(TIME) < F.lit(before))
     if through is not None:
         df = df.where(F.col(TIME) <= F.lit(through))
-    return (df.groupBy(*columns).agg(F.sum(DIFF).cast("bigint").alias(DIFF))
-            .where(F.col(DIFF) != 0))
+    return df.groupBy(*columns).agg(F.sum(DIFF).cast("bigint").alias(DIFF)).where(F.col(DIFF) != 0)
 
 
 def corrections(desired: DataFrame, persisted: DataFrame, *, time: int) -> DataFrame:
@@ -39,10 +39,13 @@ def corrections(desired: DataFrame, persisted: DataFrame, *, time: int) -> DataF
     columns = desired.columns
     plus = desired.select(*columns, F.lit(1).cast("bigint").alias(DIFF))
     minus = persisted.select(*columns, (-F.col(DIFF)).alias(DIFF))
-    return (plus.unionByName(minus).groupBy(*columns)
-            .agg(F.sum(DIFF).cast("bigint").alias(DIFF))
-            .where(F.col(DIFF) != 0)
-            .select(*columns, F.lit(time).cast("bigint").alias(TIME), DIFF))
+    return (
+        plus.unionByName(minus)
+        .groupBy(*columns)
+        .agg(F.sum(DIFF).cast("bigint").alias(DIFF))
+        .where(F.col(DIFF) != 0)
+        .select(*columns, F.lit(time).cast("bigint").alias(TIME), DIFF)
+    )
 
 
 def expand(consolidated: DataFrame) -> DataFrame:
@@ -50,6 +53,8 @@ def expand(consolidated: DataFrame) -> DataFrame:
     from pyspark.sql import functions as F
 
     columns = [c for c in consolidated.columns if c not in (DIFF, TIME)]
-    return (consolidated.where(F.col(DIFF) > 0)
-            .select(*columns, F.explode(F.sequence(F.lit(1).cast("bigint"), F.col(DIFF))).alias("_mv_n"))
-            .drop("_mv_n"))
+    return (
+        consolidated.where(F.col(DIFF) > 0)
+        .select(*columns, F.explode(F.sequence(F.lit(1).cast("bigint"), F.col(DIFF))).alias("_mv_n"))
+        .drop("_mv_n")
+    )

@@ -55,15 +55,18 @@ def validate_output(view: ViewDefinition, schema: StructType) -> None:
     for f in schema.fields:
         low = f.name.lower()
         if low.startswith(RESERVED_PREFIX):
-            raise QueryError(f"view {view.name}: the query returns column {f.name!r}; names starting with "
-                             f"{RESERVED_PREFIX} are reserved. Fix: alias the column to another name.")
+            raise QueryError(
+                f"view {view.name}: the query returns column {f.name!r}; names starting with "
+                f"{RESERVED_PREFIX} are reserved. Fix: alias the column to another name."
+            )
         if _BAD_NAME_CHARS.search(f.name) or not f.name:
-            raise QueryError(f"view {view.name}: the query returns column {f.name!r}, whose name a Delta table "
-                             "cannot hold (spaces, commas, parentheses, =). Fix: give it an alias, e.g. "
-                             "count(*) AS n.")
+            raise QueryError(
+                f"view {view.name}: the query returns column {f.name!r}, whose name a Delta table "
+                "cannot hold (spaces, commas, parentheses, =). Fix: give it an alias, e.g. "
+                "count(*) AS n."
+            )
         if low in seen:
-            raise QueryError(f"view {view.name}: the query returns column {f.name!r} twice. "
-                             "Fix: alias one of them.")
+            raise QueryError(f"view {view.name}: the query returns column {f.name!r} twice. Fix: alias one of them.")
         seen[low] = f.name
         why = unsupported_type(f.dataType)
         if why:
@@ -71,8 +74,10 @@ def validate_output(view: ViewDefinition, schema: StructType) -> None:
             raise QueryError(f"view {view.name}: column {f.name!r} has type {why}. Fix: {fix}.")
     missing = [k for k in view.key if k.lower() not in seen]
     if missing:
-        raise QueryError(f"view {view.name}: key column(s) {missing} are not in the query's result "
-                         f"{list(seen.values())}. Fix: correct `key` in the view file.")
+        raise QueryError(
+            f"view {view.name}: key column(s) {missing} are not in the query's result "
+            f"{list(seen.values())}. Fix: correct `key` in the view file."
+        )
 
 
 def analyse(spark: SparkSession, view: ViewDefinition) -> DataFrame:
@@ -83,15 +88,19 @@ def analyse(spark: SparkSession, view: ViewDefinition) -> DataFrame:
         desired = spark.sql(view.query)
         schema = desired.schema
     except PySparkException as exc:
-        raise QueryError(f"view {view.name}: the query does not analyse: {first_paragraph(exc)}. "
-                         f"Fix: correct the SQL in {view.file or 'the view file'}; sources are available "
-                         f"as {[s.name for s in view.sources]}.") from None
+        raise QueryError(
+            f"view {view.name}: the query does not analyse: {first_paragraph(exc)}. "
+            f"Fix: correct the SQL in {view.file or 'the view file'}; sources are available "
+            f"as {[s.name for s in view.sources]}."
+        ) from None
     validate_output(view, schema)
     validate_checks(view, desired)
     deterministic = plan_deterministic(desired)
     if deterministic is False:
-        raise QueryError(f"view {view.name}: the query is not deterministic (it uses a random, time- or "
-                         "file-dependent expression). Fix: make the view a function of its sources.")
+        raise QueryError(
+            f"view {view.name}: the query is not deterministic (it uses a random, time- or "
+            "file-dependent expression). Fix: make the view a function of its sources."
+        )
     return desired
 
 
@@ -102,4 +111,5 @@ def compare_schema(view: ViewDefinition, desired: StructType, table: StructType)
         raise SchemaChangedError(
             f"view {view.name}: the query now returns columns {want} but table {view.target} holds {have}. "
             "Fix: restore the query's columns and types, or point `target` at a new table path "
-            "(or delete the old table) to rebuild the view with the new shape.")
+            "(or delete the old table) to rebuild the view with the new shape."
+        )

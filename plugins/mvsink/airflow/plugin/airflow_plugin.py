@@ -18,9 +18,11 @@ from airflow.plugins_manager import AirflowPlugin
 from mvsink.airflow.plugin import NAV_ROUTE, URL_PREFIX, VIEW_TAB_ROUTE
 
 # a small table glyph for the navigation (a data: URI: nothing is fetched)
-ICON = ("data:image/svg+xml;base64,PHN2ZyB4bWxucz0iaHR0cDovL3d3dy53My5vcmcvMjAwMC9zdmciIHZpZXdCb3g9IjAgMCAyNCAy"
-        "NCIgZmlsbD0ibm9uZSIgc3Ryb2tlPSIjNjg3NjhhIiBzdHJva2Utd2lkdGg9IjIiPjxyZWN0IHg9IjMiIHk9IjQiIHdpZHRoPSIxOCIg"
-        "aGVpZ2h0PSIxNiIgcng9IjIiLz48cGF0aCBkPSJNMyAxMGgxOE05IDEwdjEwIi8+PC9zdmc+")
+ICON = (
+    "data:image/svg+xml;base64,PHN2ZyB4bWxucz0iaHR0cDovL3d3dy53My5vcmcvMjAwMC9zdmciIHZpZXdCb3g9IjAgMCAyNCAy"
+    "NCIgZmlsbD0ibm9uZSIgc3Ryb2tlPSIjNjg3NjhhIiBzdHJva2Utd2lkdGg9IjIiPjxyZWN0IHg9IjMiIHk9IjQiIHdpZHRoPSIxOCIg"
+    "aGVpZ2h0PSIxNiIgcng9IjIiLz48cGF0aCBkPSJNMyAxMGgxOE05IDEwdjEwIi8+PC9zdmc+"
+)
 
 
 class LazyApp:
@@ -42,8 +44,19 @@ class MvsinkPlugin(AirflowPlugin):
     fastapi_apps = [{"app": LazyApp(), "url_prefix": URL_PREFIX, "name": "mvsink: materialized views"}]
     external_views = [
         # hrefs are relative: the UI resolves them against its base URL (works behind a base_url path too)
-        {"name": "Materialized views", "href": "mvsink/", "destination": "nav", "url_route": NAV_ROUTE,
-         "nav_top_level": True, "icon": ICON},
-        {"name": "View", "href": "mvsink/dags/{DAG_ID}", "destination": "dag", "url_route": VIEW_TAB_ROUTE,
-         "icon": ICON},
+        {
+            "name": "Materialized views",
+            "href": "mvsink/",
+            "destination": "nav",
+            "url_route": NAV_ROUTE,
+            "nav_top_level": True,
+            "icon": ICON,
+        },
+        {
+            "name": "View",
+            "href": "mvsink/dags/{DAG_ID}",
+            "destination": "dag",
+            "url_route": VIEW_TAB_ROUTE,
+            "icon": ICON,
+        },
     ]

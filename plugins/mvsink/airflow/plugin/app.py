@@ -52,7 +52,7 @@ def view_name_of(dag_id: str) -> str | None:
     """The view name of a DAG id ``mv_<name>`` (a syntactically valid view name), else None."""
     if not dag_id.startswith(DAG_PREFIX):
         return None
-    name = dag_id[len(DAG_PREFIX):]
+    name = dag_id[len(DAG_PREFIX) :]
     return name if NAME_RE.match(name) else None
 
 
@@ -61,6 +61,7 @@ def links(request: Any) -> render.Links:
     root = request.scope.get("root_path", "") or ""  # e.g. "/mvsink", or "/airflow/mvsink" behind a base_url
     base = root[: -len(URL_PREFIX)] if root.endswith(URL_PREFIX) else ""
     return render.Links(airflow_root=base + "/", app_root=base + URL_PREFIX + "/")
+
 
 def readable_views(user: Any, catalog: Catalog) -> set[str] | None:
     """Names of the views whose DAGs the user may read; None: every view (access to all DAGs)."""
@@ -71,6 +72,7 @@ def readable_views(user: Any, catalog: Catalog) -> set[str] | None:
         return None
     allowed = am.get_authorized_dag_ids(user=user, method="GET")
     return {n for n in catalog.views if dag_id_for(n) in allowed}
+
 
 def overview_rows(user: Any) -> tuple[list[dict[str, Any]], str, int]:
     """The overview's rows (the views the user may read), the views folder, and the time they describe."""
@@ -85,6 +87,7 @@ def overview_rows(user: Any) -> tuple[list[dict[str, Any]], str, int]:
         catalog.errors = {}
     return all_views(catalog, now=now), str(catalog.views_dir), now
 
+
 def detail(dag_id: str) -> tuple[dict[str, Any] | None, str]:
     """A view's page data by its DAG id, or (None, why it is not a view of the folder)."""
     name = view_name_of(dag_id)
@@ -93,19 +96,31 @@ def detail(dag_id: str) -> tuple[dict[str, Any] | None, str]:
     except MvSinkError as exc:
         return None, str(exc)
     if name is None or name not in catalog.views:
-        return None, (f"DAG {dag_id!r} is not a materialized view of the views folder {catalog.views_dir} "
-                      "(its views' DAGs are named mv_<view name>).")
+        return None, (
+            f"DAG {dag_id!r} is not a materialized view of the views folder {catalog.views_dir} "
+            "(its views' DAGs are named mv_<view name>)."
+        )
     return view_detail(catalog.views[name], catalog.views, now=now_ms()), ""
 
-def html(body: str, nonce: str, status: int = 200) -> HTMLResponse:
+
+def html(body: str, nonce: str, status: int = 200) -> "HTMLResponse":
     """An HTML response with a strict Content-Security-Policy (scripts only with this response's nonce)."""
     from fastapi.responses import HTMLResponse
 
-    return HTMLResponse(body, status_code=status, headers={
-        "Content-Security-Policy": (f"default-src 'none'; style-src 'unsafe-inline'; script-src 'nonce-{nonce}'; "
-                                    "img-src 'self' data:; frame-ancestors 'self'; base-uri 'none'; "
-                                    "form-action 'none'"),
-        "X-Content-Type-Options": "nosniff", "Cache-Control": "no-store", "Referrer-Policy": "same-origin"})
+    return HTMLResponse(
+        body,
+        status_code=status,
+        headers={
+            "Content-Security-Policy": (
+                f"default-src 'none'; style-src 'unsafe-inline'; script-src 'nonce-{nonce}'; "
+                "img-src 'self' data:; frame-ancestors 'self'; base-uri 'none'; "
+                "form-action 'none'"
+            ),
+            "X-Content-Type-Options": "nosniff",
+            "Cache-Control": "no-store",
+            "Referrer-Policy": "same-origin",
+        },
+    )
 
 
 def create_app() -> Any:
@@ -119,8 +134,12 @@ def create_app() -> Any:
     def overview_page(request: Request, user: GetUserDep, sort: str = "view", order: str = "asc") -> HTMLResponse:
         rows, folder, now = overview_rows(user)
         nonce = secrets.token_urlsafe(16)
-        return html(render.overview_page(rows, links=links(request), nonce=nonce, sort=sort, order=order, now=now,
-                                         views_dir=folder), nonce)
+        return html(
+            render.overview_page(
+                rows, links=links(request), nonce=nonce, sort=sort, order=order, now=now, views_dir=folder
+            ),
+            nonce,
+        )
 
     @app.get("/api/views")
     def overview_json(user: GetUserDep) -> JSONResponse:

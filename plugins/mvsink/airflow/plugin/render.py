@@ -60,7 +60,6 @@ class Links:
         return self.app_root + (f"?{q}" if q else "")
 
 
-
 CSS = """
 :root { --fg:#1d2733; --muted:#5d6b7a; --line:#d9dee4; --bg:#ffffff; --head:#f3f5f8; --stale:#b3261e;
         --err:#fde8e6; --ok:#1e7d32; }
@@ -114,9 +113,11 @@ document.addEventListener('click', function (e) {
 
 
 def page(title: str, body: str, *, nonce: str) -> str:
-    return (f'<!doctype html><html lang="en"><head><meta charset="utf-8"><title>{esc(title)}</title>'
-            f'<meta name="viewport" content="width=device-width, initial-scale=1"><style>{CSS}</style></head>'
-            f'<body>{body}<script nonce="{esc(nonce)}">{SCRIPT}</script></body></html>')
+    return (
+        f'<!doctype html><html lang="en"><head><meta charset="utf-8"><title>{esc(title)}</title>'
+        f'<meta name="viewport" content="width=device-width, initial-scale=1"><style>{CSS}</style></head>'
+        f'<body>{body}<script nonce="{esc(nonce)}">{SCRIPT}</script></body></html>'
+    )
 
 
 def iso_html(ms: int) -> str:
@@ -133,8 +134,10 @@ def _time_cell(ms: int | None, col: str, *, empty: str = "-") -> str:
 
 def mode_badge(kind: str, mode: str) -> str:
     colour = MODE_COLOURS.get(kind, MODE_COLOURS[""])
-    return (f'<span class="mode" style="background:{colour}"></span>'
-            f'<span data-mode="{esc(mode)}">{esc(mode_label(mode) or mode or "-")}</span>')
+    return (
+        f'<span class="mode" style="background:{colour}"></span>'
+        f'<span data-mode="{esc(mode)}">{esc(mode_label(mode) or mode or "-")}</span>'
+    )
 
 
 def freshness_cell(s: dict[str, Any]) -> str:
@@ -143,11 +146,16 @@ def freshness_cell(s: dict[str, Any]) -> str:
     if s["max_lag_ms"] is None:
         badge, target = '<span class="badge notarget">no target</span>', ""
     else:
-        badge = ('<span class="badge stale" data-stale="true">STALE</span>' if s["stale"]
-                 else '<span class="badge fresh" data-stale="false">fresh</span>')
+        badge = (
+            '<span class="badge stale" data-stale="true">STALE</span>'
+            if s["stale"]
+            else '<span class="badge fresh" data-stale="false">fresh</span>'
+        )
         target = f'<div class="muted">max_lag {esc(format_duration(s["max_lag_ms"]))}</div>'
-    return (f'<td data-col="lag" data-value="{"" if lag is None else lag}" data-max-lag="{s["max_lag_ms"] or ""}" '
-            f'data-stale="{str(bool(s["stale"])).lower()}">{esc(text)} {badge}{target}</td>')
+    return (
+        f'<td data-col="lag" data-value="{"" if lag is None else lag}" data-max-lag="{s["max_lag_ms"] or ""}" '
+        f'data-stale="{str(bool(s["stale"])).lower()}">{esc(text)} {badge}{target}</td>'
+    )
 
 
 def checks_cell(s: dict[str, Any]) -> str:
@@ -155,28 +163,34 @@ def checks_cell(s: dict[str, Any]) -> str:
     if not checks:
         return '<td data-col="checks" data-value="0" class="muted">-</td>'
     words = {"error": "error row(s)", "drop": "dropped", "warn": "warned"}
-    items = "".join(f'<li data-check="{esc(name)}" data-action="{esc(c.get("action"))}" data-rows="{int(c.get("rows", 0))}">'
-                    f'{esc(name)}: {int(c.get("rows", 0))} {esc(words.get(c.get("action", ""), "rows"))}</li>'
-                    for name, c in checks.items())
+    items = "".join(
+        f'<li data-check="{esc(name)}" data-action="{esc(c.get("action"))}" data-rows="{int(c.get("rows", 0))}">'
+        f"{esc(name)}: {int(c.get('rows', 0))} {esc(words.get(c.get('action', ''), 'rows'))}</li>"
+        for name, c in checks.items()
+    )
     cls = ' class="errors"' if s["error_rows"] else ""
     return f'<td data-col="checks" data-value="{s["error_rows"]}"{cls}><ul class="plain">{items}</ul></td>'
 
 
 def last_refresh_cells(last: dict[str, Any] | None) -> str:
     if last is None:
-        return ('<td data-col="last_refresh" data-value="" class="muted">never</td>'
-                '<td data-col="mode" data-value=""></td><td class="num" data-col="rows"></td>'
-                '<td class="num" data-col="bytes"></td><td class="num" data-col="duration"></td>')
+        return (
+            '<td data-col="last_refresh" data-value="" class="muted">never</td>'
+            '<td data-col="mode" data-value=""></td><td class="num" data-col="rows"></td>'
+            '<td class="num" data-col="bytes"></td><td class="num" data-col="duration"></td>'
+        )
     dur = last["duration_ms"]
-    return (_time_cell(last["refresh_time"], "last_refresh")
-            + f'<td data-col="mode" data-value="{esc(last["mode"])}" title="{esc(last["mode_reason"])}">'
-              f'{mode_badge(last["mode_kind"], last["mode"])}</td>'
-            + f'<td class="num" data-col="rows" data-added="{last["rows_added"]}" data-retracted="{last["rows_retracted"]}">'
-              f'+{last["rows_added"]} &minus;{last["rows_retracted"]}</td>'
-            + f'<td class="num" data-col="bytes" data-value="{last["bytes"]}">{esc(human_bytes(last["bytes"]))}</td>'
-            + f'<td class="num" data-col="duration" data-value="{"" if dur is None else dur}" '
-              f'title="Spark step {esc(format_duration(last["write_ms"] or 0))}">'
-              f'{esc("-" if dur is None else format_duration(dur))}</td>')
+    return (
+        _time_cell(last["refresh_time"], "last_refresh")
+        + f'<td data-col="mode" data-value="{esc(last["mode"])}" title="{esc(last["mode_reason"])}">'
+        f"{mode_badge(last['mode_kind'], last['mode'])}</td>"
+        + f'<td class="num" data-col="rows" data-added="{last["rows_added"]}" data-retracted="{last["rows_retracted"]}">'
+        f"+{last['rows_added']} &minus;{last['rows_retracted']}</td>"
+        + f'<td class="num" data-col="bytes" data-value="{last["bytes"]}">{esc(human_bytes(last["bytes"]))}</td>'
+        + f'<td class="num" data-col="duration" data-value="{"" if dur is None else dur}" '
+        f'title="Spark step {esc(format_duration(last["write_ms"] or 0))}">'
+        f"{esc('-' if dur is None else format_duration(dur))}</td>"
+    )
 
 
 def sources_cell(s: dict[str, Any], links: Links) -> str:
@@ -184,10 +198,15 @@ def sources_cell(s: dict[str, Any], links: Links) -> str:
     for src in s["sources"]:
         version = src["version_read"]
         v = f' <span class="muted">v{version}</span>' if version is not None else ""
-        what = (f'view <a href="{esc(links.view_page(src["view"]))}">{esc(src["view"])}</a>' if src["kind"] == "view"
-                else f'<span title="{esc(src["table"])}">{esc(_short_path(src["table"]))}</span>')
-        items.append(f'<li data-source="{esc(src["name"])}" data-version="{"" if version is None else version}">'
-                     f'{esc(src["name"])}: {what}{v}</li>')
+        what = (
+            f'view <a href="{esc(links.view_page(src["view"]))}">{esc(src["view"])}</a>'
+            if src["kind"] == "view"
+            else f'<span title="{esc(src["table"])}">{esc(_short_path(src["table"]))}</span>'
+        )
+        items.append(
+            f'<li data-source="{esc(src["name"])}" data-version="{"" if version is None else version}">'
+            f"{esc(src['name'])}: {what}{v}</li>"
+        )
     return f'<td data-col="sources"><ul class="plain">{"".join(items)}</ul></td>'
 
 
@@ -206,16 +225,30 @@ SORT_KEYS: dict[str, Callable[[dict[str, Any]], Any]] = {
     "stale": lambda s: (not s["stale"], s["view"]),
     "last_refresh": lambda s: (s["last_refresh"] or {}).get("refresh_time") or -1,
     "mode": lambda s: (s["last_refresh"] or {}).get("mode") or "",
-    "rows": lambda s: ((s["last_refresh"] or {}).get("rows_added") or 0) + ((s["last_refresh"] or {}).get("rows_retracted") or 0),
+    "rows": lambda s: (
+        ((s["last_refresh"] or {}).get("rows_added") or 0) + ((s["last_refresh"] or {}).get("rows_retracted") or 0)
+    ),
     "bytes": lambda s: (s["last_refresh"] or {}).get("bytes") or 0,
     "duration": lambda s: (s["last_refresh"] or {}).get("duration_ms") or 0,
     "checks": lambda s: s["error_rows"],
     "staged": lambda s: len(s["in_flight"]),
 }
-COLUMNS = [("view", "View"), ("schedule", "Schedule"), ("as_of", "as_of"), ("since", "since"), ("upper", "upper"),
-           ("lag", "Freshness lag"), ("last_refresh", "Last refresh"), ("mode", "Mode"), ("rows", "Rows ±"),
-           ("bytes", "Bytes"), ("duration", "Duration"), ("checks", "Checks"), ("staged", "Staged"),
-           ("sources", "Sources (Delta version read)")]
+COLUMNS = [
+    ("view", "View"),
+    ("schedule", "Schedule"),
+    ("as_of", "as_of"),
+    ("since", "since"),
+    ("upper", "upper"),
+    ("lag", "Freshness lag"),
+    ("last_refresh", "Last refresh"),
+    ("mode", "Mode"),
+    ("rows", "Rows ±"),
+    ("bytes", "Bytes"),
+    ("duration", "Duration"),
+    ("checks", "Checks"),
+    ("staged", "Staged"),
+    ("sources", "Sources (Delta version read)"),
+]
 
 
 def sort_rows(rows: list[dict[str, Any]], sort: str, order: str) -> list[dict[str, Any]]:
@@ -223,8 +256,16 @@ def sort_rows(rows: list[dict[str, Any]], sort: str, order: str) -> list[dict[st
     return sorted(rows, key=key, reverse=(order == "desc"))
 
 
-def overview_page(rows: list[dict[str, Any]], *, links: Links, nonce: str, sort: str = "view", order: str = "asc",
-                  now: int | None = None, views_dir: str = "") -> str:
+def overview_page(
+    rows: list[dict[str, Any]],
+    *,
+    links: Links,
+    nonce: str,
+    sort: str = "view",
+    order: str = "asc",
+    now: int | None = None,
+    views_dir: str = "",
+) -> str:
     """The "Materialized views" page: one row per view (``rows`` from ``readers.overview.all_views``)."""
     sort = sort if sort in SORT_KEYS else "view"
     order = "desc" if order == "desc" else "asc"
@@ -237,8 +278,9 @@ def overview_page(rows: list[dict[str, Any]], *, links: Links, nonce: str, sort:
             continue
         nxt = "desc" if (col == sort and order == "asc") else "asc"
         arrow = (" ▲" if order == "asc" else " ▼") if col == sort else ""
-        head.append(f'<th data-sort="{col}"><a href="{esc(links.overview(sort=col, order=nxt))}">'
-                    f'{esc(label)}{arrow}</a></th>')
+        head.append(
+            f'<th data-sort="{col}"><a href="{esc(links.overview(sort=col, order=nxt))}">{esc(label)}{arrow}</a></th>'
+        )
     body = []
     for s in sort_rows(good, sort, order):
         in_flight = s["in_flight"]
@@ -251,38 +293,65 @@ def overview_page(rows: list[dict[str, Any]], *, links: Links, nonce: str, sort:
             f'title="{esc(s["description"])}">{esc(s["view"])}</a>{flag}'
             f'<div class="muted"><a data-top href="{esc(links.view_tab(s["view"]))}">history</a></div></td>'
             f'<td data-col="schedule" data-value="{esc(s["schedule"])}">{esc(s["schedule"])}</td>'
-            + _time_cell(s["as_of"], "as_of") + _time_cell(s["since"], "since")
-            + (_time_cell(s["upper"], "upper") if s["upper"] > 0 else
-               '<td class="time" data-col="upper" data-value="0">0 <span class="muted">(nothing final)</span></td>')
-            + freshness_cell(s) + last_refresh_cells(s["last_refresh"]) + checks_cell(s)
+            + _time_cell(s["as_of"], "as_of")
+            + _time_cell(s["since"], "since")
+            + (
+                _time_cell(s["upper"], "upper")
+                if s["upper"] > 0
+                else '<td class="time" data-col="upper" data-value="0">0 <span class="muted">(nothing final)</span></td>'
+            )
+            + freshness_cell(s)
+            + last_refresh_cells(s["last_refresh"])
+            + checks_cell(s)
             + f'<td class="num" data-col="staged" data-value="{len(in_flight)}" '
-              f'data-staged="{len(s["staged_batches"])}" title="{esc(staged_title)}">{len(in_flight)}'
-              + (f' <span class="muted">(+{len(s["staged_batches"]) - len(in_flight)} dead)</span>'
-                 if len(s["staged_batches"]) > len(in_flight) else "") + "</td>"
-            + sources_cell(s, links) + "</tr>")
+            f'data-staged="{len(s["staged_batches"])}" title="{esc(staged_title)}">{len(in_flight)}'
+            + (
+                f' <span class="muted">(+{len(s["staged_batches"]) - len(in_flight)} dead)</span>'
+                if len(s["staged_batches"]) > len(in_flight)
+                else ""
+            )
+            + "</td>"
+            + sources_cell(s, links)
+            + "</tr>"
+        )
     stale = sum(1 for r in good if r["stale"])
     errors = sum(1 for r in good if r["error_rows"])
-    summary = (f'<p class="lead"><span data-summary="views">{len(good)}</span> view(s), '
-               f'<span data-summary="stale">{stale}</span> stale, <span data-summary="errors">{errors}</span> with '
-               f'error rows' + (f", {len(bad)} broken view file(s)" if bad else "")
-               + (f' · views folder <code>{esc(views_dir)}</code>' if views_dir else "")
-               + (f' · as of {esc(format_time(now))}' if now is not None else "") + "</p>")
+    summary = (
+        f'<p class="lead"><span data-summary="views">{len(good)}</span> view(s), '
+        f'<span data-summary="stale">{stale}</span> stale, <span data-summary="errors">{errors}</span> with '
+        f"error rows"
+        + (f", {len(bad)} broken view file(s)" if bad else "")
+        + (f" · views folder <code>{esc(views_dir)}</code>" if views_dir else "")
+        + (f" · as of {esc(format_time(now))}" if now is not None else "")
+        + "</p>"
+    )
     broken = ""
     if bad:
-        items = "".join(f'<li data-broken="{esc(r.get("view") or r.get("file"))}">'
-                        f'<b>{esc(r.get("view") or r.get("file"))}</b>: {esc(r["error"])}</li>' for r in bad)
+        items = "".join(
+            f'<li data-broken="{esc(r.get("view") or r.get("file"))}">'
+            f"<b>{esc(r.get('view') or r.get('file'))}</b>: {esc(r['error'])}</li>"
+            for r in bad
+        )
         broken = f'<h2>Cannot be read</h2><ul class="plain">{items}</ul>'
-    table = (f'<div class="scroll"><table id="views"><thead><tr>{"".join(head)}</tr></thead>'
-             f'<tbody>{"".join(body)}</tbody></table></div>'
-             if good else '<p class="muted">No views you may read in this DAG folder.</p>')
+    table = (
+        f'<div class="scroll"><table id="views"><thead><tr>{"".join(head)}</tr></thead>'
+        f"<tbody>{''.join(body)}</tbody></table></div>"
+        if good
+        else '<p class="muted">No views you may read in this DAG folder.</p>'
+    )
     legend = _legend()
     return page("Materialized views", f"<h1>Materialized views</h1>{summary}{legend}{table}{broken}", nonce=nonce)
 
 
 def _legend() -> str:
-    return ('<p class="legend muted">' + "".join(
-        f'<span><span class="mode" style="background:{MODE_COLOURS[k]}"></span>{esc(label)}</span>'
-        for k, label in (("incremental", "incremental"), ("full", "full diff"), ("unchanged", "no change"))) + "</p>")
+    return (
+        '<p class="legend muted">'
+        + "".join(
+            f'<span><span class="mode" style="background:{MODE_COLOURS[k]}"></span>{esc(label)}</span>'
+            for k, label in (("incremental", "incremental"), ("full", "full diff"), ("unchanged", "no change"))
+        )
+        + "</p>"
+    )
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -305,11 +374,15 @@ def refresh_chart(history: list[dict[str, Any]], *, width: int = 900) -> str:
     top_rows, top_bytes, top_dur = 18, 18 + 2 * panel + gap, 18 + 3 * panel + 2 * gap
     mid = top_rows + panel  # the rows panel is two panels high: added above the line, retracted below
     height = top_dur + panel + 34
-    parts = [f'<svg id="refresh-chart" xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
-             f'viewBox="0 0 {width} {height}" role="img" aria-label="refresh history">']
-    for y, label in ((top_rows - 6, f"rows added (up, max {max_rows}) / retracted (down)"),
-                     (top_bytes - 6, f"bytes written (max {human_bytes(max_bytes)})"),
-                     (top_dur - 6, f"duration, mint to commit (max {format_duration(max_dur)})")):
+    parts = [
+        f'<svg id="refresh-chart" xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
+        f'viewBox="0 0 {width} {height}" role="img" aria-label="refresh history">'
+    ]
+    for y, label in (
+        (top_rows - 6, f"rows added (up, max {max_rows}) / retracted (down)"),
+        (top_bytes - 6, f"bytes written (max {human_bytes(max_bytes)})"),
+        (top_dur - 6, f"duration, mint to commit (max {format_duration(max_dur)})"),
+    ):
         parts.append(f'<text x="{left}" y="{y}">{esc(label)}</text>')
     parts.append(f'<line class="axis" x1="{left}" x2="{width - right}" y1="{mid}" y2="{mid}"/>')
     for base in (top_bytes + panel, top_dur + panel):
@@ -324,20 +397,23 @@ def refresh_chart(history: list[dict[str, Any]], *, width: int = 900) -> str:
         hd = max(1.5, panel * (p.get("duration_ms") or 0) / max_dur)
         if up == down == 0:
             up = 1.5
-        tip = (f'v{p["version"]} refresh at {format_time(p["refresh_time"])}: {mode_label(p["mode"]) or p["mode"]}, '
-               f'+{p["rows_added"]} -{p["rows_retracted"]} rows, {human_bytes(p["bytes"])}, '
-               f'{format_duration(p.get("duration_ms") or 0)}')
+        tip = (
+            f"v{p['version']} refresh at {format_time(p['refresh_time'])}: {mode_label(p['mode']) or p['mode']}, "
+            f"+{p['rows_added']} -{p['rows_retracted']} rows, {human_bytes(p['bytes'])}, "
+            f"{format_duration(p.get('duration_ms') or 0)}"
+        )
         parts.append(
             f'<g class="refresh" data-version="{p["version"]}" data-refresh-time="{p["refresh_time"]}" '
             f'data-mode="{esc(p["mode"])}" data-mode-kind="{esc(p["mode_kind"])}" data-rows-added="{p["rows_added"]}" '
             f'data-rows-retracted="{p["rows_retracted"]}" data-bytes="{p["bytes"]}" '
             f'data-duration-ms="{"" if p.get("duration_ms") is None else p["duration_ms"]}" fill="{colour}">'
-            f'<title>{esc(tip)}</title>'
+            f"<title>{esc(tip)}</title>"
             f'<rect class="added" x="{x:.1f}" y="{mid - up:.1f}" width="{bar:.1f}" height="{up:.1f}"/>'
             f'<rect class="retracted" x="{x:.1f}" y="{mid:.1f}" width="{bar:.1f}" height="{down:.1f}" opacity="0.55"/>'
             f'<rect class="bytes" x="{x:.1f}" y="{top_bytes + panel - hb:.1f}" width="{bar:.1f}" height="{hb:.1f}"/>'
             f'<rect class="duration" x="{x:.1f}" y="{top_dur + panel - hd:.1f}" width="{bar:.1f}" height="{hd:.1f}"/>'
-            f'</g>')
+            f"</g>"
+        )
     first, last = refreshes[0]["refresh_time"], refreshes[-1]["refresh_time"]
     parts.append(f'<text x="{left}" y="{height - 10}">{esc(format_time(first))}</text>')
     if n > 1:
@@ -364,23 +440,31 @@ def frontier_chart(history: list[dict[str, Any]], *, width: int = 900, height: i
     def sy(v: int) -> float:
         return float(top + (height - top - bottom) * (1 - (max(v, y0) - y0) / span_y))
 
-    parts = [f'<svg id="frontier-chart" xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
-             f'viewBox="0 0 {width} {height}" role="img" aria-label="since and upper after each commit">']
+    parts = [
+        f'<svg id="frontier-chart" xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
+        f'viewBox="0 0 {width} {height}" role="img" aria-label="since and upper after each commit">'
+    ]
     for v in sorted({y0, y1}):
-        parts.append(f'<line class="grid" x1="{left}" x2="{width - right}" y1="{sy(v):.1f}" y2="{sy(v):.1f}"/>'
-                     f'<text x="{left - 6}" y="{sy(v) + 4:.1f}" text-anchor="end">{esc(format_time(v))}</text>')
+        parts.append(
+            f'<line class="grid" x1="{left}" x2="{width - right}" y1="{sy(v):.1f}" y2="{sy(v):.1f}"/>'
+            f'<text x="{left - 6}" y="{sy(v) + 4:.1f}" text-anchor="end">{esc(format_time(v))}</text>'
+        )
     for key, colour in (("upper", "#2f74c0"), ("since", "#b3261e")):
         d = [f"M{sx(0):.1f},{sy(pts[0][key]):.1f}"] + [f"H{sx(i):.1f}V{sy(p[key]):.1f}" for i, p in enumerate(pts)][1:]
         parts.append(f'<path class="{key}" d="{" ".join(d)}" fill="none" stroke="{colour}" stroke-width="2"/>')
         for i, p in enumerate(pts):
-            parts.append(f'<circle class="point {key}" data-version="{p["version"]}" data-{key}="{p[key]}" '
-                         f'cx="{sx(i):.1f}" cy="{sy(p[key]):.1f}" r="3" fill="{colour}">'
-                         f'<title>v{p["version"]} {esc(p["operation"])} at {esc(p.get("committed") or "")}: '
-                         f'{key} {esc(format_time(p[key]))}</title></circle>')
+            parts.append(
+                f'<circle class="point {key}" data-version="{p["version"]}" data-{key}="{p[key]}" '
+                f'cx="{sx(i):.1f}" cy="{sy(p[key]):.1f}" r="3" fill="{colour}">'
+                f"<title>v{p['version']} {esc(p['operation'])} at {esc(p.get('committed') or '')}: "
+                f"{key} {esc(format_time(p[key]))}</title></circle>"
+            )
     parts.append(f'<text x="{left}" y="{height - 8}">v{pts[0]["version"]} {esc(pts[0].get("committed") or "")}</text>')
     if len(pts) > 1:
-        parts.append(f'<text x="{width - right}" y="{height - 8}" text-anchor="end">v{pts[-1]["version"]} '
-                     f'{esc(pts[-1].get("committed") or "")}</text>')
+        parts.append(
+            f'<text x="{width - right}" y="{height - 8}" text-anchor="end">v{pts[-1]["version"]} '
+            f"{esc(pts[-1].get('committed') or '')}</text>"
+        )
     parts.append("</svg>")
     return "".join(parts)
 
@@ -389,42 +473,68 @@ def view_page(d: dict[str, Any], *, links: Links, nonce: str) -> str:
     """A view's tab: status, refresh history chart, since/upper over time, last commits, lineage."""
     name = d["view"]
     lag = "never refreshed" if d["lag_ms"] is None else format_duration(d["lag_ms"])
-    verdict = ("" if d["max_lag_ms"] is None else
-               (' <span class="badge stale" data-stale="true">STALE</span>' if d["stale"]
-                else ' <span class="badge fresh" data-stale="false">fresh</span>'))
+    verdict = (
+        ""
+        if d["max_lag_ms"] is None
+        else (
+            ' <span class="badge stale" data-stale="true">STALE</span>'
+            if d["stale"]
+            else ' <span class="badge fresh" data-stale="false">fresh</span>'
+        )
+    )
     cards = [
         ("schedule", "Schedule", esc(d["schedule"])),
         ("as_of", "as_of", _time_span(d["as_of"])),
         ("since", "since", _time_span(d["since"])),
         ("upper", "upper", _time_span(d["upper"]) if d["upper"] > 0 else "0 (nothing final)"),
         ("final_through", "final through", _time_span(d["final_through"])),
-        ("lag", "freshness lag", esc(lag) + verdict + (f' <span class="muted">max_lag {esc(format_duration(d["max_lag_ms"]))}'
-                                                        f'</span>' if d["max_lag_ms"] is not None else "")),
+        (
+            "lag",
+            "freshness lag",
+            esc(lag)
+            + verdict
+            + (
+                f' <span class="muted">max_lag {esc(format_duration(d["max_lag_ms"]))}</span>'
+                if d["max_lag_ms"] is not None
+                else ""
+            ),
+        ),
         ("version", "Delta version", esc(d["version"])),
-        ("staged", "staged batches", f'{len(d["in_flight"])} in flight, {len(d["staged_batches"])} staged'),
+        ("staged", "staged batches", f"{len(d['in_flight'])} in flight, {len(d['staged_batches'])} staged"),
     ]
-    cards_html = '<div class="cards">' + "".join(
-        f'<div data-card="{k}"><b>{esc(label)}</b>{v}</div>' for k, label, v in cards) + "</div>"
+    cards_html = (
+        '<div class="cards">'
+        + "".join(f'<div data-card="{k}"><b>{esc(label)}</b>{v}</div>' for k, label, v in cards)
+        + "</div>"
+    )
     lines = []
     for c in d["last_commits"]:
         line = esc(format_commit(c))
         if c.get("foreign"):
-            lines.append(f'<span class="foreign" data-version="{c["version"]}" data-foreign="true">{line}  '
-                         f'[foreign commit: not made by mvsink]</span>')
+            lines.append(
+                f'<span class="foreign" data-version="{c["version"]}" data-foreign="true">{line}  '
+                f"[foreign commit: not made by mvsink]</span>"
+            )
         else:
             lines.append(f'<span data-version="{c["version"]}" data-foreign="false">{line}</span>')
-    commits = (f'<pre class="log" id="commits">{chr(10).join(lines)}</pre>' if lines
-               else '<p class="muted">No commits yet.</p>')
-    checks = (f'<h2>Checks (last refresh)</h2><table><tbody><tr>{checks_cell(d)}</tr></tbody></table>'
-              if d["checks"] else "")
-    body = (f'<h1>{esc(name)} <a data-top class="muted" href="{esc(links.dag(name))}" style="font-size:12px">DAG</a>'
-            f' <a class="muted" href="{esc(links.overview())}" style="font-size:12px">all views</a></h1>'
-            f'<p class="lead">{esc(d["description"] or "")} <span class="muted">table {esc(d["target"])}</span></p>'
-            f'{cards_html}<h2>Refresh history</h2>{_legend()}{refresh_chart(d["history"])}'
-            f'<h2>since and upper after each commit</h2><p class="legend muted"><span style="color:#2f74c0">━ upper</span>'
-            f'<span style="color:#b3261e">━ since</span></p>{frontier_chart(d["history"])}'
-            f'<h2>Last commits <span class="muted" style="font-weight:400">(as mvsink status prints them)</span></h2>'
-            f'{commits}{checks}<h2>Lineage</h2>{lineage_html(d, links)}')
+    commits = (
+        f'<pre class="log" id="commits">{chr(10).join(lines)}</pre>'
+        if lines
+        else '<p class="muted">No commits yet.</p>'
+    )
+    checks = (
+        f"<h2>Checks (last refresh)</h2><table><tbody><tr>{checks_cell(d)}</tr></tbody></table>" if d["checks"] else ""
+    )
+    body = (
+        f'<h1>{esc(name)} <a data-top class="muted" href="{esc(links.dag(name))}" style="font-size:12px">DAG</a>'
+        f' <a class="muted" href="{esc(links.overview())}" style="font-size:12px">all views</a></h1>'
+        f'<p class="lead">{esc(d["description"] or "")} <span class="muted">table {esc(d["target"])}</span></p>'
+        f"{cards_html}<h2>Refresh history</h2>{_legend()}{refresh_chart(d['history'])}"
+        f'<h2>since and upper after each commit</h2><p class="legend muted"><span style="color:#2f74c0">━ upper</span>'
+        f'<span style="color:#b3261e">━ since</span></p>{frontier_chart(d["history"])}'
+        f'<h2>Last commits <span class="muted" style="font-weight:400">(as mvsink status prints them)</span></h2>'
+        f"{commits}{checks}<h2>Lineage</h2>{lineage_html(d, links)}"
+    )
     return page(f"{name} — materialized view", body, nonce=nonce)
 
 
@@ -437,25 +547,36 @@ def _time_span(ms: int | None) -> str:
 def lineage_html(d: dict[str, Any], links: Links) -> str:
     srcs = "".join(
         f'<li data-source="{esc(s["name"])}" data-version="{"" if s["version_read"] is None else s["version_read"]}">'
-        f'<b>{esc(s["name"])}</b>: '
-        + (f'view <a href="{esc(links.view_page(s["view"]))}">{esc(s["view"])}</a>' if s["kind"] == "view"
-           else f'Delta table <code>{esc(s["table"])}</code>')
-        + (f' — version {s["version_read"]} read by the last refresh' if s["version_read"] is not None else "")
-        + "</li>" for s in d["sources"])
+        f"<b>{esc(s['name'])}</b>: "
+        + (
+            f'view <a href="{esc(links.view_page(s["view"]))}">{esc(s["view"])}</a>'
+            if s["kind"] == "view"
+            else f"Delta table <code>{esc(s['table'])}</code>"
+        )
+        + (f" — version {s['version_read']} read by the last refresh" if s["version_read"] is not None else "")
+        + "</li>"
+        for s in d["sources"]
+    )
 
     def names(items: list[str], kind: str) -> str:
         if not items:
             return '<span class="muted">none</span>'
         return ", ".join(f'<a data-{kind}="{esc(v)}" href="{esc(links.view_page(v))}">{esc(v)}</a>' for v in items)
 
-    return (f'<ul class="plain" id="sources">{srcs}</ul>'
-            f'<p>Upstream views: {names(d["upstream"], "upstream")}<br>'
-            f'Downstream views: {names(d["downstream"], "downstream")}</p>')
+    return (
+        f'<ul class="plain" id="sources">{srcs}</ul>'
+        f"<p>Upstream views: {names(d['upstream'], 'upstream')}<br>"
+        f"Downstream views: {names(d['downstream'], 'downstream')}</p>"
+    )
 
 
 def not_found_page(what: str, *, links: Links, nonce: str) -> str:
-    return page("Not a materialized view", f'<h1>Not a materialized view</h1><p class="lead">{esc(what)}</p>'
-                f'<p><a href="{esc(links.overview())}">All materialized views</a></p>', nonce=nonce)
+    return page(
+        "Not a materialized view",
+        f'<h1>Not a materialized view</h1><p class="lead">{esc(what)}</p>'
+        f'<p><a href="{esc(links.overview())}">All materialized views</a></p>',
+        nonce=nonce,
+    )
 
 
 def to_json(obj: Any) -> str:
