@@ -43,13 +43,21 @@ def changes(
     return _changes(view, from_time, to_time, views_dir=views_dir)
 
 
+__all__ = ["__version__", "changes", "compact", "read_view", "refresh", "vacuum"]
+
+
 def __getattr__(name: str) -> Any:
-    if name in ("refresh",):
+    """The heavier entry points, imported on first use: ``refresh``, ``compact``, ``vacuum``."""
+    if name == "refresh":
         from mvsink.spark.runners import refresh
 
         return refresh
-    if name in ("compact", "vacuum"):
-        from mvsink.maintenance import compaction as history
+    if name == "compact":
+        from mvsink.maintenance.compaction import compact
 
-        return getattr(history, name)
-    raise AttributeError(name)
+        return compact
+    if name == "vacuum":
+        from mvsink.maintenance.vacuum import vacuum
+
+        return vacuum
+    raise AttributeError(f"module 'mvsink' has no attribute {name!r}")

@@ -1,3 +1,5 @@
+"""``python -m mvsink``: the command line."""
+
 import sys
 
 from mvsink.cli.app import main

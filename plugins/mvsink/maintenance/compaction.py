@@ -1,4 +1,4 @@
-"""History: compaction (advance `since` by consolidating old updates) and vacuum. No Spark.
+"""Compaction: advance `since` by consolidating old updates into one update per row. No Spark.
 
 The view's table is an update log. Compaction to ``since = S`` replaces every update with
 ``time <= S`` by one update per distinct row at time ``S`` (the row's summed diff, zero
