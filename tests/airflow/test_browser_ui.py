@@ -8,7 +8,6 @@ system's ``/usr/bin/chromium`` (``MVSINK_CHROMIUM`` overrides it); ``playwright 
 
 from __future__ import annotations
 
-import os
 import random
 import re
 import time
@@ -20,8 +19,8 @@ from deltalake import DeltaTable
 
 from mvsink.devtools.localairflow import LocalAirflow
 from mvsink.times import format_time
-from tests.support import REPO
 from tests.support.airflow import dags_folder, running_airflow, wait_run
+from tests.support.browser import artifacts_dir, browser_page
 from tests.support.data import PROJECT, make_orders
 from tests.support.delta import BASE, HOUR, write_at
 from tests.support.oracle import oracle
@@ -29,25 +28,10 @@ from tests.support.viewfiles import write_view
 
 pytestmark = [pytest.mark.browser, pytest.mark.airflow, pytest.mark.slow]
 
-CHROMIUM = os.environ.get("MVSINK_CHROMIUM", "/usr/bin/chromium")
-ARGS = [
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--no-first-run",
-]
-UI_TIMEOUT_MS = 60_000
-
 
 @pytest.fixture(scope="module")
 def artifacts() -> Path:
-    folder = Path(os.environ.get("MVSINK_TEST_ARTIFACTS", REPO / "test-artifacts")) / "browser"
-    folder.mkdir(parents=True, exist_ok=True)
-    for old in [*folder.glob("0*.png"), folder / "failure.png"]:  # this test's own (other tests share the folder)
-        old.unlink(missing_ok=True)
-    return folder
+    return artifacts_dir("0*.png", "failure.png")  # this test's own files (other tests share the folder)
 
 
 @pytest.fixture(scope="module")
@@ -70,23 +54,8 @@ def airflow(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def page(airflow, artifacts):
-    from playwright.sync_api import expect, sync_playwright
-
-    expect.set_options(timeout=UI_TIMEOUT_MS)  # a loaded machine renders the UI slowly: expect's default is 5 s
-    assert Path(CHROMIUM).exists(), (
-        f"{CHROMIUM} is missing. Fix: apt-get install -y --no-install-recommends chromium "
-        "(.ci/run does it), or point MVSINK_CHROMIUM at a Chromium binary."
-    )
-    with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=ARGS)
-        context = browser.new_context(viewport={"width": 1400, "height": 900})
-        pg = context.new_page()
-        pg.set_default_timeout(UI_TIMEOUT_MS)
-        try:
-            yield pg
-        finally:
-            context.close()
-            browser.close()
+    with browser_page(width=1400, height=900) as pg:
+        yield pg
 
 
 def _wait_run(af: LocalAirflow, run_id: str) -> str:

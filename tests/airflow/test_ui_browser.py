@@ -13,7 +13,6 @@ Screenshots go to ``test-artifacts/browser/ui-*.png`` (``MVSINK_TEST_ARTIFACTS``
 from __future__ import annotations
 
 import json
-import os
 import re
 import subprocess
 import sys
@@ -27,20 +26,11 @@ from deltalake import DeltaTable
 from mvsink.devtools.demo import build_sources
 from mvsink.devtools.localairflow import LocalAirflow
 from mvsink.times import format_time, parse_time
+from tests.support.browser import artifacts_dir, browser_page
 
 pytestmark = [pytest.mark.browser, pytest.mark.airflow, pytest.mark.slow]
 
 REPO = Path(__file__).resolve().parents[2]
-CHROMIUM = os.environ.get("MVSINK_CHROMIUM", "/usr/bin/chromium")
-ARGS = [
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--no-first-run",
-]
-UI_TIMEOUT_MS = 60_000
 REFRESHES = {  # view -> refresh times, in order (the last one of open_orders: no source moved since the one before)
     "open_orders": ["2026-11-01T12:00:00Z", "2026-11-02T12:00:00Z", "2026-11-02T18:00:00Z"],
     "revenue_by_region": ["2026-11-02T12:00:00Z"],
@@ -49,11 +39,7 @@ REFRESHES = {  # view -> refresh times, in order (the last one of open_orders: n
 
 @pytest.fixture(scope="module")
 def artifacts() -> Path:
-    folder = Path(os.environ.get("MVSINK_TEST_ARTIFACTS", REPO / "test-artifacts")) / "browser"
-    folder.mkdir(parents=True, exist_ok=True)
-    for old in folder.glob("ui-*.png"):
-        old.unlink()
-    return folder
+    return artifacts_dir("ui-*.png")  # this test's own files (other tests share the folder)
 
 
 def _example_views(dest: Path) -> None:
@@ -111,23 +97,8 @@ def airflow(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def page(airflow, artifacts):
-    from playwright.sync_api import expect, sync_playwright
-
-    expect.set_options(timeout=UI_TIMEOUT_MS)  # a loaded machine renders the UI slowly: expect's default is 5 s
-    assert Path(CHROMIUM).exists(), (
-        f"{CHROMIUM} is missing. Fix: apt-get install -y --no-install-recommends chromium "
-        "(.ci/run does it), or point MVSINK_CHROMIUM at a Chromium binary."
-    )
-    with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=ARGS)
-        context = browser.new_context(viewport={"width": 1600, "height": 1000})
-        pg = context.new_page()
-        pg.set_default_timeout(UI_TIMEOUT_MS)
-        try:
-            yield pg
-        finally:
-            context.close()
-            browser.close()
+    with browser_page(width=1600, height=1000) as pg:
+        yield pg
 
 
 def _status_all(af: LocalAirflow, views: Path) -> list[dict]:
