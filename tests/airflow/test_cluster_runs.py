@@ -17,6 +17,7 @@ from tests.support.airflow import (
     backfills,
     dags_folder,
     finished,
+    run_cli,
     running_airflow,
     runs,
     trigger_run,
@@ -155,14 +156,14 @@ def test_backfill_fills_history_in_order_and_reprocessing_is_a_no_op(cluster, mo
         "--to-date",
         "2026-01-01T03:00:00+00:00",
     ]
-    af.run("backfill", "create", *window, "--max-active-runs", "1")
+    run_cli(af, "backfill", "create", *window, "--max-active-runs", "1")
     dates = [BASE + k * HOUR for k in (1, 2, 3)]
 
     def three_finished():
         rs = runs(af, "mv_hist")
         return rs if len(rs) >= 3 and finished(rs) else None
 
-    hist_runs = wait_for("3 backfill runs", three_finished, timeout=400)
+    hist_runs = wait_for("3 backfill runs", three_finished, timeout=600)
     assert len(hist_runs) == 3 and all(x["state"] == "success" for x in hist_runs), hist_runs
     for t in dates:
         assert multiset(read_view(hist, as_of=t)) == oracle(PROJECT, {"orders": str(data / "orders")}, t)
@@ -173,7 +174,7 @@ def test_backfill_fills_history_in_order_and_reprocessing_is_a_no_op(cluster, mo
     wait_for(
         "the first backfill to close", lambda: _backfills_closed(af), timeout=120
     )  # one backfill per DAG at a time
-    af.run("backfill", "create", *window, "--reprocess-behavior", "completed")
+    run_cli(af, "backfill", "create", *window, "--reprocess-behavior", "completed")
     closed = wait_for(
         "the reprocessing backfill to close", lambda: (b := _backfills_closed(af)) and len(b) == 2 and b, timeout=400
     )

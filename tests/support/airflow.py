@@ -213,3 +213,15 @@ def task_log(af: LocalAirflow, dag_id: str, run_id: str, task: str, try_number: 
 
 def backfills(af: LocalAirflow, dag_id: str) -> list[dict[str, Any]]:
     return list(_get(af, f"/api/v2/backfills?dag_id={dag_id}")["backfills"])
+
+
+def run_cli(af: LocalAirflow, *args: str, attempts: int = 4, pause: float = 5) -> subprocess.CompletedProcess[str]:
+    """``airflow <args>``, tried again while SQLite reports "database is locked" (a busy scheduler holds it)."""
+    for attempt in range(1, attempts + 1):
+        proc = af.run(*args, check=False)
+        if proc.returncode == 0:
+            return proc
+        if "database is locked" not in proc.stderr or attempt == attempts:
+            raise RuntimeError(f"airflow {' '.join(args)} failed ({proc.returncode}):\n{proc.stderr[-3000:]}")
+        time.sleep(pause)
+    raise AssertionError("unreachable")
