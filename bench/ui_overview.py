@@ -143,21 +143,14 @@ def over_http(af, views: Path, rounds: int, refreshes: int) -> dict[str, float]:
 
 
 def in_browser(af, rounds: int) -> float | None:
-    chromium = os.environ.get("MVSINK_CHROMIUM", "/usr/bin/chromium")
-    if not Path(chromium).exists():
+    from tests.support.browser import ARGS, CHROMIUM
+
+    if not Path(CHROMIUM).exists():
         return None
     from playwright.sync_api import sync_playwright
 
-    args = [
-        "--no-sandbox",
-        "--disable-gpu",
-        "--disable-background-networking",
-        "--disable-component-update",
-        "--disable-sync",
-        "--no-first-run",
-    ]
     with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=chromium, headless=True, args=args)
+        browser = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=ARGS)
         context = browser.new_context(viewport={"width": 1600, "height": 1000})
         context.add_cookies([{"name": "_token", "value": af.token(), "url": af.url}])
         page = context.new_page()

@@ -148,14 +148,17 @@ def telescope(
     """
     from mvsink.spark.sources import read_delta
 
+    def register(s: SourceRead, version: int) -> None:
+        role = f"view {view.name}: source '{s.name}'"
+        read_delta(spark, s.path, version=version, role=role).createOrReplaceTempView(s.name)
+
     terms: list[DataFrame] = []
-    registered_old: list[str] = []
+    registered_old: list[SourceRead] = []
     try:
         for i, s in enumerate(changed):
             for later in changed[i + 1 :]:  # sources after this one at their old version
-                role = f"view {view.name}: source '{later.name}'"
-                read_delta(spark, later.path, version=base[later.name], role=role).createOrReplaceTempView(later.name)
-                registered_old.append(later.name)
+                register(later, base[later.name])
+                registered_old.append(later)
             plus, minus = frames[s.name]
             for frame, sign in ((plus, 1), (minus, -1)):
                 frame.createOrReplaceTempView(s.name)
@@ -163,15 +166,10 @@ def telescope(
                 # Classic Spark binds temp views when spark.sql analyses; Spark Connect re-analyses the SQL
                 # at execution, after the views were re-registered, so there each term is pinned first.
                 terms.append(t.localCheckpoint(eager=True) if _is_remote(spark) else t)
-            read_delta(
-                spark, s.path, version=s.version, role=f"view {view.name}: source '{s.name}'"
-            ).createOrReplaceTempView(s.name)
+            register(s, s.version)
     finally:
-        for name in registered_old:
-            src = next(x for x in desc.sources if x.name == name)
-            read_delta(
-                spark, src.path, version=src.version, role=f"view {view.name}: source '{name}'"
-            ).createOrReplaceTempView(name)
+        for src in registered_old:  # back at the version desc reads
+            register(src, src.version)
     return terms
 
 
