@@ -9,12 +9,21 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from mvsink.exceptions import ViewErrorsError
+from mvsink.exceptions import MvSinkError, ViewErrorsError
 
 if TYPE_CHECKING:
     from mvsink.definitions.view import ViewDefinition
 
 ERRORS_MODES = ("fail", "include", "ignore")  # what a read does with error rows
+
+
+def check_errors_mode(view_name: str, errors: str) -> None:
+    """Refuse an ``errors=`` that is not one of :data:`ERRORS_MODES` (the Arrow and Spark readers)."""
+    if errors not in ERRORS_MODES:
+        raise MvSinkError(
+            f"view {view_name}: errors={errors!r} is not one of {list(ERRORS_MODES)}. "
+            "Fix: pass errors='fail' (default), 'include' or 'ignore'."
+        )
 
 
 # counts as recorded in commit info and reports: {check name: {"action": ..., "rows": n}}

@@ -6,11 +6,11 @@ import logging
 from typing import TYPE_CHECKING, Any, Literal
 
 from mvsink.columns import DIFF, ERROR
-from mvsink.core.checks import ERRORS_MODES, view_errors, worst_check
+from mvsink.core.checks import check_errors_mode, view_errors, worst_check
 from mvsink.core.table import ViewTable, check_read_time
 from mvsink.definitions.catalog import resolve_view
 from mvsink.definitions.view import ViewDefinition
-from mvsink.exceptions import MvSinkError, ReadTimeError
+from mvsink.exceptions import ReadTimeError
 from mvsink.readers.sql import consolidation_sql
 from mvsink.times import format_time
 
@@ -133,11 +133,7 @@ def split_errors(view_name: str, table: pa.Table, errors: str = "fail", *, at: s
     import pyarrow as pa
     import pyarrow.compute as pc
 
-    if errors not in ERRORS_MODES:
-        raise MvSinkError(
-            f"view {view_name}: errors={errors!r} is not one of {list(ERRORS_MODES)}. "
-            "Fix: pass errors='fail' (default), 'include' or 'ignore'."
-        )
+    check_errors_mode(view_name, errors)
     if ERROR not in table.column_names:
         if errors == "include":
             return table.append_column(pa.field(ERROR, pa.string()), pa.nulls(table.num_rows, pa.string()))

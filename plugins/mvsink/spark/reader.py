@@ -11,12 +11,11 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from mvsink.columns import DIFF, ERROR, TIME
-from mvsink.core.checks import ERRORS_MODES, view_errors, worst_check
+from mvsink.core.checks import check_errors_mode, view_errors, worst_check
 from mvsink.core.deltalog import is_delta_table
 from mvsink.core.table import ViewTable, check_read_time
 from mvsink.definitions.catalog import resolve_view
 from mvsink.definitions.view import ViewDefinition
-from mvsink.exceptions import MvSinkError
 from mvsink.times import format_time
 
 if TYPE_CHECKING:
@@ -65,11 +64,7 @@ def read_view(
 def _without_errors(cons: DataFrame, name: str, errors: str, *, at: str) -> DataFrame:
     from pyspark.sql import functions as F
 
-    if errors not in ERRORS_MODES:
-        raise MvSinkError(
-            f"view {name}: errors={errors!r} is not one of {list(ERRORS_MODES)}. "
-            "Fix: pass errors='fail' (default), 'include' or 'ignore'."
-        )
+    check_errors_mode(name, errors)
     if errors == "fail":
         bad = cons.where(F.col(ERROR).isNotNull() & (F.col(DIFF) > 0))
         per = {r[ERROR]: int(r["n"]) for r in bad.groupBy(ERROR).agg(F.sum(DIFF).alias("n")).collect()}
