@@ -109,7 +109,7 @@ def _inline_filter(rows: list[Any], key_columns: list[str], types: list[DataType
     for i, c in enumerate(key_columns):
         if types is not None and not _exact_literals(types[i]):
             continue
-        values = {r[i] for r in rows}
+        values = list(dict.fromkeys(r[i] for r in rows))  # first-seen order: a stable plan and log
         col = F.col(_quote(c))
         present = [v for v in values if v is not None]
         try:
