@@ -24,7 +24,7 @@ Classification is on sqlglot's tree of the query (which select items are keys an
 expressions); what decides safety is Spark: the input query must be linear in every changed source
 (:func:`mvsink.spark.plan.linearity` on Spark's analysed plan, failing closed), the state query's visible
 columns must be exactly the user's (names and types), and SUM/AVG arguments must be integers or
-DECIMAL(p<=27) (sums of FLOAT/DOUBLE are not exact under ``old + Δ``). Invariant checks on the affected
+decimals (sums of FLOAT/DOUBLE are not exact under ``old + Δ``). Invariant checks on the affected
 groups (one live row per key, 0 <= non-null <= count, a decimal sum that fits its type) fall back to the
 full diff on violation. Anything else falls back too, with the reason.
 """
@@ -51,7 +51,6 @@ MODE: Final = "incremental:aggregate"
 COUNT: Final = STATE_PREFIX + "count"
 _KEY = "_mv_k{}"
 _ARG = "_mv_a{}"
-MAX_DECIMAL_PRECISION = 27  # a SUM argument's precision: Δ = a * diff stays exact in DECIMAL(38)
 
 
 def nonnull_column(i: int) -> str:
@@ -284,8 +283,6 @@ def state_plan(spark: SparkSession, view: ViewDefinition, result: DataFrame) -> 
                 sum_types.append(None)
                 avg_types.append(None)
                 continue
-            if isinstance(dt, T.DecimalType) and dt.precision > MAX_DECIMAL_PRECISION:
-                return f"a SUM/AVG argument is {dt.simpleString()} (over precision {MAX_DECIMAL_PRECISION})"
             if not isinstance(dt, (T.ByteType, T.ShortType, T.IntegerType, T.LongType, T.DecimalType)):
                 return f"a SUM/AVG argument is {dt.simpleString().upper()} (only integers and decimals are exact)"
             types = inp.agg(F.sum(_ARG.format(i)).alias("s"), F.avg(_ARG.format(i)).alias("a")).schema
@@ -367,20 +364,28 @@ def aggregate_corrections(
 
 
 def _delta_state(plan: StatePlan, din: DataFrame) -> DataFrame:
-    """Per affected group of Δin: its signed row count, non-null counts and sums (keys named as the view's)."""
+    """Per affected group of Δin: its signed row count, non-null counts and sums (keys named as the view's).
+
+    A row of multiplicity ``m`` is counted ``m`` times (the rare ``|m| > 1`` rows are repeated rather than
+    multiplied, so a sum keeps Spark's own SUM result type; an overflow gives NULL, never a wrapped value).
+    """
     from pyspark.sql import functions as F
 
     q = plan.queries
     w = F.col(DIFF)
+    sign = F.signum(w).cast("bigint")
+    ones = din.where(F.abs(w) == 1).withColumn(DIFF, sign)
+    many = din.where(F.abs(w) > 1)
+    many = many.select("*", F.explode(F.sequence(F.lit(1).cast("bigint"), F.abs(w))).alias("_mv_rep"))
+    rows = ones.unionByName(many.drop("_mv_rep").withColumn(DIFF, sign))
     aggs = [F.sum(w).alias(COUNT)]
     for i, (_, with_sum) in enumerate(q.args):
         a = F.col(_ARG.format(i))
         aggs.append(F.sum(F.when(a.isNotNull(), w).otherwise(F.lit(0))).alias(nonnull_column(i)))
         if with_sum:
-            weight = w.cast("decimal(10,0)") if (plan.sum_types[i] or "").startswith("decimal") else w
-            aggs.append(F.try_sum(F.try_multiply(a, weight)).alias(sum_column(i)))
+            aggs.append(F.try_sum(F.when(w > 0, a).otherwise(-a)).alias(sum_column(i)))
     keys = [F.col(_KEY.format(i)).alias(k) for i, k in enumerate(q.keys)]
-    return din.groupBy(*keys).agg(*aggs)
+    return rows.groupBy(*keys).agg(*aggs)
 
 
 def _new_state(
