@@ -35,10 +35,13 @@ lint: install
 	$(VENV)/bin/mypy
 	$(VENV)/bin/lint-imports --no-cache
 
-## airflow: Airflow 3 on 127.0.0.1:$(AIRFLOW_PORT) with dags/ and a local Spark connection (Ctrl-C stops it)
+## airflow: Airflow 3 on 127.0.0.1:$(AIRFLOW_PORT) with dags/ and a Spark Connect server on 127.0.0.1:$(CONNECT_PORT)
+## that the write tasks use (AIRFLOW_SPARK=submit: spark-submit instead); Ctrl-C stops both
 AIRFLOW_PORT ?= 8080
+AIRFLOW_SPARK ?= connect
+CONNECT_PORT ?= 15002
 airflow: install
-	$(PY) -m mvsink.devtools.localairflow --home $(CURDIR)/.airflow --dags $(CURDIR)/dags --data-root $(DATA_ROOT) --port $(AIRFLOW_PORT)
+	$(PY) -m mvsink.devtools.localairflow --home $(CURDIR)/.airflow --dags $(CURDIR)/dags --data-root $(DATA_ROOT) --port $(AIRFLOW_PORT) --spark $(AIRFLOW_SPARK) --connect-port $(CONNECT_PORT)
 
 ## bench: refresh vs full overwrite vs MERGE vs the compute floor on TPC-H (SF=0.1 by default), into bench/RESULTS.md
 SF ?= 0.1
