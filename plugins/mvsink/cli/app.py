@@ -17,6 +17,7 @@ import os
 import sys
 import traceback
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 from mvsink import settings
@@ -148,6 +149,7 @@ def build_parser() -> argparse.ArgumentParser:
         "address only inside a private network, as the compose file does)",
     )
     cs.add_argument("--spark-conf", action="append", default=[], metavar="KEY=VALUE")
+    cs.add_argument("--log", metavar="FILE", help="append the server's output to FILE (default: discarded)")
 
     st = sub.add_parser("status", help="since, upper, as_of, freshness and the last refreshes (--all: every view)")
     st.add_argument("view", nargs="?", help="view name (from its view file); omit with --all")
@@ -202,7 +204,13 @@ def _connect_server(args: argparse.Namespace) -> int:
         raise KeyboardInterrupt
 
     signal.signal(signal.SIGTERM, _interrupt)
-    proc = start_server(port=args.port, master=args.master, conf=_spark_conf(args), bind=args.bind)
+    proc = start_server(
+        port=args.port,
+        master=args.master,
+        conf=_spark_conf(args),
+        bind=args.bind,
+        log_path=Path(args.log) if args.log else None,
+    )
     print(f"Spark Connect server on sc://{args.bind}:{args.port} (pid {proc.pid}); Ctrl-C stops it", flush=True)
     try:
         while proc.poll() is None:
