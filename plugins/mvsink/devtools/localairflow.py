@@ -71,6 +71,7 @@ class LocalAirflow:
         extra_env: dict[str, str] | None = None,
         spark: SparkPath = "submit",
         connect_port: int | None = None,
+        connect_conf: dict[str, str] | None = None,
     ):
         self.home, self.dags = Path(home).resolve(), Path(dags).resolve()
         self.port = port or free_port()
@@ -78,6 +79,7 @@ class LocalAirflow:
         self.procs: dict[str, subprocess.Popen[bytes]] = {}
         self.spark = spark
         self.connect_port = connect_port or DEFAULT_PORT
+        self.connect_conf = dict(connect_conf or {})  # static settings of the Connect server (e.g. driver memory)
         self.connect_server: subprocess.Popen[bytes] | None = None
         bin_dir = str(Path(sys.executable).parent)
         inherited = settings.process_env()
@@ -144,7 +146,9 @@ class LocalAirflow:
             )
         logs = self.home / "component-logs"
         logs.mkdir(parents=True, exist_ok=True)
-        self.connect_server = start_server(port=self.connect_port, log_path=logs / "spark-connect.log")
+        self.connect_server = start_server(
+            port=self.connect_port, conf=self.connect_conf, log_path=logs / "spark-connect.log"
+        )
         return self.connect_server
 
     @property
