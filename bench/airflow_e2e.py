@@ -354,6 +354,7 @@ def write_report(out: Path, results: list[dict[str, Any]], *, args: argparse.Nam
     lines = [
         "# Refreshes end to end through Airflow",
         "",
+        *([f"**{args.note}**", ""] if getattr(args, "note", None) else []),
         f"`python -m bench.airflow_e2e --sf {args.sf} --runs {args.runs} --views {args.views} --paths {args.paths}` "
         f"on {info['date_utc']} UTC; {info['cpus']} cores, {info['memory_gib']} GiB, {info['platform']}; "
         f"Python {info['python']}, {info['java']}; "
@@ -380,7 +381,7 @@ def write_report(out: Path, results: list[dict[str, Any]], *, args: argparse.Nam
                 f"| {res['path']} | {'none' if rate == 0 else f'{rate:.0%}'} | {len(rows)} | "
                 f"**{_fmt(_med(rows, 'total_s'))}** | {_range(rows, 'total_s')} | "
                 f"{sum(bool(r.get('write_ran')) for r in rows)}/{len(rows)} | "
-                f"{', '.join(sorted({str(r.get('mode') or r.get('status')) for r in rows}))} |"
+                f"{', '.join(sorted({str(r.get('mode') or 'no write (no source changed)') for r in rows}))} |"
             )
     lines += [
         "",
@@ -394,7 +395,8 @@ def write_report(out: Path, results: list[dict[str, Any]], *, args: argparse.Nam
         "",
         "scheduling = previous step's end (the run's start for mint) -> the task queued; queued -> running = the "
         "executor starting the task's process until it reports running; running = the task's work (write: the "
-        "Spark step, over Connect `spark (in task)` is the write job itself; append: the commit).",
+        "Spark step; append: the commit); spark write = the write job itself inside the write task (reported by "
+        "the Connect path only); a no-change refresh skips write.",
         "",
     ]
     cols = ["trigger_to_run_start_s"]
@@ -419,21 +421,21 @@ def write_report(out: Path, results: list[dict[str, Any]], *, args: argparse.Nam
             "sum just before the triggers.",
             "",
             "| path | views | wall, first trigger -> last success (s) | peak RSS (MB) | processes at peak | idle RSS (MB) "
-            "| first (full) refresh wall (s) | its peak RSS (MB) |",
+            "| the round before (the copies' first on this path) wall (s) | its peak RSS (MB) |",
             "| --- | --- | --- | --- | --- | --- | --- | --- |",
         ]
         for res in conc:
             c, f = res["concurrent"], res.get("concurrent_first") or {}
             lines.append(
                 f"| {res['path']} | {c['views']} | {c['wall_s']:.1f} | {c['peak_rss_mb']} | {c['peak_processes']} | "
-                f"{c['idle_rss_mb']} | {f.get('wall_s', '-')} | {f.get('peak_rss_mb', '-')} |"
+                f"{c['idle_rss_mb']} | {_fmt(f.get('wall_s'))} | {f.get('peak_rss_mb', '-')} |"
             )
         by = {r["path"]: r["concurrent"] for r in conc}
         if {"connect", "submit"} <= set(by):
             a, b = by["connect"], by["submit"]
             lines += [
                 "",
-                f"Through Connect the peak was {b['peak_rss_mb'] - a['peak_rss_mb']:+d} MB against spark-submit "
+                f"Through Connect the peak was {a['peak_rss_mb'] - b['peak_rss_mb']:+d} MB against spark-submit "
                 f"({a['peak_rss_mb'] / b['peak_rss_mb']:.2f}x), and the wall time {a['wall_s'] / b['wall_s']:.2f}x.",
             ]
     lines += [
@@ -469,7 +471,14 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--connect-memory", default="2g", help="driver memory of the Spark Connect server")
     ap.add_argument("--work", default="/tmp/mvsink-bench-airflow")
     ap.add_argument("--out", default=str(Path(__file__).parent / "AIRFLOW.md"))
+    ap.add_argument("--note", help="a line printed at the top of the report (e.g. the machine's state)")
+    ap.add_argument("--rewrite", action="store_true", help="only rewrite the report from the --out's .json")
     args = ap.parse_args(argv)
+    if args.rewrite:
+        raw = json.loads(Path(args.out).with_suffix(".json").read_text())
+        saved = argparse.Namespace(**{**raw["args"], "note": args.note or raw["args"].get("note")})
+        write_report(Path(args.out), raw["results"], args=saved, info=raw["machine"])
+        return 0
     info = machine()
     bench = Bench(
         work=Path(args.work), sf=args.sf, runs=args.runs, n_views=args.views, connect_memory=args.connect_memory

@@ -66,7 +66,8 @@ def stop(proc: subprocess.Popen[bytes]) -> None:
 
 def test_write_task_over_a_spark_connect_connection(tmp_path, monkeypatch):
     """The conventions of `make airflow`: spark_default stays a plain Spark connection (local[2]) and the write
-    task's connection (MVSINK_SPARK_CONN_ID) is spark_connect_default; the token is masked in the task's log."""
+    task's connection (MVSINK_SPARK_CONN_ID) is spark_connect_default; the token is masked in the task's log;
+    MVSINK_SPARK_REMOTE (pointing nowhere) changes nothing but a warning."""
     home = proj_home(tmp_path, 31)
     port = free_port()
     server = start_server(port=port, log_path=tmp_path / "connect.log")
@@ -74,6 +75,7 @@ def test_write_task_over_a_spark_connect_connection(tmp_path, monkeypatch):
         # A token is only sent to a server named localhost without TLS (pyspark); the server ignores it.
         home.env["AIRFLOW_CONN_SPARK_CONNECT_DEFAULT"] = connect_conn(port, host="localhost", password="tok-9f3e1c")
         home.env["MVSINK_SPARK_CONN_ID"] = "spark_connect_default"
+        home.env["MVSINK_SPARK_REMOTE"] = "sc://127.0.0.1:1"  # the command line's: the DAGs only warn about it
         home.migrate()
         home.run("dags", "reserialize")
         t0 = time.monotonic()
@@ -85,6 +87,7 @@ def test_write_task_over_a_spark_connect_connection(tmp_path, monkeypatch):
         assert f"writing through the Spark Connect server sc://localhost:{port}/;token=***" in out, out[-3000:]
         assert "connection 'spark_connect_default', type spark_connect" in out
         assert "tok-9f3e1c" not in out  # the token never reaches the log
+        assert "MVSINK_SPARK_REMOTE is set but the DAGs no longer read it" in out
         assert_refreshed_once(home, monkeypatch)
         print(f"airflow dags test with the write over Spark Connect: {elapsed:.1f}s")
     finally:
