@@ -98,8 +98,9 @@ def test_dead_server_fails_the_try_fast_and_the_retry_writes_once_it_is_back(tmp
     home = proj_home(tmp_path, 37)
     port = free_port()  # nothing listens here until the first try has failed
     home.env["AIRFLOW_CONN_SPARK_DEFAULT"] = connect_conn(port)
-    home.env["MVSINK_TASK_RETRIES"] = "1"
-    home.env["MVSINK_TASK_RETRY_DELAY_SECONDS"] = "30"  # long enough to start the server in between
+    # the server starts in about 7 s; on a loaded machine later tries may still find it down (asserted alike)
+    home.env["MVSINK_TASK_RETRIES"] = "5"
+    home.env["MVSINK_TASK_RETRY_DELAY_SECONDS"] = "15"
     home.migrate()
     home.run("dags", "reserialize")
     lines: list[str] = []
@@ -133,8 +134,10 @@ def test_dead_server_fails_the_try_fast_and_the_retry_writes_once_it_is_back(tmp
         assert "Fix: start the Spark Connect server" in message and "connection 'spark_default'" in message, message
         assert "Spark-Submit cmd" not in out and "appended [" in out
         tries = write_tries(home)
-        assert [t["state"] for t in tries] == ["failed", "success"], tries  # one task instance: try 2 is the retry
-        assert tries[0]["seconds"] < 10, tries  # fails within seconds, no 10-minute gRPC retries
+        # one task instance: every try before the last found the server down and failed within seconds (no
+        # 10-minute gRPC retries); a retry wrote once the server was back
+        assert len(tries) >= 2 and [t["state"] for t in tries] == ["failed"] * (len(tries) - 1) + ["success"], tries
+        assert all(t["seconds"] < 10 for t in tries[:-1]), tries
         assert_refreshed_once(home, monkeypatch)
         print(f"write tries: {tries}\nfirst try: {message.strip()}")
     finally:
