@@ -34,6 +34,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import logging
+import time
 from typing import TYPE_CHECKING, Any, Final
 
 from mvsink.columns import DIFF, STATE_PREFIX, TIME
@@ -340,6 +341,7 @@ def aggregate_corrections(
     if why:
         return None, why
     q = plan.queries
+    t0 = time.monotonic()
     changed = [s for s in desc.sources if base.get(s.name) != s.version]
     lin = {k: v for k, v in linearity(spark, q.input_query, [s.name for s in changed]).items() if v}
     if lin:
@@ -353,12 +355,19 @@ def aggregate_corrections(
     )
     din = functools.reduce(lambda a, b: a.unionByName(b), terms)
     din = consolidate(din.withColumn(DIFF, F.col(DIFF).cast("bigint")), [c for c in din.columns if c != DIFF])
-    delta = _delta_state(plan, din)
-    new, old, n_keys = _new_state(plan, delta, table_df, lower=desc.lower)
-    if isinstance(new, str):
-        return None, new
-    corr = corrections(new, old, time=desc.time)
-    return corr, (
+    t1 = time.monotonic()
+    got = _new_state(plan, _delta_state(plan, din), table_df, lower=desc.lower)
+    if isinstance(got, str):
+        return None, got
+    new, old, n_keys = got
+    log.info(
+        "view %s: aggregate state of %d affected group(s): changes planned in %.2fs, new state in %.2fs",
+        view.name,
+        n_keys,
+        t1 - t0,
+        time.monotonic() - t1,
+    )
+    return corrections(new, old, time=desc.time), (
         f"{n_keys} affected group(s) updated from their state and the changes of {', '.join(s.name for s in changed)}"
     )
 
@@ -390,30 +399,32 @@ def _delta_state(plan: StatePlan, din: DataFrame) -> DataFrame:
 
 def _new_state(
     plan: StatePlan, delta: DataFrame, table_df: DataFrame, *, lower: int
-) -> tuple[DataFrame | str, DataFrame, int]:
-    """(new rows of the affected groups, their persisted rows, how many groups), or a reason for the full diff."""
+) -> tuple[DataFrame, DataFrame, int] | str:
+    """(new rows of the affected groups, their persisted rows, how many groups), or a reason for the full diff.
+
+    One Spark job computes the affected groups' old and new state together (checkpointed: both the
+    invariant checks and the corrections read it).
+    """
     from pyspark.sql import functions as F
 
     from mvsink.spark.transforms import consolidate
 
     q = plan.queries
-    cols = [c for c in plan.desired.columns]
+    cols = list(plan.desired.columns)
     keys = list(q.keys)
-    delta = delta.localCheckpoint(eager=True)
-    n_keys = delta.count()
     rows = table_df.select(*cols, TIME, DIFF)
     if keys:
         dk = delta.select(*[F.col(_quote(k)).alias(f"_mv_dk{i}") for i, k in enumerate(keys)])
         match = _null_safe(rows, dk, keys, [f"_mv_dk{i}" for i in range(len(keys))])
         rows = rows.join(F.broadcast(dk), match, "left_semi")
-    old = consolidate(rows, cols, before=lower).localCheckpoint(eager=True)
+    old = consolidate(rows, cols, before=lower)
     o = old.select(*[F.col(_quote(c)).alias(f"_mv_o_{c}") for c in cols], F.col(DIFF).alias("_mv_o_diff"))
-    d = delta.select(*[F.col(_quote(c)).alias(f"_mv_d_{c}") for c in delta.columns])
+    d = delta.select(*[F.col(_quote(c)).alias(f"_mv_d_{c}") for c in delta.columns], F.lit(True).alias("_mv_d"))
     if keys:
         match = _null_safe(d, o, [f"_mv_d_{k}" for k in keys], [f"_mv_o_{k}" for k in keys])
         joined = d.join(o, match, "full_outer")
-    else:
-        joined = d.crossJoin(o) if old.count() else d.select("*", *[F.lit(None).alias(f"_mv_o_{c}") for c in cols])
+    else:  # a global aggregate: Δ has its one row; the table has one (none before the first refresh)
+        joined = d.join(o, F.lit(True), "full_outer")
     state = [F.coalesce(F.col(f"_mv_d_{k}"), F.col(f"_mv_o_{k}")).alias(k) for k in keys]
     z = F.lit(0).cast("bigint")
     state.append((F.coalesce(F.col(f"_mv_o_{COUNT}"), z) + F.coalesce(F.col(f"_mv_d_{COUNT}"), z)).alias(COUNT))
@@ -423,43 +434,50 @@ def _new_state(
         if with_sum:
             total = F.try_add(F.coalesce(F.col(f"_mv_o_{s}"), F.lit(0)), F.coalesce(F.col(f"_mv_d_{s}"), F.lit(0)))
             state.append(total.try_cast(plan.sum_types[i] or "bigint").alias(s))
-    bad = F.col("_mv_o_diff").isNotNull() & (F.col("_mv_o_diff") != 1)
-    merged = joined.select(*state, bad.alias("_mv_bad_old")).localCheckpoint(eager=True)
+    olds = [F.col(f"_mv_o_{c}") for c in cols] + [F.col("_mv_o_diff")]
+    merged = joined.select(*state, *olds, F.col("_mv_d")).localCheckpoint(eager=True)
     problems = _violations(plan, merged)
-    if problems:
-        return problems, old, n_keys
+    if isinstance(problems, str):
+        return problems
+    old_rows = merged.where(F.col("_mv_o_diff").isNotNull()).select(
+        *[F.col(f"_mv_o_{c}").alias(c) for c in cols], F.col("_mv_o_diff").alias(DIFF)
+    )
     live = merged if q.is_global else merged.where(F.col(COUNT) > 0)
     final = [F.expr(_final_sql(plan, e)).cast(plan.desired.schema[name].dataType).alias(name) for name, e in q.finalise]
     new = live.select(*final, *[F.col(c) for c in plan.state_columns])
     new = new.select(*[F.col(_quote(c)) for c in cols])
-    return new, old, n_keys
+    return new, old_rows, problems
 
 
-def _violations(plan: StatePlan, merged: DataFrame) -> str | None:
-    """Why the affected groups' state cannot be trusted (the full diff then repairs it), or None."""
+def _violations(plan: StatePlan, merged: DataFrame) -> str | int:
+    """Why the affected groups' state cannot be trusted (the full diff then repairs it), else their number."""
     from pyspark.sql import functions as F
 
     q = plan.queries
     conds = [
-        F.col("_mv_bad_old").alias("dup"),
+        (F.col("_mv_o_diff").isNotNull() & (F.col("_mv_o_diff") != 1)).alias("dup"),
         (F.col(COUNT) < 0).alias("neg"),
+        (F.col("_mv_d").isNull() & F.lit(not q.is_global)).alias("stray"),
     ]
     for i, (_, with_sum) in enumerate(q.args):
         n = F.col(nonnull_column(i))
         conds.append(((n < 0) | (n > F.col(COUNT))).alias(f"n{i}"))
         if with_sum:
             conds.append(((n > 0) & F.col(sum_column(i)).isNull()).alias(f"s{i}"))
-    flags = merged.select(*[F.max(c.cast("int")).alias(f"f{j}") for j, c in enumerate(conds)]).collect()[0]
-    if flags[0]:
+    row = merged.select(
+        F.count(F.lit(1)).alias("groups"), *[F.max(c.cast("int")).alias(f"f{j}") for j, c in enumerate(conds)]
+    ).collect()[0]
+    if row[1]:
         return "an affected group has more than one live row in the table (the full diff repairs it)"
-    if flags[1]:
+    if row[2]:
         return (
             "an affected group's row count would be negative (the table's state is damaged; the full diff repairs it)"
         )
-    for j in range(2, len(conds)):
-        if flags[j]:
-            return "an affected group's state is inconsistent or a decimal sum overflows its type (the full diff)"
-    return None
+    if row[3]:
+        return "the table holds a row of a group that is not in the view's state (the full diff repairs it)"
+    if any(row[j] for j in range(4, len(conds) + 1)):
+        return "an affected group's state is inconsistent or a decimal sum overflows its type (the full diff)"
+    return int(row[0])
 
 
 def schema_state_columns(schema: StructType) -> list[str]:
