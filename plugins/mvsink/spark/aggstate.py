@@ -52,6 +52,7 @@ MODE: Final = "incremental:aggregate"
 COUNT: Final = STATE_PREFIX + "count"
 _KEY = "_mv_k{}"
 _ARG = "_mv_a{}"
+_VALUES = "_mv_values{}"  # Δ's count of non-null values of argument i (whatever their sign)
 
 
 def nonnull_column(i: int) -> str:
@@ -276,19 +277,19 @@ def state_plan(spark: SparkSession, view: ViewDefinition, result: DataFrame) -> 
             f.name for f in desired.schema.fields[len(visible) :]
         ] != list(q.state_columns):
             return "the state query's columns differ from the view's (kept stateless)"
-        sum_types: list[str | None] = []
-        avg_types: list[str | None] = []
-        for i, (_, with_sum) in enumerate(q.args):
+        summed = [i for i, (_, with_sum) in enumerate(q.args) if with_sum]
+        for i in summed:
             dt = inp.schema[_ARG.format(i)].dataType
-            if not with_sum:
-                sum_types.append(None)
-                avg_types.append(None)
-                continue
             if not isinstance(dt, (T.ByteType, T.ShortType, T.IntegerType, T.LongType, T.DecimalType)):
                 return f"a SUM/AVG argument is {dt.simpleString().upper()} (only integers and decimals are exact)"
-            types = inp.agg(F.sum(_ARG.format(i)).alias("s"), F.avg(_ARG.format(i)).alias("a")).schema
-            sum_types.append(types["s"].dataType.simpleString())
-            avg_types.append(types["a"].dataType.simpleString())
+        aggs = [f(_ARG.format(i)).alias(f"{f.__name__}{i}") for i in summed for f in (F.sum, F.avg)]
+        types = inp.agg(*aggs).schema if aggs else None  # analysed only: one plan for every argument
+        sum_types = [
+            types[f"sum{i}"].dataType.simpleString() if types and i in summed else None for i in range(len(q.args))
+        ]
+        avg_types = [
+            types[f"avg{i}"].dataType.simpleString() if types and i in summed else None for i in range(len(q.args))
+        ]
     except PySparkException as exc:
         log.info("view %s: no aggregate state: %s", view.name, exc)
         return "the state queries did not analyse"
@@ -335,7 +336,6 @@ def aggregate_corrections(
 
     from mvsink.spark.incremental import prepare_changes, source_check, telescope
     from mvsink.spark.plan import linearity
-    from mvsink.spark.transforms import consolidate, corrections
 
     why = source_check(desc, base)
     if why:
@@ -354,7 +354,6 @@ def aggregate_corrections(
         spark, view, desc, base, changed, frames, lambda sign: spark.sql(q.input_query).withColumn(DIFF, F.lit(sign))
     )
     din = functools.reduce(lambda a, b: a.unionByName(b), terms)
-    din = consolidate(din.withColumn(DIFF, F.col(DIFF).cast("bigint")), [c for c in din.columns if c != DIFF])
     t1 = time.monotonic()
     got = _new_state(plan, _delta_state(plan, din), table_df, lower=desc.lower)
     if isinstance(got, str):
@@ -367,34 +366,39 @@ def aggregate_corrections(
         t1 - t0,
         time.monotonic() - t1,
     )
-    return corrections(new, old, time=desc.time), (
+    corr = old.select(*old.columns[:-1], (-F.col(DIFF)).alias(DIFF)).unionByName(
+        new.select("*", F.lit(1).cast("bigint").alias(DIFF))
+    )
+    return corr.select(*new.columns, F.lit(desc.time).cast("bigint").alias(TIME), DIFF), (
         f"{n_keys} affected group(s) updated from their state and the changes of {', '.join(s.name for s in changed)}"
     )
 
 
 def _delta_state(plan: StatePlan, din: DataFrame) -> DataFrame:
-    """Per affected group of Δin: its signed row count, non-null counts and sums (keys named as the view's).
+    """Per affected group of Δin (rows of weight ±1): its signed row count, non-null counts and sums.
 
-    A row of multiplicity ``m`` is counted ``m`` times (the rare ``|m| > 1`` rows are repeated rather than
-    multiplied, so a sum keeps Spark's own SUM result type; an overflow gives NULL, never a wrapped value).
+    Keys are named as the view's. A group whose Δ is zero in every part is not affected (the ± pairs
+    of a copy-on-write rewrite cancel here, as consolidating Δin first would make them). An overflowing
+    sum is NULL (``try_sum``), never a wrapped value.
     """
     from pyspark.sql import functions as F
 
     q = plan.queries
-    w = F.col(DIFF)
-    sign = F.signum(w).cast("bigint")
-    ones = din.where(F.abs(w) == 1).withColumn(DIFF, sign)
-    many = din.where(F.abs(w) > 1)
-    many = many.select("*", F.explode(F.sequence(F.lit(1).cast("bigint"), F.abs(w))).alias("_mv_rep"))
-    rows = ones.unionByName(many.drop("_mv_rep").withColumn(DIFF, sign))
+    w = F.col(DIFF).cast("bigint")
     aggs = [F.sum(w).alias(COUNT)]
+    zero = [F.col(COUNT) == 0]
     for i, (_, with_sum) in enumerate(q.args):
         a = F.col(_ARG.format(i))
-        aggs.append(F.sum(F.when(a.isNotNull(), w).otherwise(F.lit(0))).alias(nonnull_column(i)))
+        n, s = nonnull_column(i), sum_column(i)
+        aggs.append(F.sum(F.when(a.isNotNull(), w).otherwise(F.lit(0))).alias(n))
+        zero.append(F.col(n) == 0)
         if with_sum:
-            aggs.append(F.try_sum(F.when(w > 0, a).otherwise(-a)).alias(sum_column(i)))
+            aggs.append(F.try_sum(F.when(w > 0, a).otherwise(-a)).alias(s))
+            aggs.append(F.count(a).alias(_VALUES.format(i)))  # a NULL sum of values is an overflow
+            zero.append((F.col(s) == 0) | ((F.col(_VALUES.format(i)) == 0) & F.col(s).isNull()))
     keys = [F.col(_KEY.format(i)).alias(k) for i, k in enumerate(q.keys)]
-    return rows.groupBy(*keys).agg(*aggs)
+    delta = din.groupBy(*keys).agg(*aggs)
+    return delta.where(~F.coalesce(functools.reduce(lambda a, b: a & b, zero), F.lit(False)))
 
 
 def _new_state(
@@ -435,14 +439,22 @@ def _new_state(
             total = F.try_add(F.coalesce(F.col(f"_mv_o_{s}"), F.lit(0)), F.coalesce(F.col(f"_mv_d_{s}"), F.lit(0)))
             state.append(total.try_cast(plan.sum_types[i] or "bigint").alias(s))
     olds = [F.col(f"_mv_o_{c}") for c in cols] + [F.col("_mv_o_diff")]
-    merged = joined.select(*state, *olds, F.col("_mv_d")).localCheckpoint(eager=True)
+    overflow = [
+        (F.col(f"_mv_d_{_VALUES.format(i)}") > 0) & F.col(f"_mv_d_{sum_column(i)}").isNull()
+        for i, (_, with_sum) in enumerate(q.args)
+        if with_sum
+    ]
+    lost = functools.reduce(lambda a, b: a | b, overflow) if overflow else F.lit(False)
+    merged = joined.select(*state, *olds, F.col("_mv_d"), F.coalesce(lost, F.lit(False)).alias("_mv_overflow"))
+    merged = merged.localCheckpoint(eager=True)
     problems = _violations(plan, merged)
     if isinstance(problems, str):
         return problems
-    old_rows = merged.where(F.col("_mv_o_diff").isNotNull()).select(
+    changed = merged.where(F.col("_mv_d").isNotNull())  # a global aggregate's row is there when nothing changed
+    old_rows = changed.where(F.col("_mv_o_diff").isNotNull()).select(
         *[F.col(f"_mv_o_{c}").alias(c) for c in cols], F.col("_mv_o_diff").alias(DIFF)
     )
-    live = merged if q.is_global else merged.where(F.col(COUNT) > 0)
+    live = changed if q.is_global else changed.where(F.col(COUNT) > 0)
     final = [F.expr(_final_sql(plan, e)).cast(plan.desired.schema[name].dataType).alias(name) for name, e in q.finalise]
     new = live.select(*final, *[F.col(c) for c in plan.state_columns])
     new = new.select(*[F.col(_quote(c)) for c in cols])
@@ -458,15 +470,21 @@ def _violations(plan: StatePlan, merged: DataFrame) -> str | int:
         (F.col("_mv_o_diff").isNotNull() & (F.col("_mv_o_diff") != 1)).alias("dup"),
         (F.col(COUNT) < 0).alias("neg"),
         (F.col("_mv_d").isNull() & F.lit(not q.is_global)).alias("stray"),
+        F.col("_mv_overflow").alias("overflow"),
     ]
     for i, (_, with_sum) in enumerate(q.args):
         n = F.col(nonnull_column(i))
         conds.append(((n < 0) | (n > F.col(COUNT))).alias(f"n{i}"))
         if with_sum:
             conds.append(((n > 0) & F.col(sum_column(i)).isNull()).alias(f"s{i}"))
-    row = merged.select(
-        F.count(F.lit(1)).alias("groups"), *[F.max(c.cast("int")).alias(f"f{j}") for j, c in enumerate(conds)]
-    ).collect()[0]
+    row = (
+        merged.where(F.col("_mv_d").isNotNull() | F.col("_mv_o_diff").isNotNull())
+        .select(
+            F.sum(F.col("_mv_d").isNotNull().cast("int")).alias("groups"),
+            *[F.max(c.cast("int")).alias(f"f{j}") for j, c in enumerate(conds)],
+        )
+        .collect()[0]
+    )
     if row[1]:
         return "an affected group has more than one live row in the table (the full diff repairs it)"
     if row[2]:
@@ -475,9 +493,11 @@ def _violations(plan: StatePlan, merged: DataFrame) -> str | int:
         )
     if row[3]:
         return "the table holds a row of a group that is not in the view's state (the full diff repairs it)"
-    if any(row[j] for j in range(4, len(conds) + 1)):
+    if row[4]:
+        return "a decimal sum of the change overflows (the full diff)"
+    if any(row[j] for j in range(5, len(conds) + 1)):
         return "an affected group's state is inconsistent or a decimal sum overflows its type (the full diff)"
-    return int(row[0])
+    return int(row[0] or 0)
 
 
 def schema_state_columns(schema: StructType) -> list[str]:
