@@ -21,6 +21,7 @@ import time
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
+from mvsink.core import storage
 from mvsink.core.commitinfo import CommitInfo
 from mvsink.core.deltalog import commit_times, is_delta_table
 from mvsink.definitions.view import since_app_id, upper_app_id
@@ -50,13 +51,24 @@ UNSUPPORTED_READER_FEATURES = {
 
 
 def open_delta(path: str, *, version: int | None = None) -> DeltaTable | None:
-    """Open the Delta table at ``path`` (at ``version``), or None if there is none."""
+    """Open the Delta table at ``path`` (at ``version``), or None if there is none.
+
+    A table that is there but cannot be read (a broken log, a missing version) is a
+    :class:`SourceError` (bad input); a failure to reach its store (network, permissions, a
+    timeout) is a :class:`StoreError`, which a retry may fix.
+    """
     from deltalake import DeltaTable
 
     if not is_delta_table(path):
         return None
+    opts = storage.delta_options(path)
     try:
-        return DeltaTable(path, version=version) if version is not None else DeltaTable(path)
+        return DeltaTable(path, version=version, storage_options=opts)
+    except OSError as exc:  # delta-rs raises OSError for its object store's (I/O, network) failures
+        raise StoreError(
+            f"Delta table at {path} cannot be reached: {type(exc).__name__}: {exc}. Fix: check the store is "
+            "reachable and the credentials allow reading it; the refresh may be retried."
+        ) from exc
     except Exception as exc:  # delta-rs raises several types; all mean "cannot read this table"
         raise SourceError(
             f"Delta table at {path} cannot be opened: {type(exc).__name__}: {exc}. Fix: check the table's _delta_log."
@@ -239,9 +251,11 @@ class ViewTable:
         from deltalake.transaction import CommitProperties
 
         info = CommitInfo(operation="create", view=view.name)
+        storage.check_conditional_writes(view.target)
         try:
             DeltaTable.create(
                 view.target,
+                storage_options=storage.delta_options(view.target),
                 schema=schema,
                 mode="error",
                 name=view.name,
