@@ -11,7 +11,8 @@ A location is a URI: a local path, ``file://``, ``s3://`` (``s3a://``), ``az://`
   file helpers below (:func:`read_text`, :func:`write_text`, :func:`list_dir`, ...) use it;
 - :func:`spark_uri` and :func:`spark_hadoop_conf`: Spark's view of the same place (``s3://`` is
   ``s3a://`` there, ``az://`` is ``abfss://``), credentials only by reference to the environment;
-- :func:`check_conditional_writes`: the probe that refuses a store whose put-if-absent does not hold.
+
+The probe that refuses a store whose put-if-absent does not hold is :mod:`mvsink.core.probe`.
 
 Local paths behave exactly as before: the helpers then use the local filesystem.
 """
@@ -22,13 +23,12 @@ import dataclasses
 import logging
 import posixpath
 import threading
-import uuid
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 from mvsink import settings
-from mvsink.exceptions import StoreError, UnsafeStoreError
+from mvsink.exceptions import StoreError
 
 if TYPE_CHECKING:
     import pyarrow.fs as pafs
@@ -66,14 +66,13 @@ AZURE_ENV = (
     "AZURE_CLIENT_ID",
     "AZURE_CLIENT_SECRET",
     "AZURE_TENANT_ID",
-    "AZURE_STORAGE_ENDPOINT",
     "AZURE_ALLOW_HTTP",
 )
 GCS_ENV = ("GOOGLE_SERVICE_ACCOUNT", "GOOGLE_SERVICE_ACCOUNT_PATH", "GOOGLE_APPLICATION_CREDENTIALS")
 
 #: The Azure storage emulator's (Azurite's) published development key, used when ``use_emulator`` is on.
 AZURITE_ACCOUNT = "devstoreaccount1"
-AZURITE_KEY = "Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50uSRZ6IFsuFq2UVErCz4I6tq/K1SZFPTBjFz8FsRkc3OK9Zw=="  # noqa: S105
+AZURITE_KEY = "Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50uSRZ6IFsuFq2UVErCz4I6tq/K1SZFPTOtr/KBHBeksoGMGw=="  # noqa: S105
 
 
 @dataclasses.dataclass(frozen=True)
@@ -171,6 +170,11 @@ def _env_for(loc: Location) -> dict[str, str]:
     return out
 
 
+def emulator_url() -> str:
+    """The Azure storage emulator's blob endpoint (``AZURITE_BLOB_STORAGE_URL``, as delta-rs reads it)."""
+    return settings.env_subset(["AZURITE_BLOB_STORAGE_URL"]).get("AZURITE_BLOB_STORAGE_URL") or "http://127.0.0.1:10000"
+
+
 def _truthy(value: str | None) -> bool:
     return (value or "").strip().lower() in ("1", "true", "yes", "on")
 
@@ -210,12 +214,22 @@ def filesystem(uri: str) -> tuple[pafs.FileSystem, str]:
 
         return pafs.LocalFileSystem(), loc.key
     opts = delta_options(uri) or {}
-    cache_key = (loc.kind, loc.account, tuple(sorted(opts.items())))
+    cache_key = (loc.kind, container_uri(loc) if loc.kind == "azure" else "", tuple(sorted(opts.items())))
     fs = _fs_cache.get(cache_key)
     if fs is None:
         fs = _make_fs(loc, opts)
         _fs_cache[cache_key] = fs
+    if loc.kind == "azure":  # rooted at the container
+        return fs, loc.key
     return fs, posixpath.join(loc.bucket, loc.key) if loc.key else loc.bucket
+
+
+def container_uri(loc: Location) -> str:
+    """The URI of the bucket or container that holds ``loc``."""
+    if loc.kind == "azure":
+        parts = urlsplit(loc.uri)
+        return f"{parts.scheme}://{parts.netloc}"
+    return _join_uri(loc.scheme, loc.bucket, "")
 
 
 def _make_fs(loc: Location, opts: dict[str, str]) -> Any:
@@ -239,22 +253,12 @@ def _make_fs(loc: Location, opts: dict[str, str]) -> Any:
             kw["force_virtual_addressing"] = True
         return pafs.S3FileSystem(**kw)
     if loc.kind == "azure":
-        account = opts.get("AZURE_STORAGE_ACCOUNT_NAME") or loc.account
-        akw: dict[str, Any] = {"account_name": account}
-        if "AZURE_STORAGE_ACCOUNT_KEY" in opts:
-            akw["account_key"] = opts["AZURE_STORAGE_ACCOUNT_KEY"]
-        if "AZURE_STORAGE_SAS_TOKEN" in opts:
-            akw["sas_token"] = opts["AZURE_STORAGE_SAS_TOKEN"]
-        if _truthy(opts.get("AZURE_STORAGE_USE_EMULATOR")):
-            host = settings.env_subset(["AZURITE_BLOB_STORAGE_URL"]).get("AZURITE_BLOB_STORAGE_URL", "127.0.0.1:10000")
-            host = urlsplit(host).netloc or host
-            akw.update(
-                blob_storage_authority=host,
-                blob_storage_scheme="http",
-                dfs_storage_authority=host,
-                dfs_storage_scheme="http",
-            )
-        return pafs.AzureFileSystem(**akw)
+        # pyarrow's AzureFileSystem does not sign requests the emulator accepts; delta-rs's own object
+        # store (the one every commit goes through) does, with the same options: wrap it as a pyarrow
+        # filesystem rooted at the container.
+        from deltalake.fs import DeltaStorageHandler
+
+        return pafs.PyFileSystem(DeltaStorageHandler(container_uri(loc), opts))
     if loc.kind == "gcs":
         return pafs.GcsFileSystem()
     raise StoreError(f"location {loc.uri}: no filesystem for kind {loc.kind}")
@@ -367,10 +371,18 @@ def write_text(uri: str, text: str) -> None:
             f.write(text)
         os.replace(tmp, path)
         return
+    import pyarrow.fs as pafs
+
     fs, path = filesystem(uri)
     try:
-        with fs.open_output_stream(path) as f:
-            f.write(text.encode())
+        if isinstance(fs, pafs.PyFileSystem):
+            # delta-rs's handler stream takes bytes, not the Buffer pyarrow's wrapper passes it
+            raw = fs.handler._handler.open_output_stream(path, None)
+            raw.write(text.encode())
+            raw.close()
+        else:
+            with fs.open_output_stream(path) as f:
+                f.write(text.encode())
     except OSError as exc:
         raise _io(uri, "writing", exc) from exc
 
@@ -457,62 +469,3 @@ def spark_hadoop_conf(uri: str) -> dict[str, str]:
     if loc.kind == "gcs":
         return {"spark.hadoop.fs.gs.impl": "com.google.cloud.hadoop.fs.gcs.GoogleHadoopFileSystem"}
     return {}
-
-
-# ---------------------------------------------------------------- the put-if-absent probe
-
-PROBE_DIR = "_mvsink_probe"
-_probed: dict[str, bool] = {}
-
-
-def check_conditional_writes(uri: str) -> None:
-    """Refuse a store where two commits of the same Delta version can both land.
-
-    Local disk passes without a probe. Elsewhere, once per location and process: a throwaway table
-    under ``<uri>/_mvsink_probe/<id>`` gets two commits from the same version with
-    ``max_commit_retries=0``; exactly one must fail. Cleaned up after.
-    """
-    loc = parse(uri)
-    if loc.is_local or _probed.get(loc.uri):
-        return
-    import pyarrow as pa
-    from deltalake import DeltaTable, write_deltalake
-    from deltalake.exceptions import CommitFailedError
-    from deltalake.transaction import CommitProperties
-
-    probe = join(loc.uri, PROBE_DIR, uuid.uuid4().hex)
-    opts = delta_options(probe)
-    try:
-        write_deltalake(probe, pa.table({"probe": pa.array([1], pa.int64())}), mode="error", storage_options=opts)
-        a = DeltaTable(probe, storage_options=opts)
-        b = DeltaTable(probe, storage_options=opts)
-        landed = 0
-        for dt in (a, b):
-            try:
-                dt.create_write_transaction(
-                    [], mode="append", schema=dt.schema(), commit_properties=CommitProperties(max_commit_retries=0)
-                )
-                landed += 1
-            except CommitFailedError:
-                pass
-    except Exception as exc:
-        raise _io(uri, "probing conditional writes", exc) from exc
-    finally:
-        try:
-            delete_dir(probe)
-        except StoreError as exc:
-            log.warning("location %s: could not remove the probe table: %s", loc.uri, exc)
-    if landed != 1:
-        store = f"{loc.kind} store at {_endpoint(loc) or loc.bucket}"
-        raise UnsafeStoreError(
-            f"location {uri}: the {store} accepted {landed} commits of the same Delta version: it ignores "
-            "conditional writes (put-if-absent, If-None-Match), so concurrent refreshes could silently lose "
-            "commits. Fix: use a store with conditional writes (AWS S3, SeaweedFS, Azure Blob/ADLS, GCS), or "
-            "configure a locking provider for delta-rs (AWS_S3_LOCKING_PROVIDER=dynamodb)."
-        )
-    _probed[loc.uri] = True
-
-
-def _endpoint(loc: Location) -> str:
-    opts = delta_options(loc.uri) or {}
-    return opts.get("AWS_ENDPOINT_URL", "") if loc.kind == "s3" else ""

@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 from mvsink.core import storage
 from mvsink.core.commitinfo import CommitInfo
 from mvsink.core.deltalog import commit_times, is_delta_table
+from mvsink.core.probe import check_conditional_writes
 from mvsink.definitions.view import since_app_id, upper_app_id
 from mvsink.exceptions import MvSinkError, ReadTimeError, SourceError, StoreError, UnsupportedFeatureError
 from mvsink.times import format_time
@@ -251,7 +252,7 @@ class ViewTable:
         from deltalake.transaction import CommitProperties
 
         info = CommitInfo(operation="create", view=view.name)
-        storage.check_conditional_writes(view.target)
+        check_conditional_writes(view.target)
         try:
             DeltaTable.create(
                 view.target,
