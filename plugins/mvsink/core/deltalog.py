@@ -62,9 +62,9 @@ def _listed_commits(path: str) -> dict[int, int]:
         return out
     try:
         with os.scandir(Path(_local(path)) / LOG_DIR) as it:
-            for e in it:
-                if _is_commit_name(e.name):
-                    out[int(e.name[:-5])] = int(e.stat().st_mtime_ns)
+            for d in it:
+                if _is_commit_name(d.name):
+                    out[int(d.name[:-5])] = int(d.stat().st_mtime_ns)
     except FileNotFoundError:
         return {}
     return out

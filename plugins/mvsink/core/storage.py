@@ -33,6 +33,8 @@ from mvsink.exceptions import StoreError
 if TYPE_CHECKING:
     import pyarrow.fs as pafs
 
+    from mvsink.definitions.view import ViewDefinition
+
 log = logging.getLogger(__name__)
 
 S3_SCHEMES = ("s3", "s3a")
@@ -152,6 +154,17 @@ def register_options(prefix: str, options: Mapping[str, str]) -> None:
     """
     with _lock:
         _registered[normalize(prefix).rstrip("/")] = {k.upper(): str(v) for k, v in options.items()}
+
+
+def register_view(view: ViewDefinition) -> None:
+    """Register a view's ``storage_options`` (references read from the environment) for its target and its
+    path sources on object storage."""
+    if not view.storage_options:
+        return
+    opts = view.resolved_storage_options()
+    for location in (view.target, *(s.path for s in view.sources if s.path)):
+        if is_uri(location) and not parse(location).is_local:
+            register_options(location, opts)
 
 
 def _registered_for(loc: Location) -> dict[str, str]:

@@ -227,6 +227,7 @@ class ViewTable:
     @classmethod
     def open(cls, view: ViewDefinition, *, version: int | None = None, check: bool = True) -> ViewTable:
         """The view's table (latest, or at ``version``); with ``check``, refuse unreadable features."""
+        storage.register_view(view)
         return cls.open_path(view.target, view.name, version=version, check=check)
 
     @classmethod

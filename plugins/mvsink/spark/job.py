@@ -55,6 +55,7 @@ def run_write(spark: SparkSession, view: ViewDefinition, desc: BatchDescription)
     from pyspark.sql import Observation
 
     t0 = time.monotonic()
+    storage.register_view(view)
     table = ViewTable.open_path(desc.target, view.name)
     fr = table.frontier
 
