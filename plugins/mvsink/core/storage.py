@@ -384,6 +384,11 @@ def write_text(uri: str, text: str) -> None:
             f.write(text)
         os.replace(tmp, path)
         return
+    write_bytes(uri, text.encode())
+
+
+def write_bytes(uri: str, data: bytes) -> None:
+    """Write ``data`` to ``uri`` in one request (object stores; local paths: a plain write)."""
     import pyarrow.fs as pafs
 
     fs, path = filesystem(uri)
@@ -391,11 +396,13 @@ def write_text(uri: str, text: str) -> None:
         if isinstance(fs, pafs.PyFileSystem):
             # delta-rs's handler stream takes bytes, not the Buffer pyarrow's wrapper passes it
             raw = fs.handler._handler.open_output_stream(path, None)
-            raw.write(text.encode())
+            raw.write(data)
             raw.close()
         else:
+            if parse(uri).is_local:
+                fs.create_dir(posixpath.dirname(path), recursive=True)
             with fs.open_output_stream(path) as f:
-                f.write(text.encode())
+                f.write(data)
     except OSError as exc:
         raise _io(uri, "writing", exc) from exc
 

@@ -69,9 +69,12 @@ def vacuum(
     in_flight |= set(list_staged(view.target))
     deleted, protected = [], []
     root = storage.normalize(view.target).rstrip("/") + "/"
-    for rel in sorted(c.removeprefix(root) if storage.is_uri(c) else c for c in candidates):
+    listed = sorted(c.removeprefix(root) if storage.is_uri(c) else c for c in candidates)
+    # a store with real folders (SeaweedFS) lists their markers too ("", "batches"): never files to delete
+    folders = {p.rsplit("/", i)[0] for p in [*listed, *active] for i in range(1, p.count("/") + 1)}
+    for rel in listed:
         parts = rel.split("/")
-        if rel in active or parts[0].startswith("_"):
+        if not rel or rel.endswith("/") or rel in folders or rel in active or parts[0].startswith("_"):
             continue
         if len(parts) >= 3 and parts[0] == BATCHES and parts[1] in in_flight:
             protected.append(rel)
