@@ -22,7 +22,7 @@ from mvsink.columns import DIFF, TIME
 from mvsink.core import storage
 from mvsink.core.batch import BatchDescription, WriteReport
 from mvsink.core.schema import encode_schema
-from mvsink.core.staging import batch_dir, discard_batch, staged_files, write_intent, write_manifest
+from mvsink.core.staging import batch_location, discard_batch, staged_files, write_intent, write_manifest
 from mvsink.core.table import ViewTable
 from mvsink.definitions.view import ViewDefinition
 
@@ -85,7 +85,7 @@ def sparkfree_write(view: ViewDefinition, desc: BatchDescription) -> WriteReport
     if corr.num_rows == 0:
         return dataclasses.replace(head, seconds=time.monotonic() - t0)
     write_intent(desc.target, desc.batch_id)
-    folder = batch_dir(desc.target, desc.batch_id)
+    folder = batch_location(desc.target, desc.batch_id)
     sink = pa.BufferOutputStream()
     pq.write_table(corr, sink)
     storage.write_bytes(storage.join(folder, f"part-00000-{uuid.uuid4().hex}.parquet"), sink.getvalue().to_pybytes())

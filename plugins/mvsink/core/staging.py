@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import logging
 import time
+from pathlib import Path
 from typing import Any
 
 from mvsink import settings
@@ -25,28 +26,40 @@ BATCHES = "batches"
 STAGING = "_mv_staging"
 
 
-def batch_dir(table: str, batch_id: str) -> str:
+def batch_location(table: str, batch_id: str) -> str:
     """The batch's folder (a local path, or a URI for a table on object storage)."""
     return storage.join(table, BATCHES, batch_id)
 
 
-def manifest_path(table: str, batch_id: str) -> str:
+def manifest_location(table: str, batch_id: str) -> str:
+    """The batch's manifest (a local path, or a URI for a table on object storage)."""
     return storage.join(table, STAGING, f"{batch_id}.json")
+
+
+def batch_dir(table: str, batch_id: str) -> Path:
+    """The batch's folder of a table on local disk (tests and tools; mvsink itself uses :func:`batch_location`)."""
+    return Path(storage.parse(table).key) / BATCHES / batch_id
+
+
+def manifest_path(table: str, batch_id: str) -> Path:
+    """The manifest of a table on local disk (tests and tools; mvsink itself uses :func:`manifest_location`)."""
+    return Path(storage.parse(table).key) / STAGING / f"{batch_id}.json"
 
 
 def write_intent(table: str, batch_id: str) -> None:
     """Record that a batch is being staged (before any file is written)."""
     storage.write_text(
-        manifest_path(table, batch_id), json.dumps({"batch_id": batch_id, "status": "writing", "started": time.time()})
+        manifest_location(table, batch_id),
+        json.dumps({"batch_id": batch_id, "status": "writing", "started": time.time()}),
     )
 
 
 def write_manifest(table: str, report: WriteReport) -> None:
-    storage.write_text(manifest_path(table, report.batch_id), report.to_json())
+    storage.write_text(manifest_location(table, report.batch_id), report.to_json())
 
 
 def read_manifest(table: str, batch_id: str) -> WriteReport | None:
-    text = storage.read_text(manifest_path(table, batch_id))
+    text = storage.read_text(manifest_location(table, batch_id))
     if text is None:
         return None
     d = json.loads(text)
@@ -55,12 +68,12 @@ def read_manifest(table: str, batch_id: str) -> WriteReport | None:
 
 def forget_manifest(table: str, batch_id: str) -> None:
     """Drop the manifest of a committed batch (its files now belong to the table)."""
-    storage.delete_file(manifest_path(table, batch_id))
+    storage.delete_file(manifest_location(table, batch_id))
 
 
 def discard_batch(table: str, batch_id: str) -> None:
     """Delete a batch that will never be committed: its files, then its manifest."""
-    storage.delete_dir(batch_dir(table, batch_id))
+    storage.delete_dir(batch_location(table, batch_id))
     forget_manifest(table, batch_id)
 
 
@@ -74,7 +87,7 @@ def list_staged(table: str) -> list[str]:
 def staged_files(table: str, batch_id: str) -> list[StagedFile]:
     """The batch folder's non-empty Parquet files with their Delta stats (read from the footers); empty
     files and a writer's other files (``_SUCCESS``, checksums) are deleted."""
-    folder = batch_dir(table, batch_id)
+    folder = batch_location(table, batch_id)
     files = []
     for e in sorted(storage.list_dir(folder), key=lambda e: e.name):
         if e.is_dir:
@@ -94,7 +107,7 @@ def staged_files(table: str, batch_id: str) -> list[StagedFile]:
 def _writing_since(table: str, batch_id: str) -> float | None:
     """Start time of a batch whose Spark write has not finished, None if it finished (or is unknown)."""
     try:
-        text = storage.read_text(manifest_path(table, batch_id))
+        text = storage.read_text(manifest_location(table, batch_id))
         if text is None:
             return None
         d = json.loads(text)
@@ -164,7 +177,7 @@ def committed_in_log(table: str, batch_ids: list[str], *, slack_seconds: float =
     """
     oldest = None
     for b in batch_ids:
-        entry = storage.info(manifest_path(table, b))
+        entry = storage.info(manifest_location(table, b))
         m = entry.mtime_ms / 1000 if entry is not None else 0.0
         oldest = m if oldest is None else min(oldest, m)
     bound = (oldest or 0.0) - slack_seconds

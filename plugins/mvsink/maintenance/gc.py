@@ -7,7 +7,7 @@ import time
 from mvsink import settings
 from mvsink.core import storage
 from mvsink.core.batch import parse_batch_id
-from mvsink.core.staging import BATCHES, batch_dir, collect_garbage, committed_in_log, list_staged
+from mvsink.core.staging import BATCHES, batch_location, collect_garbage, committed_in_log, list_staged
 
 
 def orphan_dirs(table: str, *, grace_seconds: float | None = None) -> list[str]:
@@ -52,6 +52,6 @@ def gc(
     orphans = orphan_dirs(table, grace_seconds=grace_seconds)
     if not dry_run:
         for b in orphans:
-            storage.delete_dir(batch_dir(table, b))
+            storage.delete_dir(batch_location(table, b))
     gone = set(done["discarded"]) | set(done["settled"])
     return {**done, "orphans": orphans, "kept": [b for b in list_staged(table) if b not in gone]}

@@ -23,7 +23,7 @@ from mvsink.core.batch import BatchDescription, WriteMode, WriteReport
 from mvsink.core.checks import add_counts, counts_of
 from mvsink.core.failpoints import failpoint
 from mvsink.core.schema import encode_schema
-from mvsink.core.staging import batch_dir, discard_batch, staged_files, write_intent, write_manifest
+from mvsink.core.staging import batch_location, discard_batch, staged_files, write_intent, write_manifest
 from mvsink.core.table import ViewTable
 from mvsink.definitions.view import ViewDefinition, load_view_file
 from mvsink.exceptions import MvSinkError
@@ -216,7 +216,7 @@ def _stage(
     """
     from pyspark.sql import Observation
 
-    folder = batch_dir(desc.target, desc.batch_id)
+    folder = batch_location(desc.target, desc.batch_id)
     # The batch folder is overwritten below. A try of this write orphaned by a killed Airflow task may
     # get here after a retry of the same batch committed: never overwrite a batch that can no longer
     # be staged (its files may be the table's now).
