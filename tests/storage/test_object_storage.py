@@ -234,3 +234,23 @@ def test_store_without_conditional_writes_is_refused(s3rver, monkeypatch, tmp_pa
     assert view.target in msg and s3rver.env["AWS_ENDPOINT_URL"] in msg
     assert "If-None-Match" in msg and "locking provider" in msg and "Fix:" in msg
     assert not storage.list_files(view.target)  # nothing committed, staged or left by the probe
+
+
+def test_missing_or_broken_tables_are_bad_input_and_an_unreachable_store_is_retryable(seaweedfs, monkeypatch):
+    from mvsink.core.table import open_delta, open_readable
+    from mvsink.exceptions import SourceError, StoreError
+    from tests.storage.conftest import use_store
+    from tests.support.objectstores import free_port
+
+    use_store(monkeypatch, seaweedfs)
+    prefix = seaweedfs.uri("errors")
+    assert open_delta(f"{prefix}/missing") is None
+    with pytest.raises(SourceError, match="no Delta table"):
+        open_readable(f"{prefix}/missing", role="view v: source 'orders'")
+    storage.write_text(f"{prefix}/broken/_delta_log/00000000000000000000.json", "{not json\n")
+    with pytest.raises(SourceError, match="cannot be opened"):
+        open_delta(f"{prefix}/broken")
+    # the same location on a store that does not answer: a runtime error (Airflow retries it)
+    monkeypatch.setenv("AWS_ENDPOINT_URL", f"http://127.0.0.1:{free_port()}")
+    with pytest.raises(StoreError, match="Fix: check the store is reachable"):
+        open_delta(f"{prefix}/broken")

@@ -143,3 +143,31 @@ def test_view_storage_options_take_secrets_only_by_reference(clean):
     assert "hunter2-inline" not in msg  # the secret is never echoed
     with pytest.raises(ViewDefinitionError, match="reference must be"):
         parse(doc(**base, storage_options="{AZURE_STORAGE_ACCOUNT_KEY: {vault: x}}"))
+
+
+def test_commit_times_prefer_in_commit_timestamps(tmp_path):
+    """A table that writes in-commit timestamps is time-travelled by them, not by its files' times."""
+    import json
+
+    import pyarrow as pa
+    from deltalake import write_deltalake
+
+    from mvsink.core import deltalog
+
+    t = str(tmp_path / "t")
+    for i in range(3):
+        write_deltalake(t, pa.table({"a": [i]}), mode="append")
+        deltalog.set_commit_time(t, 1_000_000 + i)  # file times that must lose to the ICTs
+    assert deltalog.commit_times(t) == {0: 1_000_000, 1: 1_000_001, 2: 1_000_002}
+    log_dir = tmp_path / "t" / "_delta_log"
+    for v in range(3):
+        f = log_dir / f"{v:020d}.json"
+        lines = f.read_text().splitlines()
+        info = next(json.loads(x) for x in lines if "commitInfo" in x)
+        info["commitInfo"]["inCommitTimestamp"] = 5_000_000 + 10 * v
+        rest = [x for x in lines if "commitInfo" not in x]
+        f.write_text("\n".join([json.dumps(info), *rest]) + "\n")  # ICT tables put commitInfo first
+    deltalog._ICT_CACHE.clear()
+    assert deltalog.commit_times(t) == {0: 5_000_000, 1: 5_000_010, 2: 5_000_020}
+    commit = deltalog.read_commit(t, 1)
+    assert commit is not None and commit.timestamp == 5_000_010
