@@ -171,3 +171,18 @@ def test_commit_times_prefer_in_commit_timestamps(tmp_path):
     assert deltalog.commit_times(t) == {0: 5_000_000, 1: 5_000_010, 2: 5_000_020}
     commit = deltalog.read_commit(t, 1)
     assert commit is not None and commit.timestamp == 5_000_010
+
+
+def test_a_write_on_object_storage_gets_the_s3a_settings(clean):
+    from mvsink.spark.conf import spark_conf_for
+
+    clean.setenv("MVSINK_ALLOWED_LOCATIONS", "s3://lake/")
+    clean.setenv("AWS_ENDPOINT_URL", "http://127.0.0.1:8333")
+    clean.setenv("AWS_SECRET_ACCESS_KEY", "do-not-leak")
+    v = parse(doc(target="s3://lake/views/v", sources="{orders: s3://lake/src/orders}"))
+    conf = spark_conf_for(v, {"spark.hadoop.fs.s3a.path.style.access": "false"})
+    assert conf["spark.hadoop.fs.s3a.endpoint"] == "http://127.0.0.1:8333"
+    assert conf["spark.hadoop.fs.s3a.path.style.access"] == "false"  # explicit settings still win
+    assert "do-not-leak" not in conf.values()
+    local = spark_conf_for(parse(doc()))
+    assert not any(k.startswith("spark.hadoop.fs.s3a") for k in local)
