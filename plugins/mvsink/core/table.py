@@ -66,6 +66,11 @@ def open_delta(path: str, *, version: int | None = None) -> DeltaTable | None:
     try:
         return DeltaTable(path, version=version, storage_options=opts)
     except OSError as exc:  # delta-rs raises OSError for its object store's (I/O, network) failures
+        if opts is None:  # local disk: a missing or unreadable file is a broken table, as it always was
+            raise SourceError(
+                f"Delta table at {path} cannot be opened: {type(exc).__name__}: {exc}. Fix: check the table's "
+                "_delta_log."
+            ) from exc
         raise StoreError(
             f"Delta table at {path} cannot be reached: {type(exc).__name__}: {exc}. Fix: check the store is "
             "reachable and the credentials allow reading it; the refresh may be retried."
