@@ -254,3 +254,43 @@ def test_missing_or_broken_tables_are_bad_input_and_an_unreachable_store_is_retr
     monkeypatch.setenv("AWS_ENDPOINT_URL", f"http://127.0.0.1:{free_port()}")
     with pytest.raises(StoreError, match="Fix: check the store is reachable"):
         open_delta(f"{prefix}/broken")
+
+
+def test_view_storage_options_reach_the_store_by_reference(seaweedfs, monkeypatch, tmp_path):
+    """Only the view file's storage_options (secrets as {env: ...} references) point mvsink at the store."""
+    from tests.storage.conftest import STORE_VARS, use_store
+
+    use_store(monkeypatch, seaweedfs)
+    monkeypatch.setenv("MVSINK_DATA_ROOT", str(tmp_path))
+    prefix = seaweedfs.uri("by-view-options")
+    orders = f"{prefix}/orders"
+    write_source(orders, make_orders(random.Random(11), 0, 20))  # written with the standard variables
+    t0 = now_ms()
+    env = seaweedfs.env
+    monkeypatch.setenv("LAKE_KEY_ID", env["AWS_ACCESS_KEY_ID"])
+    monkeypatch.setenv("LAKE_SECRET", env["AWS_SECRET_ACCESS_KEY"])
+    for name in STORE_VARS:
+        monkeypatch.delenv(name, raising=False)
+    views = tmp_path / "views"
+    views.mkdir()
+    write_view(
+        views,
+        "proj",
+        query=PROJECT,
+        sources={"orders": orders},
+        target=f"{prefix}/views/proj",
+        as_of=t0,
+        storage_options={
+            "AWS_ENDPOINT_URL": env["AWS_ENDPOINT_URL"],
+            "AWS_REGION": "us-east-1",
+            "AWS_ACCESS_KEY_ID": {"env": "LAKE_KEY_ID"},
+            "AWS_SECRET_ACCESS_KEY": {"env": "LAKE_SECRET"},
+        },
+    )
+    catalog = Catalog(views)
+    view = catalog.get("proj")
+    r = now_ms()
+    res = _refresh(view, catalog, r, "by-options")
+    assert res.status == "appended", res
+    assert operations(view.target) == ["create", "bump", "append"]
+    _exact(view, orders, r)
