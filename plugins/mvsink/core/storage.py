@@ -294,6 +294,17 @@ def _io(uri: str, what: str, exc: Exception) -> StoreError:
     )
 
 
+_NOT_FOUND = ("not found", "not_found", "nosuchkey", "no such key", "does not exist", "blobnotfound", "404")
+
+
+def _not_found(exc: OSError) -> bool:
+    """The error says the object is not there (each store and client words it its own way)."""
+    if isinstance(exc, FileNotFoundError):
+        return True
+    text = str(exc).lower()
+    return any(w in text for w in _NOT_FOUND)
+
+
 def list_dir(uri: str) -> list[Entry]:
     """The entries directly under ``uri`` (empty if it does not exist)."""
     import pyarrow.fs as pafs
@@ -356,10 +367,8 @@ def read_bytes(uri: str) -> bytes | None:
     try:
         with fs.open_input_stream(path) as f:
             return bytes(f.read())
-    except FileNotFoundError:
-        return None
     except OSError as exc:
-        if "not found" in str(exc).lower() or "does not exist" in str(exc).lower() or "404" in str(exc):
+        if _not_found(exc):  # also when it went away between a listing and this read
             return None
         raise _io(uri, "reading", exc) from exc
 
@@ -412,10 +421,8 @@ def delete_file(uri: str) -> None:
     fs, path = filesystem(uri)
     try:
         fs.delete_file(path)
-    except FileNotFoundError:
-        return
     except OSError as exc:
-        if "not found" in str(exc).lower() or "does not exist" in str(exc).lower():
+        if _not_found(exc):
             return
         raise _io(uri, "deleting", exc) from exc
 
@@ -431,10 +438,8 @@ def delete_dir(uri: str) -> None:
     fs, path = filesystem(uri)
     try:
         fs.delete_dir(path)
-    except FileNotFoundError:
-        return
     except OSError as exc:
-        if "not found" in str(exc).lower() or "does not exist" in str(exc).lower():
+        if _not_found(exc):
             return
         raise _io(uri, "deleting", exc) from exc
 
