@@ -151,22 +151,39 @@ def start_seaweedfs(folder: Path) -> Store:
 
 
 def _wait_bucket(store: Store, timeout: float = 60) -> None:
-    """Wait until the bucket answers a listing (SeaweedFS creates it just after it listens)."""
-    import pyarrow.fs as pafs
-
+    """Wait until the bucket takes a write and a read (SeaweedFS creates it just after it listens; a listing
+    through pyarrow does not tell a missing bucket from an empty one)."""
     from mvsink.core import storage
+    from mvsink.exceptions import StoreError
 
     deadline = time.monotonic() + timeout
+    probe = store.uri("_ready")
     while True:
         with _env(store.env):
-            fs, path = storage.filesystem(store.uri("ready"))
             try:
-                fs.get_file_info(pafs.FileSelector(BUCKET, allow_not_found=True))
-                return
-            except OSError:
+                storage.write_text(probe, "ready")
+                if storage.read_text(probe) == "ready" and delta_ready(store):
+                    storage.delete_file(probe)
+                    return
+            except StoreError:
                 if time.monotonic() > deadline:
                     raise
         time.sleep(0.3)
+
+
+def delta_ready(store: Store) -> bool:
+    """delta-rs (its own S3 client) lists the bucket too."""
+    from deltalake import DeltaTable
+
+    from mvsink.core import storage
+
+    try:
+        DeltaTable(store.uri("_ready_table"), storage_options=storage.delta_options(store.root))
+    except OSError as exc:
+        return "NoSuchBucket" not in str(exc)
+    except Exception:  # TableNotFoundError: the bucket answered
+        return True
+    return True
 
 
 def start_azurite(folder: Path) -> Store:

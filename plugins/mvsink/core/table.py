@@ -254,7 +254,12 @@ class ViewTable:
 
     @classmethod
     def create(cls, view: ViewDefinition, schema: pa.Schema) -> ViewTable:
-        """Create the view's empty table (a lost creation race is fine) and open it."""
+        """Create the view's empty table (a lost creation race is fine) and open it.
+
+        The create commits version 0 or nothing (``max_commit_retries=0``): with retries, delta-rs rebases
+        a create that lost the race onto the winner's table as version 1, a second create commit
+        (new table id) that racing refreshes on object storage produced.
+        """
         from deltalake import DeltaTable
         from deltalake.transaction import CommitProperties
 
@@ -268,7 +273,7 @@ class ViewTable:
                 mode="error",
                 name=view.name,
                 description=(view.description or None),
-                commit_properties=CommitProperties(custom_metadata=info.to_metadata()),
+                commit_properties=CommitProperties(custom_metadata=info.to_metadata(), max_commit_retries=0),
             )
             log.info("view %s: created table %s", view.name, view.target)
         except Exception:
