@@ -15,7 +15,13 @@ $(VENV)/.installed: pyproject.toml
 	rm -rf plugins/*.egg-info
 	touch $@
 
-install: $(VENV)/.installed
+# the object-storage test servers from npm (tests/storage): Azurite (Azure Blob) and s3rver (an S3 without
+# conditional writes, the probe's negative control), into a git-ignored folder; nothing to do once there
+STORAGE_SERVERS := .storage-servers/node_modules/.bin
+$(STORAGE_SERVERS)/azurite-blob $(STORAGE_SERVERS)/s3rver:
+	npm install --prefix .storage-servers --no-audit --no-fund --loglevel=error azurite@3.35.0 s3rver@3.7.1
+
+install: $(VENV)/.installed $(STORAGE_SERVERS)/azurite-blob $(STORAGE_SERVERS)/s3rver
 
 ## demo: source tables with 4 days of history, example views refreshed at several times
 demo: install
@@ -66,4 +72,4 @@ soak: install
 	$(PY) -m bench.soak --rounds $(ROUNDS) --homes 2 --report bench/SOAK.md
 
 clean:
-	rm -rf $(VENV) data .airflow .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) data .airflow .pytest_cache .mypy_cache .ruff_cache .storage-servers

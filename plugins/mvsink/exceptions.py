@@ -97,3 +97,7 @@ class InjectedFault(MvSinkRuntimeError):
 
 class UnsafePathError(ViewDefinitionError):
     """A view's path leaves the data root (or its folder, for sql_file) without the option that allows it."""
+
+
+class UnsafeStoreError(MvSinkError):
+    """A location's store accepts a second create of the same key: compare_and_append would not be safe there."""

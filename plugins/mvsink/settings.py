@@ -62,6 +62,12 @@ ALLOW_OUTSIDE_DATA_ROOT = Setting(
     "true (1, yes, on) allows source and target paths outside the data root; an environment setting on "
     "purpose: a view file cannot grant it to itself",
 )
+ALLOWED_LOCATIONS = Setting(
+    "MVSINK_ALLOWED_LOCATIONS",
+    "unset: only the data root",
+    "comma-separated location prefixes that source and target locations may lie under besides the data root "
+    "(e.g. s3://lake/,az://container/views/,/mnt/shared/); object-storage locations must be under one of them",
+)
 VIEWS_DIR = Setting(
     "MVSINK_VIEWS_DIR", "dags/views", "folder of view files for the command line and the Python readers"
 )
@@ -134,6 +140,7 @@ MAX_RESCHEDULES = Setting(
 REGISTRY: tuple[Setting, ...] = (
     DATA_ROOT,
     ALLOW_OUTSIDE_DATA_ROOT,
+    ALLOWED_LOCATIONS,
     VIEWS_DIR,
     SPARK_JOB,
     SPARK_REMOTE,
@@ -162,7 +169,12 @@ NOT_VARIABLES: tuple[str, ...] = ("MVSINK_REPORT", "MVSINK_ERROR")
 
 #: Variables the spark-submit process of the DAG's write task inherits from the task.
 #: (spark-submit also inherits the task's whole environment; these are fixed when the DAG is parsed.)
-SPARK_JOB_ENV: tuple[str, ...] = (DATA_ROOT.name, REPORTS_DIR.name, *(s.name for s in TEST_ONLY))
+SPARK_JOB_ENV: tuple[str, ...] = (
+    DATA_ROOT.name,
+    ALLOWED_LOCATIONS.name,
+    REPORTS_DIR.name,
+    *(s.name for s in TEST_ONLY),
+)
 
 _TRUE = ("1", "true", "yes", "on")
 _FALSE = ("0", "false", "no", "off")
@@ -273,6 +285,24 @@ def allow_outside_data_root() -> bool:
     return _flag(ALLOW_OUTSIDE_DATA_ROOT, False)
 
 
+def allowed_locations() -> tuple[str, ...]:
+    """``MVSINK_ALLOWED_LOCATIONS``: location prefixes (URIs as written, local paths absolute), empty if unset."""
+    got = _raw(ALLOWED_LOCATIONS)
+    if got is None:
+        return ()
+    origin, value = got
+    out = []
+    for item in (v.strip() for v in value.split(",")):
+        if not item:
+            continue
+        if "://" not in item and not os.path.isabs(os.path.expanduser(item)):
+            raise _error(
+                ALLOWED_LOCATIONS, origin, value, "URIs (scheme://bucket/prefix) or absolute paths", "s3://lake/,/data"
+            )
+        out.append(item if "://" in item else os.path.expanduser(item))
+    return tuple(out)
+
+
 def views_dir() -> Path:
     """``MVSINK_VIEWS_DIR``: the default folder of view files (``dags/views``)."""
     return views_dir_if_set() or Path("dags/views")
@@ -371,6 +401,7 @@ def max_reschedules(fallback: Fallback | None = None) -> int:
 ACCESSORS: dict[str, Callable[[], object]] = {
     DATA_ROOT.name: data_root,
     ALLOW_OUTSIDE_DATA_ROOT.name: allow_outside_data_root,
+    ALLOWED_LOCATIONS.name: allowed_locations,
     VIEWS_DIR.name: views_dir,
     SPARK_JOB.name: spark_job,
     SPARK_REMOTE.name: spark_remote,

@@ -23,6 +23,13 @@ PLUGINS = REPO / "plugins"
 CASES = {
     "MVSINK_DATA_ROOT": (settings.data_root, None, "/srv/lake", Path("/srv/lake"), [A_FILE]),
     "MVSINK_ALLOW_OUTSIDE_DATA_ROOT": (settings.allow_outside_data_root, False, "yes", True, ["maybe", "2", "ture"]),
+    "MVSINK_ALLOWED_LOCATIONS": (
+        settings.allowed_locations,
+        (),
+        "s3://lake/, az://c/views,/srv/shared",
+        ("s3://lake/", "az://c/views", "/srv/shared"),
+        ["lake", "s3://lake,relative/dir"],
+    ),
     "MVSINK_INCREMENTAL_GROUPS": (settings.incremental_groups, False, "true", True, ["maybe", "2"]),
     "MVSINK_VIEWS_DIR": (settings.views_dir, Path("dags/views"), "/srv/views", Path("/srv/views"), [A_FILE]),
     "MVSINK_SPARK_JOB": (

@@ -5,10 +5,10 @@ module answers the ones it does not: when each version was committed, which acti
 commit made, which of our batches the log records, and what changed between two versions
 (a source's change set, for incremental refreshes). No other module opens ``_delta_log``.
 
-Commit times are the commit files' modification times, which is what Delta time travel by
-timestamp uses on local disk (and what :func:`set_commit_time` sets). On object storage the
-store's own timestamps (its last-modified times, or the commits' ``inCommitTimestamp``) take
-their place; that is not built yet.
+Commit times are the commits' ``inCommitTimestamp`` when the table writes them (Delta's
+in-commit timestamps), else the commit files' modification times: on local disk the file's
+mtime (what :func:`set_commit_time` sets), on object storage the store's last-modified time.
+Local paths are read with ``os``; any other location through :mod:`mvsink.core.storage`.
 """
 
 from __future__ import annotations
@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import unquote
 
+from mvsink.core import storage
 from mvsink.core.commitinfo import META, CommitInfo
 
 log = logging.getLogger(__name__)
@@ -32,8 +33,70 @@ _COMMIT_NAME_LEN = 25  # 20 digits + ".json"
 
 def is_delta_table(path: str) -> bool:
     """There is a Delta table at ``path`` (a ``_delta_log`` folder with at least one commit)."""
-    log_dir = Path(path) / LOG_DIR
+    if _remote(path):
+        return any(e.name.endswith(".json") for e in storage.list_dir(storage.join(path, LOG_DIR)))
+    log_dir = Path(_local(path)) / LOG_DIR
     return log_dir.is_dir() and any(log_dir.glob("*.json"))
+
+
+def _remote(path: str) -> bool:
+    """True for a location on object storage (read through :mod:`mvsink.core.storage`)."""
+    return storage.is_uri(path) and not storage.parse(path).is_local
+
+
+def _local(path: str) -> str:
+    return storage.parse(path).key if storage.is_uri(path) else path
+
+
+def _is_commit_name(n: str) -> bool:
+    return n.endswith(".json") and n[:-5].isdigit() and len(n) == _COMMIT_NAME_LEN
+
+
+def _listed_commits(path: str) -> dict[int, int]:
+    """Version -> the commit file's modification time in ns, from one listing of the log folder."""
+    out: dict[int, int] = {}
+    if _remote(path):
+        for e in storage.list_dir(storage.join(path, LOG_DIR)):
+            if not e.is_dir and _is_commit_name(e.name):
+                out[int(e.name[:-5])] = e.mtime_ms * 1_000_000
+        return out
+    try:
+        with os.scandir(Path(_local(path)) / LOG_DIR) as it:
+            for d in it:
+                if _is_commit_name(d.name):
+                    out[int(d.name[:-5])] = int(d.stat().st_mtime_ns)
+    except FileNotFoundError:
+        return {}
+    return out
+
+
+def _commit_text(path: str, version: int) -> str | None:
+    if _remote(path):
+        return storage.read_text(storage.join(path, LOG_DIR, f"{version:020d}.json"))
+    try:
+        return _commit_file(_local(path), version).read_text()
+    except FileNotFoundError:
+        return None
+
+
+_ICT_CACHE: dict[tuple[str, int], int | None] = {}  # commit files never change: (table, version) -> ICT
+
+
+def _in_commit_timestamp(path: str, version: int) -> int | None:
+    """The commit's ``inCommitTimestamp`` (ms), None if it has none."""
+    key = (path, version)
+    if key not in _ICT_CACHE:
+        text = _commit_text(path, version)
+        ict = None
+        if text:
+            first = text.split("\n", 1)[0]
+            if "inCommitTimestamp" in first:
+                try:
+                    ict = json.loads(first).get("commitInfo", {}).get("inCommitTimestamp")
+                except json.JSONDecodeError:
+                    ict = None
+        _ICT_CACHE[key] = int(ict) if ict is not None else None
+    return _ICT_CACHE[key]
 
 
 def _commit_file(path: str, version: int) -> Path:
@@ -44,17 +107,15 @@ def _commit_file(path: str, version: int) -> Path:
 
 
 def commit_times(path: str) -> dict[int, int]:
-    """Version -> commit time in ms (the commit file's modification time) of every retained commit."""
-    out: dict[int, int] = {}
-    log_dir = Path(path) / LOG_DIR
-    try:
-        with os.scandir(log_dir) as it:
-            for e in it:
-                n = e.name
-                if n.endswith(".json") and n[:-5].isdigit() and len(n) == _COMMIT_NAME_LEN:
-                    out[int(n[:-5])] = int(e.stat().st_mtime_ns // 1_000_000)
-    except FileNotFoundError:
-        return {}
+    """Version -> commit time in ms of every retained commit: its in-commit timestamp if the table writes
+    them (checked on the newest commit), else the commit file's modification (last-modified) time."""
+    listed = _listed_commits(path)
+    out = {v: ns // 1_000_000 for v, ns in listed.items()}
+    if out and _in_commit_timestamp(path, max(out)) is not None:
+        for v in out:
+            ict = _in_commit_timestamp(path, v)
+            if ict is not None:
+                out[v] = ict
     return out
 
 
@@ -62,27 +123,23 @@ def newest_commit(path: str) -> tuple[int, int] | None:
     """(version, modification time in ns) of the newest commit file, from the log folder's listing; None: no
     table. Cheap: a table's frontiers and commit log change only with a new commit, so readers may keep what
     they read until this changes."""
-    best: tuple[int, int] | None = None
-    try:
-        with os.scandir(Path(path) / LOG_DIR) as it:
-            for e in it:
-                n = e.name
-                if n.endswith(".json") and n[:-5].isdigit() and len(n) == _COMMIT_NAME_LEN:
-                    v = int(n[:-5])
-                    if best is None or v > best[0]:
-                        best = (v, e.stat().st_mtime_ns)
-    except FileNotFoundError:
+    listed = _listed_commits(path)
+    if not listed:
         return None
-    return best
+    v = max(listed)
+    return v, listed[v]
 
 
 def set_commit_time(path: str, t_ms: int, *, version: int | None = None) -> int:
     """Date a commit (default: the newest) at ``t_ms``: its file's mtime, which time travel reads.
 
-    For demos, tests and benchmarks that build a source history at chosen times. Returns the version.
+    For demos, tests and benchmarks that build a source history at chosen times (local tables only: an
+    object store sets its own last-modified times). Returns the version.
     """
+    if _remote(path):
+        raise ValueError(f"set_commit_time: {path} is on object storage, whose commit times cannot be set")
     v = max(commit_times(path)) if version is None else version
-    os.utime(_commit_file(path, v), ns=(t_ms * 1_000_000, t_ms * 1_000_000))
+    os.utime(_commit_file(_local(path), v), ns=(t_ms * 1_000_000, t_ms * 1_000_000))
     return v
 
 
@@ -142,13 +199,23 @@ class Commit:
 
 def read_commit(path: str, version: int) -> Commit | None:
     """The commit ``version`` of the table at ``path``; None if its file is gone (log cleanup)."""
-    f = _commit_file(path, version)
-    try:
-        st = f.stat()
-        text = f.read_text()
-    except FileNotFoundError:
-        return None
-    return Commit(version, int(st.st_mtime_ns // 1_000_000), _parse(text))
+    if _remote(path):
+        uri = storage.join(path, LOG_DIR, f"{version:020d}.json")
+        text = storage.read_text(uri)
+        entry = storage.info(uri) if text is not None else None
+        if text is None or entry is None:
+            return None
+        ts = entry.mtime_ms
+    else:
+        f = _commit_file(_local(path), version)
+        try:
+            st = f.stat()
+            text = f.read_text()
+        except FileNotFoundError:
+            return None
+        ts = int(st.st_mtime_ns // 1_000_000)
+    ict = _in_commit_timestamp(path, version)
+    return Commit(version, ict if ict is not None else ts, _parse(text))
 
 
 def _parse(text: str) -> tuple[dict[str, Any], ...]:
@@ -171,10 +238,10 @@ def batches_committed(path: str, batch_ids: Iterable[str], *, committed_from_ms:
         if committed_from_ms is not None and ts < committed_from_ms:
             continue
         try:
-            text = _commit_file(path, v).read_text()
+            text = _commit_text(path, v)
         except OSError:
             continue
-        if META + "batch_id" not in text:  # cheap: most commits name no batch
+        if text is None or META + "batch_id" not in text:  # cheap: most commits name no batch
             continue
         try:
             info = Commit(v, ts, _parse(text)).info
@@ -217,7 +284,6 @@ def change_set(path: str, from_version: int, to_version: int) -> ChangeSet | str
     so does a changed file that is gone (vacuumed). File sizes come from the actions; a remove that
     does not record its size takes it from the file's add action as delta-rs lists it.
     """
-    root = Path(path)
     out = ChangeSet()
     sizes = _ActiveSizes(path)
     for v in range(from_version + 1, to_version + 1):
@@ -227,7 +293,7 @@ def change_set(path: str, from_version: int, to_version: int) -> ChangeSet | str
         if commit.metadata is not None or commit.protocol is not None:
             return f"commit {v} changed the table's schema or protocol"
         if commit.cdc:
-            out.cdc.extend(_ref(root, a, sizes, v) for a in commit.cdc)
+            out.cdc.extend(_ref(path, a, sizes, v) for a in commit.cdc)
             continue
         for kind, action in ((k, a[k]) for a in commit.actions for k in ("add", "remove") if k in a):
             if not action.get("dataChange", True):
@@ -235,12 +301,16 @@ def change_set(path: str, from_version: int, to_version: int) -> ChangeSet | str
             if action.get("deletionVector"):
                 return f"commit {v} uses deletion vectors"
             # a removed file was active just before this commit; an added one from it on
-            ref = _ref(root, action, sizes, v - 1 if kind == "remove" else v)
+            ref = _ref(path, action, sizes, v - 1 if kind == "remove" else v)
             (out.inserted if kind == "add" else out.deleted).append(ref)
-    missing = [f.path for f in out.inserted + out.deleted + out.cdc if not os.path.exists(f.path)]
+    missing = [f.path for f in out.inserted + out.deleted + out.cdc if not _file_exists(f.path)]
     if missing:
         return f"{len(missing)} changed file(s) are gone (vacuumed?), e.g. {missing[0]}"
     return out
+
+
+def _file_exists(path: str) -> bool:
+    return storage.exists(path) if _remote(path) else os.path.exists(path)
 
 
 class _ActiveSizes:
@@ -261,7 +331,8 @@ def _add_action_sizes(path: str, version: int) -> dict[str, int]:
     from deltalake import DeltaTable
 
     try:
-        actions = pa.table(DeltaTable(path, version=version).get_add_actions(flatten=True))
+        dt = DeltaTable(path, version=version, storage_options=storage.delta_options(path))
+        actions = pa.table(dt.get_add_actions(flatten=True))
     except Exception:  # the version is gone or unreadable: the size stays unknown (0)
         return {}
     if not actions.num_rows:
@@ -269,15 +340,20 @@ def _add_action_sizes(path: str, version: int) -> dict[str, int]:
     return dict(zip(actions.column("path").to_pylist(), (int(s) for s in actions.column("size_bytes").to_pylist())))
 
 
-def _ref(root: Path, action: dict[str, Any], sizes: _ActiveSizes, version: int) -> ChangeFile:
+def _ref(root: str, action: dict[str, Any], sizes: _ActiveSizes, version: int) -> ChangeFile:
     raw = action["path"]
     rel = unquote(raw)
-    p = rel if "://" in rel or rel.startswith("/") else str(root / rel)
+    if "://" in rel or rel.startswith("/"):
+        p = rel
+    else:
+        p = storage.join(root, rel) if _remote(root) else str(Path(_local(root)) / rel)
     size = action.get("size")
     if size is None:
         size = sizes.size(raw, version)
     pv = tuple(sorted((action.get("partitionValues") or {}).items()))
-    return ChangeFile(path=p.removeprefix("file://"), partition_values=pv, size=int(size))
+    if not _remote(p):
+        p = p.removeprefix("file://")
+    return ChangeFile(path=p, partition_values=pv, size=int(size))
 
 
 def active_bytes(path: str, version: int) -> int:

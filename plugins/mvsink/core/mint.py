@@ -8,6 +8,7 @@ import time
 import uuid
 
 from mvsink.core.batch import BatchDescription, NothingToDo, SourceRead, make_batch_id
+from mvsink.core.probe import check_conditional_writes
 from mvsink.core.staging import collect_garbage, list_staged
 from mvsink.core.table import ViewTable, open_readable, table_id, version_at
 from mvsink.definitions.catalog import Catalog
@@ -31,6 +32,9 @@ def mint(
     run_id = run_id or f"cli-{uuid.uuid4().hex[:12]}"
     table = ViewTable.open(view)
     frontier = table.frontier
+    if not table.exists and not dry_run:
+        # before anything is staged there: a store without put-if-absent is refused up front
+        check_conditional_writes(view.target)
     if table.exists and list_staged(view.target):
         collect_garbage(view.target, upper=frontier.upper, active=table.active_paths())
     lower = max(frontier.upper, view.as_of)

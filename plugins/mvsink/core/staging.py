@@ -11,13 +11,12 @@ from __future__ import annotations
 
 import json
 import logging
-import os
-import shutil
 import time
 from pathlib import Path
 from typing import Any
 
 from mvsink import settings
+from mvsink.core import storage
 from mvsink.core.batch import StagedFile, WriteReport, parse_batch_id
 from mvsink.core.deltalog import batches_committed
 
@@ -27,37 +26,41 @@ BATCHES = "batches"
 STAGING = "_mv_staging"
 
 
+def batch_location(table: str, batch_id: str) -> str:
+    """The batch's folder (a local path, or a URI for a table on object storage)."""
+    return storage.join(table, BATCHES, batch_id)
+
+
+def manifest_location(table: str, batch_id: str) -> str:
+    """The batch's manifest (a local path, or a URI for a table on object storage)."""
+    return storage.join(table, STAGING, f"{batch_id}.json")
+
+
 def batch_dir(table: str, batch_id: str) -> Path:
-    return Path(table) / BATCHES / batch_id
+    """The batch's folder of a table on local disk (tests and tools; mvsink itself uses :func:`batch_location`)."""
+    return Path(storage.parse(table).key) / BATCHES / batch_id
 
 
 def manifest_path(table: str, batch_id: str) -> Path:
-    return Path(table) / STAGING / f"{batch_id}.json"
-
-
-def _atomic_write(path: Path, text: str) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_text(text)
-    os.replace(tmp, path)
+    """The manifest of a table on local disk (tests and tools; mvsink itself uses :func:`manifest_location`)."""
+    return Path(storage.parse(table).key) / STAGING / f"{batch_id}.json"
 
 
 def write_intent(table: str, batch_id: str) -> None:
     """Record that a batch is being staged (before any file is written)."""
-    _atomic_write(
-        manifest_path(table, batch_id), json.dumps({"batch_id": batch_id, "status": "writing", "started": time.time()})
+    storage.write_text(
+        manifest_location(table, batch_id),
+        json.dumps({"batch_id": batch_id, "status": "writing", "started": time.time()}),
     )
 
 
 def write_manifest(table: str, report: WriteReport) -> None:
-    _atomic_write(manifest_path(table, report.batch_id), report.to_json())
+    storage.write_text(manifest_location(table, report.batch_id), report.to_json())
 
 
 def read_manifest(table: str, batch_id: str) -> WriteReport | None:
-    p = manifest_path(table, batch_id)
-    try:
-        text = p.read_text()
-    except FileNotFoundError:
+    text = storage.read_text(manifest_location(table, batch_id))
+    if text is None:
         return None
     d = json.loads(text)
     return WriteReport.from_json(text) if d.get("status") == "staged" else None
@@ -65,27 +68,50 @@ def read_manifest(table: str, batch_id: str) -> WriteReport | None:
 
 def forget_manifest(table: str, batch_id: str) -> None:
     """Drop the manifest of a committed batch (its files now belong to the table)."""
-    manifest_path(table, batch_id).unlink(missing_ok=True)
+    storage.delete_file(manifest_location(table, batch_id))
 
 
 def discard_batch(table: str, batch_id: str) -> None:
     """Delete a batch that will never be committed: its files, then its manifest."""
-    shutil.rmtree(batch_dir(table, batch_id), ignore_errors=True)
+    storage.delete_dir(batch_location(table, batch_id))
     forget_manifest(table, batch_id)
 
 
 def list_staged(table: str) -> list[str]:
-    d = Path(table) / STAGING
-    if not d.is_dir():
-        return []
-    return sorted(p.name[:-5] for p in d.iterdir() if p.name.endswith(".json") and not p.name.startswith("."))
+    entries = storage.list_dir(storage.join(table, STAGING))
+    return sorted(
+        e.name[:-5] for e in entries if not e.is_dir and e.name.endswith(".json") and not e.name.startswith(".")
+    )
+
+
+def staged_files(table: str, batch_id: str) -> list[StagedFile]:
+    """The batch folder's non-empty Parquet files with their Delta stats (read from the footers); empty
+    files and a writer's other files (``_SUCCESS``, checksums) are deleted."""
+    folder = batch_location(table, batch_id)
+    files = []
+    for e in sorted(storage.list_dir(folder), key=lambda e: e.name):
+        if e.is_dir:
+            continue
+        uri = storage.join(folder, e.name)
+        if not e.name.endswith(".parquet"):
+            storage.delete_file(uri)
+            continue
+        rows, stats = stats_json(uri)
+        if rows == 0:
+            storage.delete_file(uri)
+            continue
+        files.append(StagedFile(path=f"{BATCHES}/{batch_id}/{e.name}", size=e.size, rows=rows, stats=stats))
+    return files
 
 
 def _writing_since(table: str, batch_id: str) -> float | None:
     """Start time of a batch whose Spark write has not finished, None if it finished (or is unknown)."""
     try:
-        d = json.loads(manifest_path(table, batch_id).read_text())
-    except (FileNotFoundError, json.JSONDecodeError):
+        text = storage.read_text(manifest_location(table, batch_id))
+        if text is None:
+            return None
+        d = json.loads(text)
+    except json.JSONDecodeError:
         return None
     return float(d.get("started", 0)) if d.get("status") == "writing" else None
 
@@ -151,10 +177,8 @@ def committed_in_log(table: str, batch_ids: list[str], *, slack_seconds: float =
     """
     oldest = None
     for b in batch_ids:
-        try:
-            m = manifest_path(table, b).stat().st_mtime
-        except FileNotFoundError:
-            m = 0.0
+        entry = storage.info(manifest_location(table, b))
+        m = entry.mtime_ms / 1000 if entry is not None else 0.0
         oldest = m if oldest is None else min(oldest, m)
     bound = (oldest or 0.0) - slack_seconds
     return batches_committed(table, batch_ids, committed_from_ms=bound * 1000)
@@ -163,11 +187,11 @@ def committed_in_log(table: str, batch_ids: list[str], *, slack_seconds: float =
 def staged_files_ok(table: str, files: tuple[StagedFile, ...]) -> str | None:
     """None if every staged file exists with its recorded size, else what is wrong."""
     for f in files:
-        p = Path(table) / f.path
-        try:
-            size = p.stat().st_size
-        except FileNotFoundError:
+        p = storage.join(table, f.path)
+        entry = storage.info(p)
+        if entry is None:
             return f"staged file {p} is missing"
+        size = entry.size
         if size != f.size:
             return f"staged file {p} has {size} bytes, manifest says {f.size}"
     return None
@@ -180,7 +204,9 @@ def stats_json(path: str) -> tuple[int, str]:
     """(row count, Delta stats JSON) from a Parquet file's footer (top-level primitive columns only)."""
     import pyarrow.parquet as pq
 
-    md = pq.ParquetFile(path).metadata
+    fs, inner = storage.filesystem(path)
+    with fs.open_input_file(inner) as f:
+        md = pq.ParquetFile(f).metadata
     n = md.num_rows
     mins: dict[str, Any] = {}
     maxs: dict[str, Any] = {}

@@ -22,8 +22,10 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from mvsink.columns import is_hidden
+from mvsink.core import storage
 from mvsink.core.commitinfo import CommitInfo
 from mvsink.core.deltalog import commit_times, is_delta_table
+from mvsink.core.probe import check_conditional_writes
 from mvsink.definitions.view import since_app_id, upper_app_id
 from mvsink.exceptions import MvSinkError, ReadTimeError, SourceError, StoreError, UnsupportedFeatureError
 from mvsink.times import format_time
@@ -51,13 +53,29 @@ UNSUPPORTED_READER_FEATURES = {
 
 
 def open_delta(path: str, *, version: int | None = None) -> DeltaTable | None:
-    """Open the Delta table at ``path`` (at ``version``), or None if there is none."""
+    """Open the Delta table at ``path`` (at ``version``), or None if there is none.
+
+    A table that is there but cannot be read (a broken log, a missing version) is a
+    :class:`SourceError` (bad input); a failure to reach its store (network, permissions, a
+    timeout) is a :class:`StoreError`, which a retry may fix.
+    """
     from deltalake import DeltaTable
 
     if not is_delta_table(path):
         return None
+    opts = storage.delta_options(path)
     try:
-        return DeltaTable(path, version=version) if version is not None else DeltaTable(path)
+        return DeltaTable(path, version=version, storage_options=opts)
+    except OSError as exc:  # delta-rs raises OSError for its object store's (I/O, network) failures
+        if opts is None:  # local disk: a missing or unreadable file is a broken table, as it always was
+            raise SourceError(
+                f"Delta table at {path} cannot be opened: {type(exc).__name__}: {exc}. Fix: check the table's "
+                "_delta_log."
+            ) from exc
+        raise StoreError(
+            f"Delta table at {path} cannot be reached: {type(exc).__name__}: {exc}. Fix: check the store is "
+            "reachable and the credentials allow reading it; the refresh may be retried."
+        ) from exc
     except Exception as exc:  # delta-rs raises several types; all mean "cannot read this table"
         raise SourceError(
             f"Delta table at {path} cannot be opened: {type(exc).__name__}: {exc}. Fix: check the table's _delta_log."
@@ -215,6 +233,7 @@ class ViewTable:
     @classmethod
     def open(cls, view: ViewDefinition, *, version: int | None = None, check: bool = True) -> ViewTable:
         """The view's table (latest, or at ``version``); with ``check``, refuse unreadable features."""
+        storage.register_view(view)
         return cls.open_path(view.target, view.name, version=version, check=check)
 
     @classmethod
@@ -235,19 +254,26 @@ class ViewTable:
 
     @classmethod
     def create(cls, view: ViewDefinition, schema: pa.Schema) -> ViewTable:
-        """Create the view's empty table (a lost creation race is fine) and open it."""
+        """Create the view's empty table (a lost creation race is fine) and open it.
+
+        The create commits version 0 or nothing (``max_commit_retries=0``): with retries, delta-rs rebases
+        a create that lost the race onto the winner's table as version 1, a second create commit
+        (new table id) that racing refreshes on object storage produced.
+        """
         from deltalake import DeltaTable
         from deltalake.transaction import CommitProperties
 
         info = CommitInfo(operation="create", view=view.name)
+        check_conditional_writes(view.target)
         try:
             DeltaTable.create(
                 view.target,
+                storage_options=storage.delta_options(view.target),
                 schema=schema,
                 mode="error",
                 name=view.name,
                 description=(view.description or None),
-                commit_properties=CommitProperties(custom_metadata=info.to_metadata()),
+                commit_properties=CommitProperties(custom_metadata=info.to_metadata(), max_commit_retries=0),
             )
             log.info("view %s: created table %s", view.name, view.target)
         except Exception:

@@ -27,9 +27,15 @@ A view file looks like::
 
 Relative paths resolve against the data root: ``MVSINK_DATA_ROOT`` if set, else the
 folder that holds the view file. Every source and target path must lie inside the data
-root once resolved (``..`` and symbolic links followed); set
-``MVSINK_ALLOW_OUTSIDE_DATA_ROOT=1`` to allow paths elsewhere. An ``sql_file`` must lie in
+root once resolved (``..`` and symbolic links followed), or under one of the prefixes of
+``MVSINK_ALLOWED_LOCATIONS``; set ``MVSINK_ALLOW_OUTSIDE_DATA_ROOT=1`` to allow paths elsewhere.
+A location may be a URI (``s3://``, ``s3a://``, ``az://``, ``abfs[s]://``, ``gs://``, ``file://``);
+one on object storage must lie under an allowed prefix. An ``sql_file`` must lie in
 the view file's folder.
+
+``storage_options`` (optional) gives the location's store settings in delta-rs's names
+(``AWS_ENDPOINT_URL``, ``AWS_REGION``, ``AZURE_STORAGE_ACCOUNT_NAME``, ...); a secret (a key,
+secret, token, password or SAS) only by reference, ``{env: VARIABLE}``, never inline.
 """
 
 from __future__ import annotations
@@ -52,6 +58,7 @@ from mvsink.times import parse_duration, parse_time
 DATA_ROOT_ENV = settings.DATA_ROOT.name
 VIEWS_DIR_ENV = settings.VIEWS_DIR.name
 ALLOW_OUTSIDE_ENV = settings.ALLOW_OUTSIDE_DATA_ROOT.name
+ALLOWED_ENV = settings.ALLOWED_LOCATIONS.name
 DEFAULT_VIEWS_DIR = "dags/views"
 
 NAME_RE = re.compile(r"^[a-z][a-z0-9_]{0,62}\Z")
@@ -103,6 +110,7 @@ KNOWN_FIELDS = {
     "retain_history",
     "checks",
     "max_lag",
+    "storage_options",
 }
 CHECK_ACTIONS = ("error", "drop", "warn")
 CHECK_FIELDS = {"name", "expr", "action"}
@@ -188,6 +196,20 @@ class ViewDefinition:
     checks: tuple[Check, ...] = ()  # row checks, in file order (the first failing one names an error)
     # Freshness target: the view is stale when now - its newest final time (upper - 1) exceeds it. None: no target.
     max_lag_ms: int | None = None
+    # Store settings of the view's locations: option -> ("value", text) or ("env", variable name).
+    storage_options: Mapping[str, tuple[str, str]] = dataclasses.field(default_factory=dict)
+
+    def resolved_storage_options(self) -> dict[str, str]:
+        """``storage_options`` with every ``{env: NAME}`` reference read from the environment (never logged)."""
+        refs = {k: v for k, (kind, v) in self.storage_options.items() if kind == "env"}
+        values = settings.env_subset(refs.values())
+        missing = sorted(n for n in refs.values() if n not in values)
+        if missing:
+            raise ViewDefinitionError(
+                f"view {self.name}: storage_options refer to unset environment variable(s) {', '.join(missing)}. "
+                "Fix: set them in the environment of every process that refreshes or reads the view."
+            )
+        return {k: (values[v] if kind == "env" else v) for k, (kind, v) in self.storage_options.items()}
 
     @property
     def app_id(self) -> str:
@@ -232,20 +254,83 @@ def _resolve_path(value: str, root: Path) -> str:
     return str((p if p.is_absolute() else root / p).resolve())
 
 
+_URI_RE = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]+)://(.*)\Z", re.S)
+URI_SCHEMES = ("s3", "s3a", "az", "abfs", "abfss", "gs", "gcs")
+
+
+def _uri_location(raw: str, *, file: str, view: str, field: str) -> str | None:
+    """A location URI in its canonical form (``s3a://`` as ``s3://``, no trailing ``/``); None for a local path
+    (``file://`` URIs included: their path is returned by :func:`_local_part`)."""
+    m = _URI_RE.match(raw.strip())
+    if m is None or m.group(1).lower() == "file":
+        return None
+    scheme, rest = m.group(1).lower(), m.group(2).strip("/")
+    if scheme not in URI_SCHEMES:
+        raise UnsafePathError(
+            f"view file {file}: field '{field}': view {view}: {raw!r} has the scheme {scheme}://, which mvsink "
+            "cannot reach. Fix: use a local path, file://, s3://, s3a://, az://, abfs[s]:// or gs://."
+        )
+    if not rest or any(seg in (".", "..") for seg in rest.split("/")):
+        raise UnsafePathError(
+            f"view file {file}: field '{field}': view {view}: {raw!r} is not a plain location (no bucket, or '.'/'..' "
+            "in it). Fix: write scheme://bucket/path/to/table."
+        )
+    return f"{'s3' if scheme == 's3a' else scheme}://{rest}"
+
+
+def _local_part(raw: str) -> str:
+    m = _URI_RE.match(raw.strip())
+    return "/" + m.group(2).lstrip("/") if m is not None and m.group(1).lower() == "file" else raw
+
+
+def _under(location: str, prefix: str) -> bool:
+    """``location`` is ``prefix`` or below it (whole path segments)."""
+    p = prefix.rstrip("/")
+    return location == p or location.startswith(p + "/")
+
+
+def _allowed_prefixes() -> tuple[list[str], list[Path]]:
+    """``MVSINK_ALLOWED_LOCATIONS`` split into URI prefixes (canonical) and local folders (resolved)."""
+    uris, paths = [], []
+    for item in settings.allowed_locations():
+        m = _URI_RE.match(item)
+        if m is not None and m.group(1).lower() != "file":
+            scheme = m.group(1).lower()
+            uris.append(f"{'s3' if scheme == 's3a' else scheme}://{m.group(2).strip('/')}")
+        else:
+            paths.append(Path(_local_part(item)).expanduser().resolve())
+    return uris, paths
+
+
 def _contained(raw: str, root: Path, *, file: str, view: str, field: str) -> str:
-    """``raw`` resolved against the data root, if it stays inside it (or the option allows any path)."""
+    """``raw`` resolved against the data root, if it stays inside it or under an allowed location (or the option
+    allows any location)."""
     if "\x00" in raw:
         raise UnsafePathError(
             f"view file {file}: field '{field}': view {view}: path {raw!r} holds a NUL byte. Fix: write a plain path."
         )
-    resolved = _resolve_path(raw, root)
-    if outside_data_root_allowed() or Path(resolved).is_relative_to(root.resolve()):
+    uri = _uri_location(raw, file=file, view=view, field=field)
+    uri_prefixes, path_prefixes = _allowed_prefixes()
+    if uri is not None:
+        if outside_data_root_allowed() or any(_under(uri, p) for p in uri_prefixes):
+            return uri
+        raise UnsafePathError(
+            f"view file {file}: field '{field}': view {view}: location {raw!r} is not under an allowed location "
+            f"({', '.join(uri_prefixes) or f'{ALLOWED_ENV} is unset'}). Fix: add its bucket or a prefix of it to "
+            f"{ALLOWED_ENV} (comma-separated, e.g. {ALLOWED_ENV}=s3://lake/), or correct the location."
+        )
+    resolved = _resolve_path(_local_part(raw), root)
+    if (
+        outside_data_root_allowed()
+        or Path(resolved).is_relative_to(root.resolve())
+        or any(Path(resolved).is_relative_to(p) for p in path_prefixes)
+    ):
         return resolved
     raise UnsafePathError(
         f"view file {file}: field '{field}': view {view}: path {raw!r} resolves to {resolved}, outside the data "
         f"root {root.resolve()}. Fix: use a path inside the data root (relative paths resolve against it; "
-        f"'..' may not leave it), point {DATA_ROOT_ENV} at a folder that holds it, or set "
-        f"{ALLOW_OUTSIDE_ENV}=1 to allow paths outside the data root."
+        f"'..' may not leave it), point {DATA_ROOT_ENV} at a folder that holds it, add a folder that holds it to "
+        f"{ALLOWED_ENV}, or set {ALLOW_OUTSIDE_ENV}=1 to allow paths outside the data root."
     )
 
 
@@ -308,7 +393,49 @@ def parse_view(text: str, *, file: str = "<string>", data_root: Path | None = No
         retain_history_ms=_parse_retain_history(doc.get("retain_history"), file),
         checks=_parse_checks(doc.get("checks"), file),
         max_lag_ms=_parse_max_lag(doc.get("max_lag"), file),
+        storage_options=_parse_storage_options(doc.get("storage_options"), file),
     )
+
+
+_SECRET_RE = re.compile(r"KEY|SECRET|TOKEN|PASSWORD|SAS|CREDENTIAL|SIGNATURE", re.IGNORECASE)
+_OPTION_RE = re.compile(r"^[A-Za-z][A-Za-z0-9_]*\Z")
+
+
+def _parse_storage_options(raw: object, file: str) -> dict[str, tuple[str, str]]:
+    """``storage_options``: option -> inline text, or ``{env: VARIABLE}``; a secret only by reference."""
+    if raw is None:
+        return {}
+    if not isinstance(raw, dict):
+        raise _fail(
+            file,
+            "storage_options",
+            "must be a mapping of store options",
+            "write e.g. storage_options: {AWS_REGION: eu-west-1, AWS_SECRET_ACCESS_KEY: {env: LAKE_SECRET}}",
+        )
+    out: dict[str, tuple[str, str]] = {}
+    for key, value in raw.items():
+        key = str(key)
+        field = f"storage_options.{key}"
+        if not _OPTION_RE.match(key):
+            raise _fail(file, field, "not an option name", "use delta-rs's option names, e.g. AWS_REGION")
+        if isinstance(value, dict):
+            if set(value) != {"env"} or not isinstance(value["env"], str) or not _OPTION_RE.match(value["env"]):
+                raise _fail(file, field, "a reference must be {env: VARIABLE}", "write e.g. {env: LAKE_SECRET}")
+            out[key.upper()] = ("env", value["env"])
+        elif isinstance(value, (str, int, float, bool)):
+            if _SECRET_RE.search(key):
+                # never echo the value: it is a secret written where it must not be
+                raise _fail(
+                    file,
+                    field,
+                    "holds a secret inline (view files are not secret stores; the value is not shown)",
+                    f"remove it from the file and write {key}: {{env: VARIABLE}} with the secret in that "
+                    "environment variable",
+                )
+            out[key.upper()] = ("value", str(value).lower() if isinstance(value, bool) else str(value))
+        else:
+            raise _fail(file, field, "must be text or {env: VARIABLE}", "write e.g. AWS_REGION: eu-west-1")
+    return out
 
 
 def _load_yaml(text: str, file: str) -> dict[str, Any]:

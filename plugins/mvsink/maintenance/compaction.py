@@ -41,11 +41,11 @@ import logging
 import shutil
 import tempfile
 import uuid
-from pathlib import Path
 from typing import Any, Literal
 
 from mvsink import settings
 from mvsink.columns import TIME
+from mvsink.core import storage
 from mvsink.core.commitinfo import CommitInfo
 from mvsink.core.failpoints import failpoint
 from mvsink.core.staging import collect_garbage
@@ -148,7 +148,7 @@ def _input_uris(root: str, actions: Any, since: int) -> list[str]:
     out = []
     for path, lo in zip(actions.column("path").to_pylist(), mins):
         if lo is None or int(lo) <= since:
-            out.append(str(Path(root) / unquote(path)))
+            out.append(storage.join(root, unquote(path)))
     return out
 
 
@@ -166,7 +166,9 @@ def _consolidated(uris: list[str], schema: Any, since: int, spill_dir: str) -> t
         }
     )
     if uris:
-        con.register("updates", ds.dataset(uris, schema=schema, format="parquet"))
+        fs, _ = storage.filesystem(uris[0])
+        paths = [storage.filesystem(u)[1] for u in uris]
+        con.register("updates", ds.dataset(paths, schema=schema, format="parquet", filesystem=fs))
     else:
         con.register("updates", schema.empty_table())
     rel = con.sql(consolidation_sql(schema.names, through=since, at=since))

@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import shutil
 import time
-from pathlib import Path
 
 from mvsink import settings
+from mvsink.core import storage
 from mvsink.core.batch import parse_batch_id
-from mvsink.core.staging import BATCHES, batch_dir, collect_garbage, committed_in_log, list_staged
+from mvsink.core.staging import BATCHES, batch_location, collect_garbage, committed_in_log, list_staged
 
 
 def orphan_dirs(table: str, *, grace_seconds: float | None = None) -> list[str]:
@@ -20,16 +19,18 @@ def orphan_dirs(table: str, *, grace_seconds: float | None = None) -> list[str]:
     ``mvsink gc``, not for every refresh.
     """
     grace = settings.staging_grace_seconds() if grace_seconds is None else grace_seconds
-    root = Path(table) / BATCHES
-    if not root.is_dir():
+    root = storage.join(table, BATCHES)
+    entries = storage.list_dir(root)
+    if not entries:
         return []
     staged = set(list_staged(table))
     now = time.time()
     candidates = []
-    for d in root.iterdir():
-        if not d.is_dir() or d.name in staged or parse_batch_id(d.name) is None:
+    for d in entries:
+        if not d.is_dir or d.name in staged or parse_batch_id(d.name) is None:
             continue
-        newest = max([d.stat().st_mtime, *(f.stat().st_mtime for f in d.iterdir())])
+        # an object store's "folder" has no time of its own: its files' last-modified times count
+        newest = max([d.mtime_ms, *(f.mtime_ms for f in storage.list_dir(storage.join(root, d.name)))]) / 1000
         if now - newest >= grace:
             candidates.append(d.name)
     if not candidates:
@@ -51,6 +52,6 @@ def gc(
     orphans = orphan_dirs(table, grace_seconds=grace_seconds)
     if not dry_run:
         for b in orphans:
-            shutil.rmtree(batch_dir(table, b), ignore_errors=True)
+            storage.delete_dir(batch_location(table, b))
     gone = set(done["discarded"]) | set(done["settled"])
     return {**done, "orphans": orphans, "kept": [b for b in list_staged(table) if b not in gone]}

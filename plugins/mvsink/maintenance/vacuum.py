@@ -4,10 +4,9 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-import shutil
-from pathlib import Path
 from typing import Any
 
+from mvsink.core import storage
 from mvsink.core.table import ViewTable
 from mvsink.definitions.view import ViewDefinition
 from mvsink.exceptions import MvSinkError
@@ -69,38 +68,43 @@ def vacuum(
     active = table.reload().active_paths()
     in_flight |= set(list_staged(view.target))
     deleted, protected = [], []
-    for rel in sorted(candidates):
+    root = storage.normalize(view.target).rstrip("/") + "/"
+    listed = sorted(c.removeprefix(root) if storage.is_uri(c) else c for c in candidates)
+    # a store with real folders (SeaweedFS) lists their markers too ("", "batches"): never files to delete
+    folders = {p.rsplit("/", i)[0] for p in [*listed, *active] for i in range(1, p.count("/") + 1)}
+    for rel in listed:
         parts = rel.split("/")
-        if rel in active or parts[0].startswith("_"):
+        if not rel or rel.endswith("/") or rel in folders or rel in active or parts[0].startswith("_"):
             continue
         if len(parts) >= 3 and parts[0] == BATCHES and parts[1] in in_flight:
             protected.append(rel)
             continue
         deleted.append(rel)
     if not dry_run:
-        root = Path(view.target)
         for rel in deleted:
-            (root / rel).unlink(missing_ok=True)
-        _remove_empty_batch_dirs(root / BATCHES, in_flight)
+            storage.delete_file(storage.join(view.target, rel))
+        _remove_empty_batch_dirs(storage.join(view.target, BATCHES), in_flight)
     res = VacuumResult(view.name, dry_run, retention_hours, tuple(deleted), tuple(protected))
     log.info("%s", res.summary())
     return res
 
 
-def _remove_empty_batch_dirs(batches: Path, in_flight: set[str], *, min_age_seconds: float = 600) -> None:
-    """Remove batch folders left empty by vacuum (not in flight, untouched for a while)."""
+def _remove_empty_batch_dirs(batches: str, in_flight: set[str], *, min_age_seconds: float = 600) -> None:
+    """Remove batch folders left empty by vacuum (not in flight, untouched for a while).
+
+    On object storage a folder with no files does not exist, so there is nothing to do there.
+    """
     import time
 
-    if not batches.is_dir():
-        return
-    for d in batches.iterdir():
+    for d in storage.list_dir(batches):
         try:
+            folder = storage.join(batches, d.name)
             if (
-                d.is_dir()
+                d.is_dir
                 and d.name not in in_flight
-                and not any(p.is_file() for p in d.rglob("*"))
-                and time.time() - d.stat().st_mtime > min_age_seconds
+                and not storage.list_files(folder)
+                and time.time() - d.mtime_ms / 1000 > min_age_seconds
             ):
-                shutil.rmtree(d)
+                storage.delete_dir(folder)
         except OSError:
             continue

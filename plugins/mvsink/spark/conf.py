@@ -42,9 +42,23 @@ SECRET_HINTS = (
 def spark_conf_for(
     view: ViewDefinition, extra: Mapping[str, str] | None = None, *, master: str | None = None
 ) -> dict[str, str]:
-    """Spark settings of a write: defaults < the view's spark_conf < ``extra``."""
+    """Spark settings of a write: defaults < the store settings of its locations < the view's spark_conf <
+    ``extra``."""
     local = LOCAL_MASTER_CONF if master is not None and master.startswith("local") else {}
-    return {**DEFAULT_SPARK_CONF, **local, **view.spark_conf, **(extra or {})}
+    return {**DEFAULT_SPARK_CONF, **local, **storage_conf(view), **view.spark_conf, **(extra or {})}
+
+
+def storage_conf(view: ViewDefinition) -> dict[str, str]:
+    """``spark.hadoop.*`` settings for the view's target and path sources on object storage (no secrets:
+    credentials by reference to the environment; see :func:`mvsink.core.storage.spark_hadoop_conf`)."""
+    from mvsink.core import storage
+
+    storage.register_view(view)
+    out: dict[str, str] = {}
+    for location in (view.target, *(s.path for s in view.sources if s.path)):
+        if storage.is_uri(location):
+            out.update(storage.spark_hadoop_conf(location))
+    return out
 
 
 def is_secret_key(key: str) -> bool:

@@ -24,6 +24,7 @@ from collections import defaultdict
 from typing import TYPE_CHECKING
 
 from mvsink import settings
+from mvsink.core import storage
 from mvsink.core.deltalog import ChangeFile, ChangeSet, active_bytes, change_set
 
 if TYPE_CHECKING:
@@ -66,7 +67,7 @@ def _read_files(
         groups[f.partition_values].append(f.path)
     out: DataFrame | None = None
     for pv, paths in groups.items():
-        df = spark.read.schema(data_schema).parquet(*paths)
+        df = spark.read.schema(data_schema).parquet(*(storage.spark_uri(p) for p in paths))
         values = dict(pv)
         for c in partition_columns:
             df = df.withColumn(c, F.lit(values.get(c)).cast(schema[c].dataType))

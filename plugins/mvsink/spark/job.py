@@ -18,11 +18,12 @@ from typing import TYPE_CHECKING, Any
 
 from mvsink import settings
 from mvsink.columns import DIFF, ERROR, TIME, is_hidden
-from mvsink.core.batch import BatchDescription, StagedFile, WriteMode, WriteReport
+from mvsink.core import storage
+from mvsink.core.batch import BatchDescription, WriteMode, WriteReport
 from mvsink.core.checks import add_counts, counts_of
 from mvsink.core.failpoints import failpoint
 from mvsink.core.schema import encode_schema
-from mvsink.core.staging import batch_dir, discard_batch, stats_json, write_intent, write_manifest
+from mvsink.core.staging import batch_location, discard_batch, staged_files, write_intent, write_manifest
 from mvsink.core.table import ViewTable
 from mvsink.definitions.view import ViewDefinition, load_view_file
 from mvsink.exceptions import MvSinkError, SchemaChangedError
@@ -56,6 +57,7 @@ def run_write(spark: SparkSession, view: ViewDefinition, desc: BatchDescription)
     from pyspark.sql import Observation
 
     t0 = time.monotonic()
+    storage.register_view(view)
     table = ViewTable.open_path(desc.target, view.name)
     fr = table.frontier
 
@@ -261,7 +263,7 @@ def _stage(
     """
     from pyspark.sql import Observation
 
-    folder = batch_dir(desc.target, desc.batch_id)
+    folder = batch_location(desc.target, desc.batch_id)
     # The batch folder is overwritten below. A try of this write orphaned by a killed Airflow task may
     # get here after a retry of the same batch committed: never overwrite a batch that can no longer
     # be staged (its files may be the table's now).
@@ -273,7 +275,7 @@ def _stage(
     write_intent(desc.target, desc.batch_id)
     obs = Observation(f"mvsink_{desc.batch_id[-8:]}")
     try:
-        corr.observe(obs, *_sizes()).write.mode("overwrite").parquet(str(folder))
+        corr.observe(obs, *_sizes()).write.mode("overwrite").parquet(storage.spark_uri(folder))
         metrics = obs.get
     except Exception:
         # A writer that won the race may have cleaned up this (now dead) batch under us.
@@ -289,7 +291,7 @@ def _stage(
             )
             return dataclasses.replace(head, status="stale", seconds=time.monotonic() - t0)
         raise
-    files = _staged_files(folder, desc.target)
+    files = staged_files(desc.target, desc.batch_id)
     report = dataclasses.replace(
         head,
         status="staged" if files else "empty",
@@ -316,21 +318,6 @@ def _stage(
         discard_batch(desc.target, desc.batch_id)
         log.info("view %s: no corrections; nothing staged", view.name)
     return report
-
-
-def _staged_files(folder: Path, target: str) -> list[StagedFile]:
-    """The batch's non-empty Parquet files with their Delta stats; Spark's other files removed."""
-    files = []
-    for p in sorted(folder.glob("*.parquet")):
-        rows, stats = stats_json(str(p))
-        if rows == 0:
-            p.unlink()
-            continue
-        files.append(StagedFile(path=p.relative_to(target).as_posix(), size=p.stat().st_size, rows=rows, stats=stats))
-    for junk in folder.iterdir():
-        if not junk.name.endswith(".parquet") and junk.is_file():
-            junk.unlink()
-    return files
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from mvsink.columns import DIFF, ERROR, TIME, is_hidden
+from mvsink.core import storage
 from mvsink.core.batch import BatchDescription
 from mvsink.core.table import ViewTable, open_readable
 from mvsink.definitions.view import ViewDefinition
@@ -47,12 +48,13 @@ def read_delta(spark: SparkSession, path: str, *, version: int | None, role: str
     """A Delta snapshot as a DataFrame, read as Parquet from the file list delta-rs resolves."""
     dt = open_readable(path, version=version, role=role)
     schema = _spark_schema_of(dt)
-    uris = dt.file_uris()
+    uris = [storage.spark_uri(u) for u in dt.file_uris()]
     if not uris:
         return spark.createDataFrame([], schema)
     reader = spark.read.schema(schema)
     if dt.metadata().partition_columns:
-        reader = reader.option("basePath", str(Path(path).resolve()))
+        base = storage.spark_uri(path) if storage.is_uri(path) else str(Path(path).resolve())
+        reader = reader.option("basePath", base)
     return reader.parquet(*uris).select(*schema.names)
 
 

@@ -1,0 +1,186 @@
+"""The put-if-absent probe: refuse a store where compare_and_append would not be safe.
+
+delta-rs commits version ``N + 1`` by creating its commit file only if it does not exist
+(S3: ``PUT`` with ``If-None-Match: *``; Azure: the same header). A store that ignores the
+condition lets two racing commits both "succeed", the second silently replacing the first:
+a lost commit. delta-rs re-reads the log just before it commits, so two commits made one after
+the other never show it; only a true race would, which a probe cannot stage reliably. The probe
+therefore asks the store directly: it creates a probe object twice with the conditional header,
+through a small signed request (SigV4 for S3, Shared Key for Azure), and the second create must
+be refused. Local disk passes without a probe; so does a store the probe cannot sign for when it is
+the cloud's own service (AWS S3, Azure Blob, GCS all honour the condition). The result is cached per
+location in the process.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+import hmac
+import http.client
+import logging
+import uuid
+from base64 import b64decode, b64encode
+from email.utils import formatdate
+from urllib.parse import quote, urlsplit
+
+from mvsink.core import storage
+from mvsink.exceptions import StoreError, UnsafeStoreError
+
+log = logging.getLogger(__name__)
+
+PROBE_PREFIX = "_mvsink_probe_"
+_probed: dict[str, bool] = {}
+
+
+def check_conditional_writes(uri: str) -> None:
+    """Raise :class:`UnsafeStoreError` if the store of ``uri`` accepts a second create of the same key."""
+    loc = storage.parse(uri)
+    if loc.is_local or _probed.get(loc.uri):
+        return
+    opts = storage.delta_options(uri) or {}
+    key = "/".join(p for p in (loc.key, f"{PROBE_PREFIX}{uuid.uuid4().hex}") if p)
+    if loc.kind == "s3":
+        put = _s3_put if opts.get("AWS_ACCESS_KEY_ID") else None
+        native = "AWS_ENDPOINT_URL" not in opts
+    elif loc.kind == "azure":
+        put = _azure_put if opts.get("AZURE_STORAGE_ACCOUNT_KEY") else None
+        native = not storage._truthy(opts.get("AZURE_STORAGE_USE_EMULATOR"))
+    else:
+        put, native = None, True
+    if put is None:
+        if not native:
+            raise UnsafeStoreError(
+                f"location {uri}: cannot probe the store's conditional writes without a static access key, and it "
+                "is not the cloud's own service. Fix: set the access key variables (AWS_ACCESS_KEY_ID and "
+                "AWS_SECRET_ACCESS_KEY, or AZURE_STORAGE_ACCOUNT_KEY) for the location."
+            )
+        log.info("location %s: %s's own service honours conditional writes; not probed", uri, loc.kind)
+        _probed[loc.uri] = True
+        return
+    try:
+        first = put(opts, loc, key)
+        second = put(opts, loc, key) if 200 <= first < 300 else first
+    except OSError as exc:
+        raise StoreError(
+            f"location {uri}: probing the store's conditional writes failed: {type(exc).__name__}: {exc}. "
+            "Fix: check the store is reachable, then retry."
+        ) from exc
+    finally:
+        try:
+            storage.delete_file(storage.join(storage.container_uri(loc), key))
+        except StoreError as exc:
+            log.warning("location %s: could not remove the probe object: %s", uri, exc)
+    if not 200 <= first < 300:
+        raise StoreError(
+            f"location {uri}: the store refused a probe write (HTTP {first}). Fix: check the credentials allow "
+            "writing there, then retry."
+        )
+    if 200 <= second < 300:
+        where = opts.get("AWS_ENDPOINT_URL", "s3") if loc.kind == "s3" else _azure_endpoint(opts, loc)[1]
+        raise UnsafeStoreError(
+            f"location {uri}: the {loc.kind} store at {where} accepted a second create of the same key "
+            f"(If-None-Match: * ignored, HTTP {second}): it has no conditional writes, so two concurrent refreshes "
+            "could both commit the same Delta version and one commit would be silently lost. Fix: use a store "
+            "with conditional writes (AWS S3, SeaweedFS, MinIO, Azure Blob/ADLS, GCS), or configure a locking "
+            "provider for delta-rs (AWS_S3_LOCKING_PROVIDER=dynamodb with DELTA_DYNAMO_TABLE_NAME)."
+        )
+    log.info("location %s: the store refuses a second create of a key (HTTP %d): conditional writes hold", uri, second)
+    _probed[loc.uri] = True
+
+
+def _request(scheme: str, netloc: str, path: str, headers: dict[str, str], body: bytes) -> int:
+    conn_cls = http.client.HTTPSConnection if scheme == "https" else http.client.HTTPConnection
+    conn = conn_cls(netloc, timeout=30)
+    try:
+        conn.request("PUT", path, body=body, headers=headers)
+        resp = conn.getresponse()
+        resp.read()
+        return int(resp.status)
+    finally:
+        conn.close()
+
+
+def _sign(key: bytes, msg: str) -> bytes:
+    return hmac.new(key, msg.encode(), hashlib.sha256).digest()
+
+
+def _s3_put(opts: dict[str, str], loc: storage.Location, key: str) -> int:
+    """PUT ``key`` with ``If-None-Match: *``, signed with AWS Signature Version 4; the HTTP status."""
+    region = opts.get("AWS_REGION") or "us-east-1"
+    endpoint = opts.get("AWS_ENDPOINT_URL") or f"https://s3.{region}.amazonaws.com"
+    parts = urlsplit(endpoint)
+    scheme, netloc = parts.scheme or "https", parts.netloc or endpoint
+    if storage._truthy(opts.get("AWS_VIRTUAL_HOSTED_STYLE_REQUEST")) or "AWS_ENDPOINT_URL" not in opts:
+        host, path = f"{loc.bucket}.{netloc}", "/" + quote(key, safe="/-_.~")
+    else:
+        host, path = netloc, f"/{loc.bucket}/" + quote(key, safe="/-_.~")
+    body = b"mvsink put-if-absent probe"
+    now = dt.datetime.now(dt.UTC)
+    amz_date, date = now.strftime("%Y%m%dT%H%M%SZ"), now.strftime("%Y%m%d")
+    payload = hashlib.sha256(body).hexdigest()
+    headers = {"host": host, "if-none-match": "*", "x-amz-content-sha256": payload, "x-amz-date": amz_date}
+    if opts.get("AWS_SESSION_TOKEN"):
+        headers["x-amz-security-token"] = opts["AWS_SESSION_TOKEN"]
+    names = sorted(headers)
+    signed = ";".join(names)
+    canonical = "\n".join(["PUT", path, "", "".join(f"{n}:{headers[n]}\n" for n in names), signed, payload])
+    scope = f"{date}/{region}/s3/aws4_request"
+    to_sign = "\n".join(["AWS4-HMAC-SHA256", amz_date, scope, hashlib.sha256(canonical.encode()).hexdigest()])
+    k = _sign(("AWS4" + opts.get("AWS_SECRET_ACCESS_KEY", "")).encode(), date)
+    for part in (region, "s3", "aws4_request"):
+        k = _sign(k, part)
+    signature = hmac.new(k, to_sign.encode(), hashlib.sha256).hexdigest()
+    headers["authorization"] = (
+        f"AWS4-HMAC-SHA256 Credential={opts['AWS_ACCESS_KEY_ID']}/{scope}, SignedHeaders={signed}, "
+        f"Signature={signature}"
+    )
+    return _request(scheme, host, path, headers, body)
+
+
+def _azure_endpoint(opts: dict[str, str], loc: storage.Location) -> tuple[str, str, str]:
+    """(scheme, host, path prefix) of the blob endpoint: the emulator's path-style URL, else the account's."""
+    account = opts.get("AZURE_STORAGE_ACCOUNT_NAME") or loc.account
+    if storage._truthy(opts.get("AZURE_STORAGE_USE_EMULATOR")):
+        parts = urlsplit(storage.emulator_url())
+        return parts.scheme or "http", parts.netloc, parts.path.rstrip("/") or f"/{account}"
+    return "https", f"{account}.blob.core.windows.net", ""
+
+
+def _azure_put(opts: dict[str, str], loc: storage.Location, key: str) -> int:
+    """Put Blob ``key`` with ``If-None-Match: *``, signed with the account's Shared Key; the HTTP status."""
+    account = opts.get("AZURE_STORAGE_ACCOUNT_NAME") or loc.account
+    scheme, host, prefix = _azure_endpoint(opts, loc)
+    path = f"{prefix}/{loc.bucket}/" + quote(key, safe="/-_.~")
+    body = b"mvsink put-if-absent probe"
+    headers = {
+        "x-ms-blob-type": "BlockBlob",
+        "x-ms-date": formatdate(usegmt=True),
+        "x-ms-version": "2021-08-06",
+    }
+    canon_headers = "".join(f"{n}:{headers[n]}\n" for n in sorted(headers))
+    fields = ["PUT", "", "", str(len(body)), "", "", "", "", "", "*", "", ""]
+    to_sign = "\n".join(fields) + "\n" + canon_headers + f"/{account}{path}"
+    digest = hmac.new(b64decode(opts["AZURE_STORAGE_ACCOUNT_KEY"]), to_sign.encode(), hashlib.sha256).digest()
+    headers["If-None-Match"] = "*"
+    headers["Content-Length"] = str(len(body))
+    headers["Authorization"] = f"SharedKey {account}:{b64encode(digest).decode()}"
+    return _request(scheme, host, path, headers, body)
+
+
+def create_container(uri: str) -> int:
+    """Create the Azure container of ``uri`` (Shared Key; for tests against the emulator); the HTTP status
+    (201 created, 409 already there)."""
+    loc = storage.parse(uri)
+    opts = storage.delta_options(uri) or {}
+    account = opts.get("AZURE_STORAGE_ACCOUNT_NAME") or loc.account
+    scheme, host, prefix = _azure_endpoint(opts, loc)
+    path = f"{prefix}/{loc.bucket}"
+    headers = {"x-ms-date": formatdate(usegmt=True), "x-ms-version": "2021-08-06"}
+    canon_headers = "".join(f"{n}:{headers[n]}\n" for n in sorted(headers))
+    fields = ["PUT", "", "", "", "", "", "", "", "", "", "", ""]
+    to_sign = "\n".join(fields) + "\n" + canon_headers + f"/{account}{path}\nrestype:container"
+    digest = hmac.new(b64decode(opts["AZURE_STORAGE_ACCOUNT_KEY"]), to_sign.encode(), hashlib.sha256).digest()
+    headers["Content-Length"] = "0"
+    headers["Authorization"] = f"SharedKey {account}:{b64encode(digest).decode()}"
+    return _request(scheme, host, path + "?restype=container", headers, b"")

@@ -1,0 +1,188 @@
+"""The storage layer's pure parts: locations, delta-rs options, Spark's view, allowed locations, view storage_options."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from mvsink.core import storage
+from mvsink.exceptions import StoreError, UnsafePathError, ViewDefinitionError
+from tests.support.viewfiles import doc, parse
+
+pytestmark = pytest.mark.unit
+
+VARS = (
+    "AWS_ENDPOINT_URL",
+    "AWS_ENDPOINT_URL_S3",
+    "AWS_ACCESS_KEY_ID",
+    "AWS_SECRET_ACCESS_KEY",
+    "AWS_SESSION_TOKEN",
+    "AWS_REGION",
+    "AWS_DEFAULT_REGION",
+    "AWS_ALLOW_HTTP",
+    "AZURE_STORAGE_ACCOUNT_NAME",
+    "AZURE_STORAGE_ACCOUNT_KEY",
+    "AZURE_STORAGE_USE_EMULATOR",
+    "MVSINK_ALLOWED_LOCATIONS",
+    "MVSINK_ALLOW_OUTSIDE_DATA_ROOT",
+)
+
+
+@pytest.fixture
+def clean(monkeypatch):
+    for v in VARS:
+        monkeypatch.delenv(v, raising=False)
+    return monkeypatch
+
+
+def test_locations_parse_and_join():
+    assert storage.parse("/data/t").is_local and storage.parse("file:///data/t").key == "/data/t"
+    s3 = storage.parse("s3a://lake/views/t/")
+    assert (s3.kind, s3.uri, s3.bucket, s3.key) == ("s3", "s3://lake/views/t", "lake", "views/t")
+    az = storage.parse("abfss://c@acct.dfs.core.windows.net/v/t")
+    assert (az.kind, az.bucket, az.key, az.account) == ("azure", "c", "v/t", "acct")
+    assert storage.parse("gs://b/t").kind == "gcs"
+    assert storage.join("s3://lake/t", "_mv_staging", "b.json") == "s3://lake/t/_mv_staging/b.json"
+    assert storage.join("/data/t", "batches") == "/data/t/batches"
+    with pytest.raises(StoreError, match="hdfs:// is not supported"):
+        storage.parse("hdfs://nn/t")
+
+
+def test_delta_options_from_the_standard_variables(clean):
+    assert storage.delta_options("/data/t") is None
+    clean.setenv("AWS_ENDPOINT_URL", "http://127.0.0.1:8333")
+    clean.setenv("AWS_ACCESS_KEY_ID", "id")
+    clean.setenv("AWS_SECRET_ACCESS_KEY", "secret")
+    clean.setenv("AWS_DEFAULT_REGION", "eu-west-1")
+    clean.setenv("AZURE_STORAGE_ACCOUNT_NAME", "not-for-s3")
+    opts = storage.delta_options("s3://lake/t")
+    assert opts == {
+        "AWS_ENDPOINT_URL": "http://127.0.0.1:8333",
+        "AWS_ACCESS_KEY_ID": "id",
+        "AWS_SECRET_ACCESS_KEY": "secret",
+        "AWS_REGION": "eu-west-1",
+        "AWS_ALLOW_HTTP": "true",  # an http:// endpoint needs it
+    }
+    clean.setenv("AZURE_STORAGE_USE_EMULATOR", "true")
+    az = storage.delta_options("az://c/t")
+    assert az is not None and az["AZURE_STORAGE_ACCOUNT_NAME"] == "not-for-s3" and "AWS_REGION" not in az
+
+
+def test_registered_options_win_for_their_prefix_only(clean):
+    clean.setenv("AWS_REGION", "us-east-1")
+    storage.register_options("s3://other-lake/views", {"aws_region": "eu-central-1"})
+    assert storage.delta_options("s3://other-lake/views/t")["AWS_REGION"] == "eu-central-1"
+    assert storage.delta_options("s3://other-lake/viewsx/t")["AWS_REGION"] == "us-east-1"
+
+
+def test_spark_view_of_a_location(clean):
+    clean.setenv("AWS_ENDPOINT_URL", "http://127.0.0.1:8333")
+    clean.setenv("AWS_ACCESS_KEY_ID", "id")
+    clean.setenv("AWS_SECRET_ACCESS_KEY", "do-not-leak")
+    clean.setenv("AWS_REGION", "us-east-1")
+    assert storage.spark_uri("s3://lake/t/part-0.parquet") == "s3a://lake/t/part-0.parquet"
+    assert storage.spark_uri("/data/t") == "/data/t" and storage.spark_uri("gs://b/t") == "gs://b/t"
+    conf = storage.spark_hadoop_conf("s3://lake/t")
+    assert conf["spark.hadoop.fs.s3a.endpoint"] == "http://127.0.0.1:8333"
+    assert conf["spark.hadoop.fs.s3a.path.style.access"] == "true"
+    assert conf["spark.hadoop.fs.s3a.connection.ssl.enabled"] == "false"
+    assert conf["spark.hadoop.fs.s3a.endpoint.region"] == "us-east-1"
+    assert "EnvironmentVariableCredentialsProvider" in conf["spark.hadoop.fs.s3a.aws.credentials.provider"]
+    assert not any("do-not-leak" in v or "id" == v for v in conf.values())  # credentials by reference only
+    assert storage.spark_hadoop_conf("/data/t") == {}
+    clean.setenv("AZURE_STORAGE_ACCOUNT_NAME", "acct")
+    assert storage.spark_uri("az://c/v/t") == "abfss://c@acct.dfs.core.windows.net/v/t"
+    clean.delenv("AZURE_STORAGE_ACCOUNT_NAME")
+    with pytest.raises(StoreError, match="AZURE_STORAGE_ACCOUNT_NAME"):
+        storage.spark_uri("az://c/v/t")
+
+
+def test_object_storage_locations_must_be_allowed(clean):
+    text = doc(target="s3a://lake/views/v", sources="{orders: s3://lake/src/orders}")
+    with pytest.raises(UnsafePathError, match="MVSINK_ALLOWED_LOCATIONS") as err:
+        parse(text)
+    assert "not under an allowed location" in str(err.value)
+    clean.setenv("MVSINK_ALLOWED_LOCATIONS", "s3://lake/")
+    v = parse(text)
+    assert v.target == "s3://lake/views/v" and v.source("orders").path == "s3://lake/src/orders"
+    clean.setenv("MVSINK_ALLOWED_LOCATIONS", "s3://lake/views")
+    with pytest.raises(UnsafePathError, match="sources.orders"):
+        parse(text)  # the source is outside the allowed prefix
+    with pytest.raises(UnsafePathError, match="plain location"):
+        parse(doc(target="s3://lake/views/../other", sources="{orders: s3://lake/views/o}"))
+    with pytest.raises(UnsafePathError, match="hdfs://"):
+        parse(doc(target="hdfs://nn/v", sources="{orders: s3://lake/views/o}"))
+
+
+def test_local_paths_keep_the_data_root_rule_and_may_use_allowed_folders(clean, tmp_path):
+    shared = tmp_path / "shared"
+    text = doc(target=str(shared / "v"), sources="{orders: orders}")
+    with pytest.raises(UnsafePathError, match="outside the data root"):
+        parse(text, root=tmp_path / "root")
+    clean.setenv("MVSINK_ALLOWED_LOCATIONS", f"s3://lake/,{shared}")
+    assert parse(text, root=tmp_path / "root").target == str(shared.resolve() / "v")
+    assert parse(doc(target=f"file://{shared}/w", sources="{orders: orders}"), root=tmp_path / "root").target == str(
+        Path(shared).resolve() / "w"
+    )
+
+
+def test_view_storage_options_take_secrets_only_by_reference(clean):
+    clean.setenv("MVSINK_ALLOWED_LOCATIONS", "s3://lake/")
+    base = dict(target="s3://lake/views/v", sources="{orders: s3://lake/src/orders}")
+    v = parse(doc(**base, storage_options="{AWS_REGION: eu-west-1, AWS_SECRET_ACCESS_KEY: {env: LAKE_SECRET}}"))
+    assert v.storage_options == {"AWS_REGION": ("value", "eu-west-1"), "AWS_SECRET_ACCESS_KEY": ("env", "LAKE_SECRET")}
+    with pytest.raises(ViewDefinitionError, match="LAKE_SECRET"):
+        v.resolved_storage_options()
+    clean.setenv("LAKE_SECRET", "s3cr3t-value")
+    assert v.resolved_storage_options()["AWS_SECRET_ACCESS_KEY"] == "s3cr3t-value"
+    with pytest.raises(ViewDefinitionError) as err:
+        parse(doc(**base, storage_options="{AWS_SECRET_ACCESS_KEY: hunter2-inline}"))
+    msg = str(err.value)
+    assert "storage_options.AWS_SECRET_ACCESS_KEY" in msg and "{env: VARIABLE}" in msg
+    assert "hunter2-inline" not in msg  # the secret is never echoed
+    with pytest.raises(ViewDefinitionError, match="reference must be"):
+        parse(doc(**base, storage_options="{AZURE_STORAGE_ACCOUNT_KEY: {vault: x}}"))
+
+
+def test_commit_times_prefer_in_commit_timestamps(tmp_path):
+    """A table that writes in-commit timestamps is time-travelled by them, not by its files' times."""
+    import json
+
+    import pyarrow as pa
+    from deltalake import write_deltalake
+
+    from mvsink.core import deltalog
+
+    t = str(tmp_path / "t")
+    for i in range(3):
+        write_deltalake(t, pa.table({"a": [i]}), mode="append")
+        deltalog.set_commit_time(t, 1_000_000 + i)  # file times that must lose to the ICTs
+    assert deltalog.commit_times(t) == {0: 1_000_000, 1: 1_000_001, 2: 1_000_002}
+    log_dir = tmp_path / "t" / "_delta_log"
+    for v in range(3):
+        f = log_dir / f"{v:020d}.json"
+        lines = f.read_text().splitlines()
+        info = next(json.loads(x) for x in lines if "commitInfo" in x)
+        info["commitInfo"]["inCommitTimestamp"] = 5_000_000 + 10 * v
+        rest = [x for x in lines if "commitInfo" not in x]
+        f.write_text("\n".join([json.dumps(info), *rest]) + "\n")  # ICT tables put commitInfo first
+    deltalog._ICT_CACHE.clear()
+    assert deltalog.commit_times(t) == {0: 5_000_000, 1: 5_000_010, 2: 5_000_020}
+    commit = deltalog.read_commit(t, 1)
+    assert commit is not None and commit.timestamp == 5_000_010
+
+
+def test_a_write_on_object_storage_gets_the_s3a_settings(clean):
+    from mvsink.spark.conf import spark_conf_for
+
+    clean.setenv("MVSINK_ALLOWED_LOCATIONS", "s3://lake/")
+    clean.setenv("AWS_ENDPOINT_URL", "http://127.0.0.1:8333")
+    clean.setenv("AWS_SECRET_ACCESS_KEY", "do-not-leak")
+    v = parse(doc(target="s3://lake/views/v", sources="{orders: s3://lake/src/orders}"))
+    conf = spark_conf_for(v, {"spark.hadoop.fs.s3a.path.style.access": "false"})
+    assert conf["spark.hadoop.fs.s3a.endpoint"] == "http://127.0.0.1:8333"
+    assert conf["spark.hadoop.fs.s3a.path.style.access"] == "false"  # explicit settings still win
+    assert "do-not-leak" not in conf.values()
+    local = spark_conf_for(parse(doc()))
+    assert not any(k.startswith("spark.hadoop.fs.s3a") for k in local)
