@@ -59,6 +59,23 @@ GROUP BY l_orderkey, o_orderdate, o_shippriority""",
         ["customer", "orders", "lineitem"],
         ["l_orderkey"],
     ),
+    # TPC-H Q5: a six-way join under one aggregate (the dimension tables change rarely; lineitem and orders do)
+    "q5": (
+        """SELECT n_name, sum(l_extendedprice * (1 - l_discount)) AS revenue, count(*) AS lines
+FROM customer JOIN orders ON c_custkey = o_custkey JOIN lineitem ON l_orderkey = o_orderkey
+JOIN supplier ON l_suppkey = s_suppkey AND c_nationkey = s_nationkey
+JOIN nation ON s_nationkey = n_nationkey JOIN region ON n_regionkey = r_regionkey
+WHERE r_name = 'ASIA' AND o_orderdate >= DATE '1994-01-01' AND o_orderdate < DATE '1995-01-01'
+GROUP BY n_name""",
+        ["customer", "orders", "lineitem", "supplier", "nation", "region"],
+        ["n_name"],
+    ),
+    # top-k: the 100 largest orders (no incremental mode for ORDER BY ... LIMIT yet: the full diff)
+    "topk": (
+        """SELECT o_orderkey, o_custkey, o_totalprice FROM orders ORDER BY o_totalprice DESC, o_orderkey LIMIT 100""",
+        ["orders"],
+        ["o_orderkey"],
+    ),
     "wide": (
         """SELECT o_orderkey, o_orderstatus, o_totalprice, o_orderdate, o_orderpriority, c_name, c_nationkey,
        c_mktsegment, c_acctbal FROM orders JOIN customer ON o_custkey = c_custkey""",
@@ -75,7 +92,8 @@ def stamp(path: Path, ts: int) -> None:
 
 def generate(root: Path, sf: float, t0: int, *, cdf: bool) -> None:
     raw = root / "raw"
-    if not (raw / "lineitem.parquet").exists():
+    tables = ("lineitem", "orders", "customer", "supplier", "nation", "region")
+    if not all((raw / f"{t}.parquet").exists() for t in tables):
         raw.mkdir(parents=True, exist_ok=True)
         subprocess.run(
             [
@@ -84,13 +102,13 @@ def generate(root: Path, sf: float, t0: int, *, cdf: bool) -> None:
                 "-s",
                 str(sf),
                 "--tables",
-                "lineitem,orders,customer",
+                ",".join(tables),
                 "--output-dir",
                 str(raw),
             ],
             check=True,
         )
-    for t in ("lineitem", "orders", "customer"):
+    for t in tables:
         shutil.rmtree(root / "src" / t, ignore_errors=True)
         table = pq.read_table(raw / f"{t}.parquet")
         table = table.cast(

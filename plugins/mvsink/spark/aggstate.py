@@ -416,6 +416,9 @@ def _new_state(
     q = plan.queries
     cols = list(plan.desired.columns)
     keys = list(q.keys)
+    # The affected groups first (small: at most the change's rows), so the table is read for them only and
+    # the old state joins them by broadcast (no shuffle of either side).
+    delta = delta.localCheckpoint(eager=True)
     rows = table_df.select(*cols, TIME, DIFF)
     if keys:
         dk = delta.select(*[F.col(_quote(k)).alias(f"_mv_dk{i}") for i, k in enumerate(keys)])
@@ -423,12 +426,12 @@ def _new_state(
         rows = rows.join(F.broadcast(dk), match, "left_semi")
     old = consolidate(rows, cols, before=lower)
     o = old.select(*[F.col(_quote(c)).alias(f"_mv_o_{c}") for c in cols], F.col(DIFF).alias("_mv_o_diff"))
-    d = delta.select(*[F.col(_quote(c)).alias(f"_mv_d_{c}") for c in delta.columns], F.lit(True).alias("_mv_d"))
+    d = delta.select(*[F.col(_quote(c)).alias(f"_mv_d_{c}") for c in delta.columns])
     if keys:
         match = _null_safe(d, o, [f"_mv_d_{k}" for k in keys], [f"_mv_o_{k}" for k in keys])
-        joined = d.join(o, match, "full_outer")
-    else:  # a global aggregate: Δ has its one row; the table has one (none before the first refresh)
-        joined = d.join(o, F.lit(True), "full_outer")
+        joined = d.join(F.broadcast(o), match, "left_outer")
+    else:  # a global aggregate: Δ has its one row (if anything changed), the table its one row
+        joined = d.join(F.broadcast(o), F.lit(True), "left_outer")
     state = [F.coalesce(F.col(f"_mv_d_{k}"), F.col(f"_mv_o_{k}")).alias(k) for k in keys]
     z = F.lit(0).cast("bigint")
     state.append((F.coalesce(F.col(f"_mv_o_{COUNT}"), z) + F.coalesce(F.col(f"_mv_d_{COUNT}"), z)).alias(COUNT))
@@ -445,12 +448,12 @@ def _new_state(
         if with_sum
     ]
     lost = functools.reduce(lambda a, b: a | b, overflow) if overflow else F.lit(False)
-    merged = joined.select(*state, *olds, F.col("_mv_d"), F.coalesce(lost, F.lit(False)).alias("_mv_overflow"))
+    merged = joined.select(*state, *olds, F.coalesce(lost, F.lit(False)).alias("_mv_overflow"))
     merged = merged.localCheckpoint(eager=True)
-    problems = _violations(plan, merged)
+    problems = _violations(plan, merged, delta.count())
     if isinstance(problems, str):
         return problems
-    changed = merged.where(F.col("_mv_d").isNotNull())  # a global aggregate's row is there when nothing changed
+    changed = merged
     old_rows = changed.where(F.col("_mv_o_diff").isNotNull()).select(
         *[F.col(f"_mv_o_{c}").alias(c) for c in cols], F.col("_mv_o_diff").alias(DIFF)
     )
@@ -461,7 +464,7 @@ def _new_state(
     return new, old_rows, problems
 
 
-def _violations(plan: StatePlan, merged: DataFrame) -> str | int:
+def _violations(plan: StatePlan, merged: DataFrame, n_delta: int) -> str | int:
     """Why the affected groups' state cannot be trusted (the full diff then repairs it), else their number."""
     from pyspark.sql import functions as F
 
@@ -469,7 +472,6 @@ def _violations(plan: StatePlan, merged: DataFrame) -> str | int:
     conds = [
         (F.col("_mv_o_diff").isNotNull() & (F.col("_mv_o_diff") != 1)).alias("dup"),
         (F.col(COUNT) < 0).alias("neg"),
-        (F.col("_mv_d").isNull() & F.lit(not q.is_global)).alias("stray"),
         F.col("_mv_overflow").alias("overflow"),
     ]
     for i, (_, with_sum) in enumerate(q.args):
@@ -477,27 +479,21 @@ def _violations(plan: StatePlan, merged: DataFrame) -> str | int:
         conds.append(((n < 0) | (n > F.col(COUNT))).alias(f"n{i}"))
         if with_sum:
             conds.append(((n > 0) & F.col(sum_column(i)).isNull()).alias(f"s{i}"))
-    row = (
-        merged.where(F.col("_mv_d").isNotNull() | F.col("_mv_o_diff").isNotNull())
-        .select(
-            F.sum(F.col("_mv_d").isNotNull().cast("int")).alias("groups"),
-            *[F.max(c.cast("int")).alias(f"f{j}") for j, c in enumerate(conds)],
-        )
-        .collect()[0]
-    )
+    flags = [F.max(c.cast("int")).alias(f"f{j}") for j, c in enumerate(conds)]
+    row = merged.select(F.count(F.lit(1)).alias("groups"), *flags).collect()[0]
     if row[1]:
         return "an affected group has more than one live row in the table (the full diff repairs it)"
+    if row[0] != n_delta:
+        return "an affected group has two different rows in the table (the full diff repairs it)"
     if row[2]:
         return (
             "an affected group's row count would be negative (the table's state is damaged; the full diff repairs it)"
         )
     if row[3]:
-        return "the table holds a row of a group that is not in the view's state (the full diff repairs it)"
-    if row[4]:
         return "a decimal sum of the change overflows (the full diff)"
-    if any(row[j] for j in range(5, len(conds) + 1)):
+    if any(row[j] for j in range(4, len(conds) + 1)):
         return "an affected group's state is inconsistent or a decimal sum overflows its type (the full diff)"
-    return int(row[0] or 0)
+    return int(row[0])
 
 
 def schema_state_columns(schema: StructType) -> list[str]:
