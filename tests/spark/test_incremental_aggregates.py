@@ -194,3 +194,27 @@ def test_a_table_without_state_stays_without(spark, env, monkeypatch):
     assert res.status == "appended" and res.mode == "full", res
     assert multiset(read_view(view, as_of=t)) == oracle(q, {"orders": orders}, t)
     assert DeltaTable(str(data / "views" / "g")).schema().to_arrow().names == ["n", "s", "a", "_mv_time", "_mv_diff"]
+
+
+@pytest.mark.parametrize(
+    "every,modes", [(3, ["full", "A", "A", "full", "A"]), ("2h", ["full", "A", "full", "A", "full"])]
+)
+def test_full_refresh_every_forces_a_periodic_full_diff(spark, env, monkeypatch, every, modes):
+    """``full_refresh_every`` (a count of refreshes or a duration of refresh time): the full diff, with the reason."""
+    monkeypatch.setenv("MVSINK_INCREMENTAL_MAX_FRACTION", "100")
+    data, views = env
+    orders, _ = _setup(data, views, random.Random(8), cdf=True)
+    q = STATEFUL["global"]
+    write_view(
+        views, "p", query=q, sources={"orders": "orders"}, target="views/p", as_of=BASE, full_refresh_every=every
+    )
+    view = Catalog(views).get("p")
+    t = BASE
+    for i, want in enumerate(modes):
+        update_at(orders, {"qty": "qty + 1"}, f"id = {i}", t + 10)
+        t += HOUR
+        res = refresh(view, t, runner="inprocess", spark=spark)
+        assert res.mode == ("incremental:aggregate" if want == "A" else "full"), (i, res)
+        assert multiset(read_view(view, as_of=t)) == oracle(q, {"orders": orders}, t)
+    reasons = [a["mode_reason"] for a in appends(str(data / "views" / "p")) if a["mode"] == "full"][1:]
+    assert reasons and all(str(r).startswith("full_refresh_every: ") for r in reasons), reasons

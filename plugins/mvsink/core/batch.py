@@ -49,6 +49,8 @@ class BatchDescription:
     # shortcut carries them over and the incremental path adds the change's counts to them.
     base_checks: dict[str, Any] | None = None
     minted_at: int | None = None  # wall-clock ms when mint made it: append records the refresh's duration
+    # Why mint asks for the full diff although the contents are known (``full_refresh_every``), or None.
+    full_reason: str | None = None
 
     @property
     def time(self) -> int:

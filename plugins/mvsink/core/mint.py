@@ -13,7 +13,7 @@ from mvsink.core.staging import collect_garbage, list_staged
 from mvsink.core.table import ViewTable, open_readable, table_id, version_at
 from mvsink.definitions.catalog import Catalog
 from mvsink.definitions.view import ViewDefinition
-from mvsink.times import format_time
+from mvsink.times import format_duration, format_time
 
 log = logging.getLogger(__name__)
 
@@ -104,7 +104,11 @@ def mint(
     if base is not None and base == {s.name: s.version for s in desc.sources}:
         desc = dataclasses.replace(desc, empty=True, base_checks=base_checks)
     elif base is not None and view.incremental:
-        desc = dataclasses.replace(desc, base_versions=base, base_checks=base_checks)
+        due = full_refresh_due(view, table, desc.refresh_time)
+        if due is not None:
+            desc = dataclasses.replace(desc, full_reason=due)
+        else:
+            desc = dataclasses.replace(desc, base_versions=base, base_checks=base_checks)
     log.info(
         "view %s: minted [%d, %d) at refresh time %s%s",
         view.name,
@@ -134,6 +138,34 @@ def last_refresh_sources(desc: BatchDescription, table: ViewTable) -> dict[str, 
     if not isinstance(info.sources, dict) or info.source_ids != {s.name: s.table_id for s in desc.sources}:
         return None  # a source table was re-created (same path, new table): its versions are not comparable
     return {k: int(v) for k, v in info.sources.items()}
+
+
+def full_refresh_due(view: ViewDefinition, table: ViewTable, refresh_time: int) -> str | None:
+    """Why the view's ``full_refresh_every`` asks for the full diff now, or None (not set, or not due).
+
+    Counts from the newest append that took the full diff (within the last
+    :data:`SHORTCUT_HISTORY_LIMIT` commits; none found there: due).
+    """
+    every = view.full_refresh_every
+    if every is None:
+        return None
+    since_full = 0
+    for h in table.history(SHORTCUT_HISTORY_LIMIT):
+        info = h.info
+        if info is None or info.operation != "append":
+            continue
+        if info.mode == "full":
+            kind, n = every
+            if kind == "refreshes" and since_full + 1 >= n:
+                return f"full_refresh_every: {n} refreshes (the last full diff was {since_full} refresh(es) ago)"
+            if kind == "ms" and info.refresh_time is not None and refresh_time - info.refresh_time >= n:
+                return (
+                    f"full_refresh_every: {format_duration(n)} (the last full diff was at "
+                    f"{format_time(info.refresh_time)})"
+                )
+            return None
+        since_full += 1
+    return f"full_refresh_every: no full diff in the last {SHORTCUT_HISTORY_LIMIT} commits"
 
 
 def last_refresh_checks(table: ViewTable) -> dict[str, object] | None:

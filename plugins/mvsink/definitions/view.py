@@ -22,6 +22,7 @@ A view file looks like::
                                   # changes when the query allows it; false always diffs in full
     retain_history: 7d            # optional: readable history behind the newest time (default 7d; or forever)
     max_lag: 2h                   # optional: freshness target; a view whose newest final time is older is stale
+    full_refresh_every: 7d        # optional: a periodic full diff (a duration, or a number of refreshes)
     checks:                       # optional: named row checks over the query's columns
       - {name: positive_qty, expr: "qty > 0", action: error}   # error | drop | warn
 
@@ -110,6 +111,7 @@ KNOWN_FIELDS = {
     "retain_history",
     "checks",
     "max_lag",
+    "full_refresh_every",
     "storage_options",
 }
 CHECK_ACTIONS = ("error", "drop", "warn")
@@ -196,6 +198,8 @@ class ViewDefinition:
     checks: tuple[Check, ...] = ()  # row checks, in file order (the first failing one names an error)
     # Freshness target: the view is stale when now - its newest final time (upper - 1) exceeds it. None: no target.
     max_lag_ms: int | None = None
+    # A periodic full diff: after this many ms of refresh time (an int) or this many refreshes ("n" + count)
+    full_refresh_every: tuple[Literal["ms", "refreshes"], int] | None = None
     # Store settings of the view's locations: option -> ("value", text) or ("env", variable name).
     storage_options: Mapping[str, tuple[str, str]] = dataclasses.field(default_factory=dict)
 
@@ -393,6 +397,7 @@ def parse_view(text: str, *, file: str = "<string>", data_root: Path | None = No
         retain_history_ms=_parse_retain_history(doc.get("retain_history"), file),
         checks=_parse_checks(doc.get("checks"), file),
         max_lag_ms=_parse_max_lag(doc.get("max_lag"), file),
+        full_refresh_every=_parse_full_refresh_every(doc.get("full_refresh_every"), file),
         storage_options=_parse_storage_options(doc.get("storage_options"), file),
     )
 
@@ -541,6 +546,26 @@ def _parse_max_lag(raw: object, file: str) -> int | None:
             "write how far the view's newest final time may fall behind now before it counts as stale, "
             "e.g. max_lag: 2h (or 90m, 1d), or remove max_lag for no freshness target",
         ) from None
+
+
+def _parse_full_refresh_every(raw: object, file: str) -> tuple[Literal["ms", "refreshes"], int] | None:
+    """``full_refresh_every``: a duration (``7d``) of refresh time, or a count of refreshes (``24``)."""
+    if raw is None:
+        return None
+    fix = (
+        "write how often an incremental view takes the full diff anyway, as a duration of refresh time "
+        "(e.g. full_refresh_every: 7d) or a number of refreshes (e.g. full_refresh_every: 24)"
+    )
+    if isinstance(raw, bool):
+        raise _fail(file, "full_refresh_every", f"{raw!r} is neither a duration nor a count", fix)
+    if isinstance(raw, int):
+        if raw < 1:
+            raise _fail(file, "full_refresh_every", f"{raw} refreshes is not a positive count", fix)
+        return ("refreshes", raw)
+    try:
+        return ("ms", parse_duration(raw, what="full_refresh_every"))
+    except ValueError as exc:
+        raise _fail(file, "full_refresh_every", str(exc), fix) from None
 
 
 def _parse_query(doc: dict[str, Any], file: str, path: Path, view_name: str) -> str:

@@ -160,7 +160,7 @@ def _corrections(
 
     corr: DataFrame | None = None
     mode: WriteMode = "full"
-    reason = "no earlier refresh of this definition to start from"
+    reason = desc.full_reason or "no earlier refresh of this definition to start from"
     fr = table.frontier
     if not table.exists:
         persisted = None
