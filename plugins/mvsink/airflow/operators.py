@@ -49,9 +49,19 @@ def connection_spark_conf(extra: dict[str, Any], conn_id: str) -> dict[str, str]
     return {k: str(v) for k, v in raw.items()}
 
 
-def write_conf(view: ViewDefinition, connection_conf: dict[str, str]) -> dict[str, str]:
-    """Settings of a write run by the DAG: mvsink's defaults < the connection's spark_conf < the view's."""
-    return spark_conf_for(view, {**connection_conf, **view.spark_conf})
+def connection_master(conn_type: str | None, host: str | None, port: int | None) -> str:
+    """The master a Spark connection names, as the provider's SparkSubmitHook resolves it (pure; tested)."""
+    if conn_type == "spark" and host and ("://" in host or not port):
+        master = host
+    else:
+        master = f"{conn_type}://{host or ''}"
+    return f"{master}:{port}" if port else master
+
+
+def write_conf(view: ViewDefinition, connection_conf: dict[str, str], *, master: str | None = None) -> dict[str, str]:
+    """Settings of a write run by the DAG: mvsink's defaults (the driver's address and executor sizes for
+    ``master``) < the connection's spark_conf < the view's."""
+    return spark_conf_for(view, {**connection_conf, **view.spark_conf}, master=master)
 
 
 class ViewSparkSubmitOperator(SparkSubmitOperator):
@@ -70,6 +80,7 @@ class ViewSparkSubmitOperator(SparkSubmitOperator):
         with no_retry_on_bad_input():
             view = Catalog(self.views_dir).get(self.view_name)
         conn_conf: dict[str, str] = {}
+        master = "yarn"  # the provider's default without a connection
         try:
             conn = BaseHook.get_connection(self._conn_id)
         except AirflowNotFoundException:  # the provider falls back to yarn without a connection; so do we
@@ -77,10 +88,11 @@ class ViewSparkSubmitOperator(SparkSubmitOperator):
         if conn is not None:
             if conn.password:
                 mask_secret(conn.password)
+            master = connection_master(conn.conn_type, conn.host, conn.port)
             with no_retry_on_bad_input():
                 conn_conf = connection_spark_conf(conn.extra_dejson, self._conn_id)
         with no_retry_on_bad_input():
-            public, secret = split_secret_conf(write_conf(view, conn_conf))
+            public, secret = split_secret_conf(write_conf(view, conn_conf, master=master))
         for key, value in secret.items():
             mask_secret(value, None)
             self.log.info("Spark setting %s is passed in a private properties file (value hidden)", key)

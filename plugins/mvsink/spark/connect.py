@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from mvsink.exceptions import MvSinkError
-from mvsink.spark.conf import DEFAULT_SPARK_CONF, LOCAL_MASTER_CONF
+from mvsink.spark.conf import DEFAULT_SPARK_CONF, master_conf
 from mvsink.spark.submit import spark_submit_binary, submit_env
 
 if TYPE_CHECKING:
@@ -35,10 +35,11 @@ SESSION_CONF_PREFIXES = ("spark.sql.",)
 def server_command(
     *, port: int = DEFAULT_PORT, master: str = "local[2]", conf: Mapping[str, str] | None = None
 ) -> list[str]:
-    """spark-submit command line that starts a Spark Connect server on 127.0.0.1:port (pure)."""
+    """spark-submit command line that starts a Spark Connect server on 127.0.0.1:port (pure but for
+    ``SPARK_LOCAL_IP``, the driver's address on a cluster master: see :func:`~mvsink.spark.conf.master_conf`)."""
     settings = {
         **DEFAULT_SPARK_CONF,
-        **(LOCAL_MASTER_CONF if master.startswith("local") else {}),
+        **master_conf(master),
         "spark.connect.grpc.binding.address": "127.0.0.1",
         "spark.connect.grpc.binding.port": str(port),
         **(conf or {}),

@@ -1,0 +1,61 @@
+"""A real Spark standalone cluster for the tests (master + workers from the pyspark wheel, on 127.0.0.1).
+
+- ``running_cluster``: one started cluster (``mvsink.devtools.sparkcluster``), stopped afterwards;
+- ``apps``, ``new_apps``: the applications the master lists (finished and running);
+- ``app_workers``: which workers ran executors of an application, and whether those executors ran tasks
+  (read from the workers' work dirs, where each executor of an application gets a folder and its log).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from mvsink.devtools.sparkcluster import SparkCluster
+
+# Executors register before the first job runs (each test app gets one executor on each worker):
+# else a short job can finish on the first executor before the second is launched.
+WAIT_FOR_EXECUTORS = {
+    "spark.scheduler.minRegisteredResourcesRatio": "1.0",
+    "spark.scheduler.maxRegisteredResourcesWaitingTime": "60s",
+}
+
+
+@contextmanager
+def running_cluster(folder: Path, *, workers: int = 2, cores: int = 2) -> Iterator[SparkCluster]:
+    """A started cluster of ``workers`` workers (``cores`` task slots and 2 GB each) with its state in ``folder``.
+
+    Two slots per worker let two applications (2 cores each, one executor per worker) run at once.
+    """
+    cluster = SparkCluster(folder, workers=workers, cores=cores, memory="2g")
+    cluster.start(timeout=180)
+    try:
+        yield cluster
+    finally:
+        cluster.stop()
+
+
+def apps(cluster: SparkCluster) -> list[dict[str, Any]]:
+    """Every application the master knows (running and finished)."""
+    st = cluster.state()
+    assert st is not None, f"the master at {cluster.ui_url} does not answer"
+    return list(st.get("activeapps", [])) + list(st.get("completedapps", []))
+
+
+def new_apps(cluster: SparkCluster, before: Iterable[str], *, name: str | None = None) -> list[dict[str, Any]]:
+    """The applications not in ``before`` (ids), optionally only those called ``name``."""
+    seen = set(before)
+    return [a for a in apps(cluster) if a["id"] not in seen and (name is None or a.get("name") == name)]
+
+
+def app_workers(cluster: SparkCluster, app_id: str) -> dict[int, bool]:
+    """Worker index -> whether an executor of ``app_id`` there finished a task, for every worker that ran one."""
+    out: dict[int, bool] = {}
+    for i in range(cluster.workers):
+        app_dir = cluster.work_dir(i) / app_id
+        if app_dir.is_dir():
+            logs = [p.read_text(errors="replace") for p in app_dir.glob("*/stderr")]
+            out[i] = any("Finished task" in text for text in logs)
+    return out
