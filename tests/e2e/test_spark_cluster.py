@@ -81,8 +81,9 @@ def assert_ran_on_both_workers(cluster: SparkCluster, app: dict[str, object]) ->
     assert any(workers.values()), (app, workers)  # and executors ran its tasks
 
 
-def test_cli_refreshes_on_the_cluster_match_the_oracle(cluster, cluster_env, env):
-    """A join+aggregate view and a linear view through spark-submit, then the linear one incrementally in-process."""
+def test_cli_refreshes_and_a_four_process_race_on_the_cluster(cluster, cluster_env, env):
+    """Through ``mvsink refresh --master spark://…``: a join+aggregate view, and four processes racing on the
+    first refresh of a linear view (all at once on the cluster); then the linear view incrementally, in-process."""
     data, views = env
     src = sources(data, 3)
     write_view(views, "agg", query=JOIN_AGG, sources=src, target="views/agg", as_of=BASE)
@@ -92,54 +93,44 @@ def test_cli_refreshes_on_the_cluster_match_the_oracle(cluster, cluster_env, env
     r1, r2 = BASE + HOUR, BASE + 2 * HOUR
     master = ["--master", cluster.url, *WAIT_ARGS]
 
-    first = [start(views, v, r1, *master) for v in ("agg", "proj")]  # two applications on the cluster at once
-    for res in map(finish, first):
-        assert res["status"] == "appended" and res["upper"] == r1 + 1 and res["mode"] == "full", res
-    write_at(src["orders"], make_orders(random.Random(8), 100, 6), r2 - 60_000)  # an insert: proj goes incremental
-    res = finish(start(views, "proj", r2, "--in-process", *master))  # Spark in the CLI's own process
-    assert res["status"] == "appended" and res["upper"] == r2 + 1, res
-
-    for name, query, times in (("agg", JOIN_AGG, (r1,)), ("proj", PROJECT, (r1, r2))):
-        view = catalog.get(name)
-        view_sources = {s.name: src[s.name] for s in view.sources}
-        for r in times:
-            assert multiset(read_view(view, as_of=r)) == oracle(query, view_sources, r), (name, r)
-        assert operations(view.target) == ["create", "bump", *["append"] * len(times)]
-        assert staged_leftovers(view.target) == []
-    assert mvsink_history(catalog.get("proj").target)[0]["mode"] == "incremental"
-
-    ran = new_apps(cluster, before)
-    assert sorted(a["name"] for a in ran) == ["mvsink", "mvsink-write-agg", "mvsink-write-proj"], ran
-    for app in ran:
-        assert app["state"] == "FINISHED", app
-        assert_ran_on_both_workers(cluster, app)
-
-
-def test_four_processes_race_on_the_cluster(cluster, cluster_env, env):
-    """Four CLI refreshes of one view at one time, all on the cluster: exactly one appends, nothing left staged."""
-    data, views = env
-    orders = str(data / "orders")
-    write_at(orders, make_orders(random.Random(5), 0, 40), BASE)
-    write_view(views, "proj", query=PROJECT, sources={"orders": "orders"}, target="views/proj", as_of=BASE)
-    before = {a["id"] for a in apps(cluster)}
-    r = BASE + HOUR
-    # one core per application: two of the four run at a time on the two workers
-    args = ["--master", cluster.url, "--spark-conf", "spark.cores.max=1"]
-    racers = [start(views, "proj", r, *args, "--run-id", f"racer-{i}") for i in range(4)]
+    agg = start(views, "agg", r1, *master)
+    # one core each, so that the racers and agg (two cores) fit the cluster's four slots together
+    racers = [
+        start(views, "proj", r1, *master, "--spark-conf", "spark.cores.max=1", "--run-id", f"racer-{i}")
+        for i in range(4)
+    ]
+    res = finish(agg)
+    assert res["status"] == "appended" and res["upper"] == r1 + 1 and res["mode"] == "full", res
     results = [finish(p) for p in racers]
     statuses = sorted(str(x["status"]) for x in results)
     assert statuses.count("appended") == 1, results
     assert set(statuses) <= {"appended", "rescheduled", "up_to_date"}, results
-    target = str(data / "views" / "proj")
-    dt = DeltaTable(target)
-    ops = [json.loads(h["mvsink.operation"]) for h in dt.history()]
-    assert ops.count("append") == 1 and ops.count("create") == 1 and ops.count("bump") == 1
-    assert dt.transaction_version("mvsink:upper:proj") == r + 1
-    assert multiset(read_view(Catalog(views).get("proj"))) == oracle(PROJECT, {"orders": orders}, r)
-    assert staged_leftovers(target) == []
-    writes = new_apps(cluster, before, name="mvsink-write-proj")  # a racer that minted nothing started no Spark
-    assert 1 <= len(writes) <= 4 and all(a["state"] == "FINISHED" for a in writes), (writes, results)
-    assert any(any(app_workers(cluster, str(a["id"])).values()) for a in writes), writes  # executors did the work
+    proj = catalog.get("proj")
+    assert DeltaTable(proj.target).transaction_version(proj.app_id) == r1 + 1
+    assert staged_leftovers(proj.target) == []
+    race_apps = new_apps(cluster, before, name="mvsink-write-proj")  # a racer that minted nothing started no Spark
+    assert 1 <= len(race_apps) <= 4 and all(a["state"] == "FINISHED" for a in race_apps), (race_apps, results)
+    assert any(any(app_workers(cluster, str(a["id"])).values()) for a in race_apps), race_apps  # executors worked
+
+    write_at(src["orders"], make_orders(random.Random(8), 100, 6), r2 - 60_000)  # an insert: proj goes incremental
+    between = {a["id"] for a in apps(cluster)}
+    res = finish(start(views, "proj", r2, "--in-process", *master))  # Spark in the CLI's own process
+    assert res["status"] == "appended" and res["upper"] == r2 + 1, res
+    assert mvsink_history(proj.target)[0]["mode"] == "incremental"
+
+    for view, query, times in ((catalog.get("agg"), JOIN_AGG, (r1,)), (proj, PROJECT, (r1, r2))):
+        view_sources = {s.name: src[s.name] for s in view.sources}
+        for r in times:
+            assert multiset(read_view(view, as_of=r)) == oracle(query, view_sources, r), (view.name, r)
+        assert operations(view.target) == ["create", "bump", *["append"] * len(times)]  # the race appended once
+        assert staged_leftovers(view.target) == []
+
+    # the two-core applications had an executor on each worker, and those executors ran tasks
+    (agg_app,) = new_apps(cluster, before, name="mvsink-write-agg")
+    (inprocess_app,) = new_apps(cluster, between, name="mvsink")
+    for app in (agg_app, inprocess_app):
+        assert app["state"] == "FINISHED", app
+        assert_ran_on_both_workers(cluster, app)
 
 
 @pytest.mark.airflow
