@@ -28,7 +28,15 @@ from tests.support.cli import CLI
 from tests.support.data import JOIN_AGG, PROJECT, make_customers, make_orders
 from tests.support.delta import BASE, HOUR, mvsink_history, operations, staged_leftovers, write_at
 from tests.support.oracle import multiset, oracle
-from tests.support.sparkcluster import WAIT_FOR_EXECUTORS, app_workers, apps, new_apps, running_cluster
+from tests.support.probes import grep_files, listening_sockets, process_tree
+from tests.support.sparkcluster import (
+    WAIT_FOR_EXECUTORS,
+    app_workers,
+    apps,
+    cluster_secret,
+    new_apps,
+    running_cluster,
+)
 from tests.support.viewfiles import write_view
 
 pytestmark = [pytest.mark.slow]
@@ -73,6 +81,14 @@ def finish(proc: subprocess.Popen[str]) -> dict[str, object]:
     out, err = proc.communicate(timeout=600)
     assert proc.returncode == 0, err[-3000:]
     return dict(json.loads(out))
+
+
+def command_line(pid: int) -> str:
+    """A process's command line ("" once it has ended)."""
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+    except (FileNotFoundError, ProcessLookupError):
+        return ""
 
 
 def assert_ran_on_both_workers(cluster: SparkCluster, app: dict[str, object]) -> None:
@@ -141,6 +157,7 @@ def test_airflow_write_task_runs_on_the_cluster(cluster, cluster_env, tmp_path, 
     home = AirflowHome(tmp_path, data)
     src = sources(data, 11)
     write_view(home.views, "agg", query=JOIN_AGG, sources=src, target="views/agg", as_of=BASE)
+    secret = cluster_secret(cluster)
     home.env.update(cluster.client_env())
     home.env["AIRFLOW_CONN_SPARK_DEFAULT"] = json.dumps(
         {"conn_type": "spark", "host": cluster.url, "extra": {"spark_conf": WAIT_FOR_EXECUTORS}}
@@ -160,16 +177,19 @@ def test_airflow_write_task_runs_on_the_cluster(cluster, cluster_env, tmp_path, 
     (app,) = new_apps(cluster, before)
     assert app["name"] == "mvsink-write-agg" and app["state"] == "FINISHED", app
     assert_ran_on_both_workers(cluster, app)
+    assert secret not in out and grep_files(tmp_path, {"secret": secret}) == []  # task logs, Airflow's home
 
 
 def test_spark_connect_server_on_the_cluster(cluster, cluster_env, env, tmp_path):
-    """A Spark Connect server whose master is the cluster: CLI refreshes through it, full then incremental."""
+    """A Spark Connect server whose master is the cluster: CLI refreshes through it, full then incremental;
+    everything listens on 127.0.0.1 and the cluster's secret is on no command line and in no log."""
     data, views = env
     orders = str(data / "orders")
     write_at(orders, make_orders(random.Random(21), 0, 30), BASE)
     write_view(views, "proj", query=PROJECT, sources={"orders": "orders"}, target="views/proj", as_of=BASE)
     view = Catalog(views).get("proj")
     before = {a["id"] for a in apps(cluster)}
+    secret = cluster_secret(cluster)
     port = free_port()
     server = start_server(port=port, master=cluster.url, conf=WAIT_FOR_EXECUTORS, log_path=tmp_path / "connect.log")
     try:
@@ -185,6 +205,15 @@ def test_spark_connect_server_on_the_cluster(cluster, cluster_env, env, tmp_path
         (app,) = new_apps(cluster, before)
         assert app["name"] == "mvsink-connect" and app["state"] == "RUNNING", app
         assert_ran_on_both_workers(cluster, app)
+        # while the server and its executors run: every listener is on loopback, the secret on no command line
+        pids = set().union(*(process_tree(p.pid) for p in [server, *cluster.procs.values()]))
+        sockets = listening_sockets(pids)
+        assert {p for *_, p in sockets} >= {cluster.master_port, cluster.ui_port, port}, sockets
+        assert {ip for _, _, ip, _ in sockets} == {"127.0.0.1"}, sockets
+        assert not [pid for pid in pids if secret in command_line(pid)]
     finally:
         os.killpg(server.pid, signal.SIGTERM)
         server.wait(timeout=60)
+    # nor in any log: the daemons', the executors' (work dirs) and the server's
+    assert grep_files(cluster.folder, {"secret": secret}) == [f"secret in {cluster.conf_dir / 'spark-defaults.conf'}"]
+    assert grep_files(tmp_path, {"secret": secret}) == []

@@ -2,6 +2,7 @@
 
 - ``running_cluster``: one started cluster (``mvsink.devtools.sparkcluster``), stopped afterwards;
 - ``apps``, ``new_apps``: the applications the master lists (finished and running);
+- ``cluster_secret``: the generated secret (to check it leaks nowhere);
 - ``app_workers``: which workers ran executors of an application, and whether those executors ran tasks
   (read from the workers' work dirs, where each executor of an application gets a folder and its log).
 """
@@ -48,6 +49,15 @@ def new_apps(cluster: SparkCluster, before: Iterable[str], *, name: str | None =
     """The applications not in ``before`` (ids), optionally only those called ``name``."""
     seen = set(before)
     return [a for a in apps(cluster) if a["id"] not in seen and (name is None or a.get("name") == name)]
+
+
+def cluster_secret(cluster: SparkCluster) -> str:
+    """The cluster's generated ``spark.authenticate.secret`` (from its spark-defaults.conf)."""
+    for line in (cluster.conf_dir / "spark-defaults.conf").read_text().splitlines():
+        key, _, value = line.partition(" ")
+        if key == "spark.authenticate.secret":
+            return value.strip()
+    raise AssertionError(f"no spark.authenticate.secret in {cluster.conf_dir}")
 
 
 def app_workers(cluster: SparkCluster, app_id: str) -> dict[int, bool]:
