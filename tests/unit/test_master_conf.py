@@ -115,3 +115,14 @@ def test_connection_master_as_the_provider_resolves_it(conn_type, host, port, ma
     assert SparkSubmitHook(conn_id="spark_test")._connection["master"] == master  # the provider agrees
     expected = {"local[2]": "127.0.0.1", "yarn": None}.get(master, "127.0.0.1")
     assert write_conf(_view(), {}, master=master).get("spark.driver.host") == expected
+
+
+def test_the_connection_and_the_view_override_the_master_defaults_in_the_write_task():
+    from mvsink.airflow.operators import write_conf
+
+    conf = write_conf(
+        _view({"spark.executor.memory": "3g"}), {"spark.cores.max": "1", "spark.executor.memory": "2g"}, master=CLUSTER
+    )
+    assert conf["spark.cores.max"] == "1"  # the connection's spark_conf beats mvsink's default
+    assert conf["spark.executor.memory"] == "3g"  # and the view's beats the connection's
+    assert conf["spark.driver.host"] == "127.0.0.1" and conf["spark.executor.cores"] == "1"
