@@ -28,8 +28,7 @@ import tempfile
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import KW_ONLY, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -49,6 +48,12 @@ def free_port() -> int:
     with socket.socket() as s:
         s.bind((HOST, 0))
         return int(s.getsockname()[1])
+
+
+def _listening(port: int) -> bool:
+    with socket.socket() as s:
+        s.settimeout(0.5)
+        return s.connect_ex((HOST, port)) == 0
 
 
 def spark_class_binary() -> str:
@@ -82,6 +87,7 @@ class SparkCluster:
     """
 
     folder: Path
+    _: KW_ONLY
     workers: int = 2
     cores: int = 1
     memory: str = "2g"
@@ -89,12 +95,13 @@ class SparkCluster:
     master_port: int = 0
     ui_port: int = 0
     procs: dict[str, subprocess.Popen[bytes]] = field(default_factory=dict)
+    worker_ui_ports: list[int] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         self.folder = Path(self.folder).resolve()
         self.master_port = self.master_port or free_port()
         self.ui_port = self.ui_port or free_port()
-        self.worker_ui_ports = [free_port() for _ in range(self.workers)]
+        self.worker_ui_ports = self.worker_ui_ports or [free_port() for _ in range(self.workers)]
 
     @property
     def url(self) -> str:
@@ -161,6 +168,12 @@ class SparkCluster:
 
     def start(self, *, timeout: float = 120) -> SparkCluster:
         """Start the master and the workers; wait until every worker is ALIVE on the master."""
+        for what, port in (("master", self.master_port), ("master web UI", self.ui_port)):
+            if _listening(port):
+                raise ClusterError(
+                    f"port {port} on {HOST} (the {what}) is already in use. Fix: stop that process or pick "
+                    "another port (--master-port / --ui-port; make cluster CLUSTER_PORT=… CLUSTER_UI_PORT=…)."
+                )
         self.folder.mkdir(parents=True, exist_ok=True)
         self._write_conf()
         self._spawn(
@@ -248,12 +261,6 @@ class SparkCluster:
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
-
-
-def executor_hosts(app: Mapping[str, Any], worker_dirs: list[Path]) -> list[int]:
-    """Indexes of the workers that ran executors of ``app`` (its id has a folder in their work dir)."""
-    app_id = str(app["id"])
-    return [i for i, d in enumerate(worker_dirs) if (d / app_id).is_dir()]
 
 
 def main(argv: list[str] | None = None) -> int:
