@@ -4,7 +4,7 @@ PY := $(VENV)/bin/python
 DATA_ROOT ?= $(CURDIR)/data
 export SPARK_LOCAL_IP ?= 127.0.0.1
 
-.PHONY: install demo test test-fast lint bench bench-formulations soak airflow cluster clean
+.PHONY: install demo test test-fast lint bench bench-airflow bench-formulations soak airflow cluster clean
 
 $(VENV)/.installed: pyproject.toml
 	python3 -m venv $(VENV)
@@ -35,10 +35,13 @@ lint: install
 	$(VENV)/bin/mypy
 	$(VENV)/bin/lint-imports --no-cache
 
-## airflow: Airflow 3 on 127.0.0.1:$(AIRFLOW_PORT) with dags/ and a local Spark connection (Ctrl-C stops it)
+## airflow: Airflow 3 on 127.0.0.1:$(AIRFLOW_PORT) with dags/ and a Spark Connect server on 127.0.0.1:$(CONNECT_PORT)
+## that the write tasks use (AIRFLOW_SPARK=submit: spark-submit instead); Ctrl-C stops both
 AIRFLOW_PORT ?= 8080
+AIRFLOW_SPARK ?= connect
+CONNECT_PORT ?= 15002
 airflow: install
-	$(PY) -m mvsink.devtools.localairflow --home $(CURDIR)/.airflow --dags $(CURDIR)/dags --data-root $(DATA_ROOT) --port $(AIRFLOW_PORT)
+	$(PY) -m mvsink.devtools.localairflow --home $(CURDIR)/.airflow --dags $(CURDIR)/dags --data-root $(DATA_ROOT) --port $(AIRFLOW_PORT) --spark $(AIRFLOW_SPARK) --connect-port $(CONNECT_PORT)
 
 ## cluster: a Spark standalone master + $(CLUSTER_WORKERS) workers on 127.0.0.1 (master port $(CLUSTER_PORT)), state in .spark-cluster/ (Ctrl-C stops it)
 CLUSTER_WORKERS ?= 2
@@ -52,6 +55,13 @@ SF ?= 0.1
 bench: install
 	$(VENV)/bin/pip install --quiet tpchgen-cli==4.0.0 matplotlib==3.11.2
 	$(PY) bench/tpch_refresh.py --sf $(SF) --out bench/RESULTS$(if $(filter 0.1,$(SF)),,-sf$(SF)).md
+
+## bench-airflow: refreshes end to end through Airflow (trigger -> success), Spark Connect vs spark-submit, into bench/AIRFLOW.md
+RUNS ?= 5
+VIEWS ?= 10
+bench-airflow: install
+	$(VENV)/bin/pip install --quiet tpchgen-cli==4.0.0 matplotlib==3.11.2
+	$(PY) -m bench.airflow_e2e --sf $(SF) --runs $(RUNS) --views $(VIEWS) --out bench/AIRFLOW.md
 
 ## bench-formulations: the correction formulations side by side (about 15 minutes)
 bench-formulations: install

@@ -79,6 +79,10 @@ class SparkJobError(MvSinkRuntimeError):
         self.output = output  # the last lines the job printed (shown by ``mvsink -v``)
 
 
+class SparkConnectUnavailableError(MvSinkRuntimeError):
+    """No Spark Connect server answers at the address given (down, restarting, or unreachable): a retry may pass."""
+
+
 class CommitRaceError(MvSinkRuntimeError):
     """append lost its commit race too many times in a row to unrelated commits."""
 

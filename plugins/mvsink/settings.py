@@ -73,8 +73,8 @@ SPARK_JOB = Setting(
 SPARK_REMOTE = Setting(
     "MVSINK_SPARK_REMOTE",
     "unset (spark-submit)",
-    "sc://host:port of a Spark Connect server: the CLI's default --remote, and the DAGs' write task "
-    "(read when the DAG file is parsed)",
+    "sc://host:port of a Spark Connect server: the CLI's default --remote. The DAGs do not read it: their "
+    "write task uses Spark Connect when its Spark connection is of type spark_connect",
 )
 REPORTS_DIR = Setting(
     "MVSINK_REPORTS_DIR",
@@ -166,6 +166,11 @@ SPARK_JOB_ENV: tuple[str, ...] = (DATA_ROOT.name, REPORTS_DIR.name, *(s.name for
 
 _TRUE = ("1", "true", "yes", "on")
 _FALSE = ("0", "false", "no", "off")
+
+
+def is_set(setting: Setting) -> bool:
+    """Is the variable set to a non-blank value (whether or not it parses)?"""
+    return _raw(setting) is not None
 
 
 def by_name(name: str) -> Setting:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import random
 
 import pyarrow as pa
@@ -14,17 +13,12 @@ from mvsink.readers.arrow import read_view
 from mvsink.spark import groups
 from mvsink.spark.plan import aggregate_split, groups_reason, plan_tree
 from mvsink.spark.runners import refresh
-from tests.support.delta import BASE, HOUR, delete_at, stamp, update_at, write_at
+from tests.support.aggdata import CDF, ORDERS, agg_change, agg_customers, agg_orders, appends
+from tests.support.delta import BASE, HOUR, stamp, update_at
 from tests.support.oracle import multiset, oracle
 from tests.support.viewfiles import write_view
 
 pytestmark = pytest.mark.spark
-
-CDF = {"delta.enableChangeDataFeed": "true"}
-ORDERS = pa.schema(
-    [("id", pa.int64()), ("cust", pa.int32()), ("status", pa.string()), ("qty", pa.int32()), ("price", pa.float64())]
-)
-CUSTOMERS = pa.schema([("id", pa.int32()), ("region", pa.string()), ("seg", pa.string())])
 
 ELIGIBLE = {
     # COUNT/SUM/AVG over a join, grouped by a dimension column (rows move when a customer changes region)
@@ -39,75 +33,12 @@ ELIGIBLE = {
     "two_keys": "SELECT count(*) AS n, sum(o.qty) AS s, c.seg, o.status FROM orders o "
     "JOIN customers c ON o.cust = c.id GROUP BY c.seg, o.status",
 }
+# Views with accumulable state (COUNT/SUM/AVG of integers) refresh from it (incremental:aggregate) first.
+HAS_STATE = {"join_agg", "two_keys", "global"}
 NOT_ELIGIBLE = {
     "having": ("SELECT status, count(*) AS n FROM orders GROUP BY status HAVING count(*) > 3", "HAVING"),
     "global": ("SELECT count(*) AS n, sum(qty) AS s FROM orders", "global aggregate"),
 }
-
-
-def _orders(rng: random.Random, start: int, n: int, status: list[str | None] | None = None) -> pa.Table:
-    return pa.Table.from_pylist(
-        [
-            {
-                "id": start + i,
-                "cust": rng.choice([1, 2, 3, 4, None]),
-                "status": rng.choice(status or ["A", "B", "C", None]),
-                "qty": rng.choice([0, 1, 2, 5, 7, None]),
-                "price": rng.choice([0.5, 1.25, 2.0, None]),
-            }
-            for i in range(n)
-        ],
-        schema=ORDERS,
-    )
-
-
-def _customers(rng: random.Random) -> pa.Table:
-    return pa.Table.from_pylist(
-        [
-            {"id": i, "region": rng.choice(["eu", "us", None]), "seg": rng.choice(["x", "y", None])}
-            for i in (1, 2, 3, 4)
-        ],
-        schema=CUSTOMERS,
-    )
-
-
-def _change(rng: random.Random, orders: str, customers: str, next_id: list[int], ts: int) -> str:
-    op = rng.choice(
-        ["insert", "insert", "delete", "delete_max", "update", "customers", "dupes", "kill_group", "revive_group"]
-    )
-    if op == "insert":
-        t = _orders(rng, next_id[0], rng.randint(1, 5))
-    elif op == "dupes":  # the same rows again (but the id): duplicates in C
-        t = _orders(random.Random(3), next_id[0], 3)
-    elif op == "revive_group":
-        t = _orders(rng, next_id[0], 2, status=["C"])
-    if op in ("insert", "dupes", "revive_group"):
-        next_id[0] += t.num_rows
-        write_at(orders, t, ts)
-    elif op == "delete":
-        delete_at(orders, f"id % 5 = {rng.randint(0, 4)}", ts)
-    elif op == "delete_max":  # the extreme of MIN/MAX groups
-        delete_at(orders, f"qty = {rng.choice([7, 5, 0])}", ts)
-    elif op == "kill_group":  # a group dies (and may come back later)
-        delete_at(orders, "status = 'C'", ts)
-    elif op == "update":
-        update_at(orders, {"status": "'B'", "qty": "qty + 1"}, f"id % 4 = {rng.randint(0, 3)}", ts)
-    else:  # a dimension change: the customer's orders move between groups
-        region = rng.choice(["'eu'", "'apac'", "NULL"])
-        update_at(
-            customers, {"region": region, "seg": rng.choice(["'x'", "'z'", "NULL"])}, f"id = {rng.randint(1, 4)}", ts
-        )
-    return op
-
-
-def _appends(target: str) -> list[dict[str, object]]:
-    """mvsink.* commit info of each append, oldest first."""
-    out = []
-    for h in reversed(DeltaTable(target).history()):
-        info = {k.removeprefix("mvsink."): json.loads(v) for k, v in h.items() if k.startswith("mvsink.")}
-        if info.get("operation") == "append":
-            out.append(info)
-    return out
 
 
 # ---------------------------------------------------------------- the split, on real Spark plans
@@ -183,9 +114,9 @@ def test_randomized_histories_groups_match_oracle_and_full_diff(spark, env, monk
     data, views = env
     rng = random.Random(seed)
     orders, customers = str(data / "orders"), str(data / "customers")
-    write_deltalake(orders, _orders(rng, 0, 40), configuration=CDF if cdf else None)
+    write_deltalake(orders, agg_orders(rng, 0, 40), configuration=CDF if cdf else None)
     stamp(orders, BASE)
-    write_deltalake(customers, _customers(rng), configuration=CDF if cdf else None)
+    write_deltalake(customers, agg_customers(rng), configuration=CDF if cdf else None)
     stamp(customers, BASE + 1)
     srcs = {"orders": orders, "customers": customers}
     queries = {**ELIGIBLE, **{k: q for k, (q, _) in NOT_ELIGIBLE.items()}}
@@ -203,7 +134,7 @@ def test_randomized_histories_groups_match_oracle_and_full_diff(spark, env, monk
     for step in range(4):
         for _ in range(rng.randint(1, 3)):
             t += rng.randint(1, 10) * 60_000
-            ops.append(_change(rng, orders, customers, next_id, t))
+            ops.append(agg_change(rng, orders, customers, next_id, t))
         t += HOUR
         for name, q in queries.items():
             expected = oracle(q, srcs if "customers" in q else {"orders": orders}, t)
@@ -213,15 +144,19 @@ def test_randomized_histories_groups_match_oracle_and_full_diff(spark, env, monk
                 assert res.status == "appended", res
                 assert multiset(read_view(view, as_of=t)) == expected, (name + suffix, step, ops)
     for name in ELIGIBLE:
-        appends = _appends(str(data / "views" / name))
-        assert appends[0]["mode"] == "full"
-        for a in appends[1:]:
-            assert a["mode"] in ("incremental:groups", "unchanged"), (name, a["mode"], a["mode_reason"])
-        assert any(a["mode"] == "incremental:groups" for a in appends), name
+        history = appends(str(data / "views" / name))
+        mode = "incremental:aggregate" if name in HAS_STATE else "incremental:groups"
+        assert history[0]["mode"] == "full"
+        for a in history[1:]:
+            assert a["mode"] in (mode, "unchanged"), (name, a["mode"], a["mode_reason"])
+        assert any(a["mode"] == mode for a in history), name
         if cdf:
-            assert all(a["mode"] in ("full", "unchanged") for a in _appends(str(data / "views" / f"{name}_full")))
+            assert all(a["mode"] in ("full", "unchanged") for a in appends(str(data / "views" / f"{name}_full")))
     for name, (_, why) in NOT_ELIGIBLE.items():
-        for a in _appends(str(data / "views" / name))[1:]:
+        for a in appends(str(data / "views" / name))[1:]:
+            if name in HAS_STATE:  # not by groups, but from its hidden state
+                assert a["mode"] in ("incremental:aggregate", "unchanged"), (name, a)
+                continue
             assert a["mode"] in ("full", "unchanged"), (name, a)
             if a["mode"] == "full":
                 assert why in str(a["mode_reason"]), (name, a["mode_reason"])
@@ -253,7 +188,7 @@ def test_cost_guard_and_hand_edit_repair(spark, env, monkeypatch):
         t += HOUR
         res = refresh(view, t, runner="inprocess", spark=spark)
         assert res.mode == mode, res
-        assert reason in _appends(view.target)[-1]["mode_reason"], _appends(view.target)[-1]
+        assert reason in appends(view.target)[-1]["mode_reason"], appends(view.target)[-1]
         assert multiset(read_view(view, as_of=t)) == oracle(q, srcs, t)
 
     step("few", "incremental:groups", "recomputed 2 affected group(s) of 20 row(s)")

@@ -26,7 +26,7 @@ COMPOSE_FILE = REPO / "docker-compose.yaml"
 ENV_EXAMPLE = REPO / "docker" / ".env.example"
 
 AIRFLOW_SERVICES = ("api-server", "scheduler", "dag-processor", "triggerer")
-SPARK_SERVICES = ("spark-master", "spark-worker")
+SPARK_SERVICES = ("spark-master", "spark-worker", "spark-connect")
 REQUIRED_SERVICES = (*AIRFLOW_SERVICES, "postgres", *SPARK_SERVICES)
 LONG_RUNNING = (*REQUIRED_SERVICES,)
 
@@ -252,6 +252,41 @@ def test_spark_runs_from_the_project_image(config: dict[str, Any]) -> None:
         "org.apache.spark.deploy.worker.Worker",
         "spark://spark-master:7077",
     ]
+
+
+def test_write_tasks_run_on_a_spark_connect_server_on_the_cluster(config: dict[str, Any]) -> None:
+    services = config["services"]
+    server = services["spark-connect"]
+    cmd = server["command"]
+    assert server["image"] == services["scheduler"]["image"]
+    assert cmd[:2] == ["mvsink", "connect-server"]
+    opt = {cmd[i]: cmd[i + 1] for i in range(2, len(cmd) - 1) if cmd[i].startswith("--")}
+    assert opt["--master"] == "spark://spark-master:7077" and opt["--bind"] == "0.0.0.0"
+    assert "spark.driver.host=spark-connect" in cmd
+    assert not server.get("ports"), "the Connect server has no authentication: never publish its port"
+    assert server["depends_on"]["spark-master"]["condition"] == "service_healthy"
+    assert services["scheduler"]["depends_on"]["spark-connect"]["condition"] == "service_healthy"
+    assert opt["--port"] in " ".join(server["healthcheck"]["test"])
+    for name in (*AIRFLOW_SERVICES, "airflow-init"):
+        env = services[name]["environment"]
+        conn = json.loads(env["AIRFLOW_CONN_SPARK_CONNECT_DEFAULT"])
+        assert conn == {"conn_type": "spark_connect", "host": "spark-connect", "port": int(opt["--port"])}, name
+        assert env["MVSINK_SPARK_CONN_ID"] == "spark_connect_default", name
+
+
+def test_the_write_tasks_connection_can_be_switched_to_spark_submit(tmp_path: Path) -> None:
+    proc = run_compose(
+        COMPOSE_FILE,
+        "config",
+        "--format",
+        "json",
+        env={**SECRETS, "MVSINK_SPARK_CONN_ID": "spark_default"},
+        tmp=tmp_path,
+    )
+    assert proc.returncode == 0, proc.stderr
+    env = json.loads(proc.stdout)["services"]["scheduler"]["environment"]
+    assert env["MVSINK_SPARK_CONN_ID"] == "spark_default"
+    assert env["AIRFLOW_CONN_SPARK_DEFAULT"] == "spark://spark-master:7077"
 
 
 def test_demo_is_an_optional_profile(config: dict[str, Any], tmp_path: Path) -> None:

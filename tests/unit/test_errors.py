@@ -293,14 +293,14 @@ def test_bad_input_fails_an_airflow_task_without_retry(tmp_path):
 
 def test_write_operator_reads_the_jobs_bad_input_record(tmp_path):
     pytest.importorskip("airflow.providers.apache.spark")
-    from mvsink.airflow.operators import ViewSparkSubmitOperator, read_job_error
+    from mvsink.airflow.operators import ViewWriteOperator, read_job_error
     from mvsink.spark.job import error_path
 
     report = str(tmp_path / "b.json")
     assert read_job_error(report) is None and read_job_error(None) is None
     error_path(report).write_text(json.dumps({"type": "QueryError", "message": "view v: bad SQL. Fix: y"}))
     assert read_job_error(report) == "view v: bad SQL. Fix: y"
-    op = ViewSparkSubmitOperator(
+    op = ViewWriteOperator(
         task_id="write",
         view_name="v",
         views_dir=str(tmp_path),

@@ -1,4 +1,5 @@
-"""The Spark Connect server's command line (loopback, defaults), and a client with no server fails fast."""
+"""The Spark Connect server's command line (loopback, defaults), and a client with no server fails fast
+(a runtime failure, so that an Airflow task retries it), its token never shown."""
 
 from __future__ import annotations
 
@@ -7,8 +8,8 @@ import time
 import pytest
 
 from mvsink.devtools.localairflow import free_port
-from mvsink.exceptions import MvSinkError
-from mvsink.spark.connect import remote_session, server_command
+from mvsink.exceptions import MvSinkError, MvSinkRuntimeError, SparkConnectUnavailableError
+from mvsink.spark.connect import address, probe, redact_url, remote_session, server_command
 
 
 @pytest.mark.unit
@@ -24,6 +25,32 @@ def test_server_command_binds_loopback_and_carries_defaults():
 @pytest.mark.unit
 def test_remote_session_fails_fast_without_server():
     t0 = time.monotonic()
-    with pytest.raises(MvSinkError, match="no Spark Connect server.*Fix:"):
+    with pytest.raises(SparkConnectUnavailableError, match="no Spark Connect server.*Fix:") as ei:
         remote_session(f"sc://127.0.0.1:{free_port()}")
     assert time.monotonic() - t0 < 5
+    assert isinstance(ei.value, MvSinkRuntimeError) and not isinstance(ei.value, MvSinkError)  # retried
+
+
+@pytest.mark.unit
+def test_probe_names_the_address_and_the_fix_and_hides_the_token():
+    port = free_port()
+    url = f"sc://127.0.0.1:{port}/;user_id=u;token=s3cr3t-t0k3n"
+    with pytest.raises(SparkConnectUnavailableError) as ei:
+        probe(url, timeout=1, fix="start it")
+    msg = str(ei.value)
+    assert f"127.0.0.1:{port}" in msg and msg.endswith("Fix: start it.") and "s3cr3t" not in msg, msg
+    t0 = time.monotonic()
+    with pytest.raises(SparkConnectUnavailableError, match="no-such-host.invalid:15002"):
+        probe("sc://no-such-host.invalid", timeout=1)  # an unknown host fails as fast
+    assert time.monotonic() - t0 < 5
+
+
+@pytest.mark.unit
+def test_address_and_redaction():
+    assert address("sc://spark-connect:15003/;use_ssl=true") == ("spark-connect", 15003)
+    assert address("sc://127.0.0.1") == ("127.0.0.1", 15002)
+    assert redact_url("sc://h:1/;user_id=u;token=abc;use_ssl=true") == "sc://h:1/;user_id=u;token=***;use_ssl=true"
+    assert redact_url("sc://h:1/;token=abc") == "sc://h:1/;token=***"
+    for bad in ("http://h:1", "sc://", "sc://h:notaport"):
+        with pytest.raises(MvSinkError, match="Fix:"):
+            address(bad)

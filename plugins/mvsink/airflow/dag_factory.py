@@ -5,9 +5,12 @@ DAG files stay thin::
     from mvsink.airflow.dag_factory import build_dags
     build_dags(globals(), views_dir=Path(__file__).parent / "views")
 
-Tasks only gather parameters and call into :mod:`mvsink.airflow.tasks`; the write step is the
-apache-spark provider's ``SparkSubmitOperator`` (:mod:`mvsink.airflow.operators`, which keeps secret
-settings off the command line and out of the serialized DAG) running the job script shipped in the package (``mvsink/spark/mv_write.py``).
+Tasks only gather parameters and call into :mod:`mvsink.airflow.tasks`; the write step
+(:mod:`mvsink.airflow.operators`, which keeps secret settings off the command line and out of the
+serialized DAG) runs through the Spark Connect server of its connection when that connection is of
+type ``spark_connect``, else it is the apache-spark provider's ``SparkSubmitOperator`` running the
+job script shipped in the package (``mvsink/spark/mv_write.py``). The choice is made when the task
+runs (:mod:`mvsink.airflow.connections`): the DAG is the same either way.
 """
 
 from __future__ import annotations
@@ -17,7 +20,6 @@ import logging
 from pathlib import Path
 from typing import Any
 
-from mvsink import settings
 from mvsink.airflow import config
 from mvsink.airflow.import_errors import report_broken_view_file
 from mvsink.definitions.catalog import load_views
@@ -116,12 +118,12 @@ def _doc_md(view: ViewDefinition) -> str:
 def build_dag(
     view: ViewDefinition, *, views: dict[str, ViewDefinition] | None = None, views_dir: str | Path | None = None
 ) -> Any:
-    """The DAG of one view: mint (branch) -> write (spark-submit) -> append -> reschedule."""
+    """The DAG of one view: mint (branch) -> write (Spark Connect or spark-submit) -> append -> reschedule."""
     from airflow.providers.standard.operators.trigger_dagrun import TriggerDagRunOperator
     from airflow.sdk import DAG, Param, TriggerRule, task
 
     from mvsink.airflow import tasks
-    from mvsink.airflow.operators import ViewSparkSubmitOperator
+    from mvsink.airflow.operators import ViewWriteOperator
 
     views = views or {view.name: view}
     views_dir = str(views_dir or Path(view.file).parent)
@@ -157,36 +159,25 @@ def build_dag(
             with config.no_retry_on_bad_input():
                 return tasks.mint_step(view.name, views_dir, context)
 
-        remote = settings.spark_remote()
-        write: Any
-        if remote:  # a long-lived Spark Connect server: no JVM start in the refresh's path
-
-            @task(task_id="write")
-            def write_remote(**context: Any) -> dict[str, Any]:
-                with config.no_retry_on_bad_input():
-                    return tasks.write_remote_step(view.name, views_dir, context, remote=remote)
-
-            write = write_remote()
-        else:
-            write = ViewSparkSubmitOperator(  # settings re-resolved at run time; secrets kept off argv
-                task_id="write",
-                view_name=view.name,
-                views_dir=views_dir,
-                application=job_file(),
-                conn_id=config.spark_conn_id(),
-                name=f"mvsink-write-{view.name}",
-                conf=split_secret_conf(spark_conf_for(view))[0],
-                application_args=[
-                    "--view-file",
-                    view.file,
-                    "--description",
-                    "{{ ti.xcom_pull(task_ids='mint', key='description') }}",
-                    "--report",
-                    "{{ ti.xcom_pull(task_ids='mint', key='report_path') }}",
-                ],
-                env_vars=tasks.spark_env(),
-                verbose=False,
-            )
+        write = ViewWriteOperator(  # Spark Connect or spark-submit, from the connection's type when it runs
+            task_id="write",
+            view_name=view.name,
+            views_dir=views_dir,
+            application=job_file(),
+            conn_id=config.spark_conn_id(),
+            name=f"mvsink-write-{view.name}",
+            conf=split_secret_conf(spark_conf_for(view))[0],
+            application_args=[
+                "--view-file",
+                view.file,
+                "--description",
+                "{{ ti.xcom_pull(task_ids='mint', key='description') }}",
+                "--report",
+                "{{ ti.xcom_pull(task_ids='mint', key='report_path') }}",
+            ],
+            env_vars=tasks.spark_env(),
+            verbose=False,
+        )
 
         @task.branch(
             task_id="append", trigger_rule=TriggerRule.NONE_FAILED_MIN_ONE_SUCCESS, outlets=[asset_alias_for(view)]

@@ -1,6 +1,13 @@
-"""The DAGs' write task: the apache-spark provider's SparkSubmitOperator, with secrets kept safe.
+"""The DAGs' write task: Spark Connect or the apache-spark provider's SparkSubmitOperator, with secrets kept safe.
 
 Imported only when a DAG is built (it needs Airflow). Differences from the plain operator:
+
+- Which Spark runs the write is decided when the task runs, from the type of its Spark
+  connection (:mod:`mvsink.airflow.connections`): a ``spark_connect`` connection writes from
+  the task's process through that Spark Connect server; any other runs spark-submit. The
+  DAG's shape is the same either way. A Connect server that does not answer fails the try
+  within seconds, naming the connection, the address and the fix; the task's retry passes
+  once the server is back.
 
 - The Spark settings are resolved when the task runs, from the view file and the Spark
   connection's extra ``{"spark_conf": {...}}`` (defaults < connection < view file), so a
@@ -20,10 +27,14 @@ from __future__ import annotations
 import json
 import os
 from typing import Any
+from urllib.parse import quote
 
 from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
 
+from mvsink import settings
+from mvsink.airflow import tasks
 from mvsink.airflow.config import fail_exception, no_retry_on_bad_input
+from mvsink.airflow.connections import connect_target, uses_spark_connect
 from mvsink.definitions.catalog import Catalog
 from mvsink.definitions.view import ViewDefinition
 from mvsink.exceptions import MvSinkError
@@ -64,21 +75,30 @@ def write_conf(view: ViewDefinition, connection_conf: dict[str, str], *, master:
     return spark_conf_for(view, {**connection_conf, **view.spark_conf}, master=master)
 
 
-class ViewSparkSubmitOperator(SparkSubmitOperator):
-    """SparkSubmitOperator for one view's write step (settings resolved at run time, secrets off argv)."""
+class ViewWriteOperator(SparkSubmitOperator):
+    """One view's write step: over Spark Connect or spark-submit, chosen from the connection at run time."""
 
     def __init__(self, *, view_name: str, views_dir: str, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.view_name = view_name
         self.views_dir = views_dir
 
-    def execute(self, context: Any) -> None:
+    def execute(self, context: Any) -> Any:
         from airflow.sdk import BaseHook
         from airflow.sdk.exceptions import AirflowNotFoundException
         from airflow.sdk.log import mask_secret
 
         with no_retry_on_bad_input():
             view = Catalog(self.views_dir).get(self.view_name)
+        if settings.is_set(settings.SPARK_REMOTE):
+            self.log.warning(
+                "%s is set but the DAGs no longer read it (only the command line does): the write task uses "
+                "Airflow connection %r. Fix: to write through Spark Connect, make that connection of type "
+                "spark_connect (host and port of the server), and unset %s for Airflow.",
+                settings.SPARK_REMOTE.name,
+                self._conn_id,
+                settings.SPARK_REMOTE.name,
+            )
         conn_conf: dict[str, str] = {}
         master = "yarn"  # the provider's default without a connection
         try:
@@ -88,9 +108,12 @@ class ViewSparkSubmitOperator(SparkSubmitOperator):
         if conn is not None:
             if conn.password:
                 mask_secret(conn.password)
+                mask_secret(quote(conn.password))  # as it appears in an sc:// URL
             master = connection_master(conn.conn_type, conn.host, conn.port)
             with no_retry_on_bad_input():
                 conn_conf = connection_spark_conf(conn.extra_dejson, self._conn_id)
+        if conn is not None and uses_spark_connect(conn.conn_type):
+            return self.execute_connect(context, view=view, conn=conn, conn_conf=conn_conf)
         with no_retry_on_bad_input():
             public, secret = split_secret_conf(write_conf(view, conn_conf, master=master))
         for key, value in secret.items():
@@ -113,6 +136,36 @@ class ViewSparkSubmitOperator(SparkSubmitOperator):
         finally:
             if props:
                 os.unlink(props)
+        return None
+
+    def execute_connect(
+        self, context: Any, *, view: ViewDefinition, conn: Any, conn_conf: dict[str, str]
+    ) -> dict[str, Any]:
+        """The write through the Spark Connect server of a ``spark_connect`` connection (no spark-submit)."""
+        with no_retry_on_bad_input():
+            target = connect_target(
+                conn_id=self._conn_id,
+                host=conn.host,
+                port=conn.port,
+                login=conn.login,
+                password=conn.password,
+                extra=conn.extra_dejson,
+            )
+        self.log.info(
+            "view %s: writing through the Spark Connect server %s (Airflow connection %r, type spark_connect)",
+            view.name,
+            target.shown,
+            self._conn_id,
+        )
+        with no_retry_on_bad_input():  # bad input fails at once; an unreachable server is retried
+            return tasks.write_connect_step(
+                self.view_name,
+                self.views_dir,
+                context,
+                url=target.url,
+                conf={**conn_conf, **view.spark_conf},
+                fix=target.unavailable_fix(),
+            )
 
     def report_path(self) -> str | None:
         """The job's ``--report`` argument (rendered)."""

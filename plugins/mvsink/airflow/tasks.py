@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import sys
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -81,15 +82,28 @@ def mint_step(view_name: str, views_dir: str, context: dict[str, Any]) -> list[s
     return ["append"] if desc.empty else ["write"]
 
 
-def write_remote_step(view_name: str, views_dir: str, context: dict[str, Any], *, remote: str) -> dict[str, Any]:
-    """The write step over Spark Connect (instead of spark-submit); leaves the same report."""
+def write_connect_step(
+    view_name: str,
+    views_dir: str,
+    context: dict[str, Any],
+    *,
+    url: str,
+    conf: Mapping[str, str] | None = None,
+    fix: str,
+) -> dict[str, Any]:
+    """The write step over a Spark Connect server (instead of spark-submit); leaves the same report.
+
+    ``conf``: Spark settings of the connection and the view (only session settings reach a
+    Connect session). A server that does not answer fails within seconds naming ``fix``
+    (:class:`~mvsink.exceptions.SparkConnectUnavailableError`, a runtime failure: retried).
+    """
     from mvsink.spark.connect import remote_session
     from mvsink.spark.job import run_write
 
     view = Catalog(views_dir).get(view_name)
     ti = context["ti"]
     desc = BatchDescription.from_json(ti.xcom_pull(task_ids="mint", key="description"))
-    report = run_write(remote_session(remote, conf=view.spark_conf), view, desc)
+    report = run_write(remote_session(url, conf=conf, fix=fix), view, desc)
     Path(ti.xcom_pull(task_ids="mint", key="report_path")).write_text(report.to_json())
     return {
         "status": report.status,

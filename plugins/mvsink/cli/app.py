@@ -17,6 +17,7 @@ import os
 import sys
 import traceback
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 from mvsink import settings
@@ -145,7 +146,14 @@ def build_parser() -> argparse.ArgumentParser:
     cs = sub.add_parser("connect-server", help="run a Spark Connect server on 127.0.0.1 for fast refreshes")
     cs.add_argument("--port", type=int, default=15002)
     cs.add_argument("--master", default="local[2]")
+    cs.add_argument(
+        "--bind",
+        default="127.0.0.1",
+        help="address to listen on (default 127.0.0.1; the server has no authentication: bind another "
+        "address only inside a private network, as the compose file does)",
+    )
     cs.add_argument("--spark-conf", action="append", default=[], metavar="KEY=VALUE")
+    cs.add_argument("--log", metavar="FILE", help="append the server's output to FILE (default: discarded)")
 
     st = sub.add_parser("status", help="since, upper, as_of, freshness and the last refreshes (--all: every view)")
     st.add_argument("view", nargs="?", help="view name (from its view file); omit with --all")
@@ -196,8 +204,18 @@ def _connect_server(args: argparse.Namespace) -> int:
 
     from mvsink.spark.connect import start_server
 
-    proc = start_server(port=args.port, master=args.master, conf=_spark_conf(args))
-    print(f"Spark Connect server on sc://127.0.0.1:{args.port} (pid {proc.pid}); Ctrl-C stops it", flush=True)
+    def _interrupt(*_: object) -> None:  # docker stop sends SIGTERM: stop the server too
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGTERM, _interrupt)
+    proc = start_server(
+        port=args.port,
+        master=args.master,
+        conf=_spark_conf(args),
+        bind=args.bind,
+        log_path=Path(args.log) if args.log else None,
+    )
+    print(f"Spark Connect server on sc://{args.bind}:{args.port} (pid {proc.pid}); Ctrl-C stops it", flush=True)
     try:
         while proc.poll() is None:
             time.sleep(1)

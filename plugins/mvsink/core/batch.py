@@ -9,7 +9,8 @@ import re
 from typing import Any, Literal
 
 SourceKind = Literal["path", "view"]
-WriteMode = Literal["full", "incremental", "incremental:groups"]  # how write computed the corrections
+# how write computed the corrections
+WriteMode = Literal["full", "incremental", "incremental:groups", "incremental:aggregate"]
 
 
 @dataclasses.dataclass(frozen=True)

@@ -21,6 +21,7 @@ import time
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
+from mvsink.columns import is_hidden
 from mvsink.core.commitinfo import CommitInfo
 from mvsink.core.deltalog import commit_times, is_delta_table
 from mvsink.definitions.view import since_app_id, upper_app_id
@@ -339,10 +340,15 @@ class ViewTable:
         return list(self.delta.file_uris())
 
     def updates(self) -> pa.Table:
-        """Every update at this version: user columns, ``_mv_time``, ``_mv_diff`` (and ``_mv_error``)."""
+        """Every update at this version: user columns, ``_mv_time``, ``_mv_diff`` (and ``_mv_error``).
+
+        Hidden columns (an aggregate's state) are left out: readers never see them, and updates that
+        change only the state cancel out when the rest is consolidated.
+        """
         import pyarrow as pa
 
-        return pa.table(self.delta.to_pyarrow_table())
+        t = pa.table(self.delta.to_pyarrow_table())
+        return t.drop_columns([c for c in t.column_names if is_hidden(c)])
 
     # ------------------------------------------------------------ history
 

@@ -5,7 +5,15 @@ rather than ``airflow standalone``, whose log servers bind every interface. The 
 uses Airflow's simple auth manager: the ``admin`` password is generated into
 ``$AIRFLOW_HOME/simple_auth_manager_passwords.json.generated``.
 
+With ``spark="connect"`` (the default of ``make airflow``) it also starts a Spark Connect
+server on 127.0.0.1 (``--connect-port``, default 15002) next to Airflow, defines the connection
+``spark_connect_default`` (type ``spark_connect``) pointing to it, and makes it the write task's
+connection (``MVSINK_SPARK_CONN_ID``), so refreshes pay no JVM start; it stops the server on
+exit. With ``spark="submit"`` the write task spark-submits through ``spark_default`` (``local[2]``),
+which is defined either way.
+
     python -m mvsink.devtools.localairflow [--home DIR] [--port 8080] [--dags DIR] [--data-root DIR]
+                                           [--spark connect|submit] [--connect-port 15002]
 """
 
 from __future__ import annotations
@@ -21,11 +29,15 @@ import time
 import urllib.error
 import urllib.request
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from mvsink import settings
+from mvsink.spark.connect import DEFAULT_PORT, listening, start_server
 
 COMPONENTS = ("api-server", "scheduler", "dag-processor", "triggerer")
+SparkPath = Literal["connect", "submit"]
+#: The connection ``spark="connect"`` defines (the apache-spark provider's default Spark Connect connection id).
+CONNECT_CONN_ID = "spark_connect_default"
 
 
 def repo_plugins_folder() -> Path | None:
@@ -57,11 +69,18 @@ class LocalAirflow:
         port: int | None = None,
         data_root: Path | None = None,
         extra_env: dict[str, str] | None = None,
+        spark: SparkPath = "submit",
+        connect_port: int | None = None,
+        connect_conf: dict[str, str] | None = None,
     ):
         self.home, self.dags = Path(home).resolve(), Path(dags).resolve()
         self.port = port or free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.procs: dict[str, subprocess.Popen[bytes]] = {}
+        self.spark = spark
+        self.connect_port = connect_port or DEFAULT_PORT
+        self.connect_conf = dict(connect_conf or {})  # static settings of the Connect server (e.g. driver memory)
+        self.connect_server: subprocess.Popen[bytes] | None = None
         bin_dir = str(Path(sys.executable).parent)
         inherited = settings.process_env()
         self.env = {
@@ -91,6 +110,11 @@ class LocalAirflow:
             self.env.setdefault("AIRFLOW__CORE__PLUGINS_FOLDER", str(plugins))
         if data_root is not None:
             self.env[settings.DATA_ROOT.name] = str(Path(data_root).resolve())
+        if spark == "connect":
+            self.env[f"AIRFLOW_CONN_{CONNECT_CONN_ID.upper()}"] = json.dumps(
+                {"conn_type": "spark_connect", "host": "127.0.0.1", "port": self.connect_port}
+            )
+            self.env[settings.SPARK_CONN_ID.name] = CONNECT_CONN_ID
         self.env.update(extra_env or {})
         self.airflow = str(Path(sys.executable).parent / "airflow")
 
@@ -102,10 +126,34 @@ class LocalAirflow:
 
     def start(self, components: tuple[str, ...] = COMPONENTS) -> None:
         self.home.mkdir(parents=True, exist_ok=True)
-        self.run("db", "migrate")
-        for c in components:
-            self.start_component(c)
-        self.wait_healthy()
+        try:
+            if self.spark == "connect":
+                self.start_connect_server()
+            self.run("db", "migrate")
+            for c in components:
+                self.start_component(c)
+            self.wait_healthy()
+        except BaseException:
+            self.stop()
+            raise
+
+    def start_connect_server(self) -> subprocess.Popen[bytes]:
+        """The Spark Connect server of ``spark="connect"`` on 127.0.0.1 (log in component-logs/spark-connect.log)."""
+        if listening(self.connect_port):
+            raise RuntimeError(
+                f"port {self.connect_port} on 127.0.0.1 is already in use, so the Spark Connect server cannot "
+                "start there. Fix: stop that process, or pick another port (make airflow CONNECT_PORT=...)."
+            )
+        logs = self.home / "component-logs"
+        logs.mkdir(parents=True, exist_ok=True)
+        self.connect_server = start_server(
+            port=self.connect_port, conf=self.connect_conf, log_path=logs / "spark-connect.log"
+        )
+        return self.connect_server
+
+    @property
+    def connect_url(self) -> str | None:
+        return f"sc://127.0.0.1:{self.connect_port}" if self.spark == "connect" else None
 
     def start_component(self, c: str) -> subprocess.Popen[bytes]:
         """Start one component (in a session of its own); also to restart one that died."""
@@ -178,6 +226,19 @@ class LocalAirflow:
             except subprocess.TimeoutExpired:
                 os.killpg(p.pid, signal.SIGKILL)
         self.procs.clear()
+        self.stop_connect_server()
+
+    def stop_connect_server(self) -> None:
+        server, self.connect_server = self.connect_server, None
+        if server is None:
+            return
+        if server.poll() is None:
+            os.killpg(server.pid, signal.SIGTERM)
+        try:
+            server.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            os.killpg(server.pid, signal.SIGKILL)
+            server.wait(timeout=30)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -187,8 +248,22 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--dags", default=str(repo / "dags"))
     ap.add_argument("--data-root", default=str(settings.data_root() or repo / "data"))
     ap.add_argument("--port", type=int, default=8080)
+    ap.add_argument(
+        "--spark",
+        choices=("connect", "submit"),
+        default="connect",
+        help="how the write tasks run Spark: through a Spark Connect server started here (default), or spark-submit",
+    )
+    ap.add_argument("--connect-port", type=int, default=DEFAULT_PORT, help="port of that server on 127.0.0.1")
     args = ap.parse_args(argv)
-    af = LocalAirflow(Path(args.home), Path(args.dags), port=args.port, data_root=Path(args.data_root))
+    af = LocalAirflow(
+        Path(args.home),
+        Path(args.dags),
+        port=args.port,
+        data_root=Path(args.data_root),
+        spark=args.spark,
+        connect_port=args.connect_port,
+    )
     stopping = False
 
     def _stop(*_: object) -> None:
@@ -199,9 +274,21 @@ def main(argv: list[str] | None = None) -> int:
     signal.signal(signal.SIGTERM, _stop)
     print(f"starting Airflow in {af.home} (DAGs {af.dags}, data {af.env.get(settings.DATA_ROOT.name)}) ...", flush=True)
     af.start()
+    if af.connect_url:
+        print(
+            f"Spark Connect server: {af.connect_url} (connection {CONNECT_CONN_ID}: the write tasks use it; "
+            f"log {af.home}/component-logs/spark-connect.log)",
+            flush=True,
+        )
+    else:
+        print("the write tasks spark-submit through connection spark_default (local[2])", flush=True)
     print(f"Airflow is up: {af.url}  login: admin / {af.password()}  (Ctrl-C stops it)", flush=True)
     try:
-        while not stopping and all(p.poll() is None for p in af.procs.values()):
+        while (
+            not stopping
+            and all(p.poll() is None for p in af.procs.values())
+            and (af.connect_server is None or af.connect_server.poll() is None)
+        ):
             time.sleep(1)
     finally:
         print("stopping Airflow ...", flush=True)

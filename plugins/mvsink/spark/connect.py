@@ -10,14 +10,16 @@ files as the client (same machine, or the same shared volume).
 from __future__ import annotations
 
 import logging
+import re
 import socket
 import subprocess
 import time
+import urllib.parse
 from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from mvsink.exceptions import MvSinkError
+from mvsink.exceptions import MvSinkError, SparkConnectUnavailableError
 from mvsink.spark.conf import DEFAULT_SPARK_CONF, master_conf
 from mvsink.spark.submit import spark_submit_binary, submit_env
 
@@ -33,14 +35,22 @@ SESSION_CONF_PREFIXES = ("spark.sql.",)
 
 
 def server_command(
-    *, port: int = DEFAULT_PORT, master: str = "local[2]", conf: Mapping[str, str] | None = None
+    *,
+    port: int = DEFAULT_PORT,
+    master: str = "local[2]",
+    conf: Mapping[str, str] | None = None,
+    bind: str = "127.0.0.1",
 ) -> list[str]:
-    """spark-submit command line that starts a Spark Connect server on 127.0.0.1:port (pure but for
-    ``SPARK_LOCAL_IP``, the driver's address on a cluster master: see :func:`~mvsink.spark.conf.master_conf`)."""
+    """spark-submit command line that starts a Spark Connect server on bind:port (pure but for
+    ``SPARK_LOCAL_IP``, the driver's address on a cluster master: see :func:`~mvsink.spark.conf.master_conf`).
+
+    ``bind`` is loopback unless told otherwise: the server has no authentication of its own,
+    so bind another address only inside a private network (the compose file's).
+    """
     settings = {
         **DEFAULT_SPARK_CONF,
         **master_conf(master),
-        "spark.connect.grpc.binding.address": "127.0.0.1",
+        "spark.connect.grpc.binding.address": bind,
         "spark.connect.grpc.binding.port": str(port),
         **(conf or {}),
     }
@@ -50,10 +60,49 @@ def server_command(
     return cmd + ["spark-internal"]
 
 
-def listening(port: int, host: str = "127.0.0.1") -> bool:
-    with socket.socket() as s:
-        s.settimeout(0.5)
-        return s.connect_ex((host, port)) == 0
+def listening(port: int, host: str = "127.0.0.1", *, timeout: float = 0.5) -> bool:
+    """Does something accept TCP connections at host:port (within ``timeout`` seconds)?"""
+    try:
+        with socket.create_connection((host, port), timeout=timeout):
+            return True
+    except OSError:  # refused, timed out, unknown host, no route
+        return False
+
+
+def address(url: str) -> tuple[str, int]:
+    """(host, port) of a Spark Connect URL ``sc://host[:port][/;params]`` (port 15002 if not given)."""
+    parsed = urllib.parse.urlparse(url)
+    if parsed.scheme != "sc" or not parsed.hostname:
+        raise MvSinkError(f"{redact_url(url)!r} is not a Spark Connect URL. Fix: write sc://HOST[:PORT].")
+    try:
+        port = parsed.port
+    except ValueError:
+        raise MvSinkError(f"{redact_url(url)!r} has a bad port. Fix: write sc://HOST[:PORT].") from None
+    return parsed.hostname, port or DEFAULT_PORT
+
+
+_SECRET_PARAM = re.compile(r"(?i)(;|/)(token=)[^;]*")
+
+
+def redact_url(url: str) -> str:
+    """The URL with its ``token`` parameter hidden (for messages and logs)."""
+    return _SECRET_PARAM.sub(r"\1\2***", url)
+
+
+DEFAULT_FIX = "start one with `mvsink connect-server`, or drop --remote to use spark-submit"
+
+
+def probe(url: str, *, timeout: float = 3.0, fix: str = DEFAULT_FIX) -> None:
+    """Fail at once (:class:`SparkConnectUnavailableError`) when nothing accepts connections at the URL's address.
+
+    A Spark Connect client would otherwise retry its first call for over 10 minutes.
+    """
+    host, port = address(url)
+    if not listening(port, host, timeout=timeout):
+        raise SparkConnectUnavailableError(
+            f"no Spark Connect server at {redact_url(url)} (nothing accepts connections on {host}:{port} "
+            f"within {timeout:g}s). Fix: {fix}."
+        )
 
 
 def start_server(
@@ -63,13 +112,15 @@ def start_server(
     conf: Mapping[str, str] | None = None,
     log_path: Path | None = None,
     timeout: float = 90,
+    bind: str = "127.0.0.1",
 ) -> subprocess.Popen[bytes]:
     """Start the server in the background and wait until it accepts connections."""
-    if listening(port):
-        raise MvSinkError(f"port {port} on 127.0.0.1 is already in use. Fix: stop that process or pick --port.")
+    host = "127.0.0.1" if bind in ("0.0.0.0", "::") else bind
+    if listening(port, host):
+        raise MvSinkError(f"port {port} on {host} is already in use. Fix: stop that process or pick --port.")
     out = open(log_path, "ab") if log_path else subprocess.DEVNULL  # noqa: SIM115 - lives with the server
     proc = subprocess.Popen(
-        server_command(port=port, master=master, conf=conf),
+        server_command(port=port, master=master, conf=conf, bind=bind),
         env=submit_env(),
         stdout=out,
         stderr=out,
@@ -81,27 +132,32 @@ def start_server(
             raise MvSinkError(
                 f"the Spark Connect server exited ({proc.returncode})" + (f"; see {log_path}" if log_path else "") + "."
             )
-        if listening(port):
+        if listening(port, host):
             return proc
         time.sleep(0.5)
     proc.kill()
-    raise MvSinkError(f"the Spark Connect server did not listen on 127.0.0.1:{port} within {timeout:.0f}s.")
+    raise MvSinkError(f"the Spark Connect server did not listen on {host}:{port} within {timeout:.0f}s.")
 
 
-def remote_session(url: str, *, conf: Mapping[str, str] | None = None) -> SparkSession:
-    """A Spark Connect session that fails fast if the server is down (default: retries 10+ minutes)."""
+#: Retries of a Connect client's calls: a few within about 3 s (pyspark's default retries over 10 minutes).
+CLIENT_MAX_RETRIES = 3
+CLIENT_MAX_BACKOFF_MS = 1000
+
+
+def remote_session(
+    url: str, *, conf: Mapping[str, str] | None = None, probe_timeout: float = 3.0, fix: str = DEFAULT_FIX
+) -> SparkSession:
+    """A Spark Connect session that fails fast if the server is down (default: retries 10+ minutes).
+
+    The server's address is probed first (:func:`probe`; ``fix`` ends its message), and the
+    client's retry policy is cut to a few tries within seconds before its first call.
+    """
     from pyspark.sql import SparkSession
     from pyspark.sql.connect.client.retries import DefaultPolicy
 
-    host_port = url.removeprefix("sc://").split("/")[0]
-    host, _, port = host_port.partition(":")
-    if not listening(int(port or DEFAULT_PORT), host or "127.0.0.1"):
-        raise MvSinkError(
-            f"no Spark Connect server at {url}. Fix: start one with `mvsink connect-server`, "
-            "or drop --remote to use spark-submit."
-        )
+    probe(url, timeout=probe_timeout, fix=fix)
     spark = SparkSession.builder.remote(url).getOrCreate()
-    spark.client.set_retry_policies([DefaultPolicy(max_retries=3, max_backoff=1000)])
+    spark.client.set_retry_policies([DefaultPolicy(max_retries=CLIENT_MAX_RETRIES, max_backoff=CLIENT_MAX_BACKOFF_MS)])
     for k, v in {**DEFAULT_SPARK_CONF, **(conf or {})}.items():
         if k.startswith(SESSION_CONF_PREFIXES):
             spark.conf.set(k, v)

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from mvsink import settings
-from mvsink.columns import DIFF, ERROR, TIME
+from mvsink.columns import DIFF, ERROR, TIME, is_hidden
 from mvsink.core.batch import BatchDescription, StagedFile, WriteMode, WriteReport
 from mvsink.core.checks import add_counts, counts_of
 from mvsink.core.failpoints import failpoint
@@ -25,7 +25,9 @@ from mvsink.core.schema import encode_schema
 from mvsink.core.staging import batch_dir, discard_batch, stats_json, write_intent, write_manifest
 from mvsink.core.table import ViewTable
 from mvsink.definitions.view import ViewDefinition, load_view_file
-from mvsink.exceptions import MvSinkError
+from mvsink.exceptions import MvSinkError, SchemaChangedError
+from mvsink.spark.aggstate import MODE as AGGREGATE_MODE
+from mvsink.spark.aggstate import StatePlan, aggregate_corrections, state_plan
 from mvsink.spark.checks import apply_checks
 from mvsink.spark.groups import MODE as GROUPS_MODE
 from mvsink.spark.groups import group_corrections
@@ -62,6 +64,7 @@ def run_write(spark: SparkSession, view: ViewDefinition, desc: BatchDescription)
     # Tables of views with checks carry _mv_error; a table that has it keeps it (checks removed later
     # retract the error rows); tables of views that never had checks stay as they were.
     with_error = bool(view.checks) or ERROR in table.column_names
+    state = _state(spark, view, table, result, with_error=with_error)
     head = WriteReport(
         view=view.name,
         batch_id=desc.batch_id,
@@ -70,7 +73,7 @@ def run_write(spark: SparkSession, view: ViewDefinition, desc: BatchDescription)
         status="stale",
         read_version=fr.version,
         table_upper=fr.upper,
-        schema=encode_schema(arrow_table_schema(result.schema, with_error=with_error)),
+        schema=encode_schema(arrow_table_schema((state.desired if state else result).schema, with_error=with_error)),
     )
     if fr.upper > desc.lower:
         log.warning(
@@ -83,7 +86,9 @@ def run_write(spark: SparkSession, view: ViewDefinition, desc: BatchDescription)
         return dataclasses.replace(head, seconds=time.monotonic() - t0)
 
     check_obs = Observation(f"mvsink_checks_{desc.batch_id[-8:]}") if view.checks else None
-    corr, mode, reason = _corrections(spark, view, desc, table, result, with_error=with_error, check_obs=check_obs)
+    corr, mode, reason = _corrections(
+        spark, view, desc, table, result, state, with_error=with_error, check_obs=check_obs
+    )
     log.info("view %s: %s diff (%s)", view.name, mode, reason)
     head = dataclasses.replace(head, mode=mode, mode_reason=reason)
 
@@ -110,12 +115,40 @@ def run_write(spark: SparkSession, view: ViewDefinition, desc: BatchDescription)
     return _stage(view, desc, corr, head, check_counts=check_counts, t0=t0)
 
 
+def _state(
+    spark: SparkSession, view: ViewDefinition, table: ViewTable, result: DataFrame, *, with_error: bool
+) -> StatePlan | None:
+    """The view's accumulable aggregate state (spark/aggstate.py), or None for a view without one.
+
+    A new table of an eligible view gets the state; a table keeps what it was created with: one without
+    state stays without, one with state keeps the same state columns (or the refresh is refused).
+    """
+    have = [c for c in table.column_names if is_hidden(c)] if table.exists else None
+    if have == [] or (have is None and (not view.incremental or with_error)):
+        return None
+    plan = state_plan(spark, view, result)
+    if have is None:
+        if isinstance(plan, str):
+            log.info("view %s: no hidden aggregate state: %s", view.name, plan)
+            return None
+        return plan
+    if isinstance(plan, str) or list(plan.state_columns) != have:
+        why = plan if isinstance(plan, str) else f"it would keep {list(plan.state_columns)}"
+        raise SchemaChangedError(
+            f"view {view.name}: table {view.target} holds hidden aggregate state {have} for an earlier "
+            f"definition, which the query cannot keep ({why}). Fix: point `target` at a new table path "
+            "(or delete the old table) to rebuild the view."
+        )
+    return plan
+
+
 def _corrections(
     spark: SparkSession,
     view: ViewDefinition,
     desc: BatchDescription,
     table: ViewTable,
     result: DataFrame,
+    state: StatePlan | None,
     *,
     with_error: bool,
     check_obs: Observation | None,
@@ -139,7 +172,7 @@ def _corrections(
             reason = "the last refresh recorded no check counts to start from"
         elif desc.base_versions is not None:
             corr, mode, reason = _incremental(
-                spark, view, desc, result, table_df, with_error=with_error, check_obs=check_obs
+                spark, view, desc, result, table_df, state, with_error=with_error, check_obs=check_obs
             )
         elif not view.incremental:
             reason = "incremental: false in the view file"
@@ -147,11 +180,12 @@ def _corrections(
             return corr, mode, reason
         user_t = [c for c in table_df.columns if c not in (TIME, DIFF, ERROR)]
         err = [F.col(ERROR) if ERROR in table_df.columns else F.lit(None).cast("string").alias(ERROR)]
+        full = state.desired if state else result
         renamed = table_df.select(
-            *[F.col(a).alias(b) for a, b in zip(user_t, result.columns)], *(err if with_error else []), TIME, DIFF
+            *[F.col(a).alias(b) for a, b in zip(user_t, full.columns)], *(err if with_error else []), TIME, DIFF
         )
         persisted = consolidate(renamed, [c for c in renamed.columns if c not in (TIME, DIFF)], before=desc.lower)
-    desired = apply_checks(result, view, with_error=with_error, observation=check_obs)
+    desired = apply_checks(state.desired if state else result, view, with_error=with_error, observation=check_obs)
     if persisted is None:
         persisted = spark.createDataFrame([], desired.schema).withColumn(DIFF, F.lit(0).cast("bigint"))
     return corrections(desired, persisted, time=desc.time), mode, reason
@@ -163,11 +197,13 @@ def _incremental(
     desc: BatchDescription,
     result: DataFrame,
     table_df: DataFrame,
+    state: StatePlan | None,
     *,
     with_error: bool,
     check_obs: Observation | None,
 ) -> tuple[DataFrame | None, WriteMode, str]:
-    """Corrections from the sources' changes (linear views, then affected groups), or (None, "full", why not)."""
+    """Corrections from the sources' changes (linear views, then aggregate state, then affected groups),
+    or (None, "full", why not)."""
     assert desc.base_versions is not None
     corr, reason = incremental_corrections(
         spark, view, desc, base=desc.base_versions, desired=result, with_error=with_error, observation=check_obs
@@ -176,6 +212,11 @@ def _incremental(
         return corr, "incremental", reason
     if not reason.startswith(NOT_LINEAR):
         return None, "full", reason
+    if state is not None and not with_error:
+        corr, why = aggregate_corrections(spark, view, desc, base=desc.base_versions, plan=state, table_df=table_df)
+        if corr is not None:
+            return corr, AGGREGATE_MODE, why
+        reason = f"{reason}; and not from the aggregate state: {why}"
     if not settings.incremental_groups():
         return (
             None,
@@ -183,7 +224,13 @@ def _incremental(
             f"{reason} (affected-groups refresh is off; {settings.INCREMENTAL_GROUPS.name}=true enables it)",
         )
     corr, why = group_corrections(
-        spark, view, desc, base=desc.base_versions, desired=result, table_df=table_df, with_error=with_error
+        spark,
+        view,
+        desc,
+        base=desc.base_versions,
+        desired=state.desired if state else result,
+        table_df=table_df,
+        with_error=with_error,
     )
     if corr is not None:
         return corr, GROUPS_MODE, why

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from mvsink.columns import DIFF, ERROR, TIME
+from mvsink.columns import DIFF, ERROR, TIME, is_hidden
 from mvsink.core.checks import check_errors_mode, view_errors, worst_check
 from mvsink.core.deltalog import is_delta_table
 from mvsink.core.table import ViewTable, check_read_time
@@ -54,7 +54,7 @@ def read_view(
     name, fr = table.name, table.frontier
     t = check_read_time(name, fr, first, as_of)
     df = read_delta(spark, table.path, version=fr.version, role=table.role)
-    cols = [c for c in df.columns if c not in (TIME, DIFF)]
+    cols = [c for c in df.columns if c not in (TIME, DIFF) and not is_hidden(c)]
     cons = consolidate(df, cols, through=t)
     if ERROR in cols and errors != "include":
         cons = _without_errors(cons, name, errors, at=format_time(t))

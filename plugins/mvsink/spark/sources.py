@@ -9,7 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from mvsink.columns import DIFF, ERROR, TIME
+from mvsink.columns import DIFF, ERROR, TIME, is_hidden
 from mvsink.core.batch import BatchDescription
 from mvsink.core.table import ViewTable, open_readable
 from mvsink.definitions.view import ViewDefinition
@@ -72,7 +72,7 @@ def register_sources(spark: SparkSession, view: ViewDefinition, desc: BatchDescr
                     f"({up.since}); it cannot be read at {format_time(desc.time)}. Fix: refresh "
                     f"at or after that time, or give {s.view} a longer retain_history."
                 )
-            cols = [c for c in df.columns if c not in (TIME, DIFF)]
+            cols = [c for c in df.columns if c not in (TIME, DIFF) and not is_hidden(c)]
             df = expand(consolidate(df, cols, through=desc.time))
             if ERROR in cols:  # a view reads another view's ok collection
                 from pyspark.sql import functions as F

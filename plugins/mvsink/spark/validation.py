@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from typing import TYPE_CHECKING
 
-from mvsink.columns import DIFF, ERROR, RESERVED_PREFIX, TIME
+from mvsink.columns import DIFF, ERROR, RESERVED_PREFIX, TIME, is_hidden
 from mvsink.definitions.view import ViewDefinition
 from mvsink.exceptions import QueryError, SchemaChangedError
 from mvsink.spark.checks import plan_deterministic, validate_checks
@@ -106,7 +106,11 @@ def analyse(spark: SparkSession, view: ViewDefinition) -> DataFrame:
 
 def compare_schema(view: ViewDefinition, desired: StructType, table: StructType) -> None:
     want = [(f.name.lower(), f.dataType.simpleString()) for f in desired.fields]
-    have = [(f.name.lower(), f.dataType.simpleString()) for f in table.fields if f.name not in (TIME, DIFF, ERROR)]
+    have = [
+        (f.name.lower(), f.dataType.simpleString())
+        for f in table.fields
+        if f.name not in (TIME, DIFF, ERROR) and not is_hidden(f.name)
+    ]
     if want != have:
         raise SchemaChangedError(
             f"view {view.name}: the query now returns columns {want} but table {view.target} holds {have}. "

@@ -1,0 +1,485 @@
+"""Incremental aggregates from accumulable hidden state (mode ``incremental:aggregate``; DESIGN.md section 8).
+
+A view ``SELECT keys, f(COUNT/SUM/AVG(...)) ... FROM ... [WHERE ...] GROUP BY keys`` (or a global
+aggregate) keeps, beside each group's row in its own table, hidden columns with the group's
+accumulable state: its row count (``_mv_agg_count``) and, per aggregate argument, its non-null count
+(``_mv_agg_n<i>``) and, for SUM and AVG, its sum (``_mv_agg_s<i>``, in Spark's own SUM result type).
+They are written by the same appends as the visible columns: the full diff computes them with the
+view's query (the *state query*: the user's query with the state aggregates appended), so any refresh
+that takes the full diff rebuilds them.
+
+A refresh from the sources' changes then costs what the change costs:
+
+1. Δin, the change of the aggregate's input C (the *input query*: the keys and the aggregates'
+   arguments over the query's FROM/WHERE), by the telescoping over change sets of
+   :mod:`mvsink.spark.incremental`, consolidated (a copy-on-write rewrite's ± pairs cancel).
+2. Δ per group: the signed row count, non-null counts and sums of Δin.
+3. The persisted rows of only the affected groups (a null-safe match on the keys), old ⊕ Δ = the new
+   state, finalised to the user's columns with Spark's result types and NULL rules (SUM of no non-null
+   value is NULL, AVG of integers is DOUBLE, AVG of DECIMAL(p,s) divides to Spark's scale); a group whose
+   count reaches 0 disappears; a global aggregate keeps its one row.
+4. Corrections = the new rows minus the old ones (the existing correction function).
+
+Classification is on sqlglot's tree of the query (which select items are keys and which are COUNT/SUM/AVG
+expressions); what decides safety is Spark: the input query must be linear in every changed source
+(:func:`mvsink.spark.plan.linearity` on Spark's analysed plan, failing closed), the state query's visible
+columns must be exactly the user's (names and types), and SUM/AVG arguments must be integers or
+decimals (sums of FLOAT/DOUBLE are not exact under ``old + Δ``). Invariant checks on the affected
+groups (one live row per key, 0 <= non-null <= count, a decimal sum that fits its type) fall back to the
+full diff on violation. Anything else falls back too, with the reason.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import logging
+import time
+from typing import TYPE_CHECKING, Any, Final
+
+from mvsink.columns import DIFF, STATE_PREFIX, TIME
+
+if TYPE_CHECKING:
+    from pyspark.sql import Column, DataFrame, SparkSession
+    from pyspark.sql.types import StructType
+
+    from mvsink.core.batch import BatchDescription
+    from mvsink.definitions.view import ViewDefinition
+
+log = logging.getLogger(__name__)
+
+MODE: Final = "incremental:aggregate"
+COUNT: Final = STATE_PREFIX + "count"
+_KEY = "_mv_k{}"
+_ARG = "_mv_a{}"
+
+
+def nonnull_column(i: int) -> str:
+    return f"{STATE_PREFIX}n{i}"
+
+
+def sum_column(i: int) -> str:
+    return f"{STATE_PREFIX}s{i}"
+
+
+@dataclasses.dataclass(frozen=True)
+class StateQueries:
+    """What sqlglot's tree of a view's query gives (pure; no Spark): the queries and columns of the state.
+
+    ``keys``: the view's key columns (output names, in GROUP BY order); ``args``: the aggregates' distinct
+    arguments (SQL) with whether a sum is kept for each; ``input_query``: the keys as ``_mv_k<i>`` and the
+    arguments as ``_mv_a<i>`` over the query's FROM/WHERE; ``state_query``: the user's query with the state
+    aggregates appended; ``finalise``: per output column, a Spark SQL expression over the keys and the state.
+    """
+
+    keys: tuple[str, ...]
+    args: tuple[tuple[str, bool], ...]
+    input_query: str
+    state_query: str
+    finalise: tuple[tuple[str, str], ...]
+
+    @property
+    def state_columns(self) -> tuple[str, ...]:
+        cols = [COUNT]
+        for i, (_, with_sum) in enumerate(self.args):
+            cols.append(nonnull_column(i))
+            if with_sum:
+                cols.append(sum_column(i))
+        return tuple(cols)
+
+    @property
+    def is_global(self) -> bool:
+        return not self.keys
+
+
+def state_queries(query: str) -> StateQueries | str:
+    """Split a single-block aggregate query into its state queries, or say why it has no accumulable state."""
+    import sqlglot
+    from sqlglot import exp
+
+    try:
+        tree = sqlglot.parse_one(query, dialect="spark")
+    except sqlglot.errors.ParseError as exc:
+        return f"the query could not be classified ({str(exc).splitlines()[0]})"
+    if not isinstance(tree, exp.Select):
+        return f"the query's top is a {type(tree).__name__}, not one SELECT ... GROUP BY"
+    for part in ("having", "distinct", "limit", "offset", "qualify", "windows", "laterals"):
+        if tree.args.get(part):
+            return f"the query has {part.upper()} at its top"
+    if tree.find(exp.Window):
+        return "the query has a window function"
+    if not tree.args.get("from_"):
+        return "the query has no FROM"
+    items = list(tree.expressions)
+    keys = _group_keys(tree, items)
+    if isinstance(keys, str):
+        return keys
+    key_items, key_names = keys
+    if not key_names and not any(it.find(exp.AggFunc) for it in items):
+        return "the query has no aggregate"
+    args: dict[str, bool] = {}
+    finalise: list[tuple[str, str]] = []
+    for i, item in enumerate(items):
+        name = item.alias_or_name
+        if i in key_items:
+            finalise.append((name, _quote(name)))
+            continue
+        got = _finalise_item(item, args, set(key_names))
+        if got.startswith("!"):
+            return got[1:]
+        finalise.append((name, got))
+    arg_list = list(args.items())
+    inp = tree.copy()
+    inp.set("group", None)
+    inp.set("order", None)
+    group = tree.args["group"].expressions if tree.args.get("group") else []
+    inp.set(
+        "expressions",
+        [exp.alias_(g.copy(), _KEY.format(i)) for i, g in enumerate(group)]
+        + [exp.alias_(sqlglot.parse_one(a, dialect="spark"), _ARG.format(i)) for i, (a, _) in enumerate(arg_list)],
+    )
+    if not inp.expressions:
+        inp.set("expressions", [exp.alias_(exp.Literal.number(1), "_mv_one")])
+    state = tree.copy()
+    state.set("order", None)
+    extra = [f"count(*) AS {COUNT}"]
+    for i, (a, with_sum) in enumerate(arg_list):
+        extra.append(f"count({a}) AS {nonnull_column(i)}")
+        if with_sum:
+            extra.append(f"sum({a}) AS {sum_column(i)}")
+    state.set("expressions", list(state.expressions) + [sqlglot.parse_one(e, dialect="spark") for e in extra])
+    return StateQueries(
+        keys=tuple(key_names),
+        args=tuple(arg_list),
+        input_query=inp.sql(dialect="spark"),
+        state_query=state.sql(dialect="spark"),
+        finalise=tuple(finalise),
+    )
+
+
+def _quote(name: str) -> str:
+    return "`" + name.replace("`", "``") + "`"
+
+
+def _group_keys(tree: Any, items: list[Any]) -> tuple[set[int], list[str]] | str:
+    """(positions of the select items that are the grouping keys, their output names), or why not."""
+    from sqlglot import exp
+
+    assert isinstance(tree, exp.Select)
+    group = tree.args["group"].expressions if tree.args.get("group") else []
+    if tree.args.get("group") and any(tree.args["group"].args.get(k) for k in ("rollup", "cube", "grouping_sets")):
+        return "the query groups by ROLLUP, CUBE or GROUPING SETS"
+    positions: set[int] = set()
+    names: list[str] = []
+    for g in group:
+        if not isinstance(g, exp.Column) or not isinstance(g.this, exp.Identifier):
+            return f"grouping key {g.sql(dialect='spark')!r} is not a plain column"
+        at = [
+            i
+            for i, it in enumerate(items)
+            if isinstance(it, (exp.Column, exp.Alias))
+            and isinstance(it.unalias(), exp.Column)
+            and it.unalias().sql(dialect="spark").lower() == g.sql(dialect="spark").lower()
+        ]
+        if not at:
+            return f"grouping key {g.sql(dialect='spark')!r} is not a column of the view"
+        positions.add(at[0])
+        names.append(items[at[0]].alias_or_name)
+    for i, it in enumerate(items):
+        if i not in positions and isinstance(it, exp.Expression) and not it.find(exp.AggFunc):
+            return f"column {it.alias_or_name!r} is neither a grouping key nor an aggregate"
+    return positions, names
+
+
+def _finalise_item(item: Any, args: dict[str, bool], keys: set[str]) -> str:
+    """The item as a Spark SQL expression over the state (its COUNT/SUM/AVG calls replaced), or why not.
+
+    A returned string starting with ``"!"`` is a reason; :func:`state_queries` maps it.
+    """
+    from sqlglot import exp
+
+    assert isinstance(item, exp.Expression)
+    body = item.unalias().copy()
+    problems: list[str] = []
+
+    def arg_index(a: exp.Expression, with_sum: bool) -> int:
+        sql = a.sql(dialect="spark")
+        args[sql] = args.get(sql, False) or with_sum
+        return list(args).index(sql)
+
+    def replace(node: exp.Expression) -> exp.Expression:
+        if isinstance(node, exp.AggFunc):
+            if isinstance(node, exp.Count):
+                inner = node.this
+                if isinstance(inner, exp.Distinct):
+                    problems.append("COUNT(DISTINCT ...)")
+                    return node
+                if (
+                    inner is None
+                    or isinstance(inner, exp.Star)
+                    or (isinstance(inner, exp.Literal) and not inner.is_string)
+                ):
+                    return exp.column(COUNT)
+                return exp.column(nonnull_column(arg_index(inner, False)))
+            if isinstance(node, (exp.Sum, exp.Avg)) and not isinstance(node.this, exp.Distinct):
+                i = arg_index(node.this, True)
+                fn = "sum" if isinstance(node, exp.Sum) else "avg"
+                return exp.Anonymous(this=f"_mv_final_{fn}", expressions=[exp.Literal.number(i)])
+            problems.append(node.sql(dialect="spark").split("(")[0].upper() + "(...)")
+            return node
+        if isinstance(node, (exp.Subquery, exp.Exists)):
+            problems.append("a subquery")
+        if isinstance(node, exp.Column) and node.name in keys:
+            return exp.column(node.name)  # a grouping key, unqualified: the finalising frame has no tables
+        return node
+
+    out = body.transform(replace)
+    if problems:
+        return "!" + f"column {item.alias_or_name!r} uses {problems[0]}, which has no accumulable state"
+    outside = [c for c in out.find_all(exp.Column) if not c.name.startswith(STATE_PREFIX) and c.name not in keys]
+    if outside:
+        return "!" + f"column {item.alias_or_name!r} uses column {outside[0].sql()!r} outside an aggregate"
+    return out.sql(dialect="spark")
+
+
+# ---------------------------------------------------------------- Spark side
+
+
+@dataclasses.dataclass(frozen=True)
+class StatePlan:
+    """:class:`StateQueries` typed by Spark: the state query's DataFrame and each argument's types."""
+
+    queries: StateQueries
+    desired: DataFrame  # the state query (visible columns, then the state columns)
+    sum_types: tuple[str | None, ...]  # Spark's SUM result type per argument (None: no sum kept)
+    avg_types: tuple[str | None, ...]  # Spark's AVG result type per argument
+
+    @property
+    def state_columns(self) -> tuple[str, ...]:
+        return self.queries.state_columns
+
+
+def state_plan(spark: SparkSession, view: ViewDefinition, result: DataFrame) -> StatePlan | str:
+    """The view's accumulable state, typed and checked against its result, or why it has none."""
+    from pyspark.errors import PySparkException
+    from pyspark.sql import functions as F
+    from pyspark.sql import types as T
+
+    q = state_queries(view.query)
+    if isinstance(q, str):
+        return q
+    try:
+        desired = spark.sql(q.state_query)
+        inp = spark.sql(q.input_query)
+        visible = desired.schema.fields[: len(result.schema.fields)]
+        if [(f.name, f.dataType) for f in visible] != [(f.name, f.dataType) for f in result.schema.fields] or [
+            f.name for f in desired.schema.fields[len(visible) :]
+        ] != list(q.state_columns):
+            return "the state query's columns differ from the view's (kept stateless)"
+        sum_types: list[str | None] = []
+        avg_types: list[str | None] = []
+        for i, (_, with_sum) in enumerate(q.args):
+            dt = inp.schema[_ARG.format(i)].dataType
+            if not with_sum:
+                sum_types.append(None)
+                avg_types.append(None)
+                continue
+            if not isinstance(dt, (T.ByteType, T.ShortType, T.IntegerType, T.LongType, T.DecimalType)):
+                return f"a SUM/AVG argument is {dt.simpleString().upper()} (only integers and decimals are exact)"
+            types = inp.agg(F.sum(_ARG.format(i)).alias("s"), F.avg(_ARG.format(i)).alias("a")).schema
+            sum_types.append(types["s"].dataType.simpleString())
+            avg_types.append(types["a"].dataType.simpleString())
+    except PySparkException as exc:
+        log.info("view %s: no aggregate state: %s", view.name, exc)
+        return "the state queries did not analyse"
+    return StatePlan(queries=q, desired=desired, sum_types=tuple(sum_types), avg_types=tuple(avg_types))
+
+
+def _final_sql(plan: StatePlan, expr: str) -> str:
+    """Replace the ``_mv_final_sum(i)``/``_mv_final_avg(i)`` markers with Spark SQL over the state."""
+    import re
+
+    def sub(m: re.Match[str]) -> str:
+        fn, i = m.group(1).lower(), int(m.group(2))
+        n, s = nonnull_column(i), sum_column(i)
+        if fn == "sum":
+            return f"(CASE WHEN {n} > 0 THEN {s} END)"
+        avg_type = plan.avg_types[i]
+        if avg_type is not None and avg_type.startswith("decimal"):
+            return f"(CASE WHEN {n} > 0 THEN CAST({s} / CAST({n} AS DECIMAL(20,0)) AS {avg_type}) END)"
+        return f"(CASE WHEN {n} > 0 THEN CAST({s} AS DOUBLE) / CAST({n} AS DOUBLE) END)"
+
+    return re.sub(r"_MV_FINAL_(SUM|AVG)\((\d+)\)", sub, expr, flags=re.IGNORECASE)
+
+
+def _null_safe(left: DataFrame, right: DataFrame, keys: list[str], rkeys: list[str]) -> Column | None:
+    conds = [left[_quote(a)].eqNullSafe(right[_quote(b)]) for a, b in zip(keys, rkeys)]
+    return functools.reduce(lambda a, b: a & b, conds) if conds else None
+
+
+def aggregate_corrections(
+    spark: SparkSession,
+    view: ViewDefinition,
+    desc: BatchDescription,
+    *,
+    base: dict[str, int],
+    plan: StatePlan,
+    table_df: DataFrame,
+) -> tuple[DataFrame | None, str]:
+    """Corrections of ``desc`` from the accumulable state and the sources' changes, or (None, why not).
+
+    ``table_df``: the view's table (every column, the state included) at the version write read. Leaves
+    every source registered at the version ``desc`` reads.
+    """
+    from pyspark.sql import functions as F
+
+    from mvsink.spark.incremental import prepare_changes, source_check, telescope
+    from mvsink.spark.plan import linearity
+    from mvsink.spark.transforms import consolidate, corrections
+
+    why = source_check(desc, base)
+    if why:
+        return None, why
+    q = plan.queries
+    t0 = time.monotonic()
+    changed = [s for s in desc.sources if base.get(s.name) != s.version]
+    lin = {k: v for k, v in linearity(spark, q.input_query, [s.name for s in changed]).items() if v}
+    if lin:
+        name, reason = next(iter(lin.items()))
+        return None, f"the aggregate's input is not linear in {name!r}: {reason}"
+    frames = prepare_changes(spark, view, desc, base, changed)
+    if isinstance(frames, str):
+        return None, frames
+    terms = telescope(
+        spark, view, desc, base, changed, frames, lambda sign: spark.sql(q.input_query).withColumn(DIFF, F.lit(sign))
+    )
+    din = functools.reduce(lambda a, b: a.unionByName(b), terms)
+    din = consolidate(din.withColumn(DIFF, F.col(DIFF).cast("bigint")), [c for c in din.columns if c != DIFF])
+    t1 = time.monotonic()
+    got = _new_state(plan, _delta_state(plan, din), table_df, lower=desc.lower)
+    if isinstance(got, str):
+        return None, got
+    new, old, n_keys = got
+    log.info(
+        "view %s: aggregate state of %d affected group(s): changes planned in %.2fs, new state in %.2fs",
+        view.name,
+        n_keys,
+        t1 - t0,
+        time.monotonic() - t1,
+    )
+    return corrections(new, old, time=desc.time), (
+        f"{n_keys} affected group(s) updated from their state and the changes of {', '.join(s.name for s in changed)}"
+    )
+
+
+def _delta_state(plan: StatePlan, din: DataFrame) -> DataFrame:
+    """Per affected group of Δin: its signed row count, non-null counts and sums (keys named as the view's).
+
+    A row of multiplicity ``m`` is counted ``m`` times (the rare ``|m| > 1`` rows are repeated rather than
+    multiplied, so a sum keeps Spark's own SUM result type; an overflow gives NULL, never a wrapped value).
+    """
+    from pyspark.sql import functions as F
+
+    q = plan.queries
+    w = F.col(DIFF)
+    sign = F.signum(w).cast("bigint")
+    ones = din.where(F.abs(w) == 1).withColumn(DIFF, sign)
+    many = din.where(F.abs(w) > 1)
+    many = many.select("*", F.explode(F.sequence(F.lit(1).cast("bigint"), F.abs(w))).alias("_mv_rep"))
+    rows = ones.unionByName(many.drop("_mv_rep").withColumn(DIFF, sign))
+    aggs = [F.sum(w).alias(COUNT)]
+    for i, (_, with_sum) in enumerate(q.args):
+        a = F.col(_ARG.format(i))
+        aggs.append(F.sum(F.when(a.isNotNull(), w).otherwise(F.lit(0))).alias(nonnull_column(i)))
+        if with_sum:
+            aggs.append(F.try_sum(F.when(w > 0, a).otherwise(-a)).alias(sum_column(i)))
+    keys = [F.col(_KEY.format(i)).alias(k) for i, k in enumerate(q.keys)]
+    return rows.groupBy(*keys).agg(*aggs)
+
+
+def _new_state(
+    plan: StatePlan, delta: DataFrame, table_df: DataFrame, *, lower: int
+) -> tuple[DataFrame, DataFrame, int] | str:
+    """(new rows of the affected groups, their persisted rows, how many groups), or a reason for the full diff.
+
+    One Spark job computes the affected groups' old and new state together (checkpointed: both the
+    invariant checks and the corrections read it).
+    """
+    from pyspark.sql import functions as F
+
+    from mvsink.spark.transforms import consolidate
+
+    q = plan.queries
+    cols = list(plan.desired.columns)
+    keys = list(q.keys)
+    rows = table_df.select(*cols, TIME, DIFF)
+    if keys:
+        dk = delta.select(*[F.col(_quote(k)).alias(f"_mv_dk{i}") for i, k in enumerate(keys)])
+        match = _null_safe(rows, dk, keys, [f"_mv_dk{i}" for i in range(len(keys))])
+        rows = rows.join(F.broadcast(dk), match, "left_semi")
+    old = consolidate(rows, cols, before=lower)
+    o = old.select(*[F.col(_quote(c)).alias(f"_mv_o_{c}") for c in cols], F.col(DIFF).alias("_mv_o_diff"))
+    d = delta.select(*[F.col(_quote(c)).alias(f"_mv_d_{c}") for c in delta.columns], F.lit(True).alias("_mv_d"))
+    if keys:
+        match = _null_safe(d, o, [f"_mv_d_{k}" for k in keys], [f"_mv_o_{k}" for k in keys])
+        joined = d.join(o, match, "full_outer")
+    else:  # a global aggregate: Δ has its one row; the table has one (none before the first refresh)
+        joined = d.join(o, F.lit(True), "full_outer")
+    state = [F.coalesce(F.col(f"_mv_d_{k}"), F.col(f"_mv_o_{k}")).alias(k) for k in keys]
+    z = F.lit(0).cast("bigint")
+    state.append((F.coalesce(F.col(f"_mv_o_{COUNT}"), z) + F.coalesce(F.col(f"_mv_d_{COUNT}"), z)).alias(COUNT))
+    for i, (_, with_sum) in enumerate(q.args):
+        n, s = nonnull_column(i), sum_column(i)
+        state.append((F.coalesce(F.col(f"_mv_o_{n}"), z) + F.coalesce(F.col(f"_mv_d_{n}"), z)).alias(n))
+        if with_sum:
+            total = F.try_add(F.coalesce(F.col(f"_mv_o_{s}"), F.lit(0)), F.coalesce(F.col(f"_mv_d_{s}"), F.lit(0)))
+            state.append(total.try_cast(plan.sum_types[i] or "bigint").alias(s))
+    olds = [F.col(f"_mv_o_{c}") for c in cols] + [F.col("_mv_o_diff")]
+    merged = joined.select(*state, *olds, F.col("_mv_d")).localCheckpoint(eager=True)
+    problems = _violations(plan, merged)
+    if isinstance(problems, str):
+        return problems
+    old_rows = merged.where(F.col("_mv_o_diff").isNotNull()).select(
+        *[F.col(f"_mv_o_{c}").alias(c) for c in cols], F.col("_mv_o_diff").alias(DIFF)
+    )
+    live = merged if q.is_global else merged.where(F.col(COUNT) > 0)
+    final = [F.expr(_final_sql(plan, e)).cast(plan.desired.schema[name].dataType).alias(name) for name, e in q.finalise]
+    new = live.select(*final, *[F.col(c) for c in plan.state_columns])
+    new = new.select(*[F.col(_quote(c)) for c in cols])
+    return new, old_rows, problems
+
+
+def _violations(plan: StatePlan, merged: DataFrame) -> str | int:
+    """Why the affected groups' state cannot be trusted (the full diff then repairs it), else their number."""
+    from pyspark.sql import functions as F
+
+    q = plan.queries
+    conds = [
+        (F.col("_mv_o_diff").isNotNull() & (F.col("_mv_o_diff") != 1)).alias("dup"),
+        (F.col(COUNT) < 0).alias("neg"),
+        (F.col("_mv_d").isNull() & F.lit(not q.is_global)).alias("stray"),
+    ]
+    for i, (_, with_sum) in enumerate(q.args):
+        n = F.col(nonnull_column(i))
+        conds.append(((n < 0) | (n > F.col(COUNT))).alias(f"n{i}"))
+        if with_sum:
+            conds.append(((n > 0) & F.col(sum_column(i)).isNull()).alias(f"s{i}"))
+    row = merged.select(
+        F.count(F.lit(1)).alias("groups"), *[F.max(c.cast("int")).alias(f"f{j}") for j, c in enumerate(conds)]
+    ).collect()[0]
+    if row[1]:
+        return "an affected group has more than one live row in the table (the full diff repairs it)"
+    if row[2]:
+        return (
+            "an affected group's row count would be negative (the table's state is damaged; the full diff repairs it)"
+        )
+    if row[3]:
+        return "the table holds a row of a group that is not in the view's state (the full diff repairs it)"
+    if any(row[j] for j in range(4, len(conds) + 1)):
+        return "an affected group's state is inconsistent or a decimal sum overflows its type (the full diff)"
+    return int(row[0])
+
+
+def schema_state_columns(schema: StructType) -> list[str]:
+    """The table's hidden state columns, in order."""
+    return [f.name for f in schema.fields if f.name.startswith(STATE_PREFIX)]

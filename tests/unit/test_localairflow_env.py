@@ -1,0 +1,42 @@
+"""``make airflow``'s installation: with ``spark="connect"`` the write tasks' connection is a spark_connect one
+pointing at the server it starts on loopback; with ``spark="submit"`` nothing changes from before."""
+
+from __future__ import annotations
+
+import json
+import socket
+
+import pytest
+
+from mvsink.airflow.connections import connect_target, uses_spark_connect
+from mvsink.devtools.localairflow import CONNECT_CONN_ID, LocalAirflow, free_port
+
+pytestmark = pytest.mark.unit
+
+
+def test_submit_keeps_the_plain_spark_connection(tmp_path, monkeypatch):
+    monkeypatch.delenv("MVSINK_SPARK_CONN_ID", raising=False)
+    af = LocalAirflow(tmp_path / "home", tmp_path / "dags", spark="submit")
+    assert json.loads(af.env["AIRFLOW_CONN_SPARK_DEFAULT"]) == {"conn_type": "spark", "host": "local[2]"}
+    assert "MVSINK_SPARK_CONN_ID" not in af.env and "AIRFLOW_CONN_SPARK_CONNECT_DEFAULT" not in af.env
+    assert af.connect_url is None
+
+
+def test_connect_points_the_write_tasks_at_the_loopback_server(tmp_path):
+    af = LocalAirflow(tmp_path / "home", tmp_path / "dags", spark="connect", connect_port=15123)
+    conn = json.loads(af.env["AIRFLOW_CONN_SPARK_CONNECT_DEFAULT"])
+    assert uses_spark_connect(conn["conn_type"]) and af.env["MVSINK_SPARK_CONN_ID"] == CONNECT_CONN_ID
+    target = connect_target(conn_id=CONNECT_CONN_ID, host=conn["host"], port=conn["port"])
+    assert target.url == "sc://127.0.0.1:15123/" and af.connect_url == "sc://127.0.0.1:15123"
+    assert json.loads(af.env["AIRFLOW_CONN_SPARK_DEFAULT"])["conn_type"] == "spark"  # spark-submit stays possible
+
+
+def test_a_busy_connect_port_is_refused_before_anything_starts(tmp_path):
+    port = free_port()
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", port))
+        busy.listen()
+        af = LocalAirflow(tmp_path / "home", tmp_path / "dags", spark="connect", connect_port=port)
+        with pytest.raises(RuntimeError, match=f"port {port} .* in use.*CONNECT_PORT"):
+            af.start()
+    assert af.connect_server is None and af.procs == {}
