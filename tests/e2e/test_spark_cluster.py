@@ -36,6 +36,7 @@ from tests.support.sparkcluster import (
     cluster_secret,
     new_apps,
     running_cluster,
+    wait_for_app,
 )
 from tests.support.viewfiles import write_view
 
@@ -110,6 +111,7 @@ def test_cli_refreshes_and_a_four_process_race_on_the_cluster(cluster, cluster_e
     master = ["--master", cluster.url, *WAIT_ARGS]
 
     agg = start(views, "agg", r1, *master)
+    wait_for_app(cluster, "mvsink-write-agg", cores=2)  # its executors first, one per worker, then the racers'
     # one core each, so that the racers and agg (two cores) fit the cluster's four slots together
     racers = [
         start(views, "proj", r1, *master, "--spark-conf", "spark.cores.max=1", "--run-id", f"racer-{i}")

@@ -1,7 +1,8 @@
 """A real Spark standalone cluster for the tests (master + workers from the pyspark wheel, on 127.0.0.1).
 
 - ``running_cluster``: one started cluster (``mvsink.devtools.sparkcluster``), stopped afterwards;
-- ``apps``, ``new_apps``: the applications the master lists (finished and running);
+- ``apps``, ``new_apps``: the applications the master lists (finished and running); ``wait_for_app``: until
+  a running one holds its cores;
 - ``cluster_secret``: the generated secret (to check it leaks nowhere);
 - ``app_workers``: which workers ran executors of an application, and whether those executors ran tasks
   (read from the workers' work dirs, where each executor of an application gets a folder and its log).
@@ -9,6 +10,7 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -49,6 +51,19 @@ def new_apps(cluster: SparkCluster, before: Iterable[str], *, name: str | None =
     """The applications not in ``before`` (ids), optionally only those called ``name``."""
     seen = set(before)
     return [a for a in apps(cluster) if a["id"] not in seen and (name is None or a.get("name") == name)]
+
+
+def wait_for_app(cluster: SparkCluster, name: str, *, cores: int, timeout: float = 300) -> dict[str, Any]:
+    """Wait until a running application called ``name`` holds ``cores`` cores (its executors are launched)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        st = cluster.state() or {}
+        running = [a for a in st.get("activeapps", []) if a.get("name") == name and a.get("cores", 0) >= cores]
+        if running:
+            return dict(running[0])
+        if time.monotonic() > deadline:
+            raise AssertionError(f"no running application {name} with {cores} cores after {timeout:.0f}s: {st}")
+        time.sleep(0.5)
 
 
 def cluster_secret(cluster: SparkCluster) -> str:
