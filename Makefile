@@ -4,7 +4,7 @@ PY := $(VENV)/bin/python
 DATA_ROOT ?= $(CURDIR)/data
 export SPARK_LOCAL_IP ?= 127.0.0.1
 
-.PHONY: install demo test test-fast lint bench bench-airflow bench-formulations soak airflow clean
+.PHONY: install demo test test-fast lint bench bench-airflow bench-formulations soak airflow cluster clean
 
 $(VENV)/.installed: pyproject.toml
 	python3 -m venv $(VENV)
@@ -49,6 +49,13 @@ CONNECT_PORT ?= 15002
 airflow: install
 	$(PY) -m mvsink.devtools.localairflow --home $(CURDIR)/.airflow --dags $(CURDIR)/dags --data-root $(DATA_ROOT) --port $(AIRFLOW_PORT) --spark $(AIRFLOW_SPARK) --connect-port $(CONNECT_PORT)
 
+## cluster: a Spark standalone master + $(CLUSTER_WORKERS) workers on 127.0.0.1 (master port $(CLUSTER_PORT)), state in .spark-cluster/ (Ctrl-C stops it)
+CLUSTER_WORKERS ?= 2
+CLUSTER_PORT ?= 7077
+CLUSTER_UI_PORT ?= 8090
+cluster: install
+	$(PY) -m mvsink.devtools.sparkcluster --dir $(CURDIR)/.spark-cluster --workers $(CLUSTER_WORKERS) --master-port $(CLUSTER_PORT) --ui-port $(CLUSTER_UI_PORT)
+
 ## bench: refresh vs full overwrite vs MERGE vs the compute floor on TPC-H (SF=0.1 by default), into bench/RESULTS.md
 SF ?= 0.1
 bench: install
@@ -72,4 +79,4 @@ soak: install
 	$(PY) -m bench.soak --rounds $(ROUNDS) --homes 2 --report bench/SOAK.md
 
 clean:
-	rm -rf $(VENV) data .airflow .pytest_cache .mypy_cache .ruff_cache .storage-servers
+	rm -rf $(VENV) data .airflow .spark-cluster .pytest_cache .mypy_cache .ruff_cache .storage-servers

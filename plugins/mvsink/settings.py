@@ -460,6 +460,11 @@ def prepare_local_spark() -> None:
     os.environ.pop("SPARK_HOME", None)
 
 
+def pyspark_python() -> str:
+    """The Python of Spark's Python workers: ``PYSPARK_PYTHON``, else this interpreter (an absolute path)."""
+    return (os.environ.get("PYSPARK_PYTHON") or "").strip() or os.path.abspath(sys.executable)
+
+
 def export(setting: Setting, value: str) -> None:
     """Set ``setting`` for this process and the children it starts (the demo sets its data root)."""
     os.environ[setting.name] = value

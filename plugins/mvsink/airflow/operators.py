@@ -60,9 +60,19 @@ def connection_spark_conf(extra: dict[str, Any], conn_id: str) -> dict[str, str]
     return {k: str(v) for k, v in raw.items()}
 
 
-def write_conf(view: ViewDefinition, connection_conf: dict[str, str]) -> dict[str, str]:
-    """Settings of a write run by the DAG: mvsink's defaults < the connection's spark_conf < the view's."""
-    return spark_conf_for(view, {**connection_conf, **view.spark_conf})
+def connection_master(conn_type: str | None, host: str | None, port: int | None) -> str:
+    """The master a Spark connection names, as the provider's SparkSubmitHook resolves it (pure; tested)."""
+    if conn_type == "spark" and host and ("://" in host or not port):
+        master = host
+    else:
+        master = f"{conn_type}://{host or ''}"
+    return f"{master}:{port}" if port else master
+
+
+def write_conf(view: ViewDefinition, connection_conf: dict[str, str], *, master: str | None = None) -> dict[str, str]:
+    """Settings of a write run by the DAG: mvsink's defaults (the driver's address and executor sizes for
+    ``master``) < the connection's spark_conf < the view's."""
+    return spark_conf_for(view, {**connection_conf, **view.spark_conf}, master=master)
 
 
 class ViewWriteOperator(SparkSubmitOperator):
@@ -90,6 +100,7 @@ class ViewWriteOperator(SparkSubmitOperator):
                 settings.SPARK_REMOTE.name,
             )
         conn_conf: dict[str, str] = {}
+        master = "yarn"  # the provider's default without a connection
         try:
             conn = BaseHook.get_connection(self._conn_id)
         except AirflowNotFoundException:  # the provider falls back to yarn without a connection; so do we
@@ -98,12 +109,13 @@ class ViewWriteOperator(SparkSubmitOperator):
             if conn.password:
                 mask_secret(conn.password)
                 mask_secret(quote(conn.password))  # as it appears in an sc:// URL
+            master = connection_master(conn.conn_type, conn.host, conn.port)
             with no_retry_on_bad_input():
                 conn_conf = connection_spark_conf(conn.extra_dejson, self._conn_id)
         if conn is not None and uses_spark_connect(conn.conn_type):
             return self.execute_connect(context, view=view, conn=conn, conn_conf=conn_conf)
         with no_retry_on_bad_input():
-            public, secret = split_secret_conf(write_conf(view, conn_conf))
+            public, secret = split_secret_conf(write_conf(view, conn_conf, master=master))
         for key, value in secret.items():
             mask_secret(value, None)
             self.log.info("Spark setting %s is passed in a private properties file (value hidden)", key)

@@ -63,7 +63,11 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--dry-run", action="store_true", help="compute and report the corrections, write nothing")
     r.add_argument("--json", action="store_true", help="print the result as a JSON object")
     r.add_argument("--run-id", help="id recorded in the commit log (default: generated)")
-    r.add_argument("--master", default="local[2]", help="Spark master for spark-submit (default local[2])")
+    r.add_argument(
+        "--master",
+        default="local[2]",
+        help="Spark master of the write step, spark-submit or --in-process (default local[2])",
+    )
     r.add_argument("--spark-conf", action="append", default=[], metavar="KEY=VALUE", help="extra Spark setting")
     r.add_argument("--in-process", action="store_true", help="run Spark in this process instead of spark-submit")
     r.add_argument(

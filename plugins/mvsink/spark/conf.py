@@ -5,7 +5,9 @@ from __future__ import annotations
 import os
 import tempfile
 from collections.abc import Mapping
+from urllib.parse import urlsplit
 
+from mvsink import settings
 from mvsink.definitions.view import ViewDefinition
 from mvsink.exceptions import MvSinkError
 
@@ -22,8 +24,54 @@ DEFAULT_SPARK_CONF: dict[str, str] = {
 }
 
 
-# Only for local[...] masters: a cluster's executors must reach the driver on a routable address.
+# The driver's address for local[...] masters: everything stays on loopback.
 LOCAL_MASTER_CONF: dict[str, str] = {"spark.driver.bindAddress": "127.0.0.1", "spark.driver.host": "127.0.0.1"}
+
+# Executors of a standalone cluster on this machine (spark://127.0.0.1:…, e.g. ``make cluster``): small,
+# and at most two cores per application, so that several refreshes share a 2-core machine.
+LOOPBACK_CLUSTER_CONF: dict[str, str] = {
+    "spark.executor.cores": "1",
+    "spark.executor.memory": "1g",
+    "spark.cores.max": "2",
+}
+
+LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "::1")
+
+
+def is_loopback_cluster(master: str) -> bool:
+    """True for a cluster master on this machine (``spark://127.0.0.1:7077``, ``spark://localhost:7077``)."""
+    if not master.startswith("spark://"):
+        return False
+    try:
+        hosts = [urlsplit(f"spark://{h}").hostname for h in master.removeprefix("spark://").split(",")]
+    except ValueError:
+        return False
+    return all(h in LOOPBACK_HOSTS for h in hosts)
+
+
+def master_conf(master: str) -> dict[str, str]:
+    """Settings every driver needs for ``master``: its address, the executors' Python, small local executors.
+
+    - ``local[...]``: the driver binds to and advertises 127.0.0.1;
+    - ``spark://`` (standalone; Python drivers always run in client mode there): the driver binds to and
+      advertises ``SPARK_LOCAL_IP`` (127.0.0.1 when unset, as spark-submit is started with it), the
+      address executors connect back to; executors run ``PYSPARK_PYTHON`` (else this interpreter) by its
+      absolute path; on a cluster on this machine (:func:`is_loopback_cluster`) executors are small;
+    - any other master (YARN, Kubernetes, possibly in cluster deploy mode): nothing, its deployment decides.
+
+    Lower precedence than the connection's, the view's and the caller's settings.
+    """
+    if master.startswith("local"):
+        return dict(LOCAL_MASTER_CONF)
+    if not master.startswith("spark://"):
+        return {}
+    address = settings.spark_local_ip()
+    conf = {
+        "spark.driver.bindAddress": address,
+        "spark.driver.host": address,
+        "spark.pyspark.python": settings.pyspark_python(),
+    }
+    return {**conf, **(LOOPBACK_CLUSTER_CONF if is_loopback_cluster(master) else {})}
 
 
 SECRET_HINTS = (
@@ -42,10 +90,10 @@ SECRET_HINTS = (
 def spark_conf_for(
     view: ViewDefinition, extra: Mapping[str, str] | None = None, *, master: str | None = None
 ) -> dict[str, str]:
-    """Spark settings of a write: defaults < the store settings of its locations < the view's spark_conf <
-    ``extra``."""
-    local = LOCAL_MASTER_CONF if master is not None and master.startswith("local") else {}
-    return {**DEFAULT_SPARK_CONF, **local, **storage_conf(view), **view.spark_conf, **(extra or {})}
+    """Spark settings of a write: defaults (with :func:`master_conf` when ``master`` is known) < the store
+    settings of its locations < the view's spark_conf < ``extra``."""
+    by_master = master_conf(master) if master is not None else {}
+    return {**DEFAULT_SPARK_CONF, **by_master, **storage_conf(view), **view.spark_conf, **(extra or {})}
 
 
 def storage_conf(view: ViewDefinition) -> dict[str, str]:

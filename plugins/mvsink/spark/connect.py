@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from mvsink.exceptions import MvSinkError, SparkConnectUnavailableError
-from mvsink.spark.conf import DEFAULT_SPARK_CONF, LOCAL_MASTER_CONF
+from mvsink.spark.conf import DEFAULT_SPARK_CONF, master_conf
 from mvsink.spark.submit import spark_submit_binary, submit_env
 
 if TYPE_CHECKING:
@@ -41,14 +41,15 @@ def server_command(
     conf: Mapping[str, str] | None = None,
     bind: str = "127.0.0.1",
 ) -> list[str]:
-    """spark-submit command line that starts a Spark Connect server on bind:port (pure).
+    """spark-submit command line that starts a Spark Connect server on bind:port (pure but for
+    ``SPARK_LOCAL_IP``, the driver's address on a cluster master: see :func:`~mvsink.spark.conf.master_conf`).
 
     ``bind`` is loopback unless told otherwise: the server has no authentication of its own,
     so bind another address only inside a private network (the compose file's).
     """
     settings = {
         **DEFAULT_SPARK_CONF,
-        **(LOCAL_MASTER_CONF if master.startswith("local") else {}),
+        **master_conf(master),
         "spark.connect.grpc.binding.address": bind,
         "spark.connect.grpc.binding.port": str(port),
         **(conf or {}),

@@ -20,8 +20,8 @@ from mvsink.definitions.catalog import Catalog
 from mvsink.definitions.view import ViewDefinition
 from mvsink.spark.conf import (
     DEFAULT_SPARK_CONF,
-    LOCAL_MASTER_CONF,
     is_secret_key,
+    master_conf,
     redact,
     spark_conf_for,
     split_secret_conf,
@@ -137,22 +137,30 @@ _SESSION: SparkSession | None = None
 
 
 def local_session(master: str = "local[2]", conf: Mapping[str, str] | None = None) -> SparkSession:
-    """One in-process SparkSession for this Python process (``getOrCreate``)."""
+    """One in-process SparkSession for this Python process (``getOrCreate``): defaults and
+    :func:`~mvsink.spark.conf.master_conf` < ``conf``."""
     settings.prepare_local_spark()
     from pyspark.sql import SparkSession
 
     builder = SparkSession.builder.master(master).appName("mvsink")
-    for k, v in {**DEFAULT_SPARK_CONF, **LOCAL_MASTER_CONF, **(conf or {})}.items():
+    for k, v in {**DEFAULT_SPARK_CONF, **master_conf(master), **(conf or {})}.items():
         builder = builder.config(k, v)
     return builder.getOrCreate()
 
 
 def run_write_inprocess(
-    view: ViewDefinition, desc: BatchDescription, *, spark: SparkSession | None = None
+    view: ViewDefinition,
+    desc: BatchDescription,
+    *,
+    spark: SparkSession | None = None,
+    master: str = "local[2]",
+    conf: Mapping[str, str] | None = None,
 ) -> WriteReport:
+    """Run the write step in this process: on ``spark``, else on this process's session for ``master``
+    (created with the view's settings and ``conf`` if there is none yet)."""
     from mvsink.spark.job import run_write
 
-    return run_write(spark or local_session(), view, desc)
+    return run_write(spark or local_session(master, {**view.spark_conf, **(conf or {})}), view, desc)
 
 
 def write_step(
@@ -178,7 +186,7 @@ def write_step(
             return run_write(session, view, desc)
 
         return connect_write
-    return lambda view, desc: run_write_inprocess(view, desc, spark=spark)
+    return lambda view, desc: run_write_inprocess(view, desc, spark=spark, master=master, conf=spark_conf)
 
 
 def refresh(
