@@ -36,6 +36,7 @@ import pyarrow as pa
 import pytest
 
 from mvsink.core import storage
+from mvsink.core.deltalog import read_commit
 from mvsink.core.refresh import run_refresh
 from mvsink.definitions.catalog import Catalog
 from mvsink.readers.arrow import read_view
@@ -147,6 +148,8 @@ def test_spark_reads_and_stages_through_s3a(seaweedfs, monkeypatch, tmp_path):
     next_second()
     _partitioned_write(orders, make_orders(rng, 120, 10))
     delta_table(orders).delete("id < 8")
+    deleted = read_commit(orders, int(delta_table(orders).version()))
+    assert deleted is not None and deleted.cdc, "the delete should have written change data files"
     r2 = now_ms()
     t = time.monotonic()
     res2 = run_refresh(view, r2, write=write, catalog=catalog, run_id="smoke-2")
@@ -164,3 +167,25 @@ def test_spark_reads_and_stages_through_s3a(seaweedfs, monkeypatch, tmp_path):
     assert _spark_files(view.target, res2.batch_id)
     assert staged_leftovers(view.target) == []
     print(f"s3a smoke: {', '.join(f'{k} {v:.1f} s' for k, v in timings.items())}")
+
+
+def test_without_the_jars_the_write_step_names_the_missing_connector(seaweedfs, monkeypatch, tmp_path):
+    """The negative control: the same write step without spark.jars fails, and says which jars are missing."""
+    from mvsink.exceptions import SparkJobError
+    from tests.storage.conftest import use_store
+
+    conf = {k: v for k, v in smoke_conf().items() if k != "spark.jars"}
+    use_store(monkeypatch, seaweedfs)
+    monkeypatch.setenv("MVSINK_DATA_ROOT", str(tmp_path))
+    prefix = seaweedfs.uri(f"s3a-nojars-{uuid.uuid4().hex[:8]}")
+    orders = f"{prefix}/orders"
+    _partitioned_write(orders, make_orders(random.Random(5), 0, 10))
+    views = tmp_path / "views"
+    views.mkdir()
+    write_view(views, "proj", query=PROJECT, sources={"orders": orders}, target=f"{prefix}/views/proj", as_of=now_ms())
+    catalog = Catalog(views)
+    write = write_step(runner="submit", master="local[1]", spark_conf=conf)
+    with pytest.raises(SparkJobError) as err:
+        run_refresh(catalog.get("proj"), now_ms(), write=write, catalog=catalog, run_id="nojars")
+    msg = str(err.value)
+    assert "org.apache.hadoop.fs.s3a.S3AFileSystem" in msg and "hadoop-aws" in msg and "Fix:" in msg, msg

@@ -53,7 +53,9 @@ def s3a_jars(folder: Path = JAR_DIR) -> list[Path]:
             "--quiet",
         ]
         proc = subprocess.run(cmd, capture_output=True, text=True, timeout=1800)
-        sdists = sorted(Path(tmp).glob("sagemaker_pyspark-*.tar.gz")) + sorted(Path(tmp).glob("sagemaker-pyspark-*.tar.gz"))
+        sdists = sorted(Path(tmp).glob("sagemaker_pyspark-*.tar.gz")) + sorted(
+            Path(tmp).glob("sagemaker-pyspark-*.tar.gz")
+        )
         if proc.returncode != 0 or not sdists:
             raise JarDownloadError(
                 f"could not download {SDIST} from PyPI (pip exit {proc.returncode}): "
