@@ -5,7 +5,8 @@ sdist ``sagemaker-pyspark`` 1.4.5 (181 MB): ``hadoop-aws-3.3.1.jar`` and the AWS
 built with, ``aws-java-sdk-bundle-1.11.901.jar``. Hadoop does not support mixing them with the wheel's
 Hadoop 3.5 client: they are good for a smoke test only (docs/storage.md).
 
-:func:`s3a_jars` downloads the sdist with pip into a temporary folder, extracts only the two jars into
+:func:`s3a_jars` downloads the sdist with pip into a temporary folder (pip prepares the sdist's metadata in
+an isolated build environment, so setuptools and wheel come from the index too), extracts only the two jars into
 ``.storage-servers/jars/`` (git-ignored, removed by ``make clean``) and returns their paths; once the jars
 are there it does nothing (no network). A failed download raises with what to do, never skips.
 """
