@@ -164,3 +164,28 @@ def test_hostile_strings_stay_single_arguments_of_the_submit_command(monkeypatch
     # no shell ever parses it: the command runs as an argv list
     out = subprocess.run(["/bin/echo", *cmd[-4:]], capture_output=True, text=True, check=True).stdout
     assert evil.replace("'", "\\'") in out.replace("'", "\\'")
+
+
+@pytest.mark.parametrize(
+    ("output", "named"),
+    [
+        (
+            "py4j.protocol.Py4JJavaError: An error occurred while calling o27.parquet.\n"
+            ": java.lang.RuntimeException: java.lang.ClassNotFoundException: Class "
+            "org.apache.hadoop.fs.s3a.S3AFileSystem not found\n\tat org.apache.spark.sql.X.withInternalError(X.scala:1)",
+            "org.apache.hadoop.fs.s3a.S3AFileSystem",
+        ),
+        (
+            'org.apache.hadoop.fs.UnsupportedFileSystemException: No FileSystem for scheme "abfss"',
+            '"abfss"',
+        ),
+    ],
+)
+def test_a_missing_connector_is_named_with_the_fix(output, named):
+    msg = sparkrun.missing_connector("INFO noise\n" + output)
+    assert msg is not None and named in msg and "Fix:" in msg and "hadoop-aws" in msg and "docs/storage.md" in msg
+
+
+def test_other_failures_are_not_a_missing_connector():
+    assert sparkrun.missing_connector("java.lang.OutOfMemoryError: Java heap space") is None
+    assert sparkrun.missing_connector("ClassNotFoundException: Class com.example.MyUdf not found") is None

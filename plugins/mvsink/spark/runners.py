@@ -104,9 +104,17 @@ def run_write_submit(
             raise bad_input
         if proc.returncode != 0 or not report_path.exists():
             lines = [x for x in proc.stderr.splitlines() if x.strip()]
+            what = f"exit {proc.returncode}" if proc.returncode != 0 else "exit 0 but no report"
+            # spark-submit passes the Python job's stderr (its traceback) on to its own stdout
+            connector = missing_connector(proc.stdout + "\n" + proc.stderr)
+            if connector:
+                raise errors.SparkJobError(
+                    f"view {view.name}: the Spark write step failed ({what}): {connector}",
+                    exit_code=proc.returncode,
+                    output="\n".join(lines[-25:]),
+                )
             cause = next((x.strip() for x in reversed(lines) if _CAUSE_RE.search(x)), "")
             last = f": {cause[:300]}" if cause else ""
-            what = f"exit {proc.returncode}" if proc.returncode != 0 else "exit 0 but no report"
             raise errors.SparkJobError(
                 f"view {view.name}: the Spark write step failed ({what}){last}. Fix: see the job's output "
                 "(mvsink -v shows it); a retry may succeed if the failure was transient.",
@@ -117,6 +125,26 @@ def run_write_submit(
 
 
 _CAUSE_RE = re.compile(r"(Error|Exception|error:|Killed|FAILED)")  # the line that says what went wrong
+
+_NO_FS_CLASS_RE = re.compile(
+    r"ClassNotFoundException: Class (org\.apache\.hadoop\.fs\.\S+|com\.google\.cloud\.\S+) not found"
+)
+_NO_FS_SCHEME_RE = re.compile(r"UnsupportedFileSystemException: No FileSystem for scheme \"?(\w+)\"?")
+
+
+def missing_connector(output: str) -> str | None:
+    """What to say when the job failed because Spark has no filesystem for a location's scheme
+    (``s3a``, ``abfss``, ``gs``: the connector jars are not on its classpath), else None."""
+    found = _NO_FS_CLASS_RE.search(output) or _NO_FS_SCHEME_RE.search(output)
+    if not found:
+        return None
+    return (
+        f"Spark has no filesystem for this location ({found.group(0).split(': ', 1)[-1]}): the connector "
+        "jars are not on its classpath. Fix: give the driver and executors the connector of the cluster's "
+        "Hadoop version (hadoop-aws with its AWS SDK bundle for s3a://, hadoop-azure for abfss://, "
+        "gcs-connector for gs://), e.g. through spark.jars in the Spark connection's extra or the cluster's "
+        "image; see docs/storage.md."
+    )
 
 
 def job_error(stdout: str) -> errors.MvSinkError | None:
