@@ -111,6 +111,13 @@ INCREMENTAL_GROUPS = Setting(
     "sources' changes touch (mode incremental:groups); off by default: measured slower than the full diff "
     "at TPC-H SF 0.1 (docs/benchmarks.md)",
 )
+INCREMENTAL_AGGREGATE = Setting(
+    "MVSINK_INCREMENTAL_AGGREGATE",
+    "false",
+    "true (1, yes, on) lets a COUNT/SUM/AVG aggregate view refresh from its hidden per-group state (mode "
+    "incremental:aggregate); the state is kept either way; off by default: measured slower than the full diff "
+    "at TPC-H SF 0.1 in its present form (docs/benchmarks.md)",
+)
 SPARK_CONN_ID = Setting(
     "MVSINK_SPARK_CONN_ID",
     "spark_default",
@@ -152,6 +159,7 @@ REGISTRY: tuple[Setting, ...] = (
     STAGING_GRACE_SECONDS,
     COMPACT_MEMORY,
     INCREMENTAL_MAX_FRACTION,
+    INCREMENTAL_AGGREGATE,
     INCREMENTAL_GROUPS,
 )
 
@@ -313,6 +321,11 @@ def incremental_groups() -> bool:
     return _flag(INCREMENTAL_GROUPS, False)
 
 
+def incremental_aggregate() -> bool:
+    """``MVSINK_INCREMENTAL_AGGREGATE``: may aggregates refresh from their hidden state (default false)?"""
+    return _flag(INCREMENTAL_AGGREGATE, False)
+
+
 def views_dir_if_set() -> Path | None:
     """``MVSINK_VIEWS_DIR`` if it is set (the UI plugin otherwise uses ``<dags_folder>/views``)."""
     return _folder(VIEWS_DIR, "dags/views")
@@ -413,6 +426,7 @@ ACCESSORS: dict[str, Callable[[], object]] = {
     TASK_RETRIES.name: task_retries,
     TASK_RETRY_DELAY_SECONDS.name: task_retry_delay_seconds,
     MAX_RESCHEDULES.name: max_reschedules,
+    INCREMENTAL_AGGREGATE.name: incremental_aggregate,
     INCREMENTAL_GROUPS.name: incremental_groups,
 }
 

@@ -95,6 +95,7 @@ def _setup(data, views, rng, *, cdf: bool):
 @pytest.mark.parametrize("seed,cdf", [(11, True), (29, False)])
 def test_randomized_histories_from_state_match_oracle_and_full_diff(spark, env, monkeypatch, seed, cdf):
     monkeypatch.setenv("MVSINK_INCREMENTAL_MAX_FRACTION", "100")  # the change-set size guard: never
+    monkeypatch.setenv("MVSINK_INCREMENTAL_AGGREGATE", "true")
     data, views = env
     rng = random.Random(seed)
     orders, customers = _setup(data, views, rng, cdf=cdf)
@@ -121,6 +122,7 @@ def test_randomized_histories_from_state_match_oracle_and_full_diff(spark, env, 
             assert exact[0] == exact[1], (name, step)  # the same values and types as the full diff, exactly
     for name in STATEFUL:
         history = appends(str(data / "views" / name))
+        assert "incremental:aggregate" in str(history), history
         assert history[0]["mode"] == "full"
         for a in history[1:]:
             assert a["mode"] in ("incremental:aggregate", "unchanged"), (name, a["mode"], a["mode_reason"])
@@ -137,6 +139,7 @@ def test_hand_edits_are_repaired_and_state_stays_hidden(spark, env, monkeypatch)
     """A hand edit of the table (a deleted row, a forged state): the next refresh takes the full diff and
     rebuilds the state; readers, changefeeds and a view over the view never see the state columns."""
     monkeypatch.setenv("MVSINK_INCREMENTAL_MAX_FRACTION", "100")
+    monkeypatch.setenv("MVSINK_INCREMENTAL_AGGREGATE", "true")
     data, views = env
     rng = random.Random(3)
     orders, customers = _setup(data, views, rng, cdf=True)
@@ -179,6 +182,7 @@ def test_a_table_without_state_stays_without(spark, env, monkeypatch):
     """A view first refreshed with ``incremental: false`` has no state; turned incremental, it keeps its table
     (no schema change) and refreshes without state (the full diff, or affected groups when enabled)."""
     monkeypatch.setenv("MVSINK_INCREMENTAL_MAX_FRACTION", "100")
+    monkeypatch.setenv("MVSINK_INCREMENTAL_AGGREGATE", "true")
     data, views = env
     rng = random.Random(4)
     orders, _ = _setup(data, views, rng, cdf=True)
@@ -202,6 +206,7 @@ def test_a_table_without_state_stays_without(spark, env, monkeypatch):
 def test_full_refresh_every_forces_a_periodic_full_diff(spark, env, monkeypatch, every, modes):
     """``full_refresh_every`` (a count of refreshes or a duration of refresh time): the full diff, with the reason."""
     monkeypatch.setenv("MVSINK_INCREMENTAL_MAX_FRACTION", "100")
+    monkeypatch.setenv("MVSINK_INCREMENTAL_AGGREGATE", "true")
     data, views = env
     orders, _ = _setup(data, views, random.Random(8), cdf=True)
     q = STATEFUL["global"]
@@ -218,3 +223,27 @@ def test_full_refresh_every_forces_a_periodic_full_diff(spark, env, monkeypatch,
         assert multiset(read_view(view, as_of=t)) == oracle(q, {"orders": orders}, t)
     reasons = [a["mode_reason"] for a in appends(str(data / "views" / "p")) if a["mode"] == "full"][1:]
     assert reasons and all(str(r).startswith("full_refresh_every: ") for r in reasons), reasons
+
+
+def test_off_by_default_the_state_is_kept_and_the_full_diff_used(spark, env, monkeypatch):
+    """Without MVSINK_INCREMENTAL_AGGREGATE the table still keeps the state (turning it on needs no rebuild);
+    the refresh takes the full diff and says how to enable the state path."""
+    monkeypatch.setenv("MVSINK_INCREMENTAL_MAX_FRACTION", "100")
+    monkeypatch.delenv("MVSINK_INCREMENTAL_AGGREGATE", raising=False)
+    data, views = env
+    orders, _ = _setup(data, views, random.Random(9), cdf=True)
+    q = STATEFUL["global"]
+    view = Catalog(views).get("global")
+    t = BASE + HOUR
+    refresh(view, t, runner="inprocess", spark=spark)
+    update_at(orders, {"qty": "qty + 1"}, "id < 5", t + 10)
+    t += HOUR
+    assert refresh(view, t, runner="inprocess", spark=spark).mode == "full"
+    assert "MVSINK_INCREMENTAL_AGGREGATE=true enables it" in str(appends(str(data / "views" / "global"))[-1])
+    names = DeltaTable(str(data / "views" / "global")).schema().to_arrow().names
+    assert [c for c in names if c.startswith("_mv_agg_")] == ["_mv_agg_count", "_mv_agg_n0", "_mv_agg_s0"]
+    monkeypatch.setenv("MVSINK_INCREMENTAL_AGGREGATE", "true")
+    update_at(orders, {"qty": "qty + 1"}, "id < 5", t + 10)
+    t += HOUR
+    assert refresh(view, t, runner="inprocess", spark=spark).mode == "incremental:aggregate"
+    assert multiset(read_view(view, as_of=t)) == oracle(q, {"orders": orders}, t)

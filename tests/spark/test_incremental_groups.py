@@ -109,6 +109,7 @@ def test_split_on_the_explain_text_fails_closed(spark, plan_views):
 @pytest.mark.parametrize("seed,cdf", [(7, True), (23, False)])
 def test_randomized_histories_groups_match_oracle_and_full_diff(spark, env, monkeypatch, seed, cdf):
     monkeypatch.setenv("MVSINK_INCREMENTAL_GROUPS", "true")
+    monkeypatch.setenv("MVSINK_INCREMENTAL_AGGREGATE", "true")  # views with state refresh from it first
     monkeypatch.setenv("MVSINK_INCREMENTAL_MAX_FRACTION", "100")  # the change-set size guard: never
     monkeypatch.setattr(groups, "MAX_AFFECTED_FRACTION", 100.0)  # the cost guard: never
     data, views = env

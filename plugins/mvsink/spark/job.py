@@ -214,7 +214,9 @@ def _incremental(
         return corr, "incremental", reason
     if not reason.startswith(NOT_LINEAR):
         return None, "full", reason
-    if state is not None and not with_error:
+    if state is not None and not with_error and not settings.incremental_aggregate():
+        reason = f"{reason} (the aggregate-state refresh is off; {settings.INCREMENTAL_AGGREGATE.name}=true enables it)"
+    elif state is not None and not with_error:
         corr, why = aggregate_corrections(spark, view, desc, base=desc.base_versions, plan=state, table_df=table_df)
         if corr is not None:
             return corr, AGGREGATE_MODE, why
