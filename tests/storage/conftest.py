@@ -7,23 +7,11 @@ from collections.abc import Iterator
 
 import pytest
 
+from mvsink.core import storage
 from tests.support.objectstores import Store, start_azurite, start_s3rver, start_seaweedfs, stop
 
-STORE_VARS = (
-    "AWS_ENDPOINT_URL",
-    "AWS_ENDPOINT_URL_S3",
-    "AWS_ACCESS_KEY_ID",
-    "AWS_SECRET_ACCESS_KEY",
-    "AWS_SESSION_TOKEN",
-    "AWS_REGION",
-    "AWS_DEFAULT_REGION",
-    "AWS_ALLOW_HTTP",
-    "AWS_PROFILE",
-    "AZURE_STORAGE_ACCOUNT_NAME",
-    "AZURE_STORAGE_ACCOUNT_KEY",
-    "AZURE_STORAGE_USE_EMULATOR",
-    "AZURITE_BLOB_STORAGE_URL",
-)
+# Every variable the storage layer reads, and Azurite's URL: cleared before a store's own are set.
+STORE_VARS = (*storage.S3_ENV, *storage.AZURE_ENV, *storage.GCS_ENV, "AZURITE_BLOB_STORAGE_URL")
 
 
 @pytest.fixture(scope="session")

@@ -13,17 +13,9 @@ from tests.support.viewfiles import doc, parse
 pytestmark = pytest.mark.unit
 
 VARS = (
-    "AWS_ENDPOINT_URL",
-    "AWS_ENDPOINT_URL_S3",
-    "AWS_ACCESS_KEY_ID",
-    "AWS_SECRET_ACCESS_KEY",
-    "AWS_SESSION_TOKEN",
-    "AWS_REGION",
-    "AWS_DEFAULT_REGION",
-    "AWS_ALLOW_HTTP",
-    "AZURE_STORAGE_ACCOUNT_NAME",
-    "AZURE_STORAGE_ACCOUNT_KEY",
-    "AZURE_STORAGE_USE_EMULATOR",
+    *storage.S3_ENV,
+    *storage.AZURE_ENV,
+    *storage.GCS_ENV,
     "MVSINK_ALLOWED_LOCATIONS",
     "MVSINK_ALLOW_OUTSIDE_DATA_ROOT",
 )

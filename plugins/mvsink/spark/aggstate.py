@@ -38,10 +38,10 @@ import time
 from typing import TYPE_CHECKING, Any, Final
 
 from mvsink.columns import DIFF, STATE_PREFIX, TIME
+from mvsink.spark.transforms import quote_name as _quote
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame, SparkSession
-    from pyspark.sql.types import StructType
 
     from mvsink.core.batch import BatchDescription
     from mvsink.definitions.view import ViewDefinition
@@ -156,10 +156,6 @@ def state_queries(query: str) -> StateQueries | str:
         state_query=state.sql(dialect="spark"),
         finalise=tuple(finalise),
     )
-
-
-def _quote(name: str) -> str:
-    return "`" + name.replace("`", "``") + "`"
 
 
 def _group_keys(tree: Any, items: list[Any]) -> tuple[set[int], list[str]] | str:
@@ -494,8 +490,3 @@ def _violations(plan: StatePlan, merged: DataFrame, n_delta: int) -> str | int:
     if any(row[j] for j in range(4, len(conds) + 1)):
         return "an affected group's state is inconsistent or a decimal sum overflows its type (the full diff)"
     return int(row[0])
-
-
-def schema_state_columns(schema: StructType) -> list[str]:
-    """The table's hidden state columns, in order."""
-    return [f.name for f in schema.fields if f.name.startswith(STATE_PREFIX)]

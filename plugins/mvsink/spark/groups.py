@@ -33,6 +33,8 @@ import functools
 import logging
 from typing import TYPE_CHECKING, Any, Final
 
+from mvsink.spark.transforms import quote_name as _quote
+
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame, SparkSession
     from pyspark.sql.types import DataType
@@ -49,10 +51,6 @@ MAX_AFFECTED_FRACTION = 0.5
 MAX_INLINE_KEYS = 10_000
 _SIGN = "_mv_groups_sign"
 _KEY = "_mv_key_{}"
-
-
-def _quote(name: str) -> str:
-    return "`" + name.replace("`", "``") + "`"
 
 
 def net_changes(plus: DataFrame, minus: DataFrame) -> tuple[DataFrame, DataFrame]:

@@ -14,6 +14,11 @@ if TYPE_CHECKING:
     from pyspark.sql import DataFrame
 
 
+def quote_name(name: str) -> str:
+    """A column name as a Spark SQL identifier (backticks, a backtick doubled)."""
+    return "`" + name.replace("`", "``") + "`"
+
+
 def consolidate(
     updates: DataFrame, columns: list[str], *, before: int | None = None, through: int | None = None
 ) -> DataFrame:
