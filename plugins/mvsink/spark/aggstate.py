@@ -37,13 +37,17 @@ import logging
 import time
 from typing import TYPE_CHECKING, Any, Final
 
-from mvsink.columns import DIFF, STATE_PREFIX, TIME
+from mvsink.columns import DIFF, ERROR, STATE_PREFIX, TIME
 from mvsink.spark.transforms import quote_name as _quote
 
 if TYPE_CHECKING:
+    import decimal
+
+    import pyarrow as pa
     from pyspark.sql import Column, DataFrame, SparkSession
 
     from mvsink.core.batch import BatchDescription
+    from mvsink.core.table import ViewTable
     from mvsink.definitions.view import ViewDefinition
 
 log = logging.getLogger(__name__)
@@ -53,6 +57,10 @@ COUNT: Final = STATE_PREFIX + "count"
 _KEY = "_mv_k{}"
 _ARG = "_mv_a{}"
 _VALUES = "_mv_values{}"  # Δ's count of non-null values of argument i (whatever their sign)
+SIGN: Final = "_mv_sign"  # a change set's row: +1 inserted, -1 deleted
+# Up to this many affected groups, the new state is merged in the driver (one Spark job for the change, the
+# table's rows of those groups read with delta-rs); above it, in Spark (a semi-join and a broadcast join).
+MAX_DRIVER_GROUPS = 100_000
 
 
 def nonnull_column(i: int) -> str:
@@ -91,6 +99,26 @@ class StateQueries:
     @property
     def is_global(self) -> bool:
         return not self.keys
+
+    def signed_input(self, source: str) -> str | None:
+        """The input query with the weight ``_mv_diff`` taken from ``source``'s sign column, or None.
+
+        For the one-term-per-source telescoping (:func:`mvsink.spark.incremental.telescope_signed`): the
+        changed source must be read once, directly in the query's FROM/JOIN (not in a subquery or CTE).
+        """
+        import sqlglot
+        from sqlglot import exp
+
+        tree = sqlglot.parse_one(self.input_query, dialect="spark")
+        assert isinstance(tree, exp.Select)
+        refs = [t for t in tree.find_all(exp.Table) if t.name.lower() == source.lower()]
+        if len(refs) != 1 or refs[0].args.get("db") or refs[0].find_ancestor(exp.Select) is not tree:
+            return None
+        if tree.args.get("with") or any(isinstance(t.parent, exp.Subquery) for t in refs):
+            return None
+        col = exp.column(SIGN, table=refs[0].alias_or_name)
+        tree.set("expressions", [*tree.expressions, exp.alias_(col, DIFF)])
+        return tree.sql(dialect="spark")
 
 
 def state_queries(query: str) -> StateQueries | str:
@@ -321,16 +349,21 @@ def aggregate_corrections(
     *,
     base: dict[str, int],
     plan: StatePlan,
+    table: ViewTable,
     table_df: DataFrame,
-) -> tuple[DataFrame | None, str]:
+) -> tuple[DataFrame | pa.Table | None, str]:
     """Corrections of ``desc`` from the accumulable state and the sources' changes, or (None, why not).
 
-    ``table_df``: the view's table (every column, the state included) at the version write read. Leaves
-    every source registered at the version ``desc`` reads.
+    ``table``/``table_df``: the view's table (every column, the state included) at the version write
+    read. Leaves every source registered at the version ``desc`` reads.
+
+    Up to :data:`MAX_DRIVER_GROUPS` affected groups (the usual case) cost one Spark job: Δ per group is
+    collected, the table's rows of those groups are read with delta-rs, and old ⊕ Δ is merged and checked
+    in the driver; the corrections are then an Arrow table (staged without Spark).
     """
     from pyspark.sql import functions as F
 
-    from mvsink.spark.incremental import prepare_changes, source_check, telescope
+    from mvsink.spark.incremental import prepare_changes, source_check, telescope, telescope_signed
     from mvsink.spark.plan import linearity
 
     why = source_check(desc, base)
@@ -346,28 +379,206 @@ def aggregate_corrections(
     frames = prepare_changes(spark, view, desc, base, changed)
     if isinstance(frames, str):
         return None, frames
-    terms = telescope(
-        spark, view, desc, base, changed, frames, lambda sign: spark.sql(q.input_query).withColumn(DIFF, F.lit(sign))
-    )
+    signed = {s.name: q.signed_input(s.name) for s in changed}
+    if all(signed.values()):  # one term per source: the other sources are scanned once, not twice
+        terms = telescope_signed(
+            spark, view, desc, base, changed, frames, lambda name: spark.sql(signed[name] or ""), sign_column=SIGN
+        )
+    else:
+        terms = telescope(
+            spark,
+            view,
+            desc,
+            base,
+            changed,
+            frames,
+            lambda sign: spark.sql(q.input_query).withColumn(DIFF, F.lit(sign)),
+        )
     din = functools.reduce(lambda a, b: a.unionByName(b), terms)
+    delta = _delta_state(plan, din)
     t1 = time.monotonic()
-    got = _new_state(plan, _delta_state(plan, din), table_df, lower=desc.lower)
-    if isinstance(got, str):
-        return None, got
-    new, old, n_keys = got
+    collected = delta.limit(MAX_DRIVER_GROUPS + 1).toArrow()
+    t2 = time.monotonic()
+    corr: DataFrame | pa.Table
+    if collected.num_rows <= MAX_DRIVER_GROUPS:
+        local = _merge_in_driver(spark, plan, collected, table, lower=desc.lower, at=desc.time)
+        if isinstance(local, str):
+            return None, local
+        corr, n_keys = local
+        where = "in the driver"
+    else:
+        got = _new_state(plan, delta, table_df, lower=desc.lower)
+        if isinstance(got, str):
+            return None, got
+        new, old, n_keys = got
+        where = "by Spark"
+        corr = old.select(*old.columns[:-1], (-F.col(DIFF)).alias(DIFF)).unionByName(
+            new.select("*", F.lit(1).cast("bigint").alias(DIFF))
+        )
+        corr = corr.select(*new.columns, F.lit(desc.time).cast("bigint").alias(TIME), DIFF)
     log.info(
-        "view %s: aggregate state of %d affected group(s): changes planned in %.2fs, new state in %.2fs",
+        "view %s: aggregate state of %d affected group(s): planned in %.2fs, change in %.2fs, merged %s in %.2fs",
         view.name,
         n_keys,
         t1 - t0,
-        time.monotonic() - t1,
+        t2 - t1,
+        where,
+        time.monotonic() - t2,
     )
-    corr = old.select(*old.columns[:-1], (-F.col(DIFF)).alias(DIFF)).unionByName(
-        new.select("*", F.lit(1).cast("bigint").alias(DIFF))
-    )
-    return corr.select(*new.columns, F.lit(desc.time).cast("bigint").alias(TIME), DIFF), (
+    return corr, (
         f"{n_keys} affected group(s) updated from their state and the changes of {', '.join(s.name for s in changed)}"
     )
+
+
+def _merge_in_driver(
+    spark: SparkSession, plan: StatePlan, delta: pa.Table, table: ViewTable, *, lower: int, at: int
+) -> tuple[pa.Table, int] | str:
+    """:func:`_new_state` for few affected groups, without a Spark job: the old rows read with delta-rs,
+    old ⊕ Δ merged here, and the new rows finalised by Spark over local rows (a local relation: no job).
+
+    Returns (the corrections: −old, +new, stamped ``at``, in the table's Arrow schema; how many groups),
+    or a reason for the full diff.
+    """
+    import pyarrow as pa
+    from pyspark.sql import functions as F
+    from pyspark.sql import types as T
+    from pyspark.sql.pandas.types import to_arrow_schema
+
+    from mvsink.spark.sources import arrow_table_schema
+
+    q = plan.queries
+    schema = plan.desired.schema
+    cols = list(plan.desired.columns)
+    out_schema = arrow_table_schema(schema)
+    if not delta.num_rows:  # nothing changed (a global aggregate's one row included)
+        return out_schema.empty_table(), 0
+    old = _persisted_groups(plan, delta, table, lower=lower)
+    merged = _merge_rows(plan, delta, old)
+    if isinstance(merged, str):
+        return merged
+    new_rows, n_keys = merged
+    state_schema = T.StructType([schema[k] for k in q.keys] + [schema[c] for c in plan.state_columns])
+    parts = [
+        old.select(cols)
+        .append_column(TIME, pa.array([at] * old.num_rows, pa.int64()))
+        .append_column(DIFF, pa.compute.negate(old.column(DIFF).cast(pa.int64())))
+        .cast(out_schema)
+    ]
+    if new_rows:
+        live = spark.createDataFrame(
+            pa.Table.from_pylist(new_rows, schema=to_arrow_schema(state_schema, timezone="UTC")), schema=state_schema
+        )
+        final = [F.expr(_final_sql(plan, e)).cast(schema[name].dataType).alias(name) for name, e in q.finalise]
+        new = live.select(*final, *plan.state_columns).select(*[_quote(c) for c in cols]).toArrow()
+        parts.append(
+            new.append_column(TIME, pa.array([at] * new.num_rows, pa.int64()))
+            .append_column(DIFF, pa.array([1] * new.num_rows, pa.int64()))
+            .cast(out_schema)
+        )
+    return pa.concat_tables(parts), n_keys
+
+
+def _persisted_groups(plan: StatePlan, delta: pa.Table, table: ViewTable, *, lower: int) -> pa.Table:
+    """The table's consolidated rows (updates before ``lower``) of the groups in ``delta``, read with delta-rs:
+    the view's columns (named as the query's) and ``_mv_diff``."""
+    import duckdb
+    import pyarrow.compute as pc
+    import pyarrow.dataset as ds
+
+    from mvsink.core import storage
+
+    q = plan.queries
+    cols = list(plan.desired.columns)
+    names = [c for c in table.column_names if c not in (TIME, DIFF, ERROR)]
+    # A dataset over the active files (not delta-rs's to_pyarrow_dataset, whose fragments wrongly drop a
+    # filtered column's rows when the add action has no stats for it, as ours have none for strings).
+    uris = table.file_uris()
+    fs, _ = storage.filesystem(uris[0]) if uris else (None, "")
+    dataset = ds.dataset(
+        [storage.filesystem(u)[1] for u in uris], schema=table.arrow_schema(), format="parquet", filesystem=fs
+    )
+    filt = pc.field(TIME) < lower
+    if q.keys:  # pushed into the scan: the first key's values (row groups without them are skipped)
+        first = names[cols.index(q.keys[0])]
+        values = delta.column(q.keys[0])
+        present = pc.drop_null(values)
+        cond = pc.field(first).isin(present) if len(present) else None
+        if values.null_count:
+            cond = pc.field(first).is_null() if cond is None else cond | pc.field(first).is_null()
+        filt = filt & cond if cond is not None else filt
+    rows = dataset.to_table(columns=[*names, DIFF], filter=filt)
+    rows = rows.rename_columns([*cols, DIFF])
+    con = duckdb.connect()
+    con.register("rows", rows)
+    con.register("delta", delta.select(list(q.keys)) if q.keys else delta)
+    quoted = ", ".join(f'r."{c}"' for c in cols)
+    match = " AND ".join(f'r."{k}" IS NOT DISTINCT FROM d."{k}"' for k in q.keys)
+    semi = f"WHERE EXISTS (SELECT 1 FROM delta d WHERE {match})" if q.keys else ""
+    sql = f'SELECT {quoted}, sum(r."{DIFF}")::BIGINT AS "{DIFF}" FROM rows r {semi} GROUP BY ALL HAVING sum(r."{DIFF}") <> 0'
+    return con.sql(sql).to_arrow_table()
+
+
+def _merge_rows(plan: StatePlan, delta: pa.Table, old: pa.Table) -> tuple[list[dict[str, Any]], int] | str:
+    """New state rows (keys and state columns) of the affected groups, old ⊕ Δ, or why the state cannot
+    be trusted (the full diff repairs it). Exact: Python integers and decimals, each sum checked against
+    its type (an overflow falls back, never wraps)."""
+    import decimal
+
+    q = plan.queries
+    keys = list(q.keys)
+    olds: dict[tuple[Any, ...], dict[str, Any]] = {}
+    for row in old.to_pylist():
+        k = tuple(row[c] for c in keys)
+        if row[DIFF] != 1 or k in olds:
+            return "an affected group has more than one live row in the table (the full diff repairs it)"
+        olds[k] = row
+    limits = [_sum_limit(t) for t in plan.sum_types]
+    out: list[dict[str, Any]] = []
+    with decimal.localcontext() as ctx:
+        ctx.prec = 120  # exact: sums of DECIMAL(38, s) values
+        for d in delta.to_pylist():
+            k = tuple(d[c] for c in keys)
+            o = olds.get(k)
+            count = (o[COUNT] if o else 0) + d[COUNT]
+            if count < 0:
+                return (
+                    "an affected group's row count would be negative "
+                    "(the table's state is damaged; the full diff repairs it)"
+                )
+            new: dict[str, Any] = {c: d[c] for c in keys}
+            new[COUNT] = count
+            for i, (_, with_sum) in enumerate(q.args):
+                n_col, s_col = nonnull_column(i), sum_column(i)
+                n = (o[n_col] if o else 0) + d[n_col]
+                if n < 0 or n > count:
+                    return "an affected group's state is inconsistent (the full diff repairs it)"
+                new[n_col] = n
+                if with_sum:
+                    if d[s_col] is None and d[_VALUES.format(i)] > 0:
+                        return "a decimal sum of the change overflows (the full diff)"
+                    prev = o[s_col] if o else None
+                    if o and o[n_col] > 0 and prev is None:
+                        return "an affected group's state is inconsistent (the full diff repairs it)"
+                    total = (prev or 0) + (d[s_col] or 0)
+                    if abs(total) > limits[i]:
+                        return "an affected group's sum overflows its type (the full diff)"
+                    new[s_col] = total if n > 0 else None  # as SUM over no non-null value
+            if count > 0 or q.is_global:
+                out.append(new)
+        n_keys = delta.num_rows
+    return out, n_keys
+
+
+def _sum_limit(type_name: str | None) -> int | decimal.Decimal:
+    """The largest absolute value a sum of ``type_name`` (Spark's simple string) holds."""
+    import decimal
+    import re
+
+    m = re.fullmatch(r"decimal\((\d+),(\d+)\)", type_name or "")
+    if m:
+        p, sc = int(m.group(1)), int(m.group(2))
+        return decimal.Decimal(10) ** (p - sc) - decimal.Decimal(1).scaleb(-sc)
+    return 2**63 - 1
 
 
 def _delta_state(plan: StatePlan, din: DataFrame) -> DataFrame:
@@ -394,7 +605,8 @@ def _delta_state(plan: StatePlan, din: DataFrame) -> DataFrame:
             zero.append((F.col(s) == 0) | ((F.col(_VALUES.format(i)) == 0) & F.col(s).isNull()))
     keys = [F.col(_KEY.format(i)).alias(k) for i, k in enumerate(q.keys)]
     delta = din.groupBy(*keys).agg(*aggs)
-    return delta.where(~F.coalesce(functools.reduce(lambda a, b: a & b, zero), F.lit(False)))
+    # (a global aggregate over an empty Δin has one row of NULLs: nothing changed)
+    return delta.where(F.col(COUNT).isNotNull() & ~F.coalesce(functools.reduce(lambda a, b: a & b, zero), F.lit(False)))
 
 
 def _new_state(

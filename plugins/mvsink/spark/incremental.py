@@ -147,11 +147,9 @@ def telescope(
     at their new versions and those after it at their old ones (telescoping). Leaves every source
     registered at the version ``desc`` reads.
     """
-    from mvsink.spark.sources import read_delta
 
     def register(s: SourceRead, version: int) -> None:
-        role = f"view {view.name}: source '{s.name}'"
-        read_delta(spark, s.path, version=version, role=role).createOrReplaceTempView(s.name)
+        _register_snapshot(spark, view, s, version)
 
     terms: list[DataFrame] = []
     registered_old: list[SourceRead] = []
@@ -234,3 +232,51 @@ def incremental_corrections(
     columns = [c for c in union.columns if c != DIFF]
     corr = consolidate(union, columns).select(*columns, F.lit(desc.time).cast("bigint").alias(TIME), DIFF)
     return corr, f"from the changes of {', '.join(s.name for s in changed)}"
+
+
+def _register_snapshot(spark: SparkSession, view: ViewDefinition, s: SourceRead, version: int) -> None:
+    """Register source ``s`` at ``version`` under its name."""
+    from mvsink.spark.sources import read_delta
+
+    role = f"view {view.name}: source '{s.name}'"
+    read_delta(spark, s.path, version=version, role=role).createOrReplaceTempView(s.name)
+
+
+def telescope_signed(
+    spark: SparkSession,
+    view: ViewDefinition,
+    desc: BatchDescription,
+    base: dict[str, int],
+    changed: list[SourceRead],
+    frames: dict[str, tuple[DataFrame, DataFrame]],
+    term: Callable[[str], DataFrame],
+    *,
+    sign_column: str,
+) -> list[DataFrame]:
+    """:func:`telescope` with one term per changed source instead of two.
+
+    The source is registered as its inserted and deleted rows together, ``sign_column`` +1 or -1 on each,
+    and ``term(source name)`` must carry that column on as the rows' weight; the other sources are read
+    once per source rather than twice. Leaves every source registered at the version ``desc`` reads.
+    """
+    from pyspark.sql import functions as F
+
+    terms: list[DataFrame] = []
+    registered_old: list[SourceRead] = []
+    try:
+        for i, s in enumerate(changed):
+            for later in changed[i + 1 :]:  # sources after this one at their old version
+                _register_snapshot(spark, view, later, base[later.name])
+                registered_old.append(later)
+            plus, minus = frames[s.name]
+            signed = plus.withColumn(sign_column, F.lit(1).cast("int")).unionByName(
+                minus.withColumn(sign_column, F.lit(-1).cast("int"))
+            )
+            signed.createOrReplaceTempView(s.name)
+            t = term(s.name)
+            terms.append(t.localCheckpoint(eager=True) if _is_remote(spark) else t)
+            _register_snapshot(spark, view, s, s.version)
+    finally:
+        for src in registered_old:  # back at the version desc reads
+            _register_snapshot(spark, view, src, src.version)
+    return terms

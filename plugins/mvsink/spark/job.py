@@ -38,6 +38,7 @@ from mvsink.spark.transforms import consolidate, corrections
 from mvsink.spark.validation import analyse, compare_schema
 
 if TYPE_CHECKING:
+    import pyarrow as pa
     from pyspark.sql import Column, DataFrame, Observation, SparkSession
 
 log = logging.getLogger(__name__)
@@ -54,6 +55,7 @@ def error_path(report: str) -> Path:
 
 def run_write(spark: SparkSession, view: ViewDefinition, desc: BatchDescription) -> WriteReport:
     """Compute the corrections of ``desc`` and stage them (or only count them in a dry run)."""
+    from pyspark.sql import DataFrame as DataFrameType
     from pyspark.sql import Observation
 
     t0 = time.monotonic()
@@ -103,8 +105,10 @@ def run_write(spark: SparkSession, view: ViewDefinition, desc: BatchDescription)
         return counts
 
     if desc.dry_run:
-        added, retracted = _sizes()
-        row = corr.agg(added, retracted).collect()[0]
+        if isinstance(corr, DataFrameType):
+            row = corr.agg(*_sizes()).collect()[0].asDict()
+        else:
+            row = _local_sizes(corr)
         log.info("view %s: dry run: %d rows to add, %d to retract", view.name, row["added"], row["retracted"])
         return dataclasses.replace(
             head,
@@ -154,11 +158,13 @@ def _corrections(
     *,
     with_error: bool,
     check_obs: Observation | None,
-) -> tuple[DataFrame, WriteMode, str]:
-    """The batch's corrections, with the mode that computed them and why: incremental when allowed, else full."""
+) -> tuple[DataFrame | pa.Table, WriteMode, str]:
+    """The batch's corrections, with the mode that computed them and why: incremental when allowed, else full.
+
+    Corrections are a DataFrame, or an Arrow table when they were computed in the driver (few rows)."""
     from pyspark.sql import functions as F
 
-    corr: DataFrame | None = None
+    corr: DataFrame | pa.Table | None = None
     mode: WriteMode = "full"
     reason = desc.full_reason or "no earlier refresh of this definition to start from"
     fr = table.frontier
@@ -174,7 +180,7 @@ def _corrections(
             reason = "the last refresh recorded no check counts to start from"
         elif desc.base_versions is not None:
             corr, mode, reason = _incremental(
-                spark, view, desc, result, table_df, state, with_error=with_error, check_obs=check_obs
+                spark, view, desc, result, table, table_df, state, with_error=with_error, check_obs=check_obs
             )
         elif not view.incremental:
             reason = "incremental: false in the view file"
@@ -198,12 +204,13 @@ def _incremental(
     view: ViewDefinition,
     desc: BatchDescription,
     result: DataFrame,
+    table: ViewTable,
     table_df: DataFrame,
     state: StatePlan | None,
     *,
     with_error: bool,
     check_obs: Observation | None,
-) -> tuple[DataFrame | None, WriteMode, str]:
+) -> tuple[DataFrame | pa.Table | None, WriteMode, str]:
     """Corrections from the sources' changes (linear views, then aggregate state, then affected groups),
     or (None, "full", why not)."""
     assert desc.base_versions is not None
@@ -217,7 +224,9 @@ def _incremental(
     if state is not None and not with_error and not settings.incremental_aggregate():
         reason = f"{reason} (the aggregate-state refresh is off; {settings.INCREMENTAL_AGGREGATE.name}=true enables it)"
     elif state is not None and not with_error:
-        corr, why = aggregate_corrections(spark, view, desc, base=desc.base_versions, plan=state, table_df=table_df)
+        corr, why = aggregate_corrections(
+            spark, view, desc, base=desc.base_versions, plan=state, table=table, table_df=table_df
+        )
         if corr is not None:
             return corr, AGGREGATE_MODE, why
         reason = f"{reason}; and not from the aggregate state: {why}"
@@ -250,10 +259,31 @@ def _sizes() -> tuple[Column, Column]:
     return added, retracted
 
 
+def _local_sizes(corr: pa.Table) -> dict[str, int]:
+    """:func:`_sizes` of corrections held in the driver."""
+    diffs = corr.column(DIFF).to_pylist()
+    return {"added": sum(d for d in diffs if d > 0), "retracted": -sum(d for d in diffs if d < 0)}
+
+
+def _write_local(corr: pa.Table, folder: str) -> dict[str, int]:
+    """Write corrections held in the driver as the batch's one Parquet file (none when empty), as Spark would."""
+    import uuid
+
+    import pyarrow.parquet as pq
+
+    storage.delete_dir(folder)  # as Spark's overwrite: an earlier try's files go
+    if corr.num_rows:
+        fs, inner = storage.filesystem(storage.join(folder, f"part-00000-{uuid.uuid4()}-c000.snappy.parquet"))
+        fs.create_dir(inner.rsplit("/", 1)[0], recursive=True)
+        with fs.open_output_stream(inner) as out:
+            pq.write_table(corr, out, compression="snappy")
+    return _local_sizes(corr)
+
+
 def _stage(
     view: ViewDefinition,
     desc: BatchDescription,
-    corr: DataFrame,
+    corr: DataFrame | pa.Table,
     head: WriteReport,
     *,
     check_counts: Callable[[], dict[str, Any]],
@@ -263,6 +293,7 @@ def _stage(
 
     ``check_counts`` gives the check counts once the corrections were computed (by the write).
     """
+    from pyspark.sql import DataFrame as DataFrameType
     from pyspark.sql import Observation
 
     folder = batch_location(desc.target, desc.batch_id)
@@ -275,10 +306,13 @@ def _stage(
         )
         return dataclasses.replace(head, status="stale", seconds=time.monotonic() - t0)
     write_intent(desc.target, desc.batch_id)
-    obs = Observation(f"mvsink_{desc.batch_id[-8:]}")
     try:
-        corr.observe(obs, *_sizes()).write.mode("overwrite").parquet(storage.spark_uri(folder))
-        metrics = obs.get
+        if isinstance(corr, DataFrameType):
+            obs = Observation(f"mvsink_{desc.batch_id[-8:]}")
+            corr.observe(obs, *_sizes()).write.mode("overwrite").parquet(storage.spark_uri(folder))
+            metrics = obs.get
+        else:
+            metrics = _write_local(corr, folder)
     except Exception:
         # A writer that won the race may have cleaned up this (now dead) batch under us.
         now = ViewTable.open_path(desc.target, view.name, check=False).frontier
