@@ -49,7 +49,8 @@ class RefreshResult:
     checks: dict[str, Any] = dataclasses.field(default_factory=dict)  # {check: {"action", "rows"}}: totals at R
     reason: str = ""
     batch_id: str | None = None
-    timings: dict[str, float] = dataclasses.field(default_factory=dict)
+    timings: dict[str, float] = dataclasses.field(default_factory=dict)  # seconds: mint, write (write.<phase>), append
+    spark_jobs: int = -1  # Spark jobs the write step ran (0: it did not run; -1: unknown)
 
     def summary(self) -> str:
         """One readable line (times as ISO-8601 UTC); ``to_dict`` keeps the integers."""

@@ -171,6 +171,8 @@ class WriteReport:
     mode: WriteMode | Literal[""] = ""  # how the corrections were computed ("" before they were)
     mode_reason: str = ""  # why incremental was (not) used
     checks: dict[str, Any] = dataclasses.field(default_factory=dict)  # {check: {"action", "rows"}} over desired
+    phases: dict[str, float] = dataclasses.field(default_factory=dict)  # seconds: plan, corrections, stage
+    spark_jobs: int = -1  # Spark jobs the step ran (-1: unknown, e.g. through Spark Connect)
 
     def to_json(self) -> str:
         return json.dumps(dataclasses.asdict(self), sort_keys=True)

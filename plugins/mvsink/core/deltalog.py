@@ -13,19 +13,51 @@ Local paths are read with ``os``; any other location through :mod:`mvsink.core.s
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import dataclasses
 import json
 import logging
 import os
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 from urllib.parse import unquote
 
 from mvsink.core import storage
 from mvsink.core.commitinfo import META, CommitInfo
 
 log = logging.getLogger(__name__)
+
+_T = TypeVar("_T")
+_SNAPSHOTS: contextvars.ContextVar[dict[tuple[Any, ...], Any] | None] = contextvars.ContextVar(
+    "mvsink_snapshots", default=None
+)
+
+
+@contextlib.contextmanager
+def snapshot_cache() -> Iterator[None]:
+    """Within it (one write step), what is read of a table at a fixed version is read once.
+
+    A Delta version never changes, so the handles and file lists of one write step may be shared; outside
+    a write step nothing is cached (a long-lived process always sees tables anew).
+    """
+    token = _SNAPSHOTS.set({})
+    try:
+        yield
+    finally:
+        _SNAPSHOTS.reset(token)
+
+
+def cached_snapshot(key: tuple[Any, ...], make: Callable[[], _T]) -> _T:
+    """``make()``, or inside :func:`snapshot_cache` its first result for ``key`` (a path and a version)."""
+    cache = _SNAPSHOTS.get()
+    if cache is None:
+        return make()
+    if key not in cache:
+        cache[key] = make()
+    return cache[key]  # type: ignore[no-any-return]
+
 
 LOG_DIR = "_delta_log"
 _COMMIT_NAME_LEN = 25  # 20 digits + ".json"
@@ -331,7 +363,10 @@ def _add_action_sizes(path: str, version: int) -> dict[str, int]:
     from deltalake import DeltaTable
 
     try:
-        dt = DeltaTable(path, version=version, storage_options=storage.delta_options(path))
+        dt = cached_snapshot(
+            ("delta", path, version),
+            lambda: DeltaTable(path, version=version, storage_options=storage.delta_options(path)),
+        )
         actions = pa.table(dt.get_add_actions(flatten=True))
     except Exception:  # the version is gone or unreadable: the size stays unknown (0)
         return {}

@@ -50,4 +50,6 @@ def run_refresh(
     t2 = time.monotonic()
     result = append(view, desc, report)
     timings = {"mint": t_mint, "write": t_write, "append": time.monotonic() - t2}
-    return dataclasses.replace(result, timings=timings)
+    if report is not None:
+        timings.update({f"write.{k}": v for k, v in report.phases.items()})
+    return dataclasses.replace(result, timings=timings, spark_jobs=report.spark_jobs if report is not None else 0)

@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 from mvsink.columns import is_hidden
 from mvsink.core import storage
 from mvsink.core.commitinfo import CommitInfo
-from mvsink.core.deltalog import commit_times, is_delta_table
+from mvsink.core.deltalog import cached_snapshot, commit_times, is_delta_table
 from mvsink.core.probe import check_conditional_writes
 from mvsink.definitions.view import since_app_id, upper_app_id
 from mvsink.exceptions import MvSinkError, ReadTimeError, SourceError, StoreError, UnsupportedFeatureError
@@ -107,7 +107,11 @@ def check_readable(dt: DeltaTable, *, path: str, role: str) -> None:
 def open_readable(path: str, *, version: int | None = None, role: str) -> DeltaTable:
     """The Delta table at ``path`` (at ``version``), checked readable ("role" names it in errors); a clear
     error if there is none."""
-    dt = open_delta(path, version=version)
+    dt = (
+        open_delta(path, version=version)
+        if version is None
+        else cached_snapshot(("delta", path, version), lambda: open_delta(path, version=version))
+    )
     if dt is None:
         raise SourceError(f"{role}: no Delta table at {path}. Fix: create it or correct the path.")
     check_readable(dt, path=path, role=role)

@@ -42,6 +42,7 @@ from mvsink.spark.transforms import quote_name as _quote
 
 if TYPE_CHECKING:
     import decimal
+    from collections.abc import Callable
 
     import pyarrow as pa
     from pyspark.sql import Column, DataFrame, SparkSession
@@ -350,12 +351,12 @@ def aggregate_corrections(
     base: dict[str, int],
     plan: StatePlan,
     table: ViewTable,
-    table_df: DataFrame,
+    table_df: Callable[[], DataFrame],
 ) -> tuple[DataFrame | pa.Table | None, str]:
     """Corrections of ``desc`` from the accumulable state and the sources' changes, or (None, why not).
 
-    ``table``/``table_df``: the view's table (every column, the state included) at the version write
-    read. Leaves every source registered at the version ``desc`` reads.
+    ``table``/``table_df()``: the view's table (every column, the state included) at the version write
+    read (delta-rs's handle; Spark's read of it, made only when needed). Leaves every source registered at the version ``desc`` reads.
 
     Up to :data:`MAX_DRIVER_GROUPS` affected groups (the usual case) cost one Spark job: Δ per group is
     collected, the table's rows of those groups are read with delta-rs, and old ⊕ Δ is merged and checked
@@ -407,7 +408,7 @@ def aggregate_corrections(
         corr, n_keys = local
         where = "in the driver"
     else:
-        got = _new_state(plan, delta, table_df, lower=desc.lower)
+        got = _new_state(plan, delta, table_df(), lower=desc.lower)
         if isinstance(got, str):
             return None, got
         new, old, n_keys = got

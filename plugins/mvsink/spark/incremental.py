@@ -19,13 +19,14 @@ a schema change, a vacuumed file, a change set that is most of the table) just c
 
 from __future__ import annotations
 
+import functools
 import logging
 from collections import defaultdict
 from typing import TYPE_CHECKING
 
 from mvsink import settings
 from mvsink.core import storage
-from mvsink.core.deltalog import ChangeFile, ChangeSet, active_bytes, change_set
+from mvsink.core.deltalog import ChangeFile, ChangeSet, active_bytes, cached_snapshot, change_set
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -126,7 +127,7 @@ def prepare_changes(
         changes[s.name] = cs
     frames: dict[str, tuple[DataFrame, DataFrame]] = {}
     for s in changed:
-        sdt = open_delta(s.path, version=s.version)
+        sdt = cached_snapshot(("delta", s.path, s.version), functools.partial(open_delta, s.path, version=s.version))
         partition_columns = list(sdt.metadata().partition_columns) if sdt is not None else []
         frames[s.name] = change_frames(spark, changes[s.name], spark.table(s.name).schema, partition_columns)
     return frames

@@ -21,6 +21,7 @@ from mvsink.columns import DIFF, ERROR, TIME, is_hidden
 from mvsink.core import storage
 from mvsink.core.batch import BatchDescription, WriteMode, WriteReport
 from mvsink.core.checks import add_counts, counts_of
+from mvsink.core.deltalog import snapshot_cache
 from mvsink.core.failpoints import failpoint
 from mvsink.core.schema import encode_schema
 from mvsink.core.staging import batch_location, discard_batch, staged_files, write_intent, write_manifest
@@ -33,7 +34,7 @@ from mvsink.spark.checks import apply_checks
 from mvsink.spark.groups import MODE as GROUPS_MODE
 from mvsink.spark.groups import group_corrections
 from mvsink.spark.incremental import NOT_LINEAR, incremental_corrections
-from mvsink.spark.sources import arrow_table_schema, read_delta, register_sources
+from mvsink.spark.sources import arrow_table_schema, read_delta, register_sources, spark_schema_of
 from mvsink.spark.transforms import consolidate, corrections
 from mvsink.spark.validation import analyse, compare_schema
 
@@ -55,6 +56,31 @@ def error_path(report: str) -> Path:
 
 def run_write(spark: SparkSession, view: ViewDefinition, desc: BatchDescription) -> WriteReport:
     """Compute the corrections of ``desc`` and stage them (or only count them in a dry run)."""
+    jobs_before = _spark_jobs(spark)
+    with snapshot_cache():  # each table version the step reads is opened once
+        report = _run_write(spark, view, desc)
+    jobs_after = _spark_jobs(spark)
+    if jobs_before is not None and jobs_after is not None:
+        report = dataclasses.replace(report, spark_jobs=len(jobs_after - jobs_before))
+    log.info(
+        "view %s: write step %.2fs (%s), %s Spark job(s)",
+        view.name,
+        report.seconds,
+        ", ".join(f"{k} {v:.2f}s" for k, v in report.phases.items()) or "-",
+        "?" if report.spark_jobs < 0 else report.spark_jobs,
+    )
+    return report
+
+
+def _spark_jobs(spark: SparkSession) -> set[int] | None:
+    """The ids of the jobs Spark ran so far (outside job groups), or None where Spark cannot say (Connect)."""
+    try:
+        return set(spark.sparkContext.statusTracker().getJobIdsForGroup())
+    except Exception:  # Spark Connect has no SparkContext
+        return None
+
+
+def _run_write(spark: SparkSession, view: ViewDefinition, desc: BatchDescription) -> WriteReport:
     from pyspark.sql import DataFrame as DataFrameType
     from pyspark.sql import Observation
 
@@ -90,11 +116,15 @@ def run_write(spark: SparkSession, view: ViewDefinition, desc: BatchDescription)
         return dataclasses.replace(head, seconds=time.monotonic() - t0)
 
     check_obs = Observation(f"mvsink_checks_{desc.batch_id[-8:]}") if view.checks else None
+    t1 = time.monotonic()
     corr, mode, reason = _corrections(
         spark, view, desc, table, result, state, with_error=with_error, check_obs=check_obs
     )
     log.info("view %s: %s diff (%s)", view.name, mode, reason)
-    head = dataclasses.replace(head, mode=mode, mode_reason=reason)
+    # plan: sources and the query analysed; corrections: the changes read and, where the mode does it
+    # eagerly, computed; stage: the corrections written (a lazy mode's computation happens here)
+    phases = {"plan": t1 - t0, "corrections": time.monotonic() - t1}
+    head = dataclasses.replace(head, mode=mode, mode_reason=reason, phases=phases)
 
     def check_counts() -> dict[str, Any]:
         if check_obs is None:
@@ -171,8 +201,11 @@ def _corrections(
     if not table.exists:
         persisted = None
     else:
-        table_df = read_delta(spark, desc.target, version=fr.version, role=table.role)
-        compare_schema(view, result.schema, table_df.schema)
+        compare_schema(view, result.schema, spark_schema_of(table.delta))
+
+        def table_df() -> DataFrame:  # the table as Spark reads it (once per write step), for the modes that do
+            return read_delta(spark, desc.target, version=fr.version, role=table.role)
+
         zero = {c.name: {"action": c.action, "rows": 0} for c in view.checks}
         if desc.base_versions is not None and fr.version != desc.table_version:
             reason = f"the table moved from version {desc.table_version} to {fr.version} after mint"
@@ -186,10 +219,11 @@ def _corrections(
             reason = "incremental: false in the view file"
         if corr is not None:
             return corr, mode, reason
-        user_t = [c for c in table_df.columns if c not in (TIME, DIFF, ERROR)]
-        err = [F.col(ERROR) if ERROR in table_df.columns else F.lit(None).cast("string").alias(ERROR)]
+        table_rows = table_df()
+        user_t = [c for c in table_rows.columns if c not in (TIME, DIFF, ERROR)]
+        err = [F.col(ERROR) if ERROR in table_rows.columns else F.lit(None).cast("string").alias(ERROR)]
         full = state.desired if state else result
-        renamed = table_df.select(
+        renamed = table_rows.select(
             *[F.col(a).alias(b) for a, b in zip(user_t, full.columns)], *(err if with_error else []), TIME, DIFF
         )
         persisted = consolidate(renamed, [c for c in renamed.columns if c not in (TIME, DIFF)], before=desc.lower)
@@ -205,7 +239,7 @@ def _incremental(
     desc: BatchDescription,
     result: DataFrame,
     table: ViewTable,
-    table_df: DataFrame,
+    table_df: Callable[[], DataFrame],
     state: StatePlan | None,
     *,
     with_error: bool,
@@ -242,7 +276,7 @@ def _incremental(
         desc,
         base=desc.base_versions,
         desired=state.desired if state else result,
-        table_df=table_df,
+        table_df=table_df(),
         with_error=with_error,
     )
     if corr is not None:
@@ -305,6 +339,7 @@ def _stage(
             "view %s: batch [%d, %d) went stale before staging; staging nothing", view.name, desc.lower, desc.upper
         )
         return dataclasses.replace(head, status="stale", seconds=time.monotonic() - t0)
+    t_stage = time.monotonic()
     write_intent(desc.target, desc.batch_id)
     try:
         if isinstance(corr, DataFrameType):
@@ -338,6 +373,7 @@ def _stage(
         checks=check_counts(),
         seconds=time.monotonic() - t0,
     )
+    report = dataclasses.replace(report, phases={**report.phases, "stage": time.monotonic() - t_stage})
     if files:
         write_manifest(desc.target, report)
         log.info(

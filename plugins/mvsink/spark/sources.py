@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 from mvsink.columns import DIFF, ERROR, TIME, is_hidden
 from mvsink.core import storage
 from mvsink.core.batch import BatchDescription
+from mvsink.core.deltalog import cached_snapshot
 from mvsink.core.table import ViewTable, open_readable
 from mvsink.definitions.view import ViewDefinition
 from mvsink.spark.transforms import consolidate, expand
@@ -37,7 +38,8 @@ def arrow_table_schema(schema: StructType, *, with_error: bool = False) -> pa.Sc
     return pa.schema(fields)
 
 
-def _spark_schema_of(dt: DeltaTable) -> StructType:
+def spark_schema_of(dt: DeltaTable) -> StructType:
+    """The Spark schema of a Delta table (from its log; no Spark call)."""
     import pyarrow as pa
     from pyspark.sql.pandas.types import from_arrow_schema
 
@@ -45,9 +47,18 @@ def _spark_schema_of(dt: DeltaTable) -> StructType:
 
 
 def read_delta(spark: SparkSession, path: str, *, version: int | None, role: str) -> DataFrame:
-    """A Delta snapshot as a DataFrame, read as Parquet from the file list delta-rs resolves."""
+    """A Delta snapshot as a DataFrame, read as Parquet from the file list delta-rs resolves (once per
+    version within a write step: :func:`mvsink.core.deltalog.snapshot_cache`)."""
+    if version is None:
+        return _read_delta(spark, path, version=version, role=role)
+    return cached_snapshot(
+        ("spark", id(spark), path, version), lambda: _read_delta(spark, path, version=version, role=role)
+    )
+
+
+def _read_delta(spark: SparkSession, path: str, *, version: int | None, role: str) -> DataFrame:
     dt = open_readable(path, version=version, role=role)
-    schema = _spark_schema_of(dt)
+    schema = spark_schema_of(dt)
     uris = [storage.spark_uri(u) for u in dt.file_uris()]
     if not uris:
         return spark.createDataFrame([], schema)
