@@ -12,8 +12,10 @@ once for the inserted rows (+1) and once for the deleted rows (-1). The change s
 source between two Delta versions comes from its commit log (:func:`mvsink.core.deltalog.change_set`:
 Change Data Feed files when a commit has them, else the files it added and removed); this module
 is the Spark side: reading those files and evaluating the terms. The result is the
-same corrections the full diff computes, consolidated per row; the full diff stays the
-fallback, so anything this module cannot prove safe (an aggregate above a changed source,
+same corrections the full diff computes, consolidated per row. A source that is another view
+changes by that view's own updates since the last read (:mod:`mvsink.core.viewchanges`:
+which files, and whether they can be trusted; :func:`view_change_frames` reads them). The full
+diff stays the fallback, so anything this module cannot prove safe (an aggregate above a changed source,
 a schema change, a vacuumed file, a change set that is most of the table) just costs time.
 """
 
