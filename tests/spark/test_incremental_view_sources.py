@@ -37,10 +37,11 @@ UP = (
     "SELECT c.region, o.status, count(*) AS n, sum(o.qty) AS s "
     "FROM orders o JOIN customers c ON o.cust = c.id GROUP BY c.region, o.status"
 )
-# A linear upstream with an error check: downstream views read its ok rows only.
-UPC = "SELECT id, cust, status, qty FROM orders"
+# A linear upstream with an error check and duplicate rows (its updates carry diffs of +-k): downstream
+# views read its ok rows only, each as many times as it occurs.
+UPC = "SELECT status, qty FROM orders"
 UPC_CHECKS = [{"name": "positive_qty", "expr": "qty > 0", "action": "error"}]
-UPC_OK = "SELECT id, cust, status, qty FROM orders WHERE qty > 0"  # the oracle's ok rows of UPC
+UPC_OK = "SELECT status, qty FROM orders WHERE qty > 0"  # the oracle's ok rows of UPC
 
 # name -> (query, upstream view, the incremental mode it refreshes by)
 DOWN = {
@@ -54,7 +55,9 @@ DOWN = {
     ),
     # MIN/MAX over the aggregate: affected groups recomputed
     "grp": ("SELECT status, max(s) AS hi, min(n) AS lo FROM up GROUP BY status", "up", "incremental:groups"),
-    # an aggregate over the ok rows of a view with checks
+    # linear over the ok rows (with duplicates) of a view with checks
+    "dup": ("SELECT status, qty * 2 AS q2 FROM upc WHERE status IS NOT NULL", "upc", "incremental"),
+    # an aggregate over them
     "cnt": (
         "SELECT status, count(*) AS n, sum(qty) AS q FROM upc GROUP BY status",
         "upc",
@@ -192,6 +195,12 @@ def test_randomized_histories_refresh_incrementally_and_match_oracle_and_full_di
         assert not any("no earlier refresh" in str(a["mode_reason"]) for a in history[1:]), history
     # the upstream aggregate kept hidden state; no downstream view ever saw it
     assert [c for c in DeltaTable(str(data / "views" / "up")).schema().to_arrow().names if "_agg_" in c]
+    # the upstream with duplicates wrote updates of weight k > 1 after its first refresh, which the
+    # downstream views' change sets read as k rows
+    log = pa.table(DeltaTable(str(data / "views" / "upc")).to_pyarrow_table())
+    first = min(log["_mv_time"].to_pylist())
+    later = [abs(d) for d, at in zip(log["_mv_diff"].to_pylist(), log["_mv_time"].to_pylist()) if at > first]
+    assert max(later) > 1, later
 
 
 # ---------------------------------------------------------------- fallbacks, with their reasons
