@@ -48,8 +48,12 @@ class BatchDescription:
     # Check counts the last append recorded for those contents (totals per check); the no-change
     # shortcut carries them over and the incremental path adds the change's counts to them.
     base_checks: dict[str, Any] | None = None
+    # The time the last append read every source at (its ``upper - 1``): a view source's change set is
+    # its updates after it (core/viewchanges.py). Set with ``base_versions``.
+    base_time: int | None = None
     minted_at: int | None = None  # wall-clock ms when mint made it: append records the refresh's duration
-    # Why mint asks for the full diff although the contents are known (``full_refresh_every``), or None.
+    # Why mint asks for the full diff, or None: the contents are known but ``full_refresh_every`` is due, or
+    # they are not known (a foreign commit, a changed definition, a re-created source ...).
     full_reason: str | None = None
 
     @property
@@ -86,6 +90,11 @@ class BatchDescription:
         )
         for s in desc.sources:
             _check_types(s, {"name": str, "kind": str, "path": str, "version": int})
+        if desc.base_time is not None and type(desc.base_time) is not int:
+            raise ValueError(
+                f"batch description: base_time {desc.base_time!r} is not a time. Fix: pass the description "
+                "mint produced, unchanged."
+            )
         if desc.base_versions is not None and not all(
             isinstance(k, str) and type(v) is int for k, v in desc.base_versions.items()
         ):

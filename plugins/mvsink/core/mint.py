@@ -11,6 +11,7 @@ from mvsink.core.batch import BatchDescription, NothingToDo, SourceRead, make_ba
 from mvsink.core.probe import check_conditional_writes
 from mvsink.core.staging import collect_garbage, list_staged
 from mvsink.core.table import ViewTable, open_readable, table_id, version_at
+from mvsink.core.viewchanges import view_changes
 from mvsink.definitions.catalog import Catalog
 from mvsink.definitions.view import ViewDefinition
 from mvsink.times import format_duration, format_time
@@ -69,12 +70,21 @@ def mint(
             if catalog is None:
                 raise ValueError(f"view {view.name}: source '{s.name}' is a view; mint needs the catalog")
             up = catalog.upstream(view, s)
-            ufr = ViewTable.open(up, check=False).frontier
+            utable = ViewTable.open(up, check=False)
+            ufr = utable.frontier
             if ufr.upper < desired:
                 desired = ufr.upper
                 capped_by.append(f"{up.name} (upper {ufr.upper})")
             sources.append(
-                SourceRead(name=s.name, kind="view", path=up.target, version=ufr.version, upper=ufr.upper, view=up.name)
+                SourceRead(
+                    name=s.name,
+                    kind="view",
+                    path=up.target,
+                    version=ufr.version,
+                    upper=ufr.upper,
+                    view=up.name,
+                    table_id=table_id(utable.delta) if utable.exists else None,
+                )
             )
     if desired <= lower:
         return NothingToDo(
@@ -99,16 +109,19 @@ def mint(
         dry_run=dry_run,
         minted_at=int(time.time() * 1000),
     )
-    base = last_refresh_sources(desc, table) if table.exists else None
+    last = last_refresh_sources(desc, table) if table.exists else None
+    base = last if isinstance(last, LastRefresh) else None
     base_checks = last_refresh_checks(table) if base is not None and view.checks else None
-    if base is not None and base == {s.name: s.version for s in desc.sources}:
+    if base is not None and sources_unchanged(desc, base):
         desc = dataclasses.replace(desc, empty=True, base_checks=base_checks)
     elif base is not None and view.incremental:
         due = full_refresh_due(view, table, desc.refresh_time)
         if due is not None:
             desc = dataclasses.replace(desc, full_reason=due)
         else:
-            desc = dataclasses.replace(desc, base_versions=base, base_checks=base_checks)
+            desc = dataclasses.replace(desc, base_versions=base.versions, base_time=base.time, base_checks=base_checks)
+    elif isinstance(last, str):  # the contents are not known to be the query over any sources: say why
+        desc = dataclasses.replace(desc, full_reason=last)
     log.info(
         "view %s: minted [%d, %d) at refresh time %s%s",
         view.name,
@@ -120,24 +133,70 @@ def mint(
     return desc
 
 
-def last_refresh_sources(desc: BatchDescription, table: ViewTable) -> dict[str, int] | None:
-    """Source versions the table's contents are the query over, if that is known; else None.
+@dataclasses.dataclass(frozen=True)
+class LastRefresh:
+    """What the table's contents are known to be: the query over these source versions, read at ``time``."""
 
-    Known when the last content-changing commit is our append of the same definition: it made
-    the contents equal to the query over the source versions it recorded. A foreign commit (a hand
-    edit, another writer) or a changed definition makes it unknown, so self-correction is never
-    skipped. Views over views never qualify: an upstream's contents change with time even at one
-    Delta version.
+    versions: dict[str, int]  # source name -> Delta version the last append read
+    time: int  # the time it read them at (its batch's upper - 1)
+
+
+def last_refresh_sources(desc: BatchDescription, table: ViewTable) -> LastRefresh | str:
+    """The source versions (and read time) the table's contents are the query over, or why that is not known.
+
+    Known when the last content-changing commit is our append of the same definition over the same source
+    tables: it made the contents equal to the query over the source versions it recorded, read at its
+    batch's time. A foreign commit (a hand edit, another writer) or a changed definition makes it unknown,
+    so self-correction is never skipped.
     """
-    if any(s.kind == "view" for s in desc.sources):
-        return None
     last = table.last_content_change(limit=SHORTCUT_HISTORY_LIMIT)
-    info = last.info if last is not None else None
-    if info is None or info.operation != "append" or info.definition != desc.definition:
-        return None
-    if not isinstance(info.sources, dict) or info.source_ids != {s.name: s.table_id for s in desc.sources}:
-        return None  # a source table was re-created (same path, new table): its versions are not comparable
-    return {k: int(v) for k, v in info.sources.items()}
+    if last is None:
+        return f"no earlier refresh to start from (none among the table's last {SHORTCUT_HISTORY_LIMIT} commits)"
+    info = last.info
+    if info is None:
+        return (
+            f"a commit mvsink did not make (version {last.version}, {last.operation}: a hand edit or another "
+            "writer) changed the table since the last refresh; the full diff repairs it"
+        )
+    if info.operation != "append":
+        return f"the table's last change is a {info.operation} commit (version {last.version}), not a refresh"
+    if info.definition != desc.definition:
+        return f"the view's definition changed since the last refresh (version {last.version})"
+    if not isinstance(info.sources, dict) or not isinstance(info.upper, int):
+        return f"the last refresh (version {last.version}) recorded no source versions"
+    ids = info.source_ids if isinstance(info.source_ids, dict) else {}
+    for s in desc.sources:
+        if s.name not in info.sources:
+            return f"the last refresh (version {last.version}) did not read source {s.name!r}"
+        if ids.get(s.name) is None:
+            return f"the last refresh (version {last.version}) recorded no table id for source {s.name!r}"
+        if ids[s.name] != s.table_id:
+            # a source table re-created at the same path: its versions are not comparable
+            return (
+                f"source {s.name!r} is not the table the last refresh read (version {last.version} recorded "
+                f"table id {ids.get(s.name)}, now {s.table_id})"
+            )
+    return LastRefresh(versions={k: int(v) for k, v in info.sources.items()}, time=info.upper - 1)
+
+
+def sources_unchanged(desc: BatchDescription, base: LastRefresh) -> bool:
+    """No source changed since the last refresh read them: the no-change shortcut applies.
+
+    A table source has the same Delta version. A view source may have a newer version, and its contents
+    change with time even at one version: it is unchanged when its update log provably holds nothing
+    between the last read time and this batch's (core/viewchanges.py).
+    """
+    for s in desc.sources:
+        if s.name not in base.versions:
+            return False
+        if s.kind == "path":
+            if base.versions[s.name] != s.version:
+                return False
+            continue
+        changes = view_changes(s, base_version=base.versions[s.name], base_time=base.time, time=desc.time)
+        if isinstance(changes, str) or not changes.empty:
+            return False
+    return True
 
 
 def full_refresh_due(view: ViewDefinition, table: ViewTable, refresh_time: int) -> str | None:

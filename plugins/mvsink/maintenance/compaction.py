@@ -100,8 +100,10 @@ class CompactResult:
 def downstream_hold(view: ViewDefinition, catalog: Catalog | None) -> tuple[int, str] | None:
     """The lowest time a view reading ``view`` may still read, and which view that is.
 
-    A downstream view's next refresh reads this view at a time ``>= max(its upper, its as_of)``,
-    so ``since`` must not pass that (Materialize's read holds).
+    A downstream view's next refresh reads this view at a time ``>= max(its upper, its as_of)``, and its
+    incremental path reads this view's updates after the time its last refresh read (``its upper - 1``),
+    so ``since`` must not pass ``max(its upper - 1, its as_of)`` (Materialize's read holds): a since at
+    that time keeps every later update apart (core/viewchanges.py).
     """
     if catalog is None:
         return None
@@ -109,7 +111,7 @@ def downstream_hold(view: ViewDefinition, catalog: Catalog | None) -> tuple[int,
     for other in catalog.views.values():
         if not any(s.kind == "view" and s.view == view.name for s in other.sources):
             continue
-        t = max(ViewTable.open(other, check=False).frontier.upper, other.as_of)
+        t = max(ViewTable.open(other, check=False).frontier.upper - 1, other.as_of)
         if hold is None or t < hold[0]:
             hold = (t, other.name)
     return hold

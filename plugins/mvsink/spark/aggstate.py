@@ -364,7 +364,7 @@ def aggregate_corrections(
     """
     from pyspark.sql import functions as F
 
-    from mvsink.spark.incremental import prepare_changes, source_check, telescope, telescope_signed
+    from mvsink.spark.incremental import changed_sources, prepare_changes, source_check, telescope, telescope_signed
     from mvsink.spark.plan import linearity
 
     why = source_check(desc, base)
@@ -372,7 +372,7 @@ def aggregate_corrections(
         return None, why
     q = plan.queries
     t0 = time.monotonic()
-    changed = [s for s in desc.sources if base.get(s.name) != s.version]
+    changed = changed_sources(desc, base)
     lin = {k: v for k, v in linearity(spark, q.input_query, [s.name for s in changed]).items() if v}
     if lin:
         name, reason = next(iter(lin.items()))

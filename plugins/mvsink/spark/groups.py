@@ -138,7 +138,7 @@ def group_corrections(
     from pyspark.sql import functions as F
 
     from mvsink.columns import DIFF, ERROR, TIME
-    from mvsink.spark.incremental import prepare_changes, source_check, telescope
+    from mvsink.spark.incremental import changed_sources, prepare_changes, source_check, telescope
     from mvsink.spark.plan import aggregate_keys
     from mvsink.spark.transforms import consolidate, corrections
 
@@ -150,7 +150,7 @@ def group_corrections(
             "the view has checks (or its table has error rows): their totals cannot be counted "
             "from the affected groups alone"
         )
-    changed = [s for s in desc.sources if base.get(s.name) != s.version]
+    changed = changed_sources(desc, base)
     got = aggregate_keys(spark, view.query, [s.name for s in changed], desired=desired)
     if isinstance(got, str):
         return None, got

@@ -12,8 +12,10 @@ once for the inserted rows (+1) and once for the deleted rows (-1). The change s
 source between two Delta versions comes from its commit log (:func:`mvsink.core.deltalog.change_set`:
 Change Data Feed files when a commit has them, else the files it added and removed); this module
 is the Spark side: reading those files and evaluating the terms. The result is the
-same corrections the full diff computes, consolidated per row; the full diff stays the
-fallback, so anything this module cannot prove safe (an aggregate above a changed source,
+same corrections the full diff computes, consolidated per row. A source that is another view
+changes by that view's own updates since the last read (:mod:`mvsink.core.viewchanges`:
+which files, and whether they can be trusted; :func:`view_change_frames` reads them). The full
+diff stays the fallback, so anything this module cannot prove safe (an aggregate above a changed source,
 a schema change, a vacuumed file, a change set that is most of the table) just costs time.
 """
 
@@ -27,6 +29,7 @@ from typing import TYPE_CHECKING
 from mvsink import settings
 from mvsink.core import storage
 from mvsink.core.deltalog import ChangeFile, ChangeSet, active_bytes, cached_snapshot, change_set
+from mvsink.core.viewchanges import ViewChanges, view_changes
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -108,13 +111,26 @@ def prepare_changes(
 ) -> dict[str, tuple[DataFrame, DataFrame]] | str:
     """(inserted, deleted) rows of each changed source since ``base``, or why they cannot be used.
 
-    Refuses a change set that is over :func:`max_fraction` of the source's files (the size guard).
+    A table source's come from its Delta log; a view source's are its own updates since the last read
+    (:func:`view_change_frames`). Refuses a change set that is over :func:`max_fraction` of the source's
+    files (the size guard).
     """
     from mvsink.core.table import open_delta
 
-    changes: dict[str, ChangeSet] = {}
+    changes: dict[str, ChangeSet | ViewChanges] = {}
     fraction = max_fraction()
     for s in changed:
+        if s.kind == "view":
+            vc = _view_changes(desc, base, s)
+            if isinstance(vc, str):
+                return f"source {s.name!r}: {vc}"
+            if vc.total_bytes and vc.bytes > fraction * vc.total_bytes:
+                return (
+                    f"source {s.name!r} (view {s.view}) changed {vc.bytes} bytes of its table's files against "
+                    f"{vc.total_bytes} (over {fraction:.0%})"
+                )
+            changes[s.name] = vc
+            continue
         cs = change_set(s.path, base[s.name], s.version)
         if isinstance(cs, str):
             return f"source {s.name!r}: {cs}"
@@ -127,10 +143,54 @@ def prepare_changes(
         changes[s.name] = cs
     frames: dict[str, tuple[DataFrame, DataFrame]] = {}
     for s in changed:
+        got = changes[s.name]
+        if isinstance(got, ViewChanges):
+            assert desc.base_time is not None
+            frames[s.name] = view_change_frames(
+                spark, view, s, got, after=desc.base_time, through=desc.time, schema=spark.table(s.name).schema
+            )
+            continue
         sdt = cached_snapshot(("delta", s.path, s.version), functools.partial(open_delta, s.path, version=s.version))
         partition_columns = list(sdt.metadata().partition_columns) if sdt is not None else []
-        frames[s.name] = change_frames(spark, changes[s.name], spark.table(s.name).schema, partition_columns)
+        frames[s.name] = change_frames(spark, got, spark.table(s.name).schema, partition_columns)
     return frames
+
+
+def view_change_frames(
+    spark: SparkSession,
+    view: ViewDefinition,
+    s: SourceRead,
+    changes: ViewChanges,
+    *,
+    after: int,
+    through: int,
+    schema: StructType,
+) -> tuple[DataFrame, DataFrame]:
+    """(inserted rows, deleted rows) of view source ``s`` between its reads at ``after`` and ``through``.
+
+    Its updates with ``after < _mv_time <= through`` (from the files ``changes`` lists), consolidated per
+    row over the columns a read sees (hidden state left out: updates that change only the state cancel),
+    its ok rows only, each row repeated by its multiplicity: rows of weight +1 and -1 with ``schema``, the
+    source's as registered.
+    """
+    from pyspark.sql import functions as F
+
+    from mvsink.columns import DIFF, TIME
+    from mvsink.core.table import open_readable
+    from mvsink.spark.sources import spark_schema_of, view_rows, visible_columns
+    from mvsink.spark.transforms import consolidate, expand
+
+    dt = open_readable(s.path, version=s.version, role=f"view {view.name}: source '{s.name}'")
+    table_schema = spark_schema_of(dt)
+    if changes.files:
+        updates = spark.read.schema(table_schema).parquet(*(storage.spark_uri(f) for f in changes.files))
+    else:
+        updates = spark.createDataFrame([], table_schema)
+    updates = updates.select(*table_schema.names).where((F.col(TIME) > F.lit(after)) & (F.col(TIME) <= F.lit(through)))
+    net = view_rows(consolidate(updates, visible_columns(updates.columns)), expand_rows=False)
+    plus = expand(net).select(*schema.names)
+    minus = expand(net.select(*[c for c in net.columns if c != DIFF], (-F.col(DIFF)).alias(DIFF))).select(*schema.names)
+    return plus, minus
 
 
 def telescope(
@@ -149,15 +209,15 @@ def telescope(
     registered at the version ``desc`` reads.
     """
 
-    def register(s: SourceRead, version: int) -> None:
-        _register_snapshot(spark, view, s, version)
+    def register(s: SourceRead, *, old: bool) -> None:
+        _register_source(spark, view, desc, base, s, old=old)
 
     terms: list[DataFrame] = []
     registered_old: list[SourceRead] = []
     try:
         for i, s in enumerate(changed):
             for later in changed[i + 1 :]:  # sources after this one at their old version
-                register(later, base[later.name])
+                register(later, old=True)
                 registered_old.append(later)
             plus, minus = frames[s.name]
             for frame, sign in ((plus, 1), (minus, -1)):
@@ -166,20 +226,51 @@ def telescope(
                 # Classic Spark binds temp views when spark.sql analyses; Spark Connect re-analyses the SQL
                 # at execution, after the views were re-registered, so there each term is pinned first.
                 terms.append(t.localCheckpoint(eager=True) if _is_remote(spark) else t)
-            register(s, s.version)
+            register(s, old=False)
     finally:
         for src in registered_old:  # back at the version desc reads
-            register(src, src.version)
+            register(src, old=False)
     return terms
 
 
+def _view_changes(desc: BatchDescription, base: dict[str, int], s: SourceRead) -> ViewChanges | str:
+    """View source ``s``'s change since the last refresh read it (core/viewchanges.py), or why it cannot be used."""
+    if desc.base_time is None:
+        return "the time the last refresh read it is unknown"
+    return view_changes(s, base_version=base[s.name], base_time=desc.base_time, time=desc.time)
+
+
 def source_check(desc: BatchDescription, base: dict[str, int]) -> str | None:
-    """Why the sources' changes since ``base`` cannot be used at all (None: they can)."""
-    if any(s.kind != "path" for s in desc.sources):
-        return "a source is a view"
+    """Why the sources' changes since ``base`` cannot be used at all (None: they can).
+
+    Reads no data: a view source's check reads its table's log (cached for the other modes' calls).
+    """
     if any(s.name not in base or base[s.name] > s.version for s in desc.sources):
         return "the last refresh's source versions are unknown"
+    for s in desc.sources:
+        if s.kind == "view":
+            vc = _view_changes(desc, base, s)
+            if isinstance(vc, str):
+                return f"source {s.name!r}: {vc}"
+    if not changed_sources(desc, base):
+        return "no source changed since the last refresh"  # mint takes the no-change shortcut; never here
     return None
+
+
+def changed_sources(desc: BatchDescription, base: dict[str, int]) -> list[SourceRead]:
+    """The sources that changed since ``base`` (in the description's order): a table source with a newer
+    version; a view source whose update log holds something since the last read (its contents change
+    with time even at one version, and a newer version may only hold a compaction or later times)."""
+    out = []
+    for s in desc.sources:
+        if s.kind != "view":
+            if base.get(s.name) != s.version:
+                out.append(s)
+            continue
+        vc = _view_changes(desc, base, s) if s.name in base else "unknown"
+        if isinstance(vc, str) or not vc.empty:
+            out.append(s)
+    return out
 
 
 def incremental_corrections(
@@ -206,10 +297,10 @@ def incremental_corrections(
     from mvsink.spark.plan import linearity
     from mvsink.spark.transforms import consolidate
 
-    changed = [s for s in desc.sources if base.get(s.name) != s.version]
     why_not = source_check(desc, base)
     if why_not:
         return None, why_not
+    changed = changed_sources(desc, base)
     why = {k: v for k, v in linearity(spark, view.query, [s.name for s in changed], desired=desired).items() if v}
     if why:  # the plan first: in classic Spark it is already analysed (Connect: one EXPLAIN)
         name, reason = next(iter(why.items()))
@@ -235,12 +326,24 @@ def incremental_corrections(
     return corr, f"from the changes of {', '.join(s.name for s in changed)}"
 
 
-def _register_snapshot(spark: SparkSession, view: ViewDefinition, s: SourceRead, version: int) -> None:
-    """Register source ``s`` at ``version`` under its name."""
-    from mvsink.spark.sources import read_delta
+def _register_source(
+    spark: SparkSession,
+    view: ViewDefinition,
+    desc: BatchDescription,
+    base: dict[str, int],
+    s: SourceRead,
+    *,
+    old: bool,
+) -> None:
+    """Register source ``s`` as the last refresh read it (``old``) or as this batch reads it."""
+    from mvsink.spark.sources import read_source
 
-    role = f"view {view.name}: source '{s.name}'"
-    read_delta(spark, s.path, version=version, role=role).createOrReplaceTempView(s.name)
+    if s.kind == "view":  # an upstream view's table at this batch's version, its contents at the old time
+        assert desc.base_time is not None
+        version, time = s.version, desc.base_time if old else desc.time
+    else:
+        version, time = base[s.name] if old else s.version, desc.time
+    read_source(spark, view, s, version=version, time=time).createOrReplaceTempView(s.name)
 
 
 def telescope_signed(
@@ -267,7 +370,7 @@ def telescope_signed(
     try:
         for i, s in enumerate(changed):
             for later in changed[i + 1 :]:  # sources after this one at their old version
-                _register_snapshot(spark, view, later, base[later.name])
+                _register_source(spark, view, desc, base, later, old=True)
                 registered_old.append(later)
             plus, minus = frames[s.name]
             signed = plus.withColumn(sign_column, F.lit(1).cast("int")).unionByName(
@@ -276,8 +379,8 @@ def telescope_signed(
             signed.createOrReplaceTempView(s.name)
             t = term(s.name)
             terms.append(t.localCheckpoint(eager=True) if _is_remote(spark) else t)
-            _register_snapshot(spark, view, s, s.version)
+            _register_source(spark, view, desc, base, s, old=False)
     finally:
         for src in registered_old:  # back at the version desc reads
-            _register_snapshot(spark, view, src, src.version)
+            _register_source(spark, view, desc, base, src, old=False)
     return terms

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 
 from mvsink.columns import DIFF, ERROR, TIME, is_hidden
 from mvsink.core import storage
-from mvsink.core.batch import BatchDescription
+from mvsink.core.batch import BatchDescription, SourceRead
 from mvsink.core.deltalog import cached_snapshot
 from mvsink.core.table import ViewTable, open_readable
 from mvsink.definitions.view import ViewDefinition
@@ -72,23 +72,40 @@ def _read_delta(spark: SparkSession, path: str, *, version: int | None, role: st
 def register_sources(spark: SparkSession, view: ViewDefinition, desc: BatchDescription) -> None:
     """Expose each source as a temp view, at the snapshot mint chose."""
     for s in desc.sources:
-        role = f"view {view.name}: source '{s.name}'"
-        df = read_delta(spark, s.path, version=s.version, role=role)
-        if s.kind == "view":
-            assert s.view is not None
-            up = ViewTable.open_path(s.path, s.view, version=s.version, check=False).frontier
-            if desc.time < up.since:
-                from mvsink.exceptions import SourceError
+        read_source(spark, view, s, version=s.version, time=desc.time).createOrReplaceTempView(s.name)
 
-                raise SourceError(
-                    f"{role}: view {s.view} is compacted up to {format_time(up.since)} "
-                    f"({up.since}); it cannot be read at {format_time(desc.time)}. Fix: refresh "
-                    f"at or after that time, or give {s.view} a longer retain_history."
-                )
-            cols = [c for c in df.columns if c not in (TIME, DIFF) and not is_hidden(c)]
-            df = expand(consolidate(df, cols, through=desc.time))
-            if ERROR in cols:  # a view reads another view's ok collection
-                from pyspark.sql import functions as F
 
-                df = df.where(F.col(ERROR).isNull()).drop(ERROR)
-        df.createOrReplaceTempView(s.name)
+def read_source(spark: SparkSession, view: ViewDefinition, s: SourceRead, *, version: int, time: int) -> DataFrame:
+    """Source ``s`` as the view's query reads it: a table at ``version``; an upstream view's contents at ``time``
+    from its table at ``version`` (its ok rows, each repeated by its multiplicity, without hidden columns)."""
+    role = f"view {view.name}: source '{s.name}'"
+    df = read_delta(spark, s.path, version=version, role=role)
+    if s.kind != "view":
+        return df
+    assert s.view is not None
+    up = ViewTable.open_path(s.path, s.view, version=version, check=False).frontier
+    if time < up.since:
+        from mvsink.exceptions import SourceError
+
+        raise SourceError(
+            f"{role}: view {s.view} is compacted up to {format_time(up.since)} "
+            f"({up.since}); it cannot be read at {format_time(time)}. Fix: refresh "
+            f"at or after that time, or give {s.view} a longer retain_history."
+        )
+    return view_rows(consolidate(df, visible_columns(df.columns), through=time), expand_rows=True)
+
+
+def visible_columns(columns: list[str]) -> list[str]:
+    """The columns of an upstream view's table that make a row: its own and ``_mv_error`` (not the hidden state)."""
+    return [c for c in columns if c not in (TIME, DIFF) and not is_hidden(c)]
+
+
+def view_rows(consolidated: DataFrame, *, expand_rows: bool) -> DataFrame:
+    """An upstream view's consolidated updates -> its ok rows (``_mv_error`` dropped), repeated by their
+    multiplicity (``expand_rows``), else kept with their ``_mv_diff``."""
+    from pyspark.sql import functions as F
+
+    df = consolidated
+    if ERROR in df.columns:  # a view reads another view's ok collection
+        df = df.where(F.col(ERROR).isNull()).drop(ERROR)
+    return expand(df) if expand_rows else df
