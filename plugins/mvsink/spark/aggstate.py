@@ -483,6 +483,7 @@ def _persisted_groups(plan: StatePlan, delta: pa.Table, table: ViewTable, *, low
     """The table's consolidated rows (updates before ``lower``) of the groups in ``delta``, read with delta-rs:
     the view's columns (named as the query's) and ``_mv_diff``."""
     import duckdb
+    import pyarrow as pa
     import pyarrow.compute as pc
     import pyarrow.dataset as ds
 
@@ -495,25 +496,29 @@ def _persisted_groups(plan: StatePlan, delta: pa.Table, table: ViewTable, *, low
     # filtered column's rows when the add action has no stats for it, as ours have none for strings).
     uris = table.file_uris()
     fs, _ = storage.filesystem(uris[0]) if uris else (None, "")
-    dataset = ds.dataset(
-        [storage.filesystem(u)[1] for u in uris], schema=table.arrow_schema(), format="parquet", filesystem=fs
-    )
+    schema = pa.schema(
+        [
+            f.with_type(
+                pa.string() if f.type == pa.string_view() else pa.binary() if f.type == pa.binary_view() else f.type
+            )
+            for f in table.arrow_schema()
+        ]
+    )  # delta-rs may give view types, which pyarrow's filters cannot compare with plain values
+    dataset = ds.dataset([storage.filesystem(u)[1] for u in uris], schema=schema, format="parquet", filesystem=fs)
+    # The key match is DuckDB's, below: a pushed-down IN filter cannot compare a file's view-typed strings
+    # (files delta-rs wrote) with plain ones.
     filt = pc.field(TIME) < lower
-    if q.keys:  # pushed into the scan: the first key's values (row groups without them are skipped)
-        first = names[cols.index(q.keys[0])]
-        values = delta.column(q.keys[0])
-        present = pc.drop_null(values)
-        cond = pc.field(first).isin(present) if len(present) else None
-        if values.null_count:
-            cond = pc.field(first).is_null() if cond is None else cond | pc.field(first).is_null()
-        filt = filt & cond if cond is not None else filt
     rows = dataset.to_table(columns=[*names, DIFF], filter=filt)
     rows = rows.rename_columns([*cols, DIFF])
     con = duckdb.connect()
     con.register("rows", rows)
     con.register("delta", delta.select(list(q.keys)) if q.keys else delta)
-    quoted = ", ".join(f'r."{c}"' for c in cols)
-    match = " AND ".join(f'r."{k}" IS NOT DISTINCT FROM d."{k}"' for k in q.keys)
+
+    def dq(name: str) -> str:
+        return '"' + name.replace('"', '""') + '"'
+
+    quoted = ", ".join(f"r.{dq(c)}" for c in cols)
+    match = " AND ".join(f"r.{dq(k)} IS NOT DISTINCT FROM d.{dq(k)}" for k in q.keys)
     semi = f"WHERE EXISTS (SELECT 1 FROM delta d WHERE {match})" if q.keys else ""
     sql = f'SELECT {quoted}, sum(r."{DIFF}")::BIGINT AS "{DIFF}" FROM rows r {semi} GROUP BY ALL HAVING sum(r."{DIFF}") <> 0'
     return con.sql(sql).to_arrow_table()
