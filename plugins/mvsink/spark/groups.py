@@ -67,6 +67,19 @@ _SIGN = "_mv_groups_sign"
 _KEY = "_mv_key_{}"
 
 
+def groupable(dt: DataType) -> bool:
+    """Can Spark group rows by a value of this type?"""
+    from pyspark.sql import types as T
+
+    if isinstance(dt, (T.MapType, T.VariantType)):
+        return False
+    if isinstance(dt, T.ArrayType):
+        return groupable(dt.elementType)
+    if isinstance(dt, T.StructType):
+        return all(groupable(f.dataType) for f in dt.fields)
+    return True
+
+
 def net_changes(plus: DataFrame, minus: DataFrame) -> tuple[DataFrame, DataFrame]:
     """The rows a change set really inserted and deleted: equal rows removed and added again cancel.
 
@@ -74,16 +87,6 @@ def net_changes(plus: DataFrame, minus: DataFrame) -> tuple[DataFrame, DataFrame
     Spark cannot group on (a map) keeps its change set as it is: correct, only more keys.
     """
     from pyspark.sql import functions as F
-    from pyspark.sql import types as T
-
-    def groupable(dt: T.DataType) -> bool:
-        if isinstance(dt, (T.MapType, T.VariantType)):
-            return False
-        if isinstance(dt, T.ArrayType):
-            return groupable(dt.elementType)
-        if isinstance(dt, T.StructType):
-            return all(groupable(f.dataType) for f in dt.fields)
-        return True
 
     if not all(groupable(f.dataType) for f in plus.schema.fields):
         return plus, minus
@@ -203,7 +206,8 @@ def group_corrections(
     keys = _affected_keys(spark, view, desc, base, split, key_columns)
     if isinstance(keys, str):
         return None, keys
-    n_keys = keys.count()
+    few = keys.limit(MAX_INLINE_KEYS + 1).collect()
+    n_keys = len(few) if len(few) <= MAX_INLINE_KEYS else keys.count()
     live = table_df.where(F.col(TIME) < F.lit(desc.lower)).agg(F.sum(DIFF)).collect()[0][0] or 0
     if n_keys > MAX_AFFECTED_FRACTION * max(live, 1):
         return None, (
@@ -215,7 +219,7 @@ def group_corrections(
     rows = table_df.select(*[F.col(_quote(a)).alias(b) for a, b in zip(user_t, desired.columns)], TIME, DIFF)
     want, have = desired, rows
     if n_keys <= MAX_INLINE_KEYS:
-        pre = _inline_filter(keys.collect(), key_columns, [desired.schema[c].dataType for c in key_columns])
+        pre = _inline_filter(few, key_columns, [desired.schema[c].dataType for c in key_columns])
         if pre is not None:
             want, have = want.where(pre), have.where(pre)
     want = want.join(keys, _key_match(want, keys, key_columns), "left_semi")
