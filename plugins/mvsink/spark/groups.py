@@ -276,4 +276,6 @@ def _affected_keys(
     if signed:  # the keys whose count in C changed
         names = [_KEY.format(i) for i in range(len(key_columns))]
         union = union.groupBy(*names).agg(F.sum(_SIGN).alias(_SIGN)).where(F.col(_SIGN) != 0).drop(_SIGN)
-    return union.distinct().localCheckpoint(eager=True)
+    else:
+        union = union.distinct()
+    return union.localCheckpoint(eager=True)

@@ -227,7 +227,7 @@ def _incremental(
         return (
             None,
             "full",
-            f"{reason} (affected-groups refresh is off; {settings.INCREMENTAL_GROUPS.name}=true enables it)",
+            f"{reason} (the affected-groups and top-k refreshes are off; {settings.INCREMENTAL_GROUPS.name}=true enables them)",
         )
     corr, why = group_corrections(
         spark,

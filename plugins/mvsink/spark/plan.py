@@ -14,6 +14,9 @@ Reading the plan (all into one small typed tree, ``PlanNode`` / ``PlanExpr``)
     * Spark Connect (no plan objects on the client): the analyzed section of ``EXPLAIN EXTENDED``
       text -> ``tree_from_explain``. Only function names are visible there, so that path is coarser
       (see below) but uses the same tables and the same analysis.
+    The splits at a view's top operator (``aggregate_split``; the top-k split in ``mvsink.spark.topk``) also
+    need expression ids (not in the EXPLAIN text) and a Window's PARTITION BY, a Sort's directions and a
+    limit's value (read from the JSON only); where a path lacks them, the split fails closed.
 
 The analysis (``nonlinear_reason(tree, source)``; the source is the temp view ``View (`source`)``)
     1. Whole plan, including subquery plans and CTE definitions, in this order of report:
