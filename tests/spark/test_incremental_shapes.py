@@ -21,7 +21,7 @@ from mvsink.spark import groups
 from mvsink.spark.plan import groups_reason, plan_tree
 from mvsink.spark.runners import refresh
 from mvsink.spark.topk import key_positions, topk_split
-from tests.support.aggdata import CDF, agg_change, agg_customers, agg_orders, appends
+from tests.support.aggdata import CDF, ORDERS, agg_change, agg_customers, agg_orders, appends
 from tests.support.delta import BASE, HOUR, delete_at, stamp, write_at
 from tests.support.oracle import multiset, oracle
 from tests.support.viewfiles import parse, view_text, write_view
@@ -238,3 +238,27 @@ def test_randomized_histories_match_oracle_and_full_diff(spark, env, eager, seed
     reasons = [str(a["mode_reason"]) for a in appends(str(data / "views" / "topk"))[1:]]
     assert any("a deleted row was in the top 4" in r for r in reasons), reasons
     assert any(r.startswith("top 4 of the table's") for r in reasons), reasons
+
+
+def test_topk_falls_back_when_the_declared_key_is_not_unique(spark, env, eager):
+    """A key the view declares but the data breaks (two rows share it): the top-k refresh sees the duplicate
+    among its candidates and takes the full diff, which is exact whatever the key."""
+    data, views = env
+    orders = str(data / "orders")
+    rows = [{"id": i, "cust": 1, "status": s, "qty": 1, "price": 1.0} for i, s in ((1, "A"), (2, "B"), (3, "C"))]
+    write_at(orders, pa.Table.from_pylist(rows, schema=ORDERS), BASE)
+    q = "SELECT id, status, qty FROM orders ORDER BY status NULLS FIRST, id LIMIT 2"
+    write_view(views, "tk", query=q, sources={"orders": "orders"}, target="views/tk", as_of=BASE, key=["status"])
+    view = Catalog(views).get("tk")
+    t = BASE + HOUR
+    assert refresh(view, t, runner="inprocess", spark=spark).mode == "full"
+    for new, mode, reason in (
+        ((4, "0"), TOPK, "top 2 of the table's 2 row(s) and 1 inserted row(s)"),
+        ((5, "0"), "full", "the declared key status is not unique among the top 2 and the inserted rows"),
+    ):
+        row = {"id": new[0], "cust": 1, "status": new[1], "qty": 2, "price": 1.0}
+        write_at(orders, pa.Table.from_pylist([row], schema=ORDERS), t + 10)
+        t += HOUR
+        res = refresh(view, t, runner="inprocess", spark=spark)
+        assert res.mode == mode and reason in appends(view.target)[-1]["mode_reason"], appends(view.target)[-1]
+        assert multiset(read_view(view, as_of=t)) == oracle(q, {"orders": orders}, t)

@@ -236,10 +236,12 @@ def _change(
     spark: SparkSession, view: ViewDefinition, desc: BatchDescription, base: dict[str, int], split: TopKSplit
 ) -> DataFrame | str:
     """Δ of M in the view's columns with its signed multiplicity (``_mv_topk_n``, never 0), checkpointed."""
+    from pyspark.errors import PySparkException
     from pyspark.sql import functions as F
 
     from mvsink.spark.groups import strip_operators
     from mvsink.spark.incremental import prepare_changes, telescope
+    from mvsink.spark.messages import first_paragraph
     from mvsink.spark.plan import PlanFormatError
 
     changed = [s for s in desc.sources if base.get(s.name) != s.version]
@@ -259,7 +261,11 @@ def _change(
         return f"the query's plan could not be taken apart: {exc}"
     union = functools.reduce(lambda a, b: a.unionByName(b), terms)
     columns = [F.col(_quote(c)) for c in union.columns if c != _N]
-    return union.groupBy(*columns).agg(F.sum(_N).alias(_N)).where(F.col(_N) != 0).localCheckpoint(eager=True)
+    delta = union.groupBy(*columns).agg(F.sum(_N).alias(_N)).where(F.col(_N) != 0)
+    try:
+        return delta.localCheckpoint(eager=True)
+    except PySparkException as exc:  # e.g. an expression the limit kept from failing (ANSI): the full diff
+        return f"the change of the ORDER BY's input could not be computed: {first_paragraph(exc)}"
 
 
 def _refresh(
