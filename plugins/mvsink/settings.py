@@ -107,9 +107,10 @@ INCREMENTAL_MAX_FRACTION = Setting(
 INCREMENTAL_GROUPS = Setting(
     "MVSINK_INCREMENTAL_GROUPS",
     "false",
-    "true (1, yes, on) lets an aggregate view over a linear query refresh by recomputing only the groups its "
-    "sources' changes touch (mode incremental:groups); off by default: measured slower than the full diff "
-    "at TPC-H SF 0.1 (docs/benchmarks.md)",
+    "true (1, yes, on) lets an aggregate (HAVING too), DISTINCT, UNION or per-group top-k view over a linear "
+    "query refresh by recomputing only the groups its sources' changes touch (mode incremental:groups), and an "
+    "ORDER BY ... LIMIT view with a declared key refresh from its top k (mode incremental:topk); off by default: "
+    "affected groups measured slower than the full diff at TPC-H SF 0.1 (docs/benchmarks.md)",
 )
 INCREMENTAL_AGGREGATE = Setting(
     "MVSINK_INCREMENTAL_AGGREGATE",
@@ -317,7 +318,8 @@ def views_dir() -> Path:
 
 
 def incremental_groups() -> bool:
-    """``MVSINK_INCREMENTAL_GROUPS``: may aggregates refresh by recomputing their affected groups (default false)?"""
+    """``MVSINK_INCREMENTAL_GROUPS``: may aggregate, DISTINCT and window views refresh by recomputing their affected
+    groups, and top-k views from their top k (default false)?"""
     return _flag(INCREMENTAL_GROUPS, False)
 
 

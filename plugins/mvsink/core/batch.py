@@ -10,7 +10,7 @@ from typing import Any, Literal
 
 SourceKind = Literal["path", "view"]
 # how write computed the corrections
-WriteMode = Literal["full", "incremental", "incremental:groups", "incremental:aggregate"]
+WriteMode = Literal["full", "incremental", "incremental:groups", "incremental:aggregate", "incremental:topk"]
 
 
 @dataclasses.dataclass(frozen=True)

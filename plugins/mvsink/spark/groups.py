@@ -1,30 +1,43 @@
-"""Incremental refresh of an aggregate by its affected groups (mode ``incremental:groups``).
+"""Incremental refresh by affected groups (mode ``incremental:groups``).
 
-A view whose plan is ``[Project/Sort]* -> Aggregate(keys, aggregates) -> C``, with C linear in every
-changed source and every grouping key a plain column of the view, is refreshed from the sources'
-changes in three steps (DESIGN.md section 8):
+A view whose analysed plan is ``[Project/Sort/SubqueryAlias/Filter]* -> P -> C``, with C linear in every
+changed source, where P computes each group of C's rows on its own --
 
-1. *Affected keys.* Every change term of the telescoping (:func:`mvsink.spark.incremental.telescope`:
-   one source's inserted or deleted rows, the sources before it new, those after it old) is run through
-   the user's query; the key columns of its output rows are exactly the groups that term's rows of C
-   fall into (no HAVING: it could hide a group, so HAVING is not eligible). A row that moves between
-   groups (a dimension change) shows up in a deleted term under its old group and in an inserted term
-   under its new one, so both are affected. Each source's inserted and deleted rows are consolidated
-   first, so the unchanged rows a copy-on-write rewrite removes and adds again cancel out and do not
-   inflate the key set.
-2. *Cost guard.* More affected keys than :data:`MAX_AFFECTED_FRACTION` of the view's rows: the full
-   diff (recomputing most groups costs as much, and the restriction only adds work).
-3. *Recompute only those groups.* desired = the query at the new versions restricted to the affected
-   keys; persisted = the table's consolidated rows of those keys; corrections = the existing correction
-   function over both. Exact: a group outside the key set has the same rows of C before and after, so
-   its row of the view is unchanged. Keys are matched null-safely (a semi-join on ``<=>``); when there
-   are at most :data:`MAX_INLINE_KEYS`, each key column's values are also inlined as an ``IN`` filter on
-   the view's output, which Spark pushes below the aggregate and into the sources' scans (a semi-join
-   alone is not pushed below the aggregate).
+* an Aggregate with a GROUP BY (groups: its grouping keys; a HAVING is a Filter above it),
+* a Distinct (groups: whole rows; ``SELECT DISTINCT``, and ``UNION`` = Distinct over a bag union),
+* a Window with a PARTITION BY (groups: its partitions; a per-group top-k ``WHERE rn <= k`` is a Filter above),
+
+and every key a plain column of the view (possibly renamed), is refreshed from the sources' changes in
+three steps (DESIGN.md section 8; the split is :func:`mvsink.spark.plan.aggregate_split`):
+
+1. *Affected keys*, from Δin, the change of C. Every change term of the telescoping
+   (:func:`mvsink.spark.incremental.telescope`: one source's inserted or deleted rows, the sources before it
+   new, those after it old) is run through the user's query with the Filters and Sorts above P removed
+   (and a Distinct itself: its input's rows are the keys), on Spark's analysed plan (:func:`strip_operators`).
+   With the Filters gone nothing hides a group: an aggregate or window has a row for every group of the term's
+   rows of C, and the key columns of those rows are exactly the groups the term touches. A row that moves
+   between groups (a dimension change) shows up in a deleted term under its old group and in an inserted term
+   under its new one, so both are affected. For an aggregate or window each source's inserted and deleted rows
+   are consolidated first (:func:`net_changes`: the unchanged rows a copy-on-write rewrite removes and adds
+   again cancel); for a Distinct the terms' rows are summed with their signs per key and only keys whose count
+   in C changed are kept, which also cancels the rows a term reads from the other branches of a UNION (the
+   same in its inserted and deleted halves).
+2. *Cost guard.* More affected keys than :data:`MAX_AFFECTED_FRACTION` of the view's rows (at least one):
+   the full diff (recomputing most groups costs as much, and the restriction only adds work).
+3. *Recompute only those groups.* desired = the query at the new versions restricted to the affected keys
+   (a HAVING or ``rn <= k`` applies as usual); persisted = the table's consolidated rows of those keys;
+   corrections = the existing correction function over both. Exact: a group outside the key set has the same
+   rows of C before and after, so its rows of the view are unchanged; a HAVING crossing its threshold either
+   way, a DISTINCT row whose count reaches or leaves zero, a top-k partition losing its first row, all show up
+   as a recomputed group that differs from its persisted rows. Keys are matched null-safely (a semi-join on
+   ``<=>``); when there are at most :data:`MAX_INLINE_KEYS`, each key column's values are also inlined as an
+   ``IN`` filter on the view's output, which Spark pushes below the filter, the aggregate (or the window, on
+   its partition columns) and into the sources' scans (a semi-join alone is not pushed below the aggregate).
 
 Not eligible (the full diff, with the reason): views with checks (their totals cannot be counted from the
-affected groups alone), HAVING, a global aggregate, DISTINCT, a grouping key that is an expression or
-not in the view's output, an input C that is not linear, and everything the linear path refuses.
+affected groups alone), a global aggregate, a window without PARTITION BY, a key that is an expression or not
+in the view's output, an input C that is not linear, Spark Connect (its EXPLAIN text has no expression ids
+to prove the keys), and everything the linear path refuses. ``ORDER BY ... LIMIT`` is :mod:`mvsink.spark.topk`.
 """
 
 from __future__ import annotations
@@ -41,6 +54,7 @@ if TYPE_CHECKING:
 
     from mvsink.core.batch import BatchDescription
     from mvsink.definitions.view import ViewDefinition
+    from mvsink.spark.plan import AggregateSplit
 
 log = logging.getLogger(__name__)
 
@@ -53,6 +67,19 @@ _SIGN = "_mv_groups_sign"
 _KEY = "_mv_key_{}"
 
 
+def groupable(dt: DataType) -> bool:
+    """Can Spark group rows by a value of this type?"""
+    from pyspark.sql import types as T
+
+    if isinstance(dt, (T.MapType, T.VariantType)):
+        return False
+    if isinstance(dt, T.ArrayType):
+        return groupable(dt.elementType)
+    if isinstance(dt, T.StructType):
+        return all(groupable(f.dataType) for f in dt.fields)
+    return True
+
+
 def net_changes(plus: DataFrame, minus: DataFrame) -> tuple[DataFrame, DataFrame]:
     """The rows a change set really inserted and deleted: equal rows removed and added again cancel.
 
@@ -60,16 +87,6 @@ def net_changes(plus: DataFrame, minus: DataFrame) -> tuple[DataFrame, DataFrame
     Spark cannot group on (a map) keeps its change set as it is: correct, only more keys.
     """
     from pyspark.sql import functions as F
-    from pyspark.sql import types as T
-
-    def groupable(dt: T.DataType) -> bool:
-        if isinstance(dt, (T.MapType, T.VariantType)):
-            return False
-        if isinstance(dt, T.ArrayType):
-            return groupable(dt.elementType)
-        if isinstance(dt, T.StructType):
-            return all(groupable(f.dataType) for f in dt.fields)
-        return True
 
     if not all(groupable(f.dataType) for f in plus.schema.fields):
         return plus, minus
@@ -119,6 +136,37 @@ def _inline_filter(rows: list[Any], key_columns: list[str], types: list[DataType
     return functools.reduce(lambda a, b: a & b, parts) if parts else None
 
 
+def strip_operators(spark: SparkSession, df: DataFrame, chain: tuple[str, ...], drop: frozenset[int]) -> DataFrame:
+    """``df`` without the operators at depths ``drop`` of ``chain`` (operator names from the plan's root down).
+
+    Works on the analysed plan object (classic Spark, over py4j): each dropped operator must keep its input's
+    columns (Filter, Sort, Distinct, limits), so the operators above it stay valid. Raises PlanFormatError
+    when the plan's top is not ``chain``.
+    """
+    from pyspark.sql import DataFrame
+
+    from mvsink.spark.plan import PlanFormatError
+
+    jvm = spark._jvm
+    assert jvm is not None
+    path = []
+    node = df._jdf.queryExecution().analyzed()
+    for depth, name in enumerate(chain):
+        got = str(node.getClass().getSimpleName())
+        if got != name or int(node.children().size()) != 1:
+            raise PlanFormatError(f"the plan's operator at depth {depth} is {got}, not {name}")
+        path.append(node)
+        node = node.children().apply(0)
+    for depth in reversed(range(len(chain))):
+        if depth not in drop:
+            node = path[depth].withNewChildren(jvm.PythonUtils.toSeq([node]))
+    return DataFrame(jvm.org.apache.spark.sql.classic.Dataset.ofRows(spark._jsparkSession, node), spark)
+
+
+def _is_remote(spark: SparkSession) -> bool:
+    return type(spark).__module__.startswith("pyspark.sql.connect")
+
+
 def group_corrections(
     spark: SparkSession,
     view: ViewDefinition,
@@ -138,7 +186,7 @@ def group_corrections(
     from pyspark.sql import functions as F
 
     from mvsink.columns import DIFF, ERROR, TIME
-    from mvsink.spark.incremental import changed_sources, prepare_changes, source_check, telescope
+    from mvsink.spark.incremental import changed_sources, source_check
     from mvsink.spark.plan import aggregate_keys
     from mvsink.spark.transforms import consolidate, corrections
 
@@ -154,21 +202,14 @@ def group_corrections(
     got = aggregate_keys(spark, view.query, [s.name for s in changed], desired=desired)
     if isinstance(got, str):
         return None, got
-    key_columns, _ = got
-    frames = prepare_changes(spark, view, desc, base, changed)
-    if isinstance(frames, str):
-        return None, frames
-    net = {name: net_changes(plus, minus) for name, (plus, minus) in frames.items()}
-
-    def term(sign: int) -> DataFrame:
-        out = spark.sql(view.query)
-        return out.select(*[F.col(_quote(c)).alias(_KEY.format(i)) for i, c in enumerate(key_columns)])
-
-    terms = telescope(spark, view, desc, base, changed, net, term)
-    keys = functools.reduce(lambda a, b: a.unionByName(b), terms).distinct().localCheckpoint(eager=True)
-    n_keys = keys.count()
+    key_columns, split = got
+    keys = _affected_keys(spark, view, desc, base, split, key_columns)
+    if isinstance(keys, str):
+        return None, keys
+    few = keys.limit(MAX_INLINE_KEYS + 1).collect()
+    n_keys = len(few) if len(few) <= MAX_INLINE_KEYS else keys.count()
     live = table_df.where(F.col(TIME) < F.lit(desc.lower)).agg(F.sum(DIFF)).collect()[0][0] or 0
-    if n_keys > MAX_AFFECTED_FRACTION * live:
+    if n_keys > MAX_AFFECTED_FRACTION * max(live, 1):
         return None, (
             f"{n_keys} affected group(s) against {live} row(s) of the view "
             f"(over {MAX_AFFECTED_FRACTION:.0%}: the full diff is cheaper)"
@@ -178,14 +219,68 @@ def group_corrections(
     rows = table_df.select(*[F.col(_quote(a)).alias(b) for a, b in zip(user_t, desired.columns)], TIME, DIFF)
     want, have = desired, rows
     if n_keys <= MAX_INLINE_KEYS:
-        pre = _inline_filter(keys.collect(), key_columns, [desired.schema[c].dataType for c in key_columns])
+        pre = _inline_filter(few, key_columns, [desired.schema[c].dataType for c in key_columns])
         if pre is not None:
             want, have = want.where(pre), have.where(pre)
     want = want.join(keys, _key_match(want, keys, key_columns), "left_semi")
     have = have.join(keys, _key_match(have, keys, key_columns), "left_semi")
     persisted = consolidate(have, list(desired.columns), before=desc.lower)
     corr = corrections(want, persisted, time=desc.time)
+    what = {"Aggregate": "group(s)", "Distinct": "distinct row(s)", "Window": "window partition(s)"}[split.kind]
     return corr, (
-        f"recomputed {n_keys} affected group(s) of {live} row(s) (keys {', '.join(key_columns)}) "
+        f"recomputed {n_keys} affected {what} of {live} row(s) (keys {', '.join(key_columns)}) "
         f"from the changes of {', '.join(s.name for s in changed)}"
     )
+
+
+def _affected_keys(
+    spark: SparkSession,
+    view: ViewDefinition,
+    desc: BatchDescription,
+    base: dict[str, int],
+    split: AggregateSplit,
+    key_columns: list[str],
+) -> DataFrame | str:
+    """The keys (columns ``_mv_key_<i>``) of the groups whose rows of C the sources' changes touch, checkpointed;
+    or why they cannot be found. Leaves every source registered at the version ``desc`` reads."""
+    from pyspark.errors import PySparkException
+    from pyspark.sql import functions as F
+
+    from mvsink.spark.incremental import changed_sources, prepare_changes, telescope
+    from mvsink.spark.messages import first_paragraph
+    from mvsink.spark.plan import PlanFormatError
+
+    changed = changed_sources(desc, base)
+    chain = (*split.chain, split.kind)
+    # Filters (HAVING, rn <= k) and Sorts above P come off, and a Distinct itself (its input rows are its keys).
+    drop = frozenset(i for i, name in enumerate(chain) if name in ("Filter", "Sort", "Distinct"))
+    if drop and _is_remote(spark):
+        return "over Spark Connect the query's plan cannot be taken apart (its filters hide groups)"
+    frames = prepare_changes(spark, view, desc, base, changed)
+    if isinstance(frames, str):
+        return frames
+    signed = split.kind == "Distinct"
+    if not signed:
+        frames = {name: net_changes(plus, minus) for name, (plus, minus) in frames.items()}
+    key_cols = [F.col(_quote(c)).alias(_KEY.format(i)) for i, c in enumerate(key_columns)]
+
+    def term(sign: int) -> DataFrame:
+        out = spark.sql(view.query)
+        if drop:
+            out = strip_operators(spark, out, chain, drop)
+        return out.select(*key_cols, *([F.lit(sign).cast("bigint").alias(_SIGN)] if signed else []))
+
+    try:
+        terms = telescope(spark, view, desc, base, changed, frames, term)
+    except PlanFormatError as exc:
+        return f"the query's plan could not be taken apart: {exc}"
+    union = functools.reduce(lambda a, b: a.unionByName(b), terms)
+    if signed:  # the keys whose count in C changed
+        names = [_KEY.format(i) for i in range(len(key_columns))]
+        union = union.groupBy(*names).agg(F.sum(_SIGN).alias(_SIGN)).where(F.col(_SIGN) != 0).drop(_SIGN)
+    else:
+        union = union.distinct()
+    try:
+        return union.localCheckpoint(eager=True)
+    except PySparkException as exc:  # e.g. an expression a filter kept from failing (ANSI): the full diff
+        return f"the affected keys could not be computed: {first_paragraph(exc)}"

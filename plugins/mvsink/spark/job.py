@@ -35,6 +35,8 @@ from mvsink.spark.groups import MODE as GROUPS_MODE
 from mvsink.spark.groups import group_corrections
 from mvsink.spark.incremental import NOT_LINEAR, incremental_corrections
 from mvsink.spark.sources import arrow_table_schema, read_delta, register_sources, spark_schema_of
+from mvsink.spark.topk import MODE as TOPK_MODE
+from mvsink.spark.topk import NOT_TOPK, topk_corrections
 from mvsink.spark.transforms import consolidate, corrections
 from mvsink.spark.validation import analyse, compare_schema
 
@@ -245,8 +247,8 @@ def _incremental(
     with_error: bool,
     check_obs: Observation | None,
 ) -> tuple[DataFrame | pa.Table | None, WriteMode, str]:
-    """Corrections from the sources' changes (linear views, then aggregate state, then affected groups),
-    or (None, "full", why not)."""
+    """Corrections from the sources' changes (linear views, then aggregate state, then affected groups, then
+    top-k), or (None, "full", why not)."""
     assert desc.base_versions is not None
     corr, reason = incremental_corrections(
         spark, view, desc, base=desc.base_versions, desired=result, with_error=with_error, observation=check_obs
@@ -268,7 +270,7 @@ def _incremental(
         return (
             None,
             "full",
-            f"{reason} (affected-groups refresh is off; {settings.INCREMENTAL_GROUPS.name}=true enables it)",
+            f"{reason} (the affected-groups and top-k refreshes are off; {settings.INCREMENTAL_GROUPS.name}=true enables them)",
         )
     corr, why = group_corrections(
         spark,
@@ -281,7 +283,13 @@ def _incremental(
     )
     if corr is not None:
         return corr, GROUPS_MODE, why
-    return None, "full", f"{reason}; and not by affected groups: {why}"
+    reason = f"{reason}; and not by affected groups: {why}"
+    corr, why = topk_corrections(
+        spark, view, desc, base=desc.base_versions, desired=result, table_df=table_df(), with_error=with_error
+    )
+    if corr is not None:
+        return corr, TOPK_MODE, why
+    return None, "full", reason if why.startswith(NOT_TOPK) else f"{reason}; and not as a top-k: {why}"
 
 
 def _sizes() -> tuple[Column, Column]:

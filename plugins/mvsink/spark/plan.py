@@ -14,6 +14,9 @@ Reading the plan (all into one small typed tree, ``PlanNode`` / ``PlanExpr``)
     * Spark Connect (no plan objects on the client): the analyzed section of ``EXPLAIN EXTENDED``
       text -> ``tree_from_explain``. Only function names are visible there, so that path is coarser
       (see below) but uses the same tables and the same analysis.
+    The splits at a view's top operator (``aggregate_split``; the top-k split in ``mvsink.spark.topk``) also
+    need expression ids (not in the EXPLAIN text) and a Window's PARTITION BY, a Sort's directions and a
+    limit's value (read from the JSON only); where a path lacks them, the split fails closed.
 
 The analysis (``nonlinear_reason(tree, source)``; the source is the temp view ``View (`source`)``)
     1. Whole plan, including subquery plans and CTE definitions, in this order of report:
@@ -85,6 +88,9 @@ class PlanExpr:
     # (name, expression id) of an AttributeReference or an Alias; None where the plan did not say
     # (the EXPLAIN text path never does).
     ref: tuple[str, int] | None = None
+    # Read from the plan JSON only (the py4j and EXPLAIN paths leave it empty, so what needs it fails closed):
+    # a SortOrder's ``descending`` and ``nulls_first``, a Literal's ``value`` (as printed) and ``type``.
+    attrs: Mapping[str, Any] = dataclasses.field(default_factory=dict)
 
     def walk(self) -> Iterator[PlanExpr]:
         yield self
@@ -399,88 +405,142 @@ def _step_reason(op: PlanNode, index: int, source: str) -> str | None:
     return None
 
 
-# ---------------------------------------------------------------- splitting at the top aggregate
+# ---------------------------------------------------------------- splitting at the top aggregate, DISTINCT or window
 
-# Operators that may sit above the top aggregate of a view refreshed by affected groups: they pass the
-# aggregate's rows through (a Project may drop or rename columns, but a group stays one row).
-_ABOVE_AGGREGATE = frozenset({"Project", "Sort", "SubqueryAlias"})
+# Operators that may sit above the top aggregate, DISTINCT or window of a view refreshed by affected groups.
+# Each acts on one row at a time: a Project may drop or rename columns, a Filter (HAVING, ``rn <= k``) may
+# drop rows. So a group's rows of the view depend only on the group's rows of C.
+_ABOVE_AGGREGATE = frozenset({"Project", "Sort", "SubqueryAlias", "Filter"})
+# Operators whose output columns are their (only) child's (the same expression ids).
+_SAME_COLUMNS = frozenset({"SubqueryAlias", "Filter", "Sort", "Distinct", "View"})
 
 
 @dataclasses.dataclass(frozen=True)
 class AggregateSplit:
-    """A plan ``[Project/Sort/SubqueryAlias]* -> Aggregate(keys, aggregates) -> C`` split at the aggregate.
+    """A plan ``[Project/Sort/SubqueryAlias/Filter]* -> P -> C`` split at P, an operator that computes each
+    group of C's rows on its own: an Aggregate (groups: its grouping keys), a Distinct (all its columns) or a
+    Window (its PARTITION BY).
 
-    ``key_positions``: for each grouping key, the position of a column of the view's output that is that
-    key unchanged (a plain column, possibly renamed); ``keys``: the keys' names below the aggregate;
-    ``input``: C, the aggregate's input.
+    ``key_positions``: for each key, the position of a column of the view's output that is that key
+    unchanged (a plain column, possibly renamed); ``keys``: the keys' names below P; ``input``: C;
+    ``kind``: P's name; ``chain``: the names of the operators above P, top first.
     """
 
     key_positions: tuple[int, ...]
     keys: tuple[str, ...]
     input: PlanNode
+    kind: str = "Aggregate"
+    chain: tuple[str, ...] = ()
 
 
 def aggregate_split(tree: PlanNode) -> AggregateSplit | str:
-    """Split the plan at its top aggregate, or say why it cannot be (failing closed)."""
+    """Split the plan at its top aggregate, DISTINCT or window, or say why it cannot be (failing closed)."""
     chain: list[PlanNode] = []
     node = tree
-    having = False
-    while node.name in _ABOVE_AGGREGATE or node.name == "Filter":
-        having = having or node.name == "Filter"
+    while node.name in _ABOVE_AGGREGATE:
         if len(node.children) != 1:
             return f"a {node.name} above the aggregate has {len(node.children)} inputs"
         chain.append(node)
         node = node.children[0]
-    if node.name != "Aggregate":
-        return f"the query's top operator is not an aggregate ({node.name})"
-    if having:
-        return "a HAVING (a filter above the aggregate) may hide groups"
-    if len(node.children) != 1 or "grouping" not in node.attrs or "aggregates" not in node.attrs:
-        return "the aggregate's grouping keys could not be read"
-    g0, g1 = node.attrs["grouping"]
-    a0, a1 = node.attrs["aggregates"]
-    grouping, aggregates = node.expressions[g0:g1], node.expressions[a0:a1]
-    if not grouping:
-        return "a global aggregate (no GROUP BY)"
-    key_ids: dict[int, int] = {}  # expression id of a grouping key -> its index
-    for i, e in enumerate(grouping):
+    if len(node.children) != 1:
+        return f"the query's top operator is not an aggregate, DISTINCT or window ({node.name})"
+    got = _split_keys(node)
+    if isinstance(got, str):
+        return got
+    keys, base = got
+    key_ids: dict[int, int] = {}  # expression id of a key -> its index
+    for i, e in enumerate(keys):
         if e.name != "AttributeReference" or e.ref is None:
             return f"grouping key #{i + 1} is an expression ({e.name}), not a column"
         key_ids.setdefault(e.ref[1], i)
-    cols = _output_columns(aggregates, key_ids, chain)
+    cols = _output_columns(base, key_ids, chain)
     if isinstance(cols, str):
         return cols
     positions = []
-    for i, e in enumerate(grouping):
+    for i, e in enumerate(keys):
         at = [p for p, (_, k) in enumerate(cols) if k == i]
         if not at:
             return f"grouping key {e.ref[0] if e.ref else '#' + str(i + 1)!r} is not a column of the view"
         positions.append(at[0])
-    return AggregateSplit(tuple(positions), tuple(e.ref[0] if e.ref else "" for e in grouping), node.children[0])
+    return AggregateSplit(
+        tuple(positions),
+        tuple(e.ref[0] if e.ref else "" for e in keys),
+        node.children[0],
+        node.name,
+        tuple(n.name for n in chain),
+    )
+
+
+def _split_keys(node: PlanNode) -> tuple[list[PlanExpr], list[PlanExpr] | None] | str:
+    """(P's keys, P's output list, None when P passes its input's columns through), or why P is no split point."""
+    if node.name == "Aggregate":
+        if "grouping" not in node.attrs or "aggregates" not in node.attrs:
+            return "the aggregate's grouping keys could not be read"
+        g0, g1 = node.attrs["grouping"]
+        a0, a1 = node.attrs["aggregates"]
+        if g0 == g1:
+            return "a global aggregate (no GROUP BY)"
+        return list(node.expressions[g0:g1]), list(node.expressions[a0:a1])
+    if node.name == "Distinct":  # its keys are its input's columns, and so is its output
+        refs = output_refs(node.children[0])
+        if refs is None:
+            return "the columns of the DISTINCT's input could not be read"
+        columns = [PlanExpr("AttributeReference", ref=r) for r in refs]
+        return columns, columns
+    if node.name == "Window":
+        if "partition" not in node.attrs:
+            return "the window's PARTITION BY could not be read"
+        p0, p1 = node.attrs["partition"]
+        if p0 == p1:
+            return "a window over all rows (no PARTITION BY)"
+        return list(node.expressions[p0:p1]), None  # its input's columns, then the window functions
+    return f"the query's top operator is not an aggregate, DISTINCT or window ({node.name})"
+
+
+def output_refs(node: PlanNode) -> list[tuple[str, int]] | None:
+    """(name, expression id) of each output column of ``node``, where the plan says them plainly (else None)."""
+    items: tuple[PlanExpr, ...] | None = None
+    if node.name == "Project" and "list" in node.attrs:
+        items = node.expressions[node.attrs["list"][0] : node.attrs["list"][1]]
+    elif node.name == "Aggregate" and "aggregates" in node.attrs:
+        items = node.expressions[node.attrs["aggregates"][0] : node.attrs["aggregates"][1]]
+    elif node.name == "Union" and node.children:  # a union's columns are its first input's
+        return output_refs(node.children[0])
+    elif node.name in _SAME_COLUMNS and len(node.children) == 1:
+        return output_refs(node.children[0])
+    if items is None or any(e.ref is None for e in items):
+        return None
+    return [e.ref for e in items if e.ref is not None]
 
 
 def _output_columns(
-    aggregates: tuple[PlanExpr, ...] | list[PlanExpr], key_ids: Mapping[int, int | None], chain: list[PlanNode]
+    base: list[PlanExpr] | None, key_ids: Mapping[int, int | None], chain: list[PlanNode]
 ) -> list[tuple[int, int | None]] | str:
-    """The view's columns as (expression id, index of the grouping key the column is, or None), or why not.
+    """The view's columns as (expression id, index of the key the column is, or None), or why not.
 
-    Follows the aggregate's output up through the projections in ``chain`` (top first), bottom-up.
+    ``base``: the output list of the operator below ``chain`` (None: it passes the keys' columns through
+    under their own ids, e.g. a Window, so only a projection above says where they are). Follows it up
+    through the projections in ``chain`` (top first), bottom-up.
     """
-    out = [_passes(e, key_ids) for e in aggregates]
-    if any(o is None for o in out):
-        return "an output column of the aggregate could not be read"
-    cols: list[tuple[int, int | None]] = [o for o in out if o is not None]
+    cols: list[tuple[int, int | None]] | None = None
+    if base is not None:
+        out = [_passes(e, key_ids) for e in base]
+        if any(o is None for o in out):
+            return "an output column of the aggregate could not be read"
+        cols = [o for o in out if o is not None]
     for op in reversed(chain):
         if op.name != "Project":
             continue
         if "list" not in op.attrs:
             return "a projection above the aggregate could not be read"
         l0, l1 = op.attrs["list"]
-        known = {i: k for i, k in cols}
+        known = key_ids if cols is None else {i: k for i, k in cols}
         projected = [_passes(e, known) for e in op.expressions[l0:l1]]
         if any(o is None for o in projected):
             return "a column of a projection above the aggregate could not be read"
         cols = [o for o in projected if o is not None]
+    if cols is None:
+        return "the view's columns could not be read (no projection above the window)"
     return cols
 
 
@@ -501,7 +561,7 @@ def groups_reason(tree: PlanNode, sources: list[str]) -> AggregateSplit | str:
     """The split when the view can be refreshed by affected groups over changes of ``sources``, else why not.
 
     The whole plan must pass the checks of :func:`nonlinear_reason` (no subquery, UDF, unknown or
-    nondeterministic expression anywhere), and the aggregate's input C must be linear in every source.
+    nondeterministic expression anywhere), and the input C must be linear in every source.
     """
     why = _whole_plan_reason(tree)
     if why:
@@ -587,6 +647,12 @@ def _json_plan(nodes: list[Any], i: int) -> tuple[PlanNode, int]:
         attrs["aggregates"] = spans["aggregateExpressions"]
     elif name == "Project":
         attrs["list"] = spans["projectList"]
+    elif name == "Window" and "partitionSpec" in spans:
+        attrs["windows"] = spans["windowExpressions"]
+        attrs["partition"] = spans["partitionSpec"]
+    elif name == "Sort":
+        attrs["order"] = spans["order"]
+        attrs["global"] = n.get("global") is True
     if name == "View":
         ident = (n.get("desc") or {}).get("identifier") or {}
         attrs["view"] = ident.get("table")
@@ -658,7 +724,21 @@ def _json_expr(nodes: list[Any], i: int) -> tuple[PlanExpr, int]:
     expr_id = n.get("exprId")
     if _simple(cls) in _NAMED and isinstance(expr_id, dict) and isinstance(expr_id.get("id"), int):
         ref = (str(n.get("name")), int(expr_id["id"]))
-    return PlanExpr(_simple(cls), tuple(children + nested), tuple(plans), ref), j
+    return PlanExpr(_simple(cls), tuple(children + nested), tuple(plans), ref, _json_expr_attrs(_simple(cls), n)), j
+
+
+def _json_expr_attrs(name: str, n: dict[str, Any]) -> dict[str, Any]:
+    """What the top-k split needs of a SortOrder or a Literal (anything it does not recognise is left out)."""
+    out: dict[str, Any] = {}
+    if name == "SortOrder":
+        direction = str((n.get("direction") or {}).get("object") or "")
+        nulls = str((n.get("nullOrdering") or {}).get("object") or "")
+        if direction.endswith(("Ascending$", "Descending$")) and nulls.endswith(("NullsFirst$", "NullsLast$")):
+            out["descending"] = direction.endswith("Descending$")
+            out["nulls_first"] = nulls.endswith("NullsFirst$")
+    elif name == "Literal" and isinstance(n.get("dataType"), str):
+        out["value"], out["type"] = n.get("value"), n["dataType"]
+    return out
 
 
 _NAMED = frozenset({"AttributeReference", "Alias"})
@@ -908,9 +988,9 @@ def linearity(
 
 def aggregate_keys(
     spark: SparkSession, query: str, sources: list[str], *, desired: DataFrame | None = None
-) -> tuple[list[str], PlanNode] | str:
-    """The view's output columns that are its top aggregate's grouping keys (and the plan), or why the view
-    cannot be refreshed by affected groups over changes of ``sources``."""
+) -> tuple[list[str], AggregateSplit] | str:
+    """The view's output columns that are its groups' keys (and the split), or why the view cannot be
+    refreshed by affected groups over changes of ``sources``."""
     try:
         tree = plan_tree(spark, query, desired=desired)
     except PlanFormatError as exc:
@@ -921,4 +1001,4 @@ def aggregate_keys(
     columns = (desired if desired is not None else spark.sql(query)).columns
     if len(set(columns)) != len(columns):
         return "the view has two columns of the same name"
-    return [columns[p] for p in split.key_positions], tree
+    return [columns[p] for p in split.key_positions], split

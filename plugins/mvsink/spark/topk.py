@@ -1,0 +1,332 @@
+"""Incremental refresh of a top-k view, ``... ORDER BY o LIMIT k`` (mode ``incremental:topk``; DESIGN.md section 8).
+
+A view whose analysed plan is ``[Project/SubqueryAlias/Sort]* -> GlobalLimit k -> LocalLimit k ->
+[Project/SubqueryAlias]* -> Sort(o) -> M``, with M linear in every changed source, keeps the first k rows of M in the order o. Write refreshes it from
+the sources' changes without recomputing M when that is exact:
+
+1. *Δ*, the change of M in the view's columns: every change term of the telescoping
+   (:func:`mvsink.spark.incremental.telescope`) is run through the user's query with the limit and the sorts
+   taken off its analysed plan (:func:`mvsink.spark.groups.strip_operators`), signed, and summed per row
+   (so a copy-on-write rewrite's unchanged rows, and the rows a term reads from the other branches of a
+   UNION ALL, cancel). Rows with a positive sum were inserted, with a negative one deleted.
+2. T = the table's consolidated rows (the persisted top k). If a deleted row is in T (matched null-safely on
+   the key), the new top k may reach into rows of M that nobody kept: the query is recomputed and diffed
+   against T (still no full diff of the table's history, which is T here). Otherwise the new top k is the
+   top k of T ∪ inserted rows, in the order o, diffed against T.
+
+Why step 2 is exact. It needs o to be a *total* order on M: two different rows never tie. The view must
+therefore declare a ``key`` (columns unique per row, a promise the view file makes) and the ORDER BY must
+list every key column, of a type whose order has no ties between different values (not FLOAT/DOUBLE:
+``-0.0`` and ``0.0`` tie; strings only in the binary collation). Then T holds the k first rows of M, every
+other row of M comes after all of T, and deleting rows outside T leaves T's rows first; so the first k of
+M' = M − deleted + inserted are among T ∪ inserted. Duplicates cannot occur (the key is unique); if Δ changes
+a row's multiplicity by more than one, or T ∪ inserted holds a key twice, or T is not k rows of multiplicity
+one at most, the promise or the table is broken and the refresh takes the full diff. Ties among the
+ORDER BY's other columns are broken by the key columns, in the query and here alike (the candidates are
+sorted by the same columns, directions and NULL placement, by the same engine).
+
+Not eligible (the full diff, with the reason): no declared key, an ORDER BY without all key columns, an
+ORDER BY item that is an expression or not a column of the view, an OFFSET, a LIMIT without ORDER BY, a
+filter above the limit, views with checks, a view column Spark cannot group on, M not linear, Spark
+Connect (its EXPLAIN text has neither expression ids nor sort directions), and everything the linear path
+refuses.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+from typing import TYPE_CHECKING, Final
+
+from mvsink.spark.transforms import quote_name as _quote
+
+if TYPE_CHECKING:
+    from pyspark.sql import Column, DataFrame, SparkSession
+    from pyspark.sql.types import DataType
+
+    from mvsink.core.batch import BatchDescription
+    from mvsink.definitions.view import ViewDefinition
+    from mvsink.spark.plan import PlanNode
+
+MODE: Final = "incremental:topk"
+# The start of the reason when the query is not ORDER BY ... LIMIT at all (the caller may leave it out).
+NOT_TOPK: Final = "the query's top is not ORDER BY ... LIMIT"
+_ABOVE_LIMIT = frozenset({"Project", "SubqueryAlias", "Sort"})
+_N = "_mv_topk_n"
+
+
+@dataclasses.dataclass(frozen=True)
+class TopKSplit:
+    """``limit``: k; ``order``: per ORDER BY item, (position of the view's column, descending, NULLs first);
+    ``chain``: the operators from the plan's root down to the Sort; ``input``: M, the Sort's input."""
+
+    limit: int
+    order: tuple[tuple[int, bool, bool], ...]
+    chain: tuple[str, ...]
+    input: PlanNode
+
+
+def topk_split(tree: PlanNode, sources: list[str]) -> TopKSplit | str:
+    """The split of a top-k plan over changes of ``sources``, or why it is not one (failing closed)."""
+    from mvsink.spark.plan import PlanExpr, _output_columns, _whole_plan_reason, nonlinear_reason, output_refs
+
+    chain: list[PlanNode] = []
+    node = tree
+    while node.name in _ABOVE_LIMIT and len(node.children) == 1:
+        chain.append(node)
+        node = node.children[0]
+    if node.name != "GlobalLimit":
+        return f"{NOT_TOPK} ({node.name})"
+    why = _whole_plan_reason(tree)
+    if why:
+        return why
+    limit = _limit(node)
+    local = node.children[0] if len(node.children) == 1 else None
+    if limit is None or local is None or local.name != "LocalLimit" or _limit(local) != limit:
+        return "the LIMIT could not be read (it must be a number)"
+    below: list[PlanNode] = []  # projections between the limit and the sort (ORDER BY a column not selected)
+    sort = local.children[0] if len(local.children) == 1 else local
+    while sort.name in ("Project", "SubqueryAlias") and len(sort.children) == 1:
+        below.append(sort)
+        sort = sort.children[0]
+    if sort.name != "Sort":
+        return "an OFFSET below the LIMIT" if sort.name == "Offset" else "a LIMIT without ORDER BY keeps arbitrary rows"
+    got = _order_by(sort)
+    if isinstance(got, str):
+        return got
+    order_ids, specs = got
+    refs = output_refs(sort.children[0])
+    if refs is None:
+        return "the columns of the ORDER BY's input could not be read"
+    cols = _output_columns([PlanExpr("AttributeReference", ref=r) for r in refs], order_ids, chain + below)
+    if isinstance(cols, str):
+        return cols
+    order = []
+    for i, (descending, nulls_first) in enumerate(specs):
+        at = [p for p, (_, k) in enumerate(cols) if k == i]
+        if not at:
+            return f"ORDER BY item #{i + 1} is not a column of the view"
+        order.append((at[0], descending, nulls_first))
+    for s in sources:
+        why = nonlinear_reason(sort.children[0], s)
+        if why:
+            return f"the ORDER BY's input is not linear in {s!r}: {why}"
+    names = (*(n.name for n in chain), node.name, local.name, *(n.name for n in below), sort.name)
+    return TopKSplit(limit, tuple(order), names, sort.children[0])
+
+
+def _order_by(sort: PlanNode) -> tuple[dict[int, int], list[tuple[bool, bool]]] | str:
+    """({expression id of an ORDER BY column: its index}, [(descending, NULLs first)] per item), or why not."""
+    if sort.attrs.get("global") is not True or "order" not in sort.attrs or len(sort.children) != 1:
+        return "the ORDER BY could not be read"
+    o0, o1 = sort.attrs["order"]
+    order_ids: dict[int, int] = {}
+    specs: list[tuple[bool, bool]] = []
+    for i, e in enumerate(sort.expressions[o0:o1]):
+        child = e.children[0] if e.name == "SortOrder" and e.children else None
+        if child is None or "descending" not in e.attrs:
+            return "the ORDER BY could not be read"
+        if child.name != "AttributeReference" or child.ref is None:
+            return f"ORDER BY item #{i + 1} is an expression ({child.name}), not a column"
+        order_ids.setdefault(child.ref[1], i)
+        specs.append((bool(e.attrs["descending"]), bool(e.attrs["nulls_first"])))
+    return order_ids, specs
+
+
+def _limit(node: PlanNode) -> int | None:
+    """The limit of a GlobalLimit/LocalLimit when it is an integer literal."""
+    e = node.expressions[0] if len(node.expressions) == 1 else None
+    if e is None or e.name != "Literal" or e.attrs.get("type") != "integer":
+        return None
+    try:
+        return int(str(e.attrs.get("value")))
+    except ValueError:
+        return None
+
+
+def _total(dt: DataType) -> bool:
+    """Different values of this type never compare equal (so a unique key of it makes an order total)."""
+    from pyspark.sql import types as T
+
+    if isinstance(dt, T.StringType):
+        return getattr(dt, "collation", "UTF8_BINARY") == "UTF8_BINARY"
+    return isinstance(
+        dt,
+        (T.IntegralType, T.DecimalType, T.DateType, T.TimestampType, T.TimestampNTZType, T.BooleanType, T.BinaryType),
+    )
+
+
+def key_positions(view: ViewDefinition, desired: DataFrame, split: TopKSplit) -> list[int] | str:
+    """Positions of the view's declared key columns when they make the ORDER BY total, else why not."""
+    if not view.key:
+        return (
+            "ORDER BY ... LIMIT needs a total order: declare the view's `key` (columns unique per row) "
+            "and list all of it in the ORDER BY"
+        )
+    lower = [c.lower() for c in desired.columns]
+    ordered = {p for p, _, _ in split.order}
+    out = []
+    for k in view.key:
+        if k.lower() not in lower:
+            return f"key column {k!r} is not a column of the view"
+        p = lower.index(k.lower())
+        if p not in ordered:
+            return (
+                f"the ORDER BY does not list key column {k!r}: rows that tie would make the top {split.limit} arbitrary"
+            )
+        dt = desired.schema.fields[p].dataType
+        if not _total(dt):
+            return f"key column {k!r} has type {dt.simpleString()}, whose order ties different values"
+        out.append(p)
+    return out
+
+
+def _key_match(left: DataFrame, right: DataFrame, columns: list[str]) -> Column:
+    return functools.reduce(lambda a, b: a & b, [left[_quote(c)].eqNullSafe(right[_quote(c)]) for c in columns])
+
+
+def topk_corrections(
+    spark: SparkSession,
+    view: ViewDefinition,
+    desc: BatchDescription,
+    *,
+    base: dict[str, int],
+    desired: DataFrame,
+    table_df: DataFrame,
+    with_error: bool,
+) -> tuple[DataFrame | None, str]:
+    """Corrections of ``desc`` for a top-k view from the sources' changes, or (None, why not).
+
+    ``desired``: the view's query over the sources at the versions ``desc`` reads (analysed, not run);
+    ``table_df``: the view's table at the version write read. Leaves every source registered at the
+    version ``desc`` reads.
+    """
+    from mvsink.spark.groups import groupable
+    from mvsink.spark.incremental import changed_sources, source_check
+    from mvsink.spark.plan import PlanFormatError, plan_tree
+
+    why = source_check(desc, base)
+    if why:
+        return None, why
+    changed = changed_sources(desc, base)
+    try:
+        tree = plan_tree(spark, view.query, desired=desired)
+    except PlanFormatError as exc:
+        return None, f"the plan could not be read: {exc}"
+    split = topk_split(tree, [s.name for s in changed])
+    if isinstance(split, str):
+        return None, split
+    if with_error:
+        return None, "the view has checks (or its table has error rows): their totals need the whole view"
+    key = key_positions(view, desired, split)
+    if isinstance(key, str):
+        return None, key
+    bad = [f.name for f in desired.schema.fields if not groupable(f.dataType)]
+    if bad:
+        return None, f"column {bad[0]!r} has a type Spark cannot group rows by"
+    if type(spark).__module__.startswith("pyspark.sql.connect"):
+        return None, "over Spark Connect the query's plan cannot be taken apart"
+    delta = _change(spark, view, desc, base, split)
+    if isinstance(delta, str):
+        return None, delta
+    return _refresh(desired, table_df, desc, split, key, delta, changed=", ".join(s.name for s in changed))
+
+
+def _change(
+    spark: SparkSession, view: ViewDefinition, desc: BatchDescription, base: dict[str, int], split: TopKSplit
+) -> DataFrame | str:
+    """Δ of M in the view's columns with its signed multiplicity (``_mv_topk_n``, never 0), checkpointed."""
+    from pyspark.errors import PySparkException
+    from pyspark.sql import functions as F
+
+    from mvsink.spark.groups import strip_operators
+    from mvsink.spark.incremental import changed_sources, prepare_changes, telescope
+    from mvsink.spark.messages import first_paragraph
+    from mvsink.spark.plan import PlanFormatError
+
+    changed = changed_sources(desc, base)
+    frames = prepare_changes(spark, view, desc, base, changed)
+    if isinstance(frames, str):
+        return frames
+    chain = split.chain
+    drop = frozenset(i for i, name in enumerate(chain) if name in ("GlobalLimit", "LocalLimit", "Sort"))
+
+    def term(sign: int) -> DataFrame:
+        out = strip_operators(spark, spark.sql(view.query), chain, drop)
+        return out.select("*", F.lit(sign).cast("bigint").alias(_N))
+
+    try:
+        terms = telescope(spark, view, desc, base, changed, frames, term)
+    except PlanFormatError as exc:
+        return f"the query's plan could not be taken apart: {exc}"
+    union = functools.reduce(lambda a, b: a.unionByName(b), terms)
+    columns = [F.col(_quote(c)) for c in union.columns if c != _N]
+    delta = union.groupBy(*columns).agg(F.sum(_N).alias(_N)).where(F.col(_N) != 0)
+    try:
+        return delta.localCheckpoint(eager=True)
+    except PySparkException as exc:  # e.g. an expression the limit kept from failing (ANSI): the full diff
+        return f"the change of the ORDER BY's input could not be computed: {first_paragraph(exc)}"
+
+
+def _refresh(
+    desired: DataFrame,
+    table_df: DataFrame,
+    desc: BatchDescription,
+    split: TopKSplit,
+    key: list[int],
+    delta: DataFrame,
+    *,
+    changed: str,
+) -> tuple[DataFrame | None, str]:
+    """Step 2 of the module docstring: the corrections from T and Δ, or (None, why not)."""
+    from pyspark.sql import functions as F
+
+    from mvsink.columns import DIFF, ERROR, TIME
+    from mvsink.spark.transforms import consolidate, corrections
+
+    columns = list(desired.columns)
+    key_cols = [columns[p] for p in key]
+    k = split.limit
+    user_t = [c for c in table_df.columns if c not in (TIME, DIFF, ERROR)]
+    rows = table_df.select(*[F.col(_quote(a)).alias(b) for a, b in zip(user_t, columns)], TIME, DIFF)
+    persisted = consolidate(rows, columns, before=desc.lower).localCheckpoint(eager=True)
+    t = persisted.agg(F.count(F.lit(1)), F.min(DIFF), F.max(DIFF)).collect()[0]
+    n_t = int(t[0])
+    if n_t > k or (n_t and (t[1] != 1 or t[2] != 1)):
+        return None, f"the table's rows are not a top {k} ({n_t} row(s), multiplicities {t[1]} to {t[2]})"
+    d = delta.agg(
+        F.count(F.when(F.col(_N) > 0, 1)), F.count(F.when(F.col(_N) < 0, 1)), F.max(F.abs(F.col(_N)))
+    ).collect()[0]
+    inserted, deleted = int(d[0]), int(d[1])
+    if d[2] is not None and d[2] > 1:
+        return None, (
+            f"a row of the ORDER BY's input changed its multiplicity by {d[2]}: "
+            f"the declared key {', '.join(key_cols)} is not unique there"
+        )
+    gone = delta.where(F.col(_N) < 0)
+    if deleted and gone.join(persisted, _key_match(gone, persisted, key_cols), "left_semi").limit(1).count():
+        return corrections(desired, persisted, time=desc.time), (
+            f"a deleted row was in the top {k}: recomputed the query, diffed against the table's {n_t} row(s) "
+            f"(changes of {changed})"
+        )
+    candidates = persisted.select(*[F.col(_quote(c)) for c in columns]).unionByName(
+        delta.where(F.col(_N) > 0).select(*[F.col(_quote(c)) for c in columns])
+    )
+    names = [F.col(_quote(c)) for c in key_cols]
+    if inserted and candidates.groupBy(*names).count().where(F.col("count") > 1).limit(1).count():
+        return None, f"the declared key {', '.join(key_cols)} is not unique among the top {k} and the inserted rows"
+    order = [_sort_column(columns[p], descending, nulls_first) for p, descending, nulls_first in split.order]
+    new = candidates.orderBy(*order).limit(k)
+    return corrections(new, persisted, time=desc.time), (
+        f"top {k} of the table's {n_t} row(s) and {inserted} inserted row(s); {deleted} deleted row(s) "
+        f"outside it (changes of {changed})"
+    )
+
+
+def _sort_column(name: str, descending: bool, nulls_first: bool) -> Column:
+    from pyspark.sql import functions as F
+
+    c = F.col(_quote(name))
+    if descending:
+        return c.desc_nulls_first() if nulls_first else c.desc_nulls_last()
+    return c.asc_nulls_first() if nulls_first else c.asc_nulls_last()

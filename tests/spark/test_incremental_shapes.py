@@ -1,0 +1,264 @@
+"""View shapes refreshed incrementally: HAVING, DISTINCT, UNION and per-group top-k by affected groups
+(mode incremental:groups), ORDER BY ... LIMIT (mode incremental:topk).
+
+After every refresh: contents == the DuckDB oracle == the same view refreshed with ``incremental: false``
+(compared exactly), and every refresh after the first took the view's incremental mode.
+"""
+
+from __future__ import annotations
+
+import random
+from collections import Counter
+from typing import Any
+
+import pyarrow as pa
+import pytest
+from deltalake import write_deltalake
+
+from mvsink.definitions.catalog import Catalog
+from mvsink.readers.arrow import read_view
+from mvsink.spark import groups
+from mvsink.spark.plan import groups_reason, plan_tree
+from mvsink.spark.runners import refresh
+from mvsink.spark.topk import key_positions, topk_split
+from tests.support.aggdata import CDF, ORDERS, agg_change, agg_customers, agg_orders, appends
+from tests.support.delta import BASE, HOUR, delete_at, stamp, write_at
+from tests.support.oracle import multiset, oracle
+from tests.support.viewfiles import parse, view_text, write_view
+
+pytestmark = pytest.mark.spark
+
+GROUPS, TOPK = "incremental:groups", "incremental:topk"
+# name: (query, declared key, mode). NULL placement is spelled out: DuckDB's defaults differ from Spark's.
+SHAPES: dict[str, tuple[str, list[str], str]] = {
+    # HAVING over small groups of a join (it crosses its threshold both ways; a customer changing region
+    # moves rows between groups), on an aggregate not in the output too, with MIN/MAX, COUNT(DISTINCT) and
+    # a SUM over DOUBLE beside it; NULL keys and all-NULL groups
+    "having": (
+        "SELECT c.region, o.status, count(*) AS n, min(o.qty) AS lo, max(o.qty) AS hi, "
+        "count(DISTINCT o.price) AS dp, sum(o.price) AS sp FROM orders o JOIN customers c ON o.cust = c.id "
+        "GROUP BY c.region, o.status HAVING count(*) > 1 AND max(o.price) IS DISTINCT FROM 0.5",
+        [],
+        GROUPS,
+    ),
+    "distinct": ("SELECT DISTINCT c.region, o.status FROM orders o JOIN customers c ON o.cust = c.id", [], GROUPS),
+    # UNION = DISTINCT over a bag union; a row can come from either side
+    "union": (
+        "SELECT status AS s, cust AS k FROM orders WHERE qty > 1 UNION SELECT seg, id FROM customers",
+        [],
+        GROUPS,
+    ),
+    # per-group top-k: row_number over a total order, dense_rank with ties (over a join)
+    "rownum": (
+        "SELECT * FROM (SELECT id, status, qty, row_number() OVER "
+        "(PARTITION BY status ORDER BY qty DESC NULLS LAST, id) AS rn FROM orders) WHERE rn <= 2",
+        [],
+        GROUPS,
+    ),
+    "dense": (
+        "SELECT * FROM (SELECT o.id, c.region, o.qty, dense_rank() OVER "
+        "(PARTITION BY c.region ORDER BY o.qty NULLS FIRST) AS r FROM orders o JOIN customers c ON o.cust = c.id) "
+        "WHERE r <= 2",
+        [],
+        GROUPS,
+    ),
+    # ORDER BY ... LIMIT over a join, the key last in the ORDER BY
+    "topk": (
+        "SELECT o.id, c.region, o.qty FROM orders o JOIN customers c ON o.cust = c.id "
+        "ORDER BY o.qty DESC NULLS LAST, c.region NULLS FIRST, o.id DESC LIMIT 4",
+        ["id"],
+        TOPK,
+    ),
+}
+
+
+def exact(table: pa.Table) -> Counter[tuple[Any, ...]]:
+    """The rows of a view's contents as they are (no rounding), with their counts."""
+    return Counter(tuple(r.values()) for r in table.to_pylist())
+
+
+@pytest.fixture
+def eager(monkeypatch):
+    monkeypatch.setenv("MVSINK_INCREMENTAL_GROUPS", "true")
+    monkeypatch.setenv("MVSINK_INCREMENTAL_MAX_FRACTION", "100")  # the change-set size guard: never
+    monkeypatch.setattr(groups, "MAX_AFFECTED_FRACTION", 100.0)  # the cost guard: never
+
+
+# ---------------------------------------------------------------- the splits, on real Spark plans
+
+
+@pytest.fixture
+def plan_views(spark):
+    spark.createDataFrame(
+        [(1, 1, "A", 1, 1.0)], "id long, cust int, status string, qty int, price double"
+    ).createOrReplaceTempView("orders")
+    spark.createDataFrame([(1, "eu", "x")], "id int, region string, seg string").createOrReplaceTempView("customers")
+
+
+@pytest.mark.parametrize("name", [n for n, (_, _, mode) in SHAPES.items() if mode == GROUPS])
+def test_groups_split_finds_the_keys(spark, plan_views, name):
+    q = SHAPES[name][0]
+    split = groups_reason(plan_tree(spark, q), ["orders", "customers"] if "customers" in q else ["orders"])
+    assert not isinstance(split, str), split
+    want = {
+        "having": ("Aggregate", ["region", "status"]),
+        "distinct": ("Distinct", ["region", "status"]),
+        "union": ("Distinct", ["s", "k"]),
+        "rownum": ("Window", ["status"]),
+        "dense": ("Window", ["region"]),
+    }[name]
+    assert (split.kind, [spark.sql(q).columns[p] for p in split.key_positions]) == want
+
+
+@pytest.mark.parametrize(
+    "query,why",
+    [
+        ("SELECT id, sum(qty) OVER () AS s FROM orders", "a window over all rows"),
+        ("SELECT id, rank() OVER (PARTITION BY upper(status) ORDER BY id) AS r FROM orders", "_w0' is not a column"),
+        ("SELECT id, rank() OVER (PARTITION BY status ORDER BY id) AS r FROM orders", "not a column of the view"),
+        ("SELECT DISTINCT upper(status) AS u FROM orders o LEFT JOIN customers c ON o.cust = c.id", "not linear"),
+        ("SELECT status, count(*) AS n FROM orders GROUP BY status HAVING max(id) > 1 LIMIT 3", "not an aggregate"),
+        ("SELECT status FROM orders INTERSECT SELECT region FROM customers", "not an aggregate, DISTINCT or window"),
+        ("SELECT DISTINCT status FROM orders WHERE qty > (SELECT max(id) FROM customers)", "subquery"),
+    ],
+)
+def test_groups_split_refuses(spark, plan_views, query, why):
+    reason = groups_reason(plan_tree(spark, query), ["orders", "customers"])
+    assert isinstance(reason, str) and why in reason, reason
+
+
+def test_topk_split(spark, plan_views):
+    q = SHAPES["topk"][0]
+    split = topk_split(plan_tree(spark, q), ["orders", "customers"])
+    assert not isinstance(split, str), split
+    assert split.limit == 4 and split.order == ((2, True, False), (1, False, True), (0, True, False))
+    # a projection and a sort above the limit
+    q2 = "SELECT qty AS q, id FROM (SELECT id, qty FROM orders ORDER BY qty DESC, id LIMIT 3) ORDER BY id"
+    split = topk_split(plan_tree(spark, q2), ["orders"])
+    assert not isinstance(split, str) and split.order == ((0, True, False), (1, False, True)), split
+
+
+@pytest.mark.parametrize(
+    "query,why",
+    [
+        ("SELECT id, qty FROM orders WHERE qty > 1", "not ORDER BY ... LIMIT (Filter)"),
+        ("SELECT id, qty FROM orders LIMIT 3", "a LIMIT without ORDER BY"),
+        ("SELECT id, qty FROM orders ORDER BY qty LIMIT 3 OFFSET 1", "an OFFSET"),
+        ("SELECT id FROM orders ORDER BY qty, id LIMIT 3", "ORDER BY item #1 is not a column of the view"),
+        ("SELECT id, qty FROM orders ORDER BY qty + 1, id LIMIT 3", "is an expression (Add)"),
+        ("SELECT * FROM (SELECT id, qty FROM orders ORDER BY qty, id LIMIT 3) WHERE qty > 1", "(Filter)"),
+        ("SELECT status, count(*) AS n FROM orders GROUP BY status ORDER BY n, status LIMIT 2", "not linear"),
+    ],
+)
+def test_topk_split_refuses(spark, plan_views, query, why):
+    reason = topk_split(plan_tree(spark, query), ["orders"])
+    assert isinstance(reason, str) and why in reason, reason
+
+
+@pytest.mark.parametrize(
+    "query,key,why",
+    [
+        ("SELECT id, qty FROM orders ORDER BY qty, id LIMIT 3", [], "declare the view's `key`"),
+        ("SELECT id, qty FROM orders ORDER BY qty LIMIT 3", ["id"], "does not list key column 'id'"),
+        ("SELECT id, price FROM orders ORDER BY price, id LIMIT 3", ["price"], "type double"),
+    ],
+)
+def test_topk_needs_a_total_order(spark, plan_views, query, key, why):
+    view = parse(view_text(query=query, key="[" + ", ".join(key) + "]"))
+    split = topk_split(plan_tree(spark, query), ["orders"])
+    assert not isinstance(split, str), split
+    reason = key_positions(view, spark.sql(query), split)
+    assert isinstance(reason, str) and why in reason, reason
+
+
+# ---------------------------------------------------------------- randomized histories, against the oracle
+
+
+@pytest.mark.parametrize("seed,cdf", [(11, True), (29, False)])
+def test_randomized_histories_match_oracle_and_full_diff(spark, env, eager, seed, cdf):
+    """Two refreshes after the first (the machine is small: refreshes cost, changes hardly): one over random
+    changes of every kind and a group dying, one over inserts only (a group coming back). HAVING crosses its
+    threshold both ways and the top-k refresh takes both of its ways; the last assertions check that."""
+    data, views = env
+    rng = random.Random(seed)
+    orders, customers = str(data / "orders"), str(data / "customers")
+    write_deltalake(orders, agg_orders(rng, 0, 30), configuration=CDF if cdf else None)
+    stamp(orders, BASE)
+    write_deltalake(customers, agg_customers(rng), configuration=CDF if cdf else None)
+    stamp(customers, BASE + 1)
+    srcs = {"orders": orders, "customers": customers}
+    for name, (q, key, _) in SHAPES.items():
+        used = {s: s for s in srcs if s in q}
+        for suffix, inc in (("", True), ("_full", False)):
+            target = f"views/{name}{suffix}"
+            extra: dict[str, Any] = {"key": key} if key else {}
+            write_view(views, name + suffix, query=q, sources=used, target=target, as_of=BASE, incremental=inc, **extra)
+    catalog = Catalog(views)
+    next_id, t = [30], BASE + HOUR
+    ops: list[str] = []
+    having_keys: list[set[tuple[Any, ...]]] = []
+    for step in range(3):
+        step_ops = []
+        if step == 1:  # random changes of every kind, and groups dying (HAVING crossing its threshold down)
+            for _ in range(rng.randint(1, 4)):
+                t += rng.randint(1, 10) * 60_000
+                step_ops.append(agg_change(rng, orders, customers, next_id, t))
+            t += 60_000
+            delete_at(orders, "status = 'C'", t)
+            step_ops.append("kill_group")
+        elif step == 2:  # groups reappearing and rising over the threshold; only inserts: the top-k's easy way
+            for status in (["C"], None):
+                t += rng.randint(1, 10) * 60_000
+                write_at(orders, agg_orders(rng, next_id[0], 5, status=status), t)
+                next_id[0] += 5
+                step_ops.append("insert")
+        ops += step_ops
+        t += HOUR
+        for name, (q, _, _) in SHAPES.items():
+            expected = oracle(q, {s: p for s, p in srcs.items() if s in q}, t)
+            got = {}
+            for suffix in ("", "_full"):
+                view = catalog.get(name + suffix)
+                res = refresh(view, t, catalog=catalog, runner="inprocess", spark=spark, run_id=f"s{step}")
+                assert res.status == "appended", res
+                got[suffix] = read_view(view, as_of=t)
+                assert multiset(got[suffix]) == expected, (name + suffix, step, ops)
+            assert exact(got[""]) == exact(got["_full"]), (name, step, ops)
+            if name == "having":
+                having_keys.append({k[:2] for k in expected})
+    for name, (_, _, mode) in SHAPES.items():
+        history = appends(str(data / "views" / name))
+        assert len(history) == 3 and history[0]["mode"] == "full"
+        for a in history[1:]:
+            assert a["mode"] == mode, (name, a["mode"], a["mode_reason"], ops)
+        assert all(a["mode"] == "full" for a in appends(str(data / "views" / f"{name}_full")))
+    # what the history is built to show: groups passing HAVING and leaving it, both ways of the top-k refresh
+    assert any(b - a for a, b in zip(having_keys, having_keys[1:])), having_keys
+    assert any(a - b for a, b in zip(having_keys, having_keys[1:])), having_keys
+    reasons = [str(a["mode_reason"]) for a in appends(str(data / "views" / "topk"))[1:]]
+    assert any("a deleted row was in the top 4" in r for r in reasons), reasons
+    assert any(r.startswith("top 4 of the table's") for r in reasons), reasons
+
+
+def test_topk_falls_back_when_the_declared_key_is_not_unique(spark, env, eager):
+    """A key the view declares but the data breaks (two rows share it): the top-k refresh sees the duplicate
+    among its candidates and takes the full diff, which is exact whatever the key."""
+    data, views = env
+    orders = str(data / "orders")
+    rows = [{"id": i, "cust": 1, "status": s, "qty": 1, "price": 1.0} for i, s in ((1, "A"), (2, "B"), (3, "C"))]
+    write_at(orders, pa.Table.from_pylist(rows, schema=ORDERS), BASE)
+    q = "SELECT id, status, qty FROM orders ORDER BY status NULLS FIRST, id LIMIT 2"
+    write_view(views, "tk", query=q, sources={"orders": "orders"}, target="views/tk", as_of=BASE, key=["status"])
+    view = Catalog(views).get("tk")
+    t = BASE + HOUR
+    assert refresh(view, t, runner="inprocess", spark=spark).mode == "full"
+    for new, mode, reason in (
+        ((4, "0"), TOPK, "top 2 of the table's 2 row(s) and 1 inserted row(s)"),
+        ((5, "0"), "full", "the declared key status is not unique among the top 2 and the inserted rows"),
+    ):
+        row = {"id": new[0], "cust": 1, "status": new[1], "qty": 2, "price": 1.0}
+        write_at(orders, pa.Table.from_pylist([row], schema=ORDERS), t + 10)
+        t += HOUR
+        res = refresh(view, t, runner="inprocess", spark=spark)
+        assert res.mode == mode and reason in appends(view.target)[-1]["mode_reason"], appends(view.target)[-1]
+        assert multiset(read_view(view, as_of=t)) == oracle(q, {"orders": orders}, t)
