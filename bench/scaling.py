@@ -338,6 +338,7 @@ def main() -> int:
             root=Path(args.root),
             orders_changed=args.orders_changed,
             repeat=args.repeat,
+            warmup=args.warmup,
             part=Path(args.part),
         )
         return 0
