@@ -4,7 +4,7 @@ PY := $(VENV)/bin/python
 DATA_ROOT ?= $(CURDIR)/data
 export SPARK_LOCAL_IP ?= 127.0.0.1
 
-.PHONY: install demo test test-fast lint bench bench-airflow bench-formulations soak airflow cluster clean
+.PHONY: install demo test test-fast lint bench bench-scaling bench-airflow bench-formulations soak airflow cluster clean
 
 $(VENV)/.installed: pyproject.toml
 	python3 -m venv $(VENV)
@@ -61,6 +61,13 @@ SF ?= 0.1
 bench: install
 	$(VENV)/bin/pip install --quiet tpchgen-cli==4.0.0 matplotlib==3.11.2
 	$(PY) bench/tpch_refresh.py --sf $(SF) --out bench/RESULTS$(if $(filter 0.1,$(SF)),,-sf$(SF)).md
+
+## bench-scaling: refresh vs overwrite vs the compute floor as the table grows: the same ~1,500 changed orders per
+## round at each TPC-H scale factor in SFS (0.1,1,3 by default; one Spark process per SF), into bench/SCALING.md (+ .json, .png)
+SFS ?= 0.1,1,3
+bench-scaling: install
+	$(VENV)/bin/pip install --quiet tpchgen-cli==4.0.0 matplotlib==3.11.2
+	$(PY) -m bench.scaling --sfs $(SFS) --out bench/SCALING.md
 
 ## bench-airflow: refreshes end to end through Airflow (trigger -> success), Spark Connect vs spark-submit, into bench/AIRFLOW.md
 RUNS ?= 5

@@ -1,0 +1,384 @@
+"""Cost as the table grows: the same absolute change at several TPC-H scale factors (issue 12).
+
+    python -m bench.scaling [--sfs 0.1,1,3] [--orders-changed 1500] [--repeat 3] [--warmup 1] [--out bench/SCALING.md]
+
+For each scale factor, in its own child process (a fresh JVM, so one SF's heap never carries over to
+the next) with one warm in-process Spark local[2] (6 GB driver):
+  - TPC-H is generated with ``bench.tpch_refresh.generate`` into ``<root>/sf<SF>`` (sources with
+    Change Data Feed), the views q1, q3 and wide written as ``bench/tpch_refresh.py`` writes them
+    (incremental) and refreshed once (not measured); ``MVSINK_INCREMENTAL_AGGREGATE=true``, so the
+    aggregates refresh from their hidden state;
+  - then ``--warmup`` rounds (measured like the others and dropped: the JVM's first incremental refresh,
+    overwrite and floor pay class loading and code generation) and ``--repeat`` rounds: ``bench.tpch_refresh.change`` with a rate derived from the orders row count,
+    so that about ``--orders-changed`` orders are updated + deleted + inserted at every SF (the exact
+    number is counted and reported), and per view, as ``bench.tpch_refresh.measure`` does:
+      floor      evaluate the view, noop sink
+      overwrite  Spark computes the view, replaces a Delta table (Parquet + delta-rs overwrite commit)
+      refresh    this project (mint, write, append), with the write step's phases and Spark job count.
+    MERGE and ``incremental: false`` are not measured here (they do not bear on the question and
+    cost most of the time at large SFs): ``make bench SF=...`` has them.
+Writes a Markdown report (medians, min–max, growth from the smallest to the largest SF), the raw
+numbers as JSON and a log–log chart (time against the largest source's rows) beside it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import json
+import os
+import platform
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+os.environ.pop("SPARK_HOME", None)
+os.environ["MVSINK_INCREMENTAL_AGGREGATE"] = "true"
+
+import numpy as np  # noqa: E402
+import pyarrow as pa  # noqa: E402
+import pyarrow.parquet as pq  # noqa: E402
+import yaml  # noqa: E402
+from deltalake import DeltaTable, write_deltalake  # noqa: E402
+
+from bench.tpch_refresh import DAY, VIEWS, Peak, _java, _med, _versions, change, dir_bytes, generate  # noqa: E402
+
+NAMES = ("q1", "q3", "wide")
+T0 = 1_767_225_600_000
+STRATEGIES = ("refresh", "overwrite", "floor")
+STYLES = {"refresh": "-", "overwrite": "--", "floor": ":"}
+COLORS = {"q1": "tab:blue", "q3": "tab:orange", "wide": "tab:green"}
+
+
+def sf_root(root: Path, sf: float) -> Path:
+    return root / f"sf{float(sf)}"  # the folder bench/tpch_refresh.py uses for the same SF
+
+
+def source_rows(root: Path) -> dict[str, int]:
+    """Rows of each generated TPC-H table (before any change)."""
+    return {p.stem: pq.ParquetFile(p).metadata.num_rows for p in sorted((root / "raw").glob("*.parquet"))}
+
+
+def changed_orders(root: Path, rate: float, step: int) -> dict[str, int]:
+    """The orders ``change(root, rate, step, ...)`` is about to update, delete and insert (same arithmetic)."""
+    m = max(3, round(3 / rate))
+    r = (7 * step) % m
+    orders = DeltaTable(str(root / "src" / "orders")).to_pyarrow_table(columns=["o_orderkey"])
+    rem = np.asarray(orders.column("o_orderkey").to_numpy()) % m
+    return {
+        "updated": int((rem == r).sum()),
+        "deleted": int((rem == (r + 1) % m).sum()),
+        "inserted": int((rem == (r + 2) % m).sum()),
+    }
+
+
+def measure_view(
+    spark: object, view: object, name: str, root: Path, t: int, step: int, jvm_pid: int, catalog: object
+) -> dict[str, object]:
+    """floor, overwrite and refresh of one view: the same code as ``bench.tpch_refresh.measure`` without
+    MERGE and refresh_full."""
+    from mvsink.core.mint import mint
+    from mvsink.spark.runners import refresh
+    from mvsink.spark.sources import register_sources
+
+    row: dict[str, object] = {}
+    desc = mint(view, t, catalog=catalog, run_id="bench-probe", dry_run=True)  # type: ignore[arg-type]
+    register_sources(spark, view, desc)  # type: ignore[arg-type]
+    with Peak(jvm_pid) as pk:
+        s = time.monotonic()
+        spark.sql(view.query).write.format("noop").mode("overwrite").save()  # type: ignore[attr-defined]
+        row["floor_s"] = time.monotonic() - s
+    row["floor_mem"] = pk.mb
+
+    ow_path = root / "scaling" / "out" / f"{name}_overwrite"
+    with Peak(jvm_pid) as pk:
+        s = time.monotonic()
+        spark.sql(view.query).write.mode("overwrite").parquet(str(ow_path / "stage"))  # type: ignore[attr-defined]
+        table = pa.table(pq.read_table(ow_path / "stage"))
+        write_deltalake(str(ow_path / "delta"), table, mode="overwrite")
+        row["overwrite_s"] = time.monotonic() - s
+    del table
+    row["overwrite_mem"] = pk.mb
+    ow_dt = DeltaTable(str(ow_path / "delta"))
+    row["overwrite_bytes"] = dir_bytes(ow_dt.file_uris())
+    row["overwrite_files"] = len(ow_dt.file_uris())
+
+    with Peak(jvm_pid) as pk:
+        s = time.monotonic()
+        res = refresh(view, t, catalog=catalog, runner="inprocess", spark=spark, run_id=f"bench-{step}")  # type: ignore[arg-type]
+        row["refresh_s"] = time.monotonic() - s
+    row["refresh_mem"] = pk.mb
+    row["refresh_bytes"] = res.bytes
+    row["refresh_files"] = res.files
+    row["refresh_rows"] = res.rows_added + res.rows_retracted
+    row["refresh_mode"] = res.mode or ("unchanged" if res.status == "appended" else res.status)
+    for k in ("mint", "write", "append", "write.plan", "write.corrections", "write.stage"):
+        row[f"refresh_{k.replace('.', '_')}_s"] = res.timings.get(k, 0.0)
+    row["refresh_jobs"] = res.spark_jobs
+    return row
+
+
+def run_sf(sf: float, *, root: Path, orders_changed: int, repeat: int, warmup: int, part: Path) -> None:
+    """One scale factor in this process (one Spark); rows to ``part`` as JSON."""
+    root = sf_root(root, sf)
+    print(f"generating TPC-H SF{sf} under {root} ...", flush=True)
+    generate(root, sf, T0, cdf=True)
+    counts = source_rows(root)
+    os.environ["MVSINK_DATA_ROOT"] = str(root)
+    views_dir = root / "scaling" / "views"
+    shutil.rmtree(root / "scaling", ignore_errors=True)
+    views_dir.mkdir(parents=True)
+    for name in NAMES:
+        sql, sources, key = VIEWS[name]
+        (views_dir / f"{name}.yaml").write_text(
+            yaml.safe_dump(
+                {
+                    "name": name,
+                    "query": sql,
+                    "sources": {s: f"src/{s}" for s in sources},
+                    "target": f"scaling/out/{name}",
+                    "as_of": T0,
+                    "key": key,
+                    "incremental": True,
+                }
+            )
+        )
+    # change() touches ~rate/3 of the orders three times (update, delete, insert): the same absolute number
+    rate = min(1.0, orders_changed / counts["orders"])
+
+    from mvsink.definitions.catalog import Catalog
+    from mvsink.spark.runners import local_session, refresh
+
+    spark = local_session(conf={"spark.driver.memory": "6g"})
+    spark.sparkContext.setLogLevel("ERROR")
+    jvm_pid = int(spark.sparkContext._jvm.ProcessHandle.current().pid())  # type: ignore[union-attr]
+    catalog = Catalog(views_dir)
+    t = T0 + DAY
+    for name in NAMES:  # initial load (not measured)
+        s = time.monotonic()
+        res = refresh(catalog.get(name), t, catalog=catalog, runner="inprocess", spark=spark)
+        print(f"initial {name}: {res.status} {res.mode or ''} {time.monotonic() - s:.1f} s", flush=True)
+    rows: list[dict[str, object]] = []
+    for rep in range(-warmup, repeat):  # warm-up rounds (negative) are measured the same way, then dropped
+        step = rep + warmup + 1
+        t += DAY
+        changed = changed_orders(root, rate, step)
+        change(root, rate, step, t - 3_600_000)
+        for name in NAMES:
+            sources = VIEWS[name][1]
+            largest = max(sources, key=lambda s: counts[s])
+            row = measure_view(spark, catalog.get(name), name, root, t, step, jvm_pid, catalog)
+            row.update(
+                view=name,
+                sf=sf,
+                round=rep,
+                rate=rate,
+                largest_source=largest,
+                source_rows=counts[largest],
+                orders_rows=counts["orders"],
+                orders_changed=sum(changed.values()),
+                **{f"orders_{k}": v for k, v in changed.items()},
+            )
+            if rep >= 0:
+                rows.append(row)
+            print(json.dumps({k: v for k, v in row.items() if not k.endswith("_mem")}), flush=True)
+    spark.stop()
+    part.write_text(json.dumps(rows))
+
+
+# ---------------------------------------------------------------- report
+
+
+def _span(g: list[dict[str, object]], key: str) -> str:
+    vals = [float(r[key]) for r in g]  # type: ignore[arg-type]
+    return f"{_med(g, key):.2f} ({min(vals):.2f}–{max(vals):.2f})" if len(vals) > 1 else f"{vals[0]:.2f}"
+
+
+def _by(rows: list[dict[str, object]], view: str) -> list[tuple[float, list[dict[str, object]]]]:
+    sfs = sorted({float(r["sf"]) for r in rows if r["view"] == view})  # type: ignore[arg-type]
+    return [(sf, [r for r in rows if r["view"] == view and float(r["sf"]) == sf]) for sf in sfs]  # type: ignore[arg-type]
+
+
+def write_report(
+    out: Path, rows: list[dict[str, object]], *, target: int, repeat: int, warmup: int, minutes: float
+) -> None:
+    sfs = sorted({float(r["sf"]) for r in rows})  # type: ignore[arg-type]
+    lines = [
+        "# Cost as the table grows (TPC-H SF " + ", ".join(f"{s:g}" for s in sfs) + ")",
+        "",
+        f"{dt.datetime.now(dt.UTC):%Y-%m-%d %H:%M} UTC; {os.cpu_count()} cores; {platform.platform()}; "
+        f"Python {platform.python_version()}; Java {_java()}; {_versions()}.",
+        "",
+        f"Per scale factor one process with one warm in-process Spark local[2] (6 GB driver; {warmup} warm-up "
+        f"round(s) measured first and dropped); views written "
+        f"incremental, `MVSINK_INCREMENTAL_AGGREGATE=true`; sources with Change Data Feed. {repeat} round(s) per "
+        f"SF, each on a new source change of the same absolute size (target {target:,} orders updated + deleted "
+        f"+ inserted, with their lineitems; the rate passed to `change()` is that over the orders row count). "
+        f"Times are medians (min–max) in seconds. `floor`: the view evaluated into a noop sink; `overwrite`: "
+        f"computed and written as a new Delta table version; `refresh`: this project. MERGE and "
+        f"`incremental: false` are not measured here (`make bench`). Whole run: {minutes:.1f} min. Raw numbers: "
+        f"`{out.with_suffix('.json').name}`; chart: `{out.with_suffix('.png').name}`.",
+        "",
+        "## Change per round",
+        "",
+        "| SF | orders rows | rate passed to `change()` | orders changed (updated / deleted / inserted), per round |",
+        "|---|---|---|---|",
+    ]
+    for sf in sfs:
+        g = [r for r in rows if float(r["sf"]) == sf and r["view"] == rows[0]["view"]]  # type: ignore[arg-type]
+        per = ", ".join(
+            f"{r['orders_changed']:,} ({r['orders_updated']} / {r['orders_deleted']} / {r['orders_inserted']})"
+            for r in g
+        )
+        lines.append(f"| {sf:g} | {int(g[0]['orders_rows']):,} | {float(g[0]['rate']):.3g} | {per} |")  # type: ignore[call-overload,arg-type]
+    growth: list[str] = []
+    for view in dict.fromkeys(str(r["view"]) for r in rows):
+        by = _by(rows, view)
+        lines += [
+            "",
+            f"## {view} (largest source: {by[0][1][0]['largest_source']})",
+            "",
+            "| SF | source rows | refresh s (mode) | overwrite s | floor s | refresh ÷ overwrite "
+            "| write plan / corrections / stage s | Spark jobs | refresh rows |",
+            "|---|---|---|---|---|---|---|---|---|",
+        ]
+        for sf, g in by:
+            modes = "/".join(sorted({str(r["refresh_mode"]) for r in g}))
+            lines.append(
+                f"| {sf:g} | {int(g[0]['source_rows']):,} | {_span(g, 'refresh_s')} ({modes}) | "  # type: ignore[call-overload]
+                f"{_span(g, 'overwrite_s')} | {_span(g, 'floor_s')} | "
+                f"{_med(g, 'refresh_s') / max(_med(g, 'overwrite_s'), 1e-9):.2f} | "
+                f"{_med(g, 'refresh_write_plan_s'):.2f} / {_med(g, 'refresh_write_corrections_s'):.2f} / "
+                f"{_med(g, 'refresh_write_stage_s'):.2f} | {_med(g, 'refresh_jobs'):.0f} | "
+                f"{_med(g, 'refresh_rows'):,.0f} |"
+            )
+        if len(by) > 1:
+            g0, g1 = by[0][1], by[-1][1]
+            table = float(g1[0]["source_rows"]) / float(g0[0]["source_rows"])  # type: ignore[arg-type]
+            f = {k: _med(g1, f"{k}_s") / max(_med(g0, f"{k}_s"), 1e-9) for k in STRATEGIES}
+            growth.append(
+                f"| {view} | {table:.1f}× | {f['refresh']:.2f}× | {'yes' if f['refresh'] <= 2 else 'no'} | "
+                f"{f['overwrite']:.2f}× | {f['floor']:.2f}× |"
+            )
+    if growth:
+        lines += [
+            "",
+            f"## Growth from SF {sfs[0]:g} to SF {sfs[-1]:g}",
+            "",
+            "Ratio of the medians at the largest SF to those at the smallest. The issue's target: the incremental "
+            "refresh grows at most 2× from SF 0.1 to SF 3 while the overwrite grows with the table.",
+            "",
+            "| view | table | refresh | refresh ≤ 2× | overwrite | floor |",
+            "|---|---|---|---|---|---|",
+            *growth,
+        ]
+    out.write_text("\n".join(lines) + "\n")
+    print(f"wrote {out}")
+
+
+def write_chart(path: Path, rows: list[dict[str, object]]) -> None:
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        print("matplotlib is not installed: no chart (pip install matplotlib)")
+        return
+    fig, ax = plt.subplots(figsize=(8, 6))
+    for view in dict.fromkeys(str(r["view"]) for r in rows):
+        by = _by(rows, view)
+        xs = [float(g[0]["source_rows"]) for _, g in by]  # type: ignore[arg-type]
+        for s in STRATEGIES:
+            ax.plot(
+                xs,
+                [_med(g, f"{s}_s") for _, g in by],
+                marker="o",
+                linestyle=STYLES[s],
+                color=COLORS.get(view),
+                label=f"{view} {s}",
+            )
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlabel("rows of the view's largest source")
+    ax.set_ylabel("wall time, s (median)")
+    sfs = sorted({float(r["sf"]) for r in rows})  # type: ignore[arg-type]
+    ax.set_title("Same absolute change, growing table (TPC-H SF " + ", ".join(f"{s:g}" for s in sfs) + ")")
+    ax.grid(True, which="both", alpha=0.3)
+    ax.legend(fontsize=8, ncol=3)
+    fig.tight_layout()
+    fig.savefig(path, dpi=90)
+    print(f"wrote {path}")
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--sfs", default="0.1,1,3", help="scale factors, comma-separated")
+    ap.add_argument("--orders-changed", type=int, default=1500, help="orders updated + deleted + inserted per round")
+    ap.add_argument("--repeat", type=int, default=3, help="rounds per scale factor (medians are reported)")
+    ap.add_argument(
+        "--warmup",
+        type=int,
+        default=1,
+        help="rounds per SF measured first and dropped (the JVM's first incremental runs)",
+    )
+    ap.add_argument("--root", default="/tmp/mvsink-bench")
+    ap.add_argument("--out", default=str(Path(__file__).parent / "SCALING.md"))
+    ap.add_argument("--replot", action="store_true", help="only redraw the report and chart from the --out's .json")
+    ap.add_argument("--one-sf", type=float, help=argparse.SUPPRESS)  # internal: run one SF in this process
+    ap.add_argument("--part", help=argparse.SUPPRESS)
+    args = ap.parse_args()
+    out = Path(args.out)
+    if args.one_sf is not None:
+        run_sf(
+            args.one_sf,
+            root=Path(args.root),
+            orders_changed=args.orders_changed,
+            repeat=args.repeat,
+            warmup=args.warmup,
+            part=Path(args.part),
+        )
+        return 0
+    if args.replot:
+        raw = json.loads(out.with_suffix(".json").read_text())
+        write_report(
+            out,
+            raw["rows"],
+            target=raw["orders_changed"],
+            repeat=raw["repeat"],
+            warmup=raw.get("warmup", 0),
+            minutes=raw["minutes"],
+        )
+        write_chart(out.with_suffix(".png"), raw["rows"])
+        return 0
+    started = time.monotonic()
+    rows: list[dict[str, object]] = []
+    for sf in (float(x) for x in args.sfs.split(",")):
+        part = sf_root(Path(args.root), sf) / "scaling-rows.json"
+        part.parent.mkdir(parents=True, exist_ok=True)
+        part.unlink(missing_ok=True)
+        cmd = [sys.executable, "-m", "bench.scaling", "--one-sf", str(sf), "--part", str(part)]
+        cmd += ["--root", args.root, "--orders-changed", str(args.orders_changed), "--repeat", str(args.repeat)]
+        cmd += ["--warmup", str(args.warmup)]
+        subprocess.run(cmd, check=True, cwd=Path(__file__).resolve().parent.parent)
+        rows += json.loads(part.read_text())
+    minutes = (time.monotonic() - started) / 60
+    out.parent.mkdir(parents=True, exist_ok=True)
+    raw = {
+        "sfs": args.sfs,
+        "orders_changed": args.orders_changed,
+        "repeat": args.repeat,
+        "warmup": args.warmup,
+        "minutes": minutes,
+    }
+    out.with_suffix(".json").write_text(json.dumps({**raw, "rows": rows}, indent=1))
+    write_report(out, rows, target=args.orders_changed, repeat=args.repeat, warmup=args.warmup, minutes=minutes)
+    write_chart(out.with_suffix(".png"), rows)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
