@@ -22,11 +22,13 @@ registered in a Hive metastore (embedded Derby, ``<root>/sdp/<deployment>/metast
 commit log of its own: a reader sees the files Hive's table location holds at that moment.
 
 How it refreshes: every run recomputes every materialized view from scratch, reading all of
-every source (SDP in Apache Spark 4.x has no incremental MV maintenance; the refresh is
-TRUNCATE + append of the whole result: SPARK-52576, SPARK-56451 / apache/spark#55277). Each run
-replaces all of the table's files (new file names, same bytes whether 0 % or 10 % changed). There
-is no change detection (a run with no source change rewrites everything too) and no transaction
-across tables or between truncate and append: a reader between the two sees an empty table.
+every source (SDP in Apache Spark 4.x has no incremental MV maintenance; the whole result is
+replaced, described as TRUNCATE + append in SPARK-56451 / apache/spark#55277, with drop/recreate
+discussed in SPARK-52576). Observed here: each run replaces all of each table's files (new file
+names, about the same bytes at a 1 % change as at creation). There is no change detection in the
+pipeline (nothing tells it which sources changed) and no transaction across the views; on plain
+Parquet + Hive, the replace is not atomic for readers either (per the description above; not
+probed here).
 ``--full-refresh`` changes nothing for MVs (they always fully refresh). Incremental processing in
 SDP exists only for streaming tables (append-only sources, with checkpoints), which a join or an
 aggregate over updated/deleted rows cannot use.
@@ -124,8 +126,6 @@ def deployment_conf(root: Path, deployment: str) -> dict[str, str]:
         "spark.sql.catalogImplementation": "hive",
         "spark.sql.warehouse.dir": str(d / "warehouse"),
         "spark.hadoop.javax.jdo.option.ConnectionURL": f"jdbc:derby:;databaseName={d / 'metastore_db'};create=true",
-        "spark.driver.extraJavaOptions": f"-Dderby.stream.error.file={d / 'derby.log'}",
-        "spark.driver.memory": "2g",
     }
 
 
@@ -264,11 +264,15 @@ def main() -> int:
         from mvsink.spark.connect import start_server
 
         conf = deployment_conf(root, "connect")
-        conf.pop("spark.driver.memory")
         s = time.monotonic()
-        server = start_server(
-            port=CONNECT_PORT, conf=conf, log_path=root / "sdp" / "connect-server.log", timeout=180
-        )
+        cwd = os.getcwd()
+        os.chdir(root / "sdp" / "connect")  # the server's cwd: Derby writes its derby.log there
+        try:
+            server = start_server(
+                port=CONNECT_PORT, conf=conf, log_path=root / "sdp" / "connect-server.log", timeout=180
+            )
+        finally:
+            os.chdir(cwd)
         print(f"Spark Connect server listening after {time.monotonic() - s:.1f} s", flush=True)
         deployments.append(("connect", f"sc://127.0.0.1:{CONNECT_PORT}"))
     rows: list[dict[str, object]] = []
@@ -374,8 +378,9 @@ def write_report(
         "(here all files replaced at a 1 % change). No incremental maintenance of MVs in Apache Spark's SDP "
         "(SPARK-52576, SPARK-56451); incremental only for streaming tables over append-only sources.",
         "- Tables are Spark's default format (Parquet) in a Hive metastore (embedded Derby); Delta would need "
-        "the delta-spark jar (unavailable offline). No snapshot isolation for readers across the truncate "
-        "and the append, no transaction across views, no record of which source versions a result reflects.",
+        "the delta-spark jar (unavailable offline). No transaction across views, no record of which source "
+        "versions a result reflects; on Parquet the replace is not atomic for readers (per SPARK-56451's "
+        "TRUNCATE + append; not probed here).",
         "- A persistent catalog is required: with the default in-memory catalog the second "
         "`spark-pipelines run` fails with `LOCATION_ALREADY_EXISTS`.",
         "- Sources: temporary views over the Delta snapshot's Parquet files (delta-rs `file_uris()`), listed "
