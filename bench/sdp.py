@@ -225,15 +225,37 @@ def run_refresh(
     return {"wall_s": wall, **_phases(proc.stdout), "written": written}
 
 
-def expected(root: Path, views: list[str]) -> dict[str, int]:
-    """Row counts of the views over the sources' current snapshot (DuckDB), to check SDP's result."""
+def _summary(con: object, relation: str) -> tuple[int, float]:
+    """(rows, sum of every numeric column as double) of a DuckDB relation: a cheap content check."""
+    cols = con.execute(f"DESCRIBE SELECT * FROM {relation}").fetchall()  # type: ignore[attr-defined]
+    num = [c[0] for c in cols if c[1].split("(")[0] in ("BIGINT", "INTEGER", "DOUBLE", "DECIMAL", "FLOAT", "HUGEINT")]
+    terms = " + ".join(f"coalesce(sum({c}::DOUBLE), 0)" for c in num) or "0"
+    n, total = con.execute(f"SELECT count(*), {terms} FROM {relation}").fetchone()  # type: ignore[attr-defined]
+    return int(n), float(total)
+
+
+def expected(root: Path, views: list[str]) -> dict[str, tuple[int, float]]:
+    """(rows, numeric checksum) of each view over the sources' current snapshot, by DuckDB: SDP's result is
+    checked against it."""
     import duckdb
     from deltalake import DeltaTable
 
     con = duckdb.connect()
     for t in sorted({t for v in views for t in VIEWS[v][1]}):
         con.register(t, DeltaTable(str(root / "src" / t)).to_pyarrow_dataset())
-    return {v: con.execute(f"SELECT count(*) FROM ({VIEWS[v][0]})").fetchone()[0] for v in views}  # type: ignore[index]
+    return {v: _summary(con, f"({VIEWS[v][0]})") for v in views}
+
+
+def check(root: Path, deployment: str, views: list[str], want: dict[str, tuple[int, float]]) -> None:
+    """Raise unless each view's table files hold the expected rows (count and numeric checksum)."""
+    import duckdb
+
+    con = duckdb.connect()
+    for v in views:
+        files = sorted(str(f) for f in (root / "sdp" / deployment / "warehouse" / v).glob("*.parquet"))
+        got = _summary(con, f"read_parquet({files!r})") if files else (0, 0.0)
+        if got[0] != want[v][0] or abs(got[1] - want[v][1]) > 1e-6 * max(1.0, abs(want[v][1])):
+            raise RuntimeError(f"{deployment}: {v} holds (rows, checksum) {got}, expected {want[v]}")
 
 
 def main() -> int:
@@ -286,10 +308,7 @@ def main() -> int:
             for deployment, remote in deployments:
                 r = run_refresh(root, spec, views, deployment=deployment, remote=remote)
                 r.update(deployment=deployment, step=step, expected_rows=want)
-                for v in views:
-                    if r["written"][v]["rows"] != want[v]:  # type: ignore[index]
-                        raise RuntimeError(f"{deployment} step {step}: {v} has {r['written'][v]['rows']} rows, "  # type: ignore[index]
-                                           f"expected {want[v]}")
+                check(root, deployment, views, want)
                 rows.append(r)
                 print(json.dumps(r), flush=True)
     finally:
@@ -357,11 +376,13 @@ def write_report(
         "",
         "## What each refresh wrote (medians over the refresh steps)",
         "",
-        "| deployment | view | format | rows (checked against DuckDB) | files | bytes | files replaced / new |",
+        "| deployment | view | format | rows (content checked against DuckDB) | files | bytes | files replaced / new |",
         "|---|---|---|---|---|---|---|",
     ]
     for dep in dict.fromkeys(str(r["deployment"]) for r in rows):
-        g = [r for r in rows if r["deployment"] == dep and r["step"] != 0] or [r for r in rows if r["deployment"] == dep]
+        g = [r for r in rows if r["deployment"] == dep and r["step"] != 0] or [
+            r for r in rows if r["deployment"] == dep
+        ]
         for v in views:
             w = [r["written"][v] for r in g]  # type: ignore[index]
             lines.append(
