@@ -470,13 +470,27 @@ def _merge_in_driver(
             pa.Table.from_pylist(new_rows, schema=to_arrow_schema(state_schema, timezone="UTC")), schema=state_schema
         )
         final = [F.expr(_final_sql(plan, e)).cast(schema[name].dataType).alias(name) for name, e in q.finalise]
-        new = live.select(*final, *plan.state_columns).select(*[_quote(c) for c in cols]).toArrow()
+        new = _local_arrow(live.select(*final, *plan.state_columns).select(*[_quote(c) for c in cols]))
         parts.append(
             new.append_column(TIME, pa.array([at] * new.num_rows, pa.int64()))
             .append_column(DIFF, pa.array([1] * new.num_rows, pa.int64()))
             .cast(out_schema)
         )
     return pa.concat_tables(parts), n_keys
+
+
+def _local_arrow(df: DataFrame) -> pa.Table:
+    """A DataFrame over local rows as Arrow: by ``collect`` (a local relation's, which runs no Spark job)
+    unless a column holds timestamps, which ``collect`` turns into the driver's local time."""
+    import pyarrow as pa
+    from pyspark.sql import types as T
+    from pyspark.sql.pandas.types import to_arrow_schema
+
+    if any(isinstance(f.dataType, (T.TimestampType, T.TimestampNTZType)) for f in df.schema.fields):
+        return df.toArrow()
+    schema = to_arrow_schema(df.schema, timezone="UTC")
+    rows = df.collect()
+    return pa.Table.from_pylist([r.asDict(recursive=True) for r in rows], schema=schema)
 
 
 def _persisted_groups(plan: StatePlan, delta: pa.Table, table: ViewTable, *, lower: int) -> pa.Table:

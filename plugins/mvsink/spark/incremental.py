@@ -77,9 +77,15 @@ def _read_files(
             df = df.withColumn(c, F.lit(values.get(c)).cast(schema[c].dataType))
         df = df.select(*names)
         out = df if out is None else out.unionByName(df)
-    if out is None:
-        return spark.createDataFrame([], T.StructType([schema[n] for n in schema.names]))
+    if out is None:  # a local relation (an empty RDD would be a scan of its own)
+        return _empty(spark, T.StructType([schema[n] for n in schema.names]))
     return out
+
+
+def _empty(spark: SparkSession, schema: StructType) -> DataFrame:
+    from pyspark.sql.pandas.types import to_arrow_schema
+
+    return spark.createDataFrame(to_arrow_schema(schema, timezone="UTC").empty_table(), schema=schema)
 
 
 def change_frames(
