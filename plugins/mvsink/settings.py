@@ -104,6 +104,12 @@ INCREMENTAL_MAX_FRACTION = Setting(
     "incremental refresh only while a changed source's change files are at most this fraction of its "
     "size (a number >= 0); else the full diff",
 )
+INCREMENTAL_MAX_SCAN_RATIO = Setting(
+    "MVSINK_INCREMENTAL_MAX_SCAN_RATIO",
+    "1.0",
+    "an aggregate view refreshes from its state only while its change terms would read at most this many "
+    "times the bytes the full diff reads (its sources and its table; a number >= 0); else the full diff",
+)
 INCREMENTAL_GROUPS = Setting(
     "MVSINK_INCREMENTAL_GROUPS",
     "false",
@@ -114,10 +120,9 @@ INCREMENTAL_GROUPS = Setting(
 )
 INCREMENTAL_AGGREGATE = Setting(
     "MVSINK_INCREMENTAL_AGGREGATE",
-    "false",
-    "true (1, yes, on) lets a COUNT/SUM/AVG aggregate view refresh from its hidden per-group state (mode "
-    "incremental:aggregate); the state is kept either way; off by default: measured slower than the full diff "
-    "at TPC-H SF 0.1 in its present form (docs/benchmarks.md)",
+    "true",
+    "false (0, no, off) makes COUNT/SUM/AVG aggregate views take the full diff instead of refreshing from their "
+    "hidden per-group state (mode incremental:aggregate); the state is kept either way",
 )
 SPARK_CONN_ID = Setting(
     "MVSINK_SPARK_CONN_ID",
@@ -160,6 +165,7 @@ REGISTRY: tuple[Setting, ...] = (
     STAGING_GRACE_SECONDS,
     COMPACT_MEMORY,
     INCREMENTAL_MAX_FRACTION,
+    INCREMENTAL_MAX_SCAN_RATIO,
     INCREMENTAL_AGGREGATE,
     INCREMENTAL_GROUPS,
 )
@@ -324,8 +330,8 @@ def incremental_groups() -> bool:
 
 
 def incremental_aggregate() -> bool:
-    """``MVSINK_INCREMENTAL_AGGREGATE``: may aggregates refresh from their hidden state (default false)?"""
-    return _flag(INCREMENTAL_AGGREGATE, False)
+    """``MVSINK_INCREMENTAL_AGGREGATE``: may aggregates refresh from their hidden state (default true)?"""
+    return _flag(INCREMENTAL_AGGREGATE, True)
 
 
 def views_dir_if_set() -> Path | None:
@@ -385,6 +391,12 @@ def incremental_max_fraction() -> float:
     return _float(INCREMENTAL_MAX_FRACTION, 0.5, example="0.5")
 
 
+def incremental_max_scan_ratio() -> float:
+    """``MVSINK_INCREMENTAL_MAX_SCAN_RATIO``: largest scan of the aggregate state's change terms, against
+    the full diff's (1.0)."""
+    return _float(INCREMENTAL_MAX_SCAN_RATIO, 1.0, example="1.0")
+
+
 def spark_conn_id(fallback: Fallback | None = None) -> str:
     """``MVSINK_SPARK_CONN_ID`` (or ``[mvsink] spark_conn_id``): the write task's Spark connection."""
     got = _raw(SPARK_CONN_ID, fallback)
@@ -424,6 +436,7 @@ ACCESSORS: dict[str, Callable[[], object]] = {
     STAGING_GRACE_SECONDS.name: staging_grace_seconds,
     COMPACT_MEMORY.name: compact_memory,
     INCREMENTAL_MAX_FRACTION.name: incremental_max_fraction,
+    INCREMENTAL_MAX_SCAN_RATIO.name: incremental_max_scan_ratio,
     SPARK_CONN_ID.name: spark_conn_id,
     TASK_RETRIES.name: task_retries,
     TASK_RETRY_DELAY_SECONDS.name: task_retry_delay_seconds,

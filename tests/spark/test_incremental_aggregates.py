@@ -25,6 +25,13 @@ from tests.support.viewfiles import write_view
 
 pytestmark = pytest.mark.spark
 
+
+@pytest.fixture(autouse=True)
+def _no_scan_guard(monkeypatch):
+    """These tests check what the incremental modes compute; the scan guard has its own test."""
+    monkeypatch.setenv("MVSINK_INCREMENTAL_MAX_SCAN_RATIO", "1000")
+
+
 STATEFUL = {
     # COUNT/SUM/AVG over a join: a customer changing region moves its orders between groups
     "join_agg": "SELECT c.region, count(*) AS n, sum(o.qty) AS s, avg(o.qty) AS a, count(o.qty) AS k "
@@ -232,11 +239,11 @@ def test_full_refresh_every_forces_a_periodic_full_diff(spark, env, monkeypatch,
     assert reasons and all(str(r).startswith("full_refresh_every: ") for r in reasons), reasons
 
 
-def test_off_by_default_the_state_is_kept_and_the_full_diff_used(spark, env, monkeypatch):
-    """Without MVSINK_INCREMENTAL_AGGREGATE the table still keeps the state (turning it on needs no rebuild);
-    the refresh takes the full diff and says how to enable the state path."""
+def test_switched_off_the_state_is_kept_and_the_full_diff_used(spark, env, monkeypatch):
+    """With MVSINK_INCREMENTAL_AGGREGATE=false the table still keeps the state (turning it back on needs no
+    rebuild); the refresh takes the full diff and says how to enable the state path. On by default."""
     monkeypatch.setenv("MVSINK_INCREMENTAL_MAX_FRACTION", "100")
-    monkeypatch.delenv("MVSINK_INCREMENTAL_AGGREGATE", raising=False)
+    monkeypatch.setenv("MVSINK_INCREMENTAL_AGGREGATE", "false")
     data, views = env
     orders, _ = _setup(data, views, random.Random(9), cdf=True)
     q = STATEFUL["global"]
@@ -249,8 +256,45 @@ def test_off_by_default_the_state_is_kept_and_the_full_diff_used(spark, env, mon
     assert "MVSINK_INCREMENTAL_AGGREGATE=true enables it" in str(appends(str(data / "views" / "global"))[-1])
     names = DeltaTable(str(data / "views" / "global")).schema().to_arrow().names
     assert [c for c in names if c.startswith("_mv_agg_")] == ["_mv_agg_count", "_mv_agg_n0", "_mv_agg_s0"]
-    monkeypatch.setenv("MVSINK_INCREMENTAL_AGGREGATE", "true")
+    monkeypatch.delenv("MVSINK_INCREMENTAL_AGGREGATE")
     update_at(orders, {"qty": "qty + 1"}, "id < 5", t + 10)
     t += HOUR
     assert refresh(view, t, runner="inprocess", spark=spark).mode == "incremental:aggregate"
     assert multiset(read_view(view, as_of=t)) == oracle(q, {"orders": orders}, t)
+
+
+def test_scan_guard_takes_the_full_diff_when_the_terms_read_more(spark, env, monkeypatch):
+    """With both sources of a join changed, each change term reads the other source whole (orders + customers
+    together); with orders alone, only customers. A ratio between the two, against what the full diff reads
+    (both sources and the table): the full diff with the reason when both changed, the state when one did."""
+    from mvsink.core.deltalog import active_bytes
+    from mvsink.core.table import ViewTable
+
+    monkeypatch.setenv("MVSINK_INCREMENTAL_MAX_FRACTION", "100")
+    data, views = env
+    orders, customers = _setup(data, views, random.Random(13), cdf=True)
+    q = STATEFUL["join_agg"]
+    srcs = {"orders": orders, "customers": customers}
+    view = Catalog(views).get("join_agg")
+
+    def between_one_and_both() -> None:
+        o, c = (active_bytes(p, DeltaTable(p).version()) for p in (orders, customers))
+        t = ViewTable.open(view)
+        full = o + c + active_bytes(t.path, t.version)
+        monkeypatch.setenv("MVSINK_INCREMENTAL_MAX_SCAN_RATIO", str((c + o / 2) / full))
+
+    t = BASE + HOUR
+    refresh(view, t, runner="inprocess", spark=spark)
+    update_at(orders, {"qty": "qty + 1"}, "id < 5", t + 10)
+    update_at(customers, {"region": "'eu'"}, "id = 1", t + 20)
+    t += HOUR
+    between_one_and_both()
+    assert refresh(view, t, runner="inprocess", spark=spark).mode == "full"
+    reason = appends(str(data / "views" / "join_agg"))[-1]["mode_reason"]
+    assert "MVSINK_INCREMENTAL_MAX_SCAN_RATIO=" in reason and "more than the full diff reads" in reason, reason
+    assert multiset(read_view(view, as_of=t)) == oracle(q, srcs, t)
+    update_at(orders, {"qty": "qty + 1"}, "id < 9", t + 10)
+    t += HOUR
+    between_one_and_both()
+    assert refresh(view, t, runner="inprocess", spark=spark).mode == "incremental:aggregate"
+    assert multiset(read_view(view, as_of=t)) == oracle(q, srcs, t)

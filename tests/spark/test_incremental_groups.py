@@ -20,6 +20,13 @@ from tests.support.viewfiles import write_view
 
 pytestmark = pytest.mark.spark
 
+
+@pytest.fixture(autouse=True)
+def _no_scan_guard(monkeypatch):
+    """These tests check what the incremental modes compute; the scan guard has its own test."""
+    monkeypatch.setenv("MVSINK_INCREMENTAL_MAX_SCAN_RATIO", "1000")
+
+
 ELIGIBLE = {
     # COUNT/SUM/AVG over a join, grouped by a dimension column (rows move when a customer changes region)
     "join_agg": "SELECT c.region, count(*) AS n, sum(o.qty) AS s, avg(o.qty) AS a "

@@ -32,6 +32,13 @@ from tests.support.viewfiles import write_view
 
 pytestmark = pytest.mark.spark
 
+
+@pytest.fixture(autouse=True)
+def _no_scan_guard(monkeypatch):
+    """These tests check what the incremental modes compute; the scan guard has its own test."""
+    monkeypatch.setenv("MVSINK_INCREMENTAL_MAX_SCAN_RATIO", "1000")
+
+
 # The upstream: an aggregate over a join (with hidden accumulable state: it refreshes from it too).
 UP = (
     "SELECT c.region, o.status, count(*) AS n, sum(o.qty) AS s "

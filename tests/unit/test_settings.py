@@ -31,7 +31,7 @@ CASES = {
         ["lake", "s3://lake,relative/dir"],
     ),
     "MVSINK_INCREMENTAL_GROUPS": (settings.incremental_groups, False, "true", True, ["maybe", "2"]),
-    "MVSINK_INCREMENTAL_AGGREGATE": (settings.incremental_aggregate, False, "true", True, ["maybe", "2"]),
+    "MVSINK_INCREMENTAL_AGGREGATE": (settings.incremental_aggregate, True, "false", False, ["maybe", "2"]),
     "MVSINK_VIEWS_DIR": (settings.views_dir, Path("dags/views"), "/srv/views", Path("/srv/views"), [A_FILE]),
     "MVSINK_SPARK_JOB": (
         settings.spark_job,
@@ -68,6 +68,13 @@ CASES = {
         "100",
         100.0,
         ["half", "-0.1", "nan", "50%"],
+    ),
+    "MVSINK_INCREMENTAL_MAX_SCAN_RATIO": (
+        settings.incremental_max_scan_ratio,
+        1.0,
+        "4",
+        4.0,
+        ["double", "-1", "nan", "2x"],
     ),
     "MVSINK_SPARK_CONN_ID": (
         settings.spark_conn_id,

@@ -47,7 +47,7 @@ if TYPE_CHECKING:
     import pyarrow as pa
     from pyspark.sql import Column, DataFrame, SparkSession
 
-    from mvsink.core.batch import BatchDescription
+    from mvsink.core.batch import BatchDescription, SourceRead
     from mvsink.core.table import ViewTable
     from mvsink.definitions.view import ViewDefinition
 
@@ -377,6 +377,9 @@ def aggregate_corrections(
     if lin:
         name, reason = next(iter(lin.items()))
         return None, f"the aggregate's input is not linear in {name!r}: {reason}"
+    too_big = scan_guard(desc, changed, table)
+    if too_big:
+        return None, too_big
     frames = prepare_changes(spark, view, desc, base, changed)
     if isinstance(frames, str):
         return None, frames
@@ -429,6 +432,30 @@ def aggregate_corrections(
     return corr, (
         f"{n_keys} affected group(s) updated from their state and the changes of {', '.join(s.name for s in changed)}"
     )
+
+
+def scan_guard(desc: BatchDescription, changed: list[SourceRead], table: ViewTable) -> str | None:
+    """Why the change terms would cost more than the full diff, or None.
+
+    Each changed source's term reads every other source whole (the telescoping), so with several sources
+    changed the terms can read more than the full diff, which reads each source once and the view's
+    table. Estimated in bytes of the active files (delta-rs's add actions; change files are small next to
+    them, the change-set guard sees to that), against ``MVSINK_INCREMENTAL_MAX_SCAN_RATIO``.
+    """
+    from mvsink import settings
+    from mvsink.core.deltalog import active_bytes
+
+    size = {s.name: active_bytes(s.path, s.version) for s in desc.sources}
+    full = sum(size.values()) + (active_bytes(table.path, table.version) if table.exists else 0)
+    terms = sum(size[o.name] for s in changed for o in desc.sources if o.name != s.name)
+    ratio = settings.incremental_max_scan_ratio()
+    if full and terms > ratio * full:
+        return (
+            f"the changes of {', '.join(s.name for s in changed)} would be joined with {terms / 1e6:.1f} MB of "
+            f"the other sources, more than the full diff reads ({full / 1e6:.1f} MB with the table; "
+            f"{settings.INCREMENTAL_MAX_SCAN_RATIO.name}={ratio:g})"
+        )
+    return None
 
 
 def _merge_in_driver(
