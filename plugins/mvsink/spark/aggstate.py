@@ -10,15 +10,21 @@ that takes the full diff rebuilds them.
 
 A refresh from the sources' changes then costs what the change costs:
 
+0. The scan guard (:func:`scan_guard`): the full diff when the change terms would read more than it.
 1. Δin, the change of the aggregate's input C (the *input query*: the keys and the aggregates'
    arguments over the query's FROM/WHERE), by the telescoping over change sets of
-   :mod:`mvsink.spark.incremental`, consolidated (a copy-on-write rewrite's ± pairs cancel).
-2. Δ per group: the signed row count, non-null counts and sums of Δin.
-3. The persisted rows of only the affected groups (a null-safe match on the keys), old ⊕ Δ = the new
-   state, finalised to the user's columns with Spark's result types and NULL rules (SUM of no non-null
-   value is NULL, AVG of integers is DOUBLE, AVG of DECIMAL(p,s) divides to Spark's scale); a group whose
-   count reaches 0 disappears; a global aggregate keeps its one row.
-4. Corrections = the new rows minus the old ones (the existing correction function).
+   :mod:`mvsink.spark.incremental` (one term per changed source, signed by ``_mv_sign``, where the
+   source is read once directly in FROM/JOIN).
+2. Δ per group: the signed row count, non-null counts and sums of Δin; a group whose Δ is zero in
+   every part (a copy-on-write rewrite's ± pairs) is not affected. Collected: the one Spark job.
+3. Up to :data:`MAX_DRIVER_GROUPS` groups, in the driver (:func:`_merge_in_driver`): the persisted rows
+   of only those groups (pyarrow over the table's files, a null-safe key match in DuckDB), old ⊕ Δ in
+   exact Python arithmetic, finalised by Spark over local rows with Spark's result types and NULL rules
+   (SUM of no non-null value is NULL, AVG of integers is DOUBLE, AVG of DECIMAL(p,s) divides to Spark's
+   scale); a group whose count reaches 0 disappears; a global aggregate keeps its one row. More groups:
+   the same by Spark (:func:`_new_state`).
+4. Corrections = the old rows retracted, the new ones added (an Arrow table from the driver path,
+   staged with pyarrow; a DataFrame from Spark's).
 
 Classification is on sqlglot's tree of the query (which select items are keys and which are COUNT/SUM/AVG
 expressions); what decides safety is Spark: the input query must be linear in every changed source
