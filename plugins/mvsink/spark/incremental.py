@@ -215,27 +215,42 @@ def telescope(
     registered at the version ``desc`` reads.
     """
 
-    def register(s: SourceRead, *, old: bool) -> None:
-        _register_source(spark, view, desc, base, s, old=old)
+    def per_source(s: SourceRead) -> list[tuple[DataFrame, Callable[[], DataFrame]]]:
+        plus, minus = frames[s.name]
+        return [(plus, lambda: term(1)), (minus, lambda: term(-1))]
 
+    return _telescoping(spark, view, desc, base, changed, per_source)
+
+
+def _telescoping(
+    spark: SparkSession,
+    view: ViewDefinition,
+    desc: BatchDescription,
+    base: dict[str, int],
+    changed: list[SourceRead],
+    per_source: Callable[[SourceRead], list[tuple[DataFrame, Callable[[], DataFrame]]]],
+) -> list[DataFrame]:
+    """The loop of :func:`telescope` and :func:`telescope_signed`: for changed source i, the changed sources
+    after it registered at their old versions, then each (frame, term) of ``per_source(source i)``: the
+    frame registered as the source and the term made; then source i at its new version. Leaves every
+    source registered at the version ``desc`` reads."""
     terms: list[DataFrame] = []
     registered_old: list[SourceRead] = []
     try:
         for i, s in enumerate(changed):
             for later in changed[i + 1 :]:  # sources after this one at their old version
-                register(later, old=True)
+                _register_source(spark, view, desc, base, later, old=True)
                 registered_old.append(later)
-            plus, minus = frames[s.name]
-            for frame, sign in ((plus, 1), (minus, -1)):
+            for frame, make in per_source(s):
                 frame.createOrReplaceTempView(s.name)
-                t = term(sign)
+                t = make()
                 # Classic Spark binds temp views when spark.sql analyses; Spark Connect re-analyses the SQL
                 # at execution, after the views were re-registered, so there each term is pinned first.
                 terms.append(t.localCheckpoint(eager=True) if _is_remote(spark) else t)
-            register(s, old=False)
+            _register_source(spark, view, desc, base, s, old=False)
     finally:
         for src in registered_old:  # back at the version desc reads
-            register(src, old=False)
+            _register_source(spark, view, desc, base, src, old=False)
     return terms
 
 
@@ -371,22 +386,11 @@ def telescope_signed(
     """
     from pyspark.sql import functions as F
 
-    terms: list[DataFrame] = []
-    registered_old: list[SourceRead] = []
-    try:
-        for i, s in enumerate(changed):
-            for later in changed[i + 1 :]:  # sources after this one at their old version
-                _register_source(spark, view, desc, base, later, old=True)
-                registered_old.append(later)
-            plus, minus = frames[s.name]
-            signed = plus.withColumn(sign_column, F.lit(1).cast("int")).unionByName(
-                minus.withColumn(sign_column, F.lit(-1).cast("int"))
-            )
-            signed.createOrReplaceTempView(s.name)
-            t = term(s.name)
-            terms.append(t.localCheckpoint(eager=True) if _is_remote(spark) else t)
-            _register_source(spark, view, desc, base, s, old=False)
-    finally:
-        for src in registered_old:  # back at the version desc reads
-            _register_source(spark, view, desc, base, src, old=False)
-    return terms
+    def per_source(s: SourceRead) -> list[tuple[DataFrame, Callable[[], DataFrame]]]:
+        plus, minus = frames[s.name]
+        signed = plus.withColumn(sign_column, F.lit(1).cast("int")).unionByName(
+            minus.withColumn(sign_column, F.lit(-1).cast("int"))
+        )
+        return [(signed, lambda: term(s.name))]
+
+    return _telescoping(spark, view, desc, base, changed, per_source)
