@@ -15,9 +15,9 @@ from mvsink.definitions.catalog import Catalog
 from mvsink.readers.arrow import read_view
 from tests.support.airflow import (
     backfills,
+    create_backfill,
     dags_folder,
     finished,
-    run_cli,
     running_airflow,
     runs,
     trigger_run,
@@ -149,14 +149,12 @@ def test_backfill_fills_history_in_order_and_reprocessing_is_a_no_op(cluster, mo
     monkeypatch.setenv("MVSINK_DATA_ROOT", str(data))
     hist = Catalog(views).get("hist")
     window = [
-        "--dag-id",
-        "mv_hist",
         "--from-date",
         "2026-01-01T01:00:00+00:00",
         "--to-date",
         "2026-01-01T03:00:00+00:00",
     ]
-    run_cli(af, "backfill", "create", *window, "--max-active-runs", "1")
+    create_backfill(af, "mv_hist", *window, "--max-active-runs", "1")
     dates = [BASE + k * HOUR for k in (1, 2, 3)]
 
     def three_finished():
@@ -174,7 +172,7 @@ def test_backfill_fills_history_in_order_and_reprocessing_is_a_no_op(cluster, mo
     wait_for(
         "the first backfill to close", lambda: _backfills_closed(af), timeout=120
     )  # one backfill per DAG at a time
-    run_cli(af, "backfill", "create", *window, "--reprocess-behavior", "completed")
+    create_backfill(af, "mv_hist", *window, "--reprocess-behavior", "completed")
     closed = wait_for(
         "the reprocessing backfill to close", lambda: (b := _backfills_closed(af)) and len(b) == 2 and b, timeout=400
     )

@@ -215,13 +215,27 @@ def backfills(af: LocalAirflow, dag_id: str) -> list[dict[str, Any]]:
     return list(_get(af, f"/api/v2/backfills?dag_id={dag_id}")["backfills"])
 
 
-def run_cli(af: LocalAirflow, *args: str, attempts: int = 4, pause: float = 5) -> subprocess.CompletedProcess[str]:
-    """``airflow <args>``, tried again while SQLite reports "database is locked" (a busy scheduler holds it)."""
+def create_backfill(af: LocalAirflow, dag_id: str, *args: str, attempts: int = 4, pause: float = 5) -> None:
+    """``airflow backfill create --dag-id <dag_id> <args>``, tried again while SQLite reports "database is locked".
+
+    Airflow commits the backfill's row before it creates the backfill's runs, and a lock error between the
+    two leaves that row behind when its best-effort clean-up fails too; a retry would then meet it as
+    "another backfill is running". Before a retry, such a leftover is waited for: the scheduler closes a
+    backfill without runs after two minutes, and one whose runs were made once they finish.
+    """
+    command = ("backfill", "create", "--dag-id", dag_id, *args)
+    known = {b["id"] for b in backfills(af, dag_id)}
     for attempt in range(1, attempts + 1):
-        proc = af.run(*args, check=False)
+        proc = af.run(*command, check=False)
         if proc.returncode == 0:
-            return proc
+            return
         if "database is locked" not in proc.stderr or attempt == attempts:
-            raise RuntimeError(f"airflow {' '.join(args)} failed ({proc.returncode}):\n{proc.stderr[-3000:]}")
+            raise RuntimeError(f"airflow {' '.join(command)} failed ({proc.returncode}):\n{proc.stderr[-3000:]}")
+        wait_for(
+            f"a backfill of {dag_id} left by a failed create to close",
+            lambda seen=frozenset(known): all(b.get("completed_at") or b["id"] in seen for b in backfills(af, dag_id)),
+            timeout=300,
+        )
+        known = {b["id"] for b in backfills(af, dag_id)}
         time.sleep(pause)
     raise AssertionError("unreachable")

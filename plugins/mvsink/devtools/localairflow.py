@@ -38,6 +38,10 @@ COMPONENTS = ("api-server", "scheduler", "dag-processor", "triggerer")
 SparkPath = Literal["connect", "submit"]
 #: The connection ``spark="connect"`` defines (the apache-spark provider's default Spark Connect connection id).
 CONNECT_CONN_ID = "spark_connect_default"
+#: SQLite connection arguments of every component (``[database] sql_alchemy_connect_args`` names this
+#: dict): wait up to 60 s for a lock instead of sqlite3's default 5 s, so a busy scheduler does not make
+#: a CLI command or an API call fail with "database is locked".
+SQLITE_CONNECT_ARGS: dict[str, Any] = {"timeout": 60}
 
 
 def repo_plugins_folder() -> Path | None:
@@ -116,6 +120,10 @@ class LocalAirflow:
             )
             self.env[settings.SPARK_CONN_ID.name] = CONNECT_CONN_ID
         self.env.update(extra_env or {})
+        if self.env.get("AIRFLOW__DATABASE__SQL_ALCHEMY_CONN", "sqlite").startswith("sqlite"):
+            self.env.setdefault(
+                "AIRFLOW__DATABASE__SQL_ALCHEMY_CONNECT_ARGS", "mvsink.devtools.localairflow.SQLITE_CONNECT_ARGS"
+            )
         self.airflow = str(Path(sys.executable).parent / "airflow")
 
     def run(self, *args: str, check: bool = True, timeout: int = 600) -> subprocess.CompletedProcess[str]:
