@@ -327,6 +327,39 @@ def state_plan(spark: SparkSession, view: ViewDefinition, result: DataFrame) -> 
     return StatePlan(queries=q, desired=desired, sum_types=tuple(sum_types), avg_types=tuple(avg_types))
 
 
+def _finalised(spark: SparkSession, plan: StatePlan, live: DataFrame) -> DataFrame:
+    """The view's rows (its columns, the state included, in the view's order) of state rows ``live``
+    (keys and state columns): each output column's finalising expression, cast to the view's type.
+
+    One SQL statement over ``live`` when every cast type is atomic (one analysis of the plan); column
+    expressions otherwise (a nested type's SQL name is not needed then).
+    """
+    from pyspark.sql import functions as F
+    from pyspark.sql import types as T
+
+    schema = plan.desired.schema
+    q = plan.queries
+    final = dict(q.finalise)
+    nested = (T.StructType, T.ArrayType, T.MapType, T.UserDefinedType)
+    if not any(isinstance(schema[name].dataType, nested) for name in final):
+
+        def text(e: str) -> str:
+            return e.replace("{", "{{").replace("}", "}}")
+
+        items = [
+            f"CAST(({text(_final_sql(plan, final[c]))}) AS {schema[c].dataType.simpleString()}) AS {text(_quote(c))}"
+            if c in final
+            else text(_quote(c))
+            for c in plan.desired.columns
+        ]
+        return spark.sql(f"SELECT {', '.join(items)} FROM {{live}}", live=live)
+    cols = [
+        F.expr(_final_sql(plan, final[c])).cast(schema[c].dataType).alias(c) if c in final else F.col(_quote(c))
+        for c in plan.desired.columns
+    ]
+    return live.select(*cols)
+
+
 def _final_sql(plan: StatePlan, expr: str) -> str:
     """Replace the ``_mv_final_sum(i)``/``_mv_final_avg(i)`` markers with Spark SQL over the state."""
     import re
@@ -405,7 +438,7 @@ def aggregate_corrections(
             lambda sign: spark.sql(q.input_query).withColumn(DIFF, F.lit(sign)),
         )
     din = functools.reduce(lambda a, b: a.unionByName(b), terms)
-    delta = _delta_state(plan, din)
+    delta = _delta_state(spark, plan, din)
     t1 = time.monotonic()
     collected = delta.limit(MAX_DRIVER_GROUPS + 1).toArrow()
     t2 = time.monotonic()
@@ -474,7 +507,6 @@ def _merge_in_driver(
     or a reason for the full diff.
     """
     import pyarrow as pa
-    from pyspark.sql import functions as F
     from pyspark.sql import types as T
     from pyspark.sql.pandas.types import to_arrow_schema
 
@@ -502,8 +534,7 @@ def _merge_in_driver(
         live = spark.createDataFrame(
             pa.Table.from_pylist(new_rows, schema=to_arrow_schema(state_schema, timezone="UTC")), schema=state_schema
         )
-        final = [F.expr(_final_sql(plan, e)).cast(schema[name].dataType).alias(name) for name, e in q.finalise]
-        new = _local_arrow(live.select(*final, *plan.state_columns).select(*[_quote(c) for c in cols]))
+        new = _local_arrow(_finalised(spark, plan, live))
         parts.append(
             new.append_column(TIME, pa.array([at] * new.num_rows, pa.int64()))
             .append_column(DIFF, pa.array([1] * new.num_rows, pa.int64()))
@@ -634,32 +665,39 @@ def _sum_limit(type_name: str | None) -> int | decimal.Decimal:
     return 2**63 - 1
 
 
-def _delta_state(plan: StatePlan, din: DataFrame) -> DataFrame:
+def _delta_state(spark: SparkSession, plan: StatePlan, din: DataFrame) -> DataFrame:
     """Per affected group of Δin (rows of weight ±1): its signed row count, non-null counts and sums.
 
     Keys are named as the view's. A group whose Δ is zero in every part is not affected (the ± pairs
     of a copy-on-write rewrite cancel here, as consolidating Δin first would make them). An overflowing
-    sum is NULL (``try_sum``), never a wrapped value.
+    sum is NULL (``try_sum``), never a wrapped value. One SQL statement over ``din`` (one analysis of the
+    plan, where column expressions would cost one py4j round trip each).
     """
-    from pyspark.sql import functions as F
-
     q = plan.queries
-    w = F.col(DIFF).cast("bigint")
-    aggs = [F.sum(w).alias(COUNT)]
-    zero = [F.col(COUNT) == 0]
+
+    def ident(name: str) -> str:  # braces doubled: the text goes through spark.sql's {din} formatting
+        return _quote(name).replace("{", "{{").replace("}", "}}")
+
+    w = f"CAST({ident(DIFF)} AS BIGINT)"
+    aggs = [f"sum({w}) AS {ident(COUNT)}"]
+    zero = [f"{ident(COUNT)} = 0"]
     for i, (_, with_sum) in enumerate(q.args):
-        a = F.col(_ARG.format(i))
-        n, s = nonnull_column(i), sum_column(i)
-        aggs.append(F.sum(F.when(a.isNotNull(), w).otherwise(F.lit(0))).alias(n))
-        zero.append(F.col(n) == 0)
+        a, n, s, v = ident(_ARG.format(i)), ident(nonnull_column(i)), ident(sum_column(i)), ident(_VALUES.format(i))
+        aggs.append(f"sum(CASE WHEN {a} IS NOT NULL THEN {w} ELSE 0 END) AS {n}")
+        zero.append(f"{n} = 0")
         if with_sum:
-            aggs.append(F.try_sum(F.when(w > 0, a).otherwise(-a)).alias(s))
-            aggs.append(F.count(a).alias(_VALUES.format(i)))  # a NULL sum of values is an overflow
-            zero.append((F.col(s) == 0) | ((F.col(_VALUES.format(i)) == 0) & F.col(s).isNull()))
-    keys = [F.col(_KEY.format(i)).alias(k) for i, k in enumerate(q.keys)]
-    delta = din.groupBy(*keys).agg(*aggs)
+            aggs.append(f"try_sum(CASE WHEN {w} > 0 THEN {a} ELSE -{a} END) AS {s}")
+            aggs.append(f"count({a}) AS {v}")  # a NULL sum of values is an overflow
+            zero.append(f"({s} = 0 OR ({v} = 0 AND {s} IS NULL))")
+    keys = [ident(_KEY.format(i)) for i in range(len(q.keys))]
+    select = [f"{k} AS {ident(name)}" for k, name in zip(keys, q.keys)] + aggs
+    group = f" GROUP BY {', '.join(keys)}" if keys else ""
     # (a global aggregate over an empty Δin has one row of NULLs: nothing changed)
-    return delta.where(F.col(COUNT).isNotNull() & ~F.coalesce(functools.reduce(lambda a, b: a & b, zero), F.lit(False)))
+    return spark.sql(
+        f"SELECT * FROM (SELECT {', '.join(select)} FROM {{din}}{group}) "
+        f"WHERE {ident(COUNT)} IS NOT NULL AND NOT coalesce({' AND '.join(zero)}, false)",
+        din=din,
+    )
 
 
 def _new_state(
@@ -719,10 +757,7 @@ def _new_state(
         *[F.col(f"_mv_o_{c}").alias(c) for c in cols], F.col("_mv_o_diff").alias(DIFF)
     )
     live = changed if q.is_global else changed.where(F.col(COUNT) > 0)
-    final = [F.expr(_final_sql(plan, e)).cast(plan.desired.schema[name].dataType).alias(name) for name, e in q.finalise]
-    new = live.select(*final, *[F.col(c) for c in plan.state_columns])
-    new = new.select(*[F.col(_quote(c)) for c in cols])
-    return new, old_rows, problems
+    return _finalised(changed.sparkSession, plan, live), old_rows, problems
 
 
 def _violations(plan: StatePlan, merged: DataFrame, n_delta: int) -> str | int:

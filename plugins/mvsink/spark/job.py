@@ -33,7 +33,7 @@ from mvsink.spark.aggstate import StatePlan, aggregate_corrections, state_plan
 from mvsink.spark.checks import apply_checks
 from mvsink.spark.groups import MODE as GROUPS_MODE
 from mvsink.spark.groups import group_corrections
-from mvsink.spark.incremental import NOT_LINEAR, incremental_corrections
+from mvsink.spark.incremental import NOT_LINEAR, changed_sources, incremental_corrections, source_check
 from mvsink.spark.sources import arrow_table_schema, read_delta, register_sources, spark_schema_of
 from mvsink.spark.topk import MODE as TOPK_MODE
 from mvsink.spark.topk import NOT_TOPK, topk_corrections
@@ -250,11 +250,16 @@ def _incremental(
     """Corrections from the sources' changes (linear views, then aggregate state, then affected groups, then
     top-k), or (None, "full", why not)."""
     assert desc.base_versions is not None
-    corr, reason = incremental_corrections(
-        spark, view, desc, base=desc.base_versions, desired=result, with_error=with_error, observation=check_obs
-    )
-    if corr is not None:
-        return corr, "incremental", reason
+    changed = changed_sources(desc, desc.base_versions)
+    if state is not None and changed and not source_check(desc, desc.base_versions):
+        # An aggregate on top (it has state) is linear in no source: no need to ask Spark's plan
+        reason = f"{NOT_LINEAR} {changed[0].name!r}: the view's Aggregate is above it"
+    else:
+        corr, reason = incremental_corrections(
+            spark, view, desc, base=desc.base_versions, desired=result, with_error=with_error, observation=check_obs
+        )
+        if corr is not None:
+            return corr, "incremental", reason
     if not reason.startswith(NOT_LINEAR):
         return None, "full", reason
     if state is not None and not with_error and not settings.incremental_aggregate():
