@@ -39,12 +39,11 @@ os.environ.pop("SPARK_HOME", None)
 os.environ["MVSINK_INCREMENTAL_AGGREGATE"] = "true"
 
 import numpy as np  # noqa: E402
-import pyarrow as pa  # noqa: E402
 import pyarrow.parquet as pq  # noqa: E402
 import yaml  # noqa: E402
-from deltalake import DeltaTable, write_deltalake  # noqa: E402
+from deltalake import DeltaTable  # noqa: E402
 
-from bench.tpch_refresh import DAY, VIEWS, Peak, _java, _med, _versions, change, dir_bytes, generate  # noqa: E402
+from bench.tpch_refresh import DAY, VIEWS, _java, _med, _versions, change, generate, measure  # noqa: E402
 
 NAMES = ("q1", "q3", "wide")
 T0 = 1_767_225_600_000
@@ -73,52 +72,6 @@ def changed_orders(root: Path, rate: float, step: int) -> dict[str, int]:
         "deleted": int((rem == (r + 1) % m).sum()),
         "inserted": int((rem == (r + 2) % m).sum()),
     }
-
-
-def measure_view(
-    spark: object, view: object, name: str, root: Path, t: int, step: int, jvm_pid: int, catalog: object
-) -> dict[str, object]:
-    """floor, overwrite and refresh of one view: the same code as ``bench.tpch_refresh.measure`` without
-    MERGE and refresh_full."""
-    from mvsink.core.mint import mint
-    from mvsink.spark.runners import refresh
-    from mvsink.spark.sources import register_sources
-
-    row: dict[str, object] = {}
-    desc = mint(view, t, catalog=catalog, run_id="bench-probe", dry_run=True)  # type: ignore[arg-type]
-    register_sources(spark, view, desc)  # type: ignore[arg-type]
-    with Peak(jvm_pid) as pk:
-        s = time.monotonic()
-        spark.sql(view.query).write.format("noop").mode("overwrite").save()  # type: ignore[attr-defined]
-        row["floor_s"] = time.monotonic() - s
-    row["floor_mem"] = pk.mb
-
-    ow_path = root / "scaling" / "out" / f"{name}_overwrite"
-    with Peak(jvm_pid) as pk:
-        s = time.monotonic()
-        spark.sql(view.query).write.mode("overwrite").parquet(str(ow_path / "stage"))  # type: ignore[attr-defined]
-        table = pa.table(pq.read_table(ow_path / "stage"))
-        write_deltalake(str(ow_path / "delta"), table, mode="overwrite")
-        row["overwrite_s"] = time.monotonic() - s
-    del table
-    row["overwrite_mem"] = pk.mb
-    ow_dt = DeltaTable(str(ow_path / "delta"))
-    row["overwrite_bytes"] = dir_bytes(ow_dt.file_uris())
-    row["overwrite_files"] = len(ow_dt.file_uris())
-
-    with Peak(jvm_pid) as pk:
-        s = time.monotonic()
-        res = refresh(view, t, catalog=catalog, runner="inprocess", spark=spark, run_id=f"bench-{step}")  # type: ignore[arg-type]
-        row["refresh_s"] = time.monotonic() - s
-    row["refresh_mem"] = pk.mb
-    row["refresh_bytes"] = res.bytes
-    row["refresh_files"] = res.files
-    row["refresh_rows"] = res.rows_added + res.rows_retracted
-    row["refresh_mode"] = res.mode or ("unchanged" if res.status == "appended" else res.status)
-    for k in ("mint", "write", "append", "write.plan", "write.corrections", "write.stage"):
-        row[f"refresh_{k.replace('.', '_')}_s"] = res.timings.get(k, 0.0)
-    row["refresh_jobs"] = res.spark_jobs
-    return row
 
 
 def run_sf(sf: float, *, root: Path, orders_changed: int, repeat: int, warmup: int, part: Path) -> None:
@@ -170,7 +123,19 @@ def run_sf(sf: float, *, root: Path, orders_changed: int, repeat: int, warmup: i
         for name in NAMES:
             sources = VIEWS[name][1]
             largest = max(sources, key=lambda s: counts[s])
-            row = measure_view(spark, catalog.get(name), name, root, t, step, jvm_pid, catalog)
+            row = measure(
+                spark,
+                catalog.get(name),
+                name,
+                [],
+                root,
+                t,
+                step,
+                jvm_pid,
+                catalog,
+                strategies=("floor", "overwrite", "refresh"),
+                out_dir=root / "scaling" / "out",
+            )
             row.update(
                 view=name,
                 sf=sf,

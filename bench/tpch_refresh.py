@@ -197,8 +197,21 @@ class Peak:
 
 
 def measure(
-    spark: object, view: object, name: str, key: list[str], root: Path, t: int, step: int, jvm_pid: int, catalog: object
+    spark: object,
+    view: object,
+    name: str,
+    key: list[str],
+    root: Path,
+    t: int,
+    step: int,
+    jvm_pid: int,
+    catalog: object,
+    *,
+    strategies: tuple[str, ...] = ("floor", "overwrite", "merge", "refresh", "refresh_full"),
+    out_dir: Path | None = None,
 ) -> dict[str, object]:
+    """One row of figures of ``view`` for each of ``strategies`` (see the module docstring); the overwrite and
+    MERGE tables go under ``out_dir`` (default ``root/out``)."""
     from mvsink.core.mint import mint
     from mvsink.spark.runners import refresh
     from mvsink.spark.sources import register_sources
@@ -206,13 +219,39 @@ def measure(
     row: dict[str, object] = {}
     desc = mint(view, t, catalog=catalog, run_id="bench-probe", dry_run=True)  # type: ignore[arg-type]
     register_sources(spark, view, desc)  # type: ignore[arg-type]
-    with Peak(jvm_pid) as pk:
-        s = time.monotonic()
-        spark.sql(view.query).write.format("noop").mode("overwrite").save()  # type: ignore[attr-defined]
-        row["floor_s"] = time.monotonic() - s
-    row["floor_mem"] = pk.mb
+    out_dir = out_dir or root / "out"
+    if "floor" in strategies:
+        with Peak(jvm_pid) as pk:
+            s = time.monotonic()
+            spark.sql(view.query).write.format("noop").mode("overwrite").save()  # type: ignore[attr-defined]
+            row["floor_s"] = time.monotonic() - s
+        row["floor_mem"] = pk.mb
+    if "overwrite" in strategies:
+        row.update(_overwrite(spark, view, out_dir / f"{name}_overwrite", jvm_pid))
+    if "merge" in strategies:
+        row.update(_merge(spark, view, out_dir / f"{name}_merge", key, jvm_pid))
+    for strategy in ("refresh", "refresh_full"):
+        if strategy not in strategies:
+            continue
+        v = view if strategy == "refresh" else catalog.get(f"{name}_full")  # type: ignore[attr-defined]
+        with Peak(jvm_pid) as pk:
+            s = time.monotonic()
+            res = refresh(v, t, catalog=catalog, runner="inprocess", spark=spark, run_id=f"bench-{step}")  # type: ignore[arg-type]
+            row[f"{strategy}_s"] = time.monotonic() - s
+        row[f"{strategy}_mem"] = pk.mb
+        row[f"{strategy}_bytes"] = res.bytes
+        row[f"{strategy}_files"] = res.files
+        row[f"{strategy}_rows"] = res.rows_added + res.rows_retracted
+        row[f"{strategy}_mode"] = res.mode or ("unchanged" if res.status == "appended" else res.status)
+        for k in ("mint", "write", "append", "write.plan", "write.corrections", "write.stage"):
+            row[f"{strategy}_{k.replace('.', '_')}_s"] = res.timings.get(k, 0.0)
+        row[f"{strategy}_jobs"] = res.spark_jobs
+    return row
 
-    ow_path = root / "out" / f"{name}_overwrite"
+
+def _overwrite(spark: object, view: object, ow_path: Path, jvm_pid: int) -> dict[str, object]:
+    """Spark computes the view and replaces a Delta table with it (Parquet, then a delta-rs overwrite commit)."""
+    row: dict[str, object] = {}
     with Peak(jvm_pid) as pk:
         s = time.monotonic()
         spark.sql(view.query).write.mode("overwrite").parquet(str(ow_path / "stage"))  # type: ignore[attr-defined]
@@ -224,8 +263,12 @@ def measure(
     ow_dt = DeltaTable(str(ow_path / "delta"))
     row["overwrite_bytes"] = dir_bytes(ow_dt.file_uris())
     row["overwrite_files"] = len(ow_dt.file_uris())
+    return row
 
-    mg_path = root / "out" / f"{name}_merge"
+
+def _merge(spark: object, view: object, mg_path: Path, key: list[str], jvm_pid: int) -> dict[str, object]:
+    """Spark computes the view; delta-rs MERGEs it into a table on ``key`` (insert, update, delete by source)."""
+    row: dict[str, object] = {}
     with Peak(jvm_pid) as pk:
         s = time.monotonic()
         src = pa.table(spark.sql(view.query).toArrow())  # type: ignore[attr-defined]
@@ -249,27 +292,6 @@ def measure(
     row["merge_mem"] = pk.mb
     row["merge_bytes"] = dir_bytes(added)
     row["merge_files"] = len(added)
-
-    for strategy, v in (("refresh", view), ("refresh_full", catalog.get(f"{name}_full"))):  # type: ignore[attr-defined]
-        with Peak(jvm_pid) as pk:
-            s = time.monotonic()
-            res = refresh(
-                v,
-                t,
-                catalog=catalog,
-                runner="inprocess",
-                spark=spark,  # type: ignore[arg-type]
-                run_id=f"bench-{step}",
-            )
-            row[f"{strategy}_s"] = time.monotonic() - s
-        row[f"{strategy}_mem"] = pk.mb
-        row[f"{strategy}_bytes"] = res.bytes
-        row[f"{strategy}_files"] = res.files
-        row[f"{strategy}_rows"] = res.rows_added + res.rows_retracted
-        row[f"{strategy}_mode"] = res.mode or ("unchanged" if res.status == "appended" else res.status)
-        for k in ("mint", "write", "append", "write.plan", "write.corrections", "write.stage"):
-            row[f"{strategy}_{k.replace('.', '_')}_s"] = res.timings.get(k, 0.0)
-        row[f"{strategy}_jobs"] = res.spark_jobs
     return row
 
 

@@ -20,6 +20,12 @@ from tests.support.delta import BASE, HOUR, delete_at, staged_leftovers, write_a
 from tests.support.oracle import multiset, oracle
 from tests.support.viewfiles import write_view
 
+# An aggregate with hidden state: over Connect its Δ per group is collected (toArrow), the new rows are
+# finalised over a local relation and the SQL statements take DataFrame arguments (WithRelations).
+AGGREGATE = (
+    "SELECT status, count(*) AS n, sum(qty) AS q, avg(price) AS p, count(price) AS np FROM orders GROUP BY status"
+)
+
 
 @pytest.mark.slow
 def test_refreshes_through_spark_connect_match_oracle(env, tmp_path, monkeypatch):
@@ -28,6 +34,7 @@ def test_refreshes_through_spark_connect_match_oracle(env, tmp_path, monkeypatch
     orders = str(data / "orders")
     write_at(orders, make_orders(random.Random(21), 0, 30), BASE)
     write_view(views, "proj", query=PROJECT, sources={"orders": "orders"}, target="views/proj", as_of=BASE)
+    write_view(views, "agg", query=AGGREGATE, sources={"orders": "orders"}, target="views/agg", as_of=BASE)
     catalog = Catalog(views)
     view = catalog.get("proj")
     port = free_port()
@@ -39,32 +46,34 @@ def test_refreshes_through_spark_connect_match_oracle(env, tmp_path, monkeypatch
                 write_at(orders, make_orders(random.Random(k), 100 * k, 6), r - 60_000)
             if k == 2:  # a delete too: both the inserted and the deleted change terms are evaluated remotely
                 delete_at(orders, "id % 3 = 0", r - 30_000)
-            # a fresh process, as a CLI call or an Airflow task is (a classic session lives in this one)
-            out = subprocess.run(
-                [
-                    sys.executable,
-                    "-m",
-                    "mvsink",
-                    "refresh",
-                    "proj",
-                    "--at",
-                    str(r),
-                    "--remote",
-                    url,
-                    "--json",
-                    "--views-dir",
-                    str(views),
-                ],
-                capture_output=True,
-                text=True,
-                timeout=300,
-            )
-            assert out.returncode == 0, out.stderr[-3000:]
-            res = json.loads(out.stdout)
-            assert res["status"] == "appended" and res["upper"] == r + 1
-            assert res["mode"] == ("full" if k == 0 else "incremental"), res
-            assert multiset(read_view(view, as_of=r)) == oracle(PROJECT, {"orders": orders}, r)
-        assert staged_leftovers(view.target) == []
+            for name, query, mode in (("proj", PROJECT, "incremental"), ("agg", AGGREGATE, "incremental:aggregate")):
+                # a fresh process, as a CLI call or an Airflow task is (a classic session lives in this one)
+                out = subprocess.run(
+                    [
+                        sys.executable,
+                        "-m",
+                        "mvsink",
+                        "refresh",
+                        name,
+                        "--at",
+                        str(r),
+                        "--remote",
+                        url,
+                        "--json",
+                        "--views-dir",
+                        str(views),
+                    ],
+                    capture_output=True,
+                    text=True,
+                    timeout=300,
+                )
+                assert out.returncode == 0, out.stderr[-3000:]
+                res = json.loads(out.stdout)
+                assert res["status"] == "appended" and res["upper"] == r + 1
+                assert res["mode"] == ("full" if k == 0 else mode), res
+                got = read_view(catalog.get(name), as_of=r)
+                assert multiset(got) == oracle(query, {"orders": orders}, r), name
+        assert staged_leftovers(view.target) == [] and staged_leftovers(catalog.get("agg").target) == []
     finally:
         os.killpg(proc.pid, signal.SIGTERM)
         proc.wait(timeout=60)

@@ -10,7 +10,7 @@ from pyspark.sql import types as T
 
 from mvsink.definitions.view import parse_view
 from mvsink.exceptions import QueryError
-from mvsink.spark.transforms import consolidate, corrections, expand
+from mvsink.spark.transforms import consolidate, corrections, expand, null_safe_match
 from mvsink.spark.validation import validate_output
 
 pytestmark = pytest.mark.spark
@@ -83,3 +83,18 @@ def test_validate_output_accepts_nested_types(spark):
     validate_output(
         VIEW, spark.sql("SELECT 1 AS k, array(1, 2) AS a, named_struct('x', 1) AS s, current_date() AS d").schema
     )
+
+
+def test_null_safe_match_pairs_nulls_and_odd_names(spark):
+    left = spark.createDataFrame(
+        [("a", 1), (None, 2), ("b", None), (None, None)],
+        T.StructType([T.StructField("k`1", T.StringType()), T.StructField("v", T.IntegerType())]),
+    )
+    right = spark.createDataFrame(
+        [("a", 1), (None, 2), ("b", 3), (None, None)],
+        T.StructType([T.StructField("rk", T.StringType()), T.StructField("r.v", T.IntegerType())]),
+    )
+    got = left.join(right, null_safe_match(left, right, [("k`1", "rk"), ("v", "r.v")]), "left_semi")
+    assert _rows(got) == Counter({("a", 1): 1, (None, 2): 1, (None, None): 1})  # ("b", NULL) vs ("b", 3): no
+    with pytest.raises(ValueError, match="at least one"):
+        null_safe_match(left, right, [])

@@ -44,6 +44,7 @@ import time
 from typing import TYPE_CHECKING, Any, Final
 
 from mvsink.columns import DIFF, ERROR, STATE_PREFIX, TIME
+from mvsink.spark.transforms import null_safe_match
 from mvsink.spark.transforms import quote_name as _quote
 
 if TYPE_CHECKING:
@@ -51,7 +52,7 @@ if TYPE_CHECKING:
     from collections.abc import Callable
 
     import pyarrow as pa
-    from pyspark.sql import Column, DataFrame, SparkSession
+    from pyspark.sql import DataFrame, SparkSession
 
     from mvsink.core.batch import BatchDescription, SourceRead
     from mvsink.core.table import ViewTable
@@ -375,11 +376,6 @@ def _final_sql(plan: StatePlan, expr: str) -> str:
         return f"(CASE WHEN {n} > 0 THEN CAST({s} AS DOUBLE) / CAST({n} AS DOUBLE) END)"
 
     return re.sub(r"_MV_FINAL_(SUM|AVG)\((\d+)\)", sub, expr, flags=re.IGNORECASE)
-
-
-def _null_safe(left: DataFrame, right: DataFrame, keys: list[str], rkeys: list[str]) -> Column | None:
-    conds = [left[_quote(a)].eqNullSafe(right[_quote(b)]) for a, b in zip(keys, rkeys)]
-    return functools.reduce(lambda a, b: a & b, conds) if conds else None
 
 
 def aggregate_corrections(
@@ -721,13 +717,13 @@ def _new_state(
     rows = table_df.select(*cols, TIME, DIFF)
     if keys:
         dk = delta.select(*[F.col(_quote(k)).alias(f"_mv_dk{i}") for i, k in enumerate(keys)])
-        match = _null_safe(rows, dk, keys, [f"_mv_dk{i}" for i in range(len(keys))])
+        match = null_safe_match(rows, dk, [(k, f"_mv_dk{i}") for i, k in enumerate(keys)])
         rows = rows.join(F.broadcast(dk), match, "left_semi")
     old = consolidate(rows, cols, before=lower)
     o = old.select(*[F.col(_quote(c)).alias(f"_mv_o_{c}") for c in cols], F.col(DIFF).alias("_mv_o_diff"))
     d = delta.select(*[F.col(_quote(c)).alias(f"_mv_d_{c}") for c in delta.columns])
     if keys:
-        match = _null_safe(d, o, [f"_mv_d_{k}" for k in keys], [f"_mv_o_{k}" for k in keys])
+        match = null_safe_match(d, o, [(f"_mv_d_{k}", f"_mv_o_{k}") for k in keys])
         joined = d.join(F.broadcast(o), match, "left_outer")
     else:  # a global aggregate: Δ has its one row (if anything changed), the table its one row
         joined = d.join(F.broadcast(o), F.lit(True), "left_outer")

@@ -46,6 +46,7 @@ import functools
 import logging
 from typing import TYPE_CHECKING, Any, Final
 
+from mvsink.spark.transforms import null_safe_match
 from mvsink.spark.transforms import quote_name as _quote
 
 if TYPE_CHECKING:
@@ -99,9 +100,7 @@ def net_changes(plus: DataFrame, minus: DataFrame) -> tuple[DataFrame, DataFrame
 
 
 def _key_match(left: DataFrame, keys: DataFrame, key_columns: list[str]) -> Column:
-    return functools.reduce(
-        lambda a, b: a & b, [left[_quote(c)].eqNullSafe(keys[_KEY.format(i)]) for i, c in enumerate(key_columns)]
-    )
+    return null_safe_match(left, keys, [(c, _KEY.format(i)) for i, c in enumerate(key_columns)])
 
 
 def _exact_literals(dt: DataType) -> bool:

@@ -38,6 +38,7 @@ import dataclasses
 import functools
 from typing import TYPE_CHECKING, Final
 
+from mvsink.spark.transforms import null_safe_match
 from mvsink.spark.transforms import quote_name as _quote
 
 if TYPE_CHECKING:
@@ -181,10 +182,6 @@ def key_positions(view: ViewDefinition, desired: DataFrame, split: TopKSplit) ->
     return out
 
 
-def _key_match(left: DataFrame, right: DataFrame, columns: list[str]) -> Column:
-    return functools.reduce(lambda a, b: a & b, [left[_quote(c)].eqNullSafe(right[_quote(c)]) for c in columns])
-
-
 def topk_corrections(
     spark: SparkSession,
     view: ViewDefinition,
@@ -304,7 +301,12 @@ def _refresh(
             f"the declared key {', '.join(key_cols)} is not unique there"
         )
     gone = delta.where(F.col(_N) < 0)
-    if deleted and gone.join(persisted, _key_match(gone, persisted, key_cols), "left_semi").limit(1).count():
+    if (
+        deleted
+        and gone.join(persisted, null_safe_match(gone, persisted, [(c, c) for c in key_cols]), "left_semi")
+        .limit(1)
+        .count()
+    ):
         return corrections(desired, persisted, time=desc.time), (
             f"a deleted row was in the top {k}: recomputed the query, diffed against the table's {n_t} row(s) "
             f"(changes of {changed})"

@@ -11,12 +11,23 @@ from typing import TYPE_CHECKING
 from mvsink.columns import DIFF, TIME
 
 if TYPE_CHECKING:
-    from pyspark.sql import DataFrame
+    from pyspark.sql import Column, DataFrame
 
 
 def quote_name(name: str) -> str:
     """A column name as a Spark SQL identifier (backticks, a backtick doubled)."""
     return "`" + name.replace("`", "``") + "`"
+
+
+def null_safe_match(left: DataFrame, right: DataFrame, pairs: list[tuple[str, str]]) -> Column:
+    """``left.a <=> right.b AND ...`` for each (a, b) of ``pairs`` (at least one): keys that may be NULL."""
+    import functools
+
+    if not pairs:
+        raise ValueError("null_safe_match needs at least one pair of columns")
+    return functools.reduce(
+        lambda x, y: x & y, [left[quote_name(a)].eqNullSafe(right[quote_name(b)]) for a, b in pairs]
+    )
 
 
 def consolidate(
