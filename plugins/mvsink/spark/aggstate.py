@@ -328,6 +328,11 @@ def state_plan(spark: SparkSession, view: ViewDefinition, result: DataFrame) -> 
     return StatePlan(queries=q, desired=desired, sum_types=tuple(sum_types), avg_types=tuple(avg_types))
 
 
+def _formattable(sql: str) -> str:
+    """SQL text with its braces doubled, for ``spark.sql(text, df=...)``, which formats ``{df}`` into it."""
+    return sql.replace("{", "{{").replace("}", "}}")
+
+
 def _finalised(spark: SparkSession, plan: StatePlan, live: DataFrame) -> DataFrame:
     """The view's rows (its columns, the state included, in the view's order) of state rows ``live``
     (keys and state columns): each output column's finalising expression, cast to the view's type.
@@ -343,14 +348,11 @@ def _finalised(spark: SparkSession, plan: StatePlan, live: DataFrame) -> DataFra
     final = dict(q.finalise)
     nested = (T.StructType, T.ArrayType, T.MapType, T.UserDefinedType)
     if not any(isinstance(schema[name].dataType, nested) for name in final):
-
-        def text(e: str) -> str:
-            return e.replace("{", "{{").replace("}", "}}")
-
         items = [
-            f"CAST(({text(_final_sql(plan, final[c]))}) AS {schema[c].dataType.simpleString()}) AS {text(_quote(c))}"
+            f"CAST(({_formattable(_final_sql(plan, final[c]))}) AS {schema[c].dataType.simpleString()}) "
+            f"AS {_formattable(_quote(c))}"
             if c in final
-            else text(_quote(c))
+            else _formattable(_quote(c))
             for c in plan.desired.columns
         ]
         return spark.sql(f"SELECT {', '.join(items)} FROM {{live}}", live=live)
@@ -671,8 +673,8 @@ def _delta_state(spark: SparkSession, plan: StatePlan, din: DataFrame) -> DataFr
     """
     q = plan.queries
 
-    def ident(name: str) -> str:  # braces doubled: the text goes through spark.sql's {din} formatting
-        return _quote(name).replace("{", "{{").replace("}", "}}")
+    def ident(name: str) -> str:
+        return _formattable(_quote(name))
 
     w = f"CAST({ident(DIFF)} AS BIGINT)"
     aggs = [f"sum({w}) AS {ident(COUNT)}"]

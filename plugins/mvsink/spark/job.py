@@ -250,10 +250,10 @@ def _incremental(
     """Corrections from the sources' changes (linear views, then aggregate state, then affected groups, then
     top-k), or (None, "full", why not)."""
     assert desc.base_versions is not None
-    changed = changed_sources(desc, desc.base_versions)
-    if state is not None and changed and not source_check(desc, desc.base_versions):
+    if state is not None and not source_check(desc, desc.base_versions):  # (so some source changed)
         # An aggregate on top (it has state) is linear in no source: no need to ask Spark's plan
-        reason = f"{NOT_LINEAR} {changed[0].name!r}: the view's Aggregate is above it"
+        first = changed_sources(desc, desc.base_versions)[0]
+        reason = f"{NOT_LINEAR} {first.name!r}: the view's Aggregate is above it"
     else:
         corr, reason = incremental_corrections(
             spark, view, desc, base=desc.base_versions, desired=result, with_error=with_error, observation=check_obs

@@ -301,12 +301,8 @@ def _refresh(
             f"the declared key {', '.join(key_cols)} is not unique there"
         )
     gone = delta.where(F.col(_N) < 0)
-    if (
-        deleted
-        and gone.join(persisted, null_safe_match(gone, persisted, [(c, c) for c in key_cols]), "left_semi")
-        .limit(1)
-        .count()
-    ):
+    in_top = null_safe_match(gone, persisted, [(c, c) for c in key_cols])
+    if deleted and gone.join(persisted, in_top, "left_semi").limit(1).count():
         return corrections(desired, persisted, time=desc.time), (
             f"a deleted row was in the top {k}: recomputed the query, diffed against the table's {n_t} row(s) "
             f"(changes of {changed})"
