@@ -99,3 +99,55 @@ def test_incremental_over_partitioned_source_with_null_partition(spark, env, mon
         assert res.mode == "incremental", res
         assert multiset(read_view(view, as_of=t)) == oracle(INC_JOIN, srcs, t)
     shutil.rmtree(env[0] / "views")
+
+
+def test_small_changes_are_consolidated_in_the_driver_unless_a_type_forbids(spark, env, monkeypatch):
+    """Few change rows are summed in the driver (one Spark job, no shuffle); floating-point columns, whose
+    equality differs between Spark (-0.0 = 0.0, NaN = NaN) and the driver, and too many rows stay with Spark.
+    Every way equals the oracle, and the staged files hold consolidated corrections."""
+    import pyarrow as pa
+
+    from mvsink.spark import local
+
+    monkeypatch.setenv("MVSINK_INCREMENTAL_MAX_FRACTION", "100")
+    data, views = env
+    src = str(data / "items")
+    rows = [{"id": i, "tag": ["x", "y", None][i % 3], "price": [0.0, 1.5, None][i % 3]} for i in range(12)]
+    write_deltalake(src, pa.Table.from_pylist(rows), configuration=CDF)
+    stamp(src, BASE)
+    queries = {"tags": "SELECT id % 4 AS g, tag FROM items", "prices": "SELECT tag, price FROM items"}
+    for name, q in queries.items():
+        write_view(views, name, query=q, sources={"items": "items"}, target=f"views/{name}", as_of=BASE)
+    catalog = Catalog(views)
+    t = BASE + HOUR
+    for name in queries:
+        refresh(catalog.get(name), t, catalog=catalog, runner="inprocess", spark=spark)
+
+    def step(changes, expect_driver):
+        nonlocal t
+        changes(t + 10)
+        t += HOUR
+        for name, q in queries.items():
+            res = refresh(catalog.get(name), t, catalog=catalog, runner="inprocess", spark=spark, run_id=f"r{t}")
+            assert res.mode == "incremental", res
+            reason = str(mvsink_history(str(data / "views" / name))[0]["mode_reason"])
+            assert ("in the driver" in reason) is expect_driver[name], (name, reason)
+            assert multiset(read_view(catalog.get(name), as_of=t)) == oracle(q, {"items": src}, t), name
+            # consolidated: no row is both added and retracted in one batch
+            batch = [r for r in read_updates(data / "views" / name) if r["_mv_time"] == t]
+            keys = [tuple(v for k, v in r.items() if not k.startswith("_mv_")) for r in batch]
+            assert len(keys) == len(set(keys)), (name, batch)
+
+    # an update that leaves some rows of each view as they were (their - and + cancel) and moves others
+    step(
+        lambda ts: update_at(src, {"price": "price * 2", "id": "id + 4"}, "id < 6", ts), {"tags": True, "prices": False}
+    )
+    step(lambda ts: delete_at(src, "id % 2 = 0", ts), {"tags": True, "prices": False})
+    monkeypatch.setattr(local, "MAX_DRIVER_ROWS", 1)
+    step(lambda ts: update_at(src, {"tag": "'z'"}, "tag IS NULL", ts), {"tags": False, "prices": False})
+
+
+def read_updates(target) -> list[dict]:
+    from deltalake import DeltaTable
+
+    return DeltaTable(str(target)).to_pyarrow_table().to_pylist()

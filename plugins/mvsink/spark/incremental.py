@@ -30,10 +30,12 @@ from mvsink import settings
 from mvsink.core import storage
 from mvsink.core.deltalog import ChangeFile, ChangeSet, active_bytes, cached_snapshot, change_set
 from mvsink.core.viewchanges import ViewChanges, view_changes
+from mvsink.spark import local
 
 if TYPE_CHECKING:
     from collections.abc import Callable
 
+    import pyarrow as pa
     from pyspark.sql import DataFrame, Observation, SparkSession
     from pyspark.sql.types import StructType
 
@@ -303,8 +305,11 @@ def incremental_corrections(
     desired: DataFrame | None = None,
     with_error: bool = False,
     observation: Observation | None = None,
-) -> tuple[DataFrame | None, str]:
+) -> tuple[DataFrame | pa.Table | None, str]:
     """Corrections of ``desc`` computed from the sources' changes since ``base``, or (None, why not).
+
+    Few corrections come back as an Arrow table consolidated in the driver (:mod:`mvsink.spark.local`),
+    more as a DataFrame consolidated by Spark.
 
     The view's checks (a per-row projection and filter) are applied to the signed change terms;
     ``observation`` then receives the change's signed check counts. Leaves every source registered
@@ -343,8 +348,36 @@ def incremental_corrections(
         union = union.unionByName(t)
     union = apply_checks(union, view, with_error=with_error, weight=DIFF, observation=observation)
     columns = [c for c in union.columns if c != DIFF]
+    reason = f"from the changes of {', '.join(s.name for s in changed)}"
+    if observation is None and not with_error and all(local.same_equality(f.dataType) for f in union.schema.fields):
+        small = _in_driver(union, columns, at=desc.time)
+        if small is not None:
+            return small, f"{reason} ({small.num_rows} correction(s) consolidated in the driver)"
     corr = consolidate(union, columns).select(*columns, F.lit(desc.time).cast("bigint").alias(TIME), DIFF)
-    return corr, f"from the changes of {', '.join(s.name for s in changed)}"
+    return corr, reason
+
+
+def _in_driver(union: DataFrame, columns: list[str], *, at: int) -> pa.Table | None:
+    """The change terms' rows collected in one Spark job and consolidated in the driver (:mod:`mvsink.spark.local`),
+    as corrections stamped ``at`` in the table's Arrow schema; None when they are too many for that."""
+    import pyarrow as pa
+    from pyspark.sql import types as T
+
+    from mvsink.columns import DIFF, TIME
+    from mvsink.spark.sources import arrow_table_schema
+
+    raw = local.collect_small(union)
+    if raw is None:
+        log.info("over %d rows of change terms: consolidated by Spark", local.MAX_DRIVER_ROWS)
+        return None
+    net = local.consolidate_arrow(raw, columns)
+    schema = arrow_table_schema(T.StructType([union.schema[c] for c in columns]))
+    return (
+        net.select(columns)
+        .append_column(TIME, pa.array([at] * net.num_rows, pa.int64()))
+        .append_column(DIFF, net.column(DIFF))
+        .cast(schema)
+    )
 
 
 def _register_source(

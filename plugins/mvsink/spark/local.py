@@ -1,0 +1,67 @@
+"""Small change sets finished in the driver: collected once as Arrow, consolidated there, staged without Spark.
+
+A refresh of a small change spends most of its Spark time on fixed per-stage costs: the shuffle that
+consolidates the corrections per row, and the Parquet write with its commit protocol. When the unconsolidated
+corrections are few (at most :data:`MAX_DRIVER_ROWS`), one Spark job collects them (``toArrow``, no shuffle)
+and DuckDB sums ``_mv_diff`` per row in the driver; the write step then stages the Arrow table with pyarrow
+(:func:`mvsink.spark.job._write_local`).
+
+Only for columns whose equality is the same in Spark and DuckDB (:func:`same_equality`): integers, decimals,
+binary-collation strings, binary, booleans, dates, timestamps, and structs and arrays of them. Floating-point
+values are not (Spark's grouping makes ``-0.0`` equal to ``0.0`` and every NaN equal), nor collated strings.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Final
+
+from mvsink.columns import DIFF
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+    from pyspark.sql import DataFrame
+    from pyspark.sql.types import DataType
+
+# Up to this many unconsolidated correction rows, they are consolidated in the driver.
+MAX_DRIVER_ROWS: Final = 200_000
+
+
+def same_equality(dt: DataType) -> bool:
+    """Do Spark's grouping and DuckDB's ``GROUP BY`` consider the same values of this type equal?"""
+    from pyspark.sql import types as T
+
+    if isinstance(dt, T.StringType):
+        return getattr(dt, "collation", "UTF8_BINARY") == "UTF8_BINARY"
+    if isinstance(dt, T.ArrayType):
+        return same_equality(dt.elementType)
+    if isinstance(dt, T.StructType):
+        return all(same_equality(f.dataType) for f in dt.fields)
+    return isinstance(
+        dt,
+        (T.IntegralType, T.DecimalType, T.BinaryType, T.BooleanType, T.DateType, T.TimestampType, T.TimestampNTZType),
+    )
+
+
+def consolidate_arrow(rows: pa.Table, columns: list[str]) -> pa.Table:
+    """``rows`` summed per ``columns`` (``_mv_diff`` summed as BIGINT, zero sums dropped), in the driver."""
+    import duckdb
+
+    def q(name: str) -> str:
+        return '"' + name.replace('"', '""') + '"'
+
+    con = duckdb.connect()
+    try:
+        con.register("rows", rows)
+        cols = ", ".join(q(c) for c in columns)
+        group = f"GROUP BY {cols}" if columns else ""
+        sql = f"SELECT {cols + ', ' if columns else ''}sum({q(DIFF)})::BIGINT AS {q(DIFF)} FROM rows {group}"
+        out = con.sql(f"SELECT * FROM ({sql}) WHERE {q(DIFF)} <> 0").to_arrow_table()
+    finally:
+        con.close()
+    return out
+
+
+def collect_small(updates: DataFrame) -> pa.Table | None:
+    """``updates`` as Arrow in one Spark job, or None when they are more than :data:`MAX_DRIVER_ROWS` rows."""
+    got = updates.limit(MAX_DRIVER_ROWS + 1).toArrow()
+    return got if got.num_rows <= MAX_DRIVER_ROWS else None
