@@ -96,13 +96,23 @@ def change_frames(
     """(inserted rows, deleted rows) of a change set, as DataFrames with the source's schema."""
     from pyspark.sql import functions as F
 
-    plus = _read_files(spark, changes.inserted, schema, partition_columns, with_change_type=False)
-    minus = _read_files(spark, changes.deleted, schema, partition_columns, with_change_type=False)
+    plus: list[DataFrame] = []
+    minus: list[DataFrame] = []
+    if changes.inserted:
+        plus.append(_read_files(spark, changes.inserted, schema, partition_columns, with_change_type=False))
+    if changes.deleted:
+        minus.append(_read_files(spark, changes.deleted, schema, partition_columns, with_change_type=False))
     if changes.cdc:
         cdc = _read_files(spark, changes.cdc, schema, partition_columns, with_change_type=True)
-        plus = plus.unionByName(cdc.where(F.col(CHANGE_TYPE).isin(*_PLUS_TYPES)).drop(CHANGE_TYPE))
-        minus = minus.unionByName(cdc.where(F.col(CHANGE_TYPE).isin(*_MINUS_TYPES)).drop(CHANGE_TYPE))
-    return plus, minus
+        plus.append(cdc.where(F.col(CHANGE_TYPE).isin(*_PLUS_TYPES)).drop(CHANGE_TYPE))
+        minus.append(cdc.where(F.col(CHANGE_TYPE).isin(*_MINUS_TYPES)).drop(CHANGE_TYPE))
+
+    def union(frames: list[DataFrame]) -> DataFrame:  # no empty relation where a side has no files
+        if not frames:
+            return _read_files(spark, [], schema, partition_columns, with_change_type=False)
+        return functools.reduce(lambda a, b: a.unionByName(b), frames)
+
+    return union(plus), union(minus)
 
 
 def _is_remote(spark: SparkSession) -> bool:

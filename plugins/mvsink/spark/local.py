@@ -3,10 +3,10 @@
 A refresh of a small change spends most of its Spark time on fixed per-stage costs: the shuffle that
 consolidates the corrections per row, and the Parquet write with its commit protocol. When the unconsolidated
 corrections are few (at most :data:`MAX_DRIVER_ROWS`), one Spark job collects them (``toArrow``, no shuffle)
-and DuckDB sums ``_mv_diff`` per row in the driver; the write step then stages the Arrow table with pyarrow
+and pyarrow (DuckDB for nested columns) sums ``_mv_diff`` per row in the driver; the write step then stages the Arrow table with pyarrow
 (:func:`mvsink.spark.job._write_local`).
 
-Only for columns whose equality is the same in Spark and DuckDB (:func:`same_equality`): integers, decimals,
+Only for columns whose equality is the same in Spark and in the driver (:func:`same_equality`): integers, decimals,
 binary-collation strings, binary, booleans, dates, timestamps, and structs and arrays of them. Floating-point
 values are not (Spark's grouping makes ``-0.0`` equal to ``0.0`` and every NaN equal), nor collated strings.
 """
@@ -27,7 +27,7 @@ MAX_DRIVER_ROWS: Final = 200_000
 
 
 def same_equality(dt: DataType) -> bool:
-    """Do Spark's grouping and DuckDB's ``GROUP BY`` consider the same values of this type equal?"""
+    """Do Spark's grouping and the driver's (pyarrow, DuckDB) consider the same values of this type equal?"""
     from pyspark.sql import types as T
 
     if isinstance(dt, T.StringType):
@@ -43,7 +43,30 @@ def same_equality(dt: DataType) -> bool:
 
 
 def consolidate_arrow(rows: pa.Table, columns: list[str]) -> pa.Table:
-    """``rows`` summed per ``columns`` (``_mv_diff`` summed as BIGINT, zero sums dropped), in the driver."""
+    """``rows`` summed per ``columns`` (``_mv_diff`` summed as BIGINT, zero sums dropped), in the driver.
+
+    pyarrow's hash grouping for flat columns (NULLs form one group, as in Spark); DuckDB where a column is
+    nested (pyarrow cannot group by a struct or a list).
+    """
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    if any(pa.types.is_nested(rows.schema.field(c).type) for c in columns):
+        return _consolidate_duckdb(rows, columns)
+    diffs = rows.column(DIFF).cast(pa.int64())
+    if not columns:
+        total = pc.sum(diffs).as_py() or 0
+        return pa.table({DIFF: pa.array([total] if total else [], pa.int64())})
+    summed = (
+        pa.table([*(rows.column(c) for c in columns), diffs], names=[*columns, DIFF])
+        .group_by(columns, use_threads=False)
+        .aggregate([(DIFF, "sum")])
+    )
+    out = summed.select([*columns, f"{DIFF}_sum"]).rename_columns([*columns, DIFF])
+    return out.filter(pc.not_equal(out.column(DIFF), 0))
+
+
+def _consolidate_duckdb(rows: pa.Table, columns: list[str]) -> pa.Table:
     import duckdb
 
     def q(name: str) -> str:
@@ -53,12 +76,10 @@ def consolidate_arrow(rows: pa.Table, columns: list[str]) -> pa.Table:
     try:
         con.register("rows", rows)
         cols = ", ".join(q(c) for c in columns)
-        group = f"GROUP BY {cols}" if columns else ""
-        sql = f"SELECT {cols + ', ' if columns else ''}sum({q(DIFF)})::BIGINT AS {q(DIFF)} FROM rows {group}"
-        out = con.sql(f"SELECT * FROM ({sql}) WHERE {q(DIFF)} <> 0").to_arrow_table()
+        sql = f"SELECT {cols}, sum({q(DIFF)})::BIGINT AS {q(DIFF)} FROM rows GROUP BY {cols}"
+        return con.sql(f"SELECT * FROM ({sql}) WHERE {q(DIFF)} <> 0").to_arrow_table()
     finally:
         con.close()
-    return out
 
 
 def collect_small(updates: DataFrame) -> pa.Table | None:
