@@ -44,6 +44,7 @@ import time
 from typing import TYPE_CHECKING, Any, Final
 
 from mvsink.columns import DIFF, ERROR, STATE_PREFIX, TIME
+from mvsink.spark.local import duckdb_cursor
 from mvsink.spark.transforms import null_safe_match
 from mvsink.spark.transforms import quote_name as _quote
 
@@ -286,6 +287,7 @@ class StatePlan:
     desired: DataFrame  # the state query (visible columns, then the state columns)
     sum_types: tuple[str | None, ...]  # Spark's SUM result type per argument (None: no sum kept)
     avg_types: tuple[str | None, ...]  # Spark's AVG result type per argument
+    input: DataFrame | None = None  # the aggregate's input query, analysed (for its linearity)
 
     @property
     def state_columns(self) -> tuple[str, ...]:
@@ -325,7 +327,7 @@ def state_plan(spark: SparkSession, view: ViewDefinition, result: DataFrame) -> 
     except PySparkException as exc:
         log.info("view %s: no aggregate state: %s", view.name, exc)
         return "the state queries did not analyse"
-    return StatePlan(queries=q, desired=desired, sum_types=tuple(sum_types), avg_types=tuple(avg_types))
+    return StatePlan(queries=q, desired=desired, sum_types=tuple(sum_types), avg_types=tuple(avg_types), input=inp)
 
 
 def _formattable(sql: str) -> str:
@@ -410,7 +412,7 @@ def aggregate_corrections(
     q = plan.queries
     t0 = time.monotonic()
     changed = changed_sources(desc, base)
-    lin = {k: v for k, v in linearity(spark, q.input_query, [s.name for s in changed]).items() if v}
+    lin = {k: v for k, v in linearity(spark, q.input_query, [s.name for s in changed], desired=plan.input).items() if v}
     if lin:
         name, reason = next(iter(lin.items()))
         return None, f"the aggregate's input is not linear in {name!r}: {reason}"
@@ -558,7 +560,6 @@ def _local_arrow(df: DataFrame) -> pa.Table:
 def _persisted_groups(plan: StatePlan, delta: pa.Table, table: ViewTable, *, lower: int) -> pa.Table:
     """The table's consolidated rows (updates before ``lower``) of the groups in ``delta``, read with delta-rs:
     the view's columns (named as the query's) and ``_mv_diff``."""
-    import duckdb
     import pyarrow as pa
     import pyarrow.compute as pc
     import pyarrow.dataset as ds
@@ -586,9 +587,6 @@ def _persisted_groups(plan: StatePlan, delta: pa.Table, table: ViewTable, *, low
     filt = pc.field(TIME) < lower
     rows = dataset.to_table(columns=[*names, DIFF], filter=filt)
     rows = rows.rename_columns([*cols, DIFF])
-    con = duckdb.connect()
-    con.register("rows", rows)
-    con.register("delta", delta.select(list(q.keys)) if q.keys else delta)
 
     def dq(name: str) -> str:
         return '"' + name.replace('"', '""') + '"'
@@ -597,7 +595,13 @@ def _persisted_groups(plan: StatePlan, delta: pa.Table, table: ViewTable, *, low
     match = " AND ".join(f"r.{dq(k)} IS NOT DISTINCT FROM d.{dq(k)}" for k in q.keys)
     semi = f"WHERE EXISTS (SELECT 1 FROM delta d WHERE {match})" if q.keys else ""
     sql = f'SELECT {quoted}, sum(r."{DIFF}")::BIGINT AS "{DIFF}" FROM rows r {semi} GROUP BY ALL HAVING sum(r."{DIFF}") <> 0'
-    return con.sql(sql).to_arrow_table()
+    con = duckdb_cursor()
+    try:
+        con.register("rows", rows)
+        con.register("delta", delta.select(list(q.keys)) if q.keys else delta)
+        return con.sql(sql).to_arrow_table()
+    finally:
+        con.close()
 
 
 def _merge_rows(plan: StatePlan, delta: pa.Table, old: pa.Table) -> tuple[list[dict[str, Any]], int] | str:
