@@ -8,7 +8,7 @@ from decimal import Decimal
 import pyarrow as pa
 import pytest
 
-from mvsink.spark.driver import consolidated, row_corrections, row_key
+from mvsink.spark.driver import consolidated, matching, row_corrections, row_key
 
 pytestmark = pytest.mark.unit
 
@@ -83,3 +83,11 @@ def test_consolidated_sums_rows_and_matches_keys_null_safely():
     keys = pa.table({"k": pa.array([None, "a", "b"], pa.string())})
     some = consolidated(rows, keys=keys, key_columns=["k"])
     assert sorted((r["k"] or "", r["_mv_diff"]) for r in some.to_pylist()) == [("", 1), ("a", 2)]
+
+
+def test_matching_keeps_rows_of_the_keys_only():
+    rows = _rows([("a", 1.0, None), (None, 2.0, None), ("b", 3.0, None), ("a", 4.0, None)])
+    keys = pa.table({"k": pa.array([None, "a"], pa.string()), "x": pa.array([2.0, 4.0])})
+    got = matching(rows, keys, ["k", "x"])
+    assert sorted((r["k"] or "", r["x"]) for r in got.to_pylist()) == [("", 2.0), ("a", 4.0)]
+    assert matching(rows, keys, ["k"]).num_rows == 3

@@ -2,7 +2,7 @@
 
 * :func:`table_rows`: a view table's updates before a time, read with pyarrow over its active files (delta-rs's
   file list), and :func:`consolidated`: their sum per row, optionally only the rows whose key columns match a
-  row of a small key table (null-safely, in DuckDB);
+  row of a small key table (null-safely, in DuckDB: :func:`matching`);
 * :func:`row_corrections`: :func:`mvsink.spark.transforms.corrections` of an Arrow desired and persisted;
 * :func:`local_arrow`: a DataFrame over local rows as Arrow.
 """
@@ -51,17 +51,25 @@ def table_rows(table: ViewTable, columns: Sequence[str] | None, *, lower: int) -
 
 def consolidated(rows: pa.Table, *, keys: pa.Table | None = None, key_columns: Sequence[str] = ()) -> pa.Table:
     """``rows`` (columns and ``_mv_diff``) summed per row, zero sums dropped; with ``keys``, only the rows whose
-    ``key_columns`` equal (``IS NOT DISTINCT FROM``) the same-named columns of a row of ``keys``.
+    ``key_columns`` match a row of ``keys`` (:func:`matching`)."""
+    return _duckdb(rows, keys, key_columns, consolidate=True)
+
+
+def matching(rows: pa.Table, keys: pa.Table, key_columns: Sequence[str]) -> pa.Table:
+    """The rows whose ``key_columns`` equal (``IS NOT DISTINCT FROM``) the same-named columns of a row of ``keys``.
 
     DuckDB's, not a pushed-down pyarrow filter: that cannot compare a file's view-typed strings (files delta-rs
     wrote) with plain ones.
     """
+    return _duckdb(rows, keys, key_columns, consolidate=False)
+
+
+def _duckdb(rows: pa.Table, keys: pa.Table | None, key_columns: Sequence[str], *, consolidate: bool) -> pa.Table:
     import duckdb
 
     def dq(name: str) -> str:
         return '"' + name.replace('"', '""') + '"'
 
-    cols = [c for c in rows.column_names if c != DIFF]
     con = duckdb.connect()
     con.register("rows", rows)
     semi = ""
@@ -69,9 +77,11 @@ def consolidated(rows: pa.Table, *, keys: pa.Table | None = None, key_columns: S
         con.register("keys", keys.select(list(key_columns)))
         match = " AND ".join(f"r.{dq(k)} IS NOT DISTINCT FROM d.{dq(k)}" for k in key_columns)
         semi = f"WHERE EXISTS (SELECT 1 FROM keys d WHERE {match})"
-    quoted = "".join(f"r.{dq(c)}, " for c in cols)
+    if not consolidate:
+        return con.sql(f"SELECT r.* FROM rows r {semi}").to_arrow_table()
+    cols = "".join(f"r.{dq(c)}, " for c in rows.column_names if c != DIFF)
     sql = (
-        f"SELECT {quoted}sum(r.{dq(DIFF)})::BIGINT AS {dq(DIFF)} FROM rows r {semi} "
+        f"SELECT {cols}sum(r.{dq(DIFF)})::BIGINT AS {dq(DIFF)} FROM rows r {semi} "
         f"GROUP BY ALL HAVING sum(r.{dq(DIFF)}) <> 0"
     )
     return con.sql(sql).to_arrow_table()

@@ -22,17 +22,24 @@ three steps (DESIGN.md section 8; the split is :func:`mvsink.spark.plan.aggregat
    again cancel); for a Distinct the terms' rows are summed with their signs per key and only keys whose count
    in C changed are kept, which also cancels the rows a term reads from the other branches of a UNION (the
    same in its inserted and deleted halves).
-2. *Cost guard.* More affected keys than :data:`MAX_AFFECTED_FRACTION` of the view's rows (at least one):
-   the full diff (recomputing most groups costs as much, and the restriction only adds work).
+2. *Cost guards.* Before any Spark job, the scan guard (:func:`mvsink.spark.aggstate.scan_guard`: the change
+   terms would read more than the full diff). The keys are collected (one Spark job, at most
+   :data:`MAX_INLINE_KEYS` + 1 of them); more affected keys than :data:`MAX_AFFECTED_FRACTION` of the view's
+   rows (at least one; counted from the table's rows, read in the driver): the full diff (recomputing most
+   groups costs as much, and the restriction only adds work).
 3. *Recompute only those groups.* desired = the query at the new versions restricted to the affected keys
    (a HAVING or ``rn <= k`` applies as usual); persisted = the table's consolidated rows of those keys;
-   corrections = the existing correction function over both. Exact: a group outside the key set has the same
+   corrections = desired - persisted, per distinct row. Exact: a group outside the key set has the same
    rows of C before and after, so its rows of the view are unchanged; a HAVING crossing its threshold either
    way, a DISTINCT row whose count reaches or leaves zero, a top-k partition losing its first row, all show up
-   as a recomputed group that differs from its persisted rows. Keys are matched null-safely (a semi-join on
-   ``<=>``); when there are at most :data:`MAX_INLINE_KEYS`, each key column's values are also inlined as an
-   ``IN`` filter on the view's output, which Spark pushes below the filter, the aggregate (or the window, on
-   its partition columns) and into the sources' scans (a semi-join alone is not pushed below the aggregate).
+   as a recomputed group that differs from its persisted rows. Up to :data:`MAX_INLINE_KEYS` keys (the usual
+   case), each key column's values are inlined as an ``IN`` filter on the view's output, which Spark pushes
+   below the filter, the aggregate (or the window, on its partition columns) and into the sources' scans (a
+   semi-join alone is not pushed below the aggregate); the filtered rows are collected (the second Spark job,
+   at most :data:`MAX_DRIVER_ROWS`), and the rest runs in the driver (:mod:`mvsink.spark.driver`): the exact
+   key match (null-safe, in DuckDB) on them and on the table's rows (read with pyarrow), and the corrections,
+   an Arrow table staged without Spark. More keys or rows, or a key Spark and DuckDB compare differently (a
+   collated string): the same by Spark, the keys matched by a null-safe semi-join (``<=>``).
 
 Not eligible (the full diff, with the reason): views with checks (their totals cannot be counted from the
 affected groups alone), a global aggregate, a window without PARTITION BY, a key that is an expression or not
@@ -197,7 +204,7 @@ def group_corrections(
     from pyspark.errors import PySparkException
 
     from mvsink.spark.aggstate import scan_guard
-    from mvsink.spark.driver import consolidated, row_corrections, table_rows
+    from mvsink.spark.driver import consolidated, matching, row_corrections, table_rows
     from mvsink.spark.incremental import changed_sources, source_check
     from mvsink.spark.messages import first_paragraph
     from mvsink.spark.plan import aggregate_keys
@@ -256,13 +263,21 @@ def group_corrections(
             return done(out_schema.empty_table(), 0, live)
         local = spark.createDataFrame(few, schema=_nullable(keys.schema))
         values = list(zip(*[c.to_pylist() for c in few.columns]))
-        restricted = _restricted(desired, local, key_columns, values)
-        want = restricted.limit(MAX_DRIVER_ROWS + 1).toArrow()
-        if want.num_rows > MAX_DRIVER_ROWS:  # large groups: their rows diffed by Spark
+        types = [desired.schema[c].dataType for c in key_columns]
+        if not all(_binary_equality(t) for t in types):  # keys Spark and DuckDB compare differently
+            return done(_by_spark(desired, table_df(), desc, local, key_columns, values), n_keys, live)
+        # The IN filter (a superset of the keys, pushed down) in Spark, the exact key match here; only without
+        # any IN filter a semi-join with the keys in Spark (its broadcast of local rows is a Spark job of its own).
+        pre = _inline_filter(values, key_columns, types)
+        some = desired.where(pre) if pre is not None else _restricted(desired, local, key_columns)
+        got = some.limit(MAX_DRIVER_ROWS + 1).toArrow()
+        if got.num_rows > MAX_DRIVER_ROWS:  # large groups: their rows diffed by Spark
             return done(_by_spark(desired, table_df(), desc, local, key_columns, values), n_keys, live)
     except PySparkException as exc:  # e.g. an expression a filter kept from failing (ANSI): the full diff
         return None, f"the affected keys could not be computed: {first_paragraph(exc)}"
-    persisted = consolidated(rows, keys=few.rename_columns(key_columns), key_columns=key_columns)
+    exact = few.rename_columns(key_columns)
+    want = matching(got, exact, key_columns)
+    persisted = consolidated(rows, keys=exact, key_columns=key_columns)
     return done(row_corrections(want, persisted, out_schema, at=desc.time), n_keys, live)
 
 
@@ -271,6 +286,20 @@ def _live(rows: pa.Table) -> int:
     import pyarrow.compute as pc
 
     return int(pc.sum(rows.column(DIFF)).as_py() or 0)
+
+
+def _binary_equality(dt: DataType) -> bool:
+    """Spark's equality of values of this type is that of their Arrow values in DuckDB (not so for a string
+    of a collation other than the binary one: Spark's ``'a' = 'A'`` under UTF8_LCASE)."""
+    from pyspark.sql import types as T
+
+    if isinstance(dt, T.StringType):
+        return getattr(dt, "collation", "UTF8_BINARY") == "UTF8_BINARY"
+    if isinstance(dt, T.ArrayType):
+        return _binary_equality(dt.elementType)
+    if isinstance(dt, T.StructType):
+        return all(_binary_equality(f.dataType) for f in dt.fields)
+    return True
 
 
 def _nullable(schema: StructType) -> StructType:

@@ -8,11 +8,15 @@ the sources' changes without recomputing M when that is exact:
    (:func:`mvsink.spark.incremental.telescope`) is run through the user's query with the limit and the sorts
    taken off its analysed plan (:func:`mvsink.spark.groups.strip_operators`), signed, and summed per row
    (so a copy-on-write rewrite's unchanged rows, and the rows a term reads from the other branches of a
-   UNION ALL, cancel). Rows with a positive sum were inserted, with a negative one deleted.
-2. T = the table's consolidated rows (the persisted top k). If a deleted row is in T (matched null-safely on
-   the key), the new top k may reach into rows of M that nobody kept: the query is recomputed and diffed
-   against T (still no full diff of the table's history, which is T here). Otherwise the new top k is the
-   top k of T ∪ inserted rows, in the order o, diffed against T.
+   UNION ALL, cancel). Rows with a positive sum were inserted, with a negative one deleted. Collected to the
+   driver: one Spark job (up to :data:`MAX_DRIVER_ROWS` rows; more: step 2 runs by Spark, as a DataFrame).
+2. T = the table's consolidated rows (the persisted top k), read in the driver with pyarrow
+   (:mod:`mvsink.spark.driver`), where every check below is made. If a deleted row is in T (matched
+   null-safely on the key), the new top k may reach into rows of M that nobody kept: the query is recomputed
+   (collected: a second Spark job) and diffed against T (still no full diff of the table's history, which is T
+   here). Otherwise the new top k is the top k of T ∪ inserted rows, in the order o, diffed against T: Spark
+   orders the candidates over local rows (a second, small job; none when no row was inserted), so NULL
+   placement, collations and decimals are Spark's. The corrections are an Arrow table, staged without Spark.
 
 Why step 2 is exact. It needs o to be a *total* order on M: two different rows never tie. The view must
 therefore declare a ``key`` (columns unique per row, a promise the view file makes) and the ORDER BY must
@@ -59,6 +63,7 @@ MODE: Final = "incremental:topk"
 NOT_TOPK: Final = "the query's top is not ORDER BY ... LIMIT"
 _ABOVE_LIMIT = frozenset({"Project", "SubqueryAlias", "Sort"})
 _N = "_mv_topk_n"
+_POS = "_mv_topk_pos"
 # Up to this many changed rows of M, Δ is collected and the rest runs in the driver; more: by Spark.
 MAX_DRIVER_ROWS = 100_000
 
@@ -346,9 +351,17 @@ def _refresh_in_driver(
     seen = keys_of(candidates)
     if len(set(seen)) < len(seen):
         return None, f"the declared key {', '.join(key_cols)} is not unique among the top {k} and the inserted rows"
-    schema = T.StructType([T.StructField(f.name, f.dataType, True) for f in desired.schema.fields])
+    # Spark orders the candidates (local rows: the ORDER BY's columns and each row's position) and returns the
+    # positions of the first k: one small job (a sort over local rows is not folded by the optimizer).
+    by = sorted({p for p, _, _ in split.order})
+    local = candidates.select([columns[p] for p in by]).append_column(
+        _POS, pa.array(range(candidates.num_rows), pa.int64())
+    )
+    fields = [T.StructField(columns[p], desired.schema.fields[p].dataType, True) for p in by]
+    schema = T.StructType([*fields, T.StructField(_POS, T.LongType(), False)])
     order = [_sort_column(columns[p], descending, nulls_first) for p, descending, nulls_first in split.order]
-    new = spark.createDataFrame(candidates, schema=schema).orderBy(*order).limit(k).toArrow()
+    first = spark.createDataFrame(local, schema=schema).orderBy(*order).limit(k).select(_POS).collect()
+    new = candidates.take(pa.array([r[0] for r in first], pa.int64()))
     return row_corrections(new, persisted, out_schema, at=desc.time), why
 
 
