@@ -107,8 +107,9 @@ INCREMENTAL_MAX_FRACTION = Setting(
 INCREMENTAL_MAX_SCAN_RATIO = Setting(
     "MVSINK_INCREMENTAL_MAX_SCAN_RATIO",
     "1.0",
-    "an aggregate view refreshes from its state only while its change terms would read at most this many "
-    "times the bytes the full diff reads (its sources and its table; a number >= 0); else the full diff",
+    "an aggregate view refreshes from its state (or by affected groups) only while its change terms would read "
+    "at most this many times the bytes the full diff reads (its sources and its table; a number >= 0); else the "
+    "full diff",
 )
 INCREMENTAL_GROUPS = Setting(
     "MVSINK_INCREMENTAL_GROUPS",

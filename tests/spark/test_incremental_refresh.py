@@ -107,7 +107,7 @@ def test_small_changes_are_consolidated_in_the_driver_unless_a_type_forbids(spar
     Every way equals the oracle, and the staged files hold consolidated corrections."""
     import pyarrow as pa
 
-    from mvsink.spark import local
+    from mvsink.spark import driver
 
     monkeypatch.setenv("MVSINK_INCREMENTAL_MAX_FRACTION", "100")
     data, views = env
@@ -143,7 +143,7 @@ def test_small_changes_are_consolidated_in_the_driver_unless_a_type_forbids(spar
         lambda ts: update_at(src, {"price": "price * 2", "id": "id + 4"}, "id < 6", ts), {"tags": True, "prices": False}
     )
     step(lambda ts: delete_at(src, "id % 2 = 0", ts), {"tags": True, "prices": False})
-    monkeypatch.setattr(local, "MAX_DRIVER_ROWS", 1)
+    monkeypatch.setattr(driver, "MAX_DRIVER_ROWS", 1)
     step(lambda ts: update_at(src, {"tag": "'z'"}, "tag IS NULL", ts), {"tags": False, "prices": False})
 
 

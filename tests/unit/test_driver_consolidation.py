@@ -1,4 +1,4 @@
-"""Consolidation of small change sets in the driver (spark/local.py): sums per row, and which types qualify."""
+"""Consolidation of small change sets in the driver (spark/driver.py): sums per row, and which types qualify."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import pyarrow as pa
 import pytest
 from pyspark.sql import types as T
 
-from mvsink.spark.local import consolidate_arrow, same_equality
+from mvsink.spark.driver import consolidated, same_equality
 
 pytestmark = pytest.mark.unit
 
@@ -21,7 +21,7 @@ def test_sums_per_row_drops_zero_sums_and_groups_nulls():
             "_mv_diff": pa.array([1, 1, 1, -1, 1, -1], pa.int64()),
         }
     )
-    out = consolidate_arrow(rows, ["k", "d"])
+    out = consolidated(rows)
     got = sorted(out.to_pylist(), key=lambda r: r["k"])
     assert got == [
         {"k": "a", "d": Decimal("1.10"), "_mv_diff": 2},
@@ -39,12 +39,12 @@ def test_nested_values_and_odd_column_names():
             "_mv_diff": pa.array([1, -1, 2], pa.int64()),
         }
     )
-    assert consolidate_arrow(rows, ['a "b"', "s"]).to_pylist() == [{'a "b"': [3], "s": {"x": None}, "_mv_diff": 2}]
+    assert consolidated(rows).to_pylist() == [{'a "b"': [3], "s": {"x": None}, "_mv_diff": 2}]
 
 
 def test_no_columns_sums_everything():
     rows = pa.table({"_mv_diff": pa.array([1, 1, -2], pa.int64())})
-    assert consolidate_arrow(rows, []).num_rows == 0
+    assert consolidated(rows).num_rows == 0
 
 
 @pytest.mark.parametrize(

@@ -43,8 +43,7 @@ import logging
 import time
 from typing import TYPE_CHECKING, Any, Final
 
-from mvsink.columns import DIFF, ERROR, STATE_PREFIX, TIME
-from mvsink.spark.local import duckdb_cursor
+from mvsink.columns import DIFF, STATE_PREFIX, TIME
 from mvsink.spark.transforms import null_safe_match
 from mvsink.spark.transforms import quote_name as _quote
 
@@ -510,6 +509,7 @@ def _merge_in_driver(
     from pyspark.sql import types as T
     from pyspark.sql.pandas.types import to_arrow_schema
 
+    from mvsink.spark.driver import local_arrow
     from mvsink.spark.sources import arrow_table_schema
 
     q = plan.queries
@@ -534,7 +534,7 @@ def _merge_in_driver(
         live = spark.createDataFrame(
             pa.Table.from_pylist(new_rows, schema=to_arrow_schema(state_schema, timezone="UTC")), schema=state_schema
         )
-        new = _local_arrow(_finalised(spark, plan, live))
+        new = local_arrow(_finalised(spark, plan, live))
         parts.append(
             new.append_column(TIME, pa.array([at] * new.num_rows, pa.int64()))
             .append_column(DIFF, pa.array([1] * new.num_rows, pa.int64()))
@@ -543,65 +543,13 @@ def _merge_in_driver(
     return pa.concat_tables(parts), n_keys
 
 
-def _local_arrow(df: DataFrame) -> pa.Table:
-    """A DataFrame over local rows as Arrow: by ``collect`` (a local relation's, which runs no Spark job)
-    unless a column holds timestamps, which ``collect`` turns into the driver's local time."""
-    import pyarrow as pa
-    from pyspark.sql import types as T
-    from pyspark.sql.pandas.types import to_arrow_schema
-
-    if any(isinstance(f.dataType, (T.TimestampType, T.TimestampNTZType)) for f in df.schema.fields):
-        return df.toArrow()
-    schema = to_arrow_schema(df.schema, timezone="UTC")
-    rows = df.collect()
-    return pa.Table.from_pylist([r.asDict(recursive=True) for r in rows], schema=schema)
-
-
 def _persisted_groups(plan: StatePlan, delta: pa.Table, table: ViewTable, *, lower: int) -> pa.Table:
-    """The table's consolidated rows (updates before ``lower``) of the groups in ``delta``, read with delta-rs:
+    """The table's consolidated rows (updates before ``lower``) of the groups in ``delta``, read in the driver:
     the view's columns (named as the query's) and ``_mv_diff``."""
-    import pyarrow as pa
-    import pyarrow.compute as pc
-    import pyarrow.dataset as ds
+    from mvsink.spark.driver import consolidated, table_rows
 
-    from mvsink.core import storage
-
-    q = plan.queries
-    cols = list(plan.desired.columns)
-    names = [c for c in table.column_names if c not in (TIME, DIFF, ERROR)]
-    # A dataset over the active files (not delta-rs's to_pyarrow_dataset, whose fragments wrongly drop a
-    # filtered column's rows when the add action has no stats for it, as ours have none for strings).
-    uris = table.file_uris()
-    fs, _ = storage.filesystem(uris[0]) if uris else (None, "")
-    schema = pa.schema(
-        [
-            f.with_type(
-                pa.string() if f.type == pa.string_view() else pa.binary() if f.type == pa.binary_view() else f.type
-            )
-            for f in table.arrow_schema()
-        ]
-    )  # delta-rs may give view types, which pyarrow's filters cannot compare with plain values
-    dataset = ds.dataset([storage.filesystem(u)[1] for u in uris], schema=schema, format="parquet", filesystem=fs)
-    # The key match is DuckDB's, below: a pushed-down IN filter cannot compare a file's view-typed strings
-    # (files delta-rs wrote) with plain ones.
-    filt = pc.field(TIME) < lower
-    rows = dataset.to_table(columns=[*names, DIFF], filter=filt)
-    rows = rows.rename_columns([*cols, DIFF])
-
-    def dq(name: str) -> str:
-        return '"' + name.replace('"', '""') + '"'
-
-    quoted = ", ".join(f"r.{dq(c)}" for c in cols)
-    match = " AND ".join(f"r.{dq(k)} IS NOT DISTINCT FROM d.{dq(k)}" for k in q.keys)
-    semi = f"WHERE EXISTS (SELECT 1 FROM delta d WHERE {match})" if q.keys else ""
-    sql = f'SELECT {quoted}, sum(r."{DIFF}")::BIGINT AS "{DIFF}" FROM rows r {semi} GROUP BY ALL HAVING sum(r."{DIFF}") <> 0'
-    con = duckdb_cursor()
-    try:
-        con.register("rows", rows)
-        con.register("delta", delta.select(list(q.keys)) if q.keys else delta)
-        return con.sql(sql).to_arrow_table()
-    finally:
-        con.close()
+    rows = table_rows(table, list(plan.desired.columns), lower=lower)
+    return consolidated(rows, keys=delta, key_columns=plan.queries.keys)
 
 
 def _merge_rows(plan: StatePlan, delta: pa.Table, old: pa.Table) -> tuple[list[dict[str, Any]], int] | str:

@@ -22,17 +22,24 @@ three steps (DESIGN.md section 8; the split is :func:`mvsink.spark.plan.aggregat
    again cancel); for a Distinct the terms' rows are summed with their signs per key and only keys whose count
    in C changed are kept, which also cancels the rows a term reads from the other branches of a UNION (the
    same in its inserted and deleted halves).
-2. *Cost guard.* More affected keys than :data:`MAX_AFFECTED_FRACTION` of the view's rows (at least one):
-   the full diff (recomputing most groups costs as much, and the restriction only adds work).
+2. *Cost guards.* Before any Spark job, the scan guard (:func:`mvsink.spark.aggstate.scan_guard`: the change
+   terms would read more than the full diff). The keys are collected (one Spark job, at most
+   :data:`MAX_INLINE_KEYS` + 1 of them); more affected keys than :data:`MAX_AFFECTED_FRACTION` of the view's
+   rows (at least one; counted from the table's rows, read in the driver): the full diff (recomputing most
+   groups costs as much, and the restriction only adds work).
 3. *Recompute only those groups.* desired = the query at the new versions restricted to the affected keys
    (a HAVING or ``rn <= k`` applies as usual); persisted = the table's consolidated rows of those keys;
-   corrections = the existing correction function over both. Exact: a group outside the key set has the same
+   corrections = desired - persisted, per distinct row. Exact: a group outside the key set has the same
    rows of C before and after, so its rows of the view are unchanged; a HAVING crossing its threshold either
    way, a DISTINCT row whose count reaches or leaves zero, a top-k partition losing its first row, all show up
-   as a recomputed group that differs from its persisted rows. Keys are matched null-safely (a semi-join on
-   ``<=>``); when there are at most :data:`MAX_INLINE_KEYS`, each key column's values are also inlined as an
-   ``IN`` filter on the view's output, which Spark pushes below the filter, the aggregate (or the window, on
-   its partition columns) and into the sources' scans (a semi-join alone is not pushed below the aggregate).
+   as a recomputed group that differs from its persisted rows. Up to :data:`MAX_INLINE_KEYS` keys (the usual
+   case), each key column's values are inlined as an ``IN`` filter on the view's output, which Spark pushes
+   below the filter, the aggregate (or the window, on its partition columns) and into the sources' scans (a
+   semi-join alone is not pushed below the aggregate); the filtered rows are collected (the second Spark job,
+   at most :data:`~mvsink.spark.driver.MAX_DRIVER_ROWS`), and the rest runs in the driver (:mod:`mvsink.spark.driver`): the exact
+   key match (null-safe, in DuckDB) on them and on the table's rows (read with pyarrow), and the corrections,
+   an Arrow table staged without Spark. More keys or rows, or a key Spark and DuckDB compare differently (a
+   collated string): the same by Spark, the keys matched by a null-safe semi-join (``<=>``).
 
 Not eligible (the full diff, with the reason): views with checks (their totals cannot be counted from the
 affected groups alone), a global aggregate, a window without PARTITION BY, a key that is an expression or not
@@ -46,14 +53,20 @@ import functools
 import logging
 from typing import TYPE_CHECKING, Any, Final
 
+from mvsink.columns import DIFF, ERROR, TIME
+from mvsink.spark.driver import collect_small, same_equality
 from mvsink.spark.transforms import null_safe_match
 from mvsink.spark.transforms import quote_name as _quote
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    import pyarrow as pa
     from pyspark.sql import Column, DataFrame, SparkSession
-    from pyspark.sql.types import DataType
+    from pyspark.sql.types import DataType, StructType
 
     from mvsink.core.batch import BatchDescription
+    from mvsink.core.table import ViewTable
     from mvsink.definitions.view import ViewDefinition
     from mvsink.spark.plan import AggregateSplit
 
@@ -173,21 +186,28 @@ def group_corrections(
     *,
     base: dict[str, int],
     desired: DataFrame,
-    table_df: DataFrame,
+    table: ViewTable,
+    table_df: Callable[[], DataFrame],
     with_error: bool,
-) -> tuple[DataFrame | None, str]:
+) -> tuple[DataFrame | pa.Table | None, str]:
     """Corrections of ``desc`` from recomputing only the groups the sources' changes touch, or (None, why not).
 
     ``desired``: the view's query over the sources at the versions ``desc`` reads (analysed, not run);
-    ``table_df``: the view's table at the version write read. Leaves every source registered at the
-    version ``desc`` reads.
-    """
-    from pyspark.sql import functions as F
+    ``table``/``table_df()``: the view's table at the version write read (delta-rs's handle; Spark's read of
+    it, made only when needed). Leaves every source registered at the version ``desc`` reads.
 
-    from mvsink.columns import DIFF, ERROR, TIME
+    Up to :data:`MAX_INLINE_KEYS` affected keys (the usual case) cost two Spark jobs: the keys collected, then
+    the recomputed groups collected; the table's rows are read in the driver and the corrections are an Arrow
+    table. More keys: the same by Spark.
+    """
+    from pyspark.errors import PySparkException
+
+    from mvsink.spark.aggstate import scan_guard
+    from mvsink.spark.driver import consolidated, matching, row_corrections, table_rows
     from mvsink.spark.incremental import changed_sources, source_check
+    from mvsink.spark.messages import first_paragraph
     from mvsink.spark.plan import aggregate_keys
-    from mvsink.spark.transforms import consolidate, corrections
+    from mvsink.spark.sources import arrow_table_schema
 
     why = source_check(desc, base)
     if why:
@@ -202,34 +222,107 @@ def group_corrections(
     if isinstance(got, str):
         return None, got
     key_columns, split = got
+    too_big = scan_guard(desc, changed, table)
+    if too_big:
+        return None, too_big
     keys = _affected_keys(spark, view, desc, base, split, key_columns)
     if isinstance(keys, str):
         return None, keys
-    few = keys.limit(MAX_INLINE_KEYS + 1).collect()
-    n_keys = len(few) if len(few) <= MAX_INLINE_KEYS else keys.count()
-    live = table_df.where(F.col(TIME) < F.lit(desc.lower)).agg(F.sum(DIFF)).collect()[0][0] or 0
-    if n_keys > MAX_AFFECTED_FRACTION * max(live, 1):
-        return None, (
+    what = {"Aggregate": "group(s)", "Distinct": "distinct row(s)", "Window": "window partition(s)"}[split.kind]
+
+    def done(corr: DataFrame | pa.Table, n_keys: int, live: int) -> tuple[DataFrame | pa.Table, str]:
+        return corr, (
+            f"recomputed {n_keys} affected {what} of {live} row(s) (keys {', '.join(key_columns)}) "
+            f"from the changes of {', '.join(s.name for s in changed)}"
+        )
+
+    def too_many(n_keys: int, live: int) -> str | None:
+        if n_keys <= MAX_AFFECTED_FRACTION * max(live, 1):
+            return None
+        return (
             f"{n_keys} affected group(s) against {live} row(s) of the view "
             f"(over {MAX_AFFECTED_FRACTION:.0%}: the full diff is cheaper)"
         )
 
+    try:
+        few = keys.limit(MAX_INLINE_KEYS + 1).toArrow()
+        if few.num_rows > MAX_INLINE_KEYS:  # many keys: checkpointed, counted and joined by Spark
+            keys = keys.localCheckpoint(eager=True)
+            n_keys = keys.count()
+            live = _live(table_rows(table, None, lower=desc.lower))
+            big = too_many(n_keys, live)
+            return (None, big) if big else done(_by_spark(desired, table_df(), desc, keys, key_columns), n_keys, live)
+        rows = table_rows(table, list(desired.columns), lower=desc.lower)
+        n_keys, live = few.num_rows, _live(rows)
+        big = too_many(n_keys, live)
+        if big:
+            return None, big
+        out_schema = arrow_table_schema(desired.schema)
+        if not n_keys:
+            return done(out_schema.empty_table(), 0, live)
+        local = spark.createDataFrame(few, schema=_nullable(keys.schema))
+        values = list(zip(*[c.to_pylist() for c in few.columns]))
+        types = [desired.schema[c].dataType for c in key_columns]
+        if not all(same_equality(t) for t in types):  # keys Spark and the driver compare differently
+            return done(_by_spark(desired, table_df(), desc, local, key_columns, values), n_keys, live)
+        # The IN filter (a superset of the keys, pushed down) in Spark, the exact key match here; only without
+        # any IN filter a semi-join with the keys in Spark (its broadcast of local rows is a Spark job of its own).
+        pre = _inline_filter(values, key_columns, types)
+        some = desired.where(pre) if pre is not None else _restricted(desired, local, key_columns)
+        recomputed = collect_small(some)
+        if recomputed is None:  # large groups: their rows diffed by Spark
+            return done(_by_spark(desired, table_df(), desc, local, key_columns, values), n_keys, live)
+    except PySparkException as exc:  # e.g. an expression a filter kept from failing (ANSI): the full diff
+        return None, f"the affected keys could not be computed: {first_paragraph(exc)}"
+    exact = few.rename_columns(key_columns)
+    want = matching(recomputed, exact, key_columns)
+    persisted = consolidated(rows, keys=exact, key_columns=key_columns)
+    return done(row_corrections(want, persisted, out_schema, at=desc.time), n_keys, live)
+
+
+def _live(rows: pa.Table) -> int:
+    """The view's row count: the sum of ``_mv_diff`` over the table's updates."""
+    import pyarrow.compute as pc
+
+    return int(pc.sum(rows.column(DIFF)).as_py() or 0)
+
+
+def _nullable(schema: StructType) -> StructType:
+    from pyspark.sql import types as T
+
+    return T.StructType([T.StructField(f.name, f.dataType, True) for f in schema.fields])
+
+
+def _restricted(
+    df: DataFrame, keys: DataFrame, key_columns: list[str], values: list[tuple[Any, ...]] | None = None
+) -> DataFrame:
+    """The rows of ``df`` whose key columns match a row of ``keys`` (columns ``_mv_key_<i>``), null-safely;
+    with the keys' ``values`` also inlined as an IN filter (pushed down to the sources' scans)."""
+    if values is not None:
+        pre = _inline_filter(values, key_columns, [df.schema[c].dataType for c in key_columns])
+        if pre is not None:
+            df = df.where(pre)
+    return df.join(keys, _key_match(df, keys, key_columns), "left_semi")
+
+
+def _by_spark(
+    desired: DataFrame,
+    table_df: DataFrame,
+    desc: BatchDescription,
+    keys: DataFrame,
+    key_columns: list[str],
+    values: list[tuple[Any, ...]] | None = None,
+) -> DataFrame:
+    """Step 3 by Spark: corrections of the groups of ``keys`` (recomputed) against their rows in ``table_df``."""
+    from pyspark.sql import functions as F
+
+    from mvsink.spark.transforms import consolidate, corrections
+
     user_t = [c for c in table_df.columns if c not in (TIME, DIFF, ERROR)]
     rows = table_df.select(*[F.col(_quote(a)).alias(b) for a, b in zip(user_t, desired.columns)], TIME, DIFF)
-    want, have = desired, rows
-    if n_keys <= MAX_INLINE_KEYS:
-        pre = _inline_filter(few, key_columns, [desired.schema[c].dataType for c in key_columns])
-        if pre is not None:
-            want, have = want.where(pre), have.where(pre)
-    want = want.join(keys, _key_match(want, keys, key_columns), "left_semi")
-    have = have.join(keys, _key_match(have, keys, key_columns), "left_semi")
-    persisted = consolidate(have, list(desired.columns), before=desc.lower)
-    corr = corrections(want, persisted, time=desc.time)
-    what = {"Aggregate": "group(s)", "Distinct": "distinct row(s)", "Window": "window partition(s)"}[split.kind]
-    return corr, (
-        f"recomputed {n_keys} affected {what} of {live} row(s) (keys {', '.join(key_columns)}) "
-        f"from the changes of {', '.join(s.name for s in changed)}"
-    )
+    want = _restricted(desired, keys, key_columns, values)
+    have = _restricted(rows, keys, key_columns, values)
+    return corrections(want, consolidate(have, list(desired.columns), before=desc.lower), time=desc.time)
 
 
 def _affected_keys(
@@ -240,13 +333,11 @@ def _affected_keys(
     split: AggregateSplit,
     key_columns: list[str],
 ) -> DataFrame | str:
-    """The keys (columns ``_mv_key_<i>``) of the groups whose rows of C the sources' changes touch, checkpointed;
+    """The keys (columns ``_mv_key_<i>``) of the groups whose rows of C the sources' changes touch (not run);
     or why they cannot be found. Leaves every source registered at the version ``desc`` reads."""
-    from pyspark.errors import PySparkException
     from pyspark.sql import functions as F
 
     from mvsink.spark.incremental import changed_sources, prepare_changes, telescope
-    from mvsink.spark.messages import first_paragraph
     from mvsink.spark.plan import PlanFormatError
 
     changed = changed_sources(desc, base)
@@ -276,10 +367,5 @@ def _affected_keys(
     union = functools.reduce(lambda a, b: a.unionByName(b), terms)
     if signed:  # the keys whose count in C changed
         names = [_KEY.format(i) for i in range(len(key_columns))]
-        union = union.groupBy(*names).agg(F.sum(_SIGN).alias(_SIGN)).where(F.col(_SIGN) != 0).drop(_SIGN)
-    else:
-        union = union.distinct()
-    try:
-        return union.localCheckpoint(eager=True)
-    except PySparkException as exc:  # e.g. an expression a filter kept from failing (ANSI): the full diff
-        return f"the affected keys could not be computed: {first_paragraph(exc)}"
+        return union.groupBy(*names).agg(F.sum(_SIGN).alias(_SIGN)).where(F.col(_SIGN) != 0).drop(_SIGN)
+    return union.distinct()

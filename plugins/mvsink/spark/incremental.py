@@ -30,7 +30,7 @@ from mvsink import settings
 from mvsink.core import storage
 from mvsink.core.deltalog import ChangeFile, ChangeSet, active_bytes, cached_snapshot, change_set
 from mvsink.core.viewchanges import ViewChanges, view_changes
-from mvsink.spark import local
+from mvsink.spark import driver
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -125,13 +125,19 @@ def max_fraction() -> float:
 
 
 def prepare_changes(
-    spark: SparkSession, view: ViewDefinition, desc: BatchDescription, base: dict[str, int], changed: list[SourceRead]
+    spark: SparkSession,
+    view: ViewDefinition,
+    desc: BatchDescription,
+    base: dict[str, int],
+    changed: list[SourceRead],
+    *,
+    sizes: dict[str, int] | None = None,
 ) -> dict[str, tuple[DataFrame, DataFrame]] | str:
     """(inserted, deleted) rows of each changed source since ``base``, or why they cannot be used.
 
     A table source's come from its Delta log; a view source's are its own updates since the last read
     (:func:`view_change_frames`). Refuses a change set that is over :func:`max_fraction` of the source's
-    files (the size guard).
+    files (the size guard). ``sizes`` receives each change set's bytes of files.
     """
     from mvsink.core.table import open_delta
 
@@ -148,6 +154,8 @@ def prepare_changes(
                     f"{vc.total_bytes} (over {fraction:.0%})"
                 )
             changes[s.name] = vc
+            if sizes is not None:
+                sizes[s.name] = vc.bytes
             continue
         cs = change_set(s.path, base[s.name], s.version)
         if isinstance(cs, str):
@@ -159,6 +167,8 @@ def prepare_changes(
                 f"(over {fraction:.0%}; enable delta.enableChangeDataFeed on it for smaller change sets)"
             )
         changes[s.name] = cs
+        if sizes is not None:
+            sizes[s.name] = cs.bytes
     frames: dict[str, tuple[DataFrame, DataFrame]] = {}
     for s in changed:
         got = changes[s.name]
@@ -318,7 +328,7 @@ def incremental_corrections(
 ) -> tuple[DataFrame | pa.Table | None, str]:
     """Corrections of ``desc`` computed from the sources' changes since ``base``, or (None, why not).
 
-    Few corrections come back as an Arrow table consolidated in the driver (:mod:`mvsink.spark.local`),
+    Few corrections come back as an Arrow table consolidated in the driver (:mod:`mvsink.spark.driver`),
     more as a DataFrame consolidated by Spark.
 
     The view's checks (a per-row projection and filter) are applied to the signed change terms;
@@ -341,7 +351,8 @@ def incremental_corrections(
     if why:  # the plan first: in classic Spark it is already analysed (Connect: one EXPLAIN)
         name, reason = next(iter(why.items()))
         return None, f"{NOT_LINEAR} {name!r}: {reason}"
-    frames = prepare_changes(spark, view, desc, base, changed)
+    sizes: dict[str, int] = {}
+    frames = prepare_changes(spark, view, desc, base, changed, sizes=sizes)
     if isinstance(frames, str):
         return None, frames
     terms = telescope(
@@ -359,7 +370,12 @@ def incremental_corrections(
     union = apply_checks(union, view, with_error=with_error, weight=DIFF, observation=observation)
     columns = [c for c in union.columns if c != DIFF]
     reason = f"from the changes of {', '.join(s.name for s in changed)}"
-    if observation is None and not with_error and all(local.same_equality(f.dataType) for f in union.schema.fields):
+    if (
+        observation is None
+        and not with_error
+        and sum(sizes.values()) <= driver.MAX_DRIVER_CHANGE_BYTES
+        and all(driver.same_equality(f.dataType) for f in union.schema.fields)
+    ):
         small = _in_driver(union, columns, at=desc.time)
         if small is not None:
             return small, f"{reason} ({small.num_rows} correction(s) consolidated in the driver)"
@@ -368,7 +384,7 @@ def incremental_corrections(
 
 
 def _in_driver(union: DataFrame, columns: list[str], *, at: int) -> pa.Table | None:
-    """The change terms' rows collected in one Spark job and consolidated in the driver (:mod:`mvsink.spark.local`),
+    """The change terms' rows collected in one Spark job and consolidated in the driver (:mod:`mvsink.spark.driver`),
     as corrections stamped ``at`` in the table's Arrow schema; None when they are too many for that."""
     import pyarrow as pa
     from pyspark.sql import types as T
@@ -376,11 +392,11 @@ def _in_driver(union: DataFrame, columns: list[str], *, at: int) -> pa.Table | N
     from mvsink.columns import DIFF, TIME
     from mvsink.spark.sources import arrow_table_schema
 
-    raw = local.collect_small(union)
+    raw = driver.collect_small(union.select(*columns, DIFF))
     if raw is None:
-        log.info("over %d rows of change terms: consolidated by Spark", local.MAX_DRIVER_ROWS)
+        log.info("over %d rows of change terms: consolidated by Spark", driver.MAX_DRIVER_ROWS)
         return None
-    net = local.consolidate_arrow(raw, columns)
+    net = driver.consolidated(raw)
     schema = arrow_table_schema(T.StructType([union.schema[c] for c in columns]))
     return (
         net.select(columns)

@@ -283,14 +283,22 @@ def _incremental(
         desc,
         base=desc.base_versions,
         desired=state.desired if state else result,
-        table_df=table_df(),
+        table=table,
+        table_df=table_df,
         with_error=with_error,
     )
     if corr is not None:
         return corr, GROUPS_MODE, why
     reason = f"{reason}; and not by affected groups: {why}"
     corr, why = topk_corrections(
-        spark, view, desc, base=desc.base_versions, desired=result, table_df=table_df(), with_error=with_error
+        spark,
+        view,
+        desc,
+        base=desc.base_versions,
+        desired=result,
+        table=table,
+        table_df=table_df,
+        with_error=with_error,
     )
     if corr is not None:
         return corr, TOPK_MODE, why

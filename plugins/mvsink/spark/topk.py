@@ -8,11 +8,15 @@ the sources' changes without recomputing M when that is exact:
    (:func:`mvsink.spark.incremental.telescope`) is run through the user's query with the limit and the sorts
    taken off its analysed plan (:func:`mvsink.spark.groups.strip_operators`), signed, and summed per row
    (so a copy-on-write rewrite's unchanged rows, and the rows a term reads from the other branches of a
-   UNION ALL, cancel). Rows with a positive sum were inserted, with a negative one deleted.
-2. T = the table's consolidated rows (the persisted top k). If a deleted row is in T (matched null-safely on
-   the key), the new top k may reach into rows of M that nobody kept: the query is recomputed and diffed
-   against T (still no full diff of the table's history, which is T here). Otherwise the new top k is the
-   top k of T ∪ inserted rows, in the order o, diffed against T.
+   UNION ALL, cancel). Rows with a positive sum were inserted, with a negative one deleted. Collected to the
+   driver: one Spark job (up to :data:`~mvsink.spark.driver.MAX_DRIVER_ROWS` rows; more: step 2 runs by Spark, as a DataFrame).
+2. T = the table's consolidated rows (the persisted top k), read in the driver with pyarrow
+   (:mod:`mvsink.spark.driver`), where every check below is made. If a deleted row is in T (matched
+   null-safely on the key), the new top k may reach into rows of M that nobody kept: the query is recomputed
+   (collected: a second Spark job) and diffed against T (still no full diff of the table's history, which is T
+   here). Otherwise the new top k is the top k of T ∪ inserted rows, in the order o, diffed against T: Spark
+   orders the candidates over local rows (a second, small job; none when no row was inserted), so NULL
+   placement, collations and decimals are Spark's. The corrections are an Arrow table, staged without Spark.
 
 Why step 2 is exact. It needs o to be a *total* order on M: two different rows never tie. The view must
 therefore declare a ``key`` (columns unique per row, a promise the view file makes) and the ORDER BY must
@@ -38,14 +42,20 @@ import dataclasses
 import functools
 from typing import TYPE_CHECKING, Final
 
+from mvsink.columns import DIFF, TIME
+from mvsink.spark.driver import MAX_DRIVER_ROWS, collect_small
 from mvsink.spark.transforms import null_safe_match
 from mvsink.spark.transforms import quote_name as _quote
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    import pyarrow as pa
     from pyspark.sql import Column, DataFrame, SparkSession
     from pyspark.sql.types import DataType
 
     from mvsink.core.batch import BatchDescription
+    from mvsink.core.table import ViewTable
     from mvsink.definitions.view import ViewDefinition
     from mvsink.spark.plan import PlanNode
 
@@ -54,6 +64,7 @@ MODE: Final = "incremental:topk"
 NOT_TOPK: Final = "the query's top is not ORDER BY ... LIMIT"
 _ABOVE_LIMIT = frozenset({"Project", "SubqueryAlias", "Sort"})
 _N = "_mv_topk_n"
+_POS = "_mv_topk_pos"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -189,17 +200,25 @@ def topk_corrections(
     *,
     base: dict[str, int],
     desired: DataFrame,
-    table_df: DataFrame,
+    table: ViewTable,
+    table_df: Callable[[], DataFrame],
     with_error: bool,
-) -> tuple[DataFrame | None, str]:
+) -> tuple[DataFrame | pa.Table | None, str]:
     """Corrections of ``desc`` for a top-k view from the sources' changes, or (None, why not).
 
     ``desired``: the view's query over the sources at the versions ``desc`` reads (analysed, not run);
-    ``table_df``: the view's table at the version write read. Leaves every source registered at the
-    version ``desc`` reads.
+    ``table``/``table_df()``: the view's table at the version write read (delta-rs's handle; Spark's read of
+    it, made only when needed). Leaves every source registered at the version ``desc`` reads.
+
+    Up to :data:`~mvsink.spark.driver.MAX_DRIVER_ROWS` changed rows of M (the usual case), Δ is collected with one Spark job and
+    step 2 runs in the driver (T read with pyarrow; the candidates ordered by Spark over local rows, a second
+    job when rows were inserted); the corrections are then an Arrow table.
     """
+    from pyspark.errors import PySparkException
+
     from mvsink.spark.groups import groupable
     from mvsink.spark.incremental import changed_sources, source_check
+    from mvsink.spark.messages import first_paragraph
     from mvsink.spark.plan import PlanFormatError, plan_tree
 
     why = source_check(desc, base)
@@ -226,19 +245,24 @@ def topk_corrections(
     delta = _change(spark, view, desc, base, split)
     if isinstance(delta, str):
         return None, delta
-    return _refresh(desired, table_df, desc, split, key, delta, changed=", ".join(s.name for s in changed))
+    names = ", ".join(s.name for s in changed)
+    try:
+        got = collect_small(delta)
+        if got is not None:
+            return _refresh_in_driver(spark, desired, table, desc, split, key, got, changed=names)
+        return _refresh(desired, table_df(), desc, split, key, delta.localCheckpoint(eager=True), changed=names)
+    except PySparkException as exc:  # e.g. an expression the limit kept from failing (ANSI): the full diff
+        return None, f"the change of the ORDER BY's input could not be computed: {first_paragraph(exc)}"
 
 
 def _change(
     spark: SparkSession, view: ViewDefinition, desc: BatchDescription, base: dict[str, int], split: TopKSplit
 ) -> DataFrame | str:
-    """Δ of M in the view's columns with its signed multiplicity (``_mv_topk_n``, never 0), checkpointed."""
-    from pyspark.errors import PySparkException
+    """Δ of M in the view's columns with its signed multiplicity (``_mv_topk_n``, never 0); not run."""
     from pyspark.sql import functions as F
 
     from mvsink.spark.groups import strip_operators
     from mvsink.spark.incremental import changed_sources, prepare_changes, telescope
-    from mvsink.spark.messages import first_paragraph
     from mvsink.spark.plan import PlanFormatError
 
     changed = changed_sources(desc, base)
@@ -258,11 +282,97 @@ def _change(
         return f"the query's plan could not be taken apart: {exc}"
     union = functools.reduce(lambda a, b: a.unionByName(b), terms)
     columns = [F.col(_quote(c)) for c in union.columns if c != _N]
-    delta = union.groupBy(*columns).agg(F.sum(_N).alias(_N)).where(F.col(_N) != 0)
-    try:
-        return delta.localCheckpoint(eager=True)
-    except PySparkException as exc:  # e.g. an expression the limit kept from failing (ANSI): the full diff
-        return f"the change of the ORDER BY's input could not be computed: {first_paragraph(exc)}"
+    return union.groupBy(*columns).agg(F.sum(_N).alias(_N)).where(F.col(_N) != 0)
+
+
+def _refresh_in_driver(
+    spark: SparkSession,
+    desired: DataFrame,
+    table: ViewTable,
+    desc: BatchDescription,
+    split: TopKSplit,
+    key: list[int],
+    delta: pa.Table,
+    *,
+    changed: str,
+) -> tuple[DataFrame | pa.Table | None, str]:
+    """Step 2 of the module docstring with Δ collected (``delta``): T read and every check made in the driver.
+
+    The candidates T ∪ inserted are ordered by Spark over local rows (its NULL placement, collations and
+    decimals); a deleted row in T recomputes the query (Spark), both diffed against T here.
+    """
+    import pyarrow as pa
+    import pyarrow.compute as pc
+    from pyspark.sql import types as T
+
+    from mvsink.spark.driver import consolidated, row_corrections, row_key, table_rows
+    from mvsink.spark.sources import arrow_table_schema
+
+    columns = list(desired.columns)
+    key_cols = [columns[p] for p in key]
+    k = split.limit
+    out_schema = arrow_table_schema(desired.schema)
+    user = pa.schema([f for f in out_schema if f.name not in (TIME, DIFF)])
+    persisted = consolidated(table_rows(table, columns, lower=desc.lower))
+    n_t = persisted.num_rows
+    mult = persisted.column(DIFF).to_pylist()
+    if n_t > k or any(m != 1 for m in mult):
+        return None, f"the table's rows are not a top {k} ({n_t} row(s), multiplicities {min(mult)} to {max(mult)})"
+    n = delta.column(_N)
+    worst = pc.max(pc.abs(n)).as_py() if delta.num_rows else None
+    if worst is not None and worst > 1:
+        return None, (
+            f"a row of the ORDER BY's input changed its multiplicity by {worst}: "
+            f"the declared key {', '.join(key_cols)} is not unique there"
+        )
+    inserted = delta.filter(pc.greater(n, 0)).select(columns).cast(user)
+    deleted = delta.filter(pc.less(n, 0))
+
+    def keys_of(rows: pa.Table) -> list[tuple[object, ...]]:
+        return [row_key(r) for r in zip(*[rows.column(c).to_pylist() for c in key_cols])]
+
+    top = set(keys_of(persisted))
+    if any(kv in top for kv in keys_of(deleted)):
+        why = (
+            f"a deleted row was in the top {k}: recomputed the query, diffed against the table's {n_t} row(s) "
+            f"(changes of {changed})"
+        )
+        if k > MAX_DRIVER_ROWS:
+            return _spark_corrections(spark, desired, persisted, at=desc.time), why
+        return row_corrections(desired.toArrow(), persisted, out_schema, at=desc.time), why
+    why = (
+        f"top {k} of the table's {n_t} row(s) and {inserted.num_rows} inserted row(s); {deleted.num_rows} "
+        f"deleted row(s) outside it (changes of {changed})"
+    )
+    if not inserted.num_rows:  # T stays the top k
+        return out_schema.empty_table(), why
+    candidates = pa.concat_tables([persisted.select(columns).rename_columns(user.names).cast(user), inserted])
+    seen = keys_of(candidates)
+    if len(set(seen)) < len(seen):
+        return None, f"the declared key {', '.join(key_cols)} is not unique among the top {k} and the inserted rows"
+    # Spark orders the candidates (local rows: the ORDER BY's columns and each row's position) and returns the
+    # positions of the first k: one small job (a sort over local rows is not folded by the optimizer).
+    by = sorted({p for p, _, _ in split.order})
+    local = candidates.select([columns[p] for p in by]).append_column(
+        _POS, pa.array(range(candidates.num_rows), pa.int64())
+    )
+    fields = [T.StructField(columns[p], desired.schema.fields[p].dataType, True) for p in by]
+    schema = T.StructType([*fields, T.StructField(_POS, T.LongType(), False)])
+    order = [_sort_column(columns[p], descending, nulls_first) for p, descending, nulls_first in split.order]
+    first = spark.createDataFrame(local, schema=schema).orderBy(*order).limit(k).select(_POS).collect()
+    new = candidates.take(pa.array([r[0] for r in first], pa.int64()))
+    return row_corrections(new, persisted, out_schema, at=desc.time), why
+
+
+def _spark_corrections(spark: SparkSession, desired: DataFrame, persisted: pa.Table, *, at: int) -> DataFrame:
+    """:func:`mvsink.spark.transforms.corrections` of ``desired`` against T held in the driver."""
+    from pyspark.sql import types as T
+
+    from mvsink.spark.transforms import corrections
+
+    fields = [T.StructField(f.name, f.dataType, True) for f in desired.schema.fields]
+    schema = T.StructType([*fields, T.StructField(DIFF, T.LongType(), True)])
+    return corrections(desired, spark.createDataFrame(persisted, schema=schema), time=at)
 
 
 def _refresh(
@@ -278,7 +388,7 @@ def _refresh(
     """Step 2 of the module docstring: the corrections from T and Δ, or (None, why not)."""
     from pyspark.sql import functions as F
 
-    from mvsink.columns import DIFF, ERROR, TIME
+    from mvsink.columns import ERROR
     from mvsink.spark.transforms import consolidate, corrections
 
     columns = list(desired.columns)

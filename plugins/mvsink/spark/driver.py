@@ -1,0 +1,249 @@
+"""Small results in the driver, without a Spark job (the incremental modes' few-rows paths; DESIGN.md section 8).
+
+* :func:`table_rows`: a view table's updates before a time, read with pyarrow over its active files (delta-rs's
+  file list), and :func:`consolidated`: their sum per row, optionally only the rows whose key columns match a
+  row of a small key table (null-safely, in DuckDB: :func:`matching`);
+* :func:`row_corrections`: :func:`mvsink.spark.transforms.corrections` of an Arrow desired and persisted;
+* :func:`local_arrow`: a DataFrame over local rows as Arrow;
+* :func:`collect_small`: a DataFrame's rows in one Spark job, when they are at most :data:`MAX_DRIVER_ROWS`;
+  :func:`same_equality`: may rows of this type be grouped in the driver as Spark groups them.
+
+Why: a refresh of a small change spends most of its Spark time on fixed per-stage costs (a shuffle to
+consolidate, the Parquet write's commit protocol, a checkpoint, one job per ``count``); one job that collects
+the change and the rest in the driver is cheaper whenever the change is small.
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any, Final
+
+from mvsink.columns import DIFF, ERROR, TIME
+
+if TYPE_CHECKING:
+    import duckdb
+    import pyarrow as pa
+    from pyspark.sql import DataFrame
+    from pyspark.sql.types import DataType
+
+    from mvsink.core.table import ViewTable
+
+# Up to this many rows, a mode's change (or recomputed groups) is collected and finished in the driver.
+MAX_DRIVER_ROWS: Final = 100_000
+# A linear view's change terms are tried in the driver only over change sets of at most this many bytes of
+# files (Parquet: some 25-40 bytes a row; more would likely overflow MAX_DRIVER_ROWS after paying for a try).
+MAX_DRIVER_CHANGE_BYTES: Final = 4 * 1024 * 1024
+
+_DUCKDB: duckdb.DuckDBPyConnection | None = None
+_DUCKDB_LOCK = threading.Lock()
+
+
+def collect_small(df: DataFrame) -> pa.Table | None:
+    """``df`` as Arrow in one Spark job, or None when it has more than :data:`MAX_DRIVER_ROWS` rows."""
+    got = df.limit(MAX_DRIVER_ROWS + 1).toArrow()
+    return got if got.num_rows <= MAX_DRIVER_ROWS else None
+
+
+def same_equality(dt: DataType) -> bool:
+    """Do Spark's grouping and the driver's (pyarrow, DuckDB) consider the same values of this type equal?
+
+    Integers, decimals, binary-collation strings, binary, booleans, dates, timestamps, and structs and arrays
+    of them; not floating-point values (Spark groups ``-0.0`` with ``0.0`` and NaN with NaN) nor collated
+    strings (``'a' = 'A'`` under UTF8_LCASE).
+    """
+    from pyspark.sql import types as T
+
+    if isinstance(dt, T.StringType):
+        return getattr(dt, "collation", "UTF8_BINARY") == "UTF8_BINARY"
+    if isinstance(dt, T.ArrayType):
+        return same_equality(dt.elementType)
+    if isinstance(dt, T.StructType):
+        return all(same_equality(f.dataType) for f in dt.fields)
+    return isinstance(
+        dt,
+        (T.IntegralType, T.DecimalType, T.BinaryType, T.BooleanType, T.DateType, T.TimestampType, T.TimestampNTZType),
+    )
+
+
+def duckdb_cursor() -> duckdb.DuckDBPyConnection:
+    """A connection to the process's one in-memory DuckDB database (~2 ms; a new database costs ~15 ms).
+    Close it after use: what was registered on it goes with it."""
+    import duckdb
+
+    global _DUCKDB
+    with _DUCKDB_LOCK:
+        if _DUCKDB is None:
+            _DUCKDB = duckdb.connect()
+        return _DUCKDB.cursor()
+
+
+def table_rows(table: ViewTable, columns: Sequence[str] | None, *, lower: int) -> pa.Table:
+    """The table's updates with ``_mv_time < lower``: its user columns (hidden state included) renamed to
+    ``columns`` in order (None: none of them), and ``_mv_diff``. Not consolidated."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+    import pyarrow.dataset as ds
+
+    from mvsink.core import storage
+
+    names = [c for c in table.column_names if c not in (TIME, DIFF, ERROR)] if columns is not None else []
+    # A dataset over the active files (not delta-rs's to_pyarrow_dataset, whose fragments wrongly drop a
+    # filtered column's rows when the add action has no stats for it, as ours have none for strings).
+    uris = table.file_uris()
+    fs, _ = storage.filesystem(uris[0]) if uris else (None, "")
+    schema = pa.schema(
+        [
+            f.with_type(
+                pa.string() if f.type == pa.string_view() else pa.binary() if f.type == pa.binary_view() else f.type
+            )
+            for f in table.arrow_schema()
+        ]
+    )  # delta-rs may give view types, which pyarrow's filters cannot compare with plain values
+    dataset = ds.dataset([storage.filesystem(u)[1] for u in uris], schema=schema, format="parquet", filesystem=fs)
+    rows = dataset.to_table(columns=[*names, DIFF], filter=pc.field(TIME) < lower)
+    return rows.rename_columns([*(columns or []), DIFF])
+
+
+def consolidated(rows: pa.Table, *, keys: pa.Table | None = None, key_columns: Sequence[str] = ()) -> pa.Table:
+    """``rows`` (columns and ``_mv_diff``) summed per row, zero sums dropped; with ``keys``, only the rows whose
+    ``key_columns`` match a row of ``keys`` (:func:`matching`).
+
+    Without keys and over flat columns of exact types, pyarrow's hash grouping (NULLs form one group, as in
+    Spark; ~1 ms for 2,000 rows); else DuckDB (~20 ms).
+    """
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    columns = [c for c in rows.column_names if c != DIFF]
+    if keys is not None or not all(_arrow_groupable(rows.schema.field(c).type) for c in columns):
+        return _duckdb(rows, keys, key_columns, consolidate=True)
+    diffs = rows.column(DIFF).cast(pa.int64())
+    if not columns:
+        total = pc.sum(diffs).as_py() or 0
+        return pa.table({DIFF: pa.array([total] if total else [], pa.int64())})
+    summed = (
+        pa.table([*(rows.column(c) for c in columns), diffs], names=[*columns, DIFF])
+        .group_by(columns, use_threads=False)
+        .aggregate([(DIFF, "sum")])
+    )
+    out = summed.select([*columns, f"{DIFF}_sum"]).rename_columns([*columns, DIFF])
+    return out.filter(pc.not_equal(out.column(DIFF), 0))
+
+
+def _arrow_groupable(t: pa.DataType) -> bool:
+    """Does pyarrow group values of this type as Spark does (flat, exact: no floats, no nesting)?"""
+    import pyarrow as pa
+
+    return bool(
+        pa.types.is_integer(t)
+        or pa.types.is_decimal(t)
+        or pa.types.is_string(t)
+        or pa.types.is_large_string(t)
+        or pa.types.is_binary(t)
+        or pa.types.is_large_binary(t)
+        or pa.types.is_boolean(t)
+        or pa.types.is_date(t)
+        or pa.types.is_timestamp(t)
+    )
+
+
+def matching(rows: pa.Table, keys: pa.Table, key_columns: Sequence[str]) -> pa.Table:
+    """The rows whose ``key_columns`` equal (``IS NOT DISTINCT FROM``) the same-named columns of a row of ``keys``.
+
+    DuckDB's, not a pushed-down pyarrow filter: that cannot compare a file's view-typed strings (files delta-rs
+    wrote) with plain ones.
+    """
+    return _duckdb(rows, keys, key_columns, consolidate=False)
+
+
+def _duckdb(rows: pa.Table, keys: pa.Table | None, key_columns: Sequence[str], *, consolidate: bool) -> pa.Table:
+    def dq(name: str) -> str:
+        return '"' + name.replace('"', '""') + '"'
+
+    con = duckdb_cursor()
+    try:
+        con.register("rows", rows)
+        semi = ""
+        if keys is not None and key_columns:
+            con.register("keys", keys.select(list(key_columns)))
+            match = " AND ".join(f"r.{dq(k)} IS NOT DISTINCT FROM d.{dq(k)}" for k in key_columns)
+            semi = f"WHERE EXISTS (SELECT 1 FROM keys d WHERE {match})"
+        if not consolidate:
+            return con.sql(f"SELECT r.* FROM rows r {semi}").to_arrow_table()
+        cols = "".join(f"r.{dq(c)}, " for c in rows.column_names if c != DIFF)
+        sql = (
+            f"SELECT {cols}sum(r.{dq(DIFF)})::BIGINT AS {dq(DIFF)} FROM rows r {semi} "
+            f"GROUP BY ALL HAVING sum(r.{dq(DIFF)}) <> 0"
+        )
+        return con.sql(sql).to_arrow_table()
+    finally:
+        con.close()
+
+
+class _NaN:
+    """The one hashable stand-in for every float NaN (Spark groups NaNs together)."""
+
+    def __repr__(self) -> str:
+        return "NaN"
+
+
+_NAN = _NaN()
+
+
+def row_key(value: Any) -> Any:
+    """A hashable value equal for two values Spark groups together: NaNs equal, ``-0.0 == 0.0`` (as in
+    Python), structs (dicts), arrays and maps (lists) as tuples."""
+    if isinstance(value, float) and math.isnan(value):
+        return _NAN
+    if isinstance(value, dict):
+        return tuple((k, row_key(v)) for k, v in value.items())
+    if isinstance(value, (list, tuple)):
+        return tuple(row_key(v) for v in value)
+    return value
+
+
+def row_corrections(desired: pa.Table, persisted: pa.Table, schema: pa.Schema, *, at: int) -> pa.Table:
+    """Updates at ``at`` that turn ``persisted`` (consolidated: columns and ``_mv_diff``) into ``desired``
+    (rows, each of multiplicity one), in the table's Arrow ``schema`` (user columns, ``_mv_time``,
+    ``_mv_diff``; columns matched by position): per distinct row, desired's count minus persisted's.
+
+    Each correction carries the exact values of the first row it was counted from (desired's first).
+    """
+    import pyarrow as pa
+
+    user = pa.schema([f for f in schema if f.name not in (TIME, DIFF)])
+    n = len(user)
+    want = desired.select(list(range(n))).rename_columns(user.names).cast(user)
+    have = persisted.select(list(range(n))).rename_columns(user.names).cast(user)
+    both = pa.concat_tables([want, have])
+    weights = [1] * want.num_rows + [-int(d) for d in persisted.column(DIFF).to_pylist()]
+    totals: dict[Any, int] = {}
+    first: dict[Any, int] = {}
+    values = [c.to_pylist() for c in both.columns]
+    for i, row in enumerate(zip(*values)):
+        k = row_key(row)
+        totals[k] = totals.get(k, 0) + weights[i]
+        first.setdefault(k, i)
+    keep = [(first[k], d) for k, d in totals.items() if d]
+    out = both.take(pa.array([i for i, _ in keep], pa.int64()))
+    return (
+        out.append_column(TIME, pa.array([at] * len(keep), pa.int64()))
+        .append_column(DIFF, pa.array([d for _, d in keep], pa.int64()))
+        .cast(schema)
+    )
+
+
+def local_arrow(df: DataFrame) -> pa.Table:
+    """A DataFrame over local rows as Arrow: by ``collect`` (a local relation's, which runs no Spark job)
+    unless a column holds timestamps, which ``collect`` turns into the driver's local time."""
+    import pyarrow as pa
+    from pyspark.sql import types as T
+    from pyspark.sql.pandas.types import to_arrow_schema
+
+    if any(isinstance(f.dataType, (T.TimestampType, T.TimestampNTZType)) for f in df.schema.fields):
+        return df.toArrow()
+    schema = to_arrow_schema(df.schema, timezone="UTC")
+    rows = df.collect()
+    return pa.Table.from_pylist([r.asDict(recursive=True) for r in rows], schema=schema)
