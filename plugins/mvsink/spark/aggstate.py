@@ -44,6 +44,7 @@ import time
 from typing import TYPE_CHECKING, Any, Final
 
 from mvsink.columns import DIFF, STATE_PREFIX, TIME
+from mvsink.spark.incremental import SIGN
 from mvsink.spark.transforms import null_safe_match
 from mvsink.spark.transforms import quote_name as _quote
 
@@ -65,7 +66,6 @@ COUNT: Final = STATE_PREFIX + "count"
 _KEY = "_mv_k{}"
 _ARG = "_mv_a{}"
 _VALUES = "_mv_values{}"  # Δ's count of non-null values of argument i (whatever their sign)
-SIGN: Final = "_mv_sign"  # a change set's row: +1 inserted, -1 deleted
 # Up to this many affected groups, the new state is merged in the driver (one Spark job for the change, the
 # table's rows of those groups read with delta-rs); above it, in Spark (a semi-join and a broadcast join).
 MAX_DRIVER_GROUPS = 100_000
@@ -109,24 +109,11 @@ class StateQueries:
         return not self.keys
 
     def signed_input(self, source: str) -> str | None:
-        """The input query with the weight ``_mv_diff`` taken from ``source``'s sign column, or None.
+        """The input query with the weight ``_mv_diff`` taken from ``source``'s sign column, or None
+        (:func:`mvsink.spark.incremental.signed_query`)."""
+        from mvsink.spark.incremental import signed_query
 
-        For the one-term-per-source telescoping (:func:`mvsink.spark.incremental.telescope_signed`): the
-        changed source must be read once, directly in the query's FROM/JOIN (not in a subquery or CTE).
-        """
-        import sqlglot
-        from sqlglot import exp
-
-        tree = sqlglot.parse_one(self.input_query, dialect="spark")
-        assert isinstance(tree, exp.Select)
-        refs = [t for t in tree.find_all(exp.Table) if t.name.lower() == source.lower()]
-        if len(refs) != 1 or refs[0].args.get("db") or refs[0].find_ancestor(exp.Select) is not tree:
-            return None
-        if tree.args.get("with") or any(isinstance(t.parent, exp.Subquery) for t in refs):
-            return None
-        col = exp.column(SIGN, table=refs[0].alias_or_name)
-        tree.set("expressions", [*tree.expressions, exp.alias_(col, DIFF)])
-        return tree.sql(dialect="spark")
+        return signed_query(self.input_query, source, weight=DIFF)
 
 
 def state_queries(query: str) -> StateQueries | str:

@@ -355,7 +355,7 @@ def incremental_corrections(
     frames = prepare_changes(spark, view, desc, base, changed, sizes=sizes)
     if isinstance(frames, str):
         return None, frames
-    terms = telescope(
+    terms = _signed_terms(spark, view, desc, base, changed, frames, desired=desired) or telescope(
         spark,
         view,
         desc,
@@ -381,6 +381,51 @@ def incremental_corrections(
             return small, f"{reason} ({small.num_rows} correction(s) consolidated in the driver)"
     corr = consolidate(union, columns).select(*columns, F.lit(desc.time).cast("bigint").alias(TIME), DIFF)
     return corr, reason
+
+
+def _signed_terms(
+    spark: SparkSession,
+    view: ViewDefinition,
+    desc: BatchDescription,
+    base: dict[str, int],
+    changed: list[SourceRead],
+    frames: dict[str, tuple[DataFrame, DataFrame]],
+    *,
+    desired: DataFrame | None,
+) -> list[DataFrame] | None:
+    """One change term per changed source (:func:`telescope_signed`: the other sources read once, not twice),
+    where the query can carry the sign (:func:`signed_query`) and Spark analyses each signed term to the
+    query's own columns and ``_mv_diff``; else None (the caller makes two terms per source)."""
+    from pyspark.errors import PySparkException
+    from pyspark.sql import functions as F
+    from pyspark.sql.types import LongType
+
+    from mvsink.columns import DIFF
+
+    if desired is None:
+        return None
+    signed = {s.name: signed_query(view.query, s.name, weight=DIFF) for s in changed}
+    if not all(signed.values()):
+        return None
+    want = [(f.name, f.dataType) for f in desired.schema.fields]
+    try:
+        terms = telescope_signed(
+            spark,
+            view,
+            desc,
+            base,
+            changed,
+            frames,
+            lambda name: spark.sql(signed[name] or "").withColumn(DIFF, F.col(DIFF).cast("bigint")),
+            sign_column=SIGN,
+        )
+    except PySparkException as exc:
+        log.info("view %s: the signed change terms did not analyse (%s): two terms per source", view.name, exc)
+        return None
+    if any([(f.name, f.dataType) for f in t.schema.fields] != [*want, (DIFF, LongType())] for t in terms):
+        log.info("view %s: the signed change terms' columns differ from the query's: two terms per source", view.name)
+        return None
+    return terms
 
 
 def _in_driver(union: DataFrame, columns: list[str], *, at: int) -> pa.Table | None:
@@ -424,6 +469,42 @@ def _register_source(
     else:
         version, time = base[s.name] if old else s.version, desc.time
     read_source(spark, view, s, version=version, time=time).createOrReplaceTempView(s.name)
+
+
+SIGN = "_mv_sign"  # a signed change set's column: +1 an inserted row, -1 a deleted one
+
+
+def signed_query(query: str, source: str, *, weight: str = "_mv_diff") -> str | None:
+    """``query`` with a last column ``weight`` = ``source``'s :data:`SIGN` column, or None where that is not sure.
+
+    For the one-term-per-source telescoping (:func:`telescope_signed`): the query must be one SELECT block
+    (no set operation, no ``*`` that would pick the sign column up, no CTE) that reads ``source`` once,
+    directly in its FROM/JOIN (not in a subquery). sqlglot's tree, classification only: the result is checked
+    by Spark's analysis against the query's own columns before use (:func:`signed_terms`).
+    """
+    import sqlglot
+    from sqlglot import exp
+
+    try:
+        tree = sqlglot.parse_one(query, dialect="spark")
+    except sqlglot.errors.ParseError:
+        return None
+    if (
+        not isinstance(tree, exp.Select)
+        or tree.args.get("with")
+        or any(isinstance(e, exp.Star) for e in tree.expressions)
+    ):
+        return None
+    if any(isinstance(e, exp.Column) and isinstance(e.this, exp.Star) for e in tree.expressions):
+        return None
+    refs = [t for t in tree.find_all(exp.Table) if t.name.lower() == source.lower()]
+    if len(refs) != 1 or refs[0].args.get("db") or refs[0].find_ancestor(exp.Select) is not tree:
+        return None
+    if any(isinstance(t.parent, exp.Subquery) for t in refs):
+        return None
+    col = exp.column(SIGN, table=refs[0].alias_or_name)
+    tree.set("expressions", [*tree.expressions, exp.alias_(col, weight)])
+    return tree.sql(dialect="spark")
 
 
 def telescope_signed(
