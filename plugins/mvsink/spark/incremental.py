@@ -479,8 +479,8 @@ def signed_query(query: str, source: str, *, weight: str = "_mv_diff") -> str | 
 
     For the one-term-per-source telescoping (:func:`telescope_signed`): the query must be one SELECT block
     (no set operation, no ``*`` that would pick the sign column up, no CTE) that reads ``source`` once,
-    directly in its FROM/JOIN (not in a subquery). sqlglot's tree, classification only: the result is checked
-    by Spark's analysis against the query's own columns before use (:func:`signed_terms`).
+    directly in its FROM/JOIN (not in a subquery). A rewrite of sqlglot's tree: its result is checked by
+    Spark's analysis against the query's own columns before use (:func:`_signed_terms`).
     """
     import sqlglot
     from sqlglot import exp
