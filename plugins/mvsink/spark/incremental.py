@@ -419,10 +419,11 @@ def _signed_terms(
             lambda name: spark.sql(signed[name] or "").withColumn(DIFF, F.col(DIFF).cast("bigint")),
             sign_column=SIGN,
         )
-    except PySparkException as exc:
+        differ = any([(f.name, f.dataType) for f in t.schema.fields] != [*want, (DIFF, LongType())] for t in terms)
+    except PySparkException as exc:  # (over Spark Connect the analysis happens at .schema)
         log.info("view %s: the signed change terms did not analyse (%s): two terms per source", view.name, exc)
         return None
-    if any([(f.name, f.dataType) for f in t.schema.fields] != [*want, (DIFF, LongType())] for t in terms):
+    if differ:
         log.info("view %s: the signed change terms' columns differ from the query's: two terms per source", view.name)
         return None
     return terms
