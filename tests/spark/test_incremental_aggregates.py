@@ -14,7 +14,7 @@ from deltalake import DeltaTable, write_deltalake
 
 from mvsink.definitions.catalog import Catalog
 from mvsink.readers.arrow import changes, read_view
-from mvsink.spark import aggstate
+from mvsink.spark import driver
 from mvsink.spark.aggstate import state_queries
 from mvsink.spark.reader import read_view as spark_read_view
 from mvsink.spark.runners import refresh
@@ -102,12 +102,12 @@ def _setup(data, views, rng, *, cdf: bool):
 
 @pytest.mark.parametrize(
     "seed,cdf,driver_groups",
-    [(11, True, aggstate.MAX_DRIVER_GROUPS), (29, False, aggstate.MAX_DRIVER_GROUPS), (5, True, 0)],
+    [(11, True, driver.MAX_DRIVER_ROWS), (29, False, driver.MAX_DRIVER_ROWS), (5, True, 0)],
     ids=["cdf-driver", "nocdf-driver", "cdf-spark"],
 )
 def test_randomized_histories_from_state_match_oracle_and_full_diff(spark, env, monkeypatch, seed, cdf, driver_groups):
     """driver_groups 0: every refresh merges the state by Spark (the path of many affected groups)."""
-    monkeypatch.setattr(aggstate, "MAX_DRIVER_GROUPS", driver_groups)
+    monkeypatch.setattr(driver, "MAX_DRIVER_ROWS", driver_groups)
     monkeypatch.setenv("MVSINK_INCREMENTAL_MAX_FRACTION", "100")  # the change-set size guard: never
     monkeypatch.setenv("MVSINK_INCREMENTAL_AGGREGATE", "true")
     data, views = env

@@ -17,7 +17,7 @@ A refresh from the sources' changes then costs what the change costs:
    source is read once directly in FROM/JOIN).
 2. Δ per group: the signed row count, non-null counts and sums of Δin; a group whose Δ is zero in
    every part (a copy-on-write rewrite's ± pairs) is not affected. Collected: the one Spark job.
-3. Up to :data:`MAX_DRIVER_GROUPS` groups, in the driver (:func:`_merge_in_driver`): the persisted rows
+3. Up to :data:`~mvsink.spark.driver.MAX_DRIVER_ROWS` groups, in the driver (:func:`_merge_in_driver`): the persisted rows
    of only those groups (pyarrow over the table's files, a null-safe key match in DuckDB), old ⊕ Δ in
    exact Python arithmetic, finalised by Spark over local rows with Spark's result types and NULL rules
    (SUM of no non-null value is NULL, AVG of integers is DOUBLE, AVG of DECIMAL(p,s) divides to Spark's
@@ -44,6 +44,7 @@ import time
 from typing import TYPE_CHECKING, Any, Final
 
 from mvsink.columns import DIFF, STATE_PREFIX, TIME
+from mvsink.spark.driver import collect_small
 from mvsink.spark.incremental import SIGN
 from mvsink.spark.transforms import null_safe_match
 from mvsink.spark.transforms import quote_name as _quote
@@ -66,9 +67,6 @@ COUNT: Final = STATE_PREFIX + "count"
 _KEY = "_mv_k{}"
 _ARG = "_mv_a{}"
 _VALUES = "_mv_values{}"  # Δ's count of non-null values of argument i (whatever their sign)
-# Up to this many affected groups, the new state is merged in the driver (one Spark job for the change, the
-# table's rows of those groups read with delta-rs); above it, in Spark (a semi-join and a broadcast join).
-MAX_DRIVER_GROUPS = 100_000
 
 
 def nonnull_column(i: int) -> str:
@@ -383,7 +381,7 @@ def aggregate_corrections(
     ``table``/``table_df()``: the view's table (every column, the state included) at the version write
     read (delta-rs's handle; Spark's read of it, made only when needed). Leaves every source registered at the version ``desc`` reads.
 
-    Up to :data:`MAX_DRIVER_GROUPS` affected groups (the usual case) cost one Spark job: Δ per group is
+    Up to :data:`~mvsink.spark.driver.MAX_DRIVER_ROWS` affected groups (the usual case) cost one Spark job: Δ per group is
     collected, the table's rows of those groups are read with delta-rs, and old ⊕ Δ is merged and checked
     in the driver; the corrections are then an Arrow table (staged without Spark).
     """
@@ -426,10 +424,10 @@ def aggregate_corrections(
     din = functools.reduce(lambda a, b: a.unionByName(b), terms)
     delta = _delta_state(spark, plan, din)
     t1 = time.monotonic()
-    collected = delta.limit(MAX_DRIVER_GROUPS + 1).toArrow()
+    collected = collect_small(delta)  # None: too many groups for the driver
     t2 = time.monotonic()
     corr: DataFrame | pa.Table
-    if collected.num_rows <= MAX_DRIVER_GROUPS:
+    if collected is not None:
         local = _merge_in_driver(spark, plan, collected, table, lower=desc.lower, at=desc.time)
         if isinstance(local, str):
             return None, local
