@@ -14,7 +14,7 @@ from deltalake import DeltaTable
 from mvsink.definitions.catalog import Catalog
 from mvsink.readers.arrow import read_view
 from tests.support.airflow import (
-    backfills,
+    backfill,
     create_backfill,
     dags_folder,
     finished,
@@ -139,9 +139,10 @@ def test_upper_mismatch_reschedules_a_new_run(cluster, monkeypatch):
     assert staged_leftovers(race.target) == []
 
 
-def _backfills_closed(af):
-    bs = backfills(af, "mv_hist")
-    return bs if all(b.get("completed_at") for b in bs) else None
+def _closed(af, backfill_id):
+    """The backfill's body once the scheduler has closed it, else None."""
+    b = backfill(af, "mv_hist", backfill_id)
+    return b if b.get("completed_at") else None
 
 
 def test_backfill_fills_history_in_order_and_reprocessing_is_a_no_op(cluster, monkeypatch):
@@ -154,7 +155,7 @@ def test_backfill_fills_history_in_order_and_reprocessing_is_a_no_op(cluster, mo
         "--to-date",
         "2026-01-01T03:00:00+00:00",
     ]
-    create_backfill(af, "mv_hist", *window, "--max-active-runs", "1")
+    first = create_backfill(af, "mv_hist", *window, "--max-active-runs", "1")
     dates = [BASE + k * HOUR for k in (1, 2, 3)]
 
     def three_finished():
@@ -170,13 +171,12 @@ def test_backfill_fills_history_in_order_and_reprocessing_is_a_no_op(cluster, mo
     version = DeltaTable(hist.target).version()
 
     wait_for(
-        "the first backfill to close", lambda: _backfills_closed(af), timeout=120
+        "the first backfill to close", lambda: _closed(af, first["id"]), timeout=120
     )  # one backfill per DAG at a time
-    create_backfill(af, "mv_hist", *window, "--reprocess-behavior", "completed")
-    closed = wait_for(
-        "the reprocessing backfill to close", lambda: (b := _backfills_closed(af)) and len(b) == 2 and b, timeout=400
-    )
-    second = max(closed, key=lambda b: b["id"])
+    made = create_backfill(af, "mv_hist", *window, "--reprocess-behavior", "completed")
+    assert made["id"] > first["id"], (first, made)
+    # Followed by id: a create that was tried again may leave a closed, run-less backfill beside it.
+    second = wait_for("the reprocessing backfill to close", lambda: _closed(af, made["id"]), timeout=400)
     hist_runs = runs(af, "mv_hist")
     assert len(hist_runs) == 3 and all(x["state"] == "success" for x in hist_runs), hist_runs
     assert all(x["end_date"] >= second["created_at"] for x in hist_runs), (hist_runs, second)  # every date ran again

@@ -212,23 +212,29 @@ def task_log(af: LocalAirflow, dag_id: str, run_id: str, task: str, try_number: 
 
 
 def backfills(af: LocalAirflow, dag_id: str) -> list[dict[str, Any]]:
+    """Every backfill of the DAG, closed or not (REST bodies)."""
     return list(_get(af, f"/api/v2/backfills?dag_id={dag_id}")["backfills"])
 
 
-def create_backfill(af: LocalAirflow, dag_id: str, *args: str, attempts: int = 4, pause: float = 5) -> None:
-    """``airflow backfill create --dag-id <dag_id> <args>``, tried again while SQLite reports "database is locked".
+def create_backfill(af: LocalAirflow, dag_id: str, *args: str, attempts: int = 4, pause: float = 5) -> dict[str, Any]:
+    """``airflow backfill create --dag-id <dag_id> <args>``, tried again while SQLite reports "database is locked";
+    the REST body of the backfill it made.
 
     Airflow commits the backfill's row before it creates the backfill's runs, and a lock error between the
     two leaves that row behind when its best-effort clean-up fails too; a retry would then meet it as
     "another backfill is running". Before a retry, such a leftover is waited for: the scheduler closes a
-    backfill without runs after two minutes, and one whose runs were made once they finish.
+    backfill without runs after two minutes, and one whose runs were made once they finish. Such a
+    leftover stays in the DAG's list of backfills, so callers follow the returned backfill by its id,
+    never by counting.
     """
     command = ("backfill", "create", "--dag-id", dag_id, *args)
     known = {b["id"] for b in backfills(af, dag_id)}
     for attempt in range(1, attempts + 1):
         proc = af.run(*command, check=False)
         if proc.returncode == 0:
-            return
+            made = [b for b in backfills(af, dag_id) if b["id"] not in known]
+            assert made, f"airflow {' '.join(command)} succeeded but no new backfill of {dag_id} is listed"
+            return max(made, key=lambda b: b["id"])
         if "database is locked" not in proc.stderr or attempt == attempts:
             raise RuntimeError(f"airflow {' '.join(command)} failed ({proc.returncode}):\n{proc.stderr[-3000:]}")
         wait_for(
@@ -239,3 +245,8 @@ def create_backfill(af: LocalAirflow, dag_id: str, *args: str, attempts: int = 4
         known = {b["id"] for b in backfills(af, dag_id)}
         time.sleep(pause)
     raise AssertionError("unreachable")
+
+
+def backfill(af: LocalAirflow, dag_id: str, backfill_id: int) -> dict[str, Any]:
+    """One backfill's REST body."""
+    return next(b for b in backfills(af, dag_id) if b["id"] == backfill_id)
