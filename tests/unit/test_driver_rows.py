@@ -8,7 +8,7 @@ from decimal import Decimal
 import pyarrow as pa
 import pytest
 
-from mvsink.spark.driver import consolidated, matching, row_corrections, row_key
+from mvsink.spark.driver import consolidated, full_corrections, matching, row_corrections, row_key
 
 pytestmark = pytest.mark.unit
 
@@ -91,3 +91,80 @@ def test_matching_keeps_rows_of_the_keys_only():
     got = matching(rows, keys, ["k", "x"])
     assert sorted((r["k"] or "", r["x"]) for r in got.to_pylist()) == [("", 2.0), ("a", 4.0)]
     assert matching(rows, keys, ["k"]).num_rows == 3
+
+
+def _brute_force(desired: pa.Table, updates: pa.Table) -> dict[tuple[object, ...], int]:
+    """Per distinct row (NaN = NaN, -0.0 = 0.0): desired's count minus the updates' summed diffs, zeros dropped."""
+    total: dict[object, int] = {}
+    for r in desired.to_pylist():
+        k = row_key(tuple(r.values()))
+        total[k] = total.get(k, 0) + 1
+    for r in updates.to_pylist():
+        d = r.pop("_mv_diff")
+        k = row_key(tuple(r.values()))
+        total[k] = total.get(k, 0) - d
+    return {k: v for k, v in total.items() if v}
+
+
+def _as_counts(corr: pa.Table) -> dict[tuple[object, ...], int]:
+    out: dict[object, int] = {}
+    for r in corr.to_pylist():
+        r.pop("_mv_time")
+        k = row_key(tuple(v for c, v in r.items() if c != "_mv_diff"))
+        assert k not in out, (k, corr)  # one correction per distinct row
+        out[k] = r["_mv_diff"]
+    return out
+
+
+@pytest.mark.parametrize("exact", [True, False])
+def test_full_corrections_equal_a_brute_force_count(exact):
+    """Randomised tables with duplicates, NULLs and unconsolidated updates (a row added twice, retracted once);
+    floats (NaN, -0.0) only where the path is not exact, as the caller decides from the Spark types."""
+    import random
+
+    rng = random.Random(3 if exact else 4)
+    xs = [1.5, 2.0, None] if exact else [1.5, 0.0, -0.0, math.nan, None]
+    for _ in range(30):
+        rows = [(rng.choice(["a", "b", None]), rng.choice(xs), rng.choice([Decimal("1.00"), None])) for _ in range(12)]
+        desired = _rows(rng.sample(rows, 8))
+        updates = _rows([(*r, rng.choice([1, 1, 2, -1])) for r in rng.sample(rows, 9)], diff=True)
+        got = full_corrections(desired, updates, SCHEMA, at=9, exact=exact)
+        assert got.schema == SCHEMA
+        assert set(got.column("_mv_time").to_pylist()) <= {9}
+        assert _as_counts(got) == _brute_force(desired, updates)
+
+
+def test_full_corrections_of_nested_rows_and_empty_sides():
+    """Structs and arrays of exact types (DuckDB sums them); an empty table gives the desired rows, an empty
+    result retracts the table's rows."""
+    schema = pa.schema(
+        [
+            pa.field("s", pa.struct([pa.field("t", pa.string()), pa.field("n", pa.int32())])),
+            pa.field("arr", pa.list_(pa.int64())),
+            pa.field("_mv_time", pa.int64()),
+            pa.field("_mv_diff", pa.int64()),
+        ]
+    )
+    user = pa.schema(list(schema)[:2])
+    with_diff = pa.schema([*user, pa.field("_mv_diff", pa.int64())])
+    desired = pa.Table.from_pylist(
+        [{"s": {"t": "a", "n": 1}, "arr": [1, 2]}, {"s": {"t": "a", "n": 1}, "arr": [1, 2]}, {"s": None, "arr": None}],
+        schema=user,
+    )
+    updates = pa.Table.from_pylist(
+        [
+            {"s": {"t": "a", "n": 1}, "arr": [1, 2], "_mv_diff": 1},
+            {"s": {"t": "a", "n": 1}, "arr": [2, 1], "_mv_diff": 1},
+            {"s": None, "arr": None, "_mv_diff": 1},
+        ],
+        schema=with_diff,
+    )
+    got = full_corrections(desired, updates, schema, at=5, exact=True)
+    assert sorted(got.to_pylist(), key=lambda r: r["_mv_diff"]) == [
+        {"s": {"t": "a", "n": 1}, "arr": [2, 1], "_mv_time": 5, "_mv_diff": -1},
+        {"s": {"t": "a", "n": 1}, "arr": [1, 2], "_mv_time": 5, "_mv_diff": 1},
+    ]
+    none = with_diff.empty_table()
+    assert full_corrections(desired, none, schema, at=5, exact=True).num_rows == 2
+    gone = full_corrections(user.empty_table(), updates, schema, at=5, exact=True)
+    assert sorted(gone.column("_mv_diff").to_pylist()) == [-1, -1, -1]

@@ -4,6 +4,8 @@
   file list), and :func:`consolidated`: their sum per row, optionally only the rows whose key columns match a
   row of a small key table (null-safely, in DuckDB: :func:`matching`);
 * :func:`row_corrections`: :func:`mvsink.spark.transforms.corrections` of an Arrow desired and persisted;
+* :func:`full_diff`: the full diff of a small view (its query collected, its table read with pyarrow), and
+  :func:`full_corrections`, its pure Arrow part;
 * :func:`local_arrow`: a DataFrame over local rows as Arrow;
 * :func:`collect_small`: a DataFrame's rows in one Spark job, when they are at most :data:`MAX_DRIVER_ROWS`;
   :func:`same_equality`: may rows of this type be grouped in the driver as Spark groups them.
@@ -233,6 +235,69 @@ def row_corrections(desired: pa.Table, persisted: pa.Table, schema: pa.Schema, *
         .append_column(DIFF, pa.array([d for _, d in keep], pa.int64()))
         .cast(schema)
     )
+
+
+def full_corrections(desired: pa.Table, updates: pa.Table, schema: pa.Schema, *, at: int, exact: bool) -> pa.Table:
+    """Updates at ``at`` that turn a table whose updates are ``updates`` (user columns matched by position,
+    and ``_mv_diff``; not consolidated) into ``desired`` (rows of multiplicity one), in the table's Arrow
+    ``schema``: per distinct row, desired's count minus the table's.
+
+    ``exact``: every column's values are equal in the driver exactly when Spark groups them together
+    (:func:`same_equality`): summed by :func:`consolidated`; else row by row with :func:`row_corrections`.
+    """
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    if not exact:
+        return row_corrections(desired, updates, schema, at=at)
+    user = pa.schema([f for f in schema if f.name not in (TIME, DIFF)])
+    n = len(user)
+
+    def signed(rows: pa.Table, diffs: pa.Array) -> pa.Table:
+        body = rows.select(list(range(n))).rename_columns(user.names).cast(user)
+        return body.append_column(DIFF, diffs)
+
+    want = signed(desired, pa.array([1] * desired.num_rows, pa.int64()))
+    have = signed(updates, pc.negate(updates.column(DIFF).cast(pa.int64())))
+    summed = consolidated(pa.concat_tables([want, have]))
+    return summed.append_column(TIME, pa.array([at] * summed.num_rows, pa.int64())).select(schema.names).cast(schema)
+
+
+def full_diff(desired: DataFrame, table: ViewTable, schema: pa.Schema, *, lower: int, at: int) -> pa.Table | None:
+    """The corrections of a full diff done in the driver (one Spark job: ``desired`` collected), in the table's
+    Arrow ``schema``; None when the view is not small or its columns cannot be compared here.
+
+    Small: the table's active files hold at most :data:`MAX_DRIVER_ROWS` updates (from their statistics;
+    unknown counts do not qualify), and the query gives at most as many rows. Comparable: no map columns
+    (Spark cannot group them either) and no collated strings; floating-point columns are compared as Spark
+    groups them (:func:`row_key`).
+    """
+    import pyarrow.compute as pc
+    from pyspark.sql import types as T
+
+    def comparable(dt: DataType) -> bool:
+        if isinstance(dt, (T.FloatType, T.DoubleType)):
+            return True
+        if isinstance(dt, T.ArrayType):
+            return comparable(dt.elementType)
+        if isinstance(dt, T.StructType):
+            return all(comparable(f.dataType) for f in dt.fields)
+        return same_equality(dt)
+
+    fields = desired.schema.fields
+    if not table.exists or not all(comparable(f.dataType) for f in fields):
+        return None
+    actions = table.add_actions()
+    if actions.num_rows:
+        counts = actions.column("num_records")
+        if counts.null_count or (pc.sum(counts).as_py() or 0) > MAX_DRIVER_ROWS:
+            return None
+    want = collect_small(desired)
+    if want is None:
+        return None
+    updates = table_rows(table, [f.name for f in fields], lower=lower)
+    exact = all(same_equality(f.dataType) for f in fields)
+    return full_corrections(want, updates, schema, at=at, exact=exact)
 
 
 def local_arrow(df: DataFrame) -> pa.Table:

@@ -31,6 +31,7 @@ from mvsink.exceptions import MvSinkError, SchemaChangedError
 from mvsink.spark.aggstate import MODE as AGGREGATE_MODE
 from mvsink.spark.aggstate import StatePlan, aggregate_corrections, state_plan
 from mvsink.spark.checks import apply_checks
+from mvsink.spark.driver import full_diff
 from mvsink.spark.groups import MODE as GROUPS_MODE
 from mvsink.spark.groups import group_corrections
 from mvsink.spark.incremental import NOT_LINEAR, changed_sources, incremental_corrections, source_check
@@ -221,12 +222,24 @@ def _corrections(
             reason = "incremental: false in the view file"
         if corr is not None:
             return corr, mode, reason
+        full = state.desired if state else result
+        if not with_error:  # (checks are counted by Spark observations)
+            local = full_diff(full, table, arrow_table_schema(full.schema), lower=desc.lower, at=desc.time)
+            if local is not None:
+                return local, mode, f"{reason} (a full diff in the driver: {local.num_rows} correction(s))"
         table_rows = table_df()
         user_t = [c for c in table_rows.columns if c not in (TIME, DIFF, ERROR)]
         err = [F.col(ERROR) if ERROR in table_rows.columns else F.lit(None).cast("string").alias(ERROR)]
-        full = state.desired if state else result
+        # the table's columns under the query's names and types (the table's strings carry no collation)
+        stored = dict(zip(user_t, full.schema.fields))
         renamed = table_rows.select(
-            *[F.col(a).alias(b) for a, b in zip(user_t, full.columns)], *(err if with_error else []), TIME, DIFF
+            *[
+                (F.col(a) if table_rows.schema[a].dataType == f.dataType else F.col(a).cast(f.dataType)).alias(f.name)
+                for a, f in stored.items()
+            ],
+            *(err if with_error else []),
+            TIME,
+            DIFF,
         )
         persisted = consolidate(renamed, [c for c in renamed.columns if c not in (TIME, DIFF)], before=desc.lower)
     desired = apply_checks(state.desired if state else result, view, with_error=with_error, observation=check_obs)

@@ -105,9 +105,11 @@ def analyse(spark: SparkSession, view: ViewDefinition) -> DataFrame:
 
 
 def compare_schema(view: ViewDefinition, desired: StructType, table: StructType) -> None:
-    want = [(f.name.lower(), f.dataType.simpleString()) for f in desired.fields]
+    """Refuse a query whose columns (names, types) differ from the table's. A string's collation is not
+    compared: the table stores plain strings (its Delta schema has no collations)."""
+    want = [(f.name.lower(), _stored(f.dataType.simpleString())) for f in desired.fields]
     have = [
-        (f.name.lower(), f.dataType.simpleString())
+        (f.name.lower(), _stored(f.dataType.simpleString()))
         for f in table.fields
         if f.name not in (TIME, DIFF, ERROR) and not is_hidden(f.name)
     ]
@@ -117,3 +119,10 @@ def compare_schema(view: ViewDefinition, desired: StructType, table: StructType)
             "Fix: restore the query's columns and types, or point `target` at a new table path "
             "(or delete the old table) to rebuild the view with the new shape."
         )
+
+
+def _stored(type_string: str) -> str:
+    """A Spark type's simple string as the table stores it: without string collations."""
+    import re
+
+    return re.sub(r"string collate \w+", "string", type_string)
