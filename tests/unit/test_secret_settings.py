@@ -18,12 +18,13 @@ from tests.support.viewfiles import view_text
 @pytest.mark.unit
 def test_secret_settings_never_go_onto_a_command_line(monkeypatch, tmp_path):
     monkeypatch.setattr(sparkrun, "spark_submit_binary", lambda: "spark-submit")
+    # secret values with a '-': a temporary folder's random name (in the repo's path under CI) never has one
     conf = {
         "spark.driver.memory": "2g",
-        "spark.hadoop.fs.s3a.secret.key": "S3CR3T",
-        "spark.hadoop.fs.s3a.session.token": "T0K3N",
-        "spark.jdbc.password": "PW",
-        "spark.x.access.key": "AK",
+        "spark.hadoop.fs.s3a.secret.key": "S3CR3T-secret-key",
+        "spark.hadoop.fs.s3a.session.token": "T0K3N-session-token",
+        "spark.jdbc.password": "PW-jdbc-password",
+        "spark.x.access.key": "AK-access-key",
     }
     public, secret = sparkconf.split_secret_conf(conf)
     assert public == {"spark.driver.memory": "2g"} and set(secret) == set(conf) - {"spark.driver.memory"}
@@ -37,7 +38,7 @@ def test_secret_settings_never_go_onto_a_command_line(monkeypatch, tmp_path):
     assert not any(v in " ".join(cmd) for v in secret.values())
     assert stat.S_IMODE(os.stat(props).st_mode) == 0o600
     lines = Path(props).read_text().splitlines()
-    assert "spark.hadoop.fs.s3a.secret.key=S3CR3T" in lines and "spark.odd\\ key\\=x=a\\\\b=c\\nd" in lines
+    assert "spark.hadoop.fs.s3a.secret.key=S3CR3T-secret-key" in lines and "spark.odd\\ key\\=x=a\\\\b=c\\nd" in lines
     with pytest.raises(MvSinkError, match="leading or trailing blanks"):
         sparkconf.write_properties_file({"spark.a.password": "pw "}, str(tmp_path))
 
