@@ -21,7 +21,15 @@ STORAGE_SERVERS := .storage-servers/node_modules/.bin
 $(STORAGE_SERVERS)/azurite-blob $(STORAGE_SERVERS)/s3rver:
 	npm install --prefix .storage-servers --no-audit --no-fund --loglevel=error azurite@3.35.0 s3rver@3.7.1
 
-install: $(VENV)/.installed $(STORAGE_SERVERS)/azurite-blob $(STORAGE_SERVERS)/s3rver
+# the JVM jars every Spark session gets (delta-spark, hadoop-aws, hadoop-azure at pyspark's Hadoop 3.5.0):
+# fetched with mvn from Maven Central into a git-ignored folder (docs/spark.md); nothing to do once there
+JARS := .jars
+$(JARS)/.fetched: spark_jobs/pom.xml
+	rm -rf $(JARS)
+	mvn -B -q -f spark_jobs/pom.xml dependency:copy-dependencies -DoutputDirectory=$(CURDIR)/$(JARS)
+	touch $@
+
+install: $(VENV)/.installed $(STORAGE_SERVERS)/azurite-blob $(STORAGE_SERVERS)/s3rver $(JARS)/.fetched
 
 ## demo: source tables with 4 days of history, example views refreshed at several times
 demo: install
@@ -86,4 +94,4 @@ soak: install
 	$(PY) -m bench.soak --rounds $(ROUNDS) --homes 2 --report bench/SOAK.md
 
 clean:
-	rm -rf $(VENV) data .airflow .spark-cluster .pytest_cache .mypy_cache .ruff_cache .storage-servers
+	rm -rf $(VENV) $(JARS) data .airflow .spark-cluster .pytest_cache .mypy_cache .ruff_cache .storage-servers

@@ -62,6 +62,10 @@ class StagingError(MvSinkError):
     """Staged files are missing or do not match their manifest."""
 
 
+class SparkSetupError(MvSinkError):
+    """Spark lacks what mvsink needs (the delta-spark jars, a matching Hadoop connector): fix the setup."""
+
+
 class SettingsError(MvSinkError):
     """An ``MVSINK_*`` environment variable (or Airflow ``[mvsink]`` option) has a value that does not parse."""
 

@@ -82,6 +82,11 @@ SPARK_REMOTE = Setting(
     "sc://host:port of a Spark Connect server: the CLI's default --remote. The DAGs do not read it: their "
     "write task uses Spark Connect when its Spark connection is of type spark_connect",
 )
+SPARK_JARS = Setting(
+    "MVSINK_SPARK_JARS",
+    "the .jars folder of the source checkout (filled by make install)",
+    "folder of the JVM jars every Spark session gets (delta-spark, hadoop-aws, hadoop-azure: spark_jobs/pom.xml)",
+)
 REPORTS_DIR = Setting(
     "MVSINK_REPORTS_DIR",
     "mvsink-reports in the temporary directory",
@@ -158,6 +163,7 @@ REGISTRY: tuple[Setting, ...] = (
     VIEWS_DIR,
     SPARK_JOB,
     SPARK_REMOTE,
+    SPARK_JARS,
     SPARK_CONN_ID,
     MAX_RESCHEDULES,
     TASK_RETRIES,
@@ -364,6 +370,12 @@ def spark_remote() -> str | None:
     return text
 
 
+def spark_jars() -> Path | None:
+    """``MVSINK_SPARK_JARS``: the folder of the JVM jars (delta-spark, connectors), or None (the checkout's)."""
+    p = _folder(SPARK_JARS, "/opt/mvsink/jars")
+    return p.resolve() if p is not None else None
+
+
 def reports_dir() -> Path:
     """``MVSINK_REPORTS_DIR``: where the DAG's write task leaves its report for append."""
     return _folder(REPORTS_DIR, "/data/_mvsink_reports") or Path(tempfile.gettempdir()) / "mvsink-reports"
@@ -433,6 +445,7 @@ ACCESSORS: dict[str, Callable[[], object]] = {
     VIEWS_DIR.name: views_dir,
     SPARK_JOB.name: spark_job,
     SPARK_REMOTE.name: spark_remote,
+    SPARK_JARS.name: spark_jars,
     REPORTS_DIR.name: reports_dir,
     STAGING_GRACE_SECONDS.name: staging_grace_seconds,
     COMPACT_MEMORY.name: compact_memory,

@@ -47,6 +47,7 @@ CASES = {
         "sc://127.0.0.1:15002",
         ["127.0.0.1:15002", "http://host:15002", "sc://", "sc://host:port"],
     ),
+    "MVSINK_SPARK_JARS": (settings.spark_jars, None, "/opt/jars", Path("/opt/jars"), [A_FILE]),
     "MVSINK_REPORTS_DIR": (
         settings.reports_dir,
         Path(tempfile.gettempdir()) / "mvsink-reports",
@@ -210,7 +211,13 @@ def test_check_all_and_env_subset(clean_env):
 
 
 # "junk" is a valid folder and a valid connection id; every other setting refuses it
-REFUSE_JUNK = set(CASES) - {"MVSINK_DATA_ROOT", "MVSINK_VIEWS_DIR", "MVSINK_REPORTS_DIR", "MVSINK_SPARK_CONN_ID"}
+REFUSE_JUNK = set(CASES) - {
+    "MVSINK_DATA_ROOT",
+    "MVSINK_VIEWS_DIR",
+    "MVSINK_REPORTS_DIR",
+    "MVSINK_SPARK_JARS",
+    "MVSINK_SPARK_CONN_ID",
+}
 
 
 def test_nothing_is_read_at_import():

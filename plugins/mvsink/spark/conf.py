@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import os
 import tempfile
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from urllib.parse import urlsplit
 
 from mvsink import settings
 from mvsink.definitions.view import ViewDefinition
 from mvsink.exceptions import MvSinkError
+from mvsink.spark import jars
 
 # Settings every write needs: Delta-compatible timestamps, UTC, no UI, no Hadoop side files.
 DEFAULT_SPARK_CONF: dict[str, str] = {
@@ -74,6 +75,26 @@ def master_conf(master: str) -> dict[str, str]:
     return {**conf, **(LOOPBACK_CLUSTER_CONF if is_loopback_cluster(master) else {})}
 
 
+def session_conf(*, master: str, schemes: Iterable[str] = ()) -> dict[str, str]:
+    """Settings that put Delta (and the connectors) into a session started for ``master``.
+
+    On ``local[...]`` and a cluster on this machine the jars go on the class path where they lie
+    (``extraClassPath``: nothing is copied, which matters for the AWS SDK bundle's 690 MB); on any other
+    master they are shipped with ``spark.jars`` (Delta, and the connectors of ``schemes`` only).
+    """
+    schemes = list(schemes)
+    for s in schemes:
+        jars.check_connector(s, role="Spark")
+    delta = jars.delta_jars()
+    if master.startswith("local") or is_loopback_cluster(master):
+        path = ":".join(str(j) for j in [*delta, *jars.available_connector_jars()])
+        jar_conf = {"spark.driver.extraClassPath": path, "spark.executor.extraClassPath": path}
+    else:
+        shipped = [*delta, *(j for s in dict.fromkeys(schemes) for j in jars.connector_jars(s))]
+        jar_conf = {"spark.jars": ",".join(str(j) for j in shipped)}
+    return {**jar_conf, **jars.DELTA_SESSION_CONF}
+
+
 SECRET_HINTS = (
     "password",
     "secret",
@@ -90,10 +111,23 @@ SECRET_HINTS = (
 def spark_conf_for(
     view: ViewDefinition, extra: Mapping[str, str] | None = None, *, master: str | None = None
 ) -> dict[str, str]:
-    """Spark settings of a write: defaults (with :func:`master_conf` when ``master`` is known) < the store
-    settings of its locations < the view's spark_conf < ``extra``."""
+    """Spark settings of a write: defaults (with :func:`master_conf` and Delta's jars and session settings,
+    :func:`mvsink.spark.jars.session_conf`, when ``master`` is known) < the store settings of its locations <
+    the view's spark_conf < ``extra``."""
     by_master = master_conf(master) if master is not None else {}
-    return {**DEFAULT_SPARK_CONF, **by_master, **storage_conf(view), **view.spark_conf, **(extra or {})}
+    jvm = session_conf(master=master, schemes=view_schemes(view)) if master is not None else {}
+    return {**DEFAULT_SPARK_CONF, **by_master, **jvm, **storage_conf(view), **view.spark_conf, **(extra or {})}
+
+
+def view_schemes(view: ViewDefinition) -> list[str]:
+    """Spark's URI schemes of the view's target and path sources on object storage (``s3a``, ``abfss``, ...)."""
+    from mvsink.core import storage
+
+    out: list[str] = []
+    for location in (view.target, *(s.path for s in view.sources if s.path)):
+        if storage.is_uri(location) and not storage.parse(location).is_local:
+            out.append(storage.spark_uri(location).split("://", 1)[0])
+    return list(dict.fromkeys(out))
 
 
 def storage_conf(view: ViewDefinition) -> dict[str, str]:

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING
 
 from mvsink.exceptions import MvSinkError, SparkConnectUnavailableError
 from mvsink.spark.conf import DEFAULT_SPARK_CONF, master_conf
+from mvsink.spark.jars import DELTA_SESSION_CONF, require_delta
 from mvsink.spark.submit import spark_submit_binary, submit_env
 
 if TYPE_CHECKING:
@@ -47,9 +48,12 @@ def server_command(
     ``bind`` is loopback unless told otherwise: the server has no authentication of its own,
     so bind another address only inside a private network (the compose file's).
     """
+    from mvsink.spark.conf import session_conf
+
     settings = {
         **DEFAULT_SPARK_CONF,
         **master_conf(master),
+        **session_conf(master=master),
         "spark.connect.grpc.binding.address": bind,
         "spark.connect.grpc.binding.port": str(port),
         **(conf or {}),
@@ -159,6 +163,7 @@ def remote_session(
     spark = SparkSession.builder.remote(url).getOrCreate()
     spark.client.set_retry_policies([DefaultPolicy(max_retries=CLIENT_MAX_RETRIES, max_backoff=CLIENT_MAX_BACKOFF_MS)])
     for k, v in {**DEFAULT_SPARK_CONF, **(conf or {})}.items():
-        if k.startswith(SESSION_CONF_PREFIXES):
+        if k.startswith(SESSION_CONF_PREFIXES) and k not in DELTA_SESSION_CONF:
             spark.conf.set(k, v)
+    require_delta(spark, role=f"Spark Connect server {redact_url(url)}")
     return spark

@@ -59,6 +59,9 @@ def error_path(report: str) -> Path:
 
 def run_write(spark: SparkSession, view: ViewDefinition, desc: BatchDescription) -> WriteReport:
     """Compute the corrections of ``desc`` and stage them (or only count them in a dry run)."""
+    from mvsink.spark.jars import require_delta
+
+    require_delta(spark, role=f"view {view.name}")
     jobs_before = _spark_jobs(spark)
     with snapshot_cache():  # each table version the step reads is opened once
         report = _run_write(spark, view, desc)

@@ -165,13 +165,15 @@ _SESSION: SparkSession | None = None
 
 
 def local_session(master: str = "local[2]", conf: Mapping[str, str] | None = None) -> SparkSession:
-    """One in-process SparkSession for this Python process (``getOrCreate``): defaults and
-    :func:`~mvsink.spark.conf.master_conf` < ``conf``."""
+    """One in-process SparkSession for this Python process (``getOrCreate``): defaults,
+    :func:`~mvsink.spark.conf.master_conf` and Delta (:func:`~mvsink.spark.jars.session_conf`) < ``conf``."""
     settings.prepare_local_spark()
     from pyspark.sql import SparkSession
 
+    from mvsink.spark.conf import session_conf
+
     builder = SparkSession.builder.master(master).appName("mvsink")
-    for k, v in {**DEFAULT_SPARK_CONF, **master_conf(master), **(conf or {})}.items():
+    for k, v in {**DEFAULT_SPARK_CONF, **master_conf(master), **session_conf(master=master), **(conf or {})}.items():
         builder = builder.config(k, v)
     return builder.getOrCreate()
 
