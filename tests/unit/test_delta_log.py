@@ -197,7 +197,7 @@ def test_change_sets_it_cannot_give_say_why(tmp_path):
     assert not deltalog.is_delta_table(str(t))
 
 
-def test_deletion_vectors_make_the_change_set_unknown(tmp_path):
+def test_deletion_vectors_are_marked_for_delta_to_read(tmp_path):
     t = tmp_path / "t"
     write_deltalake(str(t), _rows([1]))
     (t / "_delta_log" / "00000000000000000001.json").write_text(
@@ -212,4 +212,9 @@ def test_deletion_vectors_make_the_change_set_unknown(tmp_path):
         )
         + "\n"
     )
-    assert deltalog.change_set(str(t), 0, 1) == "commit 1 uses deletion vectors"
+    (t / "x.parquet").write_bytes(b"")
+    got = deltalog.change_set(str(t), 0, 1)
+    assert not isinstance(got, str), got
+    assert got.deletion_vectors and [f.deletion_vector for f in got.deleted] == [True]
+    assert [f.version for f in got.deleted] == [0]  # a removed file's rows are those of the version before
+    assert not got.change_data_feed

@@ -292,15 +292,28 @@ class ChangeFile:
     path: str  # absolute
     partition_values: tuple[tuple[str, str | None], ...]
     size: int
+    version: int = -1  # the table version whose snapshot holds the file's rows (an add's; a remove's minus one)
+    deletion_vector: bool = False  # the action carries a deletion vector: only Delta's reader reads it right
 
 
 @dataclasses.dataclass
 class ChangeSet:
-    """Rows inserted and deleted between two versions of a table, as file lists."""
+    """Rows inserted and deleted between two versions of a table, as file lists.
+
+    ``change_data_feed``: the table records Delta's change data feed over the whole range (it was on at
+    ``from_version`` and no commit in the range changed the table's metadata), so Delta's
+    ``readChangeFeed`` can read the changes.
+    """
 
     inserted: list[ChangeFile] = dataclasses.field(default_factory=list)
     deleted: list[ChangeFile] = dataclasses.field(default_factory=list)
     cdc: list[ChangeFile] = dataclasses.field(default_factory=list)  # files with a _change_type column
+    change_data_feed: bool = False
+
+    @property
+    def deletion_vectors(self) -> bool:
+        """Does any changed file carry a deletion vector (its rows are the file's minus the deleted ones)?"""
+        return any(f.deletion_vector for f in self.inserted + self.deleted)
 
     @property
     def bytes(self) -> int:
@@ -311,12 +324,14 @@ def change_set(path: str, from_version: int, to_version: int) -> ChangeSet | str
     """The changes of the Delta table at ``path`` in versions ``(from_version, to_version]``, or why not.
 
     A commit with Change Data Feed files contributes those; any other commit the files it added
-    (inserted rows) and removed (deleted rows) with ``dataChange``. A commit that changed the schema
-    or protocol, used deletion vectors, or is no longer in the log makes the change set unknown, and
-    so does a changed file that is gone (vacuumed). File sizes come from the actions; a remove that
-    does not record its size takes it from the file's add action as delta-rs lists it.
+    (inserted rows) and removed (deleted rows) with ``dataChange``. A file whose deletion vector changed
+    is a removed file (its rows under the old vector) plus an added one (under the new vector): such files
+    are marked, for Delta's reader to apply the vectors. A commit that changed the schema or protocol, or
+    is no longer in the log makes the change set unknown, and so does a changed file that is gone
+    (vacuumed). File sizes come from the actions; a remove that does not record its size takes it from the
+    file's add action as delta-rs lists it.
     """
-    out = ChangeSet()
+    out = ChangeSet(change_data_feed=_change_data_feed_on(path, from_version))
     sizes = _ActiveSizes(path)
     for v in range(from_version + 1, to_version + 1):
         commit = read_commit(path, v)
@@ -330,8 +345,6 @@ def change_set(path: str, from_version: int, to_version: int) -> ChangeSet | str
         for kind, action in ((k, a[k]) for a in commit.actions for k in ("add", "remove") if k in a):
             if not action.get("dataChange", True):
                 continue
-            if action.get("deletionVector"):
-                return f"commit {v} uses deletion vectors"
             # a removed file was active just before this commit; an added one from it on
             ref = _ref(path, action, sizes, v - 1 if kind == "remove" else v)
             (out.inserted if kind == "add" else out.deleted).append(ref)
@@ -339,6 +352,21 @@ def change_set(path: str, from_version: int, to_version: int) -> ChangeSet | str
     if missing:
         return f"{len(missing)} changed file(s) are gone (vacuumed?), e.g. {missing[0]}"
     return out
+
+
+def _change_data_feed_on(path: str, version: int) -> bool:
+    """Was ``delta.enableChangeDataFeed`` on at ``version`` of the table (from delta-rs's metadata)?"""
+    from deltalake import DeltaTable
+
+    try:
+        dt = cached_snapshot(
+            ("delta", path, version),
+            lambda: DeltaTable(path, version=version, storage_options=storage.delta_options(path)),
+        )
+        config = dt.metadata().configuration or {}
+    except Exception:  # the version is gone or unreadable: the file-level change read decides
+        return False
+    return str(config.get("delta.enableChangeDataFeed", "false")).strip().lower() == "true"
 
 
 def _file_exists(path: str) -> bool:
@@ -388,7 +416,9 @@ def _ref(root: str, action: dict[str, Any], sizes: _ActiveSizes, version: int) -
     pv = tuple(sorted((action.get("partitionValues") or {}).items()))
     if not _remote(p):
         p = p.removeprefix("file://")
-    return ChangeFile(path=p, partition_values=pv, size=int(size))
+    return ChangeFile(
+        path=p, partition_values=pv, size=int(size), version=version, deletion_vector=bool(action.get("deletionVector"))
+    )
 
 
 def active_bytes(path: str, version: int) -> int:

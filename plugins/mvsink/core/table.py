@@ -39,7 +39,8 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-# Reader features a Parquet file-list read cannot honour.
+# Reader features that make a table's data files more than plain Parquet: sources are read by Delta's reader,
+# which honours them; a view's own table (committed by delta-rs, read by pyarrow and DuckDB too) must not use them.
 UNSUPPORTED_READER_FEATURES = {
     "deletionVectors": "deletion vectors (rows deleted without rewriting files)",
     "columnMapping": "column mapping (physical column names differ from logical ones)",
@@ -82,8 +83,18 @@ def open_delta(path: str, *, version: int | None = None) -> DeltaTable | None:
         ) from exc
 
 
+def plain_parquet_files(dt: DeltaTable) -> bool:
+    """Are the table's data files plain Parquet with its logical schema (no column mapping, type widening,
+    VARIANT, deletion vectors enabled)? Then changed files may be read as Parquet; else through Delta."""
+    proto = dt.protocol()
+    config = dt.metadata().configuration or {}
+    if set(proto.reader_features or []) & set(UNSUPPORTED_READER_FEATURES):
+        return False
+    return proto.min_reader_version == 1 and config.get("delta.columnMapping.mode", "none") == "none"
+
+
 def check_readable(dt: DeltaTable, *, path: str, role: str) -> None:
-    """Refuse tables whose reader features a Parquet file-list read cannot honour."""
+    """Refuse a view's own table with reader features that pyarrow and DuckDB reads of its files cannot honour."""
     proto = dt.protocol()
     features = set(proto.reader_features or [])
     config = dt.metadata().configuration or {}
@@ -97,16 +108,15 @@ def check_readable(dt: DeltaTable, *, path: str, role: str) -> None:
         problems.append(f"reader version {proto.min_reader_version}")
     if problems:
         raise UnsupportedFeatureError(
-            f"{role}: Delta table {path} uses {', '.join(problems)}, which this project cannot read "
-            "correctly through a Parquet file list. Fix: rewrite the table without the feature "
-            "(e.g. REORG TABLE ... APPLY (PURGE) and disable delta.enableDeletionVectors / column mapping), "
-            "or point the view at a copy without it."
+            f"{role}: Delta table {path} uses {', '.join(problems)}; a view's own table is committed by mvsink "
+            "and read as plain Parquet, so it must not. Fix: do not enable the feature on a view's table (it was "
+            "changed by another writer); recreate the view's table (drop it and refresh)."
         )
 
 
 def open_readable(path: str, *, version: int | None = None, role: str) -> DeltaTable:
-    """The Delta table at ``path`` (at ``version``), checked readable ("role" names it in errors); a clear
-    error if there is none."""
+    """The Delta table at ``path`` (at ``version``) ("role" names it in errors); a clear error if there is none.
+    Any reader feature is fine: Spark reads sources through Delta's own reader."""
     dt = (
         open_delta(path, version=version)
         if version is None
@@ -114,7 +124,6 @@ def open_readable(path: str, *, version: int | None = None, role: str) -> DeltaT
     )
     if dt is None:
         raise SourceError(f"{role}: no Delta table at {path}. Fix: create it or correct the path.")
-    check_readable(dt, path=path, role=role)
     return dt
 
 

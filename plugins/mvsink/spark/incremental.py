@@ -91,11 +91,41 @@ def _empty(spark: SparkSession, schema: StructType) -> DataFrame:
 
 
 def change_frames(
-    spark: SparkSession, changes: ChangeSet, schema: StructType, partition_columns: list[str]
+    spark: SparkSession,
+    path: str,
+    changes: ChangeSet,
+    schema: StructType,
+    partition_columns: list[str],
+    *,
+    from_version: int,
+    to_version: int,
+    plain_files: bool,
 ) -> tuple[DataFrame, DataFrame]:
-    """(inserted rows, deleted rows) of a change set, as DataFrames with the source's schema."""
+    """(inserted rows, deleted rows) of a table source between two versions, with the source's schema.
+
+    - the change data feed is on over the range: Delta's ``readChangeFeed`` (inserts and post-images
+      inserted, deletes and pre-images deleted);
+    - else, files whose rows are plain Parquet (``plain_files``: no column mapping or type widening, and
+      no changed file with a deletion vector): the added and removed files themselves, partition values
+      from the log;
+    - else each changed file through Delta's reader at the version that holds it (filtered by file name,
+      so its deletion vector, column mapping and widened types apply). Delta does not prune files by
+      ``_metadata``, so this reads the source's snapshots whole: ``delta.enableChangeDataFeed`` avoids it.
+    """
     from pyspark.sql import functions as F
 
+    if changes.change_data_feed:
+        return _change_feed(spark, path, schema, from_version=from_version, to_version=to_version)
+    if not plain_files or changes.deletion_vectors:
+        log.info(
+            "source %s: changed files read through Delta at their versions (deletion vectors or column mapping, "
+            "and no change data feed): this scans the source's snapshots",
+            path,
+        )
+        return (
+            _files_through_delta(spark, path, changes.inserted, schema),
+            _files_through_delta(spark, path, changes.deleted, schema),
+        )
     plus: list[DataFrame] = []
     minus: list[DataFrame] = []
     if changes.inserted:
@@ -113,6 +143,46 @@ def change_frames(
         return functools.reduce(lambda a, b: a.unionByName(b), frames)
 
     return union(plus), union(minus)
+
+
+def _change_feed(
+    spark: SparkSession, path: str, schema: StructType, *, from_version: int, to_version: int
+) -> tuple[DataFrame, DataFrame]:
+    from pyspark.sql import functions as F
+
+    from mvsink.spark.sources import delta_uri
+
+    feed = (
+        spark.read.format("delta")
+        .option("readChangeFeed", "true")
+        .option("startingVersion", str(from_version + 1))
+        .option("endingVersion", str(to_version))
+        .load(delta_uri(path))
+    )
+    plus = feed.where(F.col(CHANGE_TYPE).isin(*_PLUS_TYPES)).select(*schema.names)
+    minus = feed.where(F.col(CHANGE_TYPE).isin(*_MINUS_TYPES)).select(*schema.names)
+    return plus, minus
+
+
+def _files_through_delta(spark: SparkSession, path: str, files: list[ChangeFile], schema: StructType) -> DataFrame:
+    """The rows of ``files``, each read by Delta at the version that holds it (deletion vectors applied)."""
+    import posixpath
+    from urllib.parse import unquote
+
+    from pyspark.sql import functions as F
+
+    from mvsink.spark.sources import delta_reader
+
+    by_version: dict[int, list[str]] = defaultdict(list)
+    for f in files:
+        by_version[f.version].append(unquote(posixpath.basename(f.path)))
+    frames = [
+        delta_reader(spark, path, version=v).where(F.col("_metadata.file_name").isin(*names)).select(*schema.names)
+        for v, names in sorted(by_version.items())
+    ]
+    if not frames:
+        return _empty(spark, schema)
+    return functools.reduce(lambda a, b: a.unionByName(b), frames)
 
 
 def _is_remote(spark: SparkSession) -> bool:
@@ -139,7 +209,7 @@ def prepare_changes(
     (:func:`view_change_frames`). Refuses a change set that is over :func:`max_fraction` of the source's
     files (the size guard). ``sizes`` receives each change set's bytes of files.
     """
-    from mvsink.core.table import open_delta
+    from mvsink.core.table import open_delta, plain_parquet_files
 
     changes: dict[str, ChangeSet | ViewChanges] = {}
     fraction = max_fraction()
@@ -180,7 +250,16 @@ def prepare_changes(
             continue
         sdt = cached_snapshot(("delta", s.path, s.version), functools.partial(open_delta, s.path, version=s.version))
         partition_columns = list(sdt.metadata().partition_columns) if sdt is not None else []
-        frames[s.name] = change_frames(spark, got, spark.table(s.name).schema, partition_columns)
+        frames[s.name] = change_frames(
+            spark,
+            s.path,
+            got,
+            spark.table(s.name).schema,
+            partition_columns,
+            from_version=base[s.name],
+            to_version=s.version,
+            plain_files=sdt is not None and plain_parquet_files(sdt),
+        )
     return frames
 
 

@@ -1,7 +1,8 @@
 """Reading Delta snapshots into Spark: sources at the versions mint chose, the view's own table.
 
-Spark cannot load Delta here (no Delta Spark connector), so a snapshot is read as Parquet from the
-file list delta-rs resolves at one version.
+Every snapshot is read by Delta's own reader (delta-spark: ``spark.read.format("delta")`` at
+``versionAsOf``), so deletion vectors, column mapping, partition values kept only in the log, type
+widening and ``timestamp_ntz`` are Delta's job. delta-rs still resolves versions and reads the log.
 """
 
 from __future__ import annotations
@@ -39,16 +40,17 @@ def arrow_table_schema(schema: StructType, *, with_error: bool = False) -> pa.Sc
 
 
 def spark_schema_of(dt: DeltaTable) -> StructType:
-    """The Spark schema of a Delta table (from its log; no Spark call)."""
+    """The Spark schema of a Delta table (from its log; no Spark call): ``timestamp`` columns are
+    ``TIMESTAMP``, ``timestamp_ntz`` ones ``TIMESTAMP_NTZ``, as Delta's reader reads them."""
     import pyarrow as pa
     from pyspark.sql.pandas.types import from_arrow_schema
 
-    return from_arrow_schema(pa.schema(dt.schema().to_arrow()), prefer_timestamp_ntz=False)
+    return from_arrow_schema(pa.schema(dt.schema().to_arrow()), prefer_timestamp_ntz=True)
 
 
 def read_delta(spark: SparkSession, path: str, *, version: int | None, role: str) -> DataFrame:
-    """A Delta snapshot as a DataFrame, read as Parquet from the file list delta-rs resolves (once per
-    version within a write step: :func:`mvsink.core.deltalog.snapshot_cache`)."""
+    """A Delta snapshot as a DataFrame, read by Delta's reader at ``version`` (the DataFrame is built
+    once per version within a write step: :func:`mvsink.core.deltalog.snapshot_cache`)."""
     if version is None:
         return _read_delta(spark, path, version=version, role=role)
     return cached_snapshot(
@@ -57,16 +59,21 @@ def read_delta(spark: SparkSession, path: str, *, version: int | None, role: str
 
 
 def _read_delta(spark: SparkSession, path: str, *, version: int | None, role: str) -> DataFrame:
-    dt = open_readable(path, version=version, role=role)
-    schema = spark_schema_of(dt)
-    uris = [storage.spark_uri(u) for u in dt.file_uris()]
-    if not uris:
-        return spark.createDataFrame([], schema)
-    reader = spark.read.schema(schema)
-    if dt.metadata().partition_columns:
-        base = storage.spark_uri(path) if storage.is_uri(path) else str(Path(path).resolve())
-        reader = reader.option("basePath", base)
-    return reader.parquet(*uris).select(*schema.names)
+    open_readable(path, version=version, role=role)  # a clear error for a missing table or version
+    return delta_reader(spark, path, version=version)
+
+
+def delta_reader(spark: SparkSession, path: str, *, version: int | None) -> DataFrame:
+    """``spark.read.format("delta")`` of the table at ``path`` (at ``version``), by Spark's URI for it."""
+    reader = spark.read.format("delta")
+    if version is not None:
+        reader = reader.option("versionAsOf", str(version))
+    return reader.load(delta_uri(path))
+
+
+def delta_uri(path: str) -> str:
+    """The URI Spark's Delta reader loads the table at ``path`` by (``s3a://`` for ``s3://``, absolute paths)."""
+    return storage.spark_uri(path) if storage.is_uri(path) else str(Path(path).resolve())
 
 
 def register_sources(spark: SparkSession, view: ViewDefinition, desc: BatchDescription) -> None:
