@@ -22,6 +22,11 @@ DEFAULT_SPARK_CONF: dict[str, str] = {
     "spark.sql.adaptive.enabled": "true",
     "spark.hadoop.mapreduce.fileoutputcommitter.marksuccessfuljobs": "false",
     "spark.hadoop.parquet.summary.metadata.level": "NONE",
+    # delta-spark 4.x refuses versionAsOf / readChangeFeed reads of versions committed longer ago than the
+    # table's delta.deletedFileRetentionDuration (7 days by default). Refreshes and backfills read sources at
+    # old refresh times on purpose; a version whose files are gone fails on its own (mvsink checks
+    # change files first and says which file was vacuumed).
+    "spark.databricks.delta.vacuum.enforceTimeTravelWithinDeletedFileRetentionDuration": "false",
 }
 
 

@@ -32,7 +32,7 @@ log = logging.getLogger(__name__)
 SERVER_CLASS = "org.apache.spark.sql.connect.service.SparkConnectServer"
 DEFAULT_PORT = 15002
 # Session-level settings a Connect client may set (static ones are fixed at server start).
-SESSION_CONF_PREFIXES = ("spark.sql.",)
+SESSION_CONF_PREFIXES = ("spark.sql.", "spark.databricks.delta.")
 
 
 def server_command(
@@ -162,8 +162,8 @@ def remote_session(
     probe(url, timeout=probe_timeout, fix=fix)
     spark = SparkSession.builder.remote(url).getOrCreate()
     spark.client.set_retry_policies([DefaultPolicy(max_retries=CLIENT_MAX_RETRIES, max_backoff=CLIENT_MAX_BACKOFF_MS)])
+    require_delta(spark, role=f"Spark Connect server {redact_url(url)}")
     for k, v in {**DEFAULT_SPARK_CONF, **(conf or {})}.items():
         if k.startswith(SESSION_CONF_PREFIXES) and k not in DELTA_SESSION_CONF:
             spark.conf.set(k, v)
-    require_delta(spark, role=f"Spark Connect server {redact_url(url)}")
     return spark
