@@ -181,7 +181,8 @@ class WriteReport:
     mode_reason: str = ""  # why incremental was (not) used
     checks: dict[str, Any] = dataclasses.field(default_factory=dict)  # {check: {"action", "rows"}} over desired
     phases: dict[str, float] = dataclasses.field(default_factory=dict)  # seconds: plan, corrections, stage
-    spark_jobs: int = -1  # Spark jobs the step ran (-1: unknown, e.g. through Spark Connect)
+    spark_jobs: int = -1  # Spark jobs the step ran for its query and diff (-1: unknown, e.g. through Spark Connect)
+    delta_log_jobs: int = -1  # Spark jobs Delta's reader ran to load table snapshots (log replay, file skipping)
 
     def to_json(self) -> str:
         return json.dumps(dataclasses.asdict(self), sort_keys=True)

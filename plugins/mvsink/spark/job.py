@@ -67,15 +67,36 @@ def run_write(spark: SparkSession, view: ViewDefinition, desc: BatchDescription)
         report = _run_write(spark, view, desc)
     jobs_after = _spark_jobs(spark)
     if jobs_before is not None and jobs_after is not None:
-        report = dataclasses.replace(report, spark_jobs=len(jobs_after - jobs_before))
+        delta_jobs = _delta_log_jobs(spark, jobs_after - jobs_before)
+        report = dataclasses.replace(
+            report, spark_jobs=len(jobs_after - jobs_before) - delta_jobs, delta_log_jobs=delta_jobs
+        )
     log.info(
-        "view %s: write step %.2fs (%s), %s Spark job(s)",
+        "view %s: write step %.2fs (%s), %s Spark job(s)%s",
         view.name,
         report.seconds,
         ", ".join(f"{k} {v:.2f}s" for k, v in report.phases.items()) or "-",
         "?" if report.spark_jobs < 0 else report.spark_jobs,
+        f" and {report.delta_log_jobs} of Delta's to load snapshots" if report.delta_log_jobs > 0 else "",
     )
     return report
+
+
+def _delta_log_jobs(spark: SparkSession, ids: set[int]) -> int:
+    """How many of the jobs ``ids`` Delta's reader ran to load table snapshots: those it describes as
+    ``Delta: ...`` (state reconstruction, file skipping) and the ``load`` of a table's protocol and metadata."""
+    try:
+        store = spark.sparkContext._jsc.sc().statusStore()
+        n = 0
+        for i in ids:
+            job = store.job(i)
+            description = job.description()
+            text = str(description.get()) if description.isDefined() else ""
+            if text.startswith("Delta:") or str(job.name()).startswith("load at "):
+                n += 1
+        return n
+    except Exception:  # no status store (Connect) or a job already dropped from it: count none as Delta's
+        return 0
 
 
 def _spark_jobs(spark: SparkSession) -> set[int] | None:
