@@ -208,12 +208,18 @@ def test_cli_refreshes_a_view(installed: dict[str, Any]) -> None:
     views.mkdir()
     (views / "revenue.yaml").write_text(VIEW)
     (work / "seed.py").write_text(SEED)
-    env = {**installed["env"], "MVSINK_DATA_ROOT": str(data)}
+    # an installed wheel has no checkout beside it: the JVM jars (make install's .jars/) are named explicitly
+    env = {**installed["env"], "MVSINK_DATA_ROOT": str(data), "MVSINK_SPARK_JARS": str(REPO / ".jars")}
     py, bin_ = str(installed["py"]), installed["bin"]
     _run([py, "seed.py", str(data), str(BASE), str(HOUR)], env=env, cwd=work)
 
     at = BASE + HOUR
     cli = [str(bin_ / "mvsink")]
+    args = ["refresh", "revenue", "--at", "2026-01-01T01:00:00Z", "--views-dir", str(views)]
+    no_jars = {k: v for k, v in env.items() if k != "MVSINK_SPARK_JARS"}
+    bad = subprocess.run([*cli, *args], env=no_jars, cwd=work, capture_output=True, text=True)
+    assert bad.returncode == 2, (bad.returncode, bad.stderr[-2000:])  # bad setup, not a retryable failure
+    assert "no delta-spark jar" in bad.stderr and "MVSINK_SPARK_JARS" in bad.stderr, bad.stderr[-2000:]
     res = json.loads(
         _run(
             [*cli, "refresh", "revenue", "--at", "2026-01-01T01:00:00Z", "--views-dir", str(views), "--json"],
