@@ -69,11 +69,13 @@ def run_write(spark: SparkSession, view: ViewDefinition, desc: BatchDescription)
     if jobs_before is not None and jobs_after is not None:
         report = dataclasses.replace(report, spark_jobs=len(jobs_after - jobs_before))
     log.info(
-        "view %s: write step %.2fs (%s), %s Spark job(s)",
+        "view %s: write step %.2fs (%s), %s",
         view.name,
         report.seconds,
         ", ".join(f"{k} {v:.2f}s" for k, v in report.phases.items()) or "-",
-        "?" if report.spark_jobs < 0 else report.spark_jobs,
+        "Spark jobs not counted (Spark Connect)"
+        if report.spark_jobs < 0
+        else f"{report.spark_jobs} Spark job{'' if report.spark_jobs == 1 else 's'}",
     )
     return report
 
