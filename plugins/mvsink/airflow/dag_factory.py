@@ -113,7 +113,7 @@ def build_dag(
     from airflow.sdk import DAG, Param, TriggerRule, task
 
     from mvsink.airflow import tasks
-    from mvsink.airflow.operators import ViewWriteOperator
+    from mvsink.airflow.operators import ViewAppendOperator, ViewWriteOperator
 
     views = views or {view.name: view}
     views_dir = str(views_dir or Path(view.file).parent)
@@ -176,19 +176,16 @@ def build_dag(
             verbose=False,
         )
 
-        @task.branch(
-            task_id="append", trigger_rule=TriggerRule.NONE_FAILED_MIN_ONE_SUCCESS, outlets=[asset_alias_for(view)]
+        append = ViewAppendOperator(  # a branch: reschedule after a lost race; reports the refresh's OpenLineage
+            task_id="append",
+            view_name=view.name,
+            views_dir=views_dir,
+            asset=asset_for(view),
+            alias=asset_alias_for(view),
+            max_reschedules=config.max_reschedules(),
+            trigger_rule=TriggerRule.NONE_FAILED_MIN_ONE_SUCCESS,
+            outlets=[asset_alias_for(view)],
         )
-        def append_task(**context: Any) -> list[str]:
-            with config.no_retry_on_bad_input():
-                return tasks.append_step(
-                    view.name,
-                    views_dir,
-                    context,
-                    asset=asset_for(view),
-                    alias=asset_alias_for(view),
-                    max_reschedules=config.max_reschedules(),
-                )
 
         reschedule = TriggerDagRunOperator(
             task_id="reschedule",
@@ -200,10 +197,9 @@ def build_dag(
             note="rescheduled by mvsink: another writer moved the table's upper",
         )
         m = mint_task()
-        a = append_task()
-        m >> [write, a]
-        write >> a
-        a >> reschedule
+        m >> [write, append]
+        write >> append
+        append >> reschedule
     return dag
 
 
