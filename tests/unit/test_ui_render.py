@@ -235,3 +235,13 @@ def test_pages_for_nothing_yet(env):
     assert "No views you may read" in render.overview_page([], links=LINKS, nonce="x")
     nf = render.not_found_page("DAG 'x<y>' is not a view", links=LINKS, nonce="x")
     assert "x&lt;y&gt;" in nf
+
+
+def test_the_schedule_column_shows_the_next_run_of_an_every_or_at_view(catalog):
+    rows = all_views(catalog)
+    rows[0] = {**rows[0], "next_run": 1_767_225_617_000, "next_run_utc": "2026-01-01T00:00:17.000Z"}
+    page = render.overview_page(rows, links=LINKS, nonce="n0nce", now=BASE)
+    tr = _row(page, rows[0]["view"])
+    assert 'data-next-run="1767225617000">next 2026-01-01T00:00:17.000Z</div>' in tr
+    for r in rows[1:]:  # no next run of their own (cron, manual): nothing added
+        assert "data-next-run" not in _row(page, r["view"])

@@ -203,10 +203,11 @@ class ViewAppendOperator(BaseBranchOperator):
         self.asset = asset
         self.alias = alias
         self.max_reschedules = max_reschedules
+        self._lineage_input: tuple[Any, Any] = (None, None)
 
     def choose_branch(self, context: Any) -> list[str]:
         with no_retry_on_bad_input():
-            return tasks.append_step(
+            branches = tasks.append_step(
                 self.view_name,
                 self.views_dir,
                 context,
@@ -214,13 +215,20 @@ class ViewAppendOperator(BaseBranchOperator):
                 alias=self.alias,
                 max_reschedules=self.max_reschedules,
             )
+        # kept for get_openlineage_facets_on_complete, which the provider's listener calls in a forked
+        # process that must not talk to the supervisor (an XCom read there hangs until it is killed)
+        ti = context["ti"]
+        self._lineage_input = (
+            ti.xcom_pull(task_ids="mint", key="description"),
+            ti.xcom_pull(task_ids=self.task_id, key="summary"),
+        )
+        return branches
 
     def get_openlineage_facets_on_complete(self, task_instance: Any) -> Any:
         from mvsink.airflow.lineage import operator_lineage
 
-        raw = task_instance.xcom_pull(task_ids="mint", key="description")
+        raw, summary = getattr(self, "_lineage_input", (None, None))
         description = json.loads(raw) if isinstance(raw, str) else raw
-        summary = task_instance.xcom_pull(task_ids=self.task_id, key="summary")
         if isinstance(summary, str):
             summary = json.loads(summary)
         return operator_lineage(description, summary)

@@ -120,3 +120,16 @@ def upcoming(schedule: Schedule, now: int, *, count: int = 1, until: int | None 
         out.append(nxt)
         t = nxt
     return out
+
+
+def next_instant(schedule: Schedule, now: int, *, as_of: int, until: int | None = None) -> int | None:
+    """The next instant the view's DAG runs on after ``now`` (the page's "next run"): the first firing instant
+    after ``now`` and at or after the DAG's start, none after ``until``; None for cron, on-commit and manual
+    schedules (Airflow's) and for a schedule that has ended."""
+    if not is_timed(schedule):
+        return None
+    start = first_at_or_after(schedule, as_of)
+    nxt = after(schedule, max(now, start - 1))
+    if nxt is None or (until is not None and nxt > until):
+        return None
+    return nxt

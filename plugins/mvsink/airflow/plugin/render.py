@@ -126,6 +126,13 @@ def iso_html(ms: int) -> str:
     return f"{esc(date)}<wbr>T{esc(clock)}"
 
 
+def _next_run(s: dict[str, Any]) -> str:
+    """The next run of an every/at schedule (the timetable's arithmetic), under its description."""
+    if s.get("next_run") is None:
+        return ""
+    return f'<div class="muted" data-next-run="{s["next_run"]}">next {esc(s["next_run_utc"])}</div>'
+
+
 def _time_cell(ms: int | None, col: str, *, empty: str = "-") -> str:
     if ms is None:
         return f'<td class="time" data-col="{col}" data-value="">{esc(empty)}</td>'
@@ -292,7 +299,7 @@ def overview_page(
             f'<td data-col="view" data-value="{esc(s["view"])}"><a data-top href="{esc(links.dag(s["view"]))}" '
             f'title="{esc(s["description"])}">{esc(s["view"])}</a>{flag}'
             f'<div class="muted"><a data-top href="{esc(links.view_tab(s["view"]))}">history</a></div></td>'
-            f'<td data-col="schedule" data-value="{esc(s["schedule"])}">{esc(s["schedule"])}</td>'
+            f'<td data-col="schedule" data-value="{esc(s["schedule"])}">{esc(s["schedule"])}{_next_run(s)}</td>'
             + _time_cell(s["as_of"], "as_of")
             + _time_cell(s["since"], "since")
             + (
@@ -483,7 +490,7 @@ def view_page(d: dict[str, Any], *, links: Links, nonce: str) -> str:
         )
     )
     cards = [
-        ("schedule", "Schedule", esc(d["schedule"])),
+        ("schedule", "Schedule", esc(d["schedule"]) + _next_run(d)),
         ("as_of", "as_of", _time_span(d["as_of"])),
         ("since", "since", _time_span(d["since"])),
         ("upper", "upper", _time_span(d["upper"]) if d["upper"] > 0 else "0 (nothing final)"),
