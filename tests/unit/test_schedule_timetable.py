@@ -190,3 +190,24 @@ def test_plugin_registers_the_timetable():
     from mvsink.airflow.timetable import MvsinkTimetable
 
     assert MvsinkTimetable in MvsinkPlugin.timetables
+
+
+def test_backfill_walks_the_aligned_instants_between_its_dates(monkeypatch):
+    """`airflow backfill create` asks the timetable for every run between two dates (catch-up on)."""
+    from airflow.timetables.base import TimeRestriction
+
+    from mvsink.airflow import timetable as tt
+
+    monkeypatch.setattr(tt, "now", lambda: dt.datetime(2030, 1, 1, tzinfo=dt.UTC))
+    table = tt.MvsinkTimetable(EVERY_2M)
+    a = T0 + 30_000
+    restriction = TimeRestriction(_pdt(a - 3 * MIN), _pdt(a + 4 * MIN), True)  # unaligned from, aligned to
+    got, info = [], None
+    while (info := table.next_dagrun_info_v2(last_dagrun_info=info, restriction=restriction)) is not None:
+        got.append(info.logical_date.isoformat())
+    assert got == [
+        "2026-11-25T07:18:30+00:00",
+        "2026-11-25T07:20:30+00:00",
+        "2026-11-25T07:22:30+00:00",
+        "2026-11-25T07:24:30+00:00",
+    ]
