@@ -14,9 +14,10 @@ import html
 import json
 from collections.abc import Callable
 from typing import Any
+from urllib.parse import quote
 
 from mvsink.airflow.dag_factory import dag_id_for
-from mvsink.airflow.plugin import VIEW_TAB_ROUTE
+from mvsink.airflow.plugin import NAV_ROUTE, VIEW_TAB_ROUTE
 from mvsink.readers.freshness import mode_label
 from mvsink.readers.status import format_commit
 from mvsink.times import format_duration, format_time
@@ -55,6 +56,16 @@ class Links:
     def view_tab(self, view: str) -> str:
         return f"{self.airflow_root}dags/{dag_id_for(view)}/plugin/{VIEW_TAB_ROUTE}"
 
+    def run(self, view: str, run_id: str) -> str:
+        return f"{self.airflow_root}dags/{dag_id_for(view)}/runs/{quote(run_id, safe='')}"
+
+    def task_log(self, view: str, run_id: str, task_id: str, try_number: int) -> str:
+        return f"{self.run(view, run_id)}/tasks/{quote(task_id, safe='')}?try_number={int(try_number)}"
+
+    def overview_top(self) -> str:
+        """The "Materialized views" page in Airflow's navigation (opened in the Airflow window, not the frame)."""
+        return f"{self.airflow_root}plugin/{NAV_ROUTE}"
+
     def overview(self, **query: str) -> str:
         q = "&".join(f"{k}={v}" for k, v in query.items())
         return self.app_root + (f"?{q}" if q else "")
@@ -81,10 +92,13 @@ a { color: #1f5fa8; }
          color: #fff; white-space: nowrap; }
 .badge.stale { background: var(--stale); } .badge.fresh { background: var(--ok); }
 .badge.foreign { background: #7a4a00; } .badge.notarget { background: #8a96a3; }
+.badge.run-success { background: var(--ok); } .badge.run-failed { background: var(--stale); }
+.badge.run-running, .badge.run-queued { background: #2f74c0; } .badge.run-none { background: #8a96a3; }
 tr.stale td { background: #fff6f5; }
 td.errors { background: var(--err); color: var(--stale); font-weight: 600; }
 .mode { display: inline-block; width: 9px; height: 9px; border-radius: 2px; margin-right: 4px; }
-pre.log { background: var(--head); padding: 8px 10px; overflow-x: auto; margin: 0; font-size: 12px; }
+pre.log { background: var(--head); padding: 8px 10px; overflow-x: auto; margin: 0; font-size: 12px;
+          white-space: pre-wrap; overflow-wrap: anywhere; }
 pre.log .foreign { color: #7a4a00; font-weight: 600; }
 .cards { display: flex; flex-wrap: wrap; gap: 8px 22px; margin: 8px 0 4px; }
 .cards div { min-width: 150px; } .cards b { display: block; font-size: 11px; color: var(--muted); font-weight: 600; }
@@ -131,6 +145,39 @@ def _next_run(s: dict[str, Any]) -> str:
     if s.get("next_run") is None:
         return ""
     return f'<div class="muted" data-next-run="{s["next_run"]}">next {esc(s["next_run_utc"])}</div>'
+
+
+def run_html(view: str, run: dict[str, Any] | None, links: Links, *, what: str = "last run") -> str:
+    """A run's state badge, wall time and link, and its failed tasks' log links (empty when there is none)."""
+    if run is None:
+        return f'<span class="muted" data-run="none">no {esc(what)}</span>'
+    state = run["state"]
+    wall = run["wall_ms"]
+    time_text = "" if wall is None else format_duration(wall) + (" so far" if run["running"] else "")
+    out = (
+        f'<span data-run="{esc(run["run_id"])}" data-state="{esc(state)}" data-wall-ms="{"" if wall is None else wall}">'
+        f'<span class="badge run-{esc(state)}">{esc(state)}</span> '
+        f'<a data-top href="{esc(links.run(view, run["run_id"]))}" title="{esc(run["run_id"])}">'
+        f"{esc(time_text or 'run')}</a>" + (' <span class="muted">dry run</span>' if run["dry_run"] else "") + "</span>"
+    )
+    for t in run["failed_tasks"]:
+        out += (
+            f'<div data-failed-task="{esc(t["task_id"])}">failed: '
+            f'<a data-top href="{esc(links.task_log(view, run["run_id"], t["task_id"], t["try_number"]))}">'
+            f"{esc(t['task_id'])} (try {int(t['try_number'])}) log</a></div>"
+        )
+    return out
+
+
+def dry_run_html(view: str, run: dict[str, Any] | None, links: Links) -> str:
+    """The last dry run: its link and what it would have done (the append task's report)."""
+    if run is None:
+        return '<span class="muted" data-dry-run="none">none</span>'
+    return (
+        f'<span data-dry-run="{esc(run["run_id"])}"><a data-top href="{esc(links.run(view, run["run_id"]))}">'
+        f"{esc(format_time(run['start']) if run['start'] is not None else run['run_id'])}</a>: "
+        f"{esc(run['report'] or '(no report)')}</span>"
+    )
 
 
 def _time_cell(ms: int | None, col: str, *, empty: str = "-") -> str:
@@ -242,6 +289,7 @@ SORT_KEYS: dict[str, Callable[[dict[str, Any]], Any]] = {
 }
 COLUMNS = [
     ("view", "View"),
+    ("last_run", "Last run"),
     ("schedule", "Schedule"),
     ("as_of", "as_of"),
     ("since", "since"),
@@ -258,6 +306,10 @@ COLUMNS = [
 ]
 
 
+def _last(runs: dict[str, dict[str, Any]], view: str, key: str = "last") -> dict[str, Any] | None:
+    return (runs.get(dag_id_for(view)) or {}).get(key)
+
+
 def sort_rows(rows: list[dict[str, Any]], sort: str, order: str) -> list[dict[str, Any]]:
     key = SORT_KEYS.get(sort, SORT_KEYS["view"])
     return sorted(rows, key=key, reverse=(order == "desc"))
@@ -272,8 +324,11 @@ def overview_page(
     order: str = "asc",
     now: int | None = None,
     views_dir: str = "",
+    runs: dict[str, dict[str, Any]] | None = None,
 ) -> str:
-    """The "Materialized views" page: one row per view (``rows`` from ``readers.overview.all_views``)."""
+    """The "Materialized views" page: one row per view (``rows`` from ``readers.overview.all_views``; ``runs``:
+    Airflow's last run of each view's DAG by DAG id, from :func:`mvsink.airflow.plugin.runs.last_runs`)."""
+    runs = runs or {}
     sort = sort if sort in SORT_KEYS else "view"
     order = "desc" if order == "desc" else "asc"
     good = [r for r in rows if not r.get("error")]
@@ -299,6 +354,7 @@ def overview_page(
             f'<td data-col="view" data-value="{esc(s["view"])}"><a data-top href="{esc(links.dag(s["view"]))}" '
             f'title="{esc(s["description"])}">{esc(s["view"])}</a>{flag}'
             f'<div class="muted"><a data-top href="{esc(links.view_tab(s["view"]))}">history</a></div></td>'
+            f'<td data-col="last_run">{run_html(s["view"], _last(runs, s["view"]), links)}</td>'
             f'<td data-col="schedule" data-value="{esc(s["schedule"])}">{esc(s["schedule"])}{_next_run(s)}</td>'
             + _time_cell(s["as_of"], "as_of")
             + _time_cell(s["since"], "since")
@@ -476,9 +532,11 @@ def frontier_chart(history: list[dict[str, Any]], *, width: int = 900, height: i
     return "".join(parts)
 
 
-def view_page(d: dict[str, Any], *, links: Links, nonce: str) -> str:
-    """A view's tab: status, refresh history chart, since/upper over time, last commits, lineage."""
+def view_page(d: dict[str, Any], *, links: Links, nonce: str, runs: dict[str, Any] | None = None) -> str:
+    """A view's tab: status, refresh history chart, since/upper over time, last commits, lineage (``runs``:
+    Airflow's last run and last dry run of the view's DAG, as :func:`mvsink.airflow.plugin.runs.last_runs`)."""
     name = d["view"]
+    runs = runs or {}
     lag = "never refreshed" if d["lag_ms"] is None else format_duration(d["lag_ms"])
     verdict = (
         ""
@@ -490,6 +548,8 @@ def view_page(d: dict[str, Any], *, links: Links, nonce: str) -> str:
         )
     )
     cards = [
+        ("last_run", "last run", run_html(name, runs.get("last"), links)),
+        ("last_dry_run", "last dry run", dry_run_html(name, runs.get("last_dry_run"), links)),
         ("schedule", "Schedule", esc(d["schedule"]) + _next_run(d)),
         ("as_of", "as_of", _time_span(d["as_of"])),
         ("since", "since", _time_span(d["since"])),
@@ -534,7 +594,7 @@ def view_page(d: dict[str, Any], *, links: Links, nonce: str) -> str:
     )
     body = (
         f'<h1>{esc(name)} <a data-top class="muted" href="{esc(links.dag(name))}" style="font-size:12px">DAG</a>'
-        f' <a class="muted" href="{esc(links.overview())}" style="font-size:12px">all views</a></h1>'
+        f' <a data-top class="muted" href="{esc(links.overview_top())}" style="font-size:12px">all views</a></h1>'
         f'<p class="lead">{esc(d["description"] or "")} <span class="muted">table {esc(d["target"])}</span></p>'
         f"{cards_html}<h2>Refresh history</h2>{_legend()}{refresh_chart(d['history'])}"
         f'<h2>since and upper after each commit</h2><p class="legend muted"><span style="color:#2f74c0">━ upper</span>'

@@ -1,0 +1,123 @@
+"""Issue 23 item 2 (first part): the page's last run, failed tasks and last dry run of each view, shaped from
+Airflow's runs (mvsink.airflow.plugin.runs) and rendered with links into Airflow."""
+
+from __future__ import annotations
+
+import datetime as dt
+
+import pytest
+
+from mvsink.airflow.plugin import render
+from mvsink.airflow.plugin.runs import is_dry_run, run_summary
+
+pytestmark = pytest.mark.unit
+
+LINKS = render.Links(airflow_root="/", app_root="/mvsink/")
+T = dt.datetime(2026, 11, 25, 7, 22, 17, tzinfo=dt.UTC)
+NOW = int(T.timestamp() * 1000) + 95_000
+
+
+def summary(**kw):
+    args = {
+        "run_id": "scheduled__2026-11-25T07:22:17+00:00",
+        "state": "success",
+        "run_type": "scheduled",
+        "logical_date": T,
+        "start": T + dt.timedelta(seconds=1),
+        "end": T + dt.timedelta(seconds=31, milliseconds=500),
+        "conf": {},
+        "failed_tasks": [],
+        "report": None,
+        "now": NOW,
+        **kw,
+    }
+    return run_summary(**args)
+
+
+def test_a_finished_run_has_its_wall_time():
+    r = summary()
+    assert r["state"] == "success" and r["wall_ms"] == 30_500 and not r["running"] and not r["dry_run"]
+    assert r["logical_date"] == int(T.timestamp() * 1000)
+
+
+def test_a_running_run_counts_to_now_and_naive_times_are_utc():
+    r = summary(state="running", end=None, start=T.replace(tzinfo=None))
+    assert r["running"] and r["wall_ms"] == 95_000
+
+
+def test_dry_runs_and_reports():
+    assert is_dry_run({"dry_run": True}) and is_dry_run({"dry_run": "true"}) and not is_dry_run({"dry_run": False})
+    assert not is_dry_run(None) and not is_dry_run({})
+    r = summary(conf={"dry_run": True}, report='"v: dry run [a, b): would add 3 and retract 0 rows; nothing written"')
+    assert r["dry_run"] and r["report"].startswith("v: dry run") and "would add 3" in r["report"]
+
+
+def test_the_overview_shows_each_views_last_run_with_links():
+    failed = summary(
+        run_id="manual__2026-11-25T08:00:00+00:00",
+        state="failed",
+        failed_tasks=[("mint", 1)],
+    )
+    rows = [_row("a"), _row("b"), _row("c")]
+    runs = {"mv_a": {"last": summary(), "last_dry_run": None}, "mv_b": {"last": failed, "last_dry_run": None}}
+    page = render.overview_page(rows, links=LINKS, nonce="n", runs=runs)
+    a, b, c = (_tr(page, v) for v in "abc")
+    assert 'data-state="success" data-wall-ms="30500"' in a and ">30.5 s</a>" in a
+    assert 'href="/dags/mv_a/runs/scheduled__2026-11-25T07%3A22%3A17%2B00%3A00"' in a
+    assert 'data-state="failed"' in b and 'class="badge run-failed"' in b
+    assert 'data-failed-task="mint"' in b
+    assert 'href="/dags/mv_b/runs/manual__2026-11-25T08%3A00%3A00%2B00%3A00/tasks/mint?try_number=1"' in b
+    assert 'data-run="none"' in c and "no last run" in c
+
+
+def test_the_view_page_shows_the_last_run_the_last_dry_run_and_opens_all_views_on_top(catalog_detail):
+    dry = summary(run_id="manual__dry", conf={"dry_run": True}, report="v: dry run: would add 3 and retract 0 rows")
+    page = render.view_page(
+        catalog_detail, links=LINKS, nonce="n", runs={"last": summary(state="running", end=None), "last_dry_run": dry}
+    )
+    assert 'data-card="last_run"' in page and 'data-state="running"' in page and ">1m 34s so far</a>" in page
+    assert 'data-dry-run="manual__dry"' in page and "would add 3 and retract 0 rows" in page
+    assert '<a data-top class="muted" href="/plugin/materialized-views"' in page  # the Airflow page, not the frame
+    assert "white-space: pre-wrap" in page  # the commit log wraps
+    empty = render.view_page(catalog_detail, links=LINKS, nonce="n")
+    assert 'data-run="none"' in empty and 'data-dry-run="none"' in empty
+
+
+def _tr(page: str, view: str) -> str:
+    start = page.index(f'<tr data-view="{view}"')
+    return page[start : page.index("</tr>", start)]
+
+
+def _row(view: str) -> dict:
+    return {
+        "view": view,
+        "description": "",
+        "schedule": "manual",
+        "next_run": None,
+        "as_of": 0,
+        "since": 0,
+        "upper": 0,
+        "lag_ms": None,
+        "max_lag_ms": None,
+        "stale": False,
+        "last_refresh": None,
+        "checks": {},
+        "error_rows": 0,
+        "staged_batches": [],
+        "in_flight": [],
+        "sources": [],
+    }
+
+
+@pytest.fixture
+def catalog_detail():
+    return {
+        **_row("v"),
+        "target": "/data/views/v",
+        "final_through": None,
+        "version": 0,
+        "history": [],
+        "last_commits": [],
+        "upstream": [],
+        "downstream": [],
+    }
