@@ -121,3 +121,37 @@ def catalog_detail():
         "upstream": [],
         "downstream": [],
     }
+
+
+def test_first_error_takes_the_raised_exception_of_the_last_traceback():
+    from mvsink.airflow.plugin.runs import first_error
+
+    records = [
+        {"event": "starting", "level": "info"},
+        {"event": "retrying", "level": "warning"},
+        {
+            "event": "Task failed with exception",
+            "level": "error",
+            "error_detail": [
+                {
+                    "exc_type": "AirflowFailException",
+                    "exc_value": "view v: source 'o': no table at x.\nFix: create it.",
+                },
+                {"exc_type": "MvSinkError", "exc_value": "view v: source 'o': no table at x.", "is_cause": True},
+            ],
+        },
+        {"event": "done", "level": "info"},
+    ]
+    assert first_error(records) == "AirflowFailException: view v: source 'o': no table at x.\nFix: create it."
+    assert first_error([{"event": "Spark died", "level": "error"}, {"event": "x", "level": "info"}]) == "Spark died"
+    assert first_error([{"event": "fine", "level": "info"}]) is None
+    long = [{"event": "\n".join(f"line {i}" for i in range(10)), "level": "error"}]
+    assert first_error(long) == "line 0\nline 1\nline 2\nline 3"
+
+
+def test_a_failed_tasks_error_is_shown_escaped_under_its_log_link():
+    failed = summary(state="failed", failed_tasks=[("write", 3)], errors={"write": "Boom: <b>x</b> & y"})
+    page = render.overview_page([_row("a")], links=LINKS, nonce="n", runs={"mv_a": {"last": failed}})
+    tr = _tr(page, "a")
+    assert '<pre class="error" data-error>Boom: &lt;b&gt;x&lt;/b&gt; &amp; y</pre>' in tr
+    assert "tasks/write?try_number=3" in tr

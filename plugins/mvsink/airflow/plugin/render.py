@@ -99,6 +99,8 @@ td.errors { background: var(--err); color: var(--stale); font-weight: 600; }
 .mode { display: inline-block; width: 9px; height: 9px; border-radius: 2px; margin-right: 4px; }
 pre.log { background: var(--head); padding: 8px 10px; overflow-x: auto; margin: 0; font-size: 12px;
           white-space: pre-wrap; overflow-wrap: anywhere; }
+pre.error { white-space: pre-wrap; overflow-wrap: anywhere; margin: 2px 0 0; font-size: 11px; color: var(--stale);
+            max-width: 42em; }
 pre.log .foreign { color: #7a4a00; font-weight: 600; }
 .cards { display: flex; flex-wrap: wrap; gap: 8px 22px; margin: 8px 0 4px; }
 .cards div { min-width: 150px; } .cards b { display: block; font-size: 11px; color: var(--muted); font-weight: 600; }
@@ -161,10 +163,13 @@ def run_html(view: str, run: dict[str, Any] | None, links: Links, *, what: str =
         f"{esc(time_text or 'run')}</a>" + (' <span class="muted">dry run</span>' if run["dry_run"] else "") + "</span>"
     )
     for t in run["failed_tasks"]:
+        error = t.get("error")
         out += (
             f'<div data-failed-task="{esc(t["task_id"])}">failed: '
             f'<a data-top href="{esc(links.task_log(view, run["run_id"], t["task_id"], t["try_number"]))}">'
-            f"{esc(t['task_id'])} (try {int(t['try_number'])}) log</a></div>"
+            f"{esc(t['task_id'])} (try {int(t['try_number'])}) log</a>"
+            + (f'<pre class="error" data-error>{esc(error)}</pre>' if error else "")
+            + "</div>"
         )
     return out
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import datetime as _dt
 import json
-from collections.abc import Collection, Mapping
+from collections.abc import Collection, Iterable, Mapping
 from typing import Any
 
 RUNS_SCANNED = 50  # a view's newest runs looked through for its last dry run
@@ -29,6 +29,27 @@ def is_dry_run(conf: Mapping[str, Any] | None) -> bool:
     return bool(conf) and (conf or {}).get("dry_run") in DRY_RUN_TRUE
 
 
+ERROR_LINES = 4  # lines of a failed try's error shown on the page
+
+
+def first_error(records: Iterable[Mapping[str, Any]], *, lines: int = ERROR_LINES) -> str | None:
+    """The first lines of the error a failed try logged (pure): the exception of its last error record with a
+    traceback (``error_detail``: the exception raised first, then its causes), else its last error message."""
+    found: str | None = None
+    for r in records:
+        level = str(r.get("level") or "").lower()
+        detail = r.get("error_detail")
+        if isinstance(detail, list) and detail and isinstance(detail[0], Mapping):
+            top = detail[0]
+            found = f"{top.get('exc_type') or 'Error'}: {top.get('exc_value') or ''}".rstrip(": ")
+        elif level in ("error", "critical") and r.get("event"):
+            found = str(r["event"])
+    if found is None:
+        return None
+    text = "\n".join(found.strip().splitlines()[:lines])
+    return text[:1000]
+
+
 def run_summary(
     *,
     run_id: str,
@@ -41,6 +62,7 @@ def run_summary(
     failed_tasks: list[tuple[str, int]],
     report: Any,
     now: int,
+    errors: Mapping[str, str | None] | None = None,
 ) -> dict[str, Any]:
     """One run as the page shows it: state, wall time (start to end, or to ``now`` while it runs), failed tasks."""
     started, ended = _ms(start), _ms(end)
@@ -57,9 +79,31 @@ def run_summary(
         "wall_ms": wall,
         "running": ended is None and started is not None,
         "dry_run": is_dry_run(conf),
-        "failed_tasks": [{"task_id": t, "try_number": n} for t, n in failed_tasks],
+        "failed_tasks": [{"task_id": t, "try_number": n, "error": (errors or {}).get(t)} for t, n in failed_tasks],
         "report": report if isinstance(report, str) else None,
     }
+
+
+def task_error(ti: Any) -> str | None:
+    """The first lines of a failed task instance's error, from its log as Airflow's log reader serves it
+    (None when the log cannot be read: the link to the log stays)."""
+    try:
+        from airflow.utils.log.log_reader import TaskLogReader
+
+        metadata: Any = {}
+        chunks, _ = TaskLogReader().read_log_chunks(ti, ti.try_number, metadata)
+        records = []
+        for c in chunks:
+            if hasattr(c, "model_dump"):
+                records.append(c.model_dump())
+            elif isinstance(c, str):
+                try:
+                    records.append(json.loads(c))
+                except ValueError:
+                    continue
+        return first_error(records)
+    except Exception:  # a log that cannot be read must not break the page
+        return None
 
 
 def last_runs(dag_ids: Collection[str], *, now: int) -> dict[str, dict[str, Any]]:
@@ -74,11 +118,12 @@ def last_runs(dag_ids: Collection[str], *, now: int) -> dict[str, dict[str, Any]
     with create_session() as session:
 
         def summary(run: Any) -> dict[str, Any]:
-            failed = session.execute(
-                select(TaskInstance.task_id, TaskInstance.try_number).where(
+            failed_tis = session.scalars(
+                select(TaskInstance).where(
                     TaskInstance.dag_id == run.dag_id, TaskInstance.run_id == run.run_id, TaskInstance.state == "failed"
                 )
             ).all()
+            failed = [(ti.task_id, ti.try_number) for ti in failed_tis]
             report = session.scalar(
                 select(XComModel.value).where(
                     XComModel.dag_id == run.dag_id,
@@ -98,6 +143,7 @@ def last_runs(dag_ids: Collection[str], *, now: int) -> dict[str, dict[str, Any]
                 failed_tasks=sorted((str(t), int(n)) for t, n in failed),
                 report=report,
                 now=now,
+                errors={ti.task_id: task_error(ti) for ti in failed_tis},
             )
 
         for dag_id in dag_ids:
