@@ -155,3 +155,65 @@ def test_a_failed_tasks_error_is_shown_escaped_under_its_log_link():
     tr = _tr(page, "a")
     assert '<pre class="error" data-error>Boom: &lt;b&gt;x&lt;/b&gt; &amp; y</pre>' in tr
     assert "tasks/write?try_number=3" in tr
+
+
+# --------------------------------------------------------------------------- charts on a real time axis
+
+H = 3_600_000
+DAY = 24 * H
+T0 = 1_767_225_600_000  # 2026-01-01T00:00:00Z
+
+
+def _append(version: int, refresh_time: int, committed: int, **kw) -> dict:
+    return {
+        "version": version,
+        "operation": "append",
+        "foreign": False,
+        "refresh_time": refresh_time,
+        "committed_ms": committed,
+        "upper": refresh_time + 1,
+        "since": T0,
+        "mode": "full",
+        "mode_kind": "full",
+        "rows_added": 3,
+        "rows_retracted": 1,
+        "bytes": 100,
+        "duration_ms": 2000,
+        **kw,
+    }
+
+
+def test_a_twenty_day_gap_is_a_gap_on_the_refresh_charts_time_axis():
+    import re
+
+    history = [_append(1, T0, T0 + 60_000), _append(2, T0 + H, T0 + H + 60_000), _append(3, T0 + 21 * DAY, T0)]
+    svg = render.refresh_chart(history)
+    xs = [float(x) for x in re.findall(r'<rect class="added" x="([0-9.]+)"', svg)]
+    assert len(xs) == 3 and xs[0] < xs[1] < xs[2]
+    # the hour between the first two is 1/504 of the 21 days: their bars are close, the third far right
+    assert (xs[2] - xs[1]) > 100 * (xs[1] - xs[0])
+    ticks = re.findall(r'data-tick="(\d+)"', svg)
+    assert ticks[0] == str(T0) and ticks[-1] == str(T0 + 21 * DAY) and len(ticks) == 5
+    assert "2026-01-01 00:00" in svg and "2026-01-22 00:00" in svg and "time (UTC, refresh time)" in svg
+
+
+def test_lag_over_time_is_a_sawtooth_with_max_lag_drawn():
+    from mvsink.airflow.plugin.render import lag_chart, lag_points
+
+    history = [
+        _append(1, T0, T0 + 5 * 60_000),  # committed 5 min after its refresh time
+        {"version": 2, "operation": "compact", "foreign": False, "upper": T0 + 1, "since": T0, "committed_ms": T0 + H},
+        _append(3, T0 + 2 * H, T0 + 2 * H + 60_000),
+    ]
+    now = T0 + 3 * H
+    assert lag_points(history, now) == [
+        (T0 + 5 * 60_000, 5 * 60_000),
+        (T0 + 2 * H + 60_000, 2 * H + 60_000),  # grew until the next append
+        (T0 + 2 * H + 60_000, 60_000),  # dropped with it
+        (now, H),  # and grew since
+    ]
+    svg = lag_chart(history, max_lag_ms=90 * 60_000, now=now)
+    assert svg.count('class="lag-point"') == 2 and 'data-lag-ms="300000"' in svg and 'data-lag-ms="60000"' in svg
+    assert 'class="max-lag" data-max-lag="5400000"' in svg and "max_lag 1h 30m" in svg
+    assert "freshness lag (now 1h 00m)" in svg and "time (UTC)" in svg
+    assert "No refreshes yet." in lag_chart([], max_lag_ms=None, now=now)

@@ -426,6 +426,98 @@ def _legend() -> str:
 # a view's tab
 
 
+def _short_time(ms: int) -> str:
+    """``2026-01-01 02:00`` (UTC; seconds when they are not zero): an axis label."""
+    text = format_time(ms)  # 2026-01-01T02:00:00.000Z
+    date, clock = text[:10], text[11:19]
+    return f"{date} {clock[:5] if clock.endswith(':00') else clock}"
+
+
+class TimeAxis:
+    """A linear UTC time axis from ``t0`` to ``t1`` over ``[x0, x1]`` pixels (a gap in time is a gap on the axis)."""
+
+    def __init__(self, t0: int, t1: int, x0: float, x1: float) -> None:
+        if t1 <= t0:  # one instant: centred in a one-hour window
+            t0, t1 = t0 - 1_800_000, t0 + 1_800_000
+        self.t0, self.t1, self.x0, self.x1 = t0, t1, x0, x1
+
+    def x(self, t: int) -> float:
+        return self.x0 + (self.x1 - self.x0) * (t - self.t0) / (self.t1 - self.t0)
+
+    def svg(self, y: float, *, ticks: int = 4, label: str = "UTC") -> str:
+        """The axis line at ``y``, ``ticks + 1`` evenly spaced labelled ticks, and its unit."""
+        parts = [f'<line class="axis" x1="{self.x0}" x2="{self.x1}" y1="{y:.1f}" y2="{y:.1f}"/>']
+        for k in range(ticks + 1):
+            t = self.t0 + (self.t1 - self.t0) * k // ticks
+            x = self.x(t)
+            anchor = "start" if k == 0 else "end" if k == ticks else "middle"
+            parts.append(
+                f'<line class="axis" x1="{x:.1f}" x2="{x:.1f}" y1="{y:.1f}" y2="{y + 4:.1f}"/>'
+                f'<text class="tick" data-tick="{t}" x="{x:.1f}" y="{y + 15:.1f}" text-anchor="{anchor}">'
+                f"{esc(_short_time(t))}</text>"
+            )
+        parts.append(f'<text class="muted" x="{self.x1}" y="{y + 28:.1f}" text-anchor="end">time ({esc(label)})</text>')
+        return "".join(parts)
+
+
+def lag_points(history: list[dict[str, Any]], now: int) -> list[tuple[int, int]]:
+    """The view's freshness lag over wall-clock time (pure): after each append committed at ``t`` with upper
+    ``u`` the lag is ``t - (u - 1)`` and grows by one every millisecond until the next append (or ``now``).
+    ``(time, lag)`` vertices of that sawtooth, oldest first."""
+    appends = [
+        p
+        for p in history
+        if p.get("operation") == "append" and not p.get("foreign") and p.get("committed_ms") and p["upper"] > 0
+    ]
+    pts: list[tuple[int, int]] = []
+    for i, p in enumerate(appends):
+        t, final = int(p["committed_ms"]), int(p["upper"]) - 1
+        end = int(appends[i + 1]["committed_ms"]) if i + 1 < len(appends) else max(now, t)
+        pts += [(t, t - final), (end, end - final)]
+    return pts
+
+
+def lag_chart(history: list[dict[str, Any]], *, max_lag_ms: int | None, now: int, width: int = 900) -> str:
+    """Freshness lag over time (a sawtooth: it drops at each append and grows until the next), with the view's
+    ``max_lag`` as a dashed line; the x axis is real time (UTC), the y axis a duration."""
+    pts = lag_points(history, now)
+    if not pts:
+        return '<p class="muted" id="lag-chart">No refreshes yet.</p>'
+    left, right, top, height = 70, 14, 16, 200
+    bottom = height - 44
+    axis = TimeAxis(pts[0][0], pts[-1][0], left, width - right)
+    top_lag = max(max(v for _, v in pts), max_lag_ms or 0, 1)
+
+    def y(v: int) -> float:
+        return bottom - (bottom - top) * max(0, v) / top_lag
+
+    d = "M" + " L".join(f"{axis.x(t):.1f},{y(v):.1f}" for t, v in pts)
+    parts = [
+        f'<svg id="lag-chart" xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
+        f'viewBox="0 0 {width} {height}" role="img" aria-label="freshness lag over time">',
+        f'<text x="{left}" y="{top - 4}">freshness lag (now {esc(format_duration(pts[-1][1]))})</text>',
+        f'<text x="{left - 6}" y="{bottom + 4:.1f}" text-anchor="end">0</text>',
+        f'<text x="{left - 6}" y="{top + 8:.1f}" text-anchor="end">{esc(format_duration(top_lag))}</text>',
+        f'<path class="lag" d="{d}" fill="none" stroke="#2f74c0" stroke-width="2"/>',
+    ]
+    for t, v in pts[::2]:  # each append
+        parts.append(
+            f'<circle class="lag-point" cx="{axis.x(t):.1f}" cy="{y(v):.1f}" r="3" fill="#2f74c0" '
+            f'data-time="{t}" data-lag-ms="{v}"><title>{esc(_short_time(t))}: lag {esc(format_duration(v))}'
+            f"</title></circle>"
+        )
+    if max_lag_ms is not None:
+        parts.append(
+            f'<line class="max-lag" data-max-lag="{max_lag_ms}" x1="{left}" x2="{width - right}" '
+            f'y1="{y(max_lag_ms):.1f}" y2="{y(max_lag_ms):.1f}" stroke="#b3261e" stroke-dasharray="6 4"/>'
+            f'<text x="{width - right}" y="{y(max_lag_ms) - 4:.1f}" text-anchor="end" fill="#b3261e">'
+            f"max_lag {esc(format_duration(max_lag_ms))}</text>"
+        )
+    parts.append(axis.svg(bottom))
+    parts.append("</svg>")
+    return "".join(parts)
+
+
 def refresh_chart(history: list[dict[str, Any]], *, width: int = 900) -> str:
     """Refresh history: per append (oldest first) rows added (up) and retracted (down), bytes written and
     duration, coloured by mode. One ``<g class="refresh">`` per refresh, its values in ``data-*``."""
@@ -433,15 +525,17 @@ def refresh_chart(history: list[dict[str, Any]], *, width: int = 900) -> str:
     if not refreshes:
         return '<p class="muted" id="refresh-chart">No refreshes yet.</p>'
     left, right, panel, gap = 70, 10, 90, 26
-    n = len(refreshes)
-    slot = (width - left - right) / n
-    bar = max(2.0, min(28.0, slot * 0.7))
+    # a real time axis of refresh times (a gap in time is a gap here); bars as wide as the closest pair allows
+    axis = TimeAxis(refreshes[0]["refresh_time"], refreshes[-1]["refresh_time"], left + 16, width - right - 16)
+    xs = [axis.x(p["refresh_time"]) for p in refreshes]
+    closest = min((b - a for a, b in zip(xs, xs[1:]) if b > a), default=width)
+    bar = max(2.0, min(28.0, closest * 0.7))
     max_rows = max(1, max(max(p["rows_added"], p["rows_retracted"]) for p in refreshes))
     max_bytes = max(1, max(p["bytes"] for p in refreshes))
     max_dur = max(1, max(p.get("duration_ms") or 0 for p in refreshes))
     top_rows, top_bytes, top_dur = 18, 18 + 2 * panel + gap, 18 + 3 * panel + 2 * gap
     mid = top_rows + panel  # the rows panel is two panels high: added above the line, retracted below
-    height = top_dur + panel + 34
+    height = top_dur + panel + 44
     parts = [
         f'<svg id="refresh-chart" xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
         f'viewBox="0 0 {width} {height}" role="img" aria-label="refresh history">'
@@ -456,8 +550,7 @@ def refresh_chart(history: list[dict[str, Any]], *, width: int = 900) -> str:
     for base in (top_bytes + panel, top_dur + panel):
         parts.append(f'<line class="axis" x1="{left}" x2="{width - right}" y1="{base}" y2="{base}"/>')
     for i, p in enumerate(refreshes):
-        cx = left + slot * (i + 0.5)
-        x = cx - bar / 2
+        x = xs[i] - bar / 2
         colour = MODE_COLOURS.get(p["mode_kind"], MODE_COLOURS[""])
         up = panel * p["rows_added"] / max_rows
         down = panel * p["rows_retracted"] / max_rows
@@ -482,10 +575,7 @@ def refresh_chart(history: list[dict[str, Any]], *, width: int = 900) -> str:
             f'<rect class="duration" x="{x:.1f}" y="{top_dur + panel - hd:.1f}" width="{bar:.1f}" height="{hd:.1f}"/>'
             f"</g>"
         )
-    first, last = refreshes[0]["refresh_time"], refreshes[-1]["refresh_time"]
-    parts.append(f'<text x="{left}" y="{height - 10}">{esc(format_time(first))}</text>')
-    if n > 1:
-        parts.append(f'<text x="{width - right}" y="{height - 10}" text-anchor="end">{esc(format_time(last))}</text>')
+    parts.append(axis.svg(top_dur + panel + 2, label="UTC, refresh time"))
     parts.append(f'<text x="{left - 6}" y="{mid + 4}" text-anchor="end">0</text></svg>')
     return "".join(parts)
 
@@ -602,6 +692,8 @@ def view_page(d: dict[str, Any], *, links: Links, nonce: str, runs: dict[str, An
         f' <a data-top class="muted" href="{esc(links.overview_top())}" style="font-size:12px">all views</a></h1>'
         f'<p class="lead">{esc(d["description"] or "")} <span class="muted">table {esc(d["target"])}</span></p>'
         f"{cards_html}<h2>Refresh history</h2>{_legend()}{refresh_chart(d['history'])}"
+        f"<h2>Freshness lag over time</h2>"
+        f"{lag_chart(d['history'], max_lag_ms=d['max_lag_ms'], now=d.get('checked_at') or 0)}"
         f'<h2>since and upper after each commit</h2><p class="legend muted"><span style="color:#2f74c0">━ upper</span>'
         f'<span style="color:#b3261e">━ since</span></p>{frontier_chart(d["history"])}'
         f'<h2>Last commits <span class="muted" style="font-weight:400">(as mvsink status prints them)</span></h2>'
