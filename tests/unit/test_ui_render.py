@@ -245,3 +245,24 @@ def test_the_schedule_column_shows_the_next_run_of_an_every_or_at_view(catalog):
     assert 'data-next-run="1767225617000">next 2026-01-01T00:00:17.000Z</div>' in tr
     for r in rows[1:]:  # no next run of their own (cron, manual): nothing added
         assert "data-next-run" not in _row(page, r["view"])
+
+
+def test_data_through_and_refreshed_at_are_labelled_apart_and_commits_link_to_their_runs(catalog):
+    """Issue 23: "data through" (the upper) and "refreshed at" (the commit time, relative, absolute on hover)
+    apart; the commit log links each refresh to its run."""
+    view = catalog.get("sales")
+    d = view_detail(view, catalog.views, now=BASE + 30 * 24 * HOUR)
+    page = render.view_page(d, links=LINKS, nonce="x")
+    assert "<b>data through (upper)</b>" in page and "<b>refreshed at (last commit)</b>" in page
+    committed = d["last_refresh"]["committed_ms"]
+    assert f'data-refreshed="{committed}" title="{format_time(committed)}">refreshed ' in page
+    run_links = page.count("data-run-link")
+    appends_with_runs = sum(1 for c in d["last_commits"] if c.get("run_id") and not c.get("foreign"))
+    assert run_links == appends_with_runs >= 3
+    run_id = d["last_commits"][0]["run_id"]
+    assert f'href="/dags/mv_sales/runs/{run_id}" data-run-link>run</a>' in page
+    rows = all_views(catalog, now=BASE + 30 * 24 * HOUR)
+    overview = render.overview_page(rows, links=LINKS, nonce="n", now=BASE + 30 * 24 * HOUR)
+    assert ">Data through (upper)" in overview and ">Last refresh (refresh time)" in overview
+    assert ">Mint to commit" in overview
+    assert f'data-refreshed="{committed}"' in _row(overview, "sales")

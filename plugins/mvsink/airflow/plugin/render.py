@@ -185,6 +185,18 @@ def dry_run_html(view: str, run: dict[str, Any] | None, links: Links) -> str:
     )
 
 
+def ago_html(ms: int | None, now: int | None, *, what: str) -> str:
+    """``<what> 3h 05m ago`` (or ``in …``), the absolute UTC time on hover (empty without a time or a now)."""
+    if ms is None or now is None:
+        return ""
+    delta = now - ms
+    rel = f"{format_duration(abs(delta))} ago" if delta >= 0 else f"in {format_duration(-delta)}"
+    return (
+        f'<div class="muted" data-{what.replace(" ", "-")}="{ms}" title="{esc(format_time(ms))}">'
+        f"{esc(what)} {esc(rel)}</div>"
+    )
+
+
 def _time_cell(ms: int | None, col: str, *, empty: str = "-") -> str:
     if ms is None:
         return f'<td class="time" data-col="{col}" data-value="">{esc(empty)}</td>'
@@ -231,7 +243,7 @@ def checks_cell(s: dict[str, Any]) -> str:
     return f'<td data-col="checks" data-value="{s["error_rows"]}"{cls}><ul class="plain">{items}</ul></td>'
 
 
-def last_refresh_cells(last: dict[str, Any] | None) -> str:
+def last_refresh_cells(last: dict[str, Any] | None, now: int | None = None) -> str:
     if last is None:
         return (
             '<td data-col="last_refresh" data-value="" class="muted">never</td>'
@@ -239,8 +251,11 @@ def last_refresh_cells(last: dict[str, Any] | None) -> str:
             '<td class="num" data-col="bytes"></td><td class="num" data-col="duration"></td>'
         )
     dur = last["duration_ms"]
+    refreshed = ago_html(last.get("committed_ms"), now, what="refreshed")
     return (
-        _time_cell(last["refresh_time"], "last_refresh")
+        _time_cell(last["refresh_time"], "last_refresh")[: -len("</td>")]
+        + refreshed
+        + "</td>"
         + f'<td data-col="mode" data-value="{esc(last["mode"])}" title="{esc(last["mode_reason"])}">'
         f"{mode_badge(last['mode_kind'], last['mode'])}</td>"
         + f'<td class="num" data-col="rows" data-added="{last["rows_added"]}" data-retracted="{last["rows_retracted"]}">'
@@ -298,13 +313,13 @@ COLUMNS = [
     ("schedule", "Schedule"),
     ("as_of", "as_of"),
     ("since", "since"),
-    ("upper", "upper"),
+    ("upper", "Data through (upper)"),
     ("lag", "Freshness lag"),
-    ("last_refresh", "Last refresh"),
+    ("last_refresh", "Last refresh (refresh time)"),
     ("mode", "Mode"),
     ("rows", "Rows ±"),
     ("bytes", "Bytes"),
-    ("duration", "Duration"),
+    ("duration", "Mint to commit"),
     ("checks", "Checks"),
     ("staged", "Staged"),
     ("sources", "Sources (Delta version read)"),
@@ -369,7 +384,7 @@ def overview_page(
                 else '<td class="time" data-col="upper" data-value="0">0 <span class="muted">(nothing final)</span></td>'
             )
             + freshness_cell(s)
-            + last_refresh_cells(s["last_refresh"])
+            + last_refresh_cells(s["last_refresh"], now)
             + checks_cell(s)
             + f'<td class="num" data-col="staged" data-value="{len(in_flight)}" '
             f'data-staged="{len(s["staged_batches"])}" title="{esc(staged_title)}">{len(in_flight)}'
@@ -648,7 +663,13 @@ def view_page(d: dict[str, Any], *, links: Links, nonce: str, runs: dict[str, An
         ("schedule", "Schedule", esc(d["schedule"]) + _next_run(d)),
         ("as_of", "as_of", _time_span(d["as_of"])),
         ("since", "since", _time_span(d["since"])),
-        ("upper", "upper", _time_span(d["upper"]) if d["upper"] > 0 else "0 (nothing final)"),
+        ("upper", "data through (upper)", _time_span(d["upper"]) if d["upper"] > 0 else "0 (nothing final)"),
+        (
+            "refreshed_at",
+            "refreshed at (last commit)",
+            _time_span((d.get("last_refresh") or {}).get("committed_ms"))
+            + ago_html((d.get("last_refresh") or {}).get("committed_ms"), d.get("checked_at"), what="refreshed"),
+        ),
         ("final_through", "final through", _time_span(d["final_through"])),
         (
             "lag",
@@ -678,7 +699,12 @@ def view_page(d: dict[str, Any], *, links: Links, nonce: str, runs: dict[str, An
                 f"[foreign commit: not made by mvsink]</span>"
             )
         else:
-            lines.append(f'<span data-version="{c["version"]}" data-foreign="false">{line}</span>')
+            run = (
+                f'  <a data-top href="{esc(links.run(name, c["run_id"]))}" data-run-link>run</a>'
+                if c.get("run_id")
+                else ""
+            )
+            lines.append(f'<span data-version="{c["version"]}" data-foreign="false">{line}</span>{run}')
     commits = (
         f'<pre class="log" id="commits">{chr(10).join(lines)}</pre>'
         if lines
