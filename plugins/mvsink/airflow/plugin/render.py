@@ -247,15 +247,15 @@ def last_refresh_cells(last: dict[str, Any] | None, now: int | None = None) -> s
     if last is None:
         return (
             '<td data-col="last_refresh" data-value="" class="muted">never</td>'
+            '<td data-col="refreshed_at" data-value=""></td>'
             '<td data-col="mode" data-value=""></td><td class="num" data-col="rows"></td>'
             '<td class="num" data-col="bytes"></td><td class="num" data-col="duration"></td>'
         )
     dur = last["duration_ms"]
     refreshed = ago_html(last.get("committed_ms"), now, what="refreshed")
     return (
-        _time_cell(last["refresh_time"], "last_refresh")[: -len("</td>")]
-        + refreshed
-        + "</td>"
+        _time_cell(last["refresh_time"], "last_refresh")
+        + f'<td data-col="refreshed_at" data-value="{last.get("committed_ms") or ""}">{refreshed}</td>'
         + f'<td data-col="mode" data-value="{esc(last["mode"])}" title="{esc(last["mode_reason"])}">'
         f"{mode_badge(last['mode_kind'], last['mode'])}</td>"
         + f'<td class="num" data-col="rows" data-added="{last["rows_added"]}" data-retracted="{last["rows_retracted"]}">'
@@ -298,6 +298,7 @@ SORT_KEYS: dict[str, Callable[[dict[str, Any]], Any]] = {
     "lag": lambda s: (s["lag_ms"] is None, s["lag_ms"] or 0),
     "stale": lambda s: (not s["stale"], s["view"]),
     "last_refresh": lambda s: (s["last_refresh"] or {}).get("refresh_time") or -1,
+    "refreshed_at": lambda s: (s["last_refresh"] or {}).get("committed_ms") or -1,
     "mode": lambda s: (s["last_refresh"] or {}).get("mode") or "",
     "rows": lambda s: (
         ((s["last_refresh"] or {}).get("rows_added") or 0) + ((s["last_refresh"] or {}).get("rows_retracted") or 0)
@@ -316,6 +317,7 @@ COLUMNS = [
     ("upper", "Data through (upper)"),
     ("lag", "Freshness lag"),
     ("last_refresh", "Last refresh (refresh time)"),
+    ("refreshed_at", "Refreshed at"),
     ("mode", "Mode"),
     ("rows", "Rows ±"),
     ("bytes", "Bytes"),
