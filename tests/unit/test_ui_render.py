@@ -256,11 +256,17 @@ def test_data_through_and_refreshed_at_are_labelled_apart_and_commits_link_to_th
     assert "<b>data through (upper)</b>" in page and "<b>refreshed at (last commit)</b>" in page
     committed = d["last_refresh"]["committed_ms"]
     assert f'data-refreshed="{committed}" title="{format_time(committed)}">refreshed ' in page
-    run_links = page.count("data-run-link")
-    appends_with_runs = sum(1 for c in d["last_commits"] if c.get("run_id") and not c.get("foreign"))
-    assert run_links == appends_with_runs >= 3
-    run_id = d["last_commits"][0]["run_id"]
-    assert f'href="/dags/mv_sales/runs/{run_id}" data-run-link>run</a>' in page
+    # the fixture's refreshes are the command line's (run ids test-…): no Airflow run to link to
+    assert all(not str(c.get("run_id") or "").startswith("manual__") for c in d["last_commits"])
+    assert "data-run-link" not in page
+    # a refresh made by an Airflow run links to it
+    airflow_made = {
+        **d,
+        "last_commits": [{**c, "run_id": "manual__2026-01-01T02:00:00+00:00"} for c in d["last_commits"]],
+    }
+    linked = render.view_page(airflow_made, links=LINKS, nonce="x")
+    assert linked.count("data-run-link") == len(d["last_commits"]) >= 3
+    assert 'href="/dags/mv_sales/runs/manual__2026-01-01T02%3A00%3A00%2B00%3A00" data-run-link>run</a>' in linked
     rows = all_views(catalog, now=BASE + 30 * 24 * HOUR)
     overview = render.overview_page(rows, links=LINKS, nonce="n", now=BASE + 30 * 24 * HOUR)
     assert ">Data through (upper)" in overview and ">Last refresh (refresh time)" in overview

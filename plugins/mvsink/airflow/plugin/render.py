@@ -185,6 +185,14 @@ def dry_run_html(view: str, run: dict[str, Any] | None, links: Links) -> str:
     )
 
 
+AIRFLOW_RUN_TYPES = ("manual__", "scheduled__", "backfill__", "asset_triggered__", "asset_materialization__")
+
+
+def is_airflow_run_id(run_id: object) -> bool:
+    """An Airflow run's id (``manual__…``, ``scheduled__…``, …), not a command line's (``cli-…``)."""
+    return isinstance(run_id, str) and run_id.startswith(AIRFLOW_RUN_TYPES)
+
+
 def ago_html(ms: int | None, now: int | None, *, what: str) -> str:
     """``<what> 3h 05m ago`` (or ``in …``), the absolute UTC time on hover (empty without a time or a now)."""
     if ms is None or now is None:
@@ -703,7 +711,7 @@ def view_page(d: dict[str, Any], *, links: Links, nonce: str, runs: dict[str, An
         else:
             run = (
                 f'  <a data-top href="{esc(links.run(name, c["run_id"]))}" data-run-link>run</a>'
-                if c.get("run_id")
+                if is_airflow_run_id(c.get("run_id"))
                 else ""
             )
             lines.append(f'<span data-version="{c["version"]}" data-foreign="false">{line}</span>{run}')
