@@ -236,6 +236,15 @@ def _operator(airflow, page, artifacts):
     expect(tab.locator("#sources")).to_contain_text(f"version {log[-1]['sources']['orders']} read by the last refresh")
     expect(tab.locator("[data-card='lag'] .badge.stale")).to_be_visible()
     page.screenshot(path=str(artifacts / "ui-02-view-tab.png"), full_page=True)
+    # issue 23: at 1280x800 the tab's frame is as tall as its content (no scrollbar inside it: Airflow's panel
+    # scrolls), and it follows the window's size
+    page.set_viewport_size({"width": 1280, "height": 800})
+    page.wait_for_function(
+        """() => { const f = document.querySelector("iframe[title='View']");
+                   const d = f && f.contentDocument && f.contentDocument.documentElement;
+                   return !!d && f.clientHeight > 800 && d.scrollHeight <= f.clientHeight + 1; }"""
+    )
+    page.set_viewport_size({"width": 1600, "height": 1000})
     # issue 23: the lag over time with max_lag drawn, the last run, each refresh's commit linked to its run
     expect(tab.locator("#lag-chart circle.lag-point")).to_have_count(3)
     expect(tab.locator("#lag-chart line.max-lag")).to_have_attribute("data-max-lag", str(2 * 3_600_000))

@@ -125,6 +125,23 @@ document.addEventListener('click', function (e) {
     w.dispatchEvent(new PopStateEvent('popstate', {state: w.history.state}));
   } catch (err) { /* not framed by Airflow: follow the link here */ }
 });
+// Size Airflow's frame to this page's content, so the page scrolls with Airflow's panel rather than inside
+// a frame of its own (a same-origin parent: the frame's sandbox allows same-origin access).
+function mvsinkFit() {
+  try {
+    var f = window.frameElement;
+    if (!f) return;
+    var h = Math.ceil(document.body.getBoundingClientRect().height) + 28;  // + the body's margins
+    if (Math.abs(f.getBoundingClientRect().height - h) > 1) {
+      f.style.height = h + 'px';
+      f.style.minHeight = h + 'px';
+    }
+  } catch (err) { /* not framed, or framed elsewhere: nothing to size */ }
+}
+window.addEventListener('load', mvsinkFit);
+window.addEventListener('resize', mvsinkFit);
+if (window.ResizeObserver) { new ResizeObserver(mvsinkFit).observe(document.body); }
+mvsinkFit();
 """
 
 
