@@ -217,3 +217,17 @@ def test_lag_over_time_is_a_sawtooth_with_max_lag_drawn():
     assert 'class="max-lag" data-max-lag="5400000"' in svg and "max_lag 1h 30m" in svg
     assert "freshness lag (now 1h 00m)" in svg and "time (UTC)" in svg
     assert "No refreshes yet." in lag_chart([], max_lag_ms=None, now=now)
+
+
+def test_the_frontier_chart_steps_at_each_commits_time():
+    import re
+
+    history = [
+        {**_append(1, T0, T0 + 60_000), "upper": T0 + 1},
+        {**_append(2, T0 + H, T0 + H + 60_000), "upper": T0 + H + 1},
+        {**_append(3, T0 + 2 * H, T0 + 20 * DAY), "upper": T0 + 2 * H + 1},  # committed 20 days later
+    ]
+    svg = render.frontier_chart(history)
+    xs = [float(x) for x in re.findall(r'<circle class="point upper"[^>]* cx="([0-9.]+)"', svg)]
+    assert len(xs) == 3 and (xs[2] - xs[1]) > 100 * (xs[1] - xs[0]) > 0  # a gap in time is a gap on the axis
+    assert "time (UTC, commit time)" in svg and "2026-01-01 00:01" in svg and "2026-01-21 00:00" in svg

@@ -622,19 +622,24 @@ def refresh_chart(history: list[dict[str, Any]], *, width: int = 900) -> str:
     return "".join(parts)
 
 
-def frontier_chart(history: list[dict[str, Any]], *, width: int = 900, height: int = 220) -> str:
-    """since and upper after each commit (oldest first, one step per commit), one ``<circle class="point">``
-    per commit and frontier, its value in ``data-*``."""
+def frontier_chart(history: list[dict[str, Any]], *, width: int = 900, height: int = 234) -> str:
+    """since and upper after each commit (oldest first, a step at each commit's time on a real UTC time axis),
+    one ``<circle class="point">`` per commit and frontier, its value in ``data-*``."""
     pts = history
     ys = [v for p in pts for v in (p["since"], p["upper"]) if v > 0]
     if not pts or not ys:
         return '<p class="muted" id="frontier-chart">No frontiers yet.</p>'
-    left, right, top, bottom = 170, 14, 14, 30
+    left, right, top, bottom = 170, 14, 14, 44
     y0, y1 = min(ys), max(ys)
     span_y = max(1, y1 - y0)
+    # a real time axis of commit times when every commit has one (else one step per commit, as before)
+    times = [t for p in pts if isinstance(t := p.get("committed_ms"), int)]
+    axis = TimeAxis(min(times), max(times), left, width - right) if len(times) == len(pts) else None
     step = (width - left - right) / max(1, len(pts) - 1)
 
     def sx(i: int) -> float:
+        if axis is not None:
+            return axis.x(int(pts[i]["committed_ms"]))
         return left + step * i if len(pts) > 1 else (left + width - right) / 2
 
     def sy(v: int) -> float:
@@ -659,12 +664,17 @@ def frontier_chart(history: list[dict[str, Any]], *, width: int = 900, height: i
                 f"<title>v{p['version']} {esc(p['operation'])} at {esc(p.get('committed') or '')}: "
                 f"{key} {esc(format_time(p[key]))}</title></circle>"
             )
-    parts.append(f'<text x="{left}" y="{height - 8}">v{pts[0]["version"]} {esc(pts[0].get("committed") or "")}</text>')
-    if len(pts) > 1:
+    if axis is not None:
+        parts.append(axis.svg(height - bottom + 4, label="UTC, commit time"))
+    else:
         parts.append(
-            f'<text x="{width - right}" y="{height - 8}" text-anchor="end">v{pts[-1]["version"]} '
-            f"{esc(pts[-1].get('committed') or '')}</text>"
+            f'<text x="{left}" y="{height - 8}">v{pts[0]["version"]} {esc(pts[0].get("committed") or "")}</text>'
         )
+        if len(pts) > 1:
+            parts.append(
+                f'<text x="{width - right}" y="{height - 8}" text-anchor="end">v{pts[-1]["version"]} '
+                f"{esc(pts[-1].get('committed') or '')}</text>"
+            )
     parts.append("</svg>")
     return "".join(parts)
 
