@@ -54,9 +54,9 @@ def test_schedules_become_timetables(af):
     assert bag["errors"] == {}
     info = bag["info"]
     assert info["mv_proj"]["timetable"] == "CronTriggerTimetable" and "'0 * * * *'" in info["mv_proj"]["summary"]
-    assert info["mv_s_every"]["timetable"] == "DeltaTriggerTimetable"
+    assert info["mv_s_every"]["timetable"] == "MvsinkTimetable" and info["mv_s_every"]["summary"] == "every 15m 00s"
     assert info["mv_s_every"]["start"].startswith("2026-01-01 00:05:00")  # first aligned instant >= as_of
-    assert info["mv_s_listed"]["timetable"] == "EventsTimetable"
+    assert info["mv_s_listed"]["timetable"] == "MvsinkTimetable" and info["mv_s_listed"]["summary"] == "at 2 time(s)"
     assert info["mv_s_chained"]["timetable"] == "AssetTriggeredTimetable"
     assert info["mv_s_manual"]["timetable"] == "NullTimetable"
     assert info["mv_s_every"]["end"].startswith("2026-01-03 00:00:00")

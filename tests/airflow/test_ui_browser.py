@@ -179,6 +179,12 @@ def _operator(airflow, page, artifacts):
     expect(frame.locator("tr[data-view='open_orders'] .badge.stale").first).to_be_visible()
     expect(frame.locator("tr[data-view='revenue_by_region'] .badge.fresh")).to_be_visible()
     expect(frame.locator("[data-summary='stale']")).to_have_text("1")
+    # issue 23: each view's last Airflow run, its state and wall time, linked to the run
+    for v, ids in runs.items():
+        last_run = frame.locator(f"tr[data-view='{v}'] td[data-col='last_run'] [data-run]")
+        expect(last_run).to_have_attribute("data-run", ids[-1])
+        expect(last_run).to_have_attribute("data-state", "success")
+        assert int(last_run.get_attribute("data-wall-ms") or "0") > 0
 
     # sortable: by freshness lag, most behind first (open_orders was refreshed last on 2026-11-02T18:00)
     frame.locator("th[data-sort='lag'] a").click()
@@ -230,8 +236,30 @@ def _operator(airflow, page, artifacts):
     expect(tab.locator("#sources")).to_contain_text(f"version {log[-1]['sources']['orders']} read by the last refresh")
     expect(tab.locator("[data-card='lag'] .badge.stale")).to_be_visible()
     page.screenshot(path=str(artifacts / "ui-02-view-tab.png"), full_page=True)
+    # issue 23: at 1280x800 the tab's frame is as tall as its content (no scrollbar inside it: Airflow's panel
+    # scrolls), and it follows the window's size
+    page.set_viewport_size({"width": 1280, "height": 800})
+    page.wait_for_function(
+        """() => { const f = document.querySelector("iframe[title='View']");
+                   const d = f && f.contentDocument && f.contentDocument.documentElement;
+                   return !!d && f.clientHeight > 800 && d.scrollHeight <= f.clientHeight + 1; }"""
+    )
+    page.set_viewport_size({"width": 1600, "height": 1000})
+    # issue 23: the lag over time with max_lag drawn, the last run, each refresh's commit linked to its run
+    expect(tab.locator("#lag-chart circle.lag-point")).to_have_count(3)
+    expect(tab.locator("#lag-chart line.max-lag")).to_have_attribute("data-max-lag", str(2 * 3_600_000))
+    expect(tab.locator("[data-card='last_run'] [data-run]")).to_have_attribute("data-run", runs["open_orders"][-1])
+    made_by_runs = [
+        h for h in DeltaTable(target).history() if json.loads(h.get("mvsink.run_id") or "null") in runs["open_orders"]
+    ]
+    assert len(made_by_runs) >= 3  # the three appends (and the first one's bump)
+    expect(tab.locator("#commits a[data-run-link]")).to_have_count(len(made_by_runs))
     tab.locator("#commits").scroll_into_view_if_needed()
     page.screenshot(path=str(artifacts / "ui-03-view-tab-commits.png"), full_page=True)
+    # "all views" opens the Materialized views page in the Airflow window, not inside the tab's frame
+    tab.locator("a", has_text="all views").click()
+    page.wait_for_url(re.compile(r".*/plugin/materialized-views$"))
+    expect(page.frame_locator("iframe[title='Materialized views']").locator("tr[data-view]")).to_have_count(len(names))
 
     # the refresh summary XCom of the last real refresh: a JSON object with ISO times and the lag
     run = runs["open_orders"][-1]

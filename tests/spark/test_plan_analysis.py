@@ -107,7 +107,7 @@ def test_linear(spark, views, query, source):
         ("SELECT o.id FROM orders o LEFT ANTI JOIN customers c ON o.cust = c.cust", CUS, "right side of a LeftAnti"),
         (UNION, ORD, "a Distinct is computed over 'orders'"),
         (UNION, CUS, "a Distinct is computed over 'customers'"),
-        ("SELECT cust, sum(amount) AS s FROM orders GROUP BY cust", ORD, "a Aggregate is computed over 'orders'"),
+        ("SELECT cust, sum(amount) AS s FROM orders GROUP BY cust", ORD, "an Aggregate is computed over 'orders'"),
         ("SELECT count(*) FROM orders", ORD, "Aggregate"),
         (AGG_BESIDE, CUS, "Aggregate"),
         ("SELECT DISTINCT status FROM orders", ORD, "a Distinct is computed over 'orders'"),

@@ -156,3 +156,24 @@ def test_history_points_carry_since_and_upper_after_each_commit():
     ]
     assert [p["foreign"] for p in pts] == [False, False, False, True, False, False]
     assert pts[5]["mode_kind"] == "incremental" and pts[2]["mode_kind"] == "full" and pts[5]["rows_added"] == 1
+
+
+def test_the_next_run_comes_from_the_timetables_arithmetic(tmp_path):
+    """Issue 23: the page's "next run" of an every/at view is the instant its DAG's timetable runs on next."""
+    from mvsink.readers.overview import view_summary
+
+    every = _view(tmp_path, "schedule: {every: 2m, aligned_to: 2026-01-01T00:00:17Z}\n", name="every")
+    listed = _view(
+        tmp_path, "schedule: {at: [2026-01-01T05:00:00.250Z, 2026-01-02T00:00:00Z]}\nuntil: 2026-01-01T12:00:00Z\n"
+    )
+    cron = _view(tmp_path, "schedule: '0 * * * *'\n", name="cron")
+    now = parse_time("2026-01-01T03:00:40Z")
+    s = view_summary(every, {"every": every}, now=now)
+    assert s["next_run"] == parse_time("2026-01-01T03:02:17Z") and s["next_run_utc"] == "2026-01-01T03:02:17.000Z"
+    s = view_summary(listed, {"v": listed}, now=now)
+    assert s["next_run_utc"] == "2026-01-01T05:00:00.250Z"
+    assert view_summary(listed, {"v": listed}, now=parse_time("2026-01-01T06:00:00Z"))["next_run"] is None  # until
+    assert view_summary(cron, {"cron": cron}, now=now)["next_run"] is None  # Airflow's cron: not ours to say
+    # before as_of: the first instant at or after as_of
+    early = view_summary(every, {"every": every}, now=AS_OF - 10 * H)
+    assert early["next_run_utc"] == "2026-01-01T00:00:17.000Z"

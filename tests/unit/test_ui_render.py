@@ -235,3 +235,40 @@ def test_pages_for_nothing_yet(env):
     assert "No views you may read" in render.overview_page([], links=LINKS, nonce="x")
     nf = render.not_found_page("DAG 'x<y>' is not a view", links=LINKS, nonce="x")
     assert "x&lt;y&gt;" in nf
+
+
+def test_the_schedule_column_shows_the_next_run_of_an_every_or_at_view(catalog):
+    rows = all_views(catalog)
+    rows[0] = {**rows[0], "next_run": 1_767_225_617_000, "next_run_utc": "2026-01-01T00:00:17.000Z"}
+    page = render.overview_page(rows, links=LINKS, nonce="n0nce", now=BASE)
+    tr = _row(page, rows[0]["view"])
+    assert 'data-next-run="1767225617000">next 2026-01-01T00:00:17.000Z</div>' in tr
+    for r in rows[1:]:  # no next run of their own (cron, manual): nothing added
+        assert "data-next-run" not in _row(page, r["view"])
+
+
+def test_data_through_and_refreshed_at_are_labelled_apart_and_commits_link_to_their_runs(catalog):
+    """Issue 23: "data through" (the upper) and "refreshed at" (the commit time, relative, absolute on hover)
+    apart; the commit log links each refresh to its run."""
+    view = catalog.get("sales")
+    d = view_detail(view, catalog.views, now=BASE + 30 * 24 * HOUR)
+    page = render.view_page(d, links=LINKS, nonce="x")
+    assert "<b>data through (upper)</b>" in page and "<b>refreshed at (last commit)</b>" in page
+    committed = d["last_refresh"]["committed_ms"]
+    assert f'data-refreshed="{committed}" title="{format_time(committed)}">refreshed ' in page
+    # the fixture's refreshes are the command line's (run ids test-…): no Airflow run to link to
+    assert all(not str(c.get("run_id") or "").startswith("manual__") for c in d["last_commits"])
+    assert "data-run-link" not in page
+    # a refresh made by an Airflow run links to it
+    airflow_made = {
+        **d,
+        "last_commits": [{**c, "run_id": "manual__2026-01-01T02:00:00+00:00"} for c in d["last_commits"]],
+    }
+    linked = render.view_page(airflow_made, links=LINKS, nonce="x")
+    assert linked.count("data-run-link") == len(d["last_commits"]) >= 3
+    assert 'href="/dags/mv_sales/runs/manual__2026-01-01T02%3A00%3A00%2B00%3A00" data-run-link>run</a>' in linked
+    rows = all_views(catalog, now=BASE + 30 * 24 * HOUR)
+    overview = render.overview_page(rows, links=LINKS, nonce="n", now=BASE + 30 * 24 * HOUR)
+    assert ">Data through (upper)" in overview and ">Last refresh (refresh time)" in overview
+    assert ">Mint to commit" in overview
+    assert f'data-refreshed="{committed}"' in _row(overview, "sales")

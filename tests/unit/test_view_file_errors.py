@@ -266,6 +266,8 @@ def test_negative_as_of(as_of):
         ("{every: true}", "is not a duration"),
         ("{every: 1h, aligned_to: soon}", "schedule.aligned_to: 'soon' is not a time"),
         ("{every: 1h, jitter: 5m}", "unknown key 'jitter'"),
+        ("{every: 1h, catchup: yes please}", "catchup 'yes please' is not true or false"),
+        ("{at: [1], catchup: 1}", "catchup 1 is not true or false"),
         ("{at: []}", "empty list of times"),
         ("{at: [garbage]}", "schedule.at: 'garbage' is not a time"),
         ("{on_commit: []}", "on_commit [] is not a list of view names"),

@@ -96,6 +96,8 @@ def test_minimal_view_defaults():
             Schedule(kind="at", at_ms=(5, JAN1, JAN1 + 24 * HOUR)),
         ),
         ("{at: 2026-01-01T00:00:00Z}", Schedule(kind="at", at_ms=(JAN1,))),
+        ("{every: 2m, catchup: true}", Schedule(kind="interval", every_ms=120_000, aligned_to_ms=0, catchup=True)),
+        ("{at: [5], catchup: false}", Schedule(kind="at", at_ms=(5,))),
         (
             "{on_commit: [orders_clean, nations_clean]}",
             Schedule(kind="on_commit", on_commit=("orders_clean", "nations_clean")),

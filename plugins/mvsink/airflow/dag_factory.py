@@ -23,6 +23,7 @@ from typing import Any
 from mvsink.airflow import config
 from mvsink.airflow.import_errors import report_broken_view_file
 from mvsink.definitions.catalog import load_views
+from mvsink.definitions.schedule import first_at_or_after, is_timed
 from mvsink.definitions.view import Schedule, ViewDefinition
 from mvsink.exceptions import ViewDefinitionError
 from mvsink.spark.conf import spark_conf_for, split_secret_conf
@@ -65,22 +66,15 @@ def asset_alias_for(view: ViewDefinition) -> Any:
 
 def timetable_for(schedule: Schedule, views: dict[str, ViewDefinition], file: str) -> Any:
     """Airflow schedule for a view's refresh schedule."""
-    from airflow.sdk import CronTriggerTimetable, DeltaTriggerTimetable, EventsTimetable
+    from airflow.sdk import CronTriggerTimetable
 
     if schedule.kind == "cron":
         assert schedule.cron is not None
         return CronTriggerTimetable(schedule.cron, timezone="UTC")
-    if schedule.kind == "interval":
-        assert schedule.every_ms is not None
-        return DeltaTriggerTimetable(_dt.timedelta(milliseconds=schedule.every_ms))
-    if schedule.kind == "at":
-        import pendulum
+    if is_timed(schedule):  # every/at: runs exactly on the aligned (or listed) instants
+        from mvsink.airflow.timetable import MvsinkTimetable
 
-        return EventsTimetable(
-            event_dates=[pendulum.from_timestamp(t / 1000, tz="UTC") for t in schedule.at_ms],
-            restrict_to_events=True,
-            description="REFRESH AT listed times",
-        )
+        return MvsinkTimetable(schedule)
     if schedule.kind == "on_commit":
         missing = [v for v in schedule.on_commit if v not in views]
         if missing:
@@ -93,13 +87,9 @@ def timetable_for(schedule: Schedule, views: dict[str, ViewDefinition], file: st
 
 
 def _start_date(view: ViewDefinition) -> _dt.datetime:
-    if view.schedule.kind == "interval" and view.schedule.aligned_to_ms is not None:
-        aligned = view.schedule.aligned_to_ms
-        every = view.schedule.every_ms or 1
-        # the first aligned instant at or after as_of
-        start = aligned + max(0, -(-(view.as_of - aligned) // every)) * every
-        return _dt.datetime.fromtimestamp(start / 1000, tz=_dt.UTC)
-    return _dt.datetime.fromtimestamp(view.as_of / 1000, tz=_dt.UTC)
+    # every/at: the first instant at or after as_of; else as_of
+    start = first_at_or_after(view.schedule, view.as_of) if is_timed(view.schedule) else view.as_of
+    return _dt.datetime(1970, 1, 1, tzinfo=_dt.UTC) + _dt.timedelta(milliseconds=start)
 
 
 def _doc_md(view: ViewDefinition) -> str:
@@ -123,36 +113,43 @@ def build_dag(
     from airflow.sdk import DAG, Param, TriggerRule, task
 
     from mvsink.airflow import tasks
-    from mvsink.airflow.operators import ViewWriteOperator
+    from mvsink.airflow.operators import ViewAppendOperator, ViewWriteOperator
 
     views = views or {view.name: view}
     views_dir = str(views_dir or Path(view.file).parent)
     dag_id = dag_id_for(view.name)
-    with DAG(
-        dag_id=dag_id,
-        schedule=timetable_for(view.schedule, views, view.file),
-        start_date=_start_date(view),
-        end_date=_dt.datetime.fromtimestamp(view.until / 1000, tz=_dt.UTC) if view.until is not None else None,
-        catchup=False,
-        max_active_runs=1,
-        tags=["mvsink", *view.tags],
-        doc_md=_doc_md(view),
-        description=(view.description.splitlines()[0][:200] if view.description else f"materialized view {view.name}"),
-        default_args=task_retries(),
-        params={
-            # nullable: the UI's trigger form treats an empty non-null param as missing and blocks the trigger
-            "refresh_time": Param(
-                None,
-                type=["null", "string"],
-                title="Refresh time",
-                description="ISO-8601 (UTC if no zone) or epoch ms; empty: the run's logical date",
+    with (
+        DAG(
+            dag_id=dag_id,
+            schedule=timetable_for(view.schedule, views, view.file),
+            start_date=_start_date(view),
+            end_date=_dt.datetime.fromtimestamp(view.until / 1000, tz=_dt.UTC) if view.until is not None else None,
+            catchup=view.schedule.catchup,  # every/at only (cron and on-commit views never catch up)
+            max_active_runs=1,
+            tags=["mvsink", *view.tags],
+            doc_md=_doc_md(view),
+            description=(
+                view.description.splitlines()[0][:200] if view.description else f"materialized view {view.name}"
             ),
-            "dry_run": Param(
-                False, type="boolean", title="Dry run", description="Compute and report the corrections; write nothing"
-            ),
-        },
-        render_template_as_native_obj=False,
-    ) as dag:
+            default_args=task_retries(),
+            params={
+                # nullable: the UI's trigger form treats an empty non-null param as missing and blocks the trigger
+                "refresh_time": Param(
+                    None,
+                    type=["null", "string"],
+                    title="Refresh time",
+                    description="ISO-8601 (UTC if no zone) or epoch ms; empty: the run's logical date",
+                ),
+                "dry_run": Param(
+                    False,
+                    type="boolean",
+                    title="Dry run",
+                    description="Compute and report the corrections; write nothing",
+                ),
+            },
+            render_template_as_native_obj=False,
+        ) as dag
+    ):
 
         @task.branch(task_id="mint")
         def mint_task(**context: Any) -> list[str]:
@@ -179,19 +176,16 @@ def build_dag(
             verbose=False,
         )
 
-        @task.branch(
-            task_id="append", trigger_rule=TriggerRule.NONE_FAILED_MIN_ONE_SUCCESS, outlets=[asset_alias_for(view)]
+        append = ViewAppendOperator(  # a branch: reschedule after a lost race; reports the refresh's OpenLineage
+            task_id="append",
+            view_name=view.name,
+            views_dir=views_dir,
+            asset=asset_for(view),
+            alias=asset_alias_for(view),
+            max_reschedules=config.max_reschedules(),
+            trigger_rule=TriggerRule.NONE_FAILED_MIN_ONE_SUCCESS,
+            outlets=[asset_alias_for(view)],
         )
-        def append_task(**context: Any) -> list[str]:
-            with config.no_retry_on_bad_input():
-                return tasks.append_step(
-                    view.name,
-                    views_dir,
-                    context,
-                    asset=asset_for(view),
-                    alias=asset_alias_for(view),
-                    max_reschedules=config.max_reschedules(),
-                )
 
         reschedule = TriggerDagRunOperator(
             task_id="reschedule",
@@ -203,10 +197,9 @@ def build_dag(
             note="rescheduled by mvsink: another writer moved the table's upper",
         )
         m = mint_task()
-        a = append_task()
-        m >> [write, a]
-        write >> a
-        a >> reschedule
+        m >> [write, append]
+        write >> append
+        append >> reschedule
     return dag
 
 

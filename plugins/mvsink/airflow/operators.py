@@ -1,4 +1,4 @@
-"""The DAGs' write task: Spark Connect or the apache-spark provider's SparkSubmitOperator, with secrets kept safe.
+"""The DAGs' write and append tasks. The write task: Spark Connect or the apache-spark provider's SparkSubmitOperator, with secrets kept safe.
 
 Imported only when a DAG is built (it needs Airflow). Differences from the plain operator:
 
@@ -30,6 +30,7 @@ from typing import Any
 from urllib.parse import quote
 
 from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
+from airflow.providers.standard.operators.branch import BaseBranchOperator
 
 from mvsink import settings
 from mvsink.airflow import tasks
@@ -182,3 +183,52 @@ def read_job_error(report: str | None) -> str | None:
     except (OSError, ValueError):
         return None
     return str(record.get("message") or record)
+
+
+class ViewAppendOperator(BaseBranchOperator):
+    """One view's append step (a branch: ``reschedule`` after a lost race, else nothing), and its OpenLineage.
+
+    When ``apache-airflow-providers-openlineage`` is configured, its listener asks this operator for the
+    refresh's lineage on completion (:meth:`get_openlineage_facets_on_complete`): the sources at the versions
+    read, the view's table at the version committed; nothing when the run appended nothing
+    (:mod:`mvsink.airflow.lineage`).
+    """
+
+    def __init__(
+        self, *, view_name: str, views_dir: str, asset: Any, alias: Any, max_reschedules: int, **kwargs: Any
+    ) -> None:
+        super().__init__(**kwargs)
+        self.view_name = view_name
+        self.views_dir = views_dir
+        self.asset = asset
+        self.alias = alias
+        self.max_reschedules = max_reschedules
+        self._lineage_input: tuple[Any, Any] = (None, None)
+
+    def choose_branch(self, context: Any) -> list[str]:
+        with no_retry_on_bad_input():
+            branches = tasks.append_step(
+                self.view_name,
+                self.views_dir,
+                context,
+                asset=self.asset,
+                alias=self.alias,
+                max_reschedules=self.max_reschedules,
+            )
+        # kept for get_openlineage_facets_on_complete, which the provider's listener calls in a forked
+        # process that must not talk to the supervisor (an XCom read there hangs until it is killed)
+        ti = context["ti"]
+        self._lineage_input = (
+            ti.xcom_pull(task_ids="mint", key="description"),
+            ti.xcom_pull(task_ids=self.task_id, key="summary"),
+        )
+        return branches
+
+    def get_openlineage_facets_on_complete(self, task_instance: Any) -> Any:
+        from mvsink.airflow.lineage import operator_lineage
+
+        raw, summary = getattr(self, "_lineage_input", (None, None))
+        description = json.loads(raw) if isinstance(raw, str) else raw
+        if isinstance(summary, str):
+            summary = json.loads(summary)
+        return operator_lineage(description, summary)

@@ -13,6 +13,7 @@ A view file looks like::
       # upstream: {view: other_view}   # another view of this project
     target: views/revenue_by_nation    # Delta table path of the view
     schedule: "0 * * * *"         # cron | {every: 1h, aligned_to: TIME} | {at: [TIME, ...]}
+                                  # (every/at: optional catchup: true runs every missed instant)
                                   # | {on_commit: [view, ...]} | manual
     as_of: 2026-01-01T00:00:00Z   # first time the view may hold output
     until: 2027-01-01T00:00:00Z   # optional: no scheduled refresh after this time
@@ -173,6 +174,8 @@ class Schedule:
     aligned_to_ms: int | None = None
     at_ms: tuple[int, ...] = ()
     on_commit: tuple[str, ...] = ()
+    # every/at only: run every missed instant from as_of (Airflow's catchup); else only the latest due one
+    catchup: bool = False
 
 
 @dataclasses.dataclass(frozen=True)
@@ -804,6 +807,18 @@ def _check_sources_used(query: str, sources: tuple[Source, ...], file: str) -> N
             )
 
 
+def _parse_catchup(raw: dict[Any, Any], file: str) -> bool:
+    catchup = raw.get("catchup", False)
+    if not isinstance(catchup, bool):
+        raise _fail(
+            file,
+            "schedule",
+            f"catchup {catchup!r} is not true or false",
+            "write catchup: true (run every missed instant from as_of) or false (default: only the latest)",
+        )
+    return catchup
+
+
 def _parse_schedule(raw: object, file: str) -> Schedule:
     if raw in (None, "manual", "none", "None"):
         return Schedule(kind="manual")
@@ -818,9 +833,10 @@ def _parse_schedule(raw: object, file: str) -> Schedule:
             "write a cron string like '0 * * * *', {every: 1h}, {at: [TIME, ...]}, {on_commit: [view]} or manual",
         )
     if isinstance(raw, dict) and "every" in raw:
-        extra = set(raw) - {"every", "aligned_to"}
+        extra = set(raw) - {"every", "aligned_to", "catchup"}
         if extra:
-            raise _fail(file, "schedule", f"unknown key {sorted(extra)[0]!r}", "use every and aligned_to")
+            raise _fail(file, "schedule", f"unknown key {sorted(extra)[0]!r}", "use every, aligned_to and catchup")
+        catchup = _parse_catchup(raw, file)
         try:
             every = parse_duration(raw["every"], what="schedule.every")
             aligned = parse_time(raw.get("aligned_to", 0), what="schedule.aligned_to")
@@ -828,8 +844,9 @@ def _parse_schedule(raw: object, file: str) -> Schedule:
             raise _fail(
                 file, "schedule", str(exc), "write e.g. {every: 1h, aligned_to: 2026-01-01T00:00:00Z}"
             ) from None
-        return Schedule(kind="interval", every_ms=every, aligned_to_ms=aligned)
-    if isinstance(raw, dict) and set(raw) == {"at"}:
+        return Schedule(kind="interval", every_ms=every, aligned_to_ms=aligned, catchup=catchup)
+    if isinstance(raw, dict) and "at" in raw and set(raw) <= {"at", "catchup"}:
+        catchup = _parse_catchup(raw, file)
         at = raw["at"] if isinstance(raw["at"], list) else [raw["at"]]
         try:
             times = tuple(sorted(parse_time(t, what="schedule.at") for t in at))
@@ -837,7 +854,7 @@ def _parse_schedule(raw: object, file: str) -> Schedule:
             raise _fail(file, "schedule", str(exc), "list times as ISO-8601 or epoch milliseconds") from None
         if not times:
             raise _fail(file, "schedule", "empty list of times", "list at least one refresh time")
-        return Schedule(kind="at", at_ms=times)
+        return Schedule(kind="at", at_ms=times, catchup=catchup)
     if isinstance(raw, dict) and set(raw) == {"on_commit"}:
         views = raw["on_commit"] if isinstance(raw["on_commit"], list) else [raw["on_commit"]]
         if not views or not all(isinstance(v, str) and NAME_RE.match(v) for v in views):

@@ -14,6 +14,7 @@ from mvsink.core.batch import parse_batch_id
 from mvsink.core.deltalog import newest_commit
 from mvsink.core.staging import list_staged
 from mvsink.definitions.catalog import Catalog
+from mvsink.definitions.schedule import next_instant
 from mvsink.definitions.view import Schedule, ViewDefinition
 from mvsink.exceptions import MvSinkError
 from mvsink.readers.freshness import format_freshness, freshness, mode_kind, now_ms
@@ -118,6 +119,9 @@ def view_summary(
         "target": view.target,
         "exists": st["exists"],
         "schedule": describe_schedule(view.schedule),
+        # every/at: the next instant the DAG runs on (the same arithmetic as the DAG's timetable)
+        "next_run": (nxt := next_instant(view.schedule, st["checked_at"], as_of=view.as_of, until=view.until)),
+        "next_run_utc": format_time_or_none(nxt),
         "as_of": st["as_of"],
         "as_of_utc": format_time(st["as_of"]),
         "since": st["since"],

@@ -349,7 +349,7 @@ def nonlinear_reason(tree: PlanNode, source: str) -> str | None:
         return f"{source!r} is read somewhere this check cannot follow"
     for n in tree.walk():
         if n.name in UNSTABLE_OPERATORS:
-            return f"a {n.name} may return different rows each time it is evaluated"
+            return f"{_a(n.name)} may return different rows each time it is evaluated"
     return None
 
 
@@ -382,6 +382,13 @@ def _whole_plan_reason(tree: PlanNode) -> str | None:
     return None
 
 
+def _a(word: str) -> str:
+    """``word`` with its indefinite article: "an Aggregate", "an aggregate", "a Window", "a Union"."""
+    w = word.lower()
+    vowel = w[:1] in ("a", "e", "i", "o") or (w.startswith("u") and not w.startswith(("uni", "use", "usi")))
+    return f"{'an' if vowel else 'a'} {word}"
+
+
 def _step_reason(op: PlanNode, index: int, source: str) -> str | None:
     """Why operator ``op`` is not linear in its ``index``-th child, which carries ``source``."""
     if op.name in JOIN_OPERATORS:
@@ -395,13 +402,13 @@ def _step_reason(op: PlanNode, index: int, source: str) -> str | None:
         if not ok:
             return f"{source!r} is on the {side} side of a {kind} join"
     elif op.name not in LINEAR_OPERATORS:
-        return f"a {op.name} is computed over {source!r}"
+        return f"{_a(op.name)} is computed over {source!r}"
     for k, e in enumerate(op.expressions):
         for x in e.walk():
             cat = expression_category(x.name)
             if cat == ROW or (cat == GENERATOR and op.name == "Generate" and x is e and k == 0):
                 continue
-            return f"a {cat or 'unknown'} expression ({x.name}) in a {op.name} is computed over {source!r}"
+            return f"{_a(cat or 'unknown')} expression ({x.name}) in {_a(op.name)} is computed over {source!r}"
     return None
 
 
@@ -439,7 +446,7 @@ def aggregate_split(tree: PlanNode) -> AggregateSplit | str:
     node = tree
     while node.name in _ABOVE_AGGREGATE:
         if len(node.children) != 1:
-            return f"a {node.name} above the aggregate has {len(node.children)} inputs"
+            return f"{_a(node.name)} above the aggregate has {len(node.children)} inputs"
         chain.append(node)
         node = node.children[0]
     if len(node.children) != 1:

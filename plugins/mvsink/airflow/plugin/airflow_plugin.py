@@ -16,6 +16,7 @@ from typing import Any
 from airflow.plugins_manager import AirflowPlugin
 
 from mvsink.airflow.plugin import NAV_ROUTE, URL_PREFIX, VIEW_TAB_ROUTE
+from mvsink.airflow.timetable import MvsinkTimetable
 
 # a small table glyph for the navigation (a data: URI: nothing is fetched)
 ICON = (
@@ -41,6 +42,8 @@ class LazyApp:
 
 class MvsinkPlugin(AirflowPlugin):
     name = "mvsink"
+    # the timetable of every/at schedules: the scheduler finds it here when it deserializes a view's DAG
+    timetables = [MvsinkTimetable]
     fastapi_apps = [{"app": LazyApp(), "url_prefix": URL_PREFIX, "name": "mvsink: materialized views"}]
     external_views = [
         # hrefs are relative: the UI resolves them against its base URL (works behind a base_url path too)

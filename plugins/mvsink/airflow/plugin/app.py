@@ -88,6 +88,20 @@ def overview_rows(user: Any) -> tuple[list[dict[str, Any]], str, int]:
     return all_views(catalog, now=now), str(catalog.views_dir), now
 
 
+def airflow_runs(dag_ids: list[str], now: int) -> dict[str, dict[str, Any]]:
+    """Airflow's last run (and last dry run) of each DAG; empty if the metadata database cannot be read (the
+    page still shows what the Delta logs say)."""
+    from mvsink.airflow.plugin.runs import last_runs
+
+    try:
+        return last_runs(dag_ids, now=now)
+    except Exception:  # the page must not fail on Airflow's database: it only adds the run state
+        import logging
+
+        logging.getLogger(__name__).warning("mvsink page: cannot read the views' runs", exc_info=True)
+        return {}
+
+
 def detail(dag_id: str) -> tuple[dict[str, Any] | None, str]:
     """A view's page data by its DAG id, or (None, why it is not a view of the folder)."""
     name = view_name_of(dag_id)
@@ -134,9 +148,10 @@ def create_app() -> Any:
     def overview_page(request: Request, user: GetUserDep, sort: str = "view", order: str = "asc") -> HTMLResponse:
         rows, folder, now = overview_rows(user)
         nonce = secrets.token_urlsafe(16)
+        runs = airflow_runs([dag_id_for(r["view"]) for r in rows if r.get("view") and not r.get("error")], now)
         return html(
             render.overview_page(
-                rows, links=links(request), nonce=nonce, sort=sort, order=order, now=now, views_dir=folder
+                rows, links=links(request), nonce=nonce, sort=sort, order=order, now=now, views_dir=folder, runs=runs
             ),
             nonce,
         )
@@ -152,7 +167,8 @@ def create_app() -> Any:
         nonce = secrets.token_urlsafe(16)
         if d is None:
             return html(render.not_found_page(why, links=links(request), nonce=nonce), nonce, status=404)
-        return html(render.view_page(d, links=links(request), nonce=nonce), nonce)
+        runs = airflow_runs([dag_id], now_ms()).get(dag_id)
+        return html(render.view_page(d, links=links(request), nonce=nonce, runs=runs), nonce)
 
     @app.get("/api/dags/{dag_id}", dependencies=[Depends(requires_access_dag("GET"))])
     def view_json(dag_id: str) -> JSONResponse:
