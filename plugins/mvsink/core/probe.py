@@ -25,7 +25,7 @@ from email.utils import formatdate
 from urllib.parse import quote, urlsplit
 
 from mvsink.core import storage
-from mvsink.exceptions import StoreError, UnsafeStoreError
+from mvsink.exceptions import MvSinkError, StoreError, UnsafeStoreError
 
 log = logging.getLogger(__name__)
 
@@ -33,12 +33,14 @@ PROBE_PREFIX = "_mvsink_probe_"
 _probed: dict[str, bool] = {}
 
 
-def check_conditional_writes(uri: str) -> None:
-    """Raise :class:`UnsafeStoreError` if the store of ``uri`` accepts a second create of the same key."""
-    loc = storage.parse(uri)
+def check_conditional_writes(where: storage.Where) -> None:
+    """Raise :class:`UnsafeStoreError` if the store of a location accepts a second create of the same key
+    (a missing bucket or refused credentials: the bad-input errors of :mod:`mvsink.core.storage`)."""
+    loc = storage.location(where)
+    uri = loc.uri
     if loc.is_local or _probed.get(loc.uri):
         return
-    opts = storage.delta_options(uri) or {}
+    opts = storage.delta_options(loc) or {}
     key = "/".join(p for p in (loc.key, f"{PROBE_PREFIX}{uuid.uuid4().hex}") if p)
     if loc.kind == "s3":
         put = _s3_put if opts.get("AWS_ACCESS_KEY_ID") else None
@@ -58,19 +60,25 @@ def check_conditional_writes(uri: str) -> None:
         log.info("location %s: %s's own service honours conditional writes; not probed", uri, loc.kind)
         _probed[loc.uri] = True
         return
+    first = 0
     try:
         first = put(opts, loc, key)
         second = put(opts, loc, key) if 200 <= first < 300 else first
     except OSError as exc:
         raise StoreError(
-            f"location {uri}: probing the store's conditional writes failed: {type(exc).__name__}: {exc}. "
-            "Fix: check the store is reachable, then retry."
+            f"location {uri}: probing the store's conditional writes failed: {type(exc).__name__}: "
+            f"{storage.scrub(str(exc), loc)}. Fix: check the store is reachable, then retry."
         ) from exc
     finally:
-        try:
-            storage.delete_file(storage.join(storage.container_uri(loc), key))
-        except StoreError as exc:
-            log.warning("location %s: could not remove the probe object: %s", uri, exc)
+        if 200 <= first < 300:
+            try:
+                storage.delete_file(loc.container().join(key))
+            except (StoreError, MvSinkError) as exc:
+                log.warning("location %s: could not remove the probe object: %s", uri, exc)
+    if first == 404:
+        raise storage.missing_bucket(loc)
+    if first in (401, 403):
+        raise storage.access_denied(loc, f"HTTP {first} on a probe write")
     if not 200 <= first < 300:
         raise StoreError(
             f"location {uri}: the store refused a probe write (HTTP {first}). Fix: check the credentials allow "
@@ -89,14 +97,16 @@ def check_conditional_writes(uri: str) -> None:
     _probed[loc.uri] = True
 
 
-def _request(scheme: str, netloc: str, path: str, headers: dict[str, str], body: bytes) -> int:
+def _request(
+    scheme: str, netloc: str, path: str, headers: dict[str, str], body: bytes, method: str = "PUT"
+) -> tuple[int, str]:
     conn_cls = http.client.HTTPSConnection if scheme == "https" else http.client.HTTPConnection
     conn = conn_cls(netloc, timeout=30)
     try:
-        conn.request("PUT", path, body=body, headers=headers)
+        conn.request(method, path, body=body, headers=headers)
         resp = conn.getresponse()
-        resp.read()
-        return int(resp.status)
+        text = resp.read()[:2000].decode(errors="replace")
+        return int(resp.status), text
     finally:
         conn.close()
 
@@ -107,6 +117,13 @@ def _sign(key: bytes, msg: str) -> bytes:
 
 def _s3_put(opts: dict[str, str], loc: storage.Location, key: str) -> int:
     """PUT ``key`` with ``If-None-Match: *``, signed with AWS Signature Version 4; the HTTP status."""
+    return _s3_request(opts, loc, key, "PUT", b"mvsink put-if-absent probe", {"if-none-match": "*"})[0]
+
+
+def _s3_request(
+    opts: dict[str, str], loc: storage.Location, key: str, method: str, body: bytes, extra: dict[str, str]
+) -> tuple[int, str]:
+    """A request on ``key`` of the bucket (the bucket itself for ``key == ""``), signed with SigV4."""
     region = opts.get("AWS_REGION") or "us-east-1"
     endpoint = opts.get("AWS_ENDPOINT_URL") or f"https://s3.{region}.amazonaws.com"
     parts = urlsplit(endpoint)
@@ -115,16 +132,17 @@ def _s3_put(opts: dict[str, str], loc: storage.Location, key: str) -> int:
         host, path = f"{loc.bucket}.{netloc}", "/" + quote(key, safe="/-_.~")
     else:
         host, path = netloc, f"/{loc.bucket}/" + quote(key, safe="/-_.~")
-    body = b"mvsink put-if-absent probe"
+    if not key:
+        path = path.rstrip("/") or "/"
     now = dt.datetime.now(dt.UTC)
     amz_date, date = now.strftime("%Y%m%dT%H%M%SZ"), now.strftime("%Y%m%d")
     payload = hashlib.sha256(body).hexdigest()
-    headers = {"host": host, "if-none-match": "*", "x-amz-content-sha256": payload, "x-amz-date": amz_date}
+    headers = {"host": host, **extra, "x-amz-content-sha256": payload, "x-amz-date": amz_date}
     if opts.get("AWS_SESSION_TOKEN"):
         headers["x-amz-security-token"] = opts["AWS_SESSION_TOKEN"]
     names = sorted(headers)
     signed = ";".join(names)
-    canonical = "\n".join(["PUT", path, "", "".join(f"{n}:{headers[n]}\n" for n in names), signed, payload])
+    canonical = "\n".join([method, path, "", "".join(f"{n}:{headers[n]}\n" for n in names), signed, payload])
     scope = f"{date}/{region}/s3/aws4_request"
     to_sign = "\n".join(["AWS4-HMAC-SHA256", amz_date, scope, hashlib.sha256(canonical.encode()).hexdigest()])
     k = _sign(("AWS4" + opts.get("AWS_SECRET_ACCESS_KEY", "")).encode(), date)
@@ -135,14 +153,14 @@ def _s3_put(opts: dict[str, str], loc: storage.Location, key: str) -> int:
         f"AWS4-HMAC-SHA256 Credential={opts['AWS_ACCESS_KEY_ID']}/{scope}, SignedHeaders={signed}, "
         f"Signature={signature}"
     )
-    return _request(scheme, host, path, headers, body)
+    return _request(scheme, host, path, headers, body, method)
 
 
 def _azure_endpoint(opts: dict[str, str], loc: storage.Location) -> tuple[str, str, str]:
     """(scheme, host, path prefix) of the blob endpoint: the emulator's path-style URL, else the account's."""
     account = opts.get("AZURE_STORAGE_ACCOUNT_NAME") or loc.account
     if storage._truthy(opts.get("AZURE_STORAGE_USE_EMULATOR")):
-        parts = urlsplit(storage.emulator_url())
+        parts = urlsplit(storage.emulator_url(loc))
         return parts.scheme or "http", parts.netloc, parts.path.rstrip("/") or f"/{account}"
     return "https", f"{account}.blob.core.windows.net", ""
 
@@ -165,14 +183,14 @@ def _azure_put(opts: dict[str, str], loc: storage.Location, key: str) -> int:
     headers["If-None-Match"] = "*"
     headers["Content-Length"] = str(len(body))
     headers["Authorization"] = f"SharedKey {account}:{b64encode(digest).decode()}"
-    return _request(scheme, host, path, headers, body)
+    return _request(scheme, host, path, headers, body)[0]
 
 
-def create_container(uri: str) -> int:
-    """Create the Azure container of ``uri`` (Shared Key; for tests against the emulator); the HTTP status
+def create_container(where: storage.Where) -> int:
+    """Create the Azure container of a location (Shared Key; for tests against the emulator); the HTTP status
     (201 created, 409 already there)."""
-    loc = storage.parse(uri)
-    opts = storage.delta_options(uri) or {}
+    loc = storage.location(where)
+    opts = storage.delta_options(loc) or {}
     account = opts.get("AZURE_STORAGE_ACCOUNT_NAME") or loc.account
     scheme, host, prefix = _azure_endpoint(opts, loc)
     path = f"{prefix}/{loc.bucket}"
@@ -183,4 +201,32 @@ def create_container(uri: str) -> int:
     digest = hmac.new(b64decode(opts["AZURE_STORAGE_ACCOUNT_KEY"]), to_sign.encode(), hashlib.sha256).digest()
     headers["Content-Length"] = "0"
     headers["Authorization"] = f"SharedKey {account}:{b64encode(digest).decode()}"
-    return _request(scheme, host, path + "?restype=container", headers, b"")
+    return _request(scheme, host, path + "?restype=container", headers, b"")[0]
+
+
+def container_status(where: storage.Where) -> tuple[int, str]:
+    """Ask the store about the bucket or container of a location (signed, as the probe): (HTTP status, the
+    start of the answer); (0, "") where it cannot sign (no static key) and so cannot ask."""
+    loc = storage.location(where)
+    opts = storage.delta_options(loc) or {}
+    try:
+        if loc.kind == "s3" and opts.get("AWS_ACCESS_KEY_ID"):
+            return _s3_request(opts, loc, "", "HEAD", b"", {})
+        if loc.kind == "azure" and opts.get("AZURE_STORAGE_ACCOUNT_KEY"):
+            return _azure_get_container(opts, loc)
+    except OSError:
+        return 0, ""  # unreachable: the request that follows says so
+    return 0, ""
+
+
+def _azure_get_container(opts: dict[str, str], loc: storage.Location) -> tuple[int, str]:
+    account = opts.get("AZURE_STORAGE_ACCOUNT_NAME") or loc.account
+    scheme, host, prefix = _azure_endpoint(opts, loc)
+    path = f"{prefix}/{loc.bucket}"
+    headers = {"x-ms-date": formatdate(usegmt=True), "x-ms-version": "2021-08-06"}
+    canon_headers = "".join(f"{n}:{headers[n]}\n" for n in sorted(headers))
+    fields = ["GET", "", "", "", "", "", "", "", "", "", "", ""]
+    to_sign = "\n".join(fields) + "\n" + canon_headers + f"/{account}{path}\nrestype:container"
+    digest = hmac.new(b64decode(opts["AZURE_STORAGE_ACCOUNT_KEY"]), to_sign.encode(), hashlib.sha256).digest()
+    headers["Authorization"] = f"SharedKey {account}:{b64encode(digest).decode()}"
+    return _request(scheme, host, path + "?restype=container", headers, b"", "GET")
