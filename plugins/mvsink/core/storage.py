@@ -372,9 +372,10 @@ def bad_input_error(where: Where, what: str, text: str) -> MvSinkError | None:
     input is wrong: a bucket or container that does not exist, or credentials the store refuses. None otherwise."""
     loc = location(where)
     low = text.lower()
-    if any(w in low for w in _NO_BUCKET):
+    flat = low.replace("_", "").replace(" ", "")  # pyarrow writes SIGNATURE_DOES_NOT_MATCH, S3 SignatureDoesNotMatch
+    if any(w in low or w.replace(" ", "") in flat for w in _NO_BUCKET):
         return missing_bucket(loc)
-    if any(w in low for w in _DENIED):
+    if any(w in low or w.replace(" ", "") in flat for w in _DENIED):
         return access_denied(loc, what)
     return None
 
