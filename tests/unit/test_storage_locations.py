@@ -131,6 +131,7 @@ def test_spark_view_of_a_location(clean):
     assert az[f"spark.hadoop.fs.azure.account.key.{host}"] == "a2V5LWRvLW5vdC1sZWFr"
     assert az[f"spark.hadoop.fs.azure.abfs.endpoint.{host}"] == "127.0.0.1:10123"
     assert az[f"spark.hadoop.fs.azure.fns.account.service.type.{host}"] == "BLOB"
+    assert az["spark.hadoop.fs.azure.always.use.https"] == "false"
     assert set(split_secret_conf(az)[1]) == {f"spark.hadoop.fs.azure.account.key.{host}"}
     for name in ("AZURE_STORAGE_ACCOUNT_KEY", "AZURE_STORAGE_USE_EMULATOR", "AZURITE_BLOB_STORAGE_URL"):
         clean.delenv(name)

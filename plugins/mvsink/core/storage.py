@@ -754,7 +754,10 @@ def spark_hadoop_conf(where: Where) -> dict[str, str]:
             # (a non-hierarchical account) with the emulator's address in place of the account's host
             netloc = urlsplit(emulator_url(loc)).netloc
             conf[f"spark.hadoop.fs.azure.abfs.endpoint.{host}"] = netloc
-            conf[f"spark.hadoop.fs.azure.always.use.https.{host}"] = "false"
+            # read globally only (an account-specific key is ignored): plain http for abfs:// (abfss:// stays TLS)
+            conf["spark.hadoop.fs.azure.always.use.https"] = "false"
+            # ABFS's default Apache client has no TLS socket factory unless https was used first in the JVM
+            conf[f"spark.hadoop.fs.azure.networking.library.{host}"] = "JDK_HTTP_URL_CONNECTION"
             conf[f"spark.hadoop.fs.azure.account.hns.enabled.{host}"] = "false"
             conf[f"spark.hadoop.fs.azure.fns.account.service.type.{host}"] = "BLOB"
         return conf
