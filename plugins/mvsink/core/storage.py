@@ -1,19 +1,19 @@
 """Locations: where a table lives (local disk or object storage) and how each engine reaches it.
 
-A location is a URI: a local path, ``file://``, ``s3://`` (``s3a://``), ``az://``, ``abfs[s]://`` or
-``gs://``. From it and the standard variables the cloud SDKs and delta-rs read (``AWS_*``,
-``AZURE_STORAGE_*``, ``GOOGLE_*``), plus a view's own ``storage_options`` (registered with
-:func:`register_options`), this module derives:
+A location is parsed once (:func:`parse`, the one URI parser here) into a frozen :class:`Location`: kind,
+bucket or container, path, and the options that reach it (the standard variables ``AWS_*``,
+``AZURE_STORAGE_*``, ``GOOGLE_*``, overridden by a view's ``storage_options``: :func:`view_locations`).
+Every function below takes a :class:`Location` or a plain URI (options from the environment), and derives:
 
 - :func:`delta_options`: delta-rs ``storage_options`` (every Delta log read and commit);
 - :func:`filesystem`: a pyarrow filesystem and the path within it, for everything mvsink reads or
-  writes outside Spark (staging files and manifests, listings, deletes, compaction's reads); the
-  file helpers below (:func:`read_text`, :func:`write_text`, :func:`list_dir`, ...) use it;
-- :func:`spark_uri` and :func:`spark_hadoop_conf`: Spark's view of the same place (``s3://`` is
-  ``s3a://`` there, ``az://`` is ``abfss://``), credentials only by reference to the environment;
+  writes outside Spark; the file helpers (:func:`read_text`, :func:`write_text`, :func:`list_dir`, ...) use it;
+- :func:`spark_uri` and :func:`spark_hadoop_conf`: Spark's view of the same place (``s3a://``, ``abfs[s]://``)
+  with the credentials passed explicitly (secret settings: see :func:`mvsink.spark.conf.split_secret_conf`);
+- :func:`store_error`, :func:`check_container`: a store's refusal as bad input (missing bucket, refused
+  credentials, naming the variable or option to fix), secrets scrubbed from every message.
 
 The probe that refuses a store whose put-if-absent does not hold is :mod:`mvsink.core.probe`.
-
 Local paths behave exactly as before: the helpers then use the local filesystem.
 """
 

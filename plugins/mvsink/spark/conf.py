@@ -23,6 +23,9 @@ DEFAULT_SPARK_CONF: dict[str, str] = {
     "spark.sql.adaptive.enabled": "true",
     "spark.hadoop.mapreduce.fileoutputcommitter.marksuccessfuljobs": "false",
     "spark.hadoop.parquet.summary.metadata.level": "NONE",
+    # spark-submit ends its JVM when the job's main returns: Hadoop 3.5's ABFS leaves non-daemon thread pools
+    # behind, which otherwise keep a finished write step's JVM alive for ever
+    "spark.submit.callSystemExitOnMainExit": "true",
     # Spark's default, plus Azure's account keys: redacted in the UI's environment page and event logs
     "spark.redaction.regex": "(?i)secret|password|token|access[.]?key|account[.]key",
 }
