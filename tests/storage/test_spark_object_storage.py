@@ -24,6 +24,7 @@ from mvsink.core import storage
 from mvsink.core.refresh import run_refresh
 from mvsink.definitions.catalog import Catalog
 from mvsink.devtools.localairflow import free_port
+from mvsink.exceptions import SparkJobError
 from mvsink.readers.arrow import read_view
 from mvsink.spark.conf import apply_storage_conf, storage_conf
 from mvsink.spark.runners import write_step
@@ -125,7 +126,10 @@ def test_refreshes_through_spark_across_stores_match_the_oracle(runner, target_s
             delta_table(orders).delete("id % 4 = 0")
             write_source(orders, make_orders(rng, 200, 6))
         r = now_ms()
-        res = run_refresh(view, r, write=write, catalog=catalog, run_id=f"{runner}-{k}")
+        try:
+            res = run_refresh(view, r, write=write, catalog=catalog, run_id=f"{runner}-{k}")
+        except SparkJobError as exc:  # show what the job printed
+            pytest.fail(f"{exc}\n{exc.output}")
         assert res.status == "appended" and res.rows_added + res.rows_retracted > 0, res
         assert res.mode == ("full" if k == 0 else "incremental"), (k, _last_commit(target).get("mvsink.mode_reason"))
         last = _last_commit(target)
