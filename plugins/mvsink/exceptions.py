@@ -105,3 +105,11 @@ class UnsafePathError(ViewDefinitionError):
 
 class UnsafeStoreError(MvSinkError):
     """A location's store accepts a second create of the same key: compare_and_append would not be safe there."""
+
+
+class MissingBucketError(MvSinkError):
+    """A location's bucket or container does not exist on its store."""
+
+
+class StoreAccessError(MvSinkError):
+    """A location's store refuses the credentials given for it (the message names the variable or option)."""

@@ -88,7 +88,8 @@ def test_a_mismatched_connector_is_refused_before_spark_starts(tmp_path, monkeyp
         SparkSetupError, match=r"s3a:// connector is hadoop-aws-3.3.1.jar, but pyspark's Hadoop is 3.5.0"
     ):
         session_conf(master="local[2]", schemes=["s3a"])
-    session_conf(master="local[2]")  # local files need no connector
+    with pytest.raises(SparkSetupError, match="hadoop-aws-3.3.1.jar"):  # not on a local class path either
+        session_conf(master="local[2]")
 
 
 class _Conf:

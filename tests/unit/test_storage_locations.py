@@ -18,6 +18,7 @@ VARS = (
     *storage.GCS_ENV,
     "MVSINK_ALLOWED_LOCATIONS",
     "MVSINK_ALLOW_OUTSIDE_DATA_ROOT",
+    "AZURITE_BLOB_STORAGE_URL",
 )
 
 
@@ -61,11 +62,41 @@ def test_delta_options_from_the_standard_variables(clean):
     assert az is not None and az["AZURE_STORAGE_ACCOUNT_NAME"] == "not-for-s3" and "AWS_REGION" not in az
 
 
-def test_registered_options_win_for_their_prefix_only(clean):
+def test_a_location_carries_its_options_and_keeps_them_when_joined(clean):
     clean.setenv("AWS_REGION", "us-east-1")
-    storage.register_options("s3://other-lake/views", {"aws_region": "eu-central-1"})
-    assert storage.delta_options("s3://other-lake/views/t")["AWS_REGION"] == "eu-central-1"
-    assert storage.delta_options("s3://other-lake/viewsx/t")["AWS_REGION"] == "us-east-1"
+    clean.setenv("AWS_ACCESS_KEY_ID", "env-id")
+    loc = storage.parse("s3a://other-lake/views", {"aws_region": "eu-central-1"})
+    assert storage.delta_options(loc) == {"AWS_REGION": "eu-central-1", "AWS_ACCESS_KEY_ID": "env-id"}
+    child = storage.join(loc, "t", "_delta_log")
+    assert isinstance(child, storage.Location) and child.uri == "s3://other-lake/views/t/_delta_log"
+    assert child.key == "views/t/_delta_log" and storage.delta_options(child)["AWS_REGION"] == "eu-central-1"
+    assert storage.delta_options("s3://other-lake/views/t")["AWS_REGION"] == "us-east-1"  # a plain URI: env only
+    assert child.origin("AWS_REGION") == "storage_options.AWS_REGION in the view file"
+    assert child.origin("AWS_ACCESS_KEY_ID") == "AWS_ACCESS_KEY_ID"
+    clean.setenv("AWS_SECRET_ACCESS_KEY", "do-not-leak")
+    assert "do-not-leak" not in repr(storage.parse("s3://lake/t"))  # a Location may be logged
+
+
+def test_a_registered_view_lends_its_options_to_plain_uris_under_its_locations_only(clean):
+    from tests.support.viewfiles import doc, parse
+
+    clean.setenv("AWS_REGION", "us-east-1")
+    clean.setenv("MVSINK_ALLOWED_LOCATIONS", "s3://reg-lake/")
+    v = parse(
+        doc(
+            target="s3://reg-lake/views/v",
+            sources="{orders: s3://reg-lake/src/o}",
+            storage_options="{AWS_REGION: eu-central-1}",
+        )
+    )
+    locs = storage.view_locations(v)
+    assert {k: storage.delta_options(x)["AWS_REGION"] for k, x in locs.items()} == {
+        "s3://reg-lake/views/v": "eu-central-1",
+        "s3://reg-lake/src/o": "eu-central-1",
+    }
+    storage.register_view(v)
+    assert storage.delta_options("s3://reg-lake/views/v/_delta_log")["AWS_REGION"] == "eu-central-1"
+    assert storage.delta_options("s3://reg-lake/views/vx")["AWS_REGION"] == "us-east-1"
 
 
 def test_spark_view_of_a_location(clean):
@@ -76,15 +107,34 @@ def test_spark_view_of_a_location(clean):
     assert storage.spark_uri("s3://lake/t/part-0.parquet") == "s3a://lake/t/part-0.parquet"
     assert storage.spark_uri("/data/t") == "/data/t" and storage.spark_uri("gs://b/t") == "gs://b/t"
     conf = storage.spark_hadoop_conf("s3://lake/t")
-    assert conf["spark.hadoop.fs.s3a.endpoint"] == "http://127.0.0.1:8333"
-    assert conf["spark.hadoop.fs.s3a.path.style.access"] == "true"
-    assert conf["spark.hadoop.fs.s3a.connection.ssl.enabled"] == "false"
-    assert conf["spark.hadoop.fs.s3a.endpoint.region"] == "us-east-1"
-    assert "EnvironmentVariableCredentialsProvider" in conf["spark.hadoop.fs.s3a.aws.credentials.provider"]
-    assert not any("do-not-leak" in v or "id" == v for v in conf.values())  # credentials by reference only
+    b = "spark.hadoop.fs.s3a.bucket.lake."  # scoped to the bucket: views on other stores share a session
+    assert conf[b + "endpoint"] == "http://127.0.0.1:8333"
+    assert conf[b + "path.style.access"] == "true"
+    assert conf[b + "connection.ssl.enabled"] == "false"
+    assert conf[b + "endpoint.region"] == "us-east-1"
+    # credentials explicitly, and only under names that split_secret_conf keeps off command lines
+    assert conf[b + "access.key"] == "id" and conf[b + "secret.key"] == "do-not-leak"
+    assert conf[b + "aws.credentials.provider"] == "org.apache.hadoop.fs.s3a.SimpleAWSCredentialsProvider"
+    from mvsink.spark.conf import split_secret_conf
+
+    public, secret = split_secret_conf(conf)
+    assert {b + "access.key", b + "secret.key"} <= set(secret) and "do-not-leak" not in str(public)
     assert storage.spark_hadoop_conf("/data/t") == {}
     clean.setenv("AZURE_STORAGE_ACCOUNT_NAME", "acct")
     assert storage.spark_uri("az://c/v/t") == "abfss://c@acct.dfs.core.windows.net/v/t"
+    clean.setenv("AZURE_STORAGE_ACCOUNT_KEY", "a2V5LWRvLW5vdC1sZWFr")
+    clean.setenv("AZURE_STORAGE_USE_EMULATOR", "true")
+    clean.setenv("AZURITE_BLOB_STORAGE_URL", "http://127.0.0.1:10123")
+    assert storage.spark_uri("az://c/v/t") == "abfs://c@acct.dfs.core.windows.net/v/t"  # Azurite: plain http
+    az = storage.spark_hadoop_conf("az://c/v/t")
+    host = "acct.dfs.core.windows.net"
+    assert az[f"spark.hadoop.fs.azure.account.key.{host}"] == "a2V5LWRvLW5vdC1sZWFr"
+    assert az[f"spark.hadoop.fs.azure.abfs.endpoint.{host}"] == "127.0.0.1:10123"
+    assert az[f"spark.hadoop.fs.azure.fns.account.service.type.{host}"] == "BLOB"
+    assert az["spark.hadoop.fs.azure.always.use.https"] == "false"
+    assert set(split_secret_conf(az)[1]) == {f"spark.hadoop.fs.azure.account.key.{host}"}
+    for name in ("AZURE_STORAGE_ACCOUNT_KEY", "AZURE_STORAGE_USE_EMULATOR", "AZURITE_BLOB_STORAGE_URL"):
+        clean.delenv(name)
     clean.delenv("AZURE_STORAGE_ACCOUNT_NAME")
     with pytest.raises(StoreError, match="AZURE_STORAGE_ACCOUNT_NAME"):
         storage.spark_uri("az://c/v/t")
@@ -166,15 +216,21 @@ def test_commit_times_prefer_in_commit_timestamps(tmp_path):
 
 
 def test_a_write_on_object_storage_gets_the_s3a_settings(clean):
-    from mvsink.spark.conf import spark_conf_for
+    from mvsink.spark.conf import spark_conf_for, split_secret_conf
 
     clean.setenv("MVSINK_ALLOWED_LOCATIONS", "s3://lake/")
     clean.setenv("AWS_ENDPOINT_URL", "http://127.0.0.1:8333")
     clean.setenv("AWS_SECRET_ACCESS_KEY", "do-not-leak")
     v = parse(doc(target="s3://lake/views/v", sources="{orders: s3://lake/src/orders}"))
+    clean.setenv("AWS_ACCESS_KEY_ID", "the-id")
     conf = spark_conf_for(v, {"spark.hadoop.fs.s3a.path.style.access": "false"})
-    assert conf["spark.hadoop.fs.s3a.endpoint"] == "http://127.0.0.1:8333"
-    assert conf["spark.hadoop.fs.s3a.path.style.access"] == "false"  # explicit settings still win
-    assert "do-not-leak" not in conf.values()
+    assert conf["spark.hadoop.fs.s3a.bucket.lake.endpoint"] == "http://127.0.0.1:8333"
+    # explicit settings still win: the derived bucket-scoped key would override the global one in Hadoop
+    assert conf["spark.hadoop.fs.s3a.path.style.access"] == "false"
+    assert "spark.hadoop.fs.s3a.bucket.lake.path.style.access" not in conf
+    public, secret = split_secret_conf(conf)
+    assert (
+        "do-not-leak" not in public.values() and secret["spark.hadoop.fs.s3a.bucket.lake.secret.key"] == "do-not-leak"
+    )
     local = spark_conf_for(parse(doc()))
     assert not any(k.startswith("spark.hadoop.fs.s3a") for k in local)

@@ -290,6 +290,23 @@ def report_error(exc: BaseException, *, verbose: bool) -> int:
     return BAD_INPUT_EXIT if isinstance(exc, MvSinkError) else RUNTIME_EXIT
 
 
+#: The exit status of a command whose reader closed the pipe early, as for any tool killed by SIGPIPE.
+BROKEN_PIPE_EXIT = 141
+
+
+def _reader_gone() -> int:
+    """The output's reader went away (``mvsink status | head -1``): stop quietly, as Unix tools do.
+
+    Python would otherwise report a BrokenPipeError again when it flushes stdout at exit: point stdout at
+    /dev/null first.
+    """
+    import os
+
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    return BROKEN_PIPE_EXIT
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     logging.basicConfig(
@@ -298,7 +315,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         stream=sys.stderr,
     )
     try:
-        return _run(args)
+        code = _run(args)
+        sys.stdout.flush()  # inside the try: a reader that went away (`mvsink status | head -1`) is seen here
+        return code
+    except BrokenPipeError:
+        return _reader_gone()
     except KeyboardInterrupt:
         print("mvsink: interrupted", file=sys.stderr)
         return 130

@@ -14,18 +14,16 @@ location in the process.
 
 from __future__ import annotations
 
-import datetime as dt
 import hashlib
 import hmac
-import http.client
 import logging
 import uuid
 from base64 import b64decode, b64encode
 from email.utils import formatdate
-from urllib.parse import quote, urlsplit
+from urllib.parse import quote
 
-from mvsink.core import storage
-from mvsink.exceptions import StoreError, UnsafeStoreError
+from mvsink.core import storage, storehttp
+from mvsink.exceptions import MvSinkError, StoreError, UnsafeStoreError
 
 log = logging.getLogger(__name__)
 
@@ -33,12 +31,14 @@ PROBE_PREFIX = "_mvsink_probe_"
 _probed: dict[str, bool] = {}
 
 
-def check_conditional_writes(uri: str) -> None:
-    """Raise :class:`UnsafeStoreError` if the store of ``uri`` accepts a second create of the same key."""
-    loc = storage.parse(uri)
+def check_conditional_writes(where: storage.Where) -> None:
+    """Raise :class:`UnsafeStoreError` if the store of a location accepts a second create of the same key
+    (a missing bucket or refused credentials: the bad-input errors of :mod:`mvsink.core.storage`)."""
+    loc = storage.location(where)
+    uri = loc.uri
     if loc.is_local or _probed.get(loc.uri):
         return
-    opts = storage.delta_options(uri) or {}
+    opts = storage.delta_options(loc) or {}
     key = "/".join(p for p in (loc.key, f"{PROBE_PREFIX}{uuid.uuid4().hex}") if p)
     if loc.kind == "s3":
         put = _s3_put if opts.get("AWS_ACCESS_KEY_ID") else None
@@ -58,26 +58,34 @@ def check_conditional_writes(uri: str) -> None:
         log.info("location %s: %s's own service honours conditional writes; not probed", uri, loc.kind)
         _probed[loc.uri] = True
         return
+    first = 0
     try:
         first = put(opts, loc, key)
         second = put(opts, loc, key) if 200 <= first < 300 else first
     except OSError as exc:
         raise StoreError(
-            f"location {uri}: probing the store's conditional writes failed: {type(exc).__name__}: {exc}. "
-            "Fix: check the store is reachable, then retry."
+            f"location {uri}: probing the store's conditional writes failed: {type(exc).__name__}: "
+            f"{storage.scrub(str(exc), loc)}. Fix: check the store is reachable, then retry."
         ) from exc
     finally:
-        try:
-            storage.delete_file(storage.join(storage.container_uri(loc), key))
-        except StoreError as exc:
-            log.warning("location %s: could not remove the probe object: %s", uri, exc)
+        if 200 <= first < 300:
+            try:
+                storage.delete_file(loc.container().join(key))
+            except (StoreError, MvSinkError) as exc:
+                log.warning("location %s: could not remove the probe object: %s", uri, exc)
+    if first == 404:
+        raise storage.missing_bucket(loc)
+    if first in (401, 403):
+        raise storage.access_denied(loc, f"HTTP {first} on a probe write")
     if not 200 <= first < 300:
         raise StoreError(
             f"location {uri}: the store refused a probe write (HTTP {first}). Fix: check the credentials allow "
             "writing there, then retry."
         )
     if 200 <= second < 300:
-        where = opts.get("AWS_ENDPOINT_URL", "s3") if loc.kind == "s3" else _azure_endpoint(opts, loc)[1]
+        where = (
+            opts.get("AWS_ENDPOINT_URL", "s3") if loc.kind == "s3" else storehttp.azure_endpoint(opts, _target(loc))[1]
+        )
         raise UnsafeStoreError(
             f"location {uri}: the {loc.kind} store at {where} accepted a second create of the same key "
             f"(If-None-Match: * ignored, HTTP {second}): it has no conditional writes, so two concurrent refreshes "
@@ -89,68 +97,17 @@ def check_conditional_writes(uri: str) -> None:
     _probed[loc.uri] = True
 
 
-def _request(scheme: str, netloc: str, path: str, headers: dict[str, str], body: bytes) -> int:
-    conn_cls = http.client.HTTPSConnection if scheme == "https" else http.client.HTTPConnection
-    conn = conn_cls(netloc, timeout=30)
-    try:
-        conn.request("PUT", path, body=body, headers=headers)
-        resp = conn.getresponse()
-        resp.read()
-        return int(resp.status)
-    finally:
-        conn.close()
-
-
-def _sign(key: bytes, msg: str) -> bytes:
-    return hmac.new(key, msg.encode(), hashlib.sha256).digest()
-
-
 def _s3_put(opts: dict[str, str], loc: storage.Location, key: str) -> int:
     """PUT ``key`` with ``If-None-Match: *``, signed with AWS Signature Version 4; the HTTP status."""
-    region = opts.get("AWS_REGION") or "us-east-1"
-    endpoint = opts.get("AWS_ENDPOINT_URL") or f"https://s3.{region}.amazonaws.com"
-    parts = urlsplit(endpoint)
-    scheme, netloc = parts.scheme or "https", parts.netloc or endpoint
-    if storage._truthy(opts.get("AWS_VIRTUAL_HOSTED_STYLE_REQUEST")) or "AWS_ENDPOINT_URL" not in opts:
-        host, path = f"{loc.bucket}.{netloc}", "/" + quote(key, safe="/-_.~")
-    else:
-        host, path = netloc, f"/{loc.bucket}/" + quote(key, safe="/-_.~")
-    body = b"mvsink put-if-absent probe"
-    now = dt.datetime.now(dt.UTC)
-    amz_date, date = now.strftime("%Y%m%dT%H%M%SZ"), now.strftime("%Y%m%d")
-    payload = hashlib.sha256(body).hexdigest()
-    headers = {"host": host, "if-none-match": "*", "x-amz-content-sha256": payload, "x-amz-date": amz_date}
-    if opts.get("AWS_SESSION_TOKEN"):
-        headers["x-amz-security-token"] = opts["AWS_SESSION_TOKEN"]
-    names = sorted(headers)
-    signed = ";".join(names)
-    canonical = "\n".join(["PUT", path, "", "".join(f"{n}:{headers[n]}\n" for n in names), signed, payload])
-    scope = f"{date}/{region}/s3/aws4_request"
-    to_sign = "\n".join(["AWS4-HMAC-SHA256", amz_date, scope, hashlib.sha256(canonical.encode()).hexdigest()])
-    k = _sign(("AWS4" + opts.get("AWS_SECRET_ACCESS_KEY", "")).encode(), date)
-    for part in (region, "s3", "aws4_request"):
-        k = _sign(k, part)
-    signature = hmac.new(k, to_sign.encode(), hashlib.sha256).hexdigest()
-    headers["authorization"] = (
-        f"AWS4-HMAC-SHA256 Credential={opts['AWS_ACCESS_KEY_ID']}/{scope}, SignedHeaders={signed}, "
-        f"Signature={signature}"
-    )
-    return _request(scheme, host, path, headers, body)
-
-
-def _azure_endpoint(opts: dict[str, str], loc: storage.Location) -> tuple[str, str, str]:
-    """(scheme, host, path prefix) of the blob endpoint: the emulator's path-style URL, else the account's."""
-    account = opts.get("AZURE_STORAGE_ACCOUNT_NAME") or loc.account
-    if storage._truthy(opts.get("AZURE_STORAGE_USE_EMULATOR")):
-        parts = urlsplit(storage.emulator_url())
-        return parts.scheme or "http", parts.netloc, parts.path.rstrip("/") or f"/{account}"
-    return "https", f"{account}.blob.core.windows.net", ""
+    return storehttp.s3_request(opts, _target(loc), key, "PUT", b"mvsink put-if-absent probe", {"if-none-match": "*"})[
+        0
+    ]
 
 
 def _azure_put(opts: dict[str, str], loc: storage.Location, key: str) -> int:
     """Put Blob ``key`` with ``If-None-Match: *``, signed with the account's Shared Key; the HTTP status."""
     account = opts.get("AZURE_STORAGE_ACCOUNT_NAME") or loc.account
-    scheme, host, prefix = _azure_endpoint(opts, loc)
+    scheme, host, prefix = storehttp.azure_endpoint(opts, _target(loc))
     path = f"{prefix}/{loc.bucket}/" + quote(key, safe="/-_.~")
     body = b"mvsink put-if-absent probe"
     headers = {
@@ -165,16 +122,16 @@ def _azure_put(opts: dict[str, str], loc: storage.Location, key: str) -> int:
     headers["If-None-Match"] = "*"
     headers["Content-Length"] = str(len(body))
     headers["Authorization"] = f"SharedKey {account}:{b64encode(digest).decode()}"
-    return _request(scheme, host, path, headers, body)
+    return storehttp.request(scheme, host, path, headers, body)[0]
 
 
-def create_container(uri: str) -> int:
-    """Create the Azure container of ``uri`` (Shared Key; for tests against the emulator); the HTTP status
+def create_container(where: storage.Where) -> int:
+    """Create the Azure container of a location (Shared Key; for tests against the emulator); the HTTP status
     (201 created, 409 already there)."""
-    loc = storage.parse(uri)
-    opts = storage.delta_options(uri) or {}
+    loc = storage.location(where)
+    opts = storage.delta_options(loc) or {}
     account = opts.get("AZURE_STORAGE_ACCOUNT_NAME") or loc.account
-    scheme, host, prefix = _azure_endpoint(opts, loc)
+    scheme, host, prefix = storehttp.azure_endpoint(opts, _target(loc))
     path = f"{prefix}/{loc.bucket}"
     headers = {"x-ms-date": formatdate(usegmt=True), "x-ms-version": "2021-08-06"}
     canon_headers = "".join(f"{n}:{headers[n]}\n" for n in sorted(headers))
@@ -183,4 +140,8 @@ def create_container(uri: str) -> int:
     digest = hmac.new(b64decode(opts["AZURE_STORAGE_ACCOUNT_KEY"]), to_sign.encode(), hashlib.sha256).digest()
     headers["Content-Length"] = "0"
     headers["Authorization"] = f"SharedKey {account}:{b64encode(digest).decode()}"
-    return _request(scheme, host, path + "?restype=container", headers, b"")
+    return storehttp.request(scheme, host, path + "?restype=container", headers, b"")[0]
+
+
+def _target(loc: storage.Location) -> storehttp.Target:
+    return storehttp.Target(bucket=loc.bucket, account=loc.account, emulator_url=storage.emulator_url(loc))

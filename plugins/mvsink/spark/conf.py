@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import tempfile
 from collections.abc import Iterable, Mapping
 from urllib.parse import urlsplit
@@ -30,6 +31,11 @@ DEFAULT_SPARK_CONF: dict[str, str] = {
     # Delta rebuilds a snapshot's state (log replay) in Spark jobs of 50 partitions by default, sized for large
     # clusters; for the logs of refreshes' sources one partition measured 2-5x faster here (docs/spark.md).
     "spark.databricks.delta.snapshotPartitions": "1",
+    # spark-submit ends its JVM when the job's main returns: Hadoop 3.5's ABFS leaves non-daemon thread pools
+    # behind, which otherwise keep a finished write step's JVM alive for ever
+    "spark.submit.callSystemExitOnMainExit": "true",
+    # Spark's default, plus Azure's account keys: redacted in the UI's environment page and event logs
+    "spark.redaction.regex": "(?i)secret|password|token|access[.]?key|account[.]key",
 }
 
 
@@ -95,6 +101,7 @@ def session_conf(*, master: str, schemes: Iterable[str] = ()) -> dict[str, str]:
         jars.check_connector(s, role="Spark")
     delta = jars.delta_jars()
     if master.startswith("local") or is_loopback_cluster(master):
+        jars.check_present_connectors(role="Spark")
         path = ":".join(str(j) for j in [*delta, *jars.available_connector_jars()])
         jar_conf = {"spark.driver.extraClassPath": path, "spark.executor.extraClassPath": path}
     else:
@@ -124,31 +131,71 @@ def spark_conf_for(
     the view's spark_conf < ``extra``."""
     by_master = master_conf(master) if master is not None else {}
     jvm = session_conf(master=master, schemes=view_schemes(view)) if master is not None else {}
-    return {**DEFAULT_SPARK_CONF, **by_master, **jvm, **storage_conf(view), **view.spark_conf, **(extra or {})}
+    explicit = {**view.spark_conf, **(extra or {})}
+    return {**DEFAULT_SPARK_CONF, **by_master, **jvm, **_unless_set(storage_conf(view), explicit), **explicit}
+
+
+_BUCKET_KEY = re.compile(r"^spark\.hadoop\.fs\.s3a\.bucket\.[^.]+\.(.+)$")
+
+
+def _unless_set(derived: Mapping[str, str], explicit: Mapping[str, str]) -> dict[str, str]:
+    """The derived store settings, less the bucket-scoped ones whose global key is set explicitly (Hadoop lets
+    a bucket's key win over the global one; an explicit setting must win over a derived one)."""
+    out = {}
+    for k, v in derived.items():
+        m = _BUCKET_KEY.match(k)
+        if m is None or f"spark.hadoop.fs.s3a.{m.group(1)}" not in explicit:
+            out[k] = v
+    return out
 
 
 def view_schemes(view: ViewDefinition) -> list[str]:
     """Spark's URI schemes of the view's target and path sources on object storage (``s3a``, ``abfss``, ...)."""
     from mvsink.core import storage
 
-    out: list[str] = []
-    for location in (view.target, *(s.path for s in view.sources if s.path)):
-        if storage.is_uri(location) and not storage.parse(location).is_local:
-            out.append(storage.spark_uri(location).split("://", 1)[0])
+    out = [
+        storage.spark_uri(loc).split("://", 1)[0] for loc in storage.view_locations(view).values() if not loc.is_local
+    ]
     return list(dict.fromkeys(out))
 
 
+def check_connectors(view: ViewDefinition, *, role: str = "Spark") -> None:
+    """Fail before Spark starts when a connector the view's locations need is missing or of another Hadoop
+    version than pyspark's (:func:`mvsink.spark.jars.check_connector`)."""
+    for scheme in view_schemes(view):
+        jars.check_connector(scheme, role=f"{role} for view {view.name}")
+
+
 def storage_conf(view: ViewDefinition) -> dict[str, str]:
-    """``spark.hadoop.*`` settings for the view's target and path sources on object storage (no secrets:
-    credentials by reference to the environment; see :func:`mvsink.core.storage.spark_hadoop_conf`)."""
+    """``spark.hadoop.*`` settings for the view's target and path sources on object storage, credentials
+    included (see :func:`mvsink.core.storage.spark_hadoop_conf`): secret values, to be split off with
+    :func:`split_secret_conf` before anything reaches a command line."""
     from mvsink.core import storage
 
-    storage.register_view(view)
     out: dict[str, str] = {}
-    for location in (view.target, *(s.path for s in view.sources if s.path)):
-        if storage.is_uri(location):
-            out.update(storage.spark_hadoop_conf(location))
+    for loc in storage.view_locations(view).values():
+        out.update(storage.spark_hadoop_conf(loc))
     return out
+
+
+HADOOP_PREFIX = "spark.hadoop."
+
+
+def storage_runtime_conf(view: ViewDefinition) -> dict[str, str]:
+    """The view's store settings as session settings (``fs.s3a.bucket.<b>.*``, ``fs.azure.*``): a running
+    session (in this process, or a Spark Connect server's) copies them into the Hadoop configuration of every
+    read and write, so one session reaches the stores of every view it serves."""
+    return {
+        k.removeprefix(HADOOP_PREFIX): v
+        for k, v in storage_conf(view).items()
+        if k.startswith(HADOOP_PREFIX) and not k.endswith(".impl")
+    }
+
+
+def apply_storage_conf(spark: object, view: ViewDefinition) -> None:
+    """Set the view's store settings (:func:`storage_runtime_conf`) on a running session."""
+    for k, v in storage_runtime_conf(view).items():
+        spark.conf.set(k, v)  # type: ignore[attr-defined]
 
 
 def is_secret_key(key: str) -> bool:

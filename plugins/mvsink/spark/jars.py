@@ -138,6 +138,15 @@ def check_connector(scheme: str, *, role: str) -> None:
         )
 
 
+def check_present_connectors(*, role: str) -> None:
+    """:func:`check_connector` for every connector whose jars are in the folder (a session that gets them all,
+    e.g. a Spark Connect server, must not start with a mismatched one)."""
+    names = _listing(str(jars_folder()))
+    for scheme, artifact in {"s3a": "hadoop-aws", "abfss": "hadoop-azure"}.items():
+        if any(n.startswith(artifact + "-") for n in names):
+            check_connector(scheme, role=role)
+
+
 def require_delta(spark: SparkSession, *, role: str) -> None:
     """Refuse a session without Delta Lake (e.g. someone's Spark Connect server started without it)."""
     try:

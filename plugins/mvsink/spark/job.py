@@ -31,6 +31,7 @@ from mvsink.exceptions import MvSinkError, SchemaChangedError
 from mvsink.spark.aggstate import MODE as AGGREGATE_MODE
 from mvsink.spark.aggstate import StatePlan, aggregate_corrections, state_plan
 from mvsink.spark.checks import apply_checks
+from mvsink.spark.conf import apply_storage_conf
 from mvsink.spark.driver import full_diff
 from mvsink.spark.groups import MODE as GROUPS_MODE
 from mvsink.spark.groups import group_corrections
@@ -115,6 +116,7 @@ def _run_write(spark: SparkSession, view: ViewDefinition, desc: BatchDescription
 
     t0 = time.monotonic()
     storage.register_view(view)
+    apply_storage_conf(spark, view)  # a shared session (in-process, Connect) may not have been started for it
     table = ViewTable.open_path(desc.target, view.name)
     fr = table.frontier
 

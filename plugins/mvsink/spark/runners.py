@@ -188,9 +188,13 @@ def run_write_inprocess(
 ) -> WriteReport:
     """Run the write step in this process: on ``spark``, else on this process's session for ``master``
     (created with the view's settings and ``conf`` if there is none yet)."""
+    from mvsink.spark.conf import check_connectors, storage_conf
     from mvsink.spark.job import run_write
 
-    return run_write(spark or local_session(master, {**view.spark_conf, **(conf or {})}), view, desc)
+    check_connectors(view, role="in-process Spark")
+    return run_write(
+        spark or local_session(master, {**storage_conf(view), **view.spark_conf, **(conf or {})}), view, desc
+    )
 
 
 def write_step(

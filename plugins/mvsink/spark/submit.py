@@ -32,6 +32,10 @@ def submit_env() -> dict[str, str]:
     """Environment of a spark-submit process: this process's, on loopback, with this Python, without SPARK_HOME."""
     env = settings.process_env()
     env.pop("SPARK_HOME", None)
+    # pyspark sets SPARK_CONNECT_MODE_ENABLED (and may set SPARK_REMOTE) in this process once a Spark Connect
+    # session was made here: inherited, the job's own classic session would turn into a Connect client
+    for name in ("SPARK_CONNECT_MODE_ENABLED", "SPARK_REMOTE", "SPARK_LOCAL_REMOTE"):
+        env.pop(name, None)
     env.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     env["PYSPARK_PYTHON"] = env.get("PYSPARK_PYTHON", sys.executable)
     env["PYSPARK_DRIVER_PYTHON"] = env.get("PYSPARK_DRIVER_PYTHON", sys.executable)
