@@ -201,7 +201,7 @@ def strip_partition_columns(spark: SparkSession, path: str, version: int) -> lis
     same file name), as writers that keep partition values only in the log leave them.
 
     The log stays consistent: each add action's ``size`` is patched to the new file's size, Hadoop's ``.crc``
-    sidecar of the file and the commit's ``.crc`` checksum (which records the table's size) are removed, and
+    sidecars of the file and of the commit file and the commit's ``.crc`` checksum (which records the table's size) are removed, and
     Delta's in-memory snapshot cache is cleared. Returns the rewritten paths (relative to the table root)."""
     log = _commit_file(path, version)
     parts = metadata(path)["partitionColumns"]
@@ -224,6 +224,7 @@ def strip_partition_columns(spark: SparkSession, path: str, version: int) -> lis
         lines.append(json.dumps(a))
     log.write_text("\n".join(lines) + "\n")
     os.utime(log, ns=(mtime, mtime))  # the commit keeps its date
+    (log.parent / f".{log.name}.crc").unlink(missing_ok=True)  # Hadoop's sidecar of the commit file
     (log.parent / f"{version:020d}.crc").unlink(missing_ok=True)
     spark._jvm.org.apache.spark.sql.delta.DeltaLog.clearCache()  # type: ignore[union-attr]
     return rewritten
