@@ -136,7 +136,8 @@ class Lake:
         partition_by: tuple[str, ...] = (),
         files: int = 3,
     ) -> int:
-        """Create the table with ``rows`` (in about ``files`` files per partition) and table ``properties``."""
+        """Create the table with ``rows`` (in ``files`` files by ``id`` range, per partition) and table
+        ``properties``. Range files let a predicate on ``id`` rewrite some files and leave others as written."""
         assert self.version() == -1, self.path
         # Commits are dated in the past: without these, Delta's log cleanup at a checkpoint would delete the
         # commit files older than its retention (30 days by modification time), and in-commit timestamps
@@ -146,7 +147,7 @@ class Lake:
             "delta.enableExpiredLogCleanup": "false",
             **(properties or {}),
         }
-        writer = self.frame(rows, ddl).repartition(files).write.format("delta")
+        writer = self.frame(rows, ddl).repartitionByRange(files, "id").write.format("delta")
         for k, v in props.items():
             writer = writer.option(k, v)
         if partition_by:
