@@ -147,7 +147,10 @@ class Lake:
             "delta.enableExpiredLogCleanup": "false",
             **(properties or {}),
         }
-        writer = self.frame(rows, ddl).repartitionByRange(files, "id").write.format("delta")
+        df = self.frame(rows, ddl)
+        writer = (df.repartitionByRange(files, "id") if "id" in df.columns else df.repartition(files)).write.format(
+            "delta"
+        )
         for k, v in props.items():
             writer = writer.option(k, v)
         if partition_by:
