@@ -130,17 +130,7 @@ def create_container(where: storage.Where) -> int:
     (201 created, 409 already there)."""
     loc = storage.location(where)
     opts = storage.delta_options(loc) or {}
-    account = opts.get("AZURE_STORAGE_ACCOUNT_NAME") or loc.account
-    scheme, host, prefix = storehttp.azure_endpoint(opts, _target(loc))
-    path = f"{prefix}/{loc.bucket}"
-    headers = {"x-ms-date": formatdate(usegmt=True), "x-ms-version": "2021-08-06"}
-    canon_headers = "".join(f"{n}:{headers[n]}\n" for n in sorted(headers))
-    fields = ["PUT", "", "", "", "", "", "", "", "", "", "", ""]
-    to_sign = "\n".join(fields) + "\n" + canon_headers + f"/{account}{path}\nrestype:container"
-    digest = hmac.new(b64decode(opts["AZURE_STORAGE_ACCOUNT_KEY"]), to_sign.encode(), hashlib.sha256).digest()
-    headers["Content-Length"] = "0"
-    headers["Authorization"] = f"SharedKey {account}:{b64encode(digest).decode()}"
-    return storehttp.request(scheme, host, path + "?restype=container", headers, b"")[0]
+    return storehttp.azure_container_request(opts, _target(loc), "PUT")[0]
 
 
 def _target(loc: storage.Location) -> storehttp.Target:

@@ -99,20 +99,23 @@ def container_status(opts: dict[str, str], loc: Target, *, kind: str) -> tuple[i
         if kind == "s3" and opts.get("AWS_ACCESS_KEY_ID"):
             return s3_request(opts, loc, "", "HEAD", b"", {})
         if kind == "azure" and opts.get("AZURE_STORAGE_ACCOUNT_KEY"):
-            return _azure_get_container(opts, loc)
+            return azure_container_request(opts, loc, "GET")
     except OSError:
         return 0, ""  # unreachable: the request that follows says so
     return 0, ""
 
 
-def _azure_get_container(opts: dict[str, str], loc: Target) -> tuple[int, str]:
+def azure_container_request(opts: dict[str, str], loc: Target, method: str) -> tuple[int, str]:
+    """``GET`` (does it exist?) or ``PUT`` (create it) on the container, signed with the account's Shared Key."""
     account = opts.get("AZURE_STORAGE_ACCOUNT_NAME") or loc.account
     scheme, host, prefix = azure_endpoint(opts, loc)
     path = f"{prefix}/{loc.bucket}"
     headers = {"x-ms-date": formatdate(usegmt=True), "x-ms-version": "2021-08-06"}
     canon_headers = "".join(f"{n}:{headers[n]}\n" for n in sorted(headers))
-    fields = ["GET", "", "", "", "", "", "", "", "", "", "", ""]
+    fields = [method, "", "", "", "", "", "", "", "", "", "", ""]
     to_sign = "\n".join(fields) + "\n" + canon_headers + f"/{account}{path}\nrestype:container"
     digest = hmac.new(b64decode(opts["AZURE_STORAGE_ACCOUNT_KEY"]), to_sign.encode(), hashlib.sha256).digest()
+    if method == "PUT":
+        headers["Content-Length"] = "0"
     headers["Authorization"] = f"SharedKey {account}:{b64encode(digest).decode()}"
-    return request(scheme, host, path + "?restype=container", headers, b"", "GET")
+    return request(scheme, host, path + "?restype=container", headers, b"", method)
