@@ -590,17 +590,61 @@ def exists(where: Where) -> bool:
     return info(where) is not None
 
 
+# Words of a failed request that a repeat of the same read may not meet: a dropped or reset connection,
+# a response stream the client could not read to its end, the store asking to slow down. Reads are
+# idempotent, so they are repeated a few times before the error is raised; writes are not repeated here.
+_TRANSIENT = (
+    "internal_failure",
+    "failed to flush response stream",
+    "network_connection",
+    "connection reset",
+    "connection refused",
+    "broken pipe",
+    "timed out",
+    "slowdown",
+    "slow_down",
+    "service unavailable",
+    "503",
+)
+READ_ATTEMPTS = 4
+
+
+def transient(exc: BaseException) -> bool:
+    """The failed request may succeed if made again (see ``_TRANSIENT``)."""
+    text = str(exc).lower()
+    return any(w in text for w in _TRANSIENT)
+
+
+def _read_once(fs: Any, path: str) -> bytes:
+    with fs.open_input_stream(path) as f:
+        return bytes(f.read())
+
+
 def read_bytes(where: Where) -> bytes | None:
-    """The file's content, None if it does not exist."""
+    """The file's content, None if it does not exist. A transient failure is retried
+    (:data:`READ_ATTEMPTS` in all, 50 ms doubling between them)."""
+    import time
+
     fs, path = filesystem(where)
-    try:
-        with fs.open_input_stream(path) as f:
-            return bytes(f.read())
-    except OSError as exc:
-        if _not_found(exc):  # also when it went away between a listing and this read
-            check_container(where)
-            return None
-        raise _io(where, "reading", exc) from exc
+    for attempt in range(1, READ_ATTEMPTS + 1):
+        try:
+            return _read_once(fs, path)
+        except OSError as exc:
+            if _not_found(exc):  # also when it went away between a listing and this read
+                check_container(where)
+                return None
+            if attempt < READ_ATTEMPTS and transient(exc):
+                log.info(
+                    "location %s: reading failed (%s), attempt %d of %d",
+                    uri_of(where),
+                    scrub(f"{type(exc).__name__}: {exc}", where),
+                    attempt,
+                    READ_ATTEMPTS,
+                )
+                time.sleep(0.05 * 2 ** (attempt - 1))
+                continue
+            raise _io(where, "reading", exc) from exc
+    raise AssertionError("unreachable")
 
 
 def read_text(where: Where) -> str | None:
