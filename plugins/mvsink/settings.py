@@ -116,6 +116,13 @@ INCREMENTAL_MAX_SCAN_RATIO = Setting(
     "at most this many times the bytes the full diff reads (its sources and its table; a number >= 0); else the "
     "full diff",
 )
+INCREMENTAL_PRUNE_MIN_BYTES = Setting(
+    "MVSINK_INCREMENTAL_PRUNE_MIN_BYTES",
+    "8000000",
+    "a change term reads another source filtered by the change's join keys (Delta skips the files whose "
+    "statistics hold none) when that source's active files are over this many bytes (a whole number >= 0; "
+    "smaller sources are read whole, which costs less than collecting the keys)",
+)
 INCREMENTAL_GROUPS = Setting(
     "MVSINK_INCREMENTAL_GROUPS",
     "false",
@@ -173,6 +180,7 @@ REGISTRY: tuple[Setting, ...] = (
     COMPACT_MEMORY,
     INCREMENTAL_MAX_FRACTION,
     INCREMENTAL_MAX_SCAN_RATIO,
+    INCREMENTAL_PRUNE_MIN_BYTES,
     INCREMENTAL_AGGREGATE,
     INCREMENTAL_GROUPS,
 )
@@ -410,6 +418,11 @@ def incremental_max_scan_ratio() -> float:
     return _float(INCREMENTAL_MAX_SCAN_RATIO, 1.0, example="1.0")
 
 
+def incremental_prune_min_bytes() -> int:
+    """``MVSINK_INCREMENTAL_PRUNE_MIN_BYTES``: smallest source a change term reads pruned by join keys."""
+    return _int(INCREMENTAL_PRUNE_MIN_BYTES, 8_000_000, example="8000000")
+
+
 def spark_conn_id(fallback: Fallback | None = None) -> str:
     """``MVSINK_SPARK_CONN_ID`` (or ``[mvsink] spark_conn_id``): the write task's Spark connection."""
     got = _raw(SPARK_CONN_ID, fallback)
@@ -451,6 +464,7 @@ ACCESSORS: dict[str, Callable[[], object]] = {
     COMPACT_MEMORY.name: compact_memory,
     INCREMENTAL_MAX_FRACTION.name: incremental_max_fraction,
     INCREMENTAL_MAX_SCAN_RATIO.name: incremental_max_scan_ratio,
+    INCREMENTAL_PRUNE_MIN_BYTES.name: incremental_prune_min_bytes,
     SPARK_CONN_ID.name: spark_conn_id,
     TASK_RETRIES.name: task_retries,
     TASK_RETRY_DELAY_SECONDS.name: task_retry_delay_seconds,

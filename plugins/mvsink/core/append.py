@@ -16,7 +16,7 @@ from typing import Any, Literal
 from mvsink.columns import ERROR
 from mvsink.core.batch import BatchDescription, WriteReport
 from mvsink.core.checks import format_counts
-from mvsink.core.commitinfo import CommitInfo
+from mvsink.core.commitinfo import CommitInfo, format_reads
 from mvsink.core.failpoints import failpoint
 from mvsink.core.staging import collect_garbage, discard_batch, forget_manifest, read_manifest, staged_files_ok
 from mvsink.core.table import ViewTable
@@ -51,6 +51,7 @@ class RefreshResult:
     batch_id: str | None = None
     timings: dict[str, float] = dataclasses.field(default_factory=dict)  # seconds: mint, write (write.<phase>), append
     spark_jobs: int = -1  # Spark jobs the write step ran (0: it did not run; -1: unknown)
+    reads: dict[str, dict[str, int]] = dataclasses.field(default_factory=dict)  # per source: bytes, files read
 
     def summary(self) -> str:
         """One readable line (times as ISO-8601 UTC); ``to_dict`` keeps the integers."""
@@ -64,6 +65,7 @@ class RefreshResult:
                 + (f", {self.mode} diff" if self.mode else "")
                 + (f" ({self.reason})" if self.reason else "")
                 + checks
+                + (f"; read {format_reads(self.reads)}" if self.reads else "")
             )
         if self.status == "dry_run":
             return (
@@ -117,6 +119,7 @@ def append(view: ViewDefinition, desc: BatchDescription, report: WriteReport | N
             rows_added=report.rows_added,
             rows_retracted=report.rows_retracted,
             mode=report.mode,
+            reads=report.reads,
             checks=report.checks,
         )
     report = _staged_report(view, desc, report)
@@ -230,6 +233,7 @@ def _append_info(desc: BatchDescription, report: WriteReport | None) -> CommitIn
         mode=report.mode if report else "unchanged",
         mode_reason=report.mode_reason if report else "no source changed",
         checks=counts or None,
+        reads=(report.reads or None) if report else None,
         **_timing(desc, report),
     )
 
@@ -282,6 +286,7 @@ def _appended(
         bytes=report.bytes if report else 0,
         files=len(report.files) if report else 0,
         mode=report.mode if report else "",
+        reads=report.reads if report else {},
         checks=_checks_of(desc, report),
         reason=note or ("no source changed: only the upper moved" if desc.empty else ""),
     )

@@ -183,6 +183,9 @@ class WriteReport:
     phases: dict[str, float] = dataclasses.field(default_factory=dict)  # seconds: plan, corrections, stage
     spark_jobs: int = -1  # Spark jobs the step ran for its query and diff (-1: unknown, e.g. through Spark Connect)
     delta_log_jobs: int = -1  # Spark jobs Delta's reader ran to load table snapshots (log replay, file skipping)
+    # what the step read of each source (and of the view's own table, under "_table"): {"bytes", "files"},
+    # from the Delta log's sizes and per-file statistics (the files Delta's data skipping keeps)
+    reads: dict[str, dict[str, int]] = dataclasses.field(default_factory=dict)
 
     def to_json(self) -> str:
         return json.dumps(dataclasses.asdict(self), sort_keys=True)

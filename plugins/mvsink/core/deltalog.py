@@ -421,6 +421,47 @@ def _ref(root: str, action: dict[str, Any], sizes: _ActiveSizes, version: int) -
     )
 
 
+@dataclasses.dataclass(frozen=True)
+class FileStats:
+    """One active file of a snapshot: its size and a column's min and max from the log's statistics
+    (None where the log has none: a reader must read the file)."""
+
+    path: str
+    size: int
+    min: Any
+    max: Any
+
+
+def file_statistics(path: str, version: int, column: str) -> list[FileStats] | None:
+    """Each active file at ``version`` with ``column``'s min/max (a partition column's value for both);
+    None if the snapshot cannot be read."""
+    import pyarrow as pa
+    from deltalake import DeltaTable
+
+    try:
+        actions = cached_snapshot(
+            ("add_actions", path, version),
+            lambda: pa.table(
+                cached_snapshot(
+                    ("delta", path, version),
+                    lambda: DeltaTable(path, version=version, storage_options=storage.delta_options(path)),
+                ).get_add_actions(flatten=True)
+            ),
+        )
+    except Exception:  # the version is gone or unreadable
+        return None
+    names = actions.column_names
+    paths = actions.column("path").to_pylist()
+    sizes = [int(s) for s in actions.column("size_bytes").to_pylist()]
+    if f"partition.{column}" in names:
+        lo = hi = actions.column(f"partition.{column}").to_pylist()
+    elif f"min.{column}" in names and f"max.{column}" in names:
+        lo, hi = actions.column(f"min.{column}").to_pylist(), actions.column(f"max.{column}").to_pylist()
+    else:
+        lo = hi = [None] * len(paths)
+    return [FileStats(p, s, a, b) for p, s, a, b in zip(paths, sizes, lo, hi)]
+
+
 def active_bytes(path: str, version: int) -> int:
     """Total size of the table's active files at ``version`` (from delta-rs's add actions)."""
     return sum(_add_action_sizes(path, version).values())

@@ -75,6 +75,7 @@ def _refresh(c: dict[str, Any]) -> dict[str, Any]:
         "run_id": c.get("run_id"),
         "checks": c.get("checks") or {},
         "sources": c.get("sources") or {},
+        "reads": c.get("reads") or {},
     }
 
 

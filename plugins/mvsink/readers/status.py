@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from mvsink.core.checks import format_counts
+from mvsink.core.commitinfo import format_reads
 from mvsink.core.staging import list_staged
 from mvsink.core.table import ViewTable
 from mvsink.definitions.view import ViewDefinition
@@ -85,6 +86,7 @@ def format_commit(c: dict[str, Any]) -> str:
             + (f", {format_duration(c['duration_ms'])}" if c.get("duration_ms") is not None else "")
             + f", run {c['run_id']}"
             + (f"; checks: {format_counts(c['checks'])}" if c.get("checks") else "")
+            + (f"; read {format_reads(c['reads'])}" if c.get("reads") else "")
         )
     if c.get("operation") == "compact":
         return (

@@ -59,6 +59,7 @@ if TYPE_CHECKING:
     from mvsink.core.batch import BatchDescription, SourceRead
     from mvsink.core.table import ViewTable
     from mvsink.definitions.view import ViewDefinition
+    from mvsink.spark.pruning import PrunedRead
 
 log = logging.getLogger(__name__)
 
@@ -387,7 +388,14 @@ def aggregate_corrections(
     """
     from pyspark.sql import functions as F
 
-    from mvsink.spark.incremental import changed_sources, prepare_changes, source_check, telescope, telescope_signed
+    from mvsink.spark.incremental import (
+        changed_sources,
+        prepare_changes,
+        source_check,
+        telescope,
+        telescope_signed,
+        term_reads,
+    )
     from mvsink.spark.plan import linearity
 
     why = source_check(desc, base)
@@ -400,12 +408,12 @@ def aggregate_corrections(
     if lin:
         name, reason = next(iter(lin.items()))
         return None, f"the aggregate's input is not linear in {name!r}: {reason}"
-    too_big = scan_guard(desc, changed, table)
-    if too_big:
-        return None, too_big
     frames = prepare_changes(spark, view, desc, base, changed)
     if isinstance(frames, str):
         return None, frames
+    too_big = scan_guard(desc, changed, table, pruned=term_reads(spark, view, desc, base, changed, frames))
+    if too_big:
+        return None, too_big
     signed = {s.name: q.signed_input(s.name) for s in changed}
     if all(signed.values()):  # one term per source: the other sources are scanned once, not twice
         terms = telescope_signed(
@@ -457,20 +465,28 @@ def aggregate_corrections(
     )
 
 
-def scan_guard(desc: BatchDescription, changed: list[SourceRead], table: ViewTable) -> str | None:
+def scan_guard(
+    desc: BatchDescription,
+    changed: list[SourceRead],
+    table: ViewTable,
+    *,
+    pruned: dict[str, list[PrunedRead]] | None = None,
+) -> str | None:
     """Why the change terms would cost more than the full diff, or None.
 
-    Each changed source's term reads every other source whole (the telescoping), so with several sources
-    changed the terms can read more than the full diff, which reads each source once and the view's
-    table. Estimated in bytes of the active files (delta-rs's add actions; change files are small next to
-    them, the change-set guard sees to that), against ``MVSINK_INCREMENTAL_MAX_SCAN_RATIO``.
+    Each changed source's term reads every other source (the telescoping) — pruned by the change's join keys
+    where ``pruned`` (:func:`mvsink.spark.incremental.term_reads`) says so, else whole — so with several
+    sources changed the terms can read more than the full diff, which reads each source once and the view's
+    table. Estimated in bytes of the active files (the Delta log's sizes and, for pruned reads, its per-file
+    statistics; change files are small next to them, the change-set guard sees to that), against
+    ``MVSINK_INCREMENTAL_MAX_SCAN_RATIO``.
     """
     from mvsink import settings
     from mvsink.core.deltalog import active_bytes
+    from mvsink.spark.incremental import scan_estimate
 
-    size = {s.name: active_bytes(s.path, s.version) for s in desc.sources}
-    full = sum(size.values()) + (active_bytes(table.path, table.version) if table.exists else 0)
-    terms = sum(size[o.name] for s in changed for o in desc.sources if o.name != s.name)
+    terms, sources = scan_estimate(desc, changed, pruned)
+    full = sources + (active_bytes(table.path, table.version) if table.exists else 0)
     ratio = settings.incremental_max_scan_ratio()
     if full and terms > ratio * full:
         return (

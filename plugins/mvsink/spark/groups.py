@@ -65,7 +65,7 @@ if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame, SparkSession
     from pyspark.sql.types import DataType, StructType
 
-    from mvsink.core.batch import BatchDescription
+    from mvsink.core.batch import BatchDescription, SourceRead
     from mvsink.core.table import ViewTable
     from mvsink.definitions.view import ViewDefinition
     from mvsink.spark.plan import AggregateSplit
@@ -202,7 +202,6 @@ def group_corrections(
     """
     from pyspark.errors import PySparkException
 
-    from mvsink.spark.aggstate import scan_guard
     from mvsink.spark.driver import consolidated, matching, row_corrections, table_rows
     from mvsink.spark.incremental import changed_sources, source_check
     from mvsink.spark.messages import first_paragraph
@@ -222,10 +221,10 @@ def group_corrections(
     if isinstance(got, str):
         return None, got
     key_columns, split = got
-    too_big = scan_guard(desc, changed, table)
-    if too_big:
-        return None, too_big
-    keys = _affected_keys(spark, view, desc, base, split, key_columns)
+    prepared = _guarded_changes(spark, view, desc, base, changed, table)
+    if isinstance(prepared, str):
+        return None, prepared
+    keys = _affected_keys(spark, view, desc, base, split, key_columns, prepared=prepared)
     if isinstance(keys, str):
         return None, keys
     what = {"Aggregate": "group(s)", "Distinct": "distinct row(s)", "Window": "window partition(s)"}[split.kind]
@@ -280,6 +279,26 @@ def group_corrections(
     return done(row_corrections(want, persisted, out_schema, at=desc.time), n_keys, live)
 
 
+def _guarded_changes(
+    spark: SparkSession,
+    view: ViewDefinition,
+    desc: BatchDescription,
+    base: dict[str, int],
+    changed: list[SourceRead],
+    table: ViewTable,
+) -> dict[str, tuple[DataFrame, DataFrame]] | str:
+    """The sources' changes (:func:`~mvsink.spark.incremental.prepare_changes`), or why not: too large, or
+    change terms that would read more than the full diff (the scan guard, on the pruned reads)."""
+    from mvsink.spark.aggstate import scan_guard
+    from mvsink.spark.incremental import prepare_changes, term_reads
+
+    prepared = prepare_changes(spark, view, desc, base, changed)
+    if isinstance(prepared, str):
+        return prepared
+    too_big = scan_guard(desc, changed, table, pruned=term_reads(spark, view, desc, base, changed, prepared))
+    return too_big or prepared
+
+
 def _live(rows: pa.Table) -> int:
     """The view's row count: the sum of ``_mv_diff`` over the table's updates."""
     import pyarrow.compute as pc
@@ -332,12 +351,14 @@ def _affected_keys(
     base: dict[str, int],
     split: AggregateSplit,
     key_columns: list[str],
+    *,
+    prepared: dict[str, tuple[DataFrame, DataFrame]],
 ) -> DataFrame | str:
     """The keys (columns ``_mv_key_<i>``) of the groups whose rows of C the sources' changes touch (not run);
     or why they cannot be found. Leaves every source registered at the version ``desc`` reads."""
     from pyspark.sql import functions as F
 
-    from mvsink.spark.incremental import changed_sources, prepare_changes, telescope
+    from mvsink.spark.incremental import ChangeFrames, changed_sources, telescope
     from mvsink.spark.plan import PlanFormatError
 
     changed = changed_sources(desc, base)
@@ -346,12 +367,12 @@ def _affected_keys(
     drop = frozenset(i for i, name in enumerate(chain) if name in ("Filter", "Sort", "Distinct"))
     if drop and _is_remote(spark):
         return "over Spark Connect the query's plan cannot be taken apart (its filters hide groups)"
-    frames = prepare_changes(spark, view, desc, base, changed)
-    if isinstance(frames, str):
-        return frames
     signed = split.kind == "Distinct"
-    if not signed:
-        frames = {name: net_changes(plus, minus) for name, (plus, minus) in frames.items()}
+    frames: dict[str, tuple[DataFrame, DataFrame]] = prepared
+    if not signed:  # (the net changes' keys are among the changes': the pruned reads still hold)
+        netted = ChangeFrames({name: net_changes(plus, minus) for name, (plus, minus) in prepared.items()})
+        netted.pruned = prepared.pruned if isinstance(prepared, ChangeFrames) else None
+        frames = netted
     key_cols = [F.col(_quote(c)).alias(_KEY.format(i)) for i, c in enumerate(key_columns)]
 
     def term(sign: int) -> DataFrame:

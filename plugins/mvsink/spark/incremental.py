@@ -30,17 +30,18 @@ from mvsink import settings
 from mvsink.core import storage
 from mvsink.core.deltalog import ChangeFile, ChangeSet, active_bytes, cached_snapshot, change_set
 from mvsink.core.viewchanges import ViewChanges, view_changes
-from mvsink.spark import driver
+from mvsink.spark import driver, pruning
 
 if TYPE_CHECKING:
     from collections.abc import Callable
 
     import pyarrow as pa
-    from pyspark.sql import DataFrame, Observation, SparkSession
+    from pyspark.sql import Column, DataFrame, Observation, SparkSession
     from pyspark.sql.types import StructType
 
     from mvsink.core.batch import BatchDescription, SourceRead
     from mvsink.definitions.view import ViewDefinition
+    from mvsink.spark.pruning import PrunedRead
 
 log = logging.getLogger(__name__)
 
@@ -194,6 +195,13 @@ def max_fraction() -> float:
     return settings.incremental_max_fraction()
 
 
+class ChangeFrames(dict[str, "tuple[DataFrame, DataFrame]"]):
+    """Each changed source's (inserted, deleted) rows, and (once asked) the pruned reads of each source's
+    change term (:func:`term_reads`)."""
+
+    pruned: dict[str, list[PrunedRead]] | None = None
+
+
 def prepare_changes(
     spark: SparkSession,
     view: ViewDefinition,
@@ -202,7 +210,7 @@ def prepare_changes(
     changed: list[SourceRead],
     *,
     sizes: dict[str, int] | None = None,
-) -> dict[str, tuple[DataFrame, DataFrame]] | str:
+) -> ChangeFrames | str:
     """(inserted, deleted) rows of each changed source since ``base``, or why they cannot be used.
 
     A table source's come from its Delta log; a view source's are its own updates since the last read
@@ -224,6 +232,7 @@ def prepare_changes(
                     f"{vc.total_bytes} (over {fraction:.0%})"
                 )
             changes[s.name] = vc
+            pruning.record(s.name, bytes_read=vc.bytes, files=len(vc.files))
             if sizes is not None:
                 sizes[s.name] = vc.bytes
             continue
@@ -237,9 +246,10 @@ def prepare_changes(
                 f"(over {fraction:.0%}; enable delta.enableChangeDataFeed on it for smaller change sets)"
             )
         changes[s.name] = cs
+        pruning.record(s.name, bytes_read=cs.bytes, files=len(cs.inserted) + len(cs.deleted) + len(cs.cdc))
         if sizes is not None:
             sizes[s.name] = cs.bytes
-    frames: dict[str, tuple[DataFrame, DataFrame]] = {}
+    frames = ChangeFrames()
     for s in changed:
         got = changes[s.name]
         if isinstance(got, ViewChanges):
@@ -320,7 +330,7 @@ def telescope(
         plus, minus = frames[s.name]
         return [(plus, lambda: term(1)), (minus, lambda: term(-1))]
 
-    return _telescoping(spark, view, desc, base, changed, per_source)
+    return _telescoping(spark, view, desc, base, changed, per_source, frames)
 
 
 def _telescoping(
@@ -330,29 +340,103 @@ def _telescoping(
     base: dict[str, int],
     changed: list[SourceRead],
     per_source: Callable[[SourceRead], list[tuple[DataFrame, Callable[[], DataFrame]]]],
+    frames: dict[str, tuple[DataFrame, DataFrame]],
 ) -> list[DataFrame]:
     """The loop of :func:`telescope` and :func:`telescope_signed`: for changed source i, the changed sources
-    after it registered at their old versions, then each (frame, term) of ``per_source(source i)``: the
-    frame registered as the source and the term made; then source i at its new version. Leaves every
-    source registered at the version ``desc`` reads."""
+    after it registered at their old versions, the sources its term may read pruned by its join keys
+    registered filtered (:func:`term_reads`), then each (frame, term) of ``per_source(source i)``: the frame
+    registered as the source and the term made; then source i at its new version and the others unfiltered.
+    Leaves every source registered at the version ``desc`` reads."""
     terms: list[DataFrame] = []
     registered_old: list[SourceRead] = []
+    pruned = term_reads(spark, view, desc, base, changed, frames)
+    by_name = {s.name: s for s in desc.sources}
+    filtered: list[SourceRead] = []
     try:
         for i, s in enumerate(changed):
-            for later in changed[i + 1 :]:  # sources after this one at their old version
-                _register_source(spark, view, desc, base, later, old=True)
-                registered_old.append(later)
-            for frame, make in per_source(s):
+            later = changed[i + 1 :]
+            for o in later:  # sources after this one at their old version
+                _register_source(spark, view, desc, base, o, old=True)
+                registered_old.append(o)
+            reads = {r.source: r for r in pruned.get(s.name, [])}
+            made = per_source(s)
+            n_terms = len(made)
+            for o in desc.sources:
+                if o.name == s.name:
+                    continue
+                version = base[o.name] if o in later else o.version
+                r = reads.get(o.name)
+                if r is None:
+                    for _ in range(n_terms):
+                        if o.kind != "view":
+                            pruning.record_whole(o, version)
+                    continue
+                for _ in range(n_terms):
+                    pruning.record(o.name, bytes_read=r.bytes, files=r.files)
+                _register_source(spark, view, desc, base, by_name[o.name], old=o in later, where=r.predicate())
+                filtered.append(o)
+            for frame, make in made:
                 frame.createOrReplaceTempView(s.name)
                 t = make()
                 # Classic Spark binds temp views when spark.sql analyses; Spark Connect re-analyses the SQL
                 # at execution, after the views were re-registered, so there each term is pinned first.
                 terms.append(t.localCheckpoint(eager=True) if _is_remote(spark) else t)
             _register_source(spark, view, desc, base, s, old=False)
+            for o in filtered:
+                _register_source(spark, view, desc, base, o, old=o in later)
+            filtered = []
     finally:
-        for src in registered_old:  # back at the version desc reads
+        for src in registered_old + filtered:  # back at the version desc reads
             _register_source(spark, view, desc, base, src, old=False)
     return terms
+
+
+def term_reads(
+    spark: SparkSession,
+    view: ViewDefinition,
+    desc: BatchDescription,
+    base: dict[str, int],
+    changed: list[SourceRead],
+    frames: dict[str, tuple[DataFrame, DataFrame]],
+) -> dict[str, list[PrunedRead]]:
+    """For each changed source, the other sources its change term reads pruned by its join keys
+    (:mod:`mvsink.spark.pruning`; one Spark job per key source). Asked once per refresh: the result is
+    kept on ``frames`` when it is a :class:`ChangeFrames`."""
+    if isinstance(frames, ChangeFrames) and frames.pruned is not None:
+        return frames.pruned
+    out: dict[str, list[PrunedRead]] = {}
+    if len(desc.sources) > 1:
+        tp = pruning.TermPruning(spark, view.query, list(desc.sources))
+        if tp.edges:
+            for i, s in enumerate(changed):
+                later = changed[i + 1 :]
+                read_at = {
+                    o.name: (
+                        _source_frame(spark, view, desc, base, o, old=o in later),
+                        base[o.name] if o in later else o.version,
+                    )
+                    for o in desc.sources
+                    if o.name != s.name and o.kind != "view"
+                }
+                plus, minus = frames[s.name]
+                out[s.name] = tp.reads(s, plus.unionByName(minus), read_at)
+    if isinstance(frames, ChangeFrames):
+        frames.pruned = out
+    return out
+
+
+def scan_estimate(
+    desc: BatchDescription, changed: list[SourceRead], pruned: dict[str, list[PrunedRead]] | None
+) -> tuple[int, int]:
+    """(bytes the change terms read of the sources, bytes the full diff reads of them): each changed source's
+    term reads every other source, pruned where :func:`term_reads` says so (a changed file set is small next
+    to them: the change-set guard sees to that)."""
+    size = {s.name: active_bytes(s.path, s.version) for s in desc.sources}
+    terms = 0
+    for s in changed:
+        reads = {r.source: r.bytes for r in (pruned or {}).get(s.name, [])}
+        terms += sum(reads.get(o.name, size[o.name]) for o in desc.sources if o.name != s.name)
+    return terms, sum(size.values())
 
 
 def _view_changes(desc: BatchDescription, base: dict[str, int], s: SourceRead) -> ViewChanges | str:
@@ -531,6 +615,20 @@ def _in_driver(union: DataFrame, columns: list[str], *, at: int) -> pa.Table | N
     )
 
 
+def _source_frame(
+    spark: SparkSession, view: ViewDefinition, desc: BatchDescription, base: dict[str, int], s: SourceRead, *, old: bool
+) -> DataFrame:
+    """Source ``s`` as the last refresh read it (``old``) or as this batch reads it."""
+    from mvsink.spark.sources import read_source
+
+    if s.kind == "view":  # an upstream view's table at this batch's version, its contents at the old time
+        assert desc.base_time is not None
+        version, time = s.version, desc.base_time if old else desc.time
+    else:
+        version, time = base[s.name] if old else s.version, desc.time
+    return read_source(spark, view, s, version=version, time=time)
+
+
 def _register_source(
     spark: SparkSession,
     view: ViewDefinition,
@@ -539,16 +637,11 @@ def _register_source(
     s: SourceRead,
     *,
     old: bool,
+    where: Column | None = None,
 ) -> None:
-    """Register source ``s`` as the last refresh read it (``old``) or as this batch reads it."""
-    from mvsink.spark.sources import read_source
-
-    if s.kind == "view":  # an upstream view's table at this batch's version, its contents at the old time
-        assert desc.base_time is not None
-        version, time = s.version, desc.base_time if old else desc.time
-    else:
-        version, time = base[s.name] if old else s.version, desc.time
-    read_source(spark, view, s, version=version, time=time).createOrReplaceTempView(s.name)
+    """Register source ``s`` as the last refresh read it (``old``) or as this batch reads it (``where``: filtered)."""
+    df = _source_frame(spark, view, desc, base, s, old=old)
+    (df if where is None else df.where(where)).createOrReplaceTempView(s.name)
 
 
 SIGN = "_mv_sign"  # a signed change set's column: +1 an inserted row, -1 a deleted one
@@ -613,4 +706,4 @@ def telescope_signed(
         )
         return [(signed, lambda: term(s.name))]
 
-    return _telescoping(spark, view, desc, base, changed, per_source)
+    return _telescoping(spark, view, desc, base, changed, per_source, frames)

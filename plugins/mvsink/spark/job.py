@@ -21,7 +21,8 @@ from mvsink.columns import DIFF, ERROR, TIME, is_hidden
 from mvsink.core import storage
 from mvsink.core.batch import BatchDescription, WriteMode, WriteReport
 from mvsink.core.checks import add_counts, counts_of
-from mvsink.core.deltalog import snapshot_cache
+from mvsink.core.commitinfo import format_reads
+from mvsink.core.deltalog import file_statistics, snapshot_cache
 from mvsink.core.failpoints import failpoint
 from mvsink.core.schema import encode_schema
 from mvsink.core.staging import batch_location, discard_batch, staged_files, write_intent, write_manifest
@@ -36,6 +37,7 @@ from mvsink.spark.driver import full_diff
 from mvsink.spark.groups import MODE as GROUPS_MODE
 from mvsink.spark.groups import group_corrections
 from mvsink.spark.incremental import NOT_LINEAR, changed_sources, incremental_corrections, source_check
+from mvsink.spark.pruning import current_reads, read_log, record_whole
 from mvsink.spark.sources import arrow_table_schema, read_delta, register_sources, spark_schema_of
 from mvsink.spark.topk import MODE as TOPK_MODE
 from mvsink.spark.topk import NOT_TOPK, topk_corrections
@@ -64,7 +66,7 @@ def run_write(spark: SparkSession, view: ViewDefinition, desc: BatchDescription)
 
     require_delta(spark, role=f"view {view.name}")
     jobs_before = _spark_jobs(spark)
-    with snapshot_cache():  # each table version the step reads is opened once
+    with snapshot_cache(), read_log():  # each table version the step reads is opened once
         report = _run_write(spark, view, desc)
     jobs_after = _spark_jobs(spark)
     if jobs_before is not None and jobs_after is not None:
@@ -152,10 +154,13 @@ def _run_write(spark: SparkSession, view: ViewDefinition, desc: BatchDescription
         spark, view, desc, table, result, state, with_error=with_error, check_obs=check_obs
     )
     log.info("view %s: %s diff (%s)", view.name, mode, reason)
+    reads = _reads(desc, mode, read_version=fr.version if table.exists else -1)
+    if reads:
+        log.info("view %s: read %s", view.name, format_reads(reads))
     # plan: sources and the query analysed; corrections: the changes read and, where the mode does it
     # eagerly, computed; stage: the corrections written (a lazy mode's computation happens here)
     phases = {"plan": t1 - t0, "corrections": time.monotonic() - t1}
-    head = dataclasses.replace(head, mode=mode, mode_reason=reason, phases=phases)
+    head = dataclasses.replace(head, mode=mode, mode_reason=reason, phases=phases, reads=reads)
 
     def check_counts() -> dict[str, Any]:
         if check_obs is None:
@@ -180,6 +185,23 @@ def _run_write(spark: SparkSession, view: ViewDefinition, desc: BatchDescription
             seconds=time.monotonic() - t0,
         )
     return _stage(view, desc, corr, head, check_counts=check_counts, t0=t0)
+
+
+def _reads(desc: BatchDescription, mode: str, *, read_version: int) -> dict[str, dict[str, int]]:
+    """What the step read per source (:mod:`mvsink.spark.pruning`'s log); for the full diff, every table
+    source whole and the view's table (``_table``)."""
+    got = current_reads()
+    if got is None:
+        return {}
+    if mode == "full":
+        got.sources.clear()
+        for s in desc.sources:
+            if s.kind != "view":
+                record_whole(s, s.version)
+        table_files = file_statistics(desc.target, read_version, "") if read_version >= 0 else None
+        if table_files is not None:
+            got.add("_table", bytes_read=sum(f.size for f in table_files), files=len(table_files))
+    return {k: dict(v) for k, v in got.sources.items()}
 
 
 def _state(

@@ -1,0 +1,292 @@
+"""Change terms that read the other sources pruned by the change's join keys, and what a refresh read.
+
+For the term of changed source A, each edge of :func:`mvsink.spark.joinkeys.join_edges` keyed by A (or by
+a source already pruned in this term: chained, as Q5's lineitem -> supplier) gives a filter on another
+source: its join column within the keys. The keys are collected in one Spark job per key source (Δ of A
+is small, the change-set guard sees to that), compressed into at most :data:`MAX_RANGES` ranges (plus the
+exact list when it is short), and the filter is put on the source's Delta read, so Delta's data skipping
+drops the files whose min/max statistics hold no key. What each source's read will touch is estimated from
+the same statistics (:func:`mvsink.core.deltalog.file_statistics`): the scan guard and the refresh's
+``reads`` report use it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import contextvars
+import dataclasses
+import datetime as dt
+import decimal
+import logging
+from collections.abc import Iterator
+from typing import TYPE_CHECKING, Any
+
+from mvsink import settings
+from mvsink.core.deltalog import FileStats, active_bytes, file_statistics
+from mvsink.spark.joinkeys import Edge, join_edges, pruned_reads
+
+if TYPE_CHECKING:
+    from pyspark.sql import Column, DataFrame, SparkSession
+
+    from mvsink.core.batch import SourceRead
+
+log = logging.getLogger(__name__)
+
+MAX_KEYS = 200_000  # more distinct keys than this: the edge is not used (the source is read whole)
+MAX_INLINE = 1_000  # up to this many keys, the filter also lists them (rows outside them are dropped at once)
+MAX_RANGES = 32  # the keys as at most this many [lo, hi] ranges (what Delta's file skipping sees)
+
+
+# ---------------------------------------------------------------- key sets
+
+
+@dataclasses.dataclass(frozen=True)
+class KeyRanges:
+    """A column's keys as ranges (sorted, disjoint) and, when few, the exact values."""
+
+    ranges: tuple[tuple[Any, Any], ...]
+    values: tuple[Any, ...] | None
+
+    @property
+    def empty(self) -> bool:
+        return not self.ranges
+
+    def predicate(self, column: str) -> Column:
+        from pyspark.sql import functions as F
+
+        if self.empty:
+            return F.lit(False)
+        c = F.col(f"`{column}`")
+        cond = None
+        for lo, hi in self.ranges:
+            term = c == F.lit(lo) if lo == hi else (c >= F.lit(lo)) & (c <= F.lit(hi))
+            cond = term if cond is None else cond | term
+        assert cond is not None
+        if self.values is not None and len(self.values) > len(self.ranges):
+            cond = cond & c.isin(list(self.values))
+        return cond
+
+    def may_hold(self, lo: Any, hi: Any) -> bool:
+        """A file whose column lies in [lo, hi] may hold one of the keys (True where that cannot be told)."""
+        if lo is None or hi is None:
+            return True
+        try:
+            return any(not (b < lo or a > hi) for a, b in self.ranges)
+        except TypeError:  # statistics of another type than the keys (e.g. a partition value's string)
+            return True
+
+
+def _gap(a: Any, b: Any) -> float | None:
+    """How far apart two sorted keys are (None: the type has no distance; every gap counts the same)."""
+    if isinstance(a, bool):
+        return None
+    if isinstance(a, int | float | decimal.Decimal):
+        return float(b) - float(a)
+    if isinstance(a, dt.datetime):
+        return float((b - a).total_seconds())
+    if isinstance(a, dt.date):
+        return float((b - a).days)
+    return None
+
+
+def key_ranges(values: list[Any], *, max_ranges: int = MAX_RANGES) -> KeyRanges:
+    """The non-null ``values`` as at most ``max_ranges`` ranges: the largest gaps between sorted keys split them."""
+    keys = sorted({v for v in values if v is not None})
+    if not keys:
+        return KeyRanges((), ())
+    exact = tuple(keys) if len(keys) <= MAX_INLINE else None
+    gaps = [(_gap(keys[i], keys[i + 1]), i) for i in range(len(keys) - 1)]
+    if any(g is None for g, _ in gaps):
+        return KeyRanges(((keys[0], keys[-1]),), exact)
+    splits = sorted(i for _, i in sorted(gaps, key=lambda x: -(x[0] or 0.0))[: max_ranges - 1])
+    ranges = []
+    start = 0
+    for i in splits:
+        ranges.append((keys[start], keys[i]))
+        start = i + 1
+    ranges.append((keys[start], keys[-1]))
+    return KeyRanges(tuple(ranges), exact)
+
+
+def _collect_keys(df: DataFrame, columns: list[str]) -> dict[str, list[Any]] | None:
+    """Each column's distinct values in ``df`` (one Spark job); None if a column has over :data:`MAX_KEYS`."""
+    from pyspark.sql import functions as F
+
+    row = df.agg(*[F.collect_set(F.col(f"`{c}`")).alias(f"k{i}") for i, c in enumerate(columns)]).collect()[0]
+    out = {c: list(row[f"k{i}"]) for i, c in enumerate(columns)}
+    if any(len(v) > MAX_KEYS for v in out.values()):
+        return None
+    return out
+
+
+# ---------------------------------------------------------------- what a refresh read
+
+
+@dataclasses.dataclass
+class ReadLog:
+    """Bytes and files read per source over one write step (estimated from the Delta log's statistics)."""
+
+    sources: dict[str, dict[str, int]] = dataclasses.field(default_factory=dict)
+
+    def add(self, source: str, *, bytes_read: int, files: int) -> None:
+        got = self.sources.setdefault(source, {"bytes": 0, "files": 0})
+        got["bytes"] += int(bytes_read)
+        got["files"] += int(files)
+
+
+_READS: contextvars.ContextVar[ReadLog | None] = contextvars.ContextVar("mvsink_reads", default=None)
+
+
+@contextlib.contextmanager
+def read_log() -> Iterator[ReadLog]:
+    """Collect what the write step reads (:func:`record`) into the yielded log."""
+    got = ReadLog()
+    token = _READS.set(got)
+    try:
+        yield got
+    finally:
+        _READS.reset(token)
+
+
+def current_reads() -> ReadLog | None:
+    """The log :func:`read_log` opened (None outside one)."""
+    return _READS.get()
+
+
+def record(source: str, *, bytes_read: int, files: int) -> None:
+    log_ = _READS.get()
+    if log_ is not None:
+        log_.add(source, bytes_read=bytes_read, files=files)
+
+
+def record_whole(s: SourceRead, version: int) -> None:
+    """Source ``s`` read whole at ``version``."""
+    stats = file_statistics(s.path, version, "")
+    if stats is None:
+        record(s.name, bytes_read=active_bytes(s.path, version), files=0)
+    else:
+        record(s.name, bytes_read=sum(f.size for f in stats), files=len(stats))
+
+
+# ---------------------------------------------------------------- a term's pruned reads
+
+
+@dataclasses.dataclass(frozen=True)
+class PrunedRead:
+    """Source ``source`` read by one term with its columns within the keys (what Delta will touch: ``files``
+    of the snapshot's ``total_files``, ``bytes`` of ``total_bytes``)."""
+
+    source: str
+    filters: tuple[tuple[str, KeyRanges], ...]
+    files: int
+    bytes: int
+    total_files: int
+    total_bytes: int
+
+    def predicate(self) -> Column:
+        cond = None
+        for column, keys in self.filters:
+            p = keys.predicate(column)
+            cond = p if cond is None else cond & p
+        assert cond is not None
+        return cond
+
+
+def estimate(path: str, version: int, filters: list[tuple[str, KeyRanges]]) -> tuple[int, int, int, int] | None:
+    """(files, bytes) a read filtered by ``filters`` touches, and the snapshot's (files, bytes); None if the
+    log cannot tell."""
+    per_column = {c: file_statistics(path, version, c) for c, _ in filters}
+    if any(v is None for v in per_column.values()):
+        return None
+    first = next(iter(per_column.values()))
+    assert first is not None
+    keep = [True] * len(first)
+    for column, keys in filters:
+        stats: list[FileStats] = per_column[column] or []
+        for i, f in enumerate(stats):
+            keep[i] = keep[i] and keys.may_hold(f.min, f.max)
+    files = sum(keep)
+    size = sum(f.size for f, k in zip(first, keep) if k)
+    return files, size, len(first), sum(f.size for f in first)
+
+
+class TermPruning:
+    """The pruned reads of the change terms of one refresh (the plan's edges found once)."""
+
+    def __init__(self, spark: SparkSession, query: str, sources: list[SourceRead]) -> None:
+        self.sources = {s.name.casefold(): s for s in sources}
+        self.edges: list[Edge] = []
+        self.min_bytes = settings.incremental_prune_min_bytes()
+        if type(spark).__module__.startswith("pyspark.sql.connect"):
+            log.info(
+                "change terms read the other sources whole: join keys are read from the JSON plan, which "
+                "Spark Connect does not give"
+            )
+            return
+        from mvsink.spark.plan import PlanFormatError, plan_tree
+
+        try:
+            self.edges = join_edges(plan_tree(spark, query))
+        except PlanFormatError as exc:
+            log.info("change terms read the other sources whole: the plan could not be read (%s)", exc)
+
+    def reads(
+        self,
+        changed: SourceRead,
+        delta: DataFrame,
+        read_at: dict[str, tuple[DataFrame, int]],
+    ) -> list[PrunedRead]:
+        """The pruned reads of the term of ``changed`` (its change rows ``delta``); ``read_at``: each other
+        source's frame and version as the term reads it. Runs one Spark job per key source."""
+        plan = [
+            e
+            for e in pruned_reads(self.edges, changed.name)
+            if (t := self.sources.get(e.target.source.casefold())) is not None and t.kind != "view"
+        ]
+        if not plan:
+            return []
+        frames: dict[str, DataFrame] = {changed.name.casefold(): delta}
+        filters: dict[str, list[tuple[str, KeyRanges]]] = {}
+        skipped: set[str] = set()
+        for e in plan:
+            key_src, target = e.keys.source.casefold(), e.target.source.casefold()
+            if key_src not in frames or target in skipped:
+                continue
+            s = self.sources[target]
+            version = read_at[s.name][1]
+            if target not in filters and active_bytes(s.path, version) < self.min_bytes:
+                skipped.add(target)
+                continue
+            keys = _collect_keys(frames[key_src], [e.keys.name])
+            if keys is None:
+                log.info("term of %s: over %d keys of %s; %s read whole", changed.name, MAX_KEYS, e.keys, s.name)
+                continue
+            filters.setdefault(target, []).append((e.target.name, key_ranges(keys[e.keys.name])))
+            frames[target] = read_at[s.name][0].where(_and(filters[target]))
+        out = []
+        for target, fs in filters.items():
+            s = self.sources[target]
+            version = read_at[s.name][1]
+            est = estimate(s.path, version, fs)
+            files, size, total_files, total_bytes = est if est is not None else (0, 0, 0, 0)
+            out.append(PrunedRead(s.name, tuple(fs), files, size, total_files, total_bytes))
+            log.info(
+                "term of %s: %s read where %s: %d of %d file(s), %.1f of %.1f MB",
+                changed.name,
+                s.name,
+                " and ".join(f"{c} in {len(k.ranges)} range(s)" for c, k in fs),
+                files,
+                total_files,
+                size / 1e6,
+                total_bytes / 1e6,
+            )
+        return out
+
+
+def _and(filters: list[tuple[str, KeyRanges]]) -> Column:
+    cond = None
+    for column, keys in filters:
+        p = keys.predicate(column)
+        cond = p if cond is None else cond & p
+    assert cond is not None
+    return cond
