@@ -11,14 +11,8 @@ import textwrap
 
 import pytest
 
-from mvsink.spark.plan import (
-    linearity,
-    nonlinear_reason,
-    plan_tree,
-    tree_from_explain,
-    tree_from_json,
-    tree_from_jvm,
-)
+from mvsink.spark.linearity import linearity, nonlinear_reason
+from mvsink.spark.planread import plan_tree, tree_from_explain, tree_from_json, tree_from_jvm
 from tests.fixtures.plans.regenerate import CASES, register
 from tests.support import REPO
 
@@ -215,7 +209,7 @@ def test_spark_connect_reads_the_explain_text(tmp_path):
         f"""
         import json
         from mvsink.spark.connect import remote_session
-        from mvsink.spark.plan import linearity
+        from mvsink.spark.linearity import linearity
         from tests.fixtures.plans.regenerate import CASES
         spark = remote_session("sc://127.0.0.1:{port}")
         assert type(spark).__module__.startswith("pyspark.sql.connect")
