@@ -254,3 +254,15 @@ def test_user_defined_type_columns_are_read_from_the_json(spark, views):
     plan_json = str(spark.sql("SELECT id, v FROM vecs WHERE id > 0")._jdf.queryExecution().analyzed().toJSON())
     assert '"udt"' in plan_json
     assert nonlinear_reason(tree_from_json(plan_json), "vecs") is None
+
+
+def test_a_write_step_reads_the_plan_of_an_analysed_query_once(spark):
+    """Within a write step (snapshot_cache) a mode's ``applies`` and its ``run`` share one read of the plan."""
+    from mvsink.core.deltalog import snapshot_cache
+
+    df = spark.sql("SELECT id, id * 2 AS twice FROM range(3)")
+    with snapshot_cache():
+        first = plan_tree(spark, "", desired=df)
+        assert plan_tree(spark, "", desired=df) is first
+        assert plan_tree(spark, "", desired=spark.sql("SELECT id FROM range(3)")) is not first
+    assert plan_tree(spark, "", desired=df) is not first  # outside a write step: read anew

@@ -22,6 +22,7 @@ import logging
 import re
 from typing import TYPE_CHECKING, Any
 
+from mvsink.core.deltalog import cached_snapshot
 from mvsink.spark.plantree import (
     CLASS_OF_SQL_NAME,
     CTE_DEF,
@@ -430,7 +431,12 @@ def tree_of_dataframe(df: DataFrame) -> PlanNode:
 def plan_tree(spark: SparkSession, query: str, *, desired: DataFrame | None = None) -> PlanNode:
     """The analyzed plan of ``query`` (or of ``desired``, the query already analysed) as a tree."""
     if not _is_remote(spark) and (desired is None or not _is_remote(desired)):
-        return tree_of_dataframe(desired if desired is not None else spark.sql(query))
+        if desired is None:
+            return tree_of_dataframe(spark.sql(query))
+        # Within a write step an analysed DataFrame's plan is read once (a mode's ``applies`` and its ``run`` both
+        # ask). The entry holds the DataFrame itself, so its id is not reused while the entry lives.
+        df = desired
+        return cached_snapshot(("plan", id(df)), lambda: (df, tree_of_dataframe(df)))[1]
     text = spark.sql("EXPLAIN EXTENDED " + query).collect()[0][0]
     if ANALYZED not in text:
         raise PlanFormatError("EXPLAIN returned no analyzed plan")
