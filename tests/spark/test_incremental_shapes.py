@@ -18,8 +18,9 @@ from deltalake import write_deltalake
 from mvsink.definitions.catalog import Catalog
 from mvsink.readers.arrow import read_view
 from mvsink.spark import groups
-from mvsink.spark.plan import groups_reason, plan_tree
+from mvsink.spark.planread import plan_tree
 from mvsink.spark.runners import refresh
+from mvsink.spark.splits import groups_reason
 from mvsink.spark.topk import key_positions, topk_split
 from tests.support.aggdata import CDF, ORDERS, agg_change, agg_customers, agg_orders, appends
 from tests.support.delta import BASE, HOUR, delete_at, stamp, write_at

@@ -11,14 +11,8 @@ import textwrap
 
 import pytest
 
-from mvsink.spark.plan import (
-    linearity,
-    nonlinear_reason,
-    plan_tree,
-    tree_from_explain,
-    tree_from_json,
-    tree_from_jvm,
-)
+from mvsink.spark.linearity import linearity, nonlinear_reason
+from mvsink.spark.planread import plan_tree, tree_from_explain, tree_from_json, tree_from_jvm
 from tests.fixtures.plans.regenerate import CASES, register
 from tests.support import REPO
 
@@ -215,7 +209,7 @@ def test_spark_connect_reads_the_explain_text(tmp_path):
         f"""
         import json
         from mvsink.spark.connect import remote_session
-        from mvsink.spark.plan import linearity
+        from mvsink.spark.linearity import linearity
         from tests.fixtures.plans.regenerate import CASES
         spark = remote_session("sc://127.0.0.1:{port}")
         assert type(spark).__module__.startswith("pyspark.sql.connect")
@@ -260,3 +254,15 @@ def test_user_defined_type_columns_are_read_from_the_json(spark, views):
     plan_json = str(spark.sql("SELECT id, v FROM vecs WHERE id > 0")._jdf.queryExecution().analyzed().toJSON())
     assert '"udt"' in plan_json
     assert nonlinear_reason(tree_from_json(plan_json), "vecs") is None
+
+
+def test_a_write_step_reads_the_plan_of_an_analysed_query_once(spark):
+    """Within a write step (snapshot_cache) a mode's ``applies`` and its ``run`` share one read of the plan."""
+    from mvsink.core.deltalog import snapshot_cache
+
+    df = spark.sql("SELECT id, id * 2 AS twice FROM range(3)")
+    with snapshot_cache():
+        first = plan_tree(spark, "", desired=df)
+        assert plan_tree(spark, "", desired=df) is first
+        assert plan_tree(spark, "", desired=spark.sql("SELECT id FROM range(3)")) is not first
+    assert plan_tree(spark, "", desired=df) is not first  # outside a write step: read anew

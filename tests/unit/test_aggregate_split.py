@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from mvsink.spark.plan import AggregateSplit, PlanExpr, PlanNode, aggregate_split, groups_reason
+from mvsink.spark.plantree import PlanExpr, PlanNode
+from mvsink.spark.splits import AggregateSplit, aggregate_split, groups_reason
 
 pytestmark = pytest.mark.unit
 

@@ -7,7 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from mvsink.spark.plan import (
+from mvsink.spark.linearity import nonlinear_reason
+from mvsink.spark.planread import tree_from_explain, tree_from_json
+from mvsink.spark.plantree import (
     AGGREGATE,
     EXPRESSION_CATEGORY,
     KNOWN_OPERATORS,
@@ -16,9 +18,6 @@ from mvsink.spark.plan import (
     PlanFormatError,
     PlanNode,
     expression_category,
-    nonlinear_reason,
-    tree_from_explain,
-    tree_from_json,
 )
 
 pytestmark = pytest.mark.unit

@@ -1,4 +1,4 @@
-"""Command line: ``mvsink refresh|read|changes|status|compact|vacuum|gc``.
+"""Command line: ``mvsink refresh|read|changes|status|explain|compact|vacuum|gc``.
 
 Errors print one line, ``mvsink: error: ...``, and exit 2 for bad input (:class:`MvSinkError`)
 or 1 for a runtime failure (:class:`MvSinkRuntimeError`, or anything unexpected); ``-v`` also
@@ -155,6 +155,21 @@ def build_parser() -> argparse.ArgumentParser:
     cs.add_argument("--spark-conf", action="append", default=[], metavar="KEY=VALUE")
     cs.add_argument("--log", metavar="FILE", help="append the server's output to FILE (default: discarded)")
 
+    ex = sub.add_parser(
+        "explain",
+        help="per source: the refresh mode a change of it would take, and if not incremental, why and the fix",
+    )
+    common(ex)
+    ex.add_argument("--json", action="store_true", help="print the report as a JSON object")
+    ex.add_argument("--master", default="local[2]", help="Spark master of the in-process session (default local[2])")
+    ex.add_argument("--spark-conf", action="append", default=[], metavar="KEY=VALUE", help="extra Spark setting")
+    ex.add_argument(
+        "--remote",
+        metavar="sc://HOST:PORT",
+        default=None,
+        help="analyse on a running Spark Connect server instead (env MVSINK_SPARK_REMOTE)",
+    )
+
     st = sub.add_parser("status", help="since, upper, as_of, freshness and the last refreshes (--all: every view)")
     st.add_argument("view", nargs="?", help="view name (from its view file); omit with --all")
     st.add_argument("--views-dir", help=f"folder of view files (default: ${VIEWS_DIR_ENV} or dags/views)")
@@ -196,6 +211,20 @@ def _print_rows(table: Any, fmt: str) -> None:
 
 def _spark_conf(args: argparse.Namespace) -> dict[str, str]:
     return dict(kv.split("=", 1) for kv in args.spark_conf if "=" in kv)
+
+
+def _explain_session(view: Any, args: argparse.Namespace) -> Any:
+    """The Spark session ``mvsink explain`` analyses the view on: Spark Connect, else one in this process."""
+    remote = args.remote or settings.spark_remote()
+    if remote:
+        from mvsink.spark.connect import remote_session
+
+        return remote_session(remote, conf={**view.spark_conf, **_spark_conf(args)})
+    from mvsink.spark.conf import check_connectors, storage_conf
+    from mvsink.spark.runners import local_session
+
+    check_connectors(view, role="in-process Spark")
+    return local_session(args.master, {**storage_conf(view), **view.spark_conf, **_spark_conf(args)})
 
 
 def _connect_server(args: argparse.Namespace) -> int:
@@ -379,6 +408,11 @@ def _run(args: argparse.Namespace) -> int:
     elif args.command == "gc":
         gres = _gc(view, grace_seconds=args.grace_seconds, dry_run=args.dry_run)
         print(json.dumps(gres, sort_keys=True) if args.json else _gc_summary(view.name, gres, args.dry_run))
+    elif args.command == "explain":
+        from mvsink.spark.explain import explain_view
+
+        report = explain_view(view, catalog=catalog, spark=_explain_session(view, args))
+        print(json.dumps(report.to_dict(), sort_keys=True) if args.json else report.summary())
     elif args.command == "status":
         from mvsink.readers.status import format_status, view_status
 

@@ -28,7 +28,7 @@ A refresh from the sources' changes then costs what the change costs:
 
 Classification is on sqlglot's tree of the query (which select items are keys and which are COUNT/SUM/AVG
 expressions); what decides safety is Spark: the input query must be linear in every changed source
-(:func:`mvsink.spark.plan.linearity` on Spark's analysed plan, failing closed), the state query's visible
+(:func:`mvsink.spark.linearity.linearity` on Spark's analysed plan, failing closed), the state query's visible
 columns must be exactly the user's (names and types), and SUM/AVG arguments must be integers or
 decimals (sums of FLOAT/DOUBLE are not exact under ``old + Δ``). Invariant checks on the affected
 groups (one live row per key, 0 <= non-null <= count, a decimal sum that fits its type) fall back to the
@@ -396,7 +396,7 @@ def aggregate_corrections(
         telescope_signed,
         term_reads,
     )
-    from mvsink.spark.plan import linearity
+    from mvsink.spark.linearity import linearity
 
     why = source_check(desc, base)
     if why:

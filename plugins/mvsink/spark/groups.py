@@ -8,7 +8,7 @@ changed source, where P computes each group of C's rows on its own --
 * a Window with a PARTITION BY (groups: its partitions; a per-group top-k ``WHERE rn <= k`` is a Filter above),
 
 and every key a plain column of the view (possibly renamed), is refreshed from the sources' changes in
-three steps (DESIGN.md section 8; the split is :func:`mvsink.spark.plan.aggregate_split`):
+three steps (DESIGN.md section 8; the split is :func:`mvsink.spark.splits.aggregate_split`):
 
 1. *Affected keys*, from Δin, the change of C. Every change term of the telescoping
    (:func:`mvsink.spark.incremental.telescope`: one source's inserted or deleted rows, the sources before it
@@ -68,7 +68,7 @@ if TYPE_CHECKING:
     from mvsink.core.batch import BatchDescription, SourceRead
     from mvsink.core.table import ViewTable
     from mvsink.definitions.view import ViewDefinition
-    from mvsink.spark.plan import AggregateSplit
+    from mvsink.spark.splits import AggregateSplit
 
 log = logging.getLogger(__name__)
 
@@ -157,7 +157,7 @@ def strip_operators(spark: SparkSession, df: DataFrame, chain: tuple[str, ...], 
     """
     from pyspark.sql import DataFrame
 
-    from mvsink.spark.plan import PlanFormatError
+    from mvsink.spark.plantree import PlanFormatError
 
     jvm = spark._jvm
     assert jvm is not None
@@ -205,8 +205,8 @@ def group_corrections(
     from mvsink.spark.driver import consolidated, matching, row_corrections, table_rows
     from mvsink.spark.incremental import changed_sources, source_check
     from mvsink.spark.messages import first_paragraph
-    from mvsink.spark.plan import aggregate_keys
     from mvsink.spark.sources import arrow_table_schema
+    from mvsink.spark.splits import aggregate_keys
 
     why = source_check(desc, base)
     if why:
@@ -359,7 +359,7 @@ def _affected_keys(
     from pyspark.sql import functions as F
 
     from mvsink.spark.incremental import ChangeFrames, changed_sources, telescope
-    from mvsink.spark.plan import PlanFormatError
+    from mvsink.spark.plantree import PlanFormatError
 
     changed = changed_sources(desc, base)
     chain = (*split.chain, split.kind)

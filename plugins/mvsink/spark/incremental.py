@@ -503,7 +503,7 @@ def incremental_corrections(
 
     from mvsink.columns import DIFF, TIME
     from mvsink.spark.checks import apply_checks
-    from mvsink.spark.plan import linearity
+    from mvsink.spark.linearity import linearity
     from mvsink.spark.transforms import consolidate
 
     why_not = source_check(desc, base)

@@ -16,7 +16,6 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from mvsink import settings
 from mvsink.columns import DIFF, ERROR, TIME, is_hidden
 from mvsink.core import storage
 from mvsink.core.batch import BatchDescription, WriteMode, WriteReport
@@ -29,18 +28,15 @@ from mvsink.core.staging import batch_location, discard_batch, staged_files, wri
 from mvsink.core.table import ViewTable
 from mvsink.definitions.view import ViewDefinition, load_view_file
 from mvsink.exceptions import MvSinkError, SchemaChangedError
-from mvsink.spark.aggstate import MODE as AGGREGATE_MODE
-from mvsink.spark.aggstate import StatePlan, aggregate_corrections, state_plan
+from mvsink.spark.aggstate import StatePlan, state_plan
 from mvsink.spark.checks import apply_checks
 from mvsink.spark.conf import apply_storage_conf
 from mvsink.spark.driver import full_diff
-from mvsink.spark.groups import MODE as GROUPS_MODE
-from mvsink.spark.groups import group_corrections
-from mvsink.spark.incremental import NOT_LINEAR, changed_sources, incremental_corrections, source_check
+from mvsink.spark.incremental import changed_sources, source_check
+from mvsink.spark.modes.base import Change, PlanFacts, WriteInputs
+from mvsink.spark.modes.registry import REFRESH_MODES, choose
 from mvsink.spark.pruning import current_reads, read_log, record_whole
 from mvsink.spark.sources import arrow_table_schema, read_delta, register_sources, spark_schema_of
-from mvsink.spark.topk import MODE as TOPK_MODE
-from mvsink.spark.topk import NOT_TOPK, topk_corrections
 from mvsink.spark.transforms import consolidate, corrections
 from mvsink.spark.validation import analyse, compare_schema
 
@@ -310,62 +306,17 @@ def _incremental(
     with_error: bool,
     check_obs: Observation | None,
 ) -> tuple[DataFrame | pa.Table | None, WriteMode, str]:
-    """Corrections from the sources' changes (linear views, then aggregate state, then affected groups, then
-    top-k), or (None, "full", why not)."""
+    """Corrections from the sources' changes by the first refresh mode that applies and succeeds
+    (:data:`~mvsink.spark.modes.registry.REFRESH_MODES`), or (None, "full", why none did)."""
     assert desc.base_versions is not None
-    if state is not None and not source_check(desc, desc.base_versions):  # (so some source changed)
-        # An aggregate on top (it has state) is linear in no source: no need to ask Spark's plan
-        first = changed_sources(desc, desc.base_versions)[0]
-        reason = f"{NOT_LINEAR} {first.name!r}: the view's Aggregate is above it"
-    else:
-        corr, reason = incremental_corrections(
-            spark, view, desc, base=desc.base_versions, desired=result, with_error=with_error, observation=check_obs
-        )
-        if corr is not None:
-            return corr, "incremental", reason
-    if not reason.startswith(NOT_LINEAR):
-        return None, "full", reason
-    if state is not None and not with_error and not settings.incremental_aggregate():
-        reason = f"{reason} (the aggregate-state refresh is off; {settings.INCREMENTAL_AGGREGATE.name}=true enables it)"
-    elif state is not None and not with_error:
-        corr, why = aggregate_corrections(
-            spark, view, desc, base=desc.base_versions, plan=state, table=table, table_df=table_df
-        )
-        if corr is not None:
-            return corr, AGGREGATE_MODE, why
-        reason = f"{reason}; and not from the aggregate state: {why}"
-    if not settings.incremental_groups():
-        return (
-            None,
-            "full",
-            f"{reason} (the affected-groups and top-k refreshes are off; {settings.INCREMENTAL_GROUPS.name}=true enables them)",
-        )
-    corr, why = group_corrections(
-        spark,
-        view,
-        desc,
-        base=desc.base_versions,
-        desired=state.desired if state else result,
-        table=table,
-        table_df=table_df,
-        with_error=with_error,
-    )
-    if corr is not None:
-        return corr, GROUPS_MODE, why
-    reason = f"{reason}; and not by affected groups: {why}"
-    corr, why = topk_corrections(
-        spark,
-        view,
-        desc,
-        base=desc.base_versions,
-        desired=result,
-        table=table,
-        table_df=table_df,
-        with_error=with_error,
-    )
-    if corr is not None:
-        return corr, TOPK_MODE, why
-    return None, "full", reason if why.startswith(NOT_TOPK) else f"{reason}; and not as a top-k: {why}"
+    why = source_check(desc, desc.base_versions)
+    if why:
+        return None, "full", why
+    change = Change(tuple(s.name for s in changed_sources(desc, desc.base_versions)))
+    plan = PlanFacts(spark, view, result, state, with_error)
+    inputs = WriteInputs(spark, view, desc, desc.base_versions, result, state, table, table_df, with_error, check_obs)
+    got = choose(REFRESH_MODES, plan, change, inputs)
+    return got.corrections, got.mode, got.reason
 
 
 def _sizes() -> tuple[Column, Column]:

@@ -4,7 +4,7 @@ A change term evaluates the view's query with one source replaced by its change 
 source that matches no row of Δ on an equality of the join tree contributes nothing to the term, so that
 source may be read with a filter ``column IN keys`` — and Delta skips the files whose min/max statistics
 hold none of the keys (:mod:`mvsink.spark.pruning` does the reading). This module finds, on the plan tree
-(:class:`~mvsink.spark.plan.PlanNode`), the equalities that allow it:
+(:class:`~mvsink.spark.plantree.PlanNode`), the equalities that allow it:
 
 * an equality conjunct ``a = b`` of a join's condition, or of a filter's condition (comma joins put them
   there), between two attributes;
@@ -31,7 +31,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Iterator
 
-from mvsink.spark.plan import PlanExpr, PlanNode
+from mvsink.spark.plantree import PlanExpr, PlanNode
 
 # operators an attribute's values pass through unchanged (key side)
 _KEEPS_VALUES = frozenset(

@@ -223,7 +223,8 @@ class TermPruning:
                 "Spark Connect does not give"
             )
             return
-        from mvsink.spark.plan import PlanFormatError, plan_tree
+        from mvsink.spark.planread import plan_tree
+        from mvsink.spark.plantree import PlanFormatError
 
         try:
             self.edges = join_edges(plan_tree(spark, query))

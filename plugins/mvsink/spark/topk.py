@@ -57,7 +57,7 @@ if TYPE_CHECKING:
     from mvsink.core.batch import BatchDescription
     from mvsink.core.table import ViewTable
     from mvsink.definitions.view import ViewDefinition
-    from mvsink.spark.plan import PlanNode
+    from mvsink.spark.plantree import PlanNode
 
 MODE: Final = "incremental:topk"
 # The start of the reason when the query is not ORDER BY ... LIMIT at all (the caller may leave it out).
@@ -80,7 +80,9 @@ class TopKSplit:
 
 def topk_split(tree: PlanNode, sources: list[str]) -> TopKSplit | str:
     """The split of a top-k plan over changes of ``sources``, or why it is not one (failing closed)."""
-    from mvsink.spark.plan import PlanExpr, _output_columns, _whole_plan_reason, nonlinear_reason, output_refs
+    from mvsink.spark.linearity import nonlinear_reason, whole_plan_reason
+    from mvsink.spark.plantree import PlanExpr
+    from mvsink.spark.splits import output_columns, output_refs
 
     chain: list[PlanNode] = []
     node = tree
@@ -89,7 +91,7 @@ def topk_split(tree: PlanNode, sources: list[str]) -> TopKSplit | str:
         node = node.children[0]
     if node.name != "GlobalLimit":
         return f"{NOT_TOPK} ({node.name})"
-    why = _whole_plan_reason(tree)
+    why = whole_plan_reason(tree)
     if why:
         return why
     limit = _limit(node)
@@ -110,7 +112,7 @@ def topk_split(tree: PlanNode, sources: list[str]) -> TopKSplit | str:
     refs = output_refs(sort.children[0])
     if refs is None:
         return "the columns of the ORDER BY's input could not be read"
-    cols = _output_columns([PlanExpr("AttributeReference", ref=r) for r in refs], order_ids, chain + below)
+    cols = output_columns([PlanExpr("AttributeReference", ref=r) for r in refs], order_ids, chain + below)
     if isinstance(cols, str):
         return cols
     order = []
@@ -219,7 +221,8 @@ def topk_corrections(
     from mvsink.spark.groups import groupable
     from mvsink.spark.incremental import changed_sources, source_check
     from mvsink.spark.messages import first_paragraph
-    from mvsink.spark.plan import PlanFormatError, plan_tree
+    from mvsink.spark.planread import plan_tree
+    from mvsink.spark.plantree import PlanFormatError
 
     why = source_check(desc, base)
     if why:
@@ -263,7 +266,7 @@ def _change(
 
     from mvsink.spark.groups import strip_operators
     from mvsink.spark.incremental import changed_sources, prepare_changes, telescope
-    from mvsink.spark.plan import PlanFormatError
+    from mvsink.spark.plantree import PlanFormatError
 
     changed = changed_sources(desc, base)
     frames = prepare_changes(spark, view, desc, base, changed)
