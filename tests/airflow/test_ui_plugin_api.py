@@ -111,9 +111,37 @@ def test_unknown_views_and_paths_are_404(airflow):
         status, body = _get(af, path, token=token)
         assert status == 404, (path, status, body[:300])
         assert "TOP-SECRET" not in body and "root:" not in body
-    # read-only: nothing but GET
-    assert _get(af, "/mvsink/api/views", token=token, method="POST")[0] == 405
-    assert _get(af, "/mvsink/dags/mv_sales", token=token, method="DELETE")[0] == 405
+    # read-only: nothing but GET (the pages' Refresh and Dry run buttons post to Airflow's own trigger endpoint)
+    for path in ROUTES:
+        for method in ("POST", "PUT", "DELETE", "PATCH"):
+            assert _get(af, path, token=token, method=method)[0] == 405, (path, method)
+
+
+def test_the_pages_content_security_policy(airflow):
+    """Scripts only with the response's nonce, nothing fetched from elsewhere, requests only to Airflow's own
+    origin (the trigger buttons), no forms, framed by Airflow only."""
+    af, _ = airflow
+    for path in ("/mvsink/", "/mvsink/dags/mv_sales", "/mvsink/dags/mv_nope"):
+        req = urllib.request.Request(af.url + path, headers={"Authorization": f"Bearer {af.token()}"})
+        try:
+            with urllib.request.urlopen(req, timeout=60) as r:
+                headers, body = r.headers, r.read().decode()
+        except urllib.error.HTTPError as e:  # the 404 page carries the same headers
+            headers, body = e.headers, e.read().decode()
+        csp = dict(d.strip().split(" ", 1) for d in headers["Content-Security-Policy"].split(";"))
+        nonce = csp["script-src"].removeprefix("'nonce-").removesuffix("'")
+        assert f'<script nonce="{nonce}">' in body and body.count("<script") == 1, path
+        assert csp == {
+            "default-src": "'none'",
+            "style-src": "'unsafe-inline'",
+            "script-src": f"'nonce-{nonce}'",
+            "img-src": "'self' data:",
+            "connect-src": "'self'",
+            "frame-ancestors": "'self'",
+            "base-uri": "'none'",
+            "form-action": "'none'",
+        }, (path, csp)
+        assert headers["X-Content-Type-Options"] == "nosniff" and headers["Cache-Control"] == "no-store"
 
 
 def test_with_a_token_the_values_are_the_status_commands(airflow):

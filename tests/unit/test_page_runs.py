@@ -4,6 +4,7 @@ Airflow's runs (mvsink.airflow.plugin.runs) and rendered with links into Airflow
 from __future__ import annotations
 
 import datetime as dt
+import re
 
 import pytest
 
@@ -198,7 +199,7 @@ def test_a_twenty_day_gap_is_a_gap_on_the_refresh_charts_time_axis():
 
 
 def test_lag_over_time_is_a_sawtooth_with_max_lag_drawn():
-    from mvsink.airflow.plugin.render import lag_chart, lag_points
+    from mvsink.airflow.plugin.charts import lag_chart, lag_points
 
     history = [
         _append(1, T0, T0 + 5 * 60_000),  # committed 5 min after its refresh time
@@ -231,3 +232,69 @@ def test_the_frontier_chart_steps_at_each_commits_time():
     xs = [float(x) for x in re.findall(r'<circle class="point upper"[^>]* cx="([0-9.]+)"', svg)]
     assert len(xs) == 3 and (xs[2] - xs[1]) > 100 * (xs[1] - xs[0]) > 0  # a gap in time is a gap on the axis
     assert "time (UTC, commit time)" in svg and "2026-01-01 00:01" in svg and "2026-01-21 00:00" in svg
+
+
+def test_relative_times_with_the_absolute_time_on_hover():
+    from mvsink.airflow.plugin.common import relative, span, when_html
+
+    now = 1_795_000_000_000
+    assert [
+        span(ms) for ms in (999, 45_000, 3 * 60_000 + 59_000, 2 * 3_600_000 + 5 * 60_000, 12 * 3_600_000 + 60_000)
+    ] == [
+        "0 s",
+        "45 s",
+        "3 min",
+        "2 h 5 min",
+        "12 h",
+    ]
+    assert [span(d * 86_400_000 + h * 3_600_000) for d, h in ((2, 3), (20, 5))] == ["2 d 3 h", "20 d"]
+    assert relative(now - 180_000, now) == "3 min ago" and relative(now + 120_000, now) == "in 2 min"
+    assert relative(now - 400, now) == "just now"
+    html = when_html(now + 120_000, now, key="next-run", before="next")
+    iso = "2026-11-18T11:08:40.000Z"
+    assert html == (
+        f'<time class="rel" datetime="{iso}" title="{iso}" data-next-run="{now + 120_000}">next in 2 min</time>'
+    )
+    assert when_html(None, now, key="x") == '<span class="muted" data-x="">-</span>'
+
+
+def test_the_buttons_post_to_airflows_trigger_endpoint():
+    rows = [_row("a"), _row("b")]
+    runs = {"mv_a": {"last": summary(), "last_dry_run": None, "paused": True}}
+    page = render.overview_page(
+        rows,
+        links=render.Links(airflow_root="/af/", app_root="/af/mvsink/"),
+        nonce="n",
+        runs=runs,
+        can_trigger={"mv_a"},
+    )
+    a, b = _tr(page, "a"), _tr(page, "b")
+    assert 'data-url="/af/api/v2/dags/mv_a/dagRuns" data-runs="/af/dags/mv_a/runs/" data-paused>' in a
+    assert '<button type="button" data-trigger="refresh">Refresh</button>' in a
+    assert '<button type="button" data-trigger="dry_run">Dry run</button>' in a and "badge paused" in a
+    # a user who may not trigger mv_b: its buttons are disabled (Airflow would answer 403 anyway)
+    assert b.count(" disabled ") == 2 and "paused" not in b
+    assert "conf: {dry_run: dry}" in page and "credentials: 'same-origin'" in page  # the script's request
+    tab = render.view_page({**_row("v"), **_detail_extra()}, links=LINKS, nonce="n", can_trigger=False)
+    assert 'data-url="/api/v2/dags/mv_v/dagRuns"' in tab and tab.count(" disabled ") == 2
+
+
+def test_every_overview_cell_carries_its_columns_name_for_narrow_screens():
+    page = render.overview_page([_row("a")], links=LINKS, nonce="n", now=NOW)
+    tr = _tr(page, "a")
+    labels = re.findall(r'<td\b[^>]* data-label="([^"]+)" data-col="(\w+)"', tr)
+    assert [c for _, c in labels] == [c for c, _ in render.COLUMNS]
+    assert dict((c, lab) for lab, c in labels)["lag"] == "Freshness lag"
+    assert "@media (max-width: 760px)" in page and "content: attr(data-label)" in page
+
+
+def _detail_extra():
+    return {
+        "target": "/data/views/v",
+        "final_through": None,
+        "version": 0,
+        "history": [],
+        "last_commits": [],
+        "upstream": [],
+        "downstream": [],
+    }

@@ -11,6 +11,7 @@ import pytest
 from deltalake import DeltaTable, write_deltalake
 
 from mvsink.airflow.plugin import render
+from mvsink.airflow.plugin.common import relative
 from mvsink.core.deltalog import set_commit_time
 from mvsink.definitions.catalog import Catalog
 from mvsink.readers.overview import all_views, view_detail
@@ -116,9 +117,16 @@ def test_overview_shows_every_views_values(catalog):
         assert f'href="/dags/mv_{name}"' in tr  # the name links to its DAG
     s = by["sales"]
     tr = _row(page, "sales")
-    for iso in (s["as_of_utc"], s["since_utc"], s["upper_utc"], s["last_refresh"]["refresh_time_utc"]):
-        date, clock = iso.split("T")
-        assert f"{date}<wbr>T{clock}" in tr  # readable UTC (may wrap between date and time)
+    for ms, iso in (
+        (s["as_of"], s["as_of_utc"]),
+        (s["since"], s["since_utc"]),
+        (s["last_refresh"]["refresh_time"], s["last_refresh"]["refresh_time_utc"]),
+    ):  # readable UTC (to the minute), the full ISO time and the epoch ms on hover
+        assert f'title="{iso} ({ms})">{iso[:10]} {iso[11:16]}</td>' in tr
+    # data through: relative to the page's time, the absolute UTC time on hover
+    iso = s["upper_utc"]
+    assert f'<time class="rel" datetime="{iso}" title="{iso}" data-upper="{s["upper"]}">' in tr
+    assert f">{relative(s['upper'], BASE)}</time>" in tr
     last = s["last_refresh"]
     assert last["mode_kind"] == "unchanged" and 'data-mode="unchanged"' in tr and "no change" in tr
     assert (
@@ -126,7 +134,7 @@ def test_overview_shows_every_views_values(catalog):
     )
     assert 'data-stale="true"' in tr and "STALE" in tr and 'class="stale"' in tr  # flagged
     assert format_duration(s["lag_ms"]) in tr and "max_lag 1h 00m" in tr
-    assert '<td data-col="checks" data-value="3" class="errors">' in tr  # error rows highlighted
+    assert 'data-col="checks" data-value="3" class="errors">' in tr  # error rows highlighted
     assert "positive: 3 error row(s)" in tr and "small: 1 warned" in tr
     assert f'data-source="orders" data-version="{last["sources"]["orders"]}"' in tr
     f = _row(page, "fresh")
@@ -242,7 +250,7 @@ def test_the_schedule_column_shows_the_next_run_of_an_every_or_at_view(catalog):
     rows[0] = {**rows[0], "next_run": 1_767_225_617_000, "next_run_utc": "2026-01-01T00:00:17.000Z"}
     page = render.overview_page(rows, links=LINKS, nonce="n0nce", now=BASE)
     tr = _row(page, rows[0]["view"])
-    assert 'data-next-run="1767225617000">next 2026-01-01T00:00:17.000Z</div>' in tr
+    assert 'title="2026-01-01T00:00:17.000Z" data-next-run="1767225617000">next in 17 s</time>' in tr
     for r in rows[1:]:  # no next run of their own (cron, manual): nothing added
         assert "data-next-run" not in _row(page, r["view"])
 
@@ -255,7 +263,9 @@ def test_data_through_and_refreshed_at_are_labelled_apart_and_commits_link_to_th
     page = render.view_page(d, links=LINKS, nonce="x")
     assert "<b>data through (upper)</b>" in page and "<b>refreshed at (last commit)</b>" in page
     committed = d["last_refresh"]["committed_ms"]
-    assert f'data-refreshed="{committed}" title="{format_time(committed)}">refreshed ' in page
+    iso = format_time(committed)
+    rel = relative(committed, d["checked_at"])
+    assert f'datetime="{iso}" title="{iso}" data-refreshed="{committed}">{rel}</time>' in page
     # the fixture's refreshes are the command line's (run ids test-…): no Airflow run to link to
     assert all(not str(c.get("run_id") or "").startswith("manual__") for c in d["last_commits"])
     assert "data-run-link" not in page

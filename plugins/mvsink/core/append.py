@@ -71,7 +71,7 @@ class RefreshResult:
             return (
                 f"{self.view}: dry run {batch}: would add {self.rows_added} and retract "
                 f"{self.rows_retracted} rows"
-                + (f" ({self.mode} diff)" if self.mode else "")
+                + (" (no source changed)" if self.mode == "unchanged" else f" ({self.mode} diff)" if self.mode else "")
                 + "; nothing written"
                 + checks
             )
@@ -110,17 +110,16 @@ def append(view: ViewDefinition, desc: BatchDescription, report: WriteReport | N
     res = RefreshResult(
         view=view.name, status="rescheduled", refresh_time=desc.refresh_time, lower=desc.lower, batch_id=desc.batch_id
     )
-    if desc.dry_run:
-        assert report is not None
+    if desc.dry_run:  # what the refresh would do (a no-change batch, which skips write: nothing)
         return dataclasses.replace(
             res,
             status="dry_run",
             upper=desc.upper,
-            rows_added=report.rows_added,
-            rows_retracted=report.rows_retracted,
-            mode=report.mode,
-            reads=report.reads,
-            checks=report.checks,
+            rows_added=report.rows_added if report else 0,
+            rows_retracted=report.rows_retracted if report else 0,
+            mode=report.mode if report else "unchanged",
+            reads=report.reads if report else {},
+            checks=_checks_of(desc, report),
         )
     report = _staged_report(view, desc, report)
     if report is not None and report.status == "stale":

@@ -71,13 +71,12 @@ def run_write(spark: SparkSession, view: ViewDefinition, desc: BatchDescription)
             report, spark_jobs=len(jobs_after - jobs_before) - delta_jobs, delta_log_jobs=delta_jobs
         )
     log.info(
-        "view %s: write step %.2fs (%s), %s%s",
+        "view %s: write step %.2fs (%s)%s%s",
         view.name,
         report.seconds,
         ", ".join(f"{k} {v:.2f}s" for k, v in report.phases.items()) or "-",
-        "Spark jobs not counted (Spark Connect)"
-        if report.spark_jobs < 0
-        else f"{report.spark_jobs} Spark job{'' if report.spark_jobs == 1 else 's'}",
+        # a Spark Connect client cannot see the server's jobs (no SparkContext): no count rather than a guess
+        "" if report.spark_jobs < 0 else f", {report.spark_jobs} Spark job{'' if report.spark_jobs == 1 else 's'}",
         f" (and {report.delta_log_jobs} of Delta's to load table snapshots)" if report.delta_log_jobs > 0 else "",
     )
     return report

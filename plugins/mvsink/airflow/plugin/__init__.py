@@ -2,7 +2,10 @@
 
 - :mod:`.airflow_plugin`: the ``AirflowPlugin`` (the only module here that imports Airflow at import time)
 - :mod:`.app`: the FastAPI app the api-server serves under ``/mvsink`` (auth, routes)
-- :mod:`.render`: the HTML pages with inline SVG charts (pure; they render what ``mvsink.readers.overview`` computed)
+- :mod:`.render`: the HTML pages (pure; they render what ``mvsink.readers.overview`` computed), with
+  :mod:`.charts` (the inline SVG charts), :mod:`.assets` (the stylesheet, the script, the page shell) and
+  :mod:`.common` (escaping, relative times)
+- :mod:`.runs`: what Airflow's database says of the views' runs (last run, errors, last dry run, paused)
 
 See docs/ui.md.
 """

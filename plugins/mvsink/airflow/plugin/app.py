@@ -1,6 +1,6 @@
 """The UI plugin's FastAPI app, served by Airflow's api-server under ``/mvsink``.
 
-Routes (every one read-only, every one authenticated with Airflow's own auth manager):
+Routes (every one read-only, every one authenticated with Airflow's own auth manager; anything but GET: 405):
 
 - ``GET /mvsink/``                     the "Materialized views" page (``?sort=COLUMN&order=asc|desc``)
 - ``GET /mvsink/dags/{dag_id}``        a view's tab (the DAG page's "View" tab points here)
@@ -13,6 +13,14 @@ dependencies, so every route here declares Airflow's own security dependencies
 or the UI's ``_token`` cookie) is refused with 401 (none or expired) or 403 (invalid), and a view's page
 also needs read access to its DAG (``requires_access_dag("GET")``, the auth manager decides). The
 overview lists only the views whose DAGs the user may read.
+
+The pages' **Refresh** and **Dry run** buttons add no route here: the page's script posts to Airflow's own
+trigger endpoint (``POST /api/v2/dags/{dag_id}/dagRuns``, JSON, the UI's session cookie), so Airflow's auth,
+permission check (``POST`` on the DAG's runs) and CSRF defences apply exactly as to its own trigger button: the
+JWT cookie is ``SameSite=Lax`` (not sent by cross-site POSTs) and the endpoint takes only JSON bodies (a
+cross-site form cannot send one; a cross-origin script needs a CORS preflight Airflow does not grant). The
+pages' CSP allows that one kind of request: ``connect-src 'self'``. Whether the user may trigger is asked of
+the auth manager only to disable the buttons (:func:`triggerable`); Airflow decides on the request itself.
 
 Only the views of the DAG folder's views folder are read (``$MVSINK_VIEWS_DIR``, else
 ``<dags_folder>/views``). A request names a DAG id, which must be ``mv_<name>`` of a view defined
@@ -88,6 +96,25 @@ def overview_rows(user: Any) -> tuple[list[dict[str, Any]], str, int]:
     return all_views(catalog, now=now), str(catalog.views_dir), now
 
 
+def triggerable(user: Any, dag_ids: list[str]) -> set[str]:
+    """The DAG ids whose runs the user may trigger (``POST`` on the DAG's runs, as Airflow's trigger endpoint
+    requires); only to disable the buttons: Airflow checks the trigger request itself."""
+    from airflow.api_fastapi.app import get_auth_manager
+    from airflow.api_fastapi.auth.managers.models.resource_details import DagAccessEntity, DagDetails
+
+    am = get_auth_manager()
+    out = set()
+    for dag_id in dag_ids:
+        try:
+            if am.is_authorized_dag(
+                method="POST", access_entity=DagAccessEntity.RUN, details=DagDetails(id=dag_id), user=user
+            ):
+                out.add(dag_id)
+        except Exception:  # the auth manager could not say: leave the button on, Airflow decides on the request
+            out.add(dag_id)
+    return out
+
+
 def airflow_runs(dag_ids: list[str], now: int) -> dict[str, dict[str, Any]]:
     """Airflow's last run (and last dry run) of each DAG; empty if the metadata database cannot be read (the
     page still shows what the Delta logs say)."""
@@ -127,7 +154,7 @@ def html(body: str, nonce: str, status: int = 200) -> "HTMLResponse":
         headers={
             "Content-Security-Policy": (
                 f"default-src 'none'; style-src 'unsafe-inline'; script-src 'nonce-{nonce}'; "
-                "img-src 'self' data:; frame-ancestors 'self'; base-uri 'none'; "
+                "img-src 'self' data:; connect-src 'self'; frame-ancestors 'self'; base-uri 'none'; "
                 "form-action 'none'"
             ),
             "X-Content-Type-Options": "nosniff",
@@ -148,10 +175,19 @@ def create_app() -> Any:
     def overview_page(request: Request, user: GetUserDep, sort: str = "view", order: str = "asc") -> HTMLResponse:
         rows, folder, now = overview_rows(user)
         nonce = secrets.token_urlsafe(16)
-        runs = airflow_runs([dag_id_for(r["view"]) for r in rows if r.get("view") and not r.get("error")], now)
+        dag_ids = [dag_id_for(r["view"]) for r in rows if r.get("view") and not r.get("error")]
+        runs = airflow_runs(dag_ids, now)
         return html(
             render.overview_page(
-                rows, links=links(request), nonce=nonce, sort=sort, order=order, now=now, views_dir=folder, runs=runs
+                rows,
+                links=links(request),
+                nonce=nonce,
+                sort=sort,
+                order=order,
+                now=now,
+                views_dir=folder,
+                runs=runs,
+                can_trigger=triggerable(user, dag_ids),
             ),
             nonce,
         )
@@ -162,13 +198,16 @@ def create_app() -> Any:
         return JSONResponse(rows, headers={"Cache-Control": "no-store"})
 
     @app.get("/dags/{dag_id}", response_class=HTMLResponse, dependencies=[Depends(requires_access_dag("GET"))])
-    def view_page(request: Request, dag_id: str) -> HTMLResponse:
+    def view_page(request: Request, dag_id: str, user: GetUserDep) -> HTMLResponse:
         d, why = detail(dag_id)
         nonce = secrets.token_urlsafe(16)
         if d is None:
             return html(render.not_found_page(why, links=links(request), nonce=nonce), nonce, status=404)
         runs = airflow_runs([dag_id], now_ms()).get(dag_id)
-        return html(render.view_page(d, links=links(request), nonce=nonce, runs=runs), nonce)
+        page = render.view_page(
+            d, links=links(request), nonce=nonce, runs=runs, can_trigger=dag_id in triggerable(user, [dag_id])
+        )
+        return html(page, nonce)
 
     @app.get("/api/dags/{dag_id}", dependencies=[Depends(requires_access_dag("GET"))])
     def view_json(dag_id: str) -> JSONResponse:

@@ -1,43 +1,43 @@
 """HTML pages of the UI plugin: the "Materialized views" overview and a view's tab (pure: no I/O, no Airflow).
 
-Server-rendered HTML with inline CSS and inline SVG charts: nothing is fetched from anywhere, so the
-pages work offline. The pages only render what :mod:`mvsink.readers.overview` computed; every value a
-test or a person may check carries its raw value in a ``data-*`` attribute beside the readable text.
-Sorting is server-side (links), so it works in the UI's sandboxed frame without scripts; the one inline
-script (with a per-response nonce) opens DAG links in the Airflow window around the frame.
+Server-rendered HTML with inline CSS and inline SVG charts (:mod:`.charts`): nothing is fetched from anywhere,
+so the pages work offline. The pages only render what :mod:`mvsink.readers.overview` computed and what Airflow
+knows of the views' runs (:mod:`.runs`); every value a test or a person may check carries its raw value in a
+``data-*`` attribute beside the readable text. Times are shown relative to the page's time ("3 min ago",
+"in 2 min") with the absolute UTC time on hover. Sorting is server-side (links), so it works in the UI's
+sandboxed frame without scripts; the one inline script (:mod:`.assets`, allowed by a per-response nonce)
+opens DAG links in the Airflow window, sizes the frame, and sends the Refresh / Dry run buttons to Airflow's
+own trigger endpoint.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import html
 import json
-from collections.abc import Callable
+import re
+from collections.abc import Callable, Collection
 from typing import Any
 from urllib.parse import quote
 
 from mvsink.airflow.dag_factory import dag_id_for
 from mvsink.airflow.plugin import NAV_ROUTE, VIEW_TAB_ROUTE
+from mvsink.airflow.plugin.assets import page
+from mvsink.airflow.plugin.charts import frontier_chart, lag_chart, legend, refresh_chart
+from mvsink.airflow.plugin.common import MODE_COLOURS, esc, human_bytes, iso_html, short_time, when_html
 from mvsink.readers.freshness import mode_label
 from mvsink.readers.status import format_commit
 from mvsink.times import format_duration, format_time
 
-MODE_COLOURS = {"incremental": "#2f74c0", "full": "#e0862b", "unchanged": "#9aa3ad", "": "#6b4fa8"}
-
-
-def esc(value: object) -> str:
-    return html.escape("" if value is None else str(value), quote=True)
-
-
-def human_bytes(n: int | None) -> str:
-    if n is None:
-        return "-"
-    size = float(n)
-    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
-        if size < 1024 or unit == "TiB":
-            return f"{int(size)} B" if unit == "B" else f"{size:.1f} {unit}"
-        size /= 1024
-    return f"{n} B"
+__all__ = [
+    "MODE_COLOURS",
+    "Links",
+    "frontier_chart",
+    "lag_chart",
+    "not_found_page",
+    "overview_page",
+    "refresh_chart",
+    "view_page",
+]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -56,8 +56,16 @@ class Links:
     def view_tab(self, view: str) -> str:
         return f"{self.airflow_root}dags/{dag_id_for(view)}/plugin/{VIEW_TAB_ROUTE}"
 
+    def runs(self, view: str) -> str:
+        """The prefix of a run's page (a run id, URL-quoted, follows)."""
+        return f"{self.airflow_root}dags/{dag_id_for(view)}/runs/"
+
     def run(self, view: str, run_id: str) -> str:
-        return f"{self.airflow_root}dags/{dag_id_for(view)}/runs/{quote(run_id, safe='')}"
+        return self.runs(view) + quote(run_id, safe="")
+
+    def trigger(self, view: str) -> str:
+        """Airflow's own endpoint that triggers a run of the view's DAG (the REST API's, as the UI's trigger)."""
+        return f"{self.airflow_root}api/v2/dags/{dag_id_for(view)}/dagRuns"
 
     def task_log(self, view: str, run_id: str, task_id: str, try_number: int) -> str:
         return f"{self.run(view, run_id)}/tasks/{quote(task_id, safe='')}?try_number={int(try_number)}"
@@ -71,112 +79,49 @@ class Links:
         return self.app_root + (f"?{q}" if q else "")
 
 
-CSS = """
-:root { --fg:#1d2733; --muted:#5d6b7a; --line:#d9dee4; --bg:#ffffff; --head:#f3f5f8; --stale:#b3261e;
-        --err:#fde8e6; --ok:#1e7d32; }
-* { box-sizing: border-box; }
-body { font: 13px/1.45 system-ui, -apple-system, "Segoe UI", Roboto, sans-serif; color: var(--fg);
-       background: var(--bg); margin: 12px 16px; }
-h1 { font-size: 18px; margin: 0 0 4px; } h2 { font-size: 15px; margin: 18px 0 6px; }
-p.lead { color: var(--muted); margin: 0 0 10px; }
-table { border-collapse: collapse; width: 100%; }
-th, td { border-bottom: 1px solid var(--line); padding: 5px 7px; text-align: left; vertical-align: top; }
-th { background: var(--head); font-weight: 600; white-space: nowrap; position: sticky; top: 0; }
-th a { color: inherit; text-decoration: none; } th a:hover { text-decoration: underline; }
-td.num { text-align: right; font-variant-numeric: tabular-nums; white-space: nowrap; }
-td.time, span.time { font-variant-numeric: tabular-nums; }
-div.scroll { overflow-x: auto; }
-a { color: #1f5fa8; }
-.muted { color: var(--muted); }
-.badge { display: inline-block; border-radius: 9px; padding: 0 7px; font-size: 11px; font-weight: 600;
-         color: #fff; white-space: nowrap; }
-.badge.stale { background: var(--stale); } .badge.fresh { background: var(--ok); }
-.badge.foreign { background: #7a4a00; } .badge.notarget { background: #8a96a3; }
-.badge.run-success { background: var(--ok); } .badge.run-failed { background: var(--stale); }
-.badge.run-running, .badge.run-queued { background: #2f74c0; } .badge.run-none { background: #8a96a3; }
-tr.stale td { background: #fff6f5; }
-td.errors { background: var(--err); color: var(--stale); font-weight: 600; }
-.mode { display: inline-block; width: 9px; height: 9px; border-radius: 2px; margin-right: 4px; }
-pre.log { background: var(--head); padding: 8px 10px; overflow-x: auto; margin: 0; font-size: 12px;
-          white-space: pre-wrap; overflow-wrap: anywhere; }
-pre.error { white-space: pre-wrap; overflow-wrap: anywhere; margin: 2px 0 0; font-size: 11px; color: var(--stale);
-            max-width: 42em; }
-pre.log .foreign { color: #7a4a00; font-weight: 600; }
-.cards { display: flex; flex-wrap: wrap; gap: 8px 22px; margin: 8px 0 4px; }
-.cards div { min-width: 150px; } .cards b { display: block; font-size: 11px; color: var(--muted); font-weight: 600; }
-svg text { font: 11px system-ui, sans-serif; fill: var(--fg); }
-svg .axis { stroke: #9aa3ad; stroke-width: 1; } svg .grid { stroke: #eceff3; stroke-width: 1; }
-.legend span { margin-right: 14px; white-space: nowrap; }
-ul.plain { margin: 0; padding-left: 18px; }
-"""
-
-# Opens links marked data-top in the Airflow window around the plugin's frame (a same-origin parent):
-# the frame's sandbox forbids navigating the top window, so the parent's router is asked to do it.
-SCRIPT = """
-document.addEventListener('click', function (e) {
-  var a = e.target.closest ? e.target.closest('a[data-top]') : null;
-  if (!a || e.ctrlKey || e.metaKey || e.shiftKey || e.button !== 0) return;
-  try {
-    var w = window.top;
-    if (w === window || w.location.origin !== window.location.origin) return;
-    e.preventDefault();
-    var idx = ((w.history.state && w.history.state.idx) || 0) + 1;
-    w.history.pushState({usr: null, key: 'mvsink' + idx, idx: idx}, '', a.href);
-    w.dispatchEvent(new PopStateEvent('popstate', {state: w.history.state}));
-  } catch (err) { /* not framed by Airflow: follow the link here */ }
-});
-// Size Airflow's frame to this page's content, so the page scrolls with Airflow's panel rather than inside
-// a frame of its own (a same-origin parent: the frame's sandbox allows same-origin access).
-function mvsinkFit() {
-  try {
-    var f = window.frameElement;
-    if (!f) return;
-    var h = Math.ceil(document.body.getBoundingClientRect().height) + 28;  // + the body's margins
-    if (Math.abs(f.getBoundingClientRect().height - h) > 1) {
-      f.style.height = h + 'px';
-      f.style.minHeight = h + 'px';
-    }
-  } catch (err) { /* not framed, or framed elsewhere: nothing to size */ }
-}
-window.addEventListener('load', mvsinkFit);
-window.addEventListener('resize', mvsinkFit);
-if (window.ResizeObserver) { new ResizeObserver(mvsinkFit).observe(document.body); }
-mvsinkFit();
-"""
-
-
-def page(title: str, body: str, *, nonce: str) -> str:
-    return (
-        f'<!doctype html><html lang="en"><head><meta charset="utf-8"><title>{esc(title)}</title>'
-        f'<meta name="viewport" content="width=device-width, initial-scale=1"><style>{CSS}</style></head>'
-        f'<body>{body}<script nonce="{esc(nonce)}">{SCRIPT}</script></body></html>'
-    )
-
-
-def iso_html(ms: int) -> str:
-    """ISO-8601 UTC text that may wrap between the date and the time (the text itself is unchanged)."""
-    date, _, clock = format_time(ms).partition("T")
-    return f"{esc(date)}<wbr>T{esc(clock)}"
-
-
-def _next_run(s: dict[str, Any]) -> str:
+def _next_run(s: dict[str, Any], now: int | None) -> str:
     """The next run of an every/at schedule (the timetable's arithmetic), under its description."""
     if s.get("next_run") is None:
         return ""
-    return f'<div class="muted" data-next-run="{s["next_run"]}">next {esc(s["next_run_utc"])}</div>'
+    return f'<div class="muted">{when_html(s["next_run"], now, key="next-run", before="next")}</div>'
 
 
-def run_html(view: str, run: dict[str, Any] | None, links: Links, *, what: str = "last run") -> str:
-    """A run's state badge, wall time and link, and its failed tasks' log links (empty when there is none)."""
+def actions_html(view: str, links: Links, *, allowed: bool = True, paused: bool = False) -> str:
+    """The view's **Refresh** and **Dry run** buttons: they trigger a run of its DAG through Airflow's own
+    endpoint (conf ``{"dry_run": false}`` or ``{"dry_run": true}``, refresh time: now); the answer shows beside
+    them. Disabled when the user may not trigger the DAG's runs (Airflow would answer 403)."""
+    off = "" if allowed else ' disabled title="you may not trigger runs of this DAG"'
+    note = (
+        ' <span class="badge paused" data-paused title="a triggered run waits until the DAG is unpaused">paused</span>'
+        if paused
+        else ""
+    )
+    return (
+        f'<div class="actions" data-actions="{esc(view)}" data-url="{esc(links.trigger(view))}" '
+        f'data-runs="{esc(links.runs(view))}"{" data-paused" if paused else ""}>'
+        f'<button type="button" data-trigger="refresh"{off}>Refresh</button> '
+        f'<button type="button" data-trigger="dry_run"{off}>Dry run</button>{note}'
+        f'<span class="trigger-result" role="status"></span></div>'
+    )
+
+
+def run_html(
+    view: str, run: dict[str, Any] | None, links: Links, *, what: str = "last run", now: int | None = None
+) -> str:
+    """A run's state badge, when it ended (or started, while it runs; relative, absolute on hover), its wall time
+    linked to the run, and its failed tasks' log links with the first lines of their errors."""
     if run is None:
         return f'<span class="muted" data-run="none">no {esc(what)}</span>'
     state = run["state"]
     wall = run["wall_ms"]
     time_text = "" if wall is None else format_duration(wall) + (" so far" if run["running"] else "")
+    at = run["start"] if run["running"] or run["end"] is None else run["end"]
+    when = "" if at is None else " " + when_html(at, now, key="run-at", before="started" if run["running"] else "")
     out = (
         f'<span data-run="{esc(run["run_id"])}" data-state="{esc(state)}" data-wall-ms="{"" if wall is None else wall}">'
-        f'<span class="badge run-{esc(state)}">{esc(state)}</span> '
-        f'<a data-top href="{esc(links.run(view, run["run_id"]))}" title="{esc(run["run_id"])}">'
+        f'<span class="badge run-{esc(state)}">{esc(state)}</span>{when} '
+        + ("" if not time_text or run["running"] else '<span class="muted">took</span> ')
+        + f'<a data-top href="{esc(links.run(view, run["run_id"]))}" title="{esc(run["run_id"])}">'
         f"{esc(time_text or 'run')}</a>" + (' <span class="muted">dry run</span>' if run["dry_run"] else "") + "</span>"
     )
     for t in run["failed_tasks"]:
@@ -191,13 +136,16 @@ def run_html(view: str, run: dict[str, Any] | None, links: Links, *, what: str =
     return out
 
 
-def dry_run_html(view: str, run: dict[str, Any] | None, links: Links) -> str:
-    """The last dry run: its link and what it would have done (the append task's report)."""
+def dry_run_html(view: str, run: dict[str, Any] | None, links: Links, *, now: int | None = None) -> str:
+    """The last dry run: when (relative, absolute on hover), its link, and what it would have done (the append
+    task's report)."""
     if run is None:
         return '<span class="muted" data-dry-run="none">none</span>'
+    at = run["end"] if run["end"] is not None else run["start"]
+    when = when_html(at, now, key="dry-run-at") if at is not None else esc(run["run_id"])
     return (
-        f'<span data-dry-run="{esc(run["run_id"])}"><a data-top href="{esc(links.run(view, run["run_id"]))}">'
-        f"{esc(format_time(run['start']) if run['start'] is not None else run['run_id'])}</a>: "
+        f'<span data-dry-run="{esc(run["run_id"])}">{when} '
+        f'<a data-top href="{esc(links.run(view, run["run_id"]))}" title="{esc(run["run_id"])}">run</a>: '
         f"{esc(run['report'] or '(no report)')}</span>"
     )
 
@@ -210,22 +158,22 @@ def is_airflow_run_id(run_id: object) -> bool:
     return isinstance(run_id, str) and run_id.startswith(AIRFLOW_RUN_TYPES)
 
 
-def ago_html(ms: int | None, now: int | None, *, what: str) -> str:
-    """``<what> 3h 05m ago`` (or ``in …``), the absolute UTC time on hover (empty without a time or a now)."""
-    if ms is None or now is None:
-        return ""
-    delta = now - ms
-    rel = f"{format_duration(abs(delta))} ago" if delta >= 0 else f"in {format_duration(-delta)}"
+def _time_cell(ms: int | None, col: str, *, empty: str = "-") -> str:
+    """A data time (as_of, since, a refresh time): ``2026-01-01 00:00`` UTC, the full ISO time and the epoch
+    milliseconds on hover."""
+    if ms is None:
+        return f'<td class="time" data-col="{col}" data-value="">{esc(empty)}</td>'
     return (
-        f'<div class="muted" data-{what.replace(" ", "-")}="{ms}" title="{esc(format_time(ms))}">'
-        f"{esc(what)} {esc(rel)}</div>"
+        f'<td class="time" data-col="{col}" data-value="{ms}" title="{esc(format_time(ms))} ({ms})">'
+        f"{esc(short_time(ms))}</td>"
     )
 
 
-def _time_cell(ms: int | None, col: str, *, empty: str = "-") -> str:
-    if ms is None:
-        return f'<td class="time" data-col="{col}" data-value="">{esc(empty)}</td>'
-    return f'<td class="time" data-col="{col}" data-value="{ms}" title="{ms}">{iso_html(ms)}</td>'
+def _upper_cell(upper: int, now: int | None) -> str:
+    """Data through (the upper): relative to now, the absolute time on hover."""
+    if upper <= 0:
+        return '<td class="time" data-col="upper" data-value="0">0 <span class="muted">(nothing final)</span></td>'
+    return f'<td class="time" data-col="upper" data-value="{upper}">{when_html(upper, now, key="upper")}</td>'
 
 
 def mode_badge(kind: str, mode: str) -> str:
@@ -268,28 +216,31 @@ def checks_cell(s: dict[str, Any]) -> str:
     return f'<td data-col="checks" data-value="{s["error_rows"]}"{cls}><ul class="plain">{items}</ul></td>'
 
 
-def last_refresh_cells(last: dict[str, Any] | None, now: int | None = None) -> str:
+def last_refresh_cells(last: dict[str, Any] | None, now: int | None = None) -> dict[str, str]:
+    """The newest append's cells by column: its refresh time, commit time, mode, rows, bytes, mint to commit."""
     if last is None:
-        return (
-            '<td data-col="last_refresh" data-value="" class="muted">never</td>'
-            '<td data-col="refreshed_at" data-value=""></td>'
-            '<td data-col="mode" data-value=""></td><td class="num" data-col="rows"></td>'
-            '<td class="num" data-col="bytes"></td><td class="num" data-col="duration"></td>'
-        )
+        return {
+            "last_refresh": '<td data-col="last_refresh" data-value="" class="muted">never</td>',
+            "refreshed_at": '<td data-col="refreshed_at" data-value=""></td>',
+            "mode": '<td data-col="mode" data-value=""></td>',
+            "rows": '<td class="num" data-col="rows"></td>',
+            "bytes": '<td class="num" data-col="bytes"></td>',
+            "duration": '<td class="num" data-col="duration"></td>',
+        }
     dur = last["duration_ms"]
-    refreshed = ago_html(last.get("committed_ms"), now, what="refreshed")
-    return (
-        _time_cell(last["refresh_time"], "last_refresh")
-        + f'<td data-col="refreshed_at" data-value="{last.get("committed_ms") or ""}">{refreshed}</td>'
-        + f'<td data-col="mode" data-value="{esc(last["mode"])}" title="{esc(last["mode_reason"])}">'
-        f"{mode_badge(last['mode_kind'], last['mode'])}</td>"
-        + f'<td class="num" data-col="rows" data-added="{last["rows_added"]}" data-retracted="{last["rows_retracted"]}">'
-        f"+{last['rows_added']} &minus;{last['rows_retracted']}</td>"
-        + f'<td class="num" data-col="bytes" data-value="{last["bytes"]}">{esc(human_bytes(last["bytes"]))}</td>'
-        + f'<td class="num" data-col="duration" data-value="{"" if dur is None else dur}" '
+    refreshed = when_html(last.get("committed_ms"), now, key="refreshed", empty="")
+    return {
+        "last_refresh": _time_cell(last["refresh_time"], "last_refresh"),
+        "refreshed_at": f'<td data-col="refreshed_at" data-value="{last.get("committed_ms") or ""}">{refreshed}</td>',
+        "mode": f'<td data-col="mode" data-value="{esc(last["mode"])}" title="{esc(last["mode_reason"])}">'
+        f"{mode_badge(last['mode_kind'], last['mode'])}</td>",
+        "rows": f'<td class="num" data-col="rows" data-added="{last["rows_added"]}" '
+        f'data-retracted="{last["rows_retracted"]}">+{last["rows_added"]} &minus;{last["rows_retracted"]}</td>',
+        "bytes": f'<td class="num" data-col="bytes" data-value="{last["bytes"]}">{esc(human_bytes(last["bytes"]))}</td>',
+        "duration": f'<td class="num" data-col="duration" data-value="{"" if dur is None else dur}" '
         f'title="Spark step {esc(format_duration(last["write_ms"] or 0))}">'
-        f"{esc('-' if dur is None else format_duration(dur))}</td>"
-    )
+        f"{esc('-' if dur is None else format_duration(dur))}</td>",
+    }
 
 
 def sources_cell(s: dict[str, Any], links: Links) -> str:
@@ -333,16 +284,14 @@ SORT_KEYS: dict[str, Callable[[dict[str, Any]], Any]] = {
     "checks": lambda s: s["error_rows"],
     "staged": lambda s: len(s["in_flight"]),
 }
-COLUMNS = [
+COLUMNS = [  # what an operator looks at first comes first (the table scrolls sideways in its own box)
     ("view", "View"),
     ("last_run", "Last run"),
-    ("schedule", "Schedule"),
-    ("as_of", "as_of"),
-    ("since", "since"),
-    ("upper", "Data through (upper)"),
     ("lag", "Freshness lag"),
-    ("last_refresh", "Last refresh (refresh time)"),
+    ("upper", "Data through (upper)"),
     ("refreshed_at", "Refreshed at"),
+    ("schedule", "Schedule"),
+    ("last_refresh", "Last refresh (refresh time)"),
     ("mode", "Mode"),
     ("rows", "Rows ±"),
     ("bytes", "Bytes"),
@@ -350,6 +299,8 @@ COLUMNS = [
     ("checks", "Checks"),
     ("staged", "Staged"),
     ("sources", "Sources (Delta version read)"),
+    ("as_of", "as_of"),
+    ("since", "since"),
 ]
 
 
@@ -372,10 +323,13 @@ def overview_page(
     now: int | None = None,
     views_dir: str = "",
     runs: dict[str, dict[str, Any]] | None = None,
+    can_trigger: Collection[str] | None = None,
 ) -> str:
     """The "Materialized views" page: one row per view (``rows`` from ``readers.overview.all_views``; ``runs``:
-    Airflow's last run of each view's DAG by DAG id, from :func:`mvsink.airflow.plugin.runs.last_runs`)."""
+    Airflow's last run of each view's DAG by DAG id, from :func:`mvsink.airflow.plugin.runs.last_runs`;
+    ``can_trigger``: the DAG ids whose runs the user may trigger, None: every one)."""
     runs = runs or {}
+    labels = dict(COLUMNS)
     sort = sort if sort in SORT_KEYS else "view"
     order = "desc" if order == "desc" else "asc"
     good = [r for r in rows if not r.get("error")]
@@ -392,36 +346,13 @@ def overview_page(
         )
     body = []
     for s in sort_rows(good, sort, order):
-        in_flight = s["in_flight"]
-        staged_title = ", ".join(s["staged_batches"]) or "none"
+        cells = row_cells(
+            s, links, now=now, run=_last(runs, s["view"]), actions=_actions(s["view"], runs, links, can_trigger)
+        )
         row_cls = ' class="stale"' if s["stale"] else ""
-        flag = ' <span class="badge stale">STALE</span>' if s["stale"] else ""
         body.append(
             f'<tr data-view="{esc(s["view"])}"{row_cls}>'
-            f'<td data-col="view" data-value="{esc(s["view"])}"><a data-top href="{esc(links.dag(s["view"]))}" '
-            f'title="{esc(s["description"])}">{esc(s["view"])}</a>{flag}'
-            f'<div class="muted"><a data-top href="{esc(links.view_tab(s["view"]))}">history</a></div></td>'
-            f'<td data-col="last_run">{run_html(s["view"], _last(runs, s["view"]), links)}</td>'
-            f'<td data-col="schedule" data-value="{esc(s["schedule"])}">{esc(s["schedule"])}{_next_run(s)}</td>'
-            + _time_cell(s["as_of"], "as_of")
-            + _time_cell(s["since"], "since")
-            + (
-                _time_cell(s["upper"], "upper")
-                if s["upper"] > 0
-                else '<td class="time" data-col="upper" data-value="0">0 <span class="muted">(nothing final)</span></td>'
-            )
-            + freshness_cell(s)
-            + last_refresh_cells(s["last_refresh"], now)
-            + checks_cell(s)
-            + f'<td class="num" data-col="staged" data-value="{len(in_flight)}" '
-            f'data-staged="{len(s["staged_batches"])}" title="{esc(staged_title)}">{len(in_flight)}'
-            + (
-                f' <span class="muted">(+{len(s["staged_batches"]) - len(in_flight)} dead)</span>'
-                if len(s["staged_batches"]) > len(in_flight)
-                else ""
-            )
-            + "</td>"
-            + sources_cell(s, links)
+            + "".join(_labelled(cells[col], labels) for col, _ in COLUMNS)
             + "</tr>"
         )
     stale = sum(1 for r in good if r["stale"])
@@ -449,241 +380,63 @@ def overview_page(
         if good
         else '<p class="muted">No views you may read in this DAG folder.</p>'
     )
-    legend = _legend()
-    return page("Materialized views", f"<h1>Materialized views</h1>{summary}{legend}{table}{broken}", nonce=nonce)
+    return page("Materialized views", f"<h1>Materialized views</h1>{summary}{legend()}{table}{broken}", nonce=nonce)
 
 
-def _legend() -> str:
-    return (
-        '<p class="legend muted">'
-        + "".join(
-            f'<span><span class="mode" style="background:{MODE_COLOURS[k]}"></span>{esc(label)}</span>'
-            for k, label in (("incremental", "incremental"), ("full", "full diff"), ("unchanged", "no change"))
-        )
-        + "</p>"
-    )
+def row_cells(
+    s: dict[str, Any], links: Links, *, now: int | None, run: dict[str, Any] | None, actions: str
+) -> dict[str, str]:
+    """One view's overview cells (``<td data-col=…>``) by column."""
+    in_flight = s["in_flight"]
+    staged_title = ", ".join(s["staged_batches"]) or "none"
+    flag = ' <span class="badge stale">STALE</span>' if s["stale"] else ""
+    dead = len(s["staged_batches"]) - len(in_flight)
+    return {
+        "view": f'<td data-col="view" data-value="{esc(s["view"])}"><a data-top href="{esc(links.dag(s["view"]))}" '
+        f'title="{esc(s["description"])}">{esc(s["view"])}</a>{flag}'
+        f'<div class="muted"><a data-top href="{esc(links.view_tab(s["view"]))}">history</a></div>{actions}</td>',
+        "last_run": f'<td data-col="last_run">{run_html(s["view"], run, links, now=now)}</td>',
+        "schedule": f'<td data-col="schedule" data-value="{esc(s["schedule"])}">{esc(s["schedule"])}'
+        f"{_next_run(s, now)}</td>",
+        "as_of": _time_cell(s["as_of"], "as_of"),
+        "since": _time_cell(s["since"], "since"),
+        "upper": _upper_cell(s["upper"], now),
+        "lag": freshness_cell(s),
+        **last_refresh_cells(s["last_refresh"], now),
+        "checks": checks_cell(s),
+        "staged": f'<td class="num" data-col="staged" data-value="{len(in_flight)}" '
+        f'data-staged="{len(s["staged_batches"])}" title="{esc(staged_title)}">{len(in_flight)}'
+        + (f' <span class="muted">(+{dead} dead)</span>' if dead > 0 else "")
+        + "</td>",
+        "sources": sources_cell(s, links),
+    }
 
 
-# ---------------------------------------------------------------------------------------------------------
-# a view's tab
+def _actions(view: str, runs: dict[str, dict[str, Any]], links: Links, can_trigger: Collection[str] | None) -> str:
+    dag_id = dag_id_for(view)
+    allowed = can_trigger is None or dag_id in can_trigger
+    return actions_html(view, links, allowed=allowed, paused=bool((runs.get(dag_id) or {}).get("paused")))
 
 
-def _short_time(ms: int) -> str:
-    """``2026-01-01 02:00`` (UTC; seconds when they are not zero): an axis label."""
-    text = format_time(ms)  # 2026-01-01T02:00:00.000Z
-    date, clock = text[:10], text[11:19]
-    return f"{date} {clock[:5] if clock.endswith(':00') else clock}"
+_TD_COL = re.compile(r'^<td\b([^>]*?) data-col="(\w+)"')
 
 
-class TimeAxis:
-    """A linear UTC time axis from ``t0`` to ``t1`` over ``[x0, x1]`` pixels (a gap in time is a gap on the axis)."""
-
-    def __init__(self, t0: int, t1: int, x0: float, x1: float) -> None:
-        if t1 <= t0:  # one instant: centred in a one-hour window
-            t0, t1 = t0 - 1_800_000, t0 + 1_800_000
-        self.t0, self.t1, self.x0, self.x1 = t0, t1, x0, x1
-
-    def x(self, t: int) -> float:
-        return self.x0 + (self.x1 - self.x0) * (t - self.t0) / (self.t1 - self.t0)
-
-    def svg(self, y: float, *, ticks: int = 4, label: str = "UTC") -> str:
-        """The axis line at ``y``, ``ticks + 1`` evenly spaced labelled ticks, and its unit."""
-        parts = [f'<line class="axis" x1="{self.x0}" x2="{self.x1}" y1="{y:.1f}" y2="{y:.1f}"/>']
-        for k in range(ticks + 1):
-            t = self.t0 + (self.t1 - self.t0) * k // ticks
-            x = self.x(t)
-            anchor = "start" if k == 0 else "end" if k == ticks else "middle"
-            parts.append(
-                f'<line class="axis" x1="{x:.1f}" x2="{x:.1f}" y1="{y:.1f}" y2="{y + 4:.1f}"/>'
-                f'<text class="tick" data-tick="{t}" x="{x:.1f}" y="{y + 15:.1f}" text-anchor="{anchor}">'
-                f"{esc(_short_time(t))}</text>"
-            )
-        parts.append(f'<text class="muted" x="{self.x1}" y="{y + 28:.1f}" text-anchor="end">time ({esc(label)})</text>')
-        return "".join(parts)
+def _labelled(cell: str, labels: dict[str, str]) -> str:
+    """An overview cell with its column's name in ``data-label`` (shown beside the value when the table turns
+    into one block per view on a narrow screen)."""
+    return _TD_COL.sub(lambda m: f'<td{m[1]} data-label="{esc(labels.get(m[2], m[2]))}" data-col="{m[2]}"', cell)
 
 
-def lag_points(history: list[dict[str, Any]], now: int) -> list[tuple[int, int]]:
-    """The view's freshness lag over wall-clock time (pure): after each append committed at ``t`` with upper
-    ``u`` the lag is ``t - (u - 1)`` and grows by one every millisecond until the next append (or ``now``).
-    ``(time, lag)`` vertices of that sawtooth, oldest first."""
-    appends = [
-        p
-        for p in history
-        if p.get("operation") == "append" and not p.get("foreign") and p.get("committed_ms") and p["upper"] > 0
-    ]
-    pts: list[tuple[int, int]] = []
-    for i, p in enumerate(appends):
-        t, final = int(p["committed_ms"]), int(p["upper"]) - 1
-        end = int(appends[i + 1]["committed_ms"]) if i + 1 < len(appends) else max(now, t)
-        pts += [(t, t - final), (end, end - final)]
-    return pts
-
-
-def lag_chart(history: list[dict[str, Any]], *, max_lag_ms: int | None, now: int, width: int = 900) -> str:
-    """Freshness lag over time (a sawtooth: it drops at each append and grows until the next), with the view's
-    ``max_lag`` as a dashed line; the x axis is real time (UTC), the y axis a duration."""
-    pts = lag_points(history, now)
-    if not pts:
-        return '<p class="muted" id="lag-chart">No refreshes yet.</p>'
-    left, right, top, height = 70, 14, 16, 200
-    bottom = height - 44
-    axis = TimeAxis(pts[0][0], pts[-1][0], left, width - right)
-    top_lag = max(max(v for _, v in pts), max_lag_ms or 0, 1)
-
-    def y(v: int) -> float:
-        return bottom - (bottom - top) * max(0, v) / top_lag
-
-    d = "M" + " L".join(f"{axis.x(t):.1f},{y(v):.1f}" for t, v in pts)
-    parts = [
-        f'<svg id="lag-chart" xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
-        f'viewBox="0 0 {width} {height}" role="img" aria-label="freshness lag over time">',
-        f'<text x="{left}" y="{top - 4}">freshness lag (now {esc(format_duration(pts[-1][1]))})</text>',
-        f'<text x="{left - 6}" y="{bottom + 4:.1f}" text-anchor="end">0</text>',
-        f'<text x="{left - 6}" y="{top + 8:.1f}" text-anchor="end">{esc(format_duration(top_lag))}</text>',
-        f'<path class="lag" d="{d}" fill="none" stroke="#2f74c0" stroke-width="2"/>',
-    ]
-    for t, v in pts[::2]:  # each append
-        parts.append(
-            f'<circle class="lag-point" cx="{axis.x(t):.1f}" cy="{y(v):.1f}" r="3" fill="#2f74c0" '
-            f'data-time="{t}" data-lag-ms="{v}"><title>{esc(_short_time(t))}: lag {esc(format_duration(v))}'
-            f"</title></circle>"
-        )
-    if max_lag_ms is not None:
-        parts.append(
-            f'<line class="max-lag" data-max-lag="{max_lag_ms}" x1="{left}" x2="{width - right}" '
-            f'y1="{y(max_lag_ms):.1f}" y2="{y(max_lag_ms):.1f}" stroke="#b3261e" stroke-dasharray="6 4"/>'
-            f'<text x="{width - right}" y="{y(max_lag_ms) - 4:.1f}" text-anchor="end" fill="#b3261e">'
-            f"max_lag {esc(format_duration(max_lag_ms))}</text>"
-        )
-    parts.append(axis.svg(bottom))
-    parts.append("</svg>")
-    return "".join(parts)
-
-
-def refresh_chart(history: list[dict[str, Any]], *, width: int = 900) -> str:
-    """Refresh history: per append (oldest first) rows added (up) and retracted (down), bytes written and
-    duration, coloured by mode. One ``<g class="refresh">`` per refresh, its values in ``data-*``."""
-    refreshes = [p for p in history if p.get("operation") == "append" and not p.get("foreign")]
-    if not refreshes:
-        return '<p class="muted" id="refresh-chart">No refreshes yet.</p>'
-    left, right, panel, gap = 70, 10, 90, 26
-    # a real time axis of refresh times (a gap in time is a gap here); bars as wide as the closest pair allows
-    axis = TimeAxis(refreshes[0]["refresh_time"], refreshes[-1]["refresh_time"], left + 16, width - right - 16)
-    xs = [axis.x(p["refresh_time"]) for p in refreshes]
-    closest = min((b - a for a, b in zip(xs, xs[1:]) if b > a), default=width)
-    bar = max(2.0, min(28.0, closest * 0.7))
-    max_rows = max(1, max(max(p["rows_added"], p["rows_retracted"]) for p in refreshes))
-    max_bytes = max(1, max(p["bytes"] for p in refreshes))
-    max_dur = max(1, max(p.get("duration_ms") or 0 for p in refreshes))
-    top_rows, top_bytes, top_dur = 18, 18 + 2 * panel + gap, 18 + 3 * panel + 2 * gap
-    mid = top_rows + panel  # the rows panel is two panels high: added above the line, retracted below
-    height = top_dur + panel + 44
-    parts = [
-        f'<svg id="refresh-chart" xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
-        f'viewBox="0 0 {width} {height}" role="img" aria-label="refresh history">'
-    ]
-    for y, label in (
-        (top_rows - 6, f"rows added (up, max {max_rows}) / retracted (down)"),
-        (top_bytes - 6, f"bytes written (max {human_bytes(max_bytes)})"),
-        (top_dur - 6, f"duration, mint to commit (max {format_duration(max_dur)})"),
-    ):
-        parts.append(f'<text x="{left}" y="{y}">{esc(label)}</text>')
-    parts.append(f'<line class="axis" x1="{left}" x2="{width - right}" y1="{mid}" y2="{mid}"/>')
-    for base in (top_bytes + panel, top_dur + panel):
-        parts.append(f'<line class="axis" x1="{left}" x2="{width - right}" y1="{base}" y2="{base}"/>')
-    for i, p in enumerate(refreshes):
-        x = xs[i] - bar / 2
-        colour = MODE_COLOURS.get(p["mode_kind"], MODE_COLOURS[""])
-        up = panel * p["rows_added"] / max_rows
-        down = panel * p["rows_retracted"] / max_rows
-        hb = max(1.5, panel * p["bytes"] / max_bytes)  # a tick on the axis for zero: every refresh shows
-        hd = max(1.5, panel * (p.get("duration_ms") or 0) / max_dur)
-        if up == down == 0:
-            up = 1.5
-        tip = (
-            f"v{p['version']} refresh at {format_time(p['refresh_time'])}: {mode_label(p['mode']) or p['mode']}, "
-            f"+{p['rows_added']} -{p['rows_retracted']} rows, {human_bytes(p['bytes'])}, "
-            f"{format_duration(p.get('duration_ms') or 0)}"
-        )
-        parts.append(
-            f'<g class="refresh" data-version="{p["version"]}" data-refresh-time="{p["refresh_time"]}" '
-            f'data-mode="{esc(p["mode"])}" data-mode-kind="{esc(p["mode_kind"])}" data-rows-added="{p["rows_added"]}" '
-            f'data-rows-retracted="{p["rows_retracted"]}" data-bytes="{p["bytes"]}" '
-            f'data-duration-ms="{"" if p.get("duration_ms") is None else p["duration_ms"]}" fill="{colour}">'
-            f"<title>{esc(tip)}</title>"
-            f'<rect class="added" x="{x:.1f}" y="{mid - up:.1f}" width="{bar:.1f}" height="{up:.1f}"/>'
-            f'<rect class="retracted" x="{x:.1f}" y="{mid:.1f}" width="{bar:.1f}" height="{down:.1f}" opacity="0.55"/>'
-            f'<rect class="bytes" x="{x:.1f}" y="{top_bytes + panel - hb:.1f}" width="{bar:.1f}" height="{hb:.1f}"/>'
-            f'<rect class="duration" x="{x:.1f}" y="{top_dur + panel - hd:.1f}" width="{bar:.1f}" height="{hd:.1f}"/>'
-            f"</g>"
-        )
-    parts.append(axis.svg(top_dur + panel + 2, label="UTC, refresh time"))
-    parts.append(f'<text x="{left - 6}" y="{mid + 4}" text-anchor="end">0</text></svg>')
-    return "".join(parts)
-
-
-def frontier_chart(history: list[dict[str, Any]], *, width: int = 900, height: int = 234) -> str:
-    """since and upper after each commit (oldest first, a step at each commit's time on a real UTC time axis),
-    one ``<circle class="point">`` per commit and frontier, its value in ``data-*``."""
-    pts = history
-    ys = [v for p in pts for v in (p["since"], p["upper"]) if v > 0]
-    if not pts or not ys:
-        return '<p class="muted" id="frontier-chart">No frontiers yet.</p>'
-    left, right, top, bottom = 170, 14, 14, 44
-    y0, y1 = min(ys), max(ys)
-    span_y = max(1, y1 - y0)
-    # a real time axis of commit times when every commit has one (else one step per commit, as before)
-    times = [t for p in pts if isinstance(t := p.get("committed_ms"), int)]
-    axis = TimeAxis(min(times), max(times), left, width - right) if len(times) == len(pts) else None
-    step = (width - left - right) / max(1, len(pts) - 1)
-
-    def sx(i: int) -> float:
-        if axis is not None:
-            return axis.x(int(pts[i]["committed_ms"]))
-        return left + step * i if len(pts) > 1 else (left + width - right) / 2
-
-    def sy(v: int) -> float:
-        return float(top + (height - top - bottom) * (1 - (max(v, y0) - y0) / span_y))
-
-    parts = [
-        f'<svg id="frontier-chart" xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
-        f'viewBox="0 0 {width} {height}" role="img" aria-label="since and upper after each commit">'
-    ]
-    for v in sorted({y0, y1}):
-        parts.append(
-            f'<line class="grid" x1="{left}" x2="{width - right}" y1="{sy(v):.1f}" y2="{sy(v):.1f}"/>'
-            f'<text x="{left - 6}" y="{sy(v) + 4:.1f}" text-anchor="end">{esc(format_time(v))}</text>'
-        )
-    for key, colour in (("upper", "#2f74c0"), ("since", "#b3261e")):
-        d = [f"M{sx(0):.1f},{sy(pts[0][key]):.1f}"] + [f"H{sx(i):.1f}V{sy(p[key]):.1f}" for i, p in enumerate(pts)][1:]
-        parts.append(f'<path class="{key}" d="{" ".join(d)}" fill="none" stroke="{colour}" stroke-width="2"/>')
-        for i, p in enumerate(pts):
-            parts.append(
-                f'<circle class="point {key}" data-version="{p["version"]}" data-{key}="{p[key]}" '
-                f'cx="{sx(i):.1f}" cy="{sy(p[key]):.1f}" r="3" fill="{colour}">'
-                f"<title>v{p['version']} {esc(p['operation'])} at {esc(p.get('committed') or '')}: "
-                f"{key} {esc(format_time(p[key]))}</title></circle>"
-            )
-    if axis is not None:
-        parts.append(axis.svg(height - bottom + 4, label="UTC, commit time"))
-    else:
-        parts.append(
-            f'<text x="{left}" y="{height - 8}">v{pts[0]["version"]} {esc(pts[0].get("committed") or "")}</text>'
-        )
-        if len(pts) > 1:
-            parts.append(
-                f'<text x="{width - right}" y="{height - 8}" text-anchor="end">v{pts[-1]["version"]} '
-                f"{esc(pts[-1].get('committed') or '')}</text>"
-            )
-    parts.append("</svg>")
-    return "".join(parts)
-
-
-def view_page(d: dict[str, Any], *, links: Links, nonce: str, runs: dict[str, Any] | None = None) -> str:
+def view_page(
+    d: dict[str, Any], *, links: Links, nonce: str, runs: dict[str, Any] | None = None, can_trigger: bool = True
+) -> str:
     """A view's tab: status, refresh history chart, since/upper over time, last commits, lineage (``runs``:
-    Airflow's last run and last dry run of the view's DAG, as :func:`mvsink.airflow.plugin.runs.last_runs`)."""
+    Airflow's last run and last dry run of the view's DAG, as :func:`mvsink.airflow.plugin.runs.last_runs`;
+    ``can_trigger``: whether the user may trigger its runs)."""
     name = d["view"]
     runs = runs or {}
+    now = d.get("checked_at")
+    committed = (d.get("last_refresh") or {}).get("committed_ms")
     lag = "never refreshed" if d["lag_ms"] is None else format_duration(d["lag_ms"])
     verdict = (
         ""
@@ -695,18 +448,17 @@ def view_page(d: dict[str, Any], *, links: Links, nonce: str, runs: dict[str, An
         )
     )
     cards = [
-        ("last_run", "last run", run_html(name, runs.get("last"), links)),
-        ("last_dry_run", "last dry run", dry_run_html(name, runs.get("last_dry_run"), links)),
-        ("schedule", "Schedule", esc(d["schedule"]) + _next_run(d)),
+        ("last_run", "last run", run_html(name, runs.get("last"), links, now=now)),
+        ("last_dry_run", "last dry run", dry_run_html(name, runs.get("last_dry_run"), links, now=now)),
+        ("schedule", "Schedule", esc(d["schedule"]) + _next_run(d, now)),
         ("as_of", "as_of", _time_span(d["as_of"])),
         ("since", "since", _time_span(d["since"])),
-        ("upper", "data through (upper)", _time_span(d["upper"]) if d["upper"] > 0 else "0 (nothing final)"),
         (
-            "refreshed_at",
-            "refreshed at (last commit)",
-            _time_span((d.get("last_refresh") or {}).get("committed_ms"))
-            + ago_html((d.get("last_refresh") or {}).get("committed_ms"), d.get("checked_at"), what="refreshed"),
+            "upper",
+            "data through (upper)",
+            when_html(d["upper"], now, key="upper") if d["upper"] > 0 else "0 (nothing final)",
         ),
+        ("refreshed_at", "refreshed at (last commit)", when_html(committed, now, key="refreshed")),
         ("final_through", "final through", _time_span(d["final_through"])),
         (
             "lag",
@@ -752,13 +504,16 @@ def view_page(d: dict[str, Any], *, links: Links, nonce: str, runs: dict[str, An
     )
     body = (
         f'<h1>{esc(name)} <a data-top class="muted" href="{esc(links.dag(name))}" style="font-size:12px">DAG</a>'
-        f' <a data-top class="muted" href="{esc(links.overview_top())}" style="font-size:12px">all views</a></h1>'
-        f'<p class="lead">{esc(d["description"] or "")} <span class="muted">table {esc(d["target"])}</span></p>'
-        f"{cards_html}<h2>Refresh history</h2>{_legend()}{refresh_chart(d['history'])}"
+        f' <a data-top class="muted" href="{esc(links.overview_top())}" style="font-size:12px">all views</a>'
+        f"{actions_html(name, links, allowed=can_trigger, paused=bool(runs.get('paused')))}</h1>"
+        f'<p class="lead">{esc(d["description"] or "")} <span class="muted">table {esc(d["target"])}'
+        + (f" · as of {esc(format_time(now))}" if now is not None else "")
+        + "</span></p>"
+        f'{cards_html}<h2>Refresh history</h2>{legend()}<div class="chart">{refresh_chart(d["history"])}</div>'
         f"<h2>Freshness lag over time</h2>"
-        f"{lag_chart(d['history'], max_lag_ms=d['max_lag_ms'], now=d.get('checked_at') or 0)}"
+        f'<div class="chart">{lag_chart(d["history"], max_lag_ms=d["max_lag_ms"], now=now or 0)}</div>'
         f'<h2>since and upper after each commit</h2><p class="legend muted"><span style="color:#2f74c0">━ upper</span>'
-        f'<span style="color:#b3261e">━ since</span></p>{frontier_chart(d["history"])}'
+        f'<span style="color:#b3261e">━ since</span></p><div class="chart">{frontier_chart(d["history"])}</div>'
         f'<h2>Last commits <span class="muted" style="font-weight:400">(as mvsink status prints them)</span></h2>'
         f"{commits}{checks}<h2>Lineage</h2>{lineage_html(d, links)}"
     )

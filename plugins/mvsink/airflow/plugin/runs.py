@@ -107,7 +107,9 @@ def task_error(ti: Any) -> str | None:
 
 
 def last_runs(dag_ids: Collection[str], *, now: int) -> dict[str, dict[str, Any]]:
-    """``{dag_id: {"last": run, "last_dry_run": run or None}}`` for the DAGs that have runs."""
+    """``{dag_id: {"last": run, "last_dry_run": run or None, "paused": bool}}`` for the DAGs that have runs, and
+    ``{"paused": bool}`` for the other DAGs Airflow knows (a DAG not parsed yet has no entry)."""
+    from airflow.models.dag import DagModel
     from airflow.models.dagrun import DagRun
     from airflow.models.taskinstance import TaskInstance
     from airflow.models.xcom import XComModel
@@ -146,12 +148,21 @@ def last_runs(dag_ids: Collection[str], *, now: int) -> dict[str, dict[str, Any]
                 errors={ti.task_id: task_error(ti) for ti in failed_tis},
             )
 
+        paused = dict(
+            session.execute(select(DagModel.dag_id, DagModel.is_paused).where(DagModel.dag_id.in_(list(dag_ids)))).all()
+        )
         for dag_id in dag_ids:
             runs = session.scalars(
                 select(DagRun).where(DagRun.dag_id == dag_id).order_by(DagRun.run_after.desc()).limit(RUNS_SCANNED)
             ).all()
             if not runs:
+                if dag_id in paused:
+                    out[dag_id] = {"paused": bool(paused[dag_id])}
                 continue
             dry = next((r for r in runs if is_dry_run(r.conf) and str(r.state) == "success"), None)
-            out[dag_id] = {"last": summary(runs[0]), "last_dry_run": summary(dry) if dry is not None else None}
+            out[dag_id] = {
+                "last": summary(runs[0]),
+                "last_dry_run": summary(dry) if dry is not None else None,
+                "paused": bool(paused.get(dag_id)),
+            }
     return out

@@ -1,0 +1,474 @@
+"""Issue 23, the page in every state an operator meets, in one real Airflow (api-server, scheduler, DAG processor
+on 127.0.0.1) and one headless Chromium: a fresh view, a stale one, a failed run with its error, a running one,
+a dry run, a view with a 20-day gap in its history, the lag chart with its ``max_lag`` line; relative times with
+the absolute UTC time on hover; the Refresh and Dry run buttons going through Airflow's own trigger (its auth:
+401 anonymous, 403 forged; no run from a form post); no scrollbar inside the frame at 1280x800; readable at
+390 px wide.
+
+The views' histories are real mvsink commits made without Spark (``tests/support/refreshlog``), dated at the
+times they describe; the runs the buttons trigger need no Spark either (no source moved since the last
+refresh: the write step is skipped). The running one is held just before its commit by a fail point.
+
+Each state's facts are read from the DOM; screenshots go to ``test-artifacts/browser/state-*.png``, and with
+``MVSINK_UPDATE_DOCS_IMG=1`` also to ``docs/img/ui-*.png`` (the ones docs/ui.md shows).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+from urllib.parse import quote
+
+import pytest
+
+from mvsink.definitions.catalog import Catalog
+from mvsink.times import format_time
+from tests.support import REPO
+from tests.support.airflow import dags_folder, running_airflow, runs, wait_for, wait_run
+from tests.support.browser import artifacts_dir, browser_page
+from tests.support.refreshlog import HOUR, refresh, source, view_file
+
+pytestmark = [pytest.mark.browser, pytest.mark.airflow, pytest.mark.slow]
+
+MINUTE, DAY = 60_000, 24 * HOUR
+DOCS_IMG = REPO / "docs" / "img"
+SHOTS = (  # the screenshots this test writes (docs/img/ui-<name>.png)
+    "overview",
+    "fresh",
+    "stale",
+    "failed",
+    "running",
+    "dry-run",
+    "gap",
+    "lag-chart",
+    "overview-390",
+    "view-390",
+)
+HELD = "append-before_validate@running"  # the fail point holding the running view's run before its commit
+ISO = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$")
+RELATIVE = re.compile(
+    r"^(?:(?:next|started) )?(?:just now|in \d+ (?:s|min|h|d)(?: \d+ (?:min|h))?|\d+ (?:s|min|h|d)(?: \d+ (?:min|h))? ago)$"
+)
+
+
+def redate(target: Path, version: int, t_ms: int) -> None:
+    """Date commit ``version`` at ``t_ms``: its commitInfo's timestamp (which the history reads) and its file's
+    modification time (which time travel reads)."""
+    f = target / "_delta_log" / f"{version:020d}.json"
+    actions = [json.loads(line) for line in f.read_text().splitlines() if line.strip()]
+    for a in actions:
+        if "commitInfo" in a:
+            a["commitInfo"]["timestamp"] = t_ms
+    f.write_text("".join(json.dumps(a) + "\n" for a in actions))
+    os.utime(f, ns=(t_ms * 1_000_000, t_ms * 1_000_000))
+
+
+def history(catalog: Catalog, data: Path, name: str, times: list[int]) -> None:
+    """Refreshes of ``name`` at ``times``, each after a commit of its source ten minutes before (so each one adds
+    rows), each commit dated 25 s after its refresh time (its mint-to-commit time)."""
+    target = data / "views" / name
+    done = -1
+    for i, t in enumerate(times):
+        source(data, f"src_{name}", at=t - 10 * MINUTE)
+        refresh(
+            catalog,
+            name,
+            t,
+            added=20 + 7 * (i % 5),
+            retracted=3 * (i % 3),
+            nbytes=4096 + 512 * i,
+            mode=("incremental", "full")[i % 4 == 0],
+            seconds=2.0 + i % 3,
+        )
+        newest = max(int(p.name[:20]) for p in (target / "_delta_log").glob("*.json"))
+        for k, v in enumerate(range(done + 1, newest + 1)):
+            redate(target, v, t + 25_000 + 1_000 * k)
+        done = newest
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory):
+    root = tmp_path_factory.mktemp("ui-states")
+    data, dags = dags_folder(root)
+    views = dags / "views"
+    now = int(time.time() * 1000)
+    next_at = (now + 3 * HOUR) // MINUTE * MINUTE
+    gap_times = [now - 26 * DAY + k * 3 * HOUR for k in range(4)] + [now - 6 * DAY + k * 8 * HOUR for k in range(8)]
+    gap_times.append(now - 40 * MINUTE)
+    plan = {  # view -> (extra view-file lines, refresh times)
+        "fresh": (
+            f'max_lag: 1h\nschedule: {{at: ["{format_time(next_at)}"]}}\n',
+            [now - 8 * HOUR + k * 2 * HOUR for k in range(4)] + [now - 25 * MINUTE],
+        ),
+        "stale": ("max_lag: 2h\n", [now - 30 * HOUR + k * 2 * HOUR for k in range(6)]),
+        "gap": ("max_lag: 1d\n", gap_times),
+        "running": ("max_lag: 2h\n", [now - 5 * HOUR, now - 3 * HOUR, now - HOUR]),
+        "dry": ("max_lag: 6h\n", [now - 4 * HOUR, now - 2 * HOUR]),
+    }
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("MVSINK_DATA_ROOT", str(data))
+        for name, (extra, _) in plan.items():
+            view_file(views, name, extra=extra, sources=f"{{orders: src_{name}}}")
+        view_file(views, "failed", extra="max_lag: 1h\n", sources="{orders: no_such_table}")
+        catalog = Catalog(views)
+        for name, (_, times) in plan.items():
+            history(catalog, data, name, times)
+    return {"root": root, "data": data, "dags": dags, "next_at": next_at, "gap_times": gap_times, "plan": plan}
+
+
+@pytest.fixture(scope="module")
+def airflow(built):
+    sync = built["root"] / "sync"
+    sync.mkdir()
+    env = {"MVSINK_FAIL_POINTS": "append:before_validate@running:sync", "MVSINK_SYNC_DIR": str(sync)}
+    wanted = {f"mv_{v}" for v in ("fresh", "stale", "gap", "running", "dry", "failed")}
+    try:
+        with running_airflow(built["root"], built["dags"], built["data"], wanted=wanted, extra_env=env) as af:
+            yield af, sync
+    finally:
+        (sync / f"{HELD}.go").touch()  # release the held run (it would give up after 300 s)
+
+
+@pytest.fixture(scope="module")
+def artifacts() -> Path:
+    return artifacts_dir("state-*.png")
+
+
+@pytest.fixture(scope="module")
+def ui(airflow, artifacts):
+    af, _ = airflow
+    with browser_page(width=1280, height=800) as page:
+        page.goto(f"{af.url}/")
+        page.get_by_label("Username").fill("admin")
+        page.get_by_label("Password").fill(af.password())
+        page.get_by_role("button", name="Sign in").click()
+        page.wait_for_url(re.compile(r".*/$"))
+        yield page
+
+
+def shot(target, artifacts: Path, name: str, **kw) -> None:
+    """A screenshot of ``target`` (a page or a locator) as ``state-<name>.png``, and as docs/img/ui-<name>.png with
+    ``MVSINK_UPDATE_DOCS_IMG=1``."""
+    assert name in SHOTS, name
+    path = artifacts / f"state-{name}.png"
+    target.screenshot(path=str(path), **kw)
+    if os.environ.get("MVSINK_UPDATE_DOCS_IMG") == "1":
+        DOCS_IMG.mkdir(parents=True, exist_ok=True)
+        shutil.copy(path, DOCS_IMG / f"ui-{name}.png")
+
+
+def overview(page, af):
+    """The "Materialized views" page in Airflow, its frame, every view listed."""
+    from playwright.sync_api import expect
+
+    page.goto(f"{af.url}/plugin/materialized-views")
+    frame = page.frame_locator("iframe[title='Materialized views']")
+    expect(frame.locator("tr[data-view]")).to_have_count(6)
+    return frame
+
+
+def view_tab(page, af, view: str):
+    from playwright.sync_api import expect
+
+    page.goto(f"{af.url}/dags/mv_{view}/plugin/mvsink-view")
+    tab = page.frame_locator("iframe[title='View']")
+    expect(tab.locator("[data-card='lag']")).to_be_visible()
+    return tab
+
+
+def click(frame, scope: str, which: str) -> tuple[str, str | None]:
+    """Click a view's Refresh or Dry run button; (the HTTP status it shows, the new run's id)."""
+    from playwright.sync_api import expect
+
+    frame.locator(f"{scope} button[data-trigger='{which}']").click()
+    result = frame.locator(f"{scope} .trigger-result")
+    expect(result).to_have_attribute("data-status", re.compile(r".+"))
+    return str(result.get_attribute("data-status")), result.get_attribute("data-run-id")
+
+
+@pytest.fixture(scope="module")
+def triggered(airflow, ui):
+    """The failed, running and dry views' runs, triggered with the page's buttons: {view: run id}."""
+    af, sync = airflow
+    frame = overview(ui, af)
+    ids = {}
+    for view, which in (("failed", "refresh"), ("running", "refresh"), ("dry", "dry_run")):
+        status, run_id = click(frame, f"tr[data-view='{view}']", which)
+        assert status == "200" and run_id and run_id.startswith("manual__"), (view, status, run_id)
+        ids[view] = run_id
+    assert wait_run(af, "mv_failed", ids["failed"], timeout=240)["state"] == "failed"
+    assert wait_run(af, "mv_dry", ids["dry"], timeout=240)["state"] == "success"
+    wait_for("the running view's run held before its commit", lambda: (sync / f"{HELD}.ready").exists(), timeout=240)
+    return ids
+
+
+def test_the_buttons_trigger_runs_of_the_views_dag_with_their_conf(airflow, triggered):
+    af, _ = airflow
+    for view, dry in (("failed", False), ("running", False), ("dry", True)):
+        (run,) = runs(af, f"mv_{view}")
+        assert run["dag_run_id"] == triggered[view] and run["conf"] == {"dry_run": dry}, run
+        assert run["run_type"] == "manual" and run["triggered_by"] in ("rest_api", "ui"), run
+    status, body = af.api(
+        "GET", f"/api/v2/dags/mv_running/dagRuns/{quote(triggered['running'], safe='')}", token=af.token()
+    )
+    assert status == 200 and body["state"] == "running", body
+
+
+def _post(url: str, body: bytes, headers: dict[str, str]) -> tuple[int, str]:
+    req = urllib.request.Request(url, data=body, method="POST", headers=headers)
+    try:
+        with urllib.request.urlopen(req, timeout=60) as r:
+            return r.status, r.read().decode()
+    except urllib.error.HTTPError as e:
+        return e.code, e.read().decode()
+
+
+def test_the_buttons_keep_airflows_auth(airflow, ui):
+    """The buttons post to Airflow's trigger endpoint with the session cookie: a forged cookie gets Airflow's 403,
+    none its 401 (shown beside the buttons), and the endpoint takes no form post (CSRF); no run is made."""
+    import jwt
+    from playwright.sync_api import expect
+
+    af, _ = airflow
+    frame = overview(ui, af)
+    row = "tr[data-view='fresh']"
+    url = af.url + str(frame.locator(f"{row} .actions").get_attribute("data-url"))
+    assert url == f"{af.url}/api/v2/dags/mv_fresh/dagRuns"
+    forged = jwt.encode(
+        {"sub": "admin", "role": "ADMIN", "exp": int(time.time()) + 600, "iat": int(time.time())},
+        "not-the-server-secret-" * 4,
+        algorithm="HS512",
+    )
+    context = ui.context
+    saved = context.cookies()
+    try:
+        context.add_cookies([{"name": "_token", "value": forged, "url": af.url}])
+        assert click(frame, row, "refresh")[0] == "403"
+        expect(frame.locator(f"{row} .trigger-result")).to_contain_text("not triggered: HTTP 403")
+        context.clear_cookies()
+        assert click(frame, row, "dry_run")[0] == "401"
+        expect(frame.locator(f"{row} .trigger-result.error")).to_contain_text("HTTP 401")
+    finally:
+        context.clear_cookies()
+        context.add_cookies(saved)
+    token = af.token()
+    # a cross-site form can send text/plain or form-encoded bodies, never JSON: Airflow's endpoint refuses them
+    for ctype in ("text/plain", "application/x-www-form-urlencoded"):
+        status, body = _post(
+            url, b'{"logical_date": null, "conf": {}}', {"Content-Type": ctype, "Cookie": f"_token={token}"}
+        )
+        assert status == 422, (ctype, status, body[:300])
+    assert _post(url, b"{}", {"Content-Type": "application/json"})[0] == 401  # anonymous
+    assert runs(af, "mv_fresh") == []  # nothing triggered any of it
+    # the plugin's own routes still take nothing but GET
+    for path in ("/mvsink/", "/mvsink/dags/mv_fresh", "/mvsink/api/views"):
+        assert _post(af.url + path, b"{}", {"Content-Type": "application/json", "Cookie": f"_token={token}"})[0] == 405
+
+
+def _rel_times(frame) -> list[dict[str, str]]:
+    return frame.locator("time.rel").evaluate_all(
+        "ts => ts.map(t => ({text: t.innerText.trim(), title: t.title, datetime: t.getAttribute('datetime')}))"
+    )
+
+
+def test_the_overview_shows_every_state_with_relative_times(airflow, built, triggered, ui, artifacts):
+    from playwright.sync_api import expect
+
+    af, _ = airflow
+    frame = overview(ui, af)
+    state = {
+        v: frame.locator(f"tr[data-view='{v}'] td[data-col='last_run'] [data-run]").first.get_attribute("data-state")
+        for v in ("failed", "running", "dry")
+    }
+    assert state == {"failed": "failed", "running": "running", "dry": "success"}
+    for view, stale in (
+        ("fresh", "false"),
+        ("stale", "true"),
+        ("gap", "false"),
+        ("running", "false"),
+        ("dry", "false"),
+    ):
+        expect(frame.locator(f"tr[data-view='{view}'] td[data-col='lag']")).to_have_attribute("data-stale", stale)
+    expect(frame.locator("tr[data-view='failed'] pre[data-error]")).to_contain_text("no_such_table")
+    expect(frame.locator("tr[data-view='failed'] td[data-col='lag']")).to_have_attribute("data-stale", "true")
+    expect(frame.locator("[data-summary='stale']")).to_have_text("2")  # stale, and failed (never refreshed)
+    times = _rel_times(frame)
+    assert len(times) >= 5 * 2 + 3  # data through and refreshed at of five views, the runs, the next run
+    for t in times:  # relative, the absolute UTC time on hover
+        assert RELATIVE.match(t["text"]) and ISO.match(t["title"]) and t["title"] == t["datetime"], t
+    nxt = frame.locator("tr[data-view='fresh'] time[data-next-run]")
+    expect(nxt).to_have_attribute("title", format_time(built["next_at"]))
+    expect(nxt).to_have_text(re.compile(r"^next in [12] h( \d+ min)?$"))
+    # at 1280x800 the frame is as tall as the page: no scrollbar inside it, Airflow's panel scrolls
+    ui.wait_for_function(
+        """() => { const f = document.querySelector("iframe[title='Materialized views']");
+                   const d = f && f.contentDocument && f.contentDocument.documentElement;
+                   return !!d && f.clientHeight >= d.scrollHeight - 1 && d.scrollWidth <= d.clientWidth; }"""
+    )
+    shot(ui, artifacts, "overview", full_page=True)
+
+
+def test_a_fresh_view(airflow, built, ui, artifacts):
+    from playwright.sync_api import expect
+
+    af, _ = airflow
+    tab = view_tab(ui, af, "fresh")
+    expect(tab.locator("[data-card='lag'] .badge.fresh")).to_be_visible()
+    expect(tab.locator("[data-card='last_run'] [data-run='none']")).to_be_visible()
+    refreshed = tab.locator("[data-card='refreshed_at'] time")
+    committed = built["plan"]["fresh"][1][-1] + 25_000
+    expect(refreshed).to_have_attribute("data-refreshed", str(committed))
+    expect(refreshed).to_have_attribute("title", format_time(committed))
+    minutes = int(re.sub(r" min ago$", "", refreshed.inner_text()))
+    assert 24 <= minutes <= (int(time.time() * 1000) - committed) // MINUTE, refreshed.inner_text()
+    expect(tab.locator("[data-card='schedule'] time[data-next-run]")).to_have_attribute(
+        "title", format_time(built["next_at"])
+    )
+    expect(tab.locator("#refresh-chart g.refresh")).to_have_count(len(built["plan"]["fresh"][1]))
+    shot(ui, artifacts, "fresh")
+
+
+def test_a_stale_view_and_its_lag_over_max_lag(airflow, built, ui, artifacts):
+    from playwright.sync_api import expect
+
+    af, _ = airflow
+    tab = view_tab(ui, af, "stale")
+    expect(tab.locator("[data-card='lag'] .badge.stale")).to_be_visible()
+    line = tab.locator("#lag-chart line.max-lag")
+    expect(line).to_have_attribute("data-max-lag", str(2 * HOUR))
+    expect(tab.locator("#lag-chart circle.lag-point")).to_have_count(len(built["plan"]["stale"][1]))
+    # the lag now (the sawtooth's last vertex) is drawn above the max_lag line (SVG y grows downwards)
+    d = str(tab.locator("#lag-chart path.lag").get_attribute("d"))
+    last_y = float(d.rsplit(",", 1)[1])
+    assert last_y < float(line.get_attribute("y1") or 0), (d[-40:], line.get_attribute("y1"))
+    shot(ui, artifacts, "stale")
+    tab.locator("#lag-chart").scroll_into_view_if_needed()
+    shot(tab.locator("#lag-chart"), artifacts, "lag-chart")
+
+
+def test_a_failed_run_with_its_error(airflow, triggered, ui, artifacts):
+    from playwright.sync_api import expect
+
+    af, _ = airflow
+    tab = view_tab(ui, af, "failed")
+    run = tab.locator("[data-card='last_run'] [data-run]")
+    expect(run).to_have_attribute("data-run", triggered["failed"])
+    expect(run).to_have_attribute("data-state", "failed")
+    task = tab.locator("[data-card='last_run'] [data-failed-task='mint']")
+    expect(task.locator("pre[data-error]")).to_contain_text("no_such_table")
+    href = task.locator("a").get_attribute("href")
+    assert href == f"/dags/mv_failed/runs/{quote(triggered['failed'], safe='')}/tasks/mint?try_number=1"
+    ended = run.locator("time[data-run-at]")
+    expect(ended).to_have_text(re.compile(r"ago$"))
+    shot(ui, artifacts, "failed")
+
+
+def test_a_running_refresh(airflow, triggered, ui, artifacts):
+    from playwright.sync_api import expect
+
+    af, _ = airflow
+    tab = view_tab(ui, af, "running")
+    run = tab.locator("[data-card='last_run'] [data-run]")
+    expect(run).to_have_attribute("data-state", "running")
+    expect(run).to_contain_text("so far")
+    expect(run.locator("time[data-run-at]")).to_have_text(re.compile(r"^started .* ago$|^started just now$"))
+    status, body = af.api(
+        "GET", f"/api/v2/dags/mv_running/dagRuns/{quote(triggered['running'], safe='')}", token=af.token()
+    )
+    assert status == 200 and body["state"] == "running"
+    started = int(str(run.locator("time[data-run-at]").get_attribute("data-run-at")))
+    assert format_time(started)[:19] == body["start_date"][:19]  # the run's own start time, on hover
+    shot(ui, artifacts, "running")
+
+
+def test_a_dry_run(airflow, triggered, ui, artifacts):
+    from playwright.sync_api import expect
+
+    af, _ = airflow
+    tab = view_tab(ui, af, "dry")
+    dry = tab.locator(f"[data-card='last_dry_run'] [data-dry-run='{triggered['dry']}']")
+    expect(dry).to_contain_text("would add 0 and retract 0 rows (no source changed); nothing written")
+    expect(dry.locator("time[data-dry-run-at]")).to_have_text(re.compile(r"ago$|^just now$"))
+    expect(tab.locator("[data-card='last_run'] [data-run]")).to_contain_text("dry run")
+    shot(ui, artifacts, "dry-run")
+
+
+def test_a_gap_of_20_days_is_a_gap_on_the_time_axis(airflow, built, ui, artifacts):
+    from playwright.sync_api import expect
+
+    af, _ = airflow
+    tab = view_tab(ui, af, "gap")
+    bars = tab.locator("#refresh-chart g.refresh")
+    times = built["gap_times"]
+    expect(bars).to_have_count(len(times))
+    marks = bars.evaluate_all(
+        "gs => gs.map(g => { const r = g.querySelector('rect.added');"
+        " return [Number(g.dataset.refreshTime), Number(r.getAttribute('x')) + Number(r.getAttribute('width')) / 2]; })"
+    )
+    assert [t for t, _ in marks] == times
+    xs = [x for _, x in marks]
+    span_x, span_t = xs[-1] - xs[0], times[-1] - times[0]
+    for i in range(1, len(xs)):  # every distance on the axis is proportional to the time between the refreshes
+        assert abs((xs[i] - xs[i - 1]) / span_x - (times[i] - times[i - 1]) / span_t) < 0.005, i
+    gap = (xs[4] - xs[3]) / span_x
+    assert gap > 0.7, gap  # the 20 days without a refresh take most of the axis
+    expect(tab.locator("#lag-chart line.max-lag")).to_have_attribute("data-max-lag", str(DAY))
+    ticks = tab.locator("#refresh-chart text.tick").evaluate_all("ts => ts.map(t => Number(t.dataset.tick))")
+    assert ticks[0] <= times[0] and ticks[-1] >= times[-1] and ticks[-1] - ticks[0] > 25 * DAY
+    tab.locator("#refresh-chart").scroll_into_view_if_needed()
+    shot(tab.locator("#refresh-chart"), artifacts, "gap")
+
+
+def test_readable_at_390_px(airflow, triggered, ui, artifacts):
+    """At 390 px the pages do not overflow: the table turns into one block per view (each value under its
+    column's name), the charts keep a readable size and scroll sideways in their own box."""
+    af, _ = airflow
+    ui.set_viewport_size({"width": 390, "height": 844})
+    try:
+        for path, name in (("/mvsink/", "overview-390"), ("/mvsink/dags/mv_gap", "view-390")):
+            ui.goto(af.url + path)
+            width = ui.evaluate("() => [document.documentElement.scrollWidth, document.documentElement.clientWidth]")
+            assert width[0] <= width[1] <= 390, (path, width)
+            for el in ("div.chart", "pre", "table", ".cards", "h1", "p"):
+                widest = ui.evaluate(
+                    f"() => Math.max(0, ...[...document.querySelectorAll('{el}')].map(e => e.getBoundingClientRect().right))"
+                )
+                assert widest <= 390, (path, el, widest)
+            scales = ui.evaluate(
+                "() => [...document.querySelectorAll('div.chart svg')].map(s => s.getBoundingClientRect().width / s.viewBox.baseVal.width)"
+            )
+            assert all(x >= 0.75 for x in scales), scales  # 11 px labels stay at least 8 px
+            if name == "overview-390":
+                assert ui.evaluate("() => getComputedStyle(document.querySelector('tr[data-view]')).display") == "block"
+                cell = "tr[data-view='stale'] td[data-col='lag']"
+                assert ui.evaluate(f'() => document.querySelector("{cell}").dataset.label') == "Freshness lag"
+                before = ui.evaluate(f"() => getComputedStyle(document.querySelector(\"{cell}\"), '::before').float")
+                assert before == "left", before
+                # no label runs into the next value: each cell is at least as tall as its label
+                overlaps = ui.evaluate(
+                    """() => [...document.querySelectorAll('tr[data-view] td[data-label]')].filter(td => {
+                         const lines = Math.ceil(td.dataset.label.length / 14);
+                         return td.getBoundingClientRect().height + 1 < lines * 11 * 1.3; }).map(td => td.dataset.label)"""
+                )
+                assert overlaps == [], overlaps
+            shot(ui, artifacts, name)
+        # and inside Airflow's frame
+        frame = overview(ui, af)
+        assert frame.locator("body").evaluate(
+            "b => b.ownerDocument.documentElement.scrollWidth <= b.ownerDocument.documentElement.clientWidth"
+        )
+    finally:
+        ui.set_viewport_size({"width": 1280, "height": 800})
+
+
+def test_the_docs_show_these_screenshots():
+    text = (REPO / "docs" / "ui.md").read_text()
+    for name in SHOTS:
+        assert f"img/ui-{name}.png" in text, name
+        assert (DOCS_IMG / f"ui-{name}.png").is_file(), name
