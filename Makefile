@@ -64,18 +64,24 @@ CLUSTER_UI_PORT ?= 8090
 cluster: install
 	$(PY) -m mvsink.devtools.sparkcluster --dir $(CURDIR)/.spark-cluster --workers $(CLUSTER_WORKERS) --master-port $(CLUSTER_PORT) --ui-port $(CLUSTER_UI_PORT)
 
-## bench: refresh vs full overwrite vs MERGE vs the compute floor on TPC-H (SF=0.1 by default), into bench/RESULTS.md
+## bench: refresh vs full overwrite vs MERGE vs the compute floor on TPC-H (SF=0.1 by default) under a change STREAM
+## (rf: TPC-H's RF1/RF2 pairs, the default; rf3: price updates of recent orders; scattered: o_orderkey % m), sources in
+## files of FILE_MB MB; into bench/RESULTS[-sf<SF>][-<STREAM>].md (+ .png) and the run's raw rows bench/tpch-<date>-sf<SF>-<STREAM>.json
 SF ?= 0.1
+STREAM ?= rf
+FILE_MB ?= 32
+BENCH_OUT = $(if $(filter 0.1,$(SF)),,-sf$(SF))$(if $(filter rf,$(STREAM)),,-$(STREAM))
 bench: install
 	$(VENV)/bin/pip install --quiet tpchgen-cli==4.0.0 matplotlib==3.11.2
-	$(PY) bench/tpch_refresh.py --sf $(SF) --out bench/RESULTS$(if $(filter 0.1,$(SF)),,-sf$(SF)).md
+	$(PY) -m bench.tpch_refresh --sf $(SF) --stream $(STREAM) --file-mb $(FILE_MB) --out bench/RESULTS$(BENCH_OUT).md
 
-## bench-scaling: refresh vs overwrite vs the compute floor as the table grows: the same ~1,500 changed orders per
-## round at each TPC-H scale factor in SFS (0.1,1,3 by default; one Spark process per SF), into bench/SCALING.md (+ .json, .png)
+## bench-scaling: refresh vs overwrite vs the compute floor as the table grows: the same ~1,500 changed orders of the
+## STREAM per round at each TPC-H scale factor in SFS (0.1,1,3 by default; one Spark process per SF), into
+## bench/SCALING[-<STREAM>].md (+ .json, .png)
 SFS ?= 0.1,1,3
 bench-scaling: install
 	$(VENV)/bin/pip install --quiet tpchgen-cli==4.0.0 matplotlib==3.11.2
-	$(PY) -m bench.scaling --sfs $(SFS) --out bench/SCALING.md
+	$(PY) -m bench.scaling --sfs $(SFS) --stream $(STREAM) --file-mb $(FILE_MB) --out bench/SCALING$(if $(filter rf,$(STREAM)),,-$(STREAM)).md
 
 ## bench-airflow: refreshes end to end through Airflow (trigger -> success), Spark Connect vs spark-submit, into bench/AIRFLOW.md
 RUNS ?= 5

@@ -1,6 +1,7 @@
 """Cost as the table grows: the same absolute change at several TPC-H scale factors (issue 12).
 
-    python -m bench.scaling [--sfs 0.1,1,3] [--orders-changed 1500] [--repeat 3] [--warmup 1] [--out bench/SCALING.md]
+    python -m bench.scaling [--sfs 0.1,1,3] [--stream rf|rf3|scattered] [--orders-changed 1500] [--repeat 3]
+                            [--warmup 1] [--file-mb 32] [--out bench/SCALING.md]
 
 For each scale factor, in its own child process (a fresh JVM, so one SF's heap never carries over to
 the next) with one warm in-process Spark local[2] (6 GB driver):
@@ -9,9 +10,11 @@ the next) with one warm in-process Spark local[2] (6 GB driver):
     (incremental) and refreshed once (not measured); ``MVSINK_INCREMENTAL_AGGREGATE=true``, so the
     aggregates refresh from their hidden state;
   - then ``--warmup`` rounds (measured like the others and dropped: the JVM's first incremental refresh,
-    overwrite and floor pay class loading and code generation) and ``--repeat`` rounds: ``bench.tpch_refresh.change`` with a rate derived from the orders row count,
-    so that about ``--orders-changed`` orders are updated + deleted + inserted at every SF (the exact
-    number is counted and reported), and per view, as ``bench.tpch_refresh.measure`` does:
+    overwrite and floor pay class loading and code generation) and ``--repeat`` rounds: one change of the
+    ``--stream`` (``bench/streams.py``) of the same absolute size at every SF, about ``--orders-changed``
+    orders (rf: half inserted by RF1, half deleted by RF2; rf3: the lineitems of that many recent orders
+    updated; scattered: a third each updated, deleted and inserted; the exact numbers are reported), and
+    per view, as ``bench.tpch_refresh.measure`` does:
       floor      evaluate the view, noop sink
       overwrite  Spark computes the view, replaces a Delta table (Parquet + delta-rs overwrite commit)
       refresh    this project (mint, write, append), with the write step's phases and Spark job count.
@@ -38,12 +41,11 @@ os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
 os.environ.pop("SPARK_HOME", None)
 os.environ["MVSINK_INCREMENTAL_AGGREGATE"] = "true"
 
-import numpy as np  # noqa: E402
 import pyarrow.parquet as pq  # noqa: E402
 import yaml  # noqa: E402
-from deltalake import DeltaTable  # noqa: E402
 
-from bench.tpch_refresh import DAY, VIEWS, _java, _med, _versions, change, generate, measure  # noqa: E402
+from bench.streams import STREAMS, make_stream  # noqa: E402
+from bench.tpch_refresh import DAY, VIEWS, _java, _mb, _med, _span_opt, _versions, generate, measure  # noqa: E402
 
 NAMES = ("q1", "q3", "wide")
 T0 = 1_767_225_600_000
@@ -61,24 +63,22 @@ def source_rows(root: Path) -> dict[str, int]:
     return {p.stem: pq.ParquetFile(p).metadata.num_rows for p in sorted((root / "raw").glob("*.parquet"))}
 
 
-def changed_orders(root: Path, rate: float, step: int) -> dict[str, int]:
-    """The orders ``change(root, rate, step, ...)`` is about to update, delete and insert (same arithmetic)."""
-    m = max(3, round(3 / rate))
-    r = (7 * step) % m
-    orders = DeltaTable(str(root / "src" / "orders")).to_pyarrow_table(columns=["o_orderkey"])
-    rem = np.asarray(orders.column("o_orderkey").to_numpy()) % m
-    return {
-        "updated": int((rem == r).sum()),
-        "deleted": int((rem == (r + 1) % m).sum()),
-        "inserted": int((rem == (r + 2) % m).sum()),
-    }
-
-
-def run_sf(sf: float, *, root: Path, orders_changed: int, repeat: int, warmup: int, part: Path) -> None:
+def run_sf(
+    sf: float,
+    *,
+    root: Path,
+    stream_name: str,
+    orders_changed: int,
+    repeat: int,
+    warmup: int,
+    file_mb: float,
+    part: Path,
+) -> None:
     """One scale factor in this process (one Spark); rows to ``part`` as JSON."""
     root = sf_root(root, sf)
     print(f"generating TPC-H SF{sf} under {root} ...", flush=True)
-    generate(root, sf, T0, cdf=True)
+    generate(root, sf, T0, cdf=True, file_mb=file_mb)
+    stream = make_stream(stream_name, root, sf)
     counts = source_rows(root)
     os.environ["MVSINK_DATA_ROOT"] = str(root)
     views_dir = root / "scaling" / "views"
@@ -99,8 +99,9 @@ def run_sf(sf: float, *, root: Path, orders_changed: int, repeat: int, warmup: i
                 }
             )
         )
-    # change() touches ~rate/3 of the orders three times (update, delete, insert): the same absolute number
-    rate = min(1.0, orders_changed / counts["orders"])
+    # the same absolute number of orders at every SF: rf inserts and deletes rate * orders each (half the
+    # target each); scattered touches rate / 3 of the orders three times (update, delete, insert)
+    rate = min(1.0, orders_changed / (2 if stream_name == "rf" else 1) / counts["orders"])
 
     from mvsink.definitions.catalog import Catalog
     from mvsink.spark.runners import local_session, refresh
@@ -118,8 +119,7 @@ def run_sf(sf: float, *, root: Path, orders_changed: int, repeat: int, warmup: i
     for rep in range(-warmup, repeat):  # warm-up rounds (negative) are measured the same way, then dropped
         step = rep + warmup + 1
         t += DAY
-        changed = changed_orders(root, rate, step)
-        change(root, rate, step, t - 3_600_000)
+        changed = stream.apply(rate, step, t - 3_600_000)
         for name in NAMES:
             sources = VIEWS[name][1]
             largest = max(sources, key=lambda s: counts[s])
@@ -137,15 +137,18 @@ def run_sf(sf: float, *, root: Path, orders_changed: int, repeat: int, warmup: i
                 out_dir=root / "scaling" / "out",
             )
             row.update(
+                stream=stream_name,
                 view=name,
                 sf=sf,
                 round=rep,
                 rate=rate,
+                change=stream.label(rate),
+                changed=changed,
                 largest_source=largest,
                 source_rows=counts[largest],
                 orders_rows=counts["orders"],
-                orders_changed=sum(changed.values()),
-                **{f"orders_{k}": v for k, v in changed.items()},
+                orders_changed=sum(int(changed.get(f"orders_{k}", 0)) for k in ("updated", "deleted", "inserted")),
+                **{f"orders_{k}": int(changed.get(f"orders_{k}", 0)) for k in ("updated", "deleted", "inserted")},
             )
             if rep >= 0:
                 rows.append(row)
@@ -168,11 +171,19 @@ def _by(rows: list[dict[str, object]], view: str) -> list[tuple[float, list[dict
 
 
 def write_report(
-    out: Path, rows: list[dict[str, object]], *, target: int, repeat: int, warmup: int, minutes: float
+    out: Path,
+    rows: list[dict[str, object]],
+    *,
+    target: int,
+    repeat: int,
+    warmup: int,
+    minutes: float,
+    stream: str = "scattered",
+    file_mb: float | None = None,
 ) -> None:
     sfs = sorted({float(r["sf"]) for r in rows})  # type: ignore[arg-type]
     lines = [
-        "# Cost as the table grows (TPC-H SF " + ", ".join(f"{s:g}" for s in sfs) + ")",
+        "# Cost as the table grows (TPC-H SF " + ", ".join(f"{s:g}" for s in sfs) + f", stream `{stream}`)",
         "",
         f"{dt.datetime.now(dt.UTC):%Y-%m-%d %H:%M} UTC; {os.cpu_count()} cores; {platform.platform()}; "
         f"Python {platform.python_version()}; Java {_java()}; {_versions()}.",
@@ -180,8 +191,10 @@ def write_report(
         f"Per scale factor one process with one warm in-process Spark local[2] (6 GB driver; {warmup} warm-up "
         f"round(s) measured first and dropped); views written "
         f"incremental, `MVSINK_INCREMENTAL_AGGREGATE=true`; sources with Change Data Feed. {repeat} round(s) per "
-        f"SF, each on a new source change of the same absolute size (target {target:,} orders updated + deleted "
-        f"+ inserted, with their lineitems; the rate passed to `change()` is that over the orders row count). "
+        f"SF, each on a new source change of the `{stream}` stream (`bench/streams.py`) of the same absolute size "
+        f"(target {target:,} orders updated + deleted + inserted, with their lineitems; the rate passed to the "
+        f"stream is that over the orders row count{', halved: RF1 and RF2 take as many each' if stream == 'rf' else ''}). "
+        f"Sources in files of about {file_mb if file_mb is not None else '?'} MB. "
         f"Times are medians (min–max) in seconds. `floor`: the view evaluated into a noop sink; `overwrite`: "
         f"computed and written as a new Delta table version; `refresh`: this project. MERGE and "
         f"`incremental: false` are not measured here (`make bench`). Whole run: {minutes:.1f} min. Raw numbers: "
@@ -189,7 +202,7 @@ def write_report(
         "",
         "## Change per round",
         "",
-        "| SF | orders rows | rate passed to `change()` | orders changed (updated / deleted / inserted), per round |",
+        "| SF | orders rows | rate passed to the stream | orders changed (updated / deleted / inserted), per round |",
         "|---|---|---|---|",
     ]
     for sf in sfs:
@@ -207,8 +220,8 @@ def write_report(
             f"## {view} (largest source: {by[0][1][0]['largest_source']})",
             "",
             "| SF | source rows | refresh s (mode) | overwrite s | floor s | refresh ÷ overwrite "
-            "| write plan / corrections / stage s | Spark jobs | refresh rows |",
-            "|---|---|---|---|---|---|---|---|---|",
+            "| write plan / corrections / stage s | Spark jobs | refresh rows | bytes (files) read | peak py / JVM MB |",
+            "|---|---|---|---|---|---|---|---|---|---|---|",
         ]
         for sf, g in by:
             modes = "/".join(sorted({str(r["refresh_mode"]) for r in g}))
@@ -218,7 +231,8 @@ def write_report(
                 f"{_med(g, 'refresh_s') / max(_med(g, 'overwrite_s'), 1e-9):.2f} | "
                 f"{_med(g, 'refresh_write_plan_s'):.2f} / {_med(g, 'refresh_write_corrections_s'):.2f} / "
                 f"{_med(g, 'refresh_write_stage_s'):.2f} | {_med(g, 'refresh_jobs'):.0f} | "
-                f"{_med(g, 'refresh_rows'):,.0f} |"
+                f"{_med(g, 'refresh_rows'):,.0f} | {_span_opt(g, 'bytes_read', _mb)} ({_span_opt(g, 'files_read')}) | "
+                f"{_span_opt(g, 'peak_py_mb')} / {_span_opt(g, 'peak_jvm_mb')} |"
             )
         if len(by) > 1:
             g0, g1 = by[0][1], by[-1][1]
@@ -282,7 +296,9 @@ def write_chart(path: Path, rows: list[dict[str, object]]) -> None:
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--sfs", default="0.1,1,3", help="scale factors, comma-separated")
+    ap.add_argument("--stream", choices=STREAMS, default="rf", help="the source change (bench/streams.py)")
     ap.add_argument("--orders-changed", type=int, default=1500, help="orders updated + deleted + inserted per round")
+    ap.add_argument("--file-mb", type=float, default=32, help="size of the sources' files (0: one file per table)")
     ap.add_argument("--repeat", type=int, default=3, help="rounds per scale factor (medians are reported)")
     ap.add_argument(
         "--warmup",
@@ -301,6 +317,8 @@ def main() -> int:
         run_sf(
             args.one_sf,
             root=Path(args.root),
+            stream_name=args.stream,
+            file_mb=args.file_mb,
             orders_changed=args.orders_changed,
             repeat=args.repeat,
             warmup=args.warmup,
@@ -316,6 +334,8 @@ def main() -> int:
             repeat=raw["repeat"],
             warmup=raw.get("warmup", 0),
             minutes=raw["minutes"],
+            stream=raw.get("stream", "scattered"),
+            file_mb=raw.get("file_mb"),
         )
         write_chart(out.with_suffix(".png"), raw["rows"])
         return 0
@@ -327,12 +347,14 @@ def main() -> int:
         part.unlink(missing_ok=True)
         cmd = [sys.executable, "-m", "bench.scaling", "--one-sf", str(sf), "--part", str(part)]
         cmd += ["--root", args.root, "--orders-changed", str(args.orders_changed), "--repeat", str(args.repeat)]
-        cmd += ["--warmup", str(args.warmup)]
+        cmd += ["--warmup", str(args.warmup), "--stream", args.stream, "--file-mb", str(args.file_mb)]
         subprocess.run(cmd, check=True, cwd=Path(__file__).resolve().parent.parent)
         rows += json.loads(part.read_text())
     minutes = (time.monotonic() - started) / 60
     out.parent.mkdir(parents=True, exist_ok=True)
     raw = {
+        "stream": args.stream,
+        "file_mb": args.file_mb,
         "sfs": args.sfs,
         "orders_changed": args.orders_changed,
         "repeat": args.repeat,
@@ -340,7 +362,16 @@ def main() -> int:
         "minutes": minutes,
     }
     out.with_suffix(".json").write_text(json.dumps({**raw, "rows": rows}, indent=1))
-    write_report(out, rows, target=args.orders_changed, repeat=args.repeat, warmup=args.warmup, minutes=minutes)
+    write_report(
+        out,
+        rows,
+        target=args.orders_changed,
+        repeat=args.repeat,
+        warmup=args.warmup,
+        minutes=minutes,
+        stream=args.stream,
+        file_mb=args.file_mb,
+    )
     write_chart(out.with_suffix(".png"), rows)
     return 0
 

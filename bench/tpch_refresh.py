@@ -1,30 +1,41 @@
 """Refresh cost against full overwrite, MERGE on key and the compute-only floor (TPC-H).
 
-    python bench/tpch_refresh.py [--sf 0.1] [--rates 0,0.001,0.01,0.1] [--repeat 3] [--warmup 1]
+    python bench/tpch_refresh.py [--sf 0.1] [--stream rf|rf3|scattered] [--rates 0,0.001,0.01,0.1]
+                                 [--pairs 1,10,100] [--repeat 3] [--warmup 1] [--file-mb 32]
                                  [--out bench/RESULTS.md]
 
-For each view (Q1-style aggregate, Q3-style join + aggregate, orders x customer projection)
-and change rate, in one warm in-process Spark (local[2]), `--repeat` rounds (each round
-commits a new change of that rate, then measures every strategy), after ``--warmup`` rounds of a 1 %
-change measured the same way and dropped (the JVM's first refreshes, overwrites and floors pay class
-loading and code generation; without them the first rate measured pays it):
+For each view (Q1-style aggregate, Q3-style join + aggregate, Q5's six-way join, a top-100, an
+orders x customer projection) and change rate, in one warm in-process Spark (local[2]), `--repeat`
+rounds (each round commits a new change of that rate, then measures every strategy), after
+``--warmup`` rounds of a 1 % change measured the same way and dropped (the JVM's first refreshes,
+overwrites and floors pay class loading and code generation; without them the first rate measured pays it):
   floor         evaluate the view, noop sink
   overwrite     Spark computes the view and replaces a Delta table (Parquet + delta-rs overwrite commit)
   merge         Spark computes the view, delta-rs MERGE on the view's key (matched update,
                 not matched insert, not matched by source delete)
   refresh       this project: mint, write (corrections), append (incremental when the query allows)
   refresh_full  the same view with `incremental: false` (always the full diff against the table)
-Source changes are committed with delta-rs between refreshes: a fraction of orders updated
-(o_totalprice, o_orderstatus), deleted (with their lineitems) and inserted (copies with new keys).
-The sources have Change Data Feed on unless --no-cdf.
+Source changes are committed with delta-rs between refreshes, from one of the change streams of
+``bench/streams.py`` (``--stream``):
+  rf         (default) TPC-H's refresh functions: RF1 inserts new orders with their lineitems, RF2 deletes
+             old ones, with dbgen's order keys (narrow, advancing bands); a rate of 0.001 is one RF1 + RF2
+             pair (SF * 1,500 orders inserted and as many deleted), 0.01 ten pairs (``--pairs`` says it
+             in pairs)
+  rf3        the prices of the lineitems of the most recent ``rate`` of the orders UPDATEd
+  scattered  ``rate`` of the orders updated, deleted and inserted, picked by ``o_orderkey % m``: keys
+             scattered over every file (the adversarial case)
+The sources are written from tpchgen-cli's Parquet in key order, in files of about ``--file-mb`` MB
+(one Delta commit), and have Change Data Feed on unless --no-cdf.
 Then, once: one refresh through spark-submit, through a running Spark Connect server and in a
 warm in-process Spark (the start-up cost a user pays per refresh with each).
-Writes a Markdown report (medians, min-max) and a PNG chart beside it.
+Writes the raw rows (one JSON file per run, ``tpch-<date>-sf<SF>-<stream>.json`` beside ``--out``), a
+Markdown report (medians, min-max) and a PNG chart.
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import datetime as dt
 import json
 import os
@@ -33,17 +44,22 @@ import shutil
 import subprocess
 import sys
 import time
+from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
 os.environ.pop("SPARK_HOME", None)
+if not __package__:  # run as a script (python bench/tpch_refresh.py): import bench.streams from the repository
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-import numpy as np  # noqa: E402
 import pyarrow as pa  # noqa: E402
 import pyarrow.parquet as pq  # noqa: E402
 import yaml  # noqa: E402
-from deltalake import DeltaTable, write_deltalake  # noqa: E402
+from deltalake import DeltaTable, convert_to_deltalake, write_deltalake  # noqa: E402
 
+from bench.rows import mode_name, read_stats  # noqa: E402
+from bench.streams import STREAMS, Stream, make_stream, scattered_change  # noqa: E402
 from mvsink.core.deltalog import is_delta_table, set_commit_time  # noqa: E402
 
 VIEWS = {
@@ -93,7 +109,10 @@ def stamp(path: Path, ts: int) -> None:
     set_commit_time(str(path), ts)
 
 
-def generate(root: Path, sf: float, t0: int, *, cdf: bool) -> None:
+def generate(root: Path, sf: float, t0: int, *, cdf: bool, file_mb: float = 32) -> None:
+    """TPC-H SF ``sf`` from tpchgen-cli (cached under ``root/raw``) into Delta sources under ``root/src``:
+    each table's rows in tpchgen's order (key order for orders and lineitem) in files of about ``file_mb``
+    MB (0: one file), committed as one version dated ``t0``."""
     raw = root / "raw"
     tables = ("lineitem", "orders", "customer", "supplier", "nation", "region")
     if not all((raw / f"{t}.parquet").exists() for t in tables):
@@ -113,40 +132,39 @@ def generate(root: Path, sf: float, t0: int, *, cdf: bool) -> None:
         )
     for t in tables:
         shutil.rmtree(root / "src" / t, ignore_errors=True)
-        table = pq.read_table(raw / f"{t}.parquet")
-        table = table.cast(
-            pa.schema(
-                [pa.field(f.name, pa.string() if pa.types.is_string_view(f.type) else f.type) for f in table.schema]
-            )
-        )
-        write_deltalake(str(root / "src" / t), table, configuration={"delta.enableChangeDataFeed": str(cdf).lower()})
+        write_source(raw / f"{t}.parquet", root / "src" / t, file_mb=file_mb, cdf=cdf)
         stamp(root / "src" / t, t0)
 
 
-def change(root: Path, rate: float, step: int, ts: int) -> None:
-    """Update, delete and insert about ``rate`` of the orders (and their lineitems) in 3 commits."""
-    if rate <= 0:
-        return
-    orders, lineitem = DeltaTable(str(root / "src" / "orders")), DeltaTable(str(root / "src" / "lineitem"))
-    m = max(3, round(3 / rate))
-    r = (7 * step) % m
-    orders.update(
-        updates={"o_totalprice": "o_totalprice + 1", "o_orderstatus": "'X'"}, predicate=f"o_orderkey % {m} = {r}"
+def write_source(raw: Path, dest: Path, *, file_mb: float, cdf: bool) -> int:
+    """One tpchgen-cli Parquet file as a Delta table at ``dest``: its row groups, in order, cut into files
+    of about ``file_mb`` MB (by the row groups' compressed size), then one commit adding them all (so
+    each file's min/max statistics cover a narrow, disjoint key range). Returns the number of files."""
+    pf = pq.ParquetFile(raw)
+    schema = pa.schema(
+        [pa.field(f.name, pa.string() if pa.types.is_string_view(f.type) else f.type) for f in pf.schema_arrow]
     )
-    stamp(root / "src" / "orders", ts)
-    orders = DeltaTable(str(root / "src" / "orders"))
-    orders.delete(f"o_orderkey % {m} = {(r + 1) % m}")
-    stamp(root / "src" / "orders", ts + 1)
-    lineitem.delete(f"l_orderkey % {m} = {(r + 1) % m}")
-    stamp(root / "src" / "lineitem", ts + 1)
-    offset = 10_000_000_000 * (step + 1)
-    for t, key in (("orders", "o_orderkey"), ("lineitem", "l_orderkey")):
-        current = pa.table(DeltaTable(str(root / "src" / t)).to_pyarrow_table())
-        keys = np.asarray(current.column(key).to_numpy(zero_copy_only=False))
-        add = current.filter(pa.array(keys % m == (r + 2) % m))
-        add = add.set_column(add.schema.get_field_index(key), key, pa.compute.add(add.column(key), offset))
-        write_deltalake(str(root / "src" / t), add, mode="append")
-        stamp(root / "src" / t, ts + 2)
+    dest.mkdir(parents=True)
+    limit = file_mb * (1 << 20) if file_mb > 0 else float("inf")
+    files, writer, size = 0, None, 0.0
+    for i in range(pf.metadata.num_row_groups):
+        meta = pf.metadata.row_group(i)
+        if writer is None or size >= limit:
+            if writer is not None:
+                writer.close()
+            writer = pq.ParquetWriter(dest / f"part-{files:05d}.snappy.parquet", schema, compression="snappy")
+            files, size = files + 1, 0.0
+        writer.write_table(pf.read_row_group(i).cast(schema))
+        size += sum(meta.column(c).total_compressed_size for c in range(meta.num_columns))
+    if writer is not None:
+        writer.close()
+    convert_to_deltalake(str(dest), configuration={"delta.enableChangeDataFeed": str(cdf).lower()})
+    return files
+
+
+def change(root: Path, rate: float, step: int, ts: int) -> None:
+    """The ``scattered`` change (``bench.streams.scattered_change``; kept for bench/sdp.py and bench/airflow_e2e.py)."""
+    scattered_change(root, rate, step, ts)
 
 
 def dir_bytes(paths: list[str]) -> int:
@@ -213,13 +231,21 @@ def measure(
     """One row of figures of ``view`` for each of ``strategies`` (see the module docstring); the overwrite and
     MERGE tables go under ``out_dir`` (default ``root/out``)."""
     from mvsink.core.mint import mint
-    from mvsink.spark.runners import refresh
+    from mvsink.core.refresh import run_refresh
+    from mvsink.spark.runners import write_step
     from mvsink.spark.sources import register_sources
 
     row: dict[str, object] = {}
     desc = mint(view, t, catalog=catalog, run_id="bench-probe", dry_run=True)  # type: ignore[arg-type]
     register_sources(spark, view, desc)  # type: ignore[arg-type]
     out_dir = out_dir or root / "out"
+    inner = write_step(runner="inprocess", spark=spark)  # type: ignore[arg-type]
+    reports: list[object] = []
+
+    def write(vw: object, d: object) -> object:  # runners.refresh's write step, keeping its report
+        reports.append(inner(vw, d))  # type: ignore[arg-type]
+        return reports[-1]
+
     if "floor" in strategies:
         with Peak(jvm_pid) as pk:
             s = time.monotonic()
@@ -234,11 +260,17 @@ def measure(
         if strategy not in strategies:
             continue
         v = view if strategy == "refresh" else catalog.get(f"{name}_full")  # type: ignore[attr-defined]
+        reports.clear()
         with Peak(jvm_pid) as pk:
             s = time.monotonic()
-            res = refresh(v, t, catalog=catalog, runner="inprocess", spark=spark, run_id=f"bench-{step}")  # type: ignore[arg-type]
+            res = run_refresh(v, t, write=write, catalog=catalog, run_id=f"bench-{step}")  # type: ignore[arg-type]
             row[f"{strategy}_s"] = time.monotonic() - s
         row[f"{strategy}_mem"] = pk.mb
+        report = dataclasses.asdict(reports[-1]) if reports else None  # type: ignore[call-overload]
+        b_read, f_read, per_source = read_stats(res.to_dict(), report)
+        row[f"{strategy}_bytes_read"] = b_read
+        row[f"{strategy}_files_read"] = f_read
+        row[f"{strategy}_read"] = per_source
         row[f"{strategy}_bytes"] = res.bytes
         row[f"{strategy}_files"] = res.files
         row[f"{strategy}_rows"] = res.rows_added + res.rows_retracted
@@ -246,6 +278,12 @@ def measure(
         for k in ("mint", "write", "append", "write.plan", "write.corrections", "write.stage"):
             row[f"{strategy}_{k.replace('.', '_')}_s"] = res.timings.get(k, 0.0)
         row[f"{strategy}_jobs"] = res.spark_jobs
+    if "refresh" in strategies:  # the fields every raw row carries (with stream, sf, view from the caller)
+        row["mode"] = mode_name(str(row["refresh_mode"]))
+        row["bytes_read"] = row["refresh_bytes_read"]
+        row["files_read"] = row["refresh_files_read"]
+        row["peak_py_mb"] = row["refresh_mem"]["py"]  # type: ignore[index]
+        row["peak_jvm_mb"] = row["refresh_mem"]["jvm"]  # type: ignore[index]
     return row
 
 
@@ -296,7 +334,7 @@ def _merge(spark: object, view: object, mg_path: Path, key: list[str], jvm_pid: 
 
 
 def startup_comparison(
-    root: Path, views_dir: Path, t: int, rate: float, step: int, *, repeat: int
+    root: Path, views_dir: Path, t: int, rate: float, step: int, *, repeat: int, stream: Stream
 ) -> list[dict[str, object]]:
     """One refresh of `wide` per runner, each a separate `mvsink refresh` process (what a DAG task runs)."""
     from mvsink.spark.connect import start_server
@@ -316,7 +354,7 @@ def startup_comparison(
             for rep in range(-1 if runner == "Spark Connect" else 0, repeat):
                 t += DAY
                 step += 1
-                change(root, rate, step, t - 3_600_000)
+                stream.apply(rate, step, t - 3_600_000)
                 s = time.monotonic()
                 proc = subprocess.run(cli + ["--at", str(t)] + extra, capture_output=True, text=True)
                 wall = time.monotonic() - s
@@ -343,10 +381,15 @@ def startup_comparison(
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--sf", type=float, default=0.1)
-    ap.add_argument("--rates", default="0,0.001,0.01,0.1")
+    ap.add_argument("--stream", choices=STREAMS, default="rf", help="the source change (bench/streams.py)")
+    ap.add_argument(
+        "--rates", default="0,0.001,0.01,0.1", help="fraction of the orders each round changes (rf: 0.001 = 1 pair)"
+    )
+    ap.add_argument("--pairs", help="rf: RF1 + RF2 pairs per round, comma-separated (sets --rates to pairs / 1000)")
     ap.add_argument("--repeat", type=int, default=3, help="rounds per change rate (medians are reported)")
     ap.add_argument("--warmup", type=int, default=1, help="1 %% change rounds measured first and dropped")
     ap.add_argument("--views", default=",".join(VIEWS))
+    ap.add_argument("--file-mb", type=float, default=32, help="size of the sources' files (0: one file per table)")
     ap.add_argument("--no-cdf", dest="cdf", action="store_false", help="sources without Change Data Feed")
     ap.add_argument(
         "--no-startup",
@@ -356,18 +399,27 @@ def main() -> int:
     )
     ap.add_argument("--root", default="/tmp/mvsink-bench")
     ap.add_argument("--out", default=str(Path(__file__).parent / "RESULTS.md"))
-    ap.add_argument("--replot", action="store_true", help="only redraw the chart from the --out's .json")
+    ap.add_argument("--replot", metavar="RAW_JSON", help="only rewrite --out and its chart from a run's raw rows")
     args = ap.parse_args()
+    out = Path(args.out)
     if args.replot:
-        raw = json.loads(Path(args.out).with_suffix(".json").read_text())
-        write_chart(Path(args.out).with_suffix(".png"), raw["rows"], sf=raw["sf"])
+        raw = json.loads(Path(args.replot).read_text())
+        out.parent.mkdir(parents=True, exist_ok=True)
+        write_report(out, raw["rows"], raw.get("startup", []), raw=Path(args.replot).name, meta=raw)
+        write_chart(out.with_suffix(".png"), raw["rows"], sf=raw["sf"], stream=raw.get("stream", "scattered"))
         return 0
+    if args.pairs:
+        if args.stream != "rf":
+            ap.error("--pairs is for --stream rf (use --rates)")
+        args.rates = ",".join(str(float(p) / 1000) for p in args.pairs.split(","))
     names = args.views.split(",")
     root = Path(args.root) / f"sf{args.sf}"
     t0 = 1_767_225_600_000
     started = time.monotonic()
+    date = dt.datetime.now(dt.UTC)
     print(f"generating TPC-H SF{args.sf} under {root} ...", flush=True)
-    generate(root, args.sf, t0, cdf=args.cdf)
+    generate(root, args.sf, t0, cdf=args.cdf, file_mb=args.file_mb)
+    stream = make_stream(args.stream, root, args.sf)
     os.environ["MVSINK_DATA_ROOT"] = str(root)
     views_dir = root / "views"
     shutil.rmtree(views_dir, ignore_errors=True)
@@ -408,33 +460,59 @@ def main() -> int:
     for rate, rep in rounds:  # warm-up rounds (negative) are measured the same way, then dropped
         step += 1
         t += DAY
-        change(root, rate, step, t - 3_600_000)
+        changed = stream.apply(rate, step, t - 3_600_000)
+        files = source_files(root, ("orders", "lineitem"))
         for name in names:
             row = measure(spark, catalog.get(name), name, VIEWS[name][2], root, t, step, jvm_pid, catalog)
-            row.update(view=name, rate=rate, round=rep)
+            row.update(
+                stream=args.stream,
+                sf=args.sf,
+                view=name,
+                rate=rate,
+                change=stream.label(rate),
+                round=rep,
+                changed=changed,
+                source_files=files,
+            )
             print(json.dumps({k: v for k, v in row.items() if not k.endswith("_mem")}), flush=True)
             if rep >= 0:
                 rows.append(row)
     spark.stop()
     startup: list[dict[str, object]] = []
     if args.startup and "wide" in names:
-        startup = startup_comparison(root, views_dir, t, 0.01, step, repeat=args.repeat)
-    out = Path(args.out)
+        startup = startup_comparison(root, views_dir, t, 0.01, step, repeat=args.repeat, stream=stream)
     out.parent.mkdir(parents=True, exist_ok=True)
-    raw = out.with_suffix(".json")
-    raw.write_text(json.dumps({"sf": args.sf, "cdf": args.cdf, "rows": rows, "startup": startup}, indent=1))
-    write_report(
-        out,
-        rows,
-        startup,
-        sf=args.sf,
-        cdf=args.cdf,
-        repeat=args.repeat,
-        warmup=args.warmup,
-        minutes=(time.monotonic() - started) / 60,
-    )
-    write_chart(out.with_suffix(".png"), rows, sf=args.sf)
+    meta: dict[str, Any] = {
+        "stream": args.stream,
+        "sf": args.sf,
+        "cdf": args.cdf,
+        "file_mb": args.file_mb,
+        "rates": rates,
+        "repeat": args.repeat,
+        "warmup": args.warmup,
+        "date": f"{date:%Y-%m-%d %H:%M} UTC",
+        "minutes": (time.monotonic() - started) / 60,
+        "machine": f"{os.cpu_count()} cores; {platform.platform()}; Python {platform.python_version()}; Java {_java()}",
+        "versions": _versions(),
+        "source_files_at_start": initial_files(root),
+    }
+    raw_path = out.parent / f"tpch-{date:%Y%m%dT%H%MZ}-sf{args.sf:g}-{args.stream}.json"
+    raw_path.write_text(json.dumps({**meta, "rows": rows, "startup": startup}, indent=1, default=str))
+    print(f"wrote {raw_path}")
+    write_report(out, rows, startup, raw=raw_path.name, meta=meta)
+    write_chart(out.with_suffix(".png"), rows, sf=args.sf, stream=args.stream)
     return 0
+
+
+def source_files(root: Path, tables: tuple[str, ...]) -> dict[str, int]:
+    """Data files in each source table's current snapshot."""
+    return {t: len(DeltaTable(str(root / "src" / t)).file_uris()) for t in tables}
+
+
+def initial_files(root: Path) -> dict[str, int]:
+    """Data files of each source as generated (version 0)."""
+    names = sorted(p.name for p in (root / "src").iterdir() if p.is_dir())
+    return {n: len(DeltaTable(str(root / "src" / n), version=0).file_uris()) for n in names}
 
 
 # ---------------------------------------------------------------- report
@@ -473,10 +551,37 @@ def _groups(rows: list[dict[str, object]]) -> list[tuple[str, float, list[dict[s
     return [(v, rate, [r for r in rows if r["view"] == v and r["rate"] == rate]) for v, rate in keys]
 
 
+def _label(g: list[dict[str, object]]) -> str:
+    """The change of a group of rows as the run labelled it (older raw files: the rate)."""
+    return str(g[0].get("change") or f"{float(g[0]['rate']):.1%}")  # type: ignore[arg-type]
+
+
+def _span_opt(rows: list[dict[str, object]], key: str, fmt: Any = None) -> str:
+    """Median (min–max) of a field that may be missing (None): "–" when no row has it."""
+    vals = sorted(float(r[key]) for r in rows if r.get(key) is not None)  # type: ignore[arg-type]
+    if not vals:
+        return "–"
+    f = fmt or (lambda x: f"{x:.0f}")
+    n = len(vals)
+    med = vals[n // 2] if n % 2 else (vals[n // 2 - 1] + vals[n // 2]) / 2
+    return f(med) if vals[0] == vals[-1] else f"{f(med)} ({f(vals[0])}–{f(vals[-1])})"
+
+
 def _versions() -> str:
     from importlib.metadata import version
 
     return ", ".join(f"{p} {version(p)}" for p in ("pyspark", "deltalake", "pyarrow", "duckdb", "tpchgen-cli"))
+
+
+STREAM_TEXT = {
+    "rf": "TPC-H's refresh functions (`--stream rf`): each pair inserts SF × 1,500 new orders with 1–7 lineitems "
+    "each (RF1, appended as new files) and deletes SF × 1,500 of the oldest orders with their lineitems (RF2), "
+    "on dbgen's narrow, advancing bands of order keys; a rate of 0.1 % is one pair",
+    "rf3": "price updates (`--stream rf3`): `l_extendedprice` and `l_discount` of every lineitem of the most "
+    "recent orders (the highest keys; the rate is the fraction of the orders) UPDATEd in one commit",
+    "scattered": "the scattered change (`--stream scattered`): the rate's orders updated, deleted (with their "
+    "lineitems) and inserted as copies under new keys, picked by `o_orderkey % m`, so every file changes",
+}
 
 
 def write_report(
@@ -484,26 +589,44 @@ def write_report(
     rows: list[dict[str, object]],
     startup: list[dict[str, object]],
     *,
-    sf: float,
-    cdf: bool,
-    repeat: int,
-    warmup: int,
-    minutes: float,
+    raw: str,
+    meta: Mapping[str, Any],
 ) -> None:
+    sf, cdf, repeat, warmup = meta["sf"], meta.get("cdf", True), meta.get("repeat", 0), meta.get("warmup", 0)
+    stream = str(meta.get("stream", "scattered"))
+    files = ", ".join(f"{t} {n}" for t, n in (meta.get("source_files_at_start") or {}).items())
     lines = [
-        f"# Refresh vs overwrite vs MERGE vs the compute floor (TPC-H SF{sf})",
+        f"# Refresh vs overwrite vs MERGE vs the compute floor (TPC-H SF{sf}, stream `{stream}`)",
         "",
-        f"{dt.datetime.now(dt.UTC):%Y-%m-%d %H:%M} UTC; {os.cpu_count()} cores; {platform.platform()}; "
-        f"Python {platform.python_version()}; Java {_java()}; {_versions()}.",
+        f"{meta.get('date', '?')}; {meta.get('machine', '?')}; {meta.get('versions', '?')}.",
+        "",
+        f"Source change: {STREAM_TEXT.get(stream, stream)}. Sources written in key order in files of about "
+        f"{meta.get('file_mb', '?')} MB ({files or '?'} files at the start) "
+        f"{'with' if cdf else 'without'} Change Data Feed.",
         "",
         f"One warm in-process Spark local[2] (6 GB driver) for all strategies; {warmup} warm-up round(s) of a 1 % "
         f"change first (measured and dropped), then {repeat} round(s) per change rate, "
-        f"each on a new source change; times are medians (min–max) in seconds. Sources "
-        f"{'with' if cdf else 'without'} Change Data Feed. Whole run: {minutes:.1f} min. Raw numbers: "
-        f"`{out.with_suffix('.json').name}`; chart: `{out.with_suffix('.png').name}`.",
+        f"each on a new source change; times are medians (min–max) in seconds. Whole run: "
+        f"{float(meta.get('minutes', 0)):.1f} min. Raw rows: `{raw}`; chart: `{out.with_suffix('.png').name}`.",
         "",
         "`refresh` is this project (incremental when the query allows, else the full diff); `refresh_full` is "
         "the same view with `incremental: false`. Ratios are of medians from the same run.",
+        "",
+        "## Summary",
+        "",
+        "| view | change | mode | refresh s | overwrite s | refresh ÷ overwrite | bytes read | files read "
+        "| peak py / JVM MB |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    for view, _rate, g in _groups(rows):
+        modes = "/".join(sorted({str(r.get("mode", r["refresh_mode"])) for r in g}))
+        lines.append(
+            f"| {view} | {_label(g)} | {modes} | {_span(g, 'refresh_s')} | {_span(g, 'overwrite_s')} | "
+            f"{_med(g, 'refresh_s') / max(_med(g, 'overwrite_s'), 1e-9):.2f} | "
+            f"{_span_opt(g, 'bytes_read', _mb)} | {_span_opt(g, 'files_read')} | "
+            f"{_span_opt(g, 'peak_py_mb')} / {_span_opt(g, 'peak_jvm_mb')} |"
+        )
+    lines += [
         "",
         "## Time",
         "",
@@ -511,15 +634,65 @@ def write_report(
         "| refresh ÷ overwrite | refresh ÷ floor |",
         "|---|---|---|---|---|---|---|---|---|---|",
     ]
-    for view, rate, g in _groups(rows):
+    for view, _rate, g in _groups(rows):
         modes = sorted({str(r["refresh_mode"]) for r in g})
         lines.append(
-            f"| {view} | {rate:.1%} | {_span(g, 'floor_s')} | {_span(g, 'overwrite_s')} | {_span(g, 'merge_s')} | "
+            f"| {view} | {_label(g)} | {_span(g, 'floor_s')} | {_span(g, 'overwrite_s')} | {_span(g, 'merge_s')} | "
             f"{_span(g, 'refresh_s')} ({'/'.join(modes)}) | {_med(g, 'refresh_mint_s'):.3f} / "
             f"{_med(g, 'refresh_write_s'):.2f} / {_med(g, 'refresh_append_s'):.3f} | {_span(g, 'refresh_full_s')} | "
             f"{_med(g, 'refresh_s') / max(_med(g, 'overwrite_s'), 1e-9):.2f} | "
             f"{_med(g, 'refresh_s') / max(_med(g, 'floor_s'), 1e-9):.2f} |"
         )
+    lines += [
+        "",
+        "## What a refresh read",
+        "",
+        "Bytes and files each refresh read from its sources (medians, min–max), per source as the refresh "
+        "report gives them (– where it does not), and the data files of orders and lineitem after the round's "
+        "change.",
+        "",
+        "| view | change | refresh reads | refresh_full reads | orders / lineitem files |",
+        "|---|---|---|---|---|",
+    ]
+    for view, _rate, g in _groups(rows):
+        cells = []
+        for s in ("refresh", "refresh_full"):
+            per: dict[str, list[dict[str, object]]] = {}
+            for r in g:
+                for src, x in (r.get(f"{s}_read") or {}).items():  # type: ignore[attr-defined]
+                    per.setdefault(str(src), []).append(x)
+            if per:
+                cells.append(
+                    "; ".join(
+                        f"{src} {_span_opt(xs, 'bytes_read', _mb)} ({_span_opt(xs, 'files_read')})"
+                        for src, xs in per.items()
+                    )
+                )
+            else:
+                cells.append(f"{_span_opt(g, f'{s}_bytes_read', _mb)} ({_span_opt(g, f'{s}_files_read')})")
+        sfiles = [r.get("source_files") or {} for r in g]
+        lines.append(
+            f"| {view} | {_label(g)} | {cells[0]} | {cells[1]} | "
+            f"{_span_opt([{'n': x.get('orders')} for x in sfiles], 'n')} / "  # type: ignore[attr-defined]
+            f"{_span_opt([{'n': x.get('lineitem')} for x in sfiles], 'n')} |"  # type: ignore[attr-defined]
+        )
+    per_round: dict[str, dict[object, Any]] = {}
+    for r in rows:  # one change per round, shared by the round's views
+        per_round.setdefault(_label([r]), {}).setdefault(r["round"], r.get("changed"))
+    if any(c for rounds in per_round.values() for c in rounds.values()):
+        lines += [
+            "",
+            "## The change of each round",
+            "",
+            "| change | each round's change (orders / lineitems inserted, deleted, updated; key ranges) |",
+            "|---|---|",
+        ]
+        for lbl, rounds in per_round.items():
+            items = [
+                ", ".join(f"{k} {v}" for k, v in (c or {}).items() if v not in (0, None)) or "nothing"
+                for c in rounds.values()
+            ]
+            lines.append(f"| {lbl} | {' · '.join(items)} |")
     lines += [
         "",
         "## Where a refresh's write step spends its time",
@@ -543,7 +716,7 @@ def write_report(
                 f"{_med(g, f'{s}_write_plan_s'):.2f} / {_med(g, f'{s}_write_corrections_s'):.2f} / "
                 f"{_med(g, f'{s}_write_stage_s'):.2f} | {_med(g, f'{s}_jobs'):.0f}"
             )
-        lines.append(f"| {view} | {rate:.1%} | {'/'.join(modes)} | " + " | ".join(cells) + " |")
+        lines.append(f"| {view} | {_label(g)} | {'/'.join(modes)} | " + " | ".join(cells) + " |")
     lines += [
         "",
         "## Data written",
@@ -552,10 +725,10 @@ def write_report(
         "| refresh ÷ overwrite bytes |",
         "|---|---|---|---|---|---|---|",
     ]
-    for view, rate, g in _groups(rows):
+    for view, _rate, g in _groups(rows):
         ob, rb = _med(g, "overwrite_bytes"), _med(g, "refresh_bytes")
         lines.append(
-            f"| {view} | {rate:.1%} | {_mb(ob)} ({_med(g, 'overwrite_files'):.0f}) | "
+            f"| {view} | {_label(g)} | {_mb(ob)} ({_med(g, 'overwrite_files'):.0f}) | "
             f"{_mb(_med(g, 'merge_bytes'))} ({_med(g, 'merge_files'):.0f}) | {_mb(rb)} "
             f"({_med(g, 'refresh_files'):.0f}) | {_med(g, 'refresh_rows'):.0f} | {rb / max(ob, 1):.2%} |"
         )
@@ -571,18 +744,19 @@ def write_report(
         "| view | change | " + " | ".join(f"{s} py / jvm" for s in STRATEGIES) + " | refresh py peak |",
         "|---|---|" + "---|" * (len(STRATEGIES) + 1),
     ]
-    for view, rate, g in _groups(rows):
+    for view, _rate, g in _groups(rows):
         cells = []
         for s in STRATEGIES:
             py = max(float(r[f"{s}_mem"]["py_growth"]) for r in g)  # type: ignore[index]
             jvm = max(float(r[f"{s}_mem"]["jvm_growth"]) for r in g)  # type: ignore[index]
             cells.append(f"+{py:.0f} / +{jvm:.0f}")
         peak = max(float(r["refresh_mem"]["py"]) for r in g)  # type: ignore[index]
-        lines.append(f"| {view} | {rate:.1%} | " + " | ".join(cells) + f" | {peak:.0f} |")
+        lines.append(f"| {view} | {_label(g)} | " + " | ".join(cells) + f" | {peak:.0f} |")
     if startup:
         lines += [
             "",
-            "## Spark start-up per refresh (view `wide`, 1 % change, one `mvsink refresh` process each)",
+            f"## Spark start-up per refresh (view `wide`, 1 % change of the `{stream}` stream, one `mvsink refresh` "
+            "process each)",
             "",
             "What a DAG task pays per refresh. Medians (min–max) of the rounds; the Connect server was started "
             "once, before the first of its refreshes (which is shown apart).",
@@ -606,7 +780,7 @@ def _java() -> str:
     return first[0].split('"')[1] if first and '"' in first[0] else "?"
 
 
-def write_chart(path: Path, rows: list[dict[str, object]], *, sf: float) -> None:
+def write_chart(path: Path, rows: list[dict[str, object]], *, sf: float, stream: str = "rf") -> None:
     try:
         import matplotlib
 
@@ -624,7 +798,7 @@ def write_chart(path: Path, rows: list[dict[str, object]], *, sf: float) -> None
             axes[0][i].plot(xs, [_med(rs, f"{s}_s") for _, rs in g], marker="o", label=s, color=COLORS[s])
         for s in ("overwrite", "merge", "refresh"):  # 0 bytes drawn as 1 on the log axis
             axes[1][i].plot(xs, [max(_med(rs, f"{s}_bytes"), 1) for _, rs in g], marker="o", label=s, color=COLORS[s])
-        axes[0][i].set_title(f"{view} (SF{sf})")
+        axes[0][i].set_title(f"{view} (SF{sf}, {stream})")
         axes[0][i].set_ylabel("wall time, s (median)")
         axes[1][i].set_ylabel("data bytes written")
         for ax in (axes[0][i], axes[1][i]):
