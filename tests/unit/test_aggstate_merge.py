@@ -7,7 +7,8 @@ from decimal import Decimal
 import pyarrow as pa
 import pytest
 
-from mvsink.spark.aggstate import StatePlan, _merge_rows, _sum_limit, state_queries
+from mvsink.spark.aggstate import StatePlan, _merge_rows, _sum_limit
+from mvsink.spark.statequeries import state_queries
 
 pytestmark = pytest.mark.unit
 

@@ -70,6 +70,13 @@ CASES = {
         100.0,
         ["half", "-0.1", "nan", "50%"],
     ),
+    "MVSINK_INCREMENTAL_PRUNE_MIN_BYTES": (
+        settings.incremental_prune_min_bytes,
+        8_000_000,
+        "0",
+        0,
+        ["x", "-1", "8MB", "1.5"],
+    ),
     "MVSINK_INCREMENTAL_MAX_SCAN_RATIO": (
         settings.incremental_max_scan_ratio,
         1.0,

@@ -1,10 +1,10 @@
-"""The one-term-per-source rewrite of a query (spark/incremental.signed_query): where it applies, and not."""
+"""The one-term-per-source rewrite of a query (spark/telescope.signed_query): where it applies, and not."""
 
 from __future__ import annotations
 
 import pytest
 
-from mvsink.spark.incremental import signed_query
+from mvsink.spark.telescope import signed_query
 
 pytestmark = pytest.mark.unit
 

@@ -11,7 +11,7 @@ and every key a plain column of the view (possibly renamed), is refreshed from t
 three steps (DESIGN.md section 8; the split is :func:`mvsink.spark.splits.aggregate_split`):
 
 1. *Affected keys*, from Δin, the change of C. Every change term of the telescoping
-   (:func:`mvsink.spark.incremental.telescope`: one source's inserted or deleted rows, the sources before it
+   (:func:`mvsink.spark.telescope.telescope`: one source's inserted or deleted rows, the sources before it
    new, those after it old) is run through the user's query with the Filters and Sorts above P removed
    (and a Distinct itself: its input's rows are the keys), on Spark's analysed plan (:func:`strip_operators`).
    With the Filters gone nothing hides a group: an aggregate or window has a row for every group of the term's
@@ -290,7 +290,8 @@ def _guarded_changes(
     """The sources' changes (:func:`~mvsink.spark.incremental.prepare_changes`), or why not: too large, or
     change terms that would read more than the full diff (the scan guard, on the pruned reads)."""
     from mvsink.spark.aggstate import scan_guard
-    from mvsink.spark.incremental import prepare_changes, term_reads
+    from mvsink.spark.incremental import prepare_changes
+    from mvsink.spark.telescope import term_reads
 
     prepared = prepare_changes(spark, view, desc, base, changed)
     if isinstance(prepared, str):
@@ -358,8 +359,9 @@ def _affected_keys(
     or why they cannot be found. Leaves every source registered at the version ``desc`` reads."""
     from pyspark.sql import functions as F
 
-    from mvsink.spark.incremental import ChangeFrames, changed_sources, telescope
+    from mvsink.spark.incremental import changed_sources
     from mvsink.spark.plantree import PlanFormatError
+    from mvsink.spark.telescope import ChangeFrames, telescope
 
     changed = changed_sources(desc, base)
     chain = (*split.chain, split.kind)

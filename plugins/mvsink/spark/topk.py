@@ -5,7 +5,7 @@ A view whose analysed plan is ``[Project/SubqueryAlias/Sort]* -> GlobalLimit k -
 the sources' changes without recomputing M when that is exact:
 
 1. *Δ*, the change of M in the view's columns: every change term of the telescoping
-   (:func:`mvsink.spark.incremental.telescope`) is run through the user's query with the limit and the sorts
+   (:func:`mvsink.spark.telescope.telescope`) is run through the user's query with the limit and the sorts
    taken off its analysed plan (:func:`mvsink.spark.groups.strip_operators`), signed, and summed per row
    (so a copy-on-write rewrite's unchanged rows, and the rows a term reads from the other branches of a
    UNION ALL, cancel). Rows with a positive sum were inserted, with a negative one deleted. Collected to the
@@ -265,8 +265,9 @@ def _change(
     from pyspark.sql import functions as F
 
     from mvsink.spark.groups import strip_operators
-    from mvsink.spark.incremental import changed_sources, prepare_changes, telescope
+    from mvsink.spark.incremental import changed_sources, prepare_changes
     from mvsink.spark.plantree import PlanFormatError
+    from mvsink.spark.telescope import telescope
 
     changed = changed_sources(desc, base)
     frames = prepare_changes(spark, view, desc, base, changed)
