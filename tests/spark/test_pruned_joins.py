@@ -236,3 +236,34 @@ def test_reads_are_recorded_in_the_commit_and_status(spark, env, monkeypatch):
     info = ViewTable.open(view).history(limit=1)[0].info
     assert info is not None and info.reads == res.reads
     assert "; read lineitem 0 files" in format_status(view_status(view))
+
+
+@pytest.mark.parametrize(
+    "query",
+    [
+        LINEAR,
+        Q3,
+        Q5,
+        GROUPS,
+        "SELECT o_orderkey, l_price FROM orders LEFT JOIN lineitem ON l_orderkey = o_orderkey",
+        "SELECT o_orderkey FROM orders LEFT SEMI JOIN lineitem ON l_orderkey = o_orderkey AND l_qty > 2",
+        "SELECT o.o_orderkey, x.k FROM orders o JOIN (SELECT l_orderkey AS k, sum(l_qty) AS q FROM lineitem "
+        "GROUP BY l_orderkey) x ON x.k = o.o_orderkey",
+    ],
+)
+def test_the_explain_text_gives_the_json_plans_edges(spark, env, query):
+    """Spark Connect has only the EXPLAIN text: its edges must be the JSON plan's (classic Spark)."""
+    from mvsink.spark.joinkeys import join_edges
+    from mvsink.spark.planread import tree_from_explain, tree_of_dataframe
+
+    data, _ = env
+    rng = random.Random(1)
+    _dims(data, rng)
+    write_at(data / "orders", _orders(rng, range(1, 5)), BASE)
+    write_at(data / "lineitem", _lineitems(rng, range(1, 5)), BASE)
+    for name in ("customer", "orders", "lineitem", "supplier", "nation", "region"):
+        spark.read.format("delta").load(str(data / name)).createOrReplaceTempView(name)
+    from_json = join_edges(tree_of_dataframe(spark.sql(query)))
+    from_text = join_edges(tree_from_explain(spark.sql("EXPLAIN EXTENDED " + query).collect()[0][0]))
+    assert from_json, query
+    assert set(from_text) == set(from_json)

@@ -22,8 +22,9 @@ hold none of the keys (:mod:`mvsink.spark.pruning` does the reading). This modul
 
 Sources read more than once, through a CTE or a subquery, or with an attribute that cannot be traced, give
 no edge: the term then reads that source whole (failing closed costs time, never rows). The JSON plan
-(classic Spark) carries attribute ids; the EXPLAIN text of Spark Connect does not, so there this finds
-nothing.
+(classic Spark) carries attribute ids; from the EXPLAIN text (Spark Connect) the parser keeps the
+``name#id`` references of View outputs, Project and Aggregate lists and equality conjuncts
+(:func:`mvsink.spark.planread._add_text_refs`), which is all this reads.
 """
 
 from __future__ import annotations
@@ -117,6 +118,8 @@ def output_ids(node: PlanNode) -> dict[int, str]:
         return out
     if not node.children:  # a relation: its output attributes
         return {e.ref[1]: e.ref[0] for e in node.expressions if e.name == "AttributeReference" and e.ref is not None}
+    if name == "View" and "output" in node.attrs:  # (the EXPLAIN text lists a View's output)
+        return {i: n for n, i in node.attrs["output"]}
     if name in ("Filter", "SubqueryAlias", "Sort", "Distinct", "View", "GlobalLimit", "LocalLimit", "Deduplicate"):
         return output_ids(node.children[0])
     return {}
@@ -140,12 +143,12 @@ def trace(node: PlanNode, attr: int, *, pruning: bool) -> Column | None:
             if nxt is None:
                 return None
             attr, node = nxt, node.children[0]
-        elif node.name == "Aggregate":  # a grouping attribute passed as it is
+        elif node.name == "Aggregate":  # a grouping attribute, passed as it is or renamed
             grouping = {_ref_id(e) for e in _top_level(node, "grouping") if e.name == "AttributeReference"}
-            passed = {_ref_id(e) for e in _top_level(node, "aggregates") if e.name == "AttributeReference"}
-            if attr not in grouping or attr not in passed:
+            nxt = _through_list(_top_level(node, "aggregates"), attr)
+            if nxt is None or nxt not in grouping:
                 return None
-            node = node.children[0]
+            attr, node = nxt, node.children[0]
         elif node.name == "Window":
             if attr not in output_ids(node.children[0]):
                 return None
@@ -162,7 +165,12 @@ def trace(node: PlanNode, attr: int, *, pruning: bool) -> Column | None:
 
 
 def _through_project(node: PlanNode, attr: int) -> int | None:
-    for e in _top_level(node, "list"):
+    return _through_list(_top_level(node, "list"), attr)
+
+
+def _through_list(items: tuple[PlanExpr, ...], attr: int) -> int | None:
+    """The input attribute an output ``attr`` of a select list is (itself, or the attribute it aliases)."""
+    for e in items:
         if _ref_id(e) != attr:
             continue
         if e.name == "AttributeReference":
@@ -192,8 +200,12 @@ def _conjuncts(e: PlanExpr) -> Iterator[PlanExpr]:
 
 
 def _equalities(node: PlanNode) -> Iterator[tuple[int, int]]:
-    """The (attribute id, attribute id) pairs of ``a = b`` conjuncts of a join's or filter's condition."""
-    for e in node.expressions[:1]:
+    """The (attribute id, attribute id) pairs of ``a = b`` conjuncts of a join's or filter's condition (the
+    JSON plan's first expression; the EXPLAIN text's is where ``condition`` says, if it had any)."""
+    at = node.attrs.get("condition")
+    if at is None and node.attrs.get("class") is None:  # EXPLAIN text without a readable equality
+        return
+    for e in node.expressions[at : at + 1] if at is not None else node.expressions[:1]:
         for c in _conjuncts(e):
             if c.name != "EqualTo" or len(c.children) != 2:
                 continue
@@ -268,7 +280,9 @@ def _add(edges: list[Edge], keys: Column | None, target: Column | None, once: se
 
 def pruned_reads(edges: list[Edge], changed: str) -> list[Edge]:
     """The edges a term of source ``changed`` uses, in the order their keys become known: first those keyed
-    by ``changed`` (its change set), then those keyed by a source already pruned (chained)."""
+    by ``changed`` (its change set), then those keyed by a source already pruned (chained). A source is
+    pruned by the edges of the first round that reaches it (another column's keys from sources pruned
+    later, through it, would filter nothing more)."""
     known = {changed.casefold()}
     out: list[Edge] = []
     pending = list(edges)
@@ -276,12 +290,13 @@ def pruned_reads(edges: list[Edge], changed: str) -> list[Edge]:
     while progress:
         progress = False
         for e in list(pending):
-            if e.target.source.casefold() == changed.casefold():
-                pending.remove(e)
+            target = e.target.source.casefold()
+            if target == changed.casefold() or (target in known and all(o.target != e.target for o in out)):
+                pending.remove(e)  # (a source already pruned by another column is not filtered again)
                 continue
             if e.keys.source.casefold() in known:
                 out.append(e)
                 pending.remove(e)
-                known.add(e.target.source.casefold())
+                known.add(target)
                 progress = True
     return out

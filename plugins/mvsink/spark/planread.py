@@ -334,7 +334,9 @@ def tree_from_explain(text: str) -> PlanNode:
             exprs[k] = PlanExpr(exprs[k].name, plans=(plan,))
         for plan in inner[len(subqueries) :]:
             exprs.append(PlanExpr(f"unmatched subquery plan ({plan.name})", plans=(plan,)))
-        return PlanNode(b.name, tuple(build(c) for c in b.children), tuple(exprs), _text_attrs(b.name, b.args))
+        attrs = _text_attrs(b.name, b.args)
+        _add_text_refs(b.name, b.args, exprs, attrs)
+        return PlanNode(b.name, tuple(build(c) for c in b.children), tuple(exprs), attrs)
 
     return build(root)
 
@@ -387,6 +389,123 @@ def _text_expressions(args: str, defined: set[str]) -> tuple[PlanExpr, ...]:
             continue
         out.append(PlanExpr(CLASS_OF_SQL_NAME.get(word.lower(), f"{word}(...)")))
     return tuple(out)
+
+
+# What the join-key analysis (spark/joinkeys.py) reads of the EXPLAIN text: attribute references ``name#id``
+# in a View's output, a Project's list, an Aggregate's lists and the equality conjuncts of a Join's or a
+# Filter's condition. Anything else gives no reference (no edge: the source is read whole).
+_TEXT_ATTR_RE = re.compile(r"^([A-Za-z_][\w$]*)#(\d+)L?$")
+_TEXT_ALIAS_RE = re.compile(r"^(.*) AS ([A-Za-z_][\w$]*)#(\d+)L?$")
+
+
+def _split_top(text: str, sep: str) -> list[str]:
+    """``text`` split at ``sep`` outside parentheses, brackets and quotes."""
+    out, depth, start, i, quote = [], 0, 0, 0, ""
+    while i < len(text):
+        c = text[i]
+        if quote:
+            if c == quote:
+                quote = ""
+        elif c in "'`":
+            quote = c
+        elif c in "([":
+            depth += 1
+        elif c in ")]":
+            depth -= 1
+        elif depth == 0 and text.startswith(sep, i):
+            out.append(text[start:i].strip())
+            i += len(sep)
+            start = i
+            continue
+        i += 1
+    out.append(text[start:].strip())
+    return out
+
+
+def _unwrap(text: str) -> str:
+    """``text`` without parentheses that enclose all of it."""
+    t = text.strip()
+    while t.startswith("(") and t.endswith(")") and _balanced(t[1:-1]):
+        t = t[1:-1].strip()
+    return t
+
+
+def _balanced(t: str) -> bool:
+    depth = 0
+    for c in t:
+        depth += c == "("
+        depth -= c == ")"
+        if depth < 0:
+            return False
+    return depth == 0
+
+
+def _text_conjuncts(cond: str) -> list[str]:
+    """The conjuncts of a printed condition, nested ANDs flattened."""
+    parts = _split_top(_unwrap(cond), " AND ")
+    if len(parts) == 1:
+        return parts
+    return [c for p in parts for c in _text_conjuncts(p)]
+
+
+def _text_attr(item: str) -> PlanExpr | None:
+    m = _TEXT_ATTR_RE.match(item.strip())
+    return PlanExpr("AttributeReference", ref=(m.group(1), int(m.group(2)))) if m else None
+
+
+def _text_named(item: str) -> PlanExpr | None:
+    """An item of a Project's or an Aggregate's list: ``a#1`` or ``<expr> AS b#2`` (children only for an attribute)."""
+    attr = _text_attr(item)
+    if attr is not None:
+        return attr
+    m = _TEXT_ALIAS_RE.match(item.strip())
+    if not m:
+        return None
+    inner = _text_attr(_unwrap(m.group(1)))
+    return PlanExpr("Alias", children=(inner,) if inner else (), ref=(m.group(2), int(m.group(3))))
+
+
+def _text_list(text: str) -> list[str]:
+    t = text.strip()
+    if not (t.startswith("[") and t.endswith("]")):
+        return []
+    return [x for x in _split_top(t[1:-1], ",") if x]
+
+
+def _add_text_refs(name: str, args: str, exprs: list[PlanExpr], attrs: dict[str, Any]) -> None:
+    """Append the references of ``_TEXT_ATTR_RE``'s kind to ``exprs`` and their spans to ``attrs``."""
+    if name == "View":
+        parts = _split_top(args.strip()[1:-1] if args.strip().startswith("(") else args, ",")
+        out = [_text_attr(x) for x in _text_list(parts[1] if len(parts) > 1 else "")]
+        attrs["output"] = [(e.ref[0], e.ref[1]) for e in out if e is not None and e.ref is not None]
+    elif name == "Project":
+        items = [_text_named(x) for x in _text_list(args)]
+        if items and all(i is not None for i in items):
+            attrs["list"] = (len(exprs), len(exprs) + len(items))
+            exprs.extend(i for i in items if i is not None)
+    elif name == "Aggregate":
+        lists = _split_top(args, ", [")
+        if len(lists) == 2:
+            grouping = [_text_attr(x) for x in _text_list(lists[0])]
+            aggregates = [_text_named(x) for x in _text_list("[" + lists[1])]
+            start = len(exprs)
+            attrs["grouping"] = (start, start + len([g for g in grouping if g is not None]))
+            exprs.extend(g for g in grouping if g is not None)
+            mid = len(exprs)
+            exprs.extend(a for a in aggregates if a is not None)
+            attrs["aggregates"] = (mid, len(exprs))
+    elif name in ("Join", "Filter"):
+        cond = args.split(",", 1)[1] if name == "Join" and "," in args else ("" if name == "Join" else args)
+        equalities = []
+        for conj in _text_conjuncts(cond) if cond.strip() else []:
+            sides = _split_top(_unwrap(conj), " = ")
+            if len(sides) == 2:
+                a, b = _text_attr(_unwrap(sides[0])), _text_attr(_unwrap(sides[1]))
+                if a is not None and b is not None:
+                    equalities.append(PlanExpr("EqualTo", children=(a, b)))
+        if equalities:
+            attrs["condition"] = len(exprs)
+            exprs.append(PlanExpr("And", children=tuple(equalities)))
 
 
 def _text_attrs(name: str, args: str) -> dict[str, Any]:

@@ -217,12 +217,6 @@ class TermPruning:
         self.sources = {s.name.casefold(): s for s in sources}
         self.edges: list[Edge] = []
         self.min_bytes = settings.incremental_prune_min_bytes()
-        if type(spark).__module__.startswith("pyspark.sql.connect"):
-            log.info(
-                "change terms read the other sources whole: join keys are read from the JSON plan, which "
-                "Spark Connect does not give"
-            )
-            return
         from mvsink.spark.planread import plan_tree
         from mvsink.spark.plantree import PlanFormatError
 
