@@ -39,12 +39,17 @@ GROUP BY n_name"""
 GROUPS = """SELECT o_custkey, max(l_price) AS top_price, count(*) AS n
 FROM orders JOIN lineitem ON l_orderkey = o_orderkey GROUP BY o_custkey"""
 
+TOPK = """SELECT o_orderkey, l_line, o_custkey, l_price
+FROM orders JOIN lineitem ON l_orderkey = o_orderkey ORDER BY l_price DESC, o_orderkey, l_line LIMIT 10"""
+
 VIEWS = {
     "lin": (LINEAR, ("orders", "lineitem"), "incremental"),
     "q3": (Q3, ("customer", "orders", "lineitem"), "incremental:aggregate"),
     "q5": (Q5, ("customer", "orders", "lineitem", "supplier", "nation", "region"), "incremental:aggregate"),
     "grp": (GROUPS, ("orders", "lineitem"), "incremental:groups"),
+    "topk": (TOPK, ("orders", "lineitem"), "incremental:topk"),
 }
+KEYS = {"topk": ["o_orderkey", "l_line"]}
 
 
 def _orders(rng: random.Random, keys: range) -> pa.Table:
@@ -59,16 +64,17 @@ def _orders(rng: random.Random, keys: range) -> pa.Table:
 
 def _lineitems(rng: random.Random, keys: range) -> pa.Table:
     rows = [
-        (k, rng.randint(1, 16), decimal.Decimal(rng.randint(100, 999)) / 10, rng.randint(1, 5))
+        (k, line, rng.randint(1, 16), decimal.Decimal(rng.randint(100, 999)) / 10, rng.randint(1, 5))
         for k in keys
-        for _ in range(rng.randint(1, 3))
+        for line in range(rng.randint(1, 3))
     ]
     return pa.table(
         {
             "l_orderkey": pa.array([r[0] for r in rows], pa.int64()),
-            "l_suppkey": pa.array([r[1] for r in rows], pa.int64()),
-            "l_price": pa.array([r[2] for r in rows], pa.decimal128(12, 2)),
-            "l_qty": pa.array([r[3] for r in rows], pa.int64()),
+            "l_line": pa.array([r[1] for r in rows], pa.int32()),
+            "l_suppkey": pa.array([r[2] for r in rows], pa.int64()),
+            "l_price": pa.array([r[3] for r in rows], pa.decimal128(12, 2)),
+            "l_qty": pa.array([r[4] for r in rows], pa.int64()),
         }
     )
 
@@ -147,6 +153,7 @@ def test_joins_refresh_from_pruned_change_terms(spark, env, monkeypatch, stream)
                 target=f"views/{name}{suffix}",
                 as_of=BASE,
                 incremental=incremental,
+                **({"key": KEYS[name]} if name in KEYS else {}),
             )
     catalog = Catalog(views)
     t = BASE + HOUR
