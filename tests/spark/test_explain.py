@@ -95,6 +95,10 @@ def test_linear_shapes_take_the_linear_mode_and_name_the_change_feed_fix(spark, 
     assert by["customers"].change_data_feed is False
     assert any("delta.enableChangeDataFeed" in f for f in by["customers"].fixes), by["customers"]
     assert "MVSINK_INCREMENTAL_MAX_FRACTION" in str(by["customers"].guard)
+    # each side's change term reads the other side filtered by the join's keys
+    assert by["orders"].pruned == ("`customers` where id is among the keys of orders.cust",)
+    assert by["customers"].pruned == ("`orders` where cust is among the keys of customers.id",)
+    assert "reads `customers` where id is among the keys of orders.cust" in r.summary()
 
 
 def test_a_left_join_is_linear_in_its_preserved_side_only(spark, catalog):
@@ -105,6 +109,7 @@ def test_a_left_join_is_linear_in_its_preserved_side_only(spark, catalog):
     assert c.mode == "full" and c.label == "full diff"
     assert "not linear in 'customers'" in str(c.why) and "LeftOuter join" in str(c.why)
     assert any("preserved side" in f for f in c.fixes), c.fixes
+    assert by["orders"].pruned == ("`customers` where id is among the keys of orders.cust",)
 
 
 def test_an_accumulable_aggregate_keeps_state_and_refreshes_from_it(spark, catalog):

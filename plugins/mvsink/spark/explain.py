@@ -20,6 +20,7 @@ from mvsink.core.table import ViewTable, open_readable
 from mvsink.exceptions import SourceError
 from mvsink.spark.aggstate import StatePlan, state_plan
 from mvsink.spark.conf import apply_storage_conf
+from mvsink.spark.joinkeys import Edge, join_edges, pruned_reads
 from mvsink.spark.modes.base import Change, NotApplicable, PlanFacts, RefreshMode, combined_reason
 from mvsink.spark.modes.registry import REFRESH_MODES
 from mvsink.spark.sources import read_source
@@ -81,6 +82,8 @@ class SourceExplain:
     guard: str | None
     change_data_feed: bool | None  # the table's delta.enableChangeDataFeed (None: a view source)
     decisions: tuple[ModeDecision, ...]
+    # the other sources its change term reads filtered by join keys: "lineitem by l_orderkey (orders.o_orderkey)"
+    pruned: tuple[str, ...] = ()
 
 
 @dataclasses.dataclass(frozen=True)
@@ -122,6 +125,8 @@ class ExplainReport:
                 lines.append(f"      fix: {f}")
             if s.guard:
                 lines.append(f"      at refresh time: {s.guard}")
+            for p in s.pruned:
+                lines.append(f"      reads {p}")
         return "\n".join(lines)
 
 
@@ -136,7 +141,10 @@ def explain_view(view: ViewDefinition, *, catalog: Catalog, spark: SparkSession)
     with_error = bool(view.checks) or ERROR in columns
     state, no_state = _state(spark, view, result, columns if table.exists else None, with_error=with_error)
     plan = PlanFacts(spark, view, result, state, with_error, no_state=no_state)
-    sources = tuple(_explain_source(view, plan, s) for s in reads)
+    edges = _edges(plan)
+    sources = tuple(
+        dataclasses.replace(_explain_source(view, plan, s), pruned=_pruned(edges, s.name, reads)) for s in reads
+    )
     return ExplainReport(
         view=view.name,
         incremental=view.incremental,
@@ -211,6 +219,22 @@ def _group_keys(plan: PlanFacts) -> tuple[str, ...]:
         return ()
     columns = plan.desired.columns
     return tuple(columns[p] for p in split.key_positions)
+
+
+def _edges(plan: PlanFacts) -> list[Edge]:
+    tree = plan.tree  # (the change terms evaluate the view's query, or the input query of the same joins)
+    return [] if isinstance(tree, str) else join_edges(tree)
+
+
+def _pruned(edges: list[Edge], source: str, sources: list[SourceRead]) -> tuple[str, ...]:
+    """What the term of a change of ``source`` reads filtered by join keys (table sources only; a source
+    under ``MVSINK_INCREMENTAL_PRUNE_MIN_BYTES`` is read whole at refresh time)."""
+    tables = {s.name.casefold() for s in sources if s.kind != "view"}
+    return tuple(
+        f"`{e.target.source}` where {e.target.name} is among the keys of {e.keys.source}.{e.keys.name}"
+        for e in pruned_reads(edges, source)
+        if e.target.source.casefold() in tables
+    )
 
 
 def _explain_source(view: ViewDefinition, plan: PlanFacts, s: SourceRead) -> SourceExplain:
