@@ -225,6 +225,10 @@ class TermPruning:
         except PlanFormatError as exc:
             log.info("change terms read the other sources whole: the plan could not be read (%s)", exc)
 
+    def _worth(self, target: str, read_at: dict[str, tuple[DataFrame, int]]) -> bool:
+        s = self.sources[target]
+        return _worth_pruning(s.path, read_at[s.name][1], min_bytes=self.min_bytes)
+
     def reads(
         self,
         changed: SourceRead,
@@ -232,7 +236,8 @@ class TermPruning:
         read_at: dict[str, tuple[DataFrame, int]],
     ) -> list[PrunedRead]:
         """The pruned reads of the term of ``changed`` (its change rows ``delta``); ``read_at``: each other
-        source's frame and version as the term reads it. Runs one Spark job per key source."""
+        source's frame and version as the term reads it. Runs one Spark job per key source (a source smaller
+        than ``MVSINK_INCREMENTAL_PRUNE_MIN_BYTES`` or of one file is read whole: a key filter cannot skip a file there)."""
         plan = [
             e
             for e in pruned_reads(self.edges, changed.name)
@@ -243,21 +248,34 @@ class TermPruning:
         frames: dict[str, DataFrame] = {changed.name.casefold(): delta}
         filters: dict[str, list[tuple[str, KeyRanges]]] = {}
         skipped: set[str] = set()
-        for e in plan:
-            key_src, target = e.keys.source.casefold(), e.target.source.casefold()
-            if key_src not in frames or target in skipped:
-                continue
-            s = self.sources[target]
-            version = read_at[s.name][1]
-            if target not in filters and active_bytes(s.path, version) < self.min_bytes:
-                skipped.add(target)
-                continue
-            keys = _collect_keys(frames[key_src], [e.keys.name])
-            if keys is None:
-                log.info("term of %s: over %d keys of %s; %s read whole", changed.name, MAX_KEYS, e.keys, s.name)
-                continue
-            filters.setdefault(target, []).append((e.target.name, key_ranges(keys[e.keys.name])))
-            frames[target] = read_at[s.name][0].where(_and(filters[target]))
+        pending = list(plan)
+        while pending:  # rounds: the edges whose key source is known, one Spark job per key source
+            ready = [e for e in pending if e.keys.source.casefold() in frames]
+            if not ready:
+                break
+            by_source: dict[str, list[Edge]] = {}
+            for e in ready:
+                pending.remove(e)
+                target = e.target.source.casefold()
+                if target in skipped or (target not in filters and not self._worth(target, read_at)):
+                    skipped.add(target)
+                    continue
+                by_source.setdefault(e.keys.source.casefold(), []).append(e)
+            touched: set[str] = set()
+            for key_src, edges in by_source.items():
+                keys = _collect_keys(frames[key_src], sorted({e.keys.name for e in edges}))
+                if keys is None:
+                    log.info(
+                        "term of %s: over %d keys of %s; read whole where they lead", changed.name, MAX_KEYS, key_src
+                    )
+                    continue
+                for e in edges:
+                    target = e.target.source.casefold()
+                    filters.setdefault(target, []).append((e.target.name, key_ranges(keys[e.keys.name])))
+                    touched.add(target)
+            for target in touched:
+                name = self.sources[target].name
+                frames[target] = read_at[name][0].where(_and(filters[target]))
         out = []
         for target, fs in filters.items():
             s = self.sources[target]
@@ -276,6 +294,14 @@ class TermPruning:
                 total_bytes / 1e6,
             )
         return out
+
+
+def _worth_pruning(path: str, version: int, *, min_bytes: int) -> bool:
+    """A source a key filter can skip files of: at least ``min_bytes`` and more than one file."""
+    stats = file_statistics(path, version, "")
+    if stats is None:
+        return active_bytes(path, version) >= min_bytes
+    return len(stats) > 1 and sum(f.size for f in stats) >= min_bytes
 
 
 def _and(filters: list[tuple[str, KeyRanges]]) -> Column:

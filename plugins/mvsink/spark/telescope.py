@@ -80,13 +80,14 @@ def _telescoping(
     terms: list[DataFrame] = []
     registered_old: list[SourceRead] = []
     pruned = term_reads(spark, view, desc, base, changed, frames)
+    cache: dict[tuple[str, bool], DataFrame] = {}  # each source's read at a version made once (Delta loads it once)
     by_name = {s.name: s for s in desc.sources}
     filtered: list[SourceRead] = []
     try:
         for i, s in enumerate(changed):
             later = changed[i + 1 :]
             for o in later:  # sources after this one at their old version
-                _register_source(spark, view, desc, base, o, old=True)
+                _register_source(spark, view, desc, base, o, old=True, cache=cache)
                 registered_old.append(o)
             reads = {r.source: r for r in pruned.get(s.name, [])}
             made = per_source(s)
@@ -103,7 +104,9 @@ def _telescoping(
                     continue
                 for _ in range(n_terms):
                     pruning.record(o.name, bytes_read=r.bytes, files=r.files)
-                _register_source(spark, view, desc, base, by_name[o.name], old=o in later, where=r.predicate())
+                _register_source(
+                    spark, view, desc, base, by_name[o.name], old=o in later, where=r.predicate(), cache=cache
+                )
                 filtered.append(o)
             for frame, make in made:
                 frame.createOrReplaceTempView(s.name)
@@ -111,13 +114,13 @@ def _telescoping(
                 # Classic Spark binds temp views when spark.sql analyses; Spark Connect re-analyses the SQL
                 # at execution, after the views were re-registered, so there each term is pinned first.
                 terms.append(t.localCheckpoint(eager=True) if _is_remote(spark) else t)
-            _register_source(spark, view, desc, base, s, old=False)
+            _register_source(spark, view, desc, base, s, old=False, cache=cache)
             for o in filtered:
-                _register_source(spark, view, desc, base, o, old=o in later)
+                _register_source(spark, view, desc, base, o, old=o in later, cache=cache)
             filtered = []
     finally:
         for src in registered_old + filtered:  # back at the version desc reads
-            _register_source(spark, view, desc, base, src, old=False)
+            _register_source(spark, view, desc, base, src, old=False, cache=cache)
     return terms
 
 
@@ -192,9 +195,16 @@ def _register_source(
     *,
     old: bool,
     where: Column | None = None,
+    cache: dict[tuple[str, bool], DataFrame] | None = None,
 ) -> None:
-    """Register source ``s`` as the last refresh read it (``old``) or as this batch reads it (``where``: filtered)."""
-    df = _source_frame(spark, view, desc, base, s, old=old)
+    """Register source ``s`` as the last refresh read it (``old``) or as this batch reads it (``where``: filtered;
+    ``cache``: the reads already made, by source and ``old``)."""
+    key = (s.name, old)
+    df = cache.get(key) if cache is not None else None
+    if df is None:
+        df = _source_frame(spark, view, desc, base, s, old=old)
+        if cache is not None:
+            cache[key] = df
     (df if where is None else df.where(where)).createOrReplaceTempView(s.name)
 
 
