@@ -92,7 +92,7 @@ def _ref_id(e: PlanExpr) -> int | None:
 
 
 def _top_level(node: PlanNode, span_key: str) -> tuple[PlanExpr, ...]:
-    span = node.attrs.get(span_key)
+    span = node.attrs.get(span_key) or node.attrs.get(f"text_{span_key}")  # (JSON plan, else EXPLAIN text)
     if not span:
         return ()
     start, end = span

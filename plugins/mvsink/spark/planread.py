@@ -473,7 +473,9 @@ def _text_list(text: str) -> list[str]:
 
 
 def _add_text_refs(name: str, args: str, exprs: list[PlanExpr], attrs: dict[str, Any]) -> None:
-    """Append the references of ``_TEXT_ATTR_RE``'s kind to ``exprs`` and their spans to ``attrs``."""
+    """Append the references of ``_TEXT_ATTR_RE``'s kind to ``exprs`` and their spans to ``attrs`` — under keys of
+    their own (``text_list``, ``text_grouping``, ``text_aggregates``, ``output``, ``condition``) that only the
+    join-key analysis reads: the other analyses need what the text does not say, and keep failing closed."""
     if name == "View":
         parts = _split_top(args.strip()[1:-1] if args.strip().startswith("(") else args, ",")
         out = [_text_attr(x) for x in _text_list(parts[1] if len(parts) > 1 else "")]
@@ -481,7 +483,7 @@ def _add_text_refs(name: str, args: str, exprs: list[PlanExpr], attrs: dict[str,
     elif name == "Project":
         items = [_text_named(x) for x in _text_list(args)]
         if items and all(i is not None for i in items):
-            attrs["list"] = (len(exprs), len(exprs) + len(items))
+            attrs["text_list"] = (len(exprs), len(exprs) + len(items))
             exprs.extend(i for i in items if i is not None)
     elif name == "Aggregate":
         lists = _split_top(args, ", [")
@@ -489,11 +491,11 @@ def _add_text_refs(name: str, args: str, exprs: list[PlanExpr], attrs: dict[str,
             grouping = [_text_attr(x) for x in _text_list(lists[0])]
             aggregates = [_text_named(x) for x in _text_list("[" + lists[1])]
             start = len(exprs)
-            attrs["grouping"] = (start, start + len([g for g in grouping if g is not None]))
+            attrs["text_grouping"] = (start, start + len([g for g in grouping if g is not None]))
             exprs.extend(g for g in grouping if g is not None)
             mid = len(exprs)
             exprs.extend(a for a in aggregates if a is not None)
-            attrs["aggregates"] = (mid, len(exprs))
+            attrs["text_aggregates"] = (mid, len(exprs))
     elif name in ("Join", "Filter"):
         cond = args.split(",", 1)[1] if name == "Join" and "," in args else ("" if name == "Join" else args)
         equalities = []
