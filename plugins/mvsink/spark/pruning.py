@@ -184,12 +184,7 @@ class PrunedRead:
     total_bytes: int
 
     def predicate(self) -> Column:
-        cond = None
-        for column, keys in self.filters:
-            p = keys.predicate(column)
-            cond = p if cond is None else cond & p
-        assert cond is not None
-        return cond
+        return _and(list(self.filters))
 
 
 def estimate(path: str, version: int, filters: list[tuple[str, KeyRanges]]) -> tuple[int, int, int, int] | None:
