@@ -220,7 +220,7 @@ def aggregate_corrections(
     frames = prepare_changes(spark, view, desc, base, changed)
     if isinstance(frames, str):
         return None, frames
-    too_big = scan_guard(desc, changed, table, pruned=term_reads(spark, view, desc, base, changed, frames))
+    too_big = scan_guard(desc, base, changed, table, pruned=term_reads(spark, view, desc, base, changed, frames))
     if too_big:
         return None, too_big
     signed = {s.name: q.signed_input(s.name) for s in changed}
@@ -276,6 +276,7 @@ def aggregate_corrections(
 
 def scan_guard(
     desc: BatchDescription,
+    base: dict[str, int],
     changed: list[SourceRead],
     table: ViewTable,
     *,
@@ -283,8 +284,8 @@ def scan_guard(
 ) -> str | None:
     """Why the change terms would cost more than the full diff, or None.
 
-    Each changed source's term reads every other source (the telescoping) — pruned by the change's join keys
-    where ``pruned`` (:func:`mvsink.spark.incremental.term_reads`) says so, else whole — so with several
+    Each change term reads every source that is not one of its changes (:mod:`mvsink.spark.telescope`) — pruned
+    by the change's join keys where ``pruned`` (:func:`mvsink.spark.telescope.term_reads`) says so, else whole — so with several
     sources changed the terms can read more than the full diff, which reads each source once and the view's
     table. Estimated in bytes of the active files (the Delta log's sizes and, for pruned reads, its per-file
     statistics; change files are small next to them, the change-set guard sees to that), against
@@ -294,7 +295,7 @@ def scan_guard(
     from mvsink.core.deltalog import active_bytes
     from mvsink.spark.telescope import scan_estimate
 
-    terms, sources = scan_estimate(desc, changed, pruned)
+    terms, sources = scan_estimate(desc, base, changed, pruned)
     full = sources + (active_bytes(table.path, table.version) if table.exists else 0)
     ratio = settings.incremental_max_scan_ratio()
     if full and terms > ratio * full:

@@ -296,7 +296,7 @@ def _guarded_changes(
     prepared = prepare_changes(spark, view, desc, base, changed)
     if isinstance(prepared, str):
         return prepared
-    too_big = scan_guard(desc, changed, table, pruned=term_reads(spark, view, desc, base, changed, prepared))
+    too_big = scan_guard(desc, base, changed, table, pruned=term_reads(spark, view, desc, base, changed, prepared))
     return too_big or prepared
 
 

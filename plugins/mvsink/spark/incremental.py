@@ -102,20 +102,23 @@ def change_frames(
 ) -> tuple[DataFrame, DataFrame]:
     """(inserted rows, deleted rows) of a table source between two versions, with the source's schema.
 
-    - the change data feed is on over the range: Delta's ``readChangeFeed`` (inserts and post-images
-      inserted, deletes and pre-images deleted);
-    - else, files whose rows are plain Parquet (``plain_files``: no column mapping or type widening, and
-      no changed file with a deletion vector): the added and removed files themselves, partition values
-      from the log;
+    - files whose rows are plain Parquet (``plain_files``: no column mapping or type widening, and no
+      changed file with a deletion vector): the changed files themselves, partition values from the log —
+      a commit's change data feed files where it wrote them (``_change_type``: inserts and post-images
+      inserted, deletes and pre-images deleted), else its added and removed files. The same rows as
+      Delta's ``readChangeFeed``, without Delta planning a change-feed scan (and loading the snapshots at
+      both ends) for every query that reads them;
+    - else, the change data feed is on over the range: Delta's ``readChangeFeed``;
     - else each changed file through Delta's reader at the version that holds it (filtered by file name,
       so its deletion vector, column mapping and widened types apply). Delta does not prune files by
       ``_metadata``, so this reads the source's snapshots whole: ``delta.enableChangeDataFeed`` avoids it.
     """
     from pyspark.sql import functions as F
 
-    if changes.change_data_feed:
+    plain = plain_files and not changes.deletion_vectors
+    if changes.change_data_feed and not plain:
         return _change_feed(spark, path, schema, from_version=from_version, to_version=to_version)
-    if not plain_files or changes.deletion_vectors:
+    if not plain:
         log.info(
             "source %s: changed files read through Delta at their versions (deletion vectors or column mapping, "
             "and no change data feed): this scans the source's snapshots",

@@ -30,7 +30,7 @@ no edge: the term then reads that source whole (failing closed costs time, never
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 
 from mvsink.spark.plantree import PlanExpr, PlanNode
 
@@ -278,12 +278,13 @@ def _add(edges: list[Edge], keys: Column | None, target: Column | None, once: se
         edges.append(edge)
 
 
-def pruned_reads(edges: list[Edge], changed: str) -> list[Edge]:
-    """The edges a term of source ``changed`` uses, in the order their keys become known: first those keyed
-    by ``changed`` (its change set), then those keyed by a source already pruned (chained). A source is
+def pruned_reads(edges: list[Edge], changed: str | Iterable[str]) -> list[Edge]:
+    """The edges a term of the change set(s) of ``changed`` uses, in the order their keys become known: first
+    those keyed by a changed source, then those keyed by a source already pruned (chained). A source is
     pruned by the edges of the first round that reaches it (another column's keys from sources pruned
-    later, through it, would filter nothing more)."""
-    known = {changed.casefold()}
+    later, through it, would filter nothing more); a changed source is never a target."""
+    seeds = {changed.casefold()} if isinstance(changed, str) else {c.casefold() for c in changed}
+    known = set(seeds)
     out: list[Edge] = []
     pending = list(edges)
     progress = True
@@ -291,7 +292,7 @@ def pruned_reads(edges: list[Edge], changed: str) -> list[Edge]:
         progress = False
         for e in list(pending):
             target = e.target.source.casefold()
-            if target == changed.casefold() or (target in known and all(o.target != e.target for o in out)):
+            if target in seeds or (target in known and all(o.target != e.target for o in out)):
                 pending.remove(e)  # (a source already pruned by another column is not filtered again)
                 continue
             if e.keys.source.casefold() in known:

@@ -215,6 +215,7 @@ class TermPruning:
         from mvsink.spark.planread import plan_tree
         from mvsink.spark.plantree import PlanFormatError
 
+        self._keys: dict[str, dict[str, list[Any]] | None] = {}  # each change set's keys, once per refresh
         try:
             self.edges = join_edges(plan_tree(spark, query))
         except PlanFormatError as exc:
@@ -224,23 +225,21 @@ class TermPruning:
         s = self.sources[target]
         return _worth_pruning(s.path, read_at[s.name][1], min_bytes=self.min_bytes)
 
-    def reads(
-        self,
-        changed: SourceRead,
-        delta: DataFrame,
-        read_at: dict[str, tuple[DataFrame, int]],
-    ) -> list[PrunedRead]:
-        """The pruned reads of the term of ``changed`` (its change rows ``delta``); ``read_at``: each other
-        source's frame and version as the term reads it. Runs one Spark job per key source (a source smaller
-        than ``MVSINK_INCREMENTAL_PRUNE_MIN_BYTES`` or of one file is read whole: a key filter cannot skip a file there)."""
+    def reads(self, seeds: dict[str, DataFrame], read_at: dict[str, tuple[DataFrame, int]]) -> list[PrunedRead]:
+        """The pruned reads of the term whose change sets are ``seeds`` (source name -> its change rows);
+        ``read_at``: each other source's frame and version as the term reads it. Runs one Spark job per key
+        source (a change set's keys once per refresh, whichever terms use them; a source smaller than
+        ``MVSINK_INCREMENTAL_PRUNE_MIN_BYTES`` or of one file is read whole: a key filter cannot skip a file there)."""
         plan = [
             e
-            for e in pruned_reads(self.edges, changed.name)
+            for e in pruned_reads(self.edges, list(seeds))
             if (t := self.sources.get(e.target.source.casefold())) is not None and t.kind != "view"
         ]
         if not plan:
             return []
-        frames: dict[str, DataFrame] = {changed.name.casefold(): delta}
+        term = "+".join(seeds)
+        frames: dict[str, DataFrame] = {name.casefold(): df for name, df in seeds.items()}
+        seed_names = set(frames)
         filters: dict[str, list[tuple[str, KeyRanges]]] = {}
         skipped: set[str] = set()
         pending = list(plan)
@@ -258,11 +257,13 @@ class TermPruning:
                 by_source.setdefault(e.keys.source.casefold(), []).append(e)
             touched: set[str] = set()
             for key_src, edges in by_source.items():
-                keys = _collect_keys(frames[key_src], sorted({e.keys.name for e in edges}))
+                columns = sorted({e.keys.name for e in edges})
+                if key_src in seed_names:  # a change set: every column any edge keys by, once per refresh
+                    keys = self._seed_keys(key_src, frames[key_src], columns)
+                else:
+                    keys = _collect_keys(frames[key_src], columns)
                 if keys is None:
-                    log.info(
-                        "term of %s: over %d keys of %s; read whole where they lead", changed.name, MAX_KEYS, key_src
-                    )
+                    log.info("term of %s: over %d keys of %s; read whole where they lead", term, MAX_KEYS, key_src)
                     continue
                 for e in edges:
                     target = e.target.source.casefold()
@@ -280,7 +281,7 @@ class TermPruning:
             out.append(PrunedRead(s.name, tuple(fs), files, size, total_files, total_bytes))
             log.info(
                 "term of %s: %s read where %s: %d of %d file(s), %.1f of %.1f MB",
-                changed.name,
+                term,
                 s.name,
                 " and ".join(f"{c} in {len(k.ranges)} range(s)" for c, k in fs),
                 files,
@@ -289,6 +290,15 @@ class TermPruning:
                 total_bytes / 1e6,
             )
         return out
+
+    def _seed_keys(self, source: str, delta: DataFrame, columns: list[str]) -> dict[str, list[Any]] | None:
+        """The keys of change set ``source`` (``delta``) in ``columns``: collected once for every column an edge
+        keys by, in one Spark job, and kept for the refresh's other terms."""
+        if source not in self._keys:
+            wanted = sorted({e.keys.name for e in self.edges if e.keys.source.casefold() == source} | set(columns))
+            self._keys[source] = _collect_keys(delta, wanted)
+        got = self._keys[source]
+        return None if got is None else {c: got[c] for c in columns}
 
 
 def _worth_pruning(path: str, version: int, *, min_bytes: int) -> bool:

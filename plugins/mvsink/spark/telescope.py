@@ -1,17 +1,27 @@
-"""The telescoping of change terms: the view's query evaluated once per changed source, with that source
-replaced by its change rows and the others registered as each term reads them (the changed sources before
-it at their new versions, those after it at their old ones) — filtered by the change's join keys where
+"""The change terms: the view's query evaluated with changed sources replaced by their change rows and the
+others registered as each term reads them — filtered by the change's join keys where
 :mod:`mvsink.spark.pruning` finds that they may be.
 
-    Q(S1', S2') - Q(S1, S2) = Q(dS1, S2) + Q(S1', dS2)
+With the new versions S' = S + dS, a query linear in each changed source changes by (inclusion-exclusion)
 
-:func:`telescope` makes two terms per source (its inserted rows +1, its deleted rows -1);
-:func:`telescope_signed` one, where the query can carry the sign (:func:`signed_query`).
+    Q(S1', S2') - Q(S1, S2) = Q(dS1, S2') + Q(S1', dS2) - Q(dS1, dS2)
+
+one term per non-empty set of changed sources, its sign (-1)^(|set|+1): every term reads the other sources
+at their **new** versions only. Delta keeps a table's newest snapshot warm between queries and rebuilds an
+older one for every read (time travel), so this costs far less than the telescoping
+``Q(dS1, S2) + Q(S1', dS2)``, which reads S2 at its old version; the terms with several change sets join
+small sets only. Over :data:`MAX_NEW_ONLY` changed sources (2^n - 1 terms) the telescoping is used.
+
+:func:`telescope` makes a term per choice of inserted (+1) or deleted (-1) rows of each change set;
+:func:`telescope_signed` reads one change set with its sign, where the query can carry it (:func:`signed_query`).
 """
 
 from __future__ import annotations
 
+import dataclasses
+import itertools
 import logging
+import math
 from typing import TYPE_CHECKING
 
 from mvsink.core.deltalog import active_bytes
@@ -28,16 +38,53 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
+MAX_NEW_ONLY = 3  # up to this many changed sources, terms read the others at their new versions only
+
 
 def _is_remote(spark: SparkSession) -> bool:
     return type(spark).__module__.startswith("pyspark.sql.connect")
 
 
+@dataclasses.dataclass(frozen=True)
+class Term:
+    """One change term: ``changes`` read as their change rows, the sources named in ``old`` at the version
+    the last refresh read, every other source at this batch's version; its rows weigh ``coefficient``."""
+
+    changes: tuple[SourceRead, ...]
+    old: frozenset[str]
+    coefficient: int
+
+    @property
+    def key(self) -> str:
+        return "+".join(s.name for s in self.changes)
+
+    def version(self, s: SourceRead, base: dict[str, int]) -> int:
+        """The version this term reads source ``s`` (not one of its changes) at."""
+        return base[s.name] if s.name in self.old else s.version
+
+
+def change_terms(changed: list[SourceRead]) -> list[Term]:
+    """The change terms of ``changed`` (the module's docstring): every non-empty subset, single sources first,
+    each other source at its new version; over :data:`MAX_NEW_ONLY` sources, the telescoping (one term per
+    source, the sources after it at their old versions)."""
+    if len(changed) > MAX_NEW_ONLY:
+        return [Term((s,), frozenset(o.name for o in changed[i + 1 :]), 1) for i, s in enumerate(changed)]
+    return [
+        Term(subset, frozenset(), 1 if k % 2 else -1)
+        for k in range(1, len(changed) + 1)
+        for subset in itertools.combinations(changed, k)
+    ]
+
+
 class ChangeFrames(dict[str, "tuple[DataFrame, DataFrame]"]):
-    """Each changed source's (inserted, deleted) rows, and (once asked) the pruned reads of each source's
-    change term (:func:`term_reads`)."""
+    """Each changed source's (inserted, deleted) rows, and (once asked) the pruned reads of each change term
+    (:func:`term_reads`, by :attr:`Term.key`)."""
 
     pruned: dict[str, list[PrunedRead]] | None = None
+
+
+# A term's registrations of its change sources (name -> frame) and the function that makes it once they are.
+Choice = tuple[dict[str, "DataFrame"], "Callable[[], DataFrame]"]
 
 
 def telescope(
@@ -49,18 +96,19 @@ def telescope(
     frames: dict[str, tuple[DataFrame, DataFrame]],
     term: Callable[[int], DataFrame],
 ) -> list[DataFrame]:
-    """``term(sign)`` once per change term, with the sources registered as that term reads them.
+    """``term(weight)`` once per change term and choice of inserted or deleted rows of each of its change sets
+    (``weight``: the term's coefficient times the choices' signs), with the sources registered as that term
+    reads them. Leaves every source registered at the version ``desc`` reads."""
 
-    Term of source i: source i is its inserted (+1) or deleted (-1) rows, the changed sources before it
-    at their new versions and those after it at their old ones (telescoping). Leaves every source
-    registered at the version ``desc`` reads.
-    """
+    def choices(t: Term) -> list[Choice]:
+        out: list[Choice] = []
+        for signs in itertools.product((1, -1), repeat=len(t.changes)):
+            regs = {s.name: frames[s.name][0 if sign > 0 else 1] for s, sign in zip(t.changes, signs, strict=True)}
+            weight = t.coefficient * math.prod(signs)
+            out.append((regs, lambda weight=weight: term(weight)))  # type: ignore[misc]
+        return out
 
-    def per_source(s: SourceRead) -> list[tuple[DataFrame, Callable[[], DataFrame]]]:
-        plus, minus = frames[s.name]
-        return [(plus, lambda: term(1)), (minus, lambda: term(-1))]
-
-    return _telescoping(spark, view, desc, base, changed, per_source, frames)
+    return _telescoping(spark, view, desc, base, changed, choices, frames)
 
 
 def _telescoping(
@@ -69,58 +117,49 @@ def _telescoping(
     desc: BatchDescription,
     base: dict[str, int],
     changed: list[SourceRead],
-    per_source: Callable[[SourceRead], list[tuple[DataFrame, Callable[[], DataFrame]]]],
+    choices: Callable[[Term], list[Choice]],
     frames: dict[str, tuple[DataFrame, DataFrame]],
 ) -> list[DataFrame]:
-    """The loop of :func:`telescope` and :func:`telescope_signed`: for changed source i, the changed sources
-    after it registered at their old versions, the sources its term may read pruned by its join keys
-    registered filtered (:func:`term_reads`), then each (frame, term) of ``per_source(source i)``: the frame
-    registered as the source and the term made; then source i at its new version and the others unfiltered.
-    Leaves every source registered at the version ``desc`` reads."""
+    """The loop of :func:`telescope` and :func:`telescope_signed`: for each :class:`Term`, every other source
+    registered at the version the term reads it (filtered by the term's join keys where :func:`term_reads`
+    says so), then each of ``choices(term)``: its change frames registered and the term made. Leaves every
+    source registered at the version ``desc`` reads."""
     terms: list[DataFrame] = []
-    registered_old: list[SourceRead] = []
     pruned = term_reads(spark, view, desc, base, changed, frames)
     cache: dict[tuple[str, bool], DataFrame] = {}  # each source's read at a version made once (Delta loads it once)
-    by_name = {s.name: s for s in desc.sources}
-    filtered: list[SourceRead] = []
+    current: dict[str, tuple[bool, int] | None] = {s.name: (False, 0) for s in desc.sources}  # as registered now
     try:
-        for i, s in enumerate(changed):
-            later = changed[i + 1 :]
-            for o in later:  # sources after this one at their old version
-                _register_source(spark, view, desc, base, o, old=True, cache=cache)
-                registered_old.append(o)
-            reads = {r.source: r for r in pruned.get(s.name, [])}
-            made = per_source(s)
-            n_terms = len(made)
+        for t in change_terms(changed):
+            reads = {r.source: r for r in pruned.get(t.key, [])}
+            made = choices(t)
+            mine = {s.name for s in t.changes}
             for o in desc.sources:
-                if o.name == s.name:
+                if o.name in mine:
+                    current[o.name] = None
                     continue
-                version = base[o.name] if o in later else o.version
+                old = o.name in t.old
                 r = reads.get(o.name)
-                if r is None:
-                    for _ in range(n_terms):
-                        if o.kind != "view":
-                            pruning.record_whole(o, version)
-                    continue
-                for _ in range(n_terms):
-                    pruning.record(o.name, bytes_read=r.bytes, files=r.files)
-                _register_source(
-                    spark, view, desc, base, by_name[o.name], old=o in later, where=r.predicate(), cache=cache
-                )
-                filtered.append(o)
-            for frame, make in made:
-                frame.createOrReplaceTempView(s.name)
-                t = make()
+                for _ in made:
+                    if r is not None:
+                        pruning.record(o.name, bytes_read=r.bytes, files=r.files)
+                    elif o.kind != "view":
+                        pruning.record_whole(o, t.version(o, base))
+                state = (old, id(r) if r is not None else 0)
+                if current.get(o.name) != state:
+                    where = r.predicate() if r is not None else None
+                    _register_source(spark, view, desc, base, o, old=old, where=where, cache=cache)
+                    current[o.name] = state
+            for regs, make in made:
+                for name, frame in regs.items():
+                    frame.createOrReplaceTempView(name)
+                got = make()
                 # Classic Spark binds temp views when spark.sql analyses; Spark Connect re-analyses the SQL
                 # at execution, after the views were re-registered, so there each term is pinned first.
-                terms.append(t.localCheckpoint(eager=True) if _is_remote(spark) else t)
-            _register_source(spark, view, desc, base, s, old=False, cache=cache)
-            for o in filtered:
-                _register_source(spark, view, desc, base, o, old=o in later, cache=cache)
-            filtered = []
+                terms.append(got.localCheckpoint(eager=True) if _is_remote(spark) else got)
     finally:
-        for src in registered_old + filtered:  # back at the version desc reads
-            _register_source(spark, view, desc, base, src, old=False, cache=cache)
+        for src in desc.sources:  # back at the version desc reads
+            if current.get(src.name) != (False, 0):
+                _register_source(spark, view, desc, base, src, old=False, cache=cache)
     return terms
 
 
@@ -132,58 +171,83 @@ def term_reads(
     changed: list[SourceRead],
     frames: dict[str, tuple[DataFrame, DataFrame]],
 ) -> dict[str, list[PrunedRead]]:
-    """For each changed source, the other sources its change term reads pruned by its join keys
-    (:mod:`mvsink.spark.pruning`; one Spark job per key source). Asked once per refresh: the result is
-    kept on ``frames`` when it is a :class:`ChangeFrames`."""
+    """For each change term (:func:`change_terms`, by :attr:`Term.key`), the other sources it reads pruned by
+    its change sets' join keys (:mod:`mvsink.spark.pruning`; one Spark job per key source). Asked once per
+    refresh: the result is kept on ``frames`` when it is a :class:`ChangeFrames`."""
     if isinstance(frames, ChangeFrames) and frames.pruned is not None:
         return frames.pruned
     out: dict[str, list[PrunedRead]] = {}
     if len(desc.sources) > 1:
         tp = pruning.TermPruning(spark, view.query, list(desc.sources))
         if tp.edges:
-            for i, s in enumerate(changed):
-                later = changed[i + 1 :]
+            cache: dict[tuple[str, bool], DataFrame] = {}
+            for t in change_terms(changed):
+                mine = {s.name for s in t.changes}
                 read_at = {
                     o.name: (
-                        _source_frame(spark, view, desc, base, o, old=o in later),
-                        base[o.name] if o in later else o.version,
+                        _source_frame(spark, view, desc, base, o, old=o.name in t.old, cache=cache),
+                        t.version(o, base),
                     )
                     for o in desc.sources
-                    if o.name != s.name and o.kind != "view"
+                    if o.name not in mine and o.kind != "view"
                 }
-                plus, minus = frames[s.name]
-                out[s.name] = tp.reads(s, plus.unionByName(minus), read_at)
+                seeds = {s.name: frames[s.name][0].unionByName(frames[s.name][1]) for s in t.changes}
+                out[t.key] = tp.reads(seeds, read_at)
     if isinstance(frames, ChangeFrames):
         frames.pruned = out
     return out
 
 
 def scan_estimate(
-    desc: BatchDescription, changed: list[SourceRead], pruned: dict[str, list[PrunedRead]] | None
+    desc: BatchDescription,
+    base: dict[str, int],
+    changed: list[SourceRead],
+    pruned: dict[str, list[PrunedRead]] | None,
 ) -> tuple[int, int]:
-    """(bytes the change terms read of the sources, bytes the full diff reads of them): each changed source's
-    term reads every other source, pruned where :func:`term_reads` says so (a changed file set is small next
-    to them: the change-set guard sees to that)."""
-    size = {s.name: active_bytes(s.path, s.version) for s in desc.sources}
+    """(bytes the change terms read of the sources, bytes the full diff reads of them): each change term reads
+    every source that is not one of its changes, pruned where :func:`term_reads` says so (change files are
+    small next to them: the change-set guard sees to that)."""
+    sizes: dict[tuple[str, int], int] = {}
+
+    def size(s: SourceRead, version: int) -> int:
+        if (s.name, version) not in sizes:
+            sizes[(s.name, version)] = active_bytes(s.path, version)
+        return sizes[(s.name, version)]
+
     terms = 0
-    for s in changed:
-        reads = {r.source: r.bytes for r in (pruned or {}).get(s.name, [])}
-        terms += sum(reads.get(o.name, size[o.name]) for o in desc.sources if o.name != s.name)
-    return terms, sum(size.values())
+    for t in change_terms(changed):
+        reads = {r.source: r.bytes for r in (pruned or {}).get(t.key, [])}
+        mine = {s.name for s in t.changes}
+        terms += sum(reads.get(o.name, size(o, t.version(o, base))) for o in desc.sources if o.name not in mine)
+    return terms, sum(size(s, s.version) for s in desc.sources)
 
 
 def _source_frame(
-    spark: SparkSession, view: ViewDefinition, desc: BatchDescription, base: dict[str, int], s: SourceRead, *, old: bool
+    spark: SparkSession,
+    view: ViewDefinition,
+    desc: BatchDescription,
+    base: dict[str, int],
+    s: SourceRead,
+    *,
+    old: bool,
+    cache: dict[tuple[str, bool], DataFrame] | None = None,
 ) -> DataFrame:
-    """Source ``s`` as the last refresh read it (``old``) or as this batch reads it."""
+    """Source ``s`` as the last refresh read it (``old``) or as this batch reads it (``cache``: the reads
+    already made, by source and ``old``)."""
     from mvsink.spark.sources import read_source
 
+    key = (s.name, old)
+    if cache is not None and key in cache:
+        return cache[key]
     if s.kind == "view":  # an upstream view's table at this batch's version, its contents at the old time
         assert desc.base_time is not None
         version, time = s.version, desc.base_time if old else desc.time
     else:
         version, time = base[s.name] if old else s.version, desc.time
-    return read_source(spark, view, s, version=version, time=time)
+    df = read_source(spark, view, s, version=version, time=time)
+    if cache is not None:
+        cache[key] = df
+    return df
 
 
 def _register_source(
@@ -199,12 +263,7 @@ def _register_source(
 ) -> None:
     """Register source ``s`` as the last refresh read it (``old``) or as this batch reads it (``where``: filtered;
     ``cache``: the reads already made, by source and ``old``)."""
-    key = (s.name, old)
-    df = cache.get(key) if cache is not None else None
-    if df is None:
-        df = _source_frame(spark, view, desc, base, s, old=old)
-        if cache is not None:
-            cache[key] = df
+    df = _source_frame(spark, view, desc, base, s, old=old, cache=cache)
     (df if where is None else df.where(where)).createOrReplaceTempView(s.name)
 
 
@@ -254,20 +313,35 @@ def telescope_signed(
     term: Callable[[str], DataFrame],
     *,
     sign_column: str,
+    weight: str = "_mv_diff",
 ) -> list[DataFrame]:
-    """:func:`telescope` with one term per changed source instead of two.
+    """:func:`telescope` with the first change set of each term read at once instead of twice.
 
-    The source is registered as its inserted and deleted rows together, ``sign_column`` +1 or -1 on each,
-    and ``term(source name)`` must carry that column on as the rows' weight; the other sources are read
-    once per source rather than twice. Leaves every source registered at the version ``desc`` reads.
+    That source is registered as its inserted and deleted rows together, ``sign_column`` +1 or -1 on each,
+    and ``term(source name)`` must carry that column on as the rows' ``weight`` column; the term's other
+    change sets (terms of several) are chosen inserted or deleted as in :func:`telescope`, their signs and the
+    term's coefficient multiplied into ``weight``. Leaves every source registered at the version ``desc`` reads.
     """
     from pyspark.sql import functions as F
 
-    def per_source(s: SourceRead) -> list[tuple[DataFrame, Callable[[], DataFrame]]]:
+    def signed(s: SourceRead) -> DataFrame:
         plus, minus = frames[s.name]
-        signed = plus.withColumn(sign_column, F.lit(1).cast("int")).unionByName(
+        return plus.withColumn(sign_column, F.lit(1).cast("int")).unionByName(
             minus.withColumn(sign_column, F.lit(-1).cast("int"))
         )
-        return [(signed, lambda: term(s.name))]
 
-    return _telescoping(spark, view, desc, base, changed, per_source, frames)
+    def make(name: str, factor: int) -> DataFrame:
+        got = term(name)
+        return got if factor == 1 else got.withColumn(weight, F.col(weight) * F.lit(factor))
+
+    def choices(t: Term) -> list[Choice]:
+        first, rest = t.changes[0], t.changes[1:]
+        out: list[Choice] = []
+        for signs in itertools.product((1, -1), repeat=len(rest)):
+            regs = {first.name: signed(first)}
+            regs.update({s.name: frames[s.name][0 if sign > 0 else 1] for s, sign in zip(rest, signs, strict=True)})
+            factor = t.coefficient * math.prod(signs)
+            out.append((regs, lambda factor=factor: make(first.name, factor)))  # type: ignore[misc]
+        return out
+
+    return _telescoping(spark, view, desc, base, changed, choices, frames)
