@@ -100,3 +100,18 @@ def test_keys_are_split_into_ranges_at_their_largest_gaps():
     assert words.values == ("a", "b", "z")
     many = key_ranges(list(range(0, 100_000, 2)))
     assert len(many.ranges) == 32 and many.values is None
+
+
+def test_integer_keys_become_one_sql_predicate():
+    from mvsink.spark.pruning import KeyRanges
+
+    few = key_ranges([7, 1, 2, 3, 40], max_ranges=2)
+    assert (
+        few.sql("l_orderkey")
+        == "(((`l_orderkey` >= 1 AND `l_orderkey` <= 7) OR `l_orderkey` = 40) AND `l_orderkey` IN (1, 2, 3, 7, 40))"
+    )
+    assert key_ranges([5]).sql("a`b") == "(`a``b` = 5)"
+    assert KeyRanges(((1, 9),), None).sql("k") == "((`k` >= 1 AND `k` <= 9))"
+    # other key types keep the Column built over py4j
+    assert key_ranges(["x", "y"]).sql("k") is None
+    assert key_ranges([1.5, 2.5]).sql("k") is None

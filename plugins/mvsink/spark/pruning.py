@@ -56,6 +56,9 @@ class KeyRanges:
 
         if self.empty:
             return F.lit(False)
+        sql = self.sql(column)
+        if sql is not None:
+            return F.expr(sql)
         c = F.col(f"`{column}`")
         cond = None
         for lo, hi in self.ranges:
@@ -65,6 +68,18 @@ class KeyRanges:
         if self.values is not None and len(self.values) > len(self.ranges):
             cond = cond & c.isin(list(self.values))
         return cond
+
+    def sql(self, column: str) -> str | None:
+        """:meth:`predicate` as one SQL expression, for integer keys (a Column built over py4j costs a call per
+        literal: ~0.1 s for a thousand keys); None for other types."""
+        keys = [v for r in self.ranges for v in r] + list(self.values or ())
+        if not all(type(v) is int for v in keys):
+            return None
+        c = "`" + column.replace("`", "``") + "`"
+        cond = " OR ".join(f"{c} = {lo}" if lo == hi else f"({c} >= {lo} AND {c} <= {hi})" for lo, hi in self.ranges)
+        if self.values is not None and len(self.values) > len(self.ranges):
+            cond = f"({cond}) AND {c} IN ({', '.join(str(v) for v in self.values)})"
+        return f"({cond})"
 
     def may_hold(self, lo: Any, hi: Any) -> bool:
         """A file whose column lies in [lo, hi] may hold one of the keys (True where that cannot be told)."""
