@@ -123,6 +123,19 @@ INCREMENTAL_PRUNE_MIN_BYTES = Setting(
     "statistics hold none) when that source's active files are over this many bytes (a whole number >= 0; "
     "smaller sources are read whole, which costs less than collecting the keys)",
 )
+SOURCE_READS = Setting(
+    "MVSINK_SOURCE_READS",
+    "auto",
+    "how Spark reads a Delta snapshot: auto (its files as plain Parquet, partition values from the log, where the "
+    "table's files are plain: no deletion vectors, column mapping, type widening or VARIANT, at most "
+    "MVSINK_PLAIN_READ_MAX_PARTITIONS partition values; Delta's own reader otherwise) or delta (always Delta's reader)",
+)
+PLAIN_READ_MAX_PARTITIONS = Setting(
+    "MVSINK_PLAIN_READ_MAX_PARTITIONS",
+    "64",
+    "a partitioned snapshot is read as plain Parquet (MVSINK_SOURCE_READS=auto) only while its files hold at most "
+    "this many distinct partition values (one Parquet scan each); more go through Delta's reader",
+)
 INCREMENTAL_GROUPS = Setting(
     "MVSINK_INCREMENTAL_GROUPS",
     "false",
@@ -181,6 +194,8 @@ REGISTRY: tuple[Setting, ...] = (
     INCREMENTAL_MAX_FRACTION,
     INCREMENTAL_MAX_SCAN_RATIO,
     INCREMENTAL_PRUNE_MIN_BYTES,
+    SOURCE_READS,
+    PLAIN_READ_MAX_PARTITIONS,
     INCREMENTAL_AGGREGATE,
     INCREMENTAL_GROUPS,
 )
@@ -423,6 +438,23 @@ def incremental_prune_min_bytes() -> int:
     return _int(INCREMENTAL_PRUNE_MIN_BYTES, 8_000_000, example="8000000")
 
 
+def source_reads() -> str:
+    """``MVSINK_SOURCE_READS``: ``auto`` (plain Parquet where a snapshot's files are plain) or ``delta``."""
+    raw = _raw(SOURCE_READS)
+    if raw is None:
+        return "auto"
+    origin, value = raw
+    v = value.strip().lower()
+    if v not in ("auto", "delta"):
+        raise _error(SOURCE_READS, origin, value, "auto or delta", "auto")
+    return v
+
+
+def plain_read_max_partitions() -> int:
+    """``MVSINK_PLAIN_READ_MAX_PARTITIONS``: most partition values a plain Parquet snapshot read takes."""
+    return _int(PLAIN_READ_MAX_PARTITIONS, 64, example="64")
+
+
 def spark_conn_id(fallback: Fallback | None = None) -> str:
     """``MVSINK_SPARK_CONN_ID`` (or ``[mvsink] spark_conn_id``): the write task's Spark connection."""
     got = _raw(SPARK_CONN_ID, fallback)
@@ -465,6 +497,8 @@ ACCESSORS: dict[str, Callable[[], object]] = {
     INCREMENTAL_MAX_FRACTION.name: incremental_max_fraction,
     INCREMENTAL_MAX_SCAN_RATIO.name: incremental_max_scan_ratio,
     INCREMENTAL_PRUNE_MIN_BYTES.name: incremental_prune_min_bytes,
+    SOURCE_READS.name: source_reads,
+    PLAIN_READ_MAX_PARTITIONS.name: plain_read_max_partitions,
     SPARK_CONN_ID.name: spark_conn_id,
     TASK_RETRIES.name: task_retries,
     TASK_RETRY_DELAY_SECONDS.name: task_retry_delay_seconds,

@@ -77,6 +77,8 @@ CASES = {
         0,
         ["x", "-1", "8MB", "1.5"],
     ),
+    "MVSINK_SOURCE_READS": (settings.source_reads, "auto", "Delta", "delta", ["parquet", "1", "both"]),
+    "MVSINK_PLAIN_READ_MAX_PARTITIONS": (settings.plain_read_max_partitions, 64, "0", 0, ["x", "-1", "1.5"]),
     "MVSINK_INCREMENTAL_MAX_SCAN_RATIO": (
         settings.incremental_max_scan_ratio,
         1.0,

@@ -38,3 +38,33 @@ def test_an_unaliased_source_and_explode():
 )
 def test_refused(query):
     assert signed_query(query, "orders") is None
+
+
+def test_several_sources_carry_the_product_of_their_signs():
+    q = (
+        "SELECT o.id, l.qty FROM orders o JOIN lineitem l ON l.oid = o.id JOIN customers c ON o.cust = c.id "
+        "WHERE c.seg = 'B'"
+    )
+    got = signed_query(q, ("orders", "lineitem"))
+    assert got is not None
+    assert "o._mv_sign * l._mv_sign AS _mv_diff FROM orders AS o" in got
+    three = signed_query(q, ("orders", "LINEITEM", "customers")) or ""
+    assert "o._mv_sign * l._mv_sign * c._mv_sign AS _mv_diff" in three
+
+
+@pytest.mark.parametrize(
+    ("query", "sources"),
+    [
+        # a NATURAL join would also join on the two sign columns
+        ("SELECT id, qty FROM orders NATURAL JOIN lineitem", ("orders", "lineitem")),
+        ("SELECT o.id FROM orders o JOIN lineitem l ON l.oid = o.id", ("orders", "orders")),  # the same source twice
+        ("SELECT o.id FROM orders o JOIN (SELECT oid FROM lineitem) l ON l.oid = o.id", ("orders", "lineitem")),
+        ("SELECT o.id FROM orders o", ("orders", "lineitem")),  # one of them not read
+    ],
+)
+def test_several_sources_refused(query, sources):
+    assert signed_query(query, sources) is None
+
+
+def test_natural_join_is_fine_for_one_signed_source():
+    assert signed_query("SELECT id, qty FROM orders NATURAL JOIN lineitem", "orders") is not None

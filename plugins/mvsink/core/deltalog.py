@@ -16,6 +16,7 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import dataclasses
+import datetime
 import json
 import logging
 import os
@@ -405,17 +406,11 @@ def _add_action_sizes(path: str, version: int) -> dict[str, int]:
 
 def _ref(root: str, action: dict[str, Any], sizes: _ActiveSizes, version: int) -> ChangeFile:
     raw = action["path"]
-    rel = unquote(raw)
-    if "://" in rel or rel.startswith("/"):
-        p = rel
-    else:
-        p = storage.join(root, rel) if _remote(root) else str(Path(_local(root)) / rel)
+    p = absolute_path(root, raw)
     size = action.get("size")
     if size is None:
         size = sizes.size(raw, version)
     pv = tuple(sorted((action.get("partitionValues") or {}).items()))
-    if not _remote(p):
-        p = p.removeprefix("file://")
     return ChangeFile(
         path=p, partition_values=pv, size=int(size), version=version, deletion_vector=bool(action.get("deletionVector"))
     )
@@ -435,19 +430,8 @@ class FileStats:
 def file_statistics(path: str, version: int, column: str) -> list[FileStats] | None:
     """Each active file at ``version`` with ``column``'s min/max (a partition column's value for both);
     None if the snapshot cannot be read."""
-    import pyarrow as pa
-    from deltalake import DeltaTable
-
     try:
-        actions = cached_snapshot(
-            ("add_actions", path, version),
-            lambda: pa.table(
-                cached_snapshot(
-                    ("delta", path, version),
-                    lambda: DeltaTable(path, version=version, storage_options=storage.delta_options(path)),
-                ).get_add_actions(flatten=True)
-            ),
-        )
+        actions = _add_actions(path, version)
     except Exception:  # the version is gone or unreadable
         return None
     names = actions.column_names
@@ -460,6 +444,63 @@ def file_statistics(path: str, version: int, column: str) -> list[FileStats] | N
     else:
         lo = hi = [None] * len(paths)
     return [FileStats(p, s, a, b) for p, s, a, b in zip(paths, sizes, lo, hi)]
+
+
+def _add_actions(path: str, version: int) -> Any:
+    """delta-rs's flattened add actions of the snapshot at ``version`` (a pyarrow Table; cached per write step)."""
+    import pyarrow as pa
+    from deltalake import DeltaTable
+
+    return cached_snapshot(
+        ("add_actions", path, version),
+        lambda: pa.table(
+            cached_snapshot(
+                ("delta", path, version),
+                lambda: DeltaTable(path, version=version, storage_options=storage.delta_options(path)),
+            ).get_add_actions(flatten=True)
+        ),
+    )
+
+
+def absolute_path(root: str, raw: str) -> str:
+    """The absolute path (or URI) of a file an action names by ``raw`` (URL-encoded, relative to the table's root
+    ``root`` or absolute)."""
+    rel = unquote(raw)
+    if "://" in rel or rel.startswith("/"):
+        p = rel
+    else:
+        p = storage.join(root, rel) if _remote(root) else str(Path(_local(root)) / rel)
+    return p if _remote(p) else p.removeprefix("file://")
+
+
+def _partition_text(value: Any) -> str | None:
+    """A typed partition value (as delta-rs gives it) as the log's text: what Spark casts to the column's type."""
+    if value is None:
+        return None
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, datetime.date):
+        return value.isoformat()
+    return str(value)
+
+
+def snapshot_files(path: str, version: int) -> list[ChangeFile] | None:
+    """The active files of the snapshot at ``version``: absolute paths, sizes and partition values (as text),
+    None if the snapshot cannot be read. Deletion vectors are not listed: only call this for a table whose
+    files are plain (:func:`mvsink.core.table.plain_parquet_files`)."""
+    try:
+        actions = _add_actions(path, version)
+    except Exception:  # the version is gone or unreadable
+        return None
+    parts = [n for n in actions.column_names if n.startswith("partition.")]
+    values = {n.removeprefix("partition."): actions.column(n).to_pylist() for n in parts}
+    out = []
+    for i, (raw, size) in enumerate(
+        zip(actions.column("path").to_pylist(), actions.column("size_bytes").to_pylist(), strict=True)
+    ):
+        pv = tuple(sorted((c, _partition_text(v[i])) for c, v in values.items()))
+        out.append(ChangeFile(path=absolute_path(path, raw), partition_values=pv, size=int(size), version=version))
+    return out
 
 
 def active_bytes(path: str, version: int) -> int:

@@ -223,10 +223,24 @@ def aggregate_corrections(
     too_big = scan_guard(desc, base, changed, table, pruned=term_reads(spark, view, desc, base, changed, frames))
     if too_big:
         return None, too_big
-    signed = {s.name: q.signed_input(s.name) for s in changed}
+    signed: dict[tuple[str, ...], str | None] = {(s.name,): q.signed_input(s.name) for s in changed}
     if all(signed.values()):  # one term per source: the other sources are scanned once, not twice
+
+        def signed_sql(names: tuple[str, ...]) -> str | None:
+            if names not in signed:
+                signed[names] = q.signed_input(names)
+            return signed[names]
+
         terms = telescope_signed(
-            spark, view, desc, base, changed, frames, lambda name: spark.sql(signed[name] or ""), sign_column=SIGN
+            spark,
+            view,
+            desc,
+            base,
+            changed,
+            frames,
+            lambda names: spark.sql(signed_sql(names) or ""),
+            sign_column=SIGN,
+            signable=lambda names: signed_sql(names) is not None,
         )
     else:
         terms = telescope(

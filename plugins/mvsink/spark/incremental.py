@@ -31,6 +31,7 @@ from mvsink.core import storage
 from mvsink.core.deltalog import ChangeFile, ChangeSet, active_bytes, cached_snapshot, change_set
 from mvsink.core.viewchanges import ViewChanges, view_changes
 from mvsink.spark import driver, pruning
+from mvsink.spark.sources import CHANGE_TYPE, empty_frame, read_files
 from mvsink.spark.telescope import SIGN, ChangeFrames, signed_query, telescope, telescope_signed
 
 if TYPE_CHECKING:
@@ -43,50 +44,12 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-CHANGE_TYPE = "_change_type"
 _PLUS_TYPES = ("insert", "update_postimage")
 _MINUS_TYPES = ("delete", "update_preimage")
 NOT_LINEAR = "not linear in"
 
 
 # ---------------------------------------------------------------- Spark side
-
-
-def _read_files(
-    spark: SparkSession,
-    files: list[ChangeFile],
-    schema: StructType,
-    partition_columns: list[str],
-    *,
-    with_change_type: bool,
-) -> DataFrame:
-    from pyspark.sql import functions as F
-    from pyspark.sql import types as T
-
-    data_schema = T.StructType([f for f in schema.fields if f.name not in partition_columns])
-    if with_change_type:
-        data_schema = data_schema.add(CHANGE_TYPE, T.StringType())
-    names = schema.names + ([CHANGE_TYPE] if with_change_type else [])
-    groups: dict[tuple[tuple[str, str | None], ...], list[str]] = defaultdict(list)
-    for f in files:
-        groups[f.partition_values].append(f.path)
-    out: DataFrame | None = None
-    for pv, paths in groups.items():
-        df = spark.read.schema(data_schema).parquet(*(storage.spark_uri(p) for p in paths))
-        values = dict(pv)
-        for c in partition_columns:
-            df = df.withColumn(c, F.lit(values.get(c)).cast(schema[c].dataType))
-        df = df.select(*names)
-        out = df if out is None else out.unionByName(df)
-    if out is None:  # a local relation (an empty RDD would be a scan of its own)
-        return _empty(spark, T.StructType([schema[n] for n in schema.names]))
-    return out
-
-
-def _empty(spark: SparkSession, schema: StructType) -> DataFrame:
-    from pyspark.sql.pandas.types import to_arrow_schema
-
-    return spark.createDataFrame(to_arrow_schema(schema, timezone="UTC").empty_table(), schema=schema)
 
 
 def change_frames(
@@ -131,17 +94,17 @@ def change_frames(
     plus: list[DataFrame] = []
     minus: list[DataFrame] = []
     if changes.inserted:
-        plus.append(_read_files(spark, changes.inserted, schema, partition_columns, with_change_type=False))
+        plus.append(read_files(spark, changes.inserted, schema, partition_columns, with_change_type=False))
     if changes.deleted:
-        minus.append(_read_files(spark, changes.deleted, schema, partition_columns, with_change_type=False))
+        minus.append(read_files(spark, changes.deleted, schema, partition_columns, with_change_type=False))
     if changes.cdc:
-        cdc = _read_files(spark, changes.cdc, schema, partition_columns, with_change_type=True)
+        cdc = read_files(spark, changes.cdc, schema, partition_columns, with_change_type=True)
         plus.append(cdc.where(F.col(CHANGE_TYPE).isin(*_PLUS_TYPES)).drop(CHANGE_TYPE))
         minus.append(cdc.where(F.col(CHANGE_TYPE).isin(*_MINUS_TYPES)).drop(CHANGE_TYPE))
 
     def union(frames: list[DataFrame]) -> DataFrame:  # no empty relation where a side has no files
         if not frames:
-            return _read_files(spark, [], schema, partition_columns, with_change_type=False)
+            return read_files(spark, [], schema, partition_columns, with_change_type=False)
         return functools.reduce(lambda a, b: a.unionByName(b), frames)
 
     return union(plus), union(minus)
@@ -183,7 +146,7 @@ def _files_through_delta(spark: SparkSession, path: str, files: list[ChangeFile]
         for v, names in sorted(by_version.items())
     ]
     if not frames:
-        return _empty(spark, schema)
+        return empty_frame(spark, schema)
     return functools.reduce(lambda a, b: a.unionByName(b), frames)
 
 
@@ -254,6 +217,7 @@ def prepare_changes(
             continue
         sdt = cached_snapshot(("delta", s.path, s.version), functools.partial(open_delta, s.path, version=s.version))
         partition_columns = list(sdt.metadata().partition_columns) if sdt is not None else []
+        plain = sdt is not None and plain_parquet_files(sdt)
         frames[s.name] = change_frames(
             spark,
             s.path,
@@ -262,8 +226,11 @@ def prepare_changes(
             partition_columns,
             from_version=base[s.name],
             to_version=s.version,
-            plain_files=sdt is not None and plain_parquet_files(sdt),
+            plain_files=plain,
         )
+        if plain and not got.deletion_vectors:  # the same files change_frames read: keys in the driver
+            files = tuple(got.inserted + got.deleted + got.cdc)
+            frames.files = {**(frames.files or {}), s.name: pruning.ChangeFiles(files, tuple(partition_columns))}
     return frames
 
 
@@ -432,9 +399,17 @@ def _signed_terms(
 
     if desired is None:
         return None
-    signed = {s.name: signed_query(view.query, s.name, weight=DIFF) for s in changed}
+    signed: dict[tuple[str, ...], str | None] = {
+        (s.name,): signed_query(view.query, s.name, weight=DIFF) for s in changed
+    }
     if not all(signed.values()):
         return None
+
+    def signed_sql(names: tuple[str, ...]) -> str | None:
+        if names not in signed:
+            signed[names] = signed_query(view.query, names, weight=DIFF)
+        return signed[names]
+
     want = [(f.name, f.dataType) for f in desired.schema.fields]
     try:
         terms = telescope_signed(
@@ -444,8 +419,9 @@ def _signed_terms(
             base,
             changed,
             frames,
-            lambda name: spark.sql(signed[name] or "").withColumn(DIFF, F.col(DIFF).cast("bigint")),
+            lambda names: spark.sql(signed_sql(names) or "").withColumn(DIFF, F.col(DIFF).cast("bigint")),
             sign_column=SIGN,
+            signable=lambda names: signed_sql(names) is not None,
         )
         differ = any([(f.name, f.dataType) for f in t.schema.fields] != [*want, (DIFF, LongType())] for t in terms)
     except PySparkException as exc:  # (over Spark Connect the analysis happens at .schema)

@@ -23,7 +23,8 @@ from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
 from mvsink import settings
-from mvsink.core.deltalog import FileStats, active_bytes, file_statistics
+from mvsink.core import storage
+from mvsink.core.deltalog import ChangeFile, FileStats, absolute_path, active_bytes, file_statistics
 from mvsink.spark.joinkeys import Edge, join_edges, pruned_reads
 
 if TYPE_CHECKING:
@@ -36,6 +37,7 @@ log = logging.getLogger(__name__)
 MAX_KEYS = 200_000  # more distinct keys than this: the edge is not used (the source is read whole)
 MAX_INLINE = 1_000  # up to this many keys, the filter also lists them (rows outside them are dropped at once)
 MAX_RANGES = 32  # the keys as at most this many [lo, hi] ranges (what Delta's file skipping sees)
+MAX_DRIVER_KEY_BYTES = 64 << 20  # change files up to this size have their keys read in the driver (no Spark job)
 
 
 # ---------------------------------------------------------------- key sets
@@ -124,6 +126,49 @@ def key_ranges(values: list[Any], *, max_ranges: int = MAX_RANGES) -> KeyRanges:
     return KeyRanges(tuple(ranges), exact)
 
 
+@dataclasses.dataclass(frozen=True)
+class ChangeFiles:
+    """A change set's plain Parquet files (inserted, deleted and change data feed files alike: every row of them
+    is a changed row) and the table's partition columns (their values are in the log, not in the files)."""
+
+    files: tuple[ChangeFile, ...]
+    partition_columns: tuple[str, ...]
+
+    @property
+    def bytes(self) -> int:
+        return sum(f.size for f in self.files)
+
+
+def keys_in_driver(change: ChangeFiles, columns: list[str]) -> dict[str, list[Any]] | None:
+    """Each column's distinct values in the change files, read with pyarrow in the driver (only those columns),
+    or None where that is not sure (a partition column, a file without the column, too many bytes or keys):
+    the caller then collects them with Spark."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    if change.bytes > MAX_DRIVER_KEY_BYTES or set(columns) & set(change.partition_columns):
+        return None
+    found: dict[str, set[Any]] = {c: set() for c in columns}
+    for f in change.files:
+        fs, where = storage.filesystem(f.path)
+        with fs.open_input_file(where) as handle:
+            pf = pq.ParquetFile(handle)
+            names = pf.schema_arrow.names
+            if any(c not in names for c in columns):
+                return None
+            table = pf.read(columns=columns)
+        for c in columns:  # types whose values pyarrow and Spark give alike (a Python int, str, date or Decimal)
+            col = table.column(c)
+            t = col.type
+            if not (pa.types.is_integer(t) or pa.types.is_string(t) or pa.types.is_date32(t) or pa.types.is_decimal(t)):
+                return None
+            found[c].update(col.unique().to_pylist())
+    out = {c: [v for v in vals if v is not None] for c, vals in found.items()}
+    if any(len(v) > MAX_KEYS for v in out.values()):
+        return None
+    return out
+
+
 def _collect_keys(df: DataFrame, columns: list[str]) -> dict[str, list[Any]] | None:
     """Each column's distinct values in ``df`` (one Spark job); None if a column has over :data:`MAX_KEYS`."""
     from pyspark.sql import functions as F
@@ -198,14 +243,28 @@ class PrunedRead:
     bytes: int
     total_files: int
     total_bytes: int
+    paths: tuple[str, ...] | None = None  # the files kept (absolute), None where the log cannot tell
 
     def predicate(self) -> Column:
         return _and(list(self.filters))
 
+    def frame(self, spark: SparkSession, s: SourceRead, version: int, whole: DataFrame) -> DataFrame:
+        """This read of source ``s`` at ``version``: only the files the statistics keep, as plain Parquet
+        (:func:`mvsink.spark.sources.read_delta_files`), else ``whole`` (Delta's reader skips them), filtered."""
+        from mvsink.spark.sources import read_delta_files
 
-def estimate(path: str, version: int, filters: list[tuple[str, KeyRanges]]) -> tuple[int, int, int, int] | None:
-    """(files, bytes) a read filtered by ``filters`` touches, and the snapshot's (files, bytes); None if the
-    log cannot tell."""
+        df = None
+        if self.paths is not None:
+            role = f"source {s.name!r}"
+            df = read_delta_files(spark, s.path, version=version, files=list(self.paths), role=role)
+        return (whole if df is None else df).where(self.predicate())
+
+
+def estimate(
+    path: str, version: int, filters: list[tuple[str, KeyRanges]]
+) -> tuple[int, int, int, int, tuple[str, ...]] | None:
+    """(files, bytes) a read filtered by ``filters`` touches, the snapshot's (files, bytes), and the absolute
+    paths of the files it touches; None if the log cannot tell."""
     per_column = {c: file_statistics(path, version, c) for c, _ in filters}
     if any(v is None for v in per_column.values()):
         return None
@@ -218,13 +277,23 @@ def estimate(path: str, version: int, filters: list[tuple[str, KeyRanges]]) -> t
             keep[i] = keep[i] and keys.may_hold(f.min, f.max)
     files = sum(keep)
     size = sum(f.size for f, k in zip(first, keep) if k)
-    return files, size, len(first), sum(f.size for f in first)
+    paths = tuple(absolute_path(path, f.path) for f, k in zip(first, keep) if k)
+    return files, size, len(first), sum(f.size for f in first), paths
 
 
 class TermPruning:
     """The pruned reads of the change terms of one refresh (the plan's edges found once)."""
 
-    def __init__(self, spark: SparkSession, query: str, sources: list[SourceRead]) -> None:
+    def __init__(
+        self,
+        spark: SparkSession,
+        query: str,
+        sources: list[SourceRead],
+        *,
+        change_files: dict[str, ChangeFiles] | None = None,
+    ) -> None:
+        self.spark = spark
+        self.change_files = {k.casefold(): v for k, v in (change_files or {}).items()}
         self.sources = {s.name.casefold(): s for s in sources}
         self.edges: list[Edge] = []
         self.min_bytes = settings.incremental_prune_min_bytes()
@@ -286,15 +355,16 @@ class TermPruning:
                     filters.setdefault(target, []).append((e.target.name, key_ranges(keys[e.keys.name])))
                     touched.add(target)
             for target in touched:
-                name = self.sources[target].name
-                frames[target] = read_at[name][0].where(_and(filters[target]))
+                s = self.sources[target]
+                frames[target] = self._read(s, filters[target], read_at[s.name]).frame(
+                    self.spark, s, read_at[s.name][1], read_at[s.name][0]
+                )
         out = []
         for target, fs in filters.items():
             s = self.sources[target]
-            version = read_at[s.name][1]
-            est = estimate(s.path, version, fs)
-            files, size, total_files, total_bytes = est if est is not None else (0, 0, 0, 0)
-            out.append(PrunedRead(s.name, tuple(fs), files, size, total_files, total_bytes))
+            r = self._read(s, fs, read_at[s.name])
+            files, size, total_files, total_bytes = r.files, r.bytes, r.total_files, r.total_bytes
+            out.append(r)
             log.info(
                 "term of %s: %s read where %s: %d of %d file(s), %.1f of %.1f MB",
                 term,
@@ -307,12 +377,21 @@ class TermPruning:
             )
         return out
 
+    def _read(self, s: SourceRead, fs: list[tuple[str, KeyRanges]], at: tuple[DataFrame, int]) -> PrunedRead:
+        """Source ``s`` read by a term at ``at``'s version with its columns within ``fs`` (the log's estimate of it)."""
+        est = estimate(s.path, at[1], fs)
+        files, size, total_files, total_bytes, paths = est if est is not None else (0, 0, 0, 0, None)
+        return PrunedRead(s.name, tuple(fs), files, size, total_files, total_bytes, paths)
+
     def _seed_keys(self, source: str, delta: DataFrame, columns: list[str]) -> dict[str, list[Any]] | None:
         """The keys of change set ``source`` (``delta``) in ``columns``: collected once for every column an edge
         keys by, in one Spark job, and kept for the refresh's other terms."""
         if source not in self._keys:
             wanted = sorted({e.keys.name for e in self.edges if e.keys.source.casefold() == source} | set(columns))
-            self._keys[source] = _collect_keys(delta, wanted)
+            got = None
+            if source in self.change_files:
+                got = keys_in_driver(self.change_files[source], wanted)
+            self._keys[source] = got if got is not None else _collect_keys(delta, wanted)
         got = self._keys[source]
         return None if got is None else {c: got[c] for c in columns}
 

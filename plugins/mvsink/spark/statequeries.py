@@ -63,9 +63,9 @@ class StateQueries:
     def is_global(self) -> bool:
         return not self.keys
 
-    def signed_input(self, source: str) -> str | None:
-        """The input query with the weight ``_mv_diff`` taken from ``source``'s sign column, or None
-        (:func:`mvsink.spark.telescope.signed_query`)."""
+    def signed_input(self, source: str | tuple[str, ...]) -> str | None:
+        """The input query with the weight ``_mv_diff`` taken from ``source``'s sign column (several sources': their
+        product), or None (:func:`mvsink.spark.telescope.signed_query`)."""
         from mvsink.spark.telescope import signed_query
 
         return signed_query(self.input_query, source, weight=DIFF)

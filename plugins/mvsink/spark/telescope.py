@@ -30,7 +30,7 @@ from mvsink.spark import pruning
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-    from pyspark.sql import Column, DataFrame, SparkSession
+    from pyspark.sql import DataFrame, SparkSession
 
     from mvsink.core.batch import BatchDescription, SourceRead
     from mvsink.definitions.view import ViewDefinition
@@ -78,9 +78,11 @@ def change_terms(changed: list[SourceRead]) -> list[Term]:
 
 class ChangeFrames(dict[str, "tuple[DataFrame, DataFrame]"]):
     """Each changed source's (inserted, deleted) rows, and (once asked) the pruned reads of each change term
-    (:func:`term_reads`, by :attr:`Term.key`)."""
+    (:func:`term_reads`, by :attr:`Term.key`); ``files``: the change files of the sources whose changes are
+    plain Parquet files (their join keys are then read in the driver, without a Spark job)."""
 
     pruned: dict[str, list[PrunedRead]] | None = None
+    files: dict[str, pruning.ChangeFiles] | None = None
 
 
 # A term's registrations of its change sources (name -> frame) and the function that makes it once they are.
@@ -146,8 +148,7 @@ def _telescoping(
                         pruning.record_whole(o, t.version(o, base))
                 state = (old, id(r) if r is not None else 0)
                 if current.get(o.name) != state:
-                    where = r.predicate() if r is not None else None
-                    _register_source(spark, view, desc, base, o, old=old, where=where, cache=cache)
+                    _register_source(spark, view, desc, base, o, old=old, read=r, cache=cache)
                     current[o.name] = state
             for regs, make in made:
                 for name, frame in regs.items():
@@ -178,7 +179,8 @@ def term_reads(
         return frames.pruned
     out: dict[str, list[PrunedRead]] = {}
     if len(desc.sources) > 1:
-        tp = pruning.TermPruning(spark, view.query, list(desc.sources))
+        files = frames.files if isinstance(frames, ChangeFrames) else None
+        tp = pruning.TermPruning(spark, view.query, list(desc.sources), change_files=files)
         if tp.edges:
             cache: dict[tuple[str, bool], DataFrame] = {}
             for t in change_terms(changed):
@@ -258,29 +260,34 @@ def _register_source(
     s: SourceRead,
     *,
     old: bool,
-    where: Column | None = None,
+    read: PrunedRead | None = None,
     cache: dict[tuple[str, bool], DataFrame] | None = None,
 ) -> None:
-    """Register source ``s`` as the last refresh read it (``old``) or as this batch reads it (``where``: filtered;
-    ``cache``: the reads already made, by source and ``old``)."""
+    """Register source ``s`` as the last refresh read it (``old``) or as this batch reads it (``read``: pruned by
+    a term's join keys; ``cache``: the reads already made, by source and ``old``)."""
     df = _source_frame(spark, view, desc, base, s, old=old, cache=cache)
-    (df if where is None else df.where(where)).createOrReplaceTempView(s.name)
+    if read is not None:
+        df = read.frame(spark, s, base[s.name] if old else s.version, df)
+    df.createOrReplaceTempView(s.name)
 
 
 SIGN = "_mv_sign"  # a signed change set's column: +1 an inserted row, -1 a deleted one
 
 
-def signed_query(query: str, source: str, *, weight: str = "_mv_diff") -> str | None:
-    """``query`` with a last column ``weight`` = ``source``'s :data:`SIGN` column, or None where that is not sure.
+def signed_query(query: str, source: str | tuple[str, ...], *, weight: str = "_mv_diff") -> str | None:
+    """``query`` with a last column ``weight`` = ``source``'s :data:`SIGN` column (of several sources: the product of
+    theirs), or None where that is not sure.
 
     For the one-term-per-source telescoping (:func:`telescope_signed`): the query must be one SELECT block
-    (no set operation, no ``*`` that would pick the sign column up, no CTE) that reads ``source`` once,
-    directly in its FROM/JOIN (not in a subquery). A rewrite of sqlglot's tree: its result is checked by
-    Spark's analysis against the query's own columns before use (:func:`_signed_terms`).
+    (no set operation, no ``*`` that would pick the sign column up, no CTE) that reads each source once,
+    directly in its FROM/JOIN (not in a subquery); with several sources, no NATURAL join (it would join on
+    the sign columns). A rewrite of sqlglot's tree: its result is checked by Spark's analysis against the
+    query's own columns before use (:func:`_signed_terms`).
     """
     import sqlglot
     from sqlglot import exp
 
+    sources = (source,) if isinstance(source, str) else source
     try:
         tree = sqlglot.parse_one(query, dialect="spark")
     except sqlglot.errors.ParseError:
@@ -293,13 +300,20 @@ def signed_query(query: str, source: str, *, weight: str = "_mv_diff") -> str | 
         return None
     if any(isinstance(e, exp.Column) and isinstance(e.this, exp.Star) for e in tree.expressions):
         return None
-    refs = [t for t in tree.find_all(exp.Table) if t.name.lower() == source.lower()]
-    if len(refs) != 1 or refs[0].args.get("db") or refs[0].find_ancestor(exp.Select) is not tree:
+    if len(sources) > 1 and any("NATURAL" in str(j.args.get("method") or "").upper() for j in tree.find_all(exp.Join)):
         return None
-    if any(isinstance(t.parent, exp.Subquery) for t in refs):
+    sign: exp.Expression | None = None
+    for name in sources:
+        refs = [t for t in tree.find_all(exp.Table) if t.name.lower() == name.lower()]
+        if len(refs) != 1 or refs[0].args.get("db") or refs[0].find_ancestor(exp.Select) is not tree:
+            return None
+        if any(isinstance(t.parent, exp.Subquery) for t in refs):
+            return None
+        col = exp.column(SIGN, table=refs[0].alias_or_name)
+        sign = col if sign is None else exp.Mul(this=sign, expression=col)
+    if sign is None or len({n.lower() for n in sources}) != len(sources):
         return None
-    col = exp.column(SIGN, table=refs[0].alias_or_name)
-    tree.set("expressions", [*tree.expressions, exp.alias_(col, weight)])
+    tree.set("expressions", [*tree.expressions, exp.alias_(sign, weight)])
     return tree.sql(dialect="spark")
 
 
@@ -310,17 +324,20 @@ def telescope_signed(
     base: dict[str, int],
     changed: list[SourceRead],
     frames: dict[str, tuple[DataFrame, DataFrame]],
-    term: Callable[[str], DataFrame],
+    term: Callable[[tuple[str, ...]], DataFrame],
     *,
     sign_column: str,
     weight: str = "_mv_diff",
+    signable: Callable[[tuple[str, ...]], bool] | None = None,
 ) -> list[DataFrame]:
-    """:func:`telescope` with the first change set of each term read at once instead of twice.
+    """:func:`telescope` with the change sets of each term read at once instead of twice each.
 
-    That source is registered as its inserted and deleted rows together, ``sign_column`` +1 or -1 on each,
-    and ``term(source name)`` must carry that column on as the rows' ``weight`` column; the term's other
-    change sets (terms of several) are chosen inserted or deleted as in :func:`telescope`, their signs and the
-    term's coefficient multiplied into ``weight``. Leaves every source registered at the version ``desc`` reads.
+    Each is registered as its inserted and deleted rows together, ``sign_column`` +1 or -1 on each, and
+    ``term(source names)`` must carry the product of those columns on as the rows' ``weight`` column, for one
+    source and for the sets ``signable`` accepts. A term of several change sets that are not ``signable``
+    together reads its first one signed and chooses the others' inserted or deleted rows as in
+    :func:`telescope`, their signs multiplied into ``weight``; the term's coefficient is multiplied in too.
+    Leaves every source registered at the version ``desc`` reads.
     """
     from pyspark.sql import functions as F
 
@@ -330,18 +347,22 @@ def telescope_signed(
             minus.withColumn(sign_column, F.lit(-1).cast("int"))
         )
 
-    def make(name: str, factor: int) -> DataFrame:
-        got = term(name)
+    def make(names: tuple[str, ...], factor: int) -> DataFrame:
+        got = term(names)
         return got if factor == 1 else got.withColumn(weight, F.col(weight) * F.lit(factor))
 
     def choices(t: Term) -> list[Choice]:
+        names = tuple(s.name for s in t.changes)
+        if len(names) > 1 and signable is not None and signable(names):  # every change set signed: one choice
+            regs = {s.name: signed(s) for s in t.changes}
+            return [(regs, lambda: make(names, t.coefficient))]
         first, rest = t.changes[0], t.changes[1:]
         out: list[Choice] = []
         for signs in itertools.product((1, -1), repeat=len(rest)):
             regs = {first.name: signed(first)}
             regs.update({s.name: frames[s.name][0 if sign > 0 else 1] for s, sign in zip(rest, signs, strict=True)})
             factor = t.coefficient * math.prod(signs)
-            out.append((regs, lambda factor=factor: make(first.name, factor)))  # type: ignore[misc]
+            out.append((regs, lambda factor=factor: make((first.name,), factor)))  # type: ignore[misc]
         return out
 
     return _telescoping(spark, view, desc, base, changed, choices, frames)
