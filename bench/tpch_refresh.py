@@ -397,6 +397,11 @@ def main() -> int:
         action="store_false",
         help="skip the spark-submit / Spark Connect / in-process comparison",
     )
+    ap.add_argument(
+        "--strategies",
+        default="floor,overwrite,merge,refresh,refresh_full",
+        help="what to measure (refresh and overwrite always; merge and refresh_full cost most of the time at SF 10)",
+    )
     ap.add_argument("--root", default="/tmp/mvsink-bench")
     ap.add_argument("--out", default=str(Path(__file__).parent / "RESULTS.md"))
     ap.add_argument("--replot", metavar="RAW_JSON", help="only rewrite --out and its chart from a run's raw rows")
@@ -413,6 +418,7 @@ def main() -> int:
             ap.error("--pairs is for --stream rf (use --rates)")
         args.rates = ",".join(str(float(p) / 1000) for p in args.pairs.split(","))
     names = args.views.split(",")
+    strategies = tuple(dict.fromkeys(["refresh", "overwrite", *args.strategies.split(",")]))
     root = Path(args.root) / f"sf{args.sf}"
     t0 = 1_767_225_600_000
     started = time.monotonic()
@@ -453,7 +459,7 @@ def main() -> int:
     rates = [float(x) for x in args.rates.split(",")]
     t = t0 + DAY
     for name in names:  # initial load of every view (not measured)
-        for v in (name, f"{name}_full"):
+        for v in (name, f"{name}_full") if "refresh_full" in strategies else (name,):
             refresh(catalog.get(v), t, catalog=catalog, runner="inprocess", spark=spark)
     step = 0
     rounds = [(0.01, -1 - w) for w in range(args.warmup)] + [(r, rep) for r in rates for rep in range(args.repeat)]
@@ -463,7 +469,9 @@ def main() -> int:
         changed = stream.apply(rate, step, t - 3_600_000)
         files = source_files(root, ("orders", "lineitem"))
         for name in names:
-            row = measure(spark, catalog.get(name), name, VIEWS[name][2], root, t, step, jvm_pid, catalog)
+            row = measure(
+                spark, catalog.get(name), name, VIEWS[name][2], root, t, step, jvm_pid, catalog, strategies=strategies
+            )
             row.update(
                 stream=args.stream,
                 sf=args.sf,
@@ -488,6 +496,7 @@ def main() -> int:
         "cdf": args.cdf,
         "file_mb": args.file_mb,
         "rates": rates,
+        "strategies": list(strategies),
         "repeat": args.repeat,
         "warmup": args.warmup,
         "date": f"{date:%Y-%m-%d %H:%M} UTC",
@@ -528,12 +537,17 @@ COLORS = {
 
 
 def _med(rows: list[dict[str, object]], key: str) -> float:
+    """The median of ``key`` over ``rows`` (NaN when a row lacks it: a strategy not measured, ``--strategies``)."""
+    if any(r.get(key) is None for r in rows):
+        return float("nan")
     vals = sorted(float(r[key]) for r in rows)  # type: ignore[arg-type]
     n = len(vals)
     return vals[n // 2] if n % 2 else (vals[n // 2 - 1] + vals[n // 2]) / 2
 
 
 def _span(rows: list[dict[str, object]], key: str) -> str:
+    if any(r.get(key) is None for r in rows):
+        return "–"
     vals = [float(r[key]) for r in rows]  # type: ignore[arg-type]
     return f"{_med(rows, key):.2f} ({min(vals):.2f}–{max(vals):.2f})" if len(vals) > 1 else f"{vals[0]:.2f}"
 
