@@ -6,7 +6,7 @@
 For each scale factor, in its own child process (a fresh JVM, so one SF's heap never carries over to
 the next) with one warm in-process Spark local[2] (6 GB driver):
   - TPC-H is generated with ``bench.tpch_refresh.generate`` into ``<root>/sf<SF>`` (sources with
-    Change Data Feed), the views q1, q3 and wide written as ``bench/tpch_refresh.py`` writes them
+    Change Data Feed), the views q1, q3, q5 and wide written as ``bench/tpch_refresh.py`` writes them
     (incremental) and refreshed once (not measured); ``MVSINK_INCREMENTAL_AGGREGATE=true``, so the
     aggregates refresh from their hidden state;
   - then ``--warmup`` rounds (measured like the others and dropped: the JVM's first incremental refresh,
@@ -47,11 +47,11 @@ import yaml  # noqa: E402
 from bench.streams import STREAMS, make_stream  # noqa: E402
 from bench.tpch_refresh import DAY, VIEWS, _java, _mb, _med, _span_opt, _versions, generate, measure  # noqa: E402
 
-NAMES = ("q1", "q3", "wide")
+NAMES = ("q1", "q3", "q5", "wide")
 T0 = 1_767_225_600_000
 STRATEGIES = ("refresh", "overwrite", "floor")
 STYLES = {"refresh": "-", "overwrite": "--", "floor": ":"}
-COLORS = {"q1": "tab:blue", "q3": "tab:orange", "wide": "tab:green"}
+COLORS = {"q1": "tab:blue", "q3": "tab:orange", "q5": "tab:red", "wide": "tab:green"}
 
 
 def sf_root(root: Path, sf: float) -> Path:

@@ -364,6 +364,11 @@ class TermPruning:
             s = self.sources[target]
             r = self._read(s, fs, read_at[s.name])
             files, size, total_files, total_bytes = r.files, r.bytes, r.total_files, r.total_bytes
+            if r.paths is not None and files == total_files:
+                # the keys skip no file: read whole, so every term reads the same frame (Spark reuses one scan
+                # and exchange across the terms' union; a filter per term would make each scan its own)
+                log.info("term of %s: %s read whole: its keys skip none of its %d file(s)", term, s.name, total_files)
+                continue
             out.append(r)
             log.info(
                 "term of %s: %s read where %s: %d of %d file(s), %.1f of %.1f MB",
