@@ -223,14 +223,8 @@ def aggregate_corrections(
     too_big = scan_guard(desc, base, changed, table, pruned=term_reads(spark, view, desc, base, changed, frames))
     if too_big:
         return None, too_big
-    signed: dict[tuple[str, ...], str | None] = {(s.name,): q.signed_input(s.name) for s in changed}
-    if all(signed.values()):  # one term per source: the other sources are scanned once, not twice
-
-        def signed_sql(names: tuple[str, ...]) -> str | None:
-            if names not in signed:
-                signed[names] = q.signed_input(names)
-            return signed[names]
-
+    signed_sql = functools.cache(q.signed_input)  # by tuple of change-set names
+    if all(signed_sql((s.name,)) for s in changed):  # one term per source: the other sources scanned once, not twice
         terms = telescope_signed(
             spark,
             view,

@@ -399,16 +399,9 @@ def _signed_terms(
 
     if desired is None:
         return None
-    signed: dict[tuple[str, ...], str | None] = {
-        (s.name,): signed_query(view.query, s.name, weight=DIFF) for s in changed
-    }
-    if not all(signed.values()):
+    signed_sql = functools.cache(functools.partial(signed_query, view.query, weight=DIFF))  # by tuple of names
+    if not all(signed_sql((s.name,)) for s in changed):
         return None
-
-    def signed_sql(names: tuple[str, ...]) -> str | None:
-        if names not in signed:
-            signed[names] = signed_query(view.query, names, weight=DIFF)
-        return signed[names]
 
     want = [(f.name, f.dataType) for f in desired.schema.fields]
     try:
