@@ -326,6 +326,9 @@ class TermPruning:
         frames: dict[str, DataFrame] = {name.casefold(): df for name, df in seeds.items()}
         seed_names = set(frames)
         filters: dict[str, list[tuple[str, KeyRanges]]] = {}
+        reads: dict[
+            str, PrunedRead
+        ] = {}  # each target's read with its filters so far (the log's estimate once a round)
         skipped: set[str] = set()
         pending = list(plan)
         while pending:  # rounds: the edges whose key source is known, one Spark job per key source
@@ -356,13 +359,12 @@ class TermPruning:
                     touched.add(target)
             for target in touched:
                 s = self.sources[target]
-                frames[target] = self._read(s, filters[target], read_at[s.name]).frame(
-                    self.spark, s, read_at[s.name][1], read_at[s.name][0]
-                )
+                reads[target] = self._read(s, filters[target], read_at[s.name])
+                frames[target] = reads[target].frame(self.spark, s, read_at[s.name][1], read_at[s.name][0])
         out = []
-        for target, fs in filters.items():
+        for target in filters:
             s = self.sources[target]
-            r = self._read(s, fs, read_at[s.name])
+            r = reads[target]  # the read as its last round left it (a later round may add a filter)
             files, size, total_files, total_bytes = r.files, r.bytes, r.total_files, r.total_bytes
             if r.paths is not None and files == total_files:
                 # the keys skip no file: read whole, so every term reads the same frame (Spark reuses one scan
@@ -374,7 +376,7 @@ class TermPruning:
                 "term of %s: %s read where %s: %d of %d file(s), %.1f of %.1f MB",
                 term,
                 s.name,
-                " and ".join(f"{c} in {len(k.ranges)} range(s)" for c, k in fs),
+                " and ".join(f"{c} in {len(k.ranges)} range(s)" for c, k in r.filters),
                 files,
                 total_files,
                 size / 1e6,
