@@ -11,12 +11,12 @@ import random
 
 import pyarrow as pa
 import pytest
-from deltalake import DeltaTable
+from deltalake import DeltaTable, write_deltalake
 
 from mvsink.definitions.catalog import Catalog
 from mvsink.readers.arrow import read_view
 from mvsink.spark.runners import refresh
-from tests.support.delta import BASE, HOUR, delete_at, update_at, write_at
+from tests.support.delta import BASE, HOUR, delete_at, stamp, update_at, write_at
 from tests.support.oracle import multiset, oracle
 from tests.support.viewfiles import write_view
 
@@ -278,3 +278,49 @@ def test_the_explain_text_gives_the_json_plans_edges(spark, env):
         from_text = join_edges(tree_from_explain(spark.sql("EXPLAIN EXTENDED " + query).collect()[0][0]))
         assert from_json, query
         assert set(from_text) == set(from_json), query
+
+
+def test_the_scan_guard_refuses_before_any_change_frame_is_made(spark, env, monkeypatch):
+    """A change whose keys hit every file of the other side is refused from the log's statistics and the keys
+    read in the driver: no change frame is built (no Spark plan, no job) before the full diff runs."""
+    from mvsink.spark import incremental
+
+    data, views = env
+    monkeypatch.setenv("MVSINK_INCREMENTAL_PRUNE_MIN_BYTES", "0")
+    monkeypatch.setenv("MVSINK_INCREMENTAL_MAX_SCAN_RATIO", "0.5")
+    monkeypatch.setenv("MVSINK_INCREMENTAL_MAX_FRACTION", "0.9")  # the test's tables are small
+    made: list[str] = []
+    real = incremental.change_frames
+    monkeypatch.setattr(incremental, "change_frames", lambda *a, **k: made.append(a[1]) or real(*a, **k))
+    rng = random.Random(5)
+    _dims(data, rng)
+    for b in range(8):  # with the change data feed: a changed row is a row of a change file
+        keys = range(1 + b * BAND, 1 + (b + 1) * BAND)
+        for name, rows in (("orders", _orders(rng, keys)), ("lineitem", _lineitems(rng, keys))):
+            cdf = {"delta.enableChangeDataFeed": "true"} if b == 0 else None
+            write_deltalake(str(data / name), rows, mode="append", configuration=cdf)
+            stamp(data / name, BASE)
+    write_view(
+        views, "q3", query=Q3, sources={s: s for s in ("customer", "orders", "lineitem")}, target="views/q3", as_of=BASE
+    )
+    catalog = Catalog(views)
+    view = catalog.get("q3")
+    assert refresh(view, BASE + HOUR, catalog=catalog, runner="inprocess", spark=spark).mode == "full"
+    paths = {n: str(data / n) for n in ("customer", "orders", "lineitem")}
+    # one order of every band loses a lineitem and one order of every band changes customer
+    t = BASE + 2 * HOUR
+    keys = ", ".join(str(1 + b * BAND + 3) for b in range(8))
+    delete_at(data / "lineitem", f"l_orderkey IN ({keys}) AND l_line = 0", t)
+    update_at(data / "orders", {"o_custkey": "o_custkey % 40 + 1"}, f"o_orderkey IN ({keys})", t + 1)
+    res = refresh(view, t + HOUR, catalog=catalog, runner="inprocess", spark=spark)
+    assert res.mode == "full" and "would be joined with" in (_reason(view) or ""), _reason(view)
+    assert made == []
+    assert multiset(read_view(view, as_of=t + HOUR)) == oracle(Q3, paths, t + HOUR)
+    # a narrow change (new orders) passes the guard (at its default ratio): its change frames are made and used
+    monkeypatch.delenv("MVSINK_INCREMENTAL_MAX_SCAN_RATIO")
+    write_at(data / "orders", _orders(rng, range(500, 503)), t + 2 * HOUR)
+    write_at(data / "lineitem", _lineitems(rng, range(500, 503)), t + 2 * HOUR + 1)
+    res = refresh(view, t + 3 * HOUR, catalog=catalog, runner="inprocess", spark=spark)
+    assert res.mode == "incremental:aggregate", _reason(view)
+    assert sorted(made) == sorted([paths["orders"], paths["lineitem"]])
+    assert multiset(read_view(view, as_of=t + 3 * HOUR)) == oracle(Q3, paths, t + 3 * HOUR)

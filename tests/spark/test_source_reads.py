@@ -85,6 +85,48 @@ def test_a_plain_snapshot_is_read_as_its_file_list_and_a_pruned_read_skips_files
         assert sorted(x["id"] for x in pruned.collect()) == [250, *range(310, 421)]
 
 
+@pytest.mark.parametrize("keys", [[250, *range(310, 421)], list(range(250, 2000, 3))])
+def test_a_pruned_reads_keys_are_read_in_the_driver_as_spark_collects_them(spark, tmp_path, keys):
+    """Chained keys (a pruned read's other column) come from its kept files with pyarrow, the same set Spark
+    collects from the pruned frame: exact list (<= 1,000 keys) and ranges only (more)."""
+    path = str(tmp_path / "src")
+    _ten_files(path, cdf=False)
+    with snapshot_cache():
+        ranges = pruning.key_ranges(keys, max_ranges=2)
+        assert (ranges.values is None) is (len(keys) > pruning.MAX_INLINE)
+        est = pruning.estimate(path, 9, [("id", ranges)])
+        assert est is not None
+        r = pruning.PrunedRead("src", (("id", ranges),), *est)
+        s = SourceRead(name="src", kind="table", path=path, version=9)
+        frame = r.frame(spark, s, 9, read_delta(spark, path, version=9, role="test"))
+        spark_keys = sorted({row["v"] for row in frame.collect()})
+        tp = pruning.TermPruning.__new__(pruning.TermPruning)
+        tp.sources = {"src": s}
+        got = tp._read_keys(r, {"src": (lambda: frame, 9)}, ["v"])
+        assert got is not None and sorted(got["v"]) == spark_keys
+        ids = tp._read_keys(r, {"src": (lambda: frame, 9)}, ["id"])
+        assert ids is not None and sorted(ids["id"]) == sorted(row["id"] for row in frame.collect())
+        assert len(ids["id"]) == len([k for k in keys if k < 1000])
+
+
+def test_a_snapshot_of_many_local_files_is_listed_without_a_spark_job(spark, tmp_path):
+    """Over 32 paths Spark lists files in a job of its own; local files are looked up in the driver."""
+    path = str(tmp_path / "src")
+    for i in range(40):
+        write_deltalake(path, pa.table({"id": pa.array([i], pa.int64())}), mode="append")
+    tracker = spark.sparkContext.statusTracker()
+    spark.sparkContext.setJobGroup("listing", "listing")
+    try:
+        with snapshot_cache():
+            df = read_delta(spark, path, version=39, role="test")
+        assert not _reads_delta(df)
+        assert list(tracker.getJobIdsForGroup("listing")) == []
+        assert spark.conf.get("spark.sql.sources.parallelPartitionDiscovery.threshold") == "32"
+        assert sorted(r["id"] for r in df.collect()) == list(range(40))
+    finally:
+        spark.sparkContext.setJobGroup("", "")
+
+
 def _partitioned(path: str) -> None:
     """A table partitioned by a date and a string (NULL partitions too), then a column added by a later append
     (older files lack it)."""

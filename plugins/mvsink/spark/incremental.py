@@ -218,15 +218,19 @@ def prepare_changes(
         sdt = cached_snapshot(("delta", s.path, s.version), functools.partial(open_delta, s.path, version=s.version))
         partition_columns = list(sdt.metadata().partition_columns) if sdt is not None else []
         plain = sdt is not None and plain_parquet_files(sdt)
-        frames[s.name] = change_frames(
-            spark,
-            s.path,
-            got,
-            spark.table(s.name).schema,
-            partition_columns,
-            from_version=base[s.name],
-            to_version=s.version,
-            plain_files=plain,
+        frames.defer(  # made when a term (or a key collection in Spark) first needs them
+            s.name,
+            functools.partial(
+                change_frames,
+                spark,
+                s.path,
+                got,
+                spark.table(s.name).schema,  # now: terms register other frames under the source's name
+                partition_columns,
+                from_version=base[s.name],
+                to_version=s.version,
+                plain_files=plain,
+            ),
         )
         if plain and not got.deletion_vectors:  # the same files change_frames read: keys in the driver
             files = tuple(got.inserted + got.deleted + got.cdc)

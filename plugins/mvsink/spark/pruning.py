@@ -18,8 +18,9 @@ import contextvars
 import dataclasses
 import datetime as dt
 import decimal
+import functools
 import logging
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
 from mvsink import settings
@@ -38,6 +39,15 @@ MAX_KEYS = 200_000  # more distinct keys than this: the edge is not used (the so
 MAX_INLINE = 1_000  # up to this many keys, the filter also lists them (rows outside them are dropped at once)
 MAX_RANGES = 32  # the keys as at most this many [lo, hi] ranges (what Delta's file skipping sees)
 MAX_DRIVER_KEY_BYTES = 64 << 20  # change files up to this size have their keys read in the driver (no Spark job)
+
+
+Lazy = Callable[[], "DataFrame"]  # a frame made when first called (the same frame every call)
+
+
+def lazy(make: Callable[[], DataFrame]) -> Lazy:
+    """``make`` called once, when first needed: building a frame costs Spark analysis, which an estimate
+    alone does not need."""
+    return functools.cache(make)
 
 
 # ---------------------------------------------------------------- key sets
@@ -113,10 +123,12 @@ def key_ranges(values: list[Any], *, max_ranges: int = MAX_RANGES) -> KeyRanges:
     if not keys:
         return KeyRanges((), ())
     exact = tuple(keys) if len(keys) <= MAX_INLINE else None
-    gaps = [(_gap(keys[i], keys[i + 1]), i) for i in range(len(keys) - 1)]
-    if any(g is None for g, _ in gaps):
-        return KeyRanges(((keys[0], keys[-1]),), exact)
-    splits = sorted(i for _, i in sorted(gaps, key=lambda x: -(x[0] or 0.0))[: max_ranges - 1])
+    splits = _int_splits(keys, max_ranges)
+    if splits is None:
+        gaps = [(_gap(keys[i], keys[i + 1]), i) for i in range(len(keys) - 1)]
+        if any(g is None for g, _ in gaps):
+            return KeyRanges(((keys[0], keys[-1]),), exact)
+        splits = sorted(i for _, i in sorted(gaps, key=lambda x: -(x[0] or 0.0))[: max_ranges - 1])
     ranges = []
     start = 0
     for i in splits:
@@ -124,6 +136,27 @@ def key_ranges(values: list[Any], *, max_ranges: int = MAX_RANGES) -> KeyRanges:
         start = i + 1
     ranges.append((keys[start], keys[-1]))
     return KeyRanges(tuple(ranges), exact)
+
+
+def _int_splits(keys: list[Any], max_ranges: int) -> list[int] | None:
+    """For sorted integer ``keys`` (else None), the positions after which the ``max_ranges - 1`` largest gaps
+    fall, in order (numpy: a change set's keys run to hundreds of thousands at SF 10)."""
+    import numpy as np
+
+    if not all(type(k) is int for k in keys):
+        return None
+    try:
+        arr = np.fromiter(keys, dtype=np.int64, count=len(keys))
+    except OverflowError:
+        return None
+    gaps = np.diff(arr.astype(np.float64))
+    k = max_ranges - 1
+    if k <= 0 or not len(gaps):
+        return []
+    if len(gaps) <= k:
+        return list(range(len(gaps)))
+    top = np.argsort(-gaps, kind="stable")[:k]  # ties: the first gap, as the general path
+    return sorted(int(i) for i in top)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -139,34 +172,64 @@ class ChangeFiles:
         return sum(f.size for f in self.files)
 
 
-def keys_in_driver(change: ChangeFiles, columns: list[str]) -> dict[str, list[Any]] | None:
-    """Each column's distinct values in the change files, read with pyarrow in the driver (only those columns),
-    or None where that is not sure (a partition column, a file without the column, too many bytes or keys):
-    the caller then collects them with Spark."""
+def keys_in_driver(
+    change: ChangeFiles, columns: list[str], *, where: tuple[tuple[str, KeyRanges], ...] = ()
+) -> dict[str, list[Any]] | None:
+    """Each column's distinct values in the files' rows (those whose ``where`` columns are within their keys),
+    read with pyarrow in the driver (only those columns), or None where that is not sure (a partition
+    column, a file without the column, a type pyarrow and Spark may read differently, too many bytes or
+    keys): the caller then collects them with Spark."""
     import pyarrow as pa
+    import pyarrow.compute as pc
     import pyarrow.parquet as pq
 
-    if change.bytes > MAX_DRIVER_KEY_BYTES or set(columns) & set(change.partition_columns):
+    wanted = sorted(set(columns) | {c for c, _ in where})
+    if change.bytes > MAX_DRIVER_KEY_BYTES or set(wanted) & set(change.partition_columns):
         return None
     found: dict[str, set[Any]] = {c: set() for c in columns}
     for f in change.files:
-        fs, where = storage.filesystem(f.path)
-        with fs.open_input_file(where) as handle:
+        fs, at = storage.filesystem(f.path)
+        with fs.open_input_file(at) as handle:
             pf = pq.ParquetFile(handle)
             names = pf.schema_arrow.names
-            if any(c not in names for c in columns):
+            if any(c not in names for c in wanted):
                 return None
-            table = pf.read(columns=columns)
-        for c in columns:  # types whose values pyarrow and Spark give alike (a Python int, str, date or Decimal)
-            col = table.column(c)
-            t = col.type
+            table = pf.read(columns=wanted)
+        for c in wanted:  # types whose values pyarrow and Spark give alike (a Python int, str, date or Decimal)
+            t = table.schema.field(c).type
             if not (pa.types.is_integer(t) or pa.types.is_string(t) or pa.types.is_date32(t) or pa.types.is_decimal(t)):
                 return None
-            found[c].update(col.unique().to_pylist())
+        if where:
+            try:
+                mask = functools.reduce(pc.and_, [_within(table.column(c), keys) for c, keys in where])
+            except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError, TypeError, ValueError):
+                return None
+            table = table.filter(mask)
+        for c in columns:
+            found[c].update(table.column(c).unique().to_pylist())
     out = {c: [v for v in vals if v is not None] for c, vals in found.items()}
     if any(len(v) > MAX_KEYS for v in out.values()):
         return None
     return out
+
+
+def _within(column: Any, keys: KeyRanges) -> Any:
+    """pyarrow's mask of ``column``'s values within ``keys`` (NULL: not within)."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    if keys.empty:
+        return pa.array([False] * len(column), type=pa.bool_())
+    if keys.values is not None:
+        return pc.is_in(column, value_set=pa.array(list(keys.values), type=column.type))
+    masks = [
+        pc.and_(
+            pc.greater_equal(column, pa.scalar(lo, type=column.type)),
+            pc.less_equal(column, pa.scalar(hi, type=column.type)),
+        )
+        for lo, hi in keys.ranges
+    ]
+    return pc.fill_null(functools.reduce(pc.or_, masks), False)
 
 
 def _collect_keys(df: DataFrame, columns: list[str]) -> dict[str, list[Any]] | None:
@@ -306,15 +369,19 @@ class TermPruning:
         except PlanFormatError as exc:
             log.info("change terms read the other sources whole: the plan could not be read (%s)", exc)
 
-    def _worth(self, target: str, read_at: dict[str, tuple[DataFrame, int]]) -> bool:
+    def _worth(self, target: str, read_at: dict[str, tuple[Lazy, int]]) -> bool:
         s = self.sources[target]
         return _worth_pruning(s.path, read_at[s.name][1], min_bytes=self.min_bytes)
 
-    def reads(self, seeds: dict[str, DataFrame], read_at: dict[str, tuple[DataFrame, int]]) -> list[PrunedRead]:
-        """The pruned reads of the term whose change sets are ``seeds`` (source name -> its change rows);
-        ``read_at``: each other source's frame and version as the term reads it. Runs one Spark job per key
-        source (a change set's keys once per refresh, whichever terms use them; a source smaller than
-        ``MVSINK_INCREMENTAL_PRUNE_MIN_BYTES`` or of one file is read whole: a key filter cannot skip a file there)."""
+    def reads(self, seeds: dict[str, Lazy], read_at: dict[str, tuple[Lazy, int]]) -> list[PrunedRead]:
+        """The pruned reads of the term whose change sets are ``seeds`` (source name -> its change rows, made
+        when first needed); ``read_at``: each other source's frame (likewise) and version as the term reads it.
+
+        A change set's keys are read in the driver where its files allow (:func:`keys_in_driver`), else
+        collected in one Spark job, once per refresh whichever terms use them; keys of a pruned read (chained)
+        cost a Spark job each. No frame is made that no key collection needs, so a refresh the scan guard
+        then refuses has built no Spark plan. A source smaller than ``MVSINK_INCREMENTAL_PRUNE_MIN_BYTES``
+        or of one file is read whole: a key filter cannot skip a file there."""
         plan = [
             e
             for e in pruned_reads(self.edges, list(seeds))
@@ -323,7 +390,7 @@ class TermPruning:
         if not plan:
             return []
         term = "+".join(seeds)
-        frames: dict[str, DataFrame] = {name.casefold(): df for name, df in seeds.items()}
+        frames: dict[str, Lazy] = {name.casefold(): df for name, df in seeds.items()}
         seed_names = set(frames)
         filters: dict[str, list[tuple[str, KeyRanges]]] = {}
         reads: dict[
@@ -348,8 +415,10 @@ class TermPruning:
                 columns = sorted({e.keys.name for e in edges})
                 if key_src in seed_names:  # a change set: every column any edge keys by, once per refresh
                     keys = self._seed_keys(key_src, frames[key_src], columns)
-                else:
-                    keys = _collect_keys(frames[key_src], columns)
+                else:  # a pruned read's keys: in the driver where its files allow, else one Spark job
+                    keys = self._read_keys(reads[key_src], read_at, columns)
+                    if keys is None:
+                        keys = _collect_keys(frames[key_src](), columns)
                 if keys is None:
                     log.info("term of %s: over %d keys of %s; read whole where they lead", term, MAX_KEYS, key_src)
                     continue
@@ -360,7 +429,9 @@ class TermPruning:
             for target in touched:
                 s = self.sources[target]
                 reads[target] = self._read(s, filters[target], read_at[s.name])
-                frames[target] = reads[target].frame(self.spark, s, read_at[s.name][1], read_at[s.name][0])
+                frames[target] = lazy(
+                    functools.partial(self._frame, reads[target], s, read_at[s.name][1], read_at[s.name][0])
+                )
         out = []
         for target in filters:
             s = self.sources[target]
@@ -384,21 +455,40 @@ class TermPruning:
             )
         return out
 
-    def _read(self, s: SourceRead, fs: list[tuple[str, KeyRanges]], at: tuple[DataFrame, int]) -> PrunedRead:
+    def _read_keys(
+        self, r: PrunedRead, read_at: dict[str, tuple[Lazy, int]], columns: list[str]
+    ) -> dict[str, list[Any]] | None:
+        """``columns``' distinct values in pruned read ``r``'s rows, read in the driver from the files it keeps
+        when they are plain Parquet (:func:`keys_in_driver`), else None."""
+        from mvsink.spark.sources import plain_files
+
+        s = self.sources[r.source.casefold()]
+        listed = plain_files(s.path, read_at[s.name][1]) if r.paths is not None else None
+        if listed is None or r.paths is None:
+            return None
+        kept = set(r.paths)
+        files = tuple(f for f in listed if f.path in kept)
+        parts = tuple(sorted({name for f in files for name, _ in f.partition_values}))
+        return keys_in_driver(ChangeFiles(files, parts), columns, where=r.filters)
+
+    def _frame(self, r: PrunedRead, s: SourceRead, version: int, whole: Lazy) -> DataFrame:
+        return r.frame(self.spark, s, version, whole())
+
+    def _read(self, s: SourceRead, fs: list[tuple[str, KeyRanges]], at: tuple[Lazy, int]) -> PrunedRead:
         """Source ``s`` read by a term at ``at``'s version with its columns within ``fs`` (the log's estimate of it)."""
         est = estimate(s.path, at[1], fs)
         files, size, total_files, total_bytes, paths = est if est is not None else (0, 0, 0, 0, None)
         return PrunedRead(s.name, tuple(fs), files, size, total_files, total_bytes, paths)
 
-    def _seed_keys(self, source: str, delta: DataFrame, columns: list[str]) -> dict[str, list[Any]] | None:
-        """The keys of change set ``source`` (``delta``) in ``columns``: collected once for every column an edge
-        keys by, in one Spark job, and kept for the refresh's other terms."""
+    def _seed_keys(self, source: str, delta: Lazy, columns: list[str]) -> dict[str, list[Any]] | None:
+        """The keys of change set ``source`` (``delta()``: its rows) in ``columns``: read once for every column an
+        edge keys by (in the driver, else in one Spark job) and kept for the refresh's other terms."""
         if source not in self._keys:
             wanted = sorted({e.keys.name for e in self.edges if e.keys.source.casefold() == source} | set(columns))
             got = None
             if source in self.change_files:
                 got = keys_in_driver(self.change_files[source], wanted)
-            self._keys[source] = got if got is not None else _collect_keys(delta, wanted)
+            self._keys[source] = got if got is not None else _collect_keys(delta(), wanted)
         got = self._keys[source]
         return None if got is None else {c: got[c] for c in columns}
 

@@ -19,16 +19,17 @@ small sets only. Over :data:`MAX_NEW_ONLY` changed sources (2^n - 1 terms) the t
 from __future__ import annotations
 
 import dataclasses
+import functools
 import itertools
 import logging
 import math
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from mvsink.core.deltalog import active_bytes
 from mvsink.spark import pruning
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
+    from collections.abc import Callable, Iterator
 
     from pyspark.sql import DataFrame, SparkSession
 
@@ -79,10 +80,55 @@ def change_terms(changed: list[SourceRead]) -> list[Term]:
 class ChangeFrames(dict[str, "tuple[DataFrame, DataFrame]"]):
     """Each changed source's (inserted, deleted) rows, and (once asked) the pruned reads of each change term
     (:func:`term_reads`, by :attr:`Term.key`); ``files``: the change files of the sources whose changes are
-    plain Parquet files (their join keys are then read in the driver, without a Spark job)."""
+    plain Parquet files (their join keys are then read in the driver, without a Spark job).
+
+    A source's frames may be :meth:`defer`-red: made when first looked up (building them costs Spark
+    analysis, which the scan guard's estimate does not need)."""
 
     pruned: dict[str, list[PrunedRead]] | None = None
     files: dict[str, pruning.ChangeFiles] | None = None
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._pending: dict[str, Callable[[], tuple[DataFrame, DataFrame]]] = {}
+
+    def defer(self, name: str, make: Callable[[], tuple[DataFrame, DataFrame]]) -> None:
+        """Source ``name``'s frames are ``make()``, called when first looked up."""
+        self._pending[name] = make
+
+    def __missing__(self, name: str) -> tuple[DataFrame, DataFrame]:
+        if name not in self._pending:
+            raise KeyError(name)
+        got = self._pending.pop(name)()
+        self[name] = got
+        return got
+
+    def made(self) -> ChangeFrames:
+        """Every deferred frame made (for iteration over the mapping)."""
+        for name in list(self._pending):
+            self[name]  # noqa: B018 (made by __missing__)
+        return self
+
+    def __contains__(self, name: object) -> bool:
+        return super().__contains__(name) or name in self._pending
+
+    def __len__(self) -> int:
+        return super().__len__() + len(self._pending)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(list(super().keys()) + list(self._pending))
+
+    def keys(self):  # type: ignore[no-untyped-def]
+        return dict.keys(self.made())
+
+    def values(self):  # type: ignore[no-untyped-def]
+        return dict.values(self.made())
+
+    def items(self):  # type: ignore[no-untyped-def]
+        return dict.items(self.made())
+
+    def get(self, name: str, default: Any = None) -> Any:
+        return self[name] if name in self else default
 
 
 # A term's registrations of its change sources (name -> frame) and the function that makes it once they are.
@@ -187,17 +233,26 @@ def term_reads(
                 mine = {s.name for s in t.changes}
                 read_at = {
                     o.name: (
-                        _source_frame(spark, view, desc, base, o, old=o.name in t.old, cache=cache),
+                        pruning.lazy(
+                            functools.partial(
+                                _source_frame, spark, view, desc, base, o, old=o.name in t.old, cache=cache
+                            )
+                        ),
                         t.version(o, base),
                     )
                     for o in desc.sources
                     if o.name not in mine and o.kind != "view"
                 }
-                seeds = {s.name: frames[s.name][0].unionByName(frames[s.name][1]) for s in t.changes}
+                seeds = {s.name: pruning.lazy(functools.partial(_both, frames, s.name)) for s in t.changes}
                 out[t.key] = tp.reads(seeds, read_at)
     if isinstance(frames, ChangeFrames):
         frames.pruned = out
     return out
+
+
+def _both(frames: dict[str, tuple[DataFrame, DataFrame]], name: str) -> DataFrame:
+    plus, minus = frames[name]
+    return plus.unionByName(minus)
 
 
 def scan_estimate(
