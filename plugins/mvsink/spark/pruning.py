@@ -3,10 +3,12 @@
 For a change term of the change set of A (or of several: :mod:`mvsink.spark.telescope`), each edge of
 :func:`mvsink.spark.joinkeys.join_edges` keyed by A (or by a source already pruned in this term: chained, as
 Q5's lineitem -> supplier) gives a filter on another source: its join column within the keys. The keys are
-collected in one Spark job per key source (Δ of A is small, the change-set guard sees to that; a change
-set's keys once per refresh), compressed into at most :data:`MAX_RANGES` ranges (plus the
-exact list when it is short), and the filter is put on the source's Delta read, so Delta's data skipping
-drops the files whose min/max statistics hold no key. What each source's read will touch is estimated from
+read in the driver from plain Parquet files (a change set's change files; a pruned read's kept files) with
+pyarrow, else collected in one Spark job per key source (Δ of A is small, the change-set guard sees to that;
+a change set's keys once per refresh), compressed into at most :data:`MAX_RANGES` ranges (plus the
+exact list when it is short), and the read lists only the files whose min/max statistics may hold a key
+(Delta's data skipping does it for a read through Delta's reader). Frames are made only when a key
+collection or a term needs them (:data:`Lazy`), so the scan guard decides on the estimate alone. What each source's read will touch is estimated from
 the same statistics (:func:`mvsink.core.deltalog.file_statistics`): the scan guard and the refresh's
 ``reads`` report use it.
 """

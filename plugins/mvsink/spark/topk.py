@@ -14,9 +14,12 @@ the sources' changes without recomputing M when that is exact:
    (:mod:`mvsink.spark.driver`), where every check below is made. If a deleted row is in T (matched
    null-safely on the key), the new top k may reach into rows of M that nobody kept: the query is recomputed
    (collected: a second Spark job) and diffed against T (still no full diff of the table's history, which is T
-   here). Otherwise the new top k is the top k of T ∪ inserted rows, in the order o, diffed against T: Spark
-   orders the candidates over local rows (a second, small job; none when no row was inserted), so NULL
-   placement, collations and decimals are Spark's. The corrections are an Arrow table, staged without Spark.
+   here). Otherwise the new top k is the top k of T ∪ inserted rows, in the order o, diffed against T: pyarrow
+   orders the candidates where its order is Spark's (integers, decimals, dates, timestamps, booleans,
+   binary-collation strings; NULLs placed per column as the query says), else Spark does over local rows (a
+   second, small job), so collations and floats order as Spark orders them. Δ is summed per row in the driver
+   where every column groups there as in Spark (no shuffle). The corrections are an Arrow table, staged
+   without Spark.
 
 Why step 2 is exact. It needs o to be a *total* order on M: two different rows never tie. The view must
 therefore declare a ``key`` (columns unique per row, a promise the view file makes) and the ORDER BY must
@@ -245,12 +248,15 @@ def topk_corrections(
         return None, f"column {bad[0]!r} has a type Spark cannot group rows by"
     if type(spark).__module__.startswith("pyspark.sql.connect"):
         return None, "over Spark Connect the query's plan cannot be taken apart"
-    delta = _change(spark, view, desc, base, split)
-    if isinstance(delta, str):
-        return None, delta
+    union = _change(spark, view, desc, base, split)
+    if isinstance(union, str):
+        return None, union
     names = ", ".join(s.name for s in changed)
     try:
-        got = collect_small(delta)
+        got = _change_in_driver(desired, union)
+        delta = _summed(union)
+        if got is None:
+            got = collect_small(delta)
         if got is not None:
             return _refresh_in_driver(spark, desired, table, desc, split, key, got, changed=names)
         return _refresh(desired, table_df(), desc, split, key, delta.localCheckpoint(eager=True), changed=names)
@@ -284,9 +290,29 @@ def _change(
         terms = telescope(spark, view, desc, base, changed, frames, term)
     except PlanFormatError as exc:
         return f"the query's plan could not be taken apart: {exc}"
-    union = functools.reduce(lambda a, b: a.unionByName(b), terms)
+    return functools.reduce(lambda a, b: a.unionByName(b), terms)
+
+
+def _summed(union: DataFrame) -> DataFrame:
+    """Δ: the change terms' rows summed per row by Spark, zero sums dropped (not run)."""
+    from pyspark.sql import functions as F
+
     columns = [F.col(_quote(c)) for c in union.columns if c != _N]
     return union.groupBy(*columns).agg(F.sum(_N).alias(_N)).where(F.col(_N) != 0)
+
+
+def _change_in_driver(desired: DataFrame, union: DataFrame) -> pa.Table | None:
+    """Δ with the change terms' rows collected (one job, no shuffle) and summed per row in the driver, where
+    every column groups there as in Spark (:func:`~mvsink.spark.driver.same_equality`); else None."""
+    from mvsink.spark.driver import consolidated, same_equality
+
+    if not all(same_equality(f.dataType) for f in desired.schema.fields):
+        return None
+    raw = collect_small(union)
+    if raw is None:
+        return None
+    net = consolidated(raw.rename_columns([DIFF if c == _N else c for c in raw.column_names]))
+    return net.rename_columns([_N if c == DIFF else c for c in net.column_names])
 
 
 def _refresh_in_driver(
@@ -354,6 +380,9 @@ def _refresh_in_driver(
     seen = keys_of(candidates)
     if len(set(seen)) < len(seen):
         return None, f"the declared key {', '.join(key_cols)} is not unique among the top {k} and the inserted rows"
+    firsts = _first_in_driver(candidates, desired, split)
+    if firsts is not None:
+        return row_corrections(candidates.take(firsts), persisted, out_schema, at=desc.time), why
     # Spark orders the candidates (local rows: the ORDER BY's columns and each row's position) and returns the
     # positions of the first k: one small job (a sort over local rows is not folded by the optimizer).
     by = sorted({p for p, _, _ in split.order})
@@ -366,6 +395,26 @@ def _refresh_in_driver(
     first = spark.createDataFrame(local, schema=schema).orderBy(*order).limit(k).select(_POS).collect()
     new = candidates.take(pa.array([r[0] for r in first], pa.int64()))
     return row_corrections(new, persisted, out_schema, at=desc.time), why
+
+
+def _first_in_driver(candidates: pa.Table, desired: DataFrame, split: TopKSplit) -> pa.Array | None:
+    """Positions of the first k candidates in the order o, sorted by pyarrow where it orders as Spark does
+    (every ORDER BY column an integer, decimal, date, timestamp, boolean or binary-collation string, whose
+    bytes order is Spark's UTF8_BINARY; NULLs placed per column as the query says), else None."""
+    import pyarrow.compute as pc
+    from pyspark.sql import types as T
+
+    exact = (T.IntegralType, T.DecimalType, T.DateType, T.TimestampType, T.TimestampNTZType, T.BooleanType)
+    columns = list(desired.columns)
+    keys: list[tuple[str, str, str]] = []
+    for i, (p, descending, nulls_first) in enumerate(split.order):
+        dt = desired.schema.fields[p].dataType
+        binary_string = isinstance(dt, T.StringType) and getattr(dt, "collation", "UTF8_BINARY") == "UTF8_BINARY"
+        if not (isinstance(dt, exact) or binary_string):
+            return None
+        keys.append((f"k{i}", "descending" if descending else "ascending", "at_start" if nulls_first else "at_end"))
+    by = candidates.select([columns[p] for p, _, _ in split.order]).rename_columns([k for k, _, _ in keys])
+    return pc.sort_indices(by, sort_keys=keys)[: split.limit]
 
 
 def _spark_corrections(spark: SparkSession, desired: DataFrame, persisted: pa.Table, *, at: int) -> DataFrame:
