@@ -18,6 +18,7 @@ from tests.support.delta import BASE, HOUR, stamp, write_at
 from tests.support.viewfiles import write_view
 
 GROUPS = "MVSINK_INCREMENTAL_GROUPS"
+TOPK = "MVSINK_INCREMENTAL_TOPK"
 
 SHAPES = {
     "proj": "SELECT id, status FROM orders WHERE qty > 1",
@@ -42,6 +43,7 @@ def catalog(env, monkeypatch):
     """orders (with Change Data Feed) and customers (without), a view of each shape, and ``over``, a view over
     the view ``proj`` (refreshed, so it has a table)."""
     monkeypatch.delenv(GROUPS, raising=False)
+    monkeypatch.delenv(TOPK, raising=False)
     monkeypatch.delenv("MVSINK_INCREMENTAL_AGGREGATE", raising=False)
     data, views = env
     rng = random.Random(3)
@@ -127,7 +129,7 @@ def test_min_max_needs_the_groups_setting_and_says_so(spark, catalog, monkeypatc
     s = r.sources[0]
     assert s.mode == "full" and not r.state_columns and r.state_reason
     assert "not linear in 'orders'" in str(s.why)
-    assert "MVSINK_INCREMENTAL_GROUPS=true enables them" in str(s.why)
+    assert "MVSINK_INCREMENTAL_GROUPS=true enables it" in str(s.why)
     assert any(f.startswith(f"set {GROUPS}=true") and "affected groups" in f for f in s.fixes), s.fixes
     groups = next(d for d in s.decisions if d.mode == "incremental:groups")
     assert (groups.kind, groups.setting, groups.fits_when_on) == ("disabled", GROUPS, True)
@@ -146,11 +148,12 @@ def test_window_and_distinct_refresh_by_affected_groups(spark, catalog, monkeypa
 
 
 def test_top_k_needs_a_declared_key(spark, catalog, monkeypatch):
+    monkeypatch.setenv(TOPK, "false")
     s = _explain(spark, catalog, "topk").sources[0]  # the mode is off, and would not apply either
     topk = next(d for d in s.decisions if d.mode == "incremental:topk")
     assert topk.kind == "disabled" and topk.fits_when_on is False and "declare" in str(topk.when_on_reason)
-    assert any("declare the view's `key`" in f and f"set {GROUPS}=true" in f for f in s.fixes), s.fixes
-    monkeypatch.setenv(GROUPS, "true")
+    assert any("declare the view's `key`" in f and f"set {TOPK}=true" in f for f in s.fixes), s.fixes
+    monkeypatch.delenv(TOPK)  # on by default
     s = _explain(spark, catalog, "topk").sources[0]
     assert s.mode == "full" and "and not as a top-k" in str(s.why) and "declare the view's `key`" in str(s.why)
     assert any("declare the view's `key`" in f for f in s.fixes), s.fixes

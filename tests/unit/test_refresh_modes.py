@@ -107,18 +107,20 @@ def test_the_full_diff_reason_joins_the_refusals_and_leaves_unrelated_modes_out(
 def test_disabled_modes_name_their_setting_and_one_setting_is_said_once(monkeypatch):
     monkeypatch.setenv(settings.INCREMENTAL_AGGREGATE.name, "false")
     monkeypatch.setenv(settings.INCREMENTAL_GROUPS.name, "false")
+    monkeypatch.setenv(settings.INCREMENTAL_TOPK.name, "false")
     plan = Plan(state=object())  # an aggregate with state: no plan tree is needed to refuse
     refusals = [(m, m.applies(plan, CHANGE)) for m in REFRESH_MODES]  # type: ignore[arg-type]
     assert [d.kind for _, d in refusals if d] == ["shape", "disabled", "disabled", "disabled"]
     assert [d.setting for _, d in refusals[1:] if d] == [
         "MVSINK_INCREMENTAL_AGGREGATE",
         "MVSINK_INCREMENTAL_GROUPS",
-        "MVSINK_INCREMENTAL_GROUPS",
+        "MVSINK_INCREMENTAL_TOPK",
     ]
     assert combined_reason([(m, d) for m, d in refusals if d]) == (
         "not linear in 'orders': the view's Aggregate is above it"
         " (the aggregate-state refresh is off; MVSINK_INCREMENTAL_AGGREGATE=true enables it)"
-        " (the affected-groups and top-k refreshes are off; MVSINK_INCREMENTAL_GROUPS=true enables them)"
+        " (the affected-groups refresh is off; MVSINK_INCREMENTAL_GROUPS=true enables it)"
+        " (the top-k refresh is off; MVSINK_INCREMENTAL_TOPK=true enables it)"
     )
 
 

@@ -30,6 +30,7 @@ if TYPE_CHECKING:
     from pyspark.sql import DataFrame
     from pyspark.sql.types import DataType
 
+    from mvsink.core.deltalog import ChangeSet
     from mvsink.core.table import ViewTable
 
 # Up to this many rows, a mode's change (or recomputed groups) is collected and finished in the driver.
@@ -312,3 +313,71 @@ def local_arrow(df: DataFrame) -> pa.Table:
     schema = to_arrow_schema(df.schema, timezone="UTC")
     rows = df.collect()
     return pa.Table.from_pylist([r.asDict(recursive=True) for r in rows], schema=schema)
+
+
+PLUS_CHANGE_TYPES: Final = ("insert", "update_postimage")
+MINUS_CHANGE_TYPES: Final = ("delete", "update_preimage")
+
+
+def change_rows(
+    changes: ChangeSet, columns: Sequence[tuple[str, str]], schema: pa.Schema, *, weight: str
+) -> pa.Table | None:
+    """A plain change set's rows read with pyarrow, as ``schema``: each ``(name, source column)`` of ``columns``
+    and ``weight`` (+1 an inserted row, -1 a deleted one: an added or removed file's rows, a change data feed
+    file's by its ``_change_type``); not consolidated. None where that is not sure: more than
+    :data:`MAX_DRIVER_CHANGE_BYTES` of files, deletion vectors, a partition column, a file without a column, a
+    value that does not cast to ``schema`` exactly."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+    import pyarrow.parquet as pq
+
+    from mvsink.core import storage
+
+    files = [(f, 1) for f in changes.inserted] + [(f, -1) for f in changes.deleted] + [(f, 0) for f in changes.cdc]
+    if changes.bytes > MAX_DRIVER_CHANGE_BYTES or changes.deletion_vectors:
+        return None
+    wanted = sorted({c for _, c in columns})
+    out: list[pa.Table] = []
+    for f, sign in files:
+        if any(name in wanted for name, _ in f.partition_values):
+            return None
+        fs, at = storage.filesystem(f.path)
+        with fs.open_input_file(at) as handle:
+            pf = pq.ParquetFile(handle)
+            needed = wanted + (["_change_type"] if sign == 0 else [])
+            if any(c not in pf.schema_arrow.names for c in needed):
+                return None
+            rows = without_view_types(pf.read(columns=needed))
+        if sign == 0:
+            kind = rows.column("_change_type")
+            signs = pc.if_else(
+                pc.is_in(kind, value_set=pa.array(PLUS_CHANGE_TYPES)),
+                1,
+                pc.if_else(pc.is_in(kind, value_set=pa.array(MINUS_CHANGE_TYPES)), -1, 0),
+            )
+            rows = rows.append_column(weight, pc.cast(signs, pa.int64())).filter(pc.not_equal(signs, 0))
+        else:
+            rows = rows.append_column(weight, pa.array([sign] * rows.num_rows, pa.int64()))
+        try:
+            out.append(
+                pa.table(
+                    [rows.column(src) for _, src in columns] + [rows.column(weight)],
+                    names=[name for name, _ in columns] + [weight],
+                ).cast(schema)
+            )
+        except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError):
+            return None
+    return pa.concat_tables(out) if out else schema.empty_table()
+
+
+def without_view_types(table: pa.Table) -> pa.Table:
+    """``table`` with string_view / binary_view columns (delta-rs writes them) as string / binary, which every
+    pyarrow kernel takes (``take`` and ``filter`` have no view kernels)."""
+    import pyarrow as pa
+
+    def plain(t: pa.DataType) -> pa.DataType:
+        return pa.string() if t == pa.string_view() else pa.binary() if t == pa.binary_view() else t
+
+    if not any(plain(f.type) != f.type for f in table.schema):
+        return table
+    return table.cast(pa.schema([f.with_type(plain(f.type)) for f in table.schema]))

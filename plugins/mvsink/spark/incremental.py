@@ -235,6 +235,7 @@ def prepare_changes(
         if plain and not got.deletion_vectors:  # the same files change_frames read: keys in the driver
             files = tuple(got.inserted + got.deleted + got.cdc)
             frames.files = {**(frames.files or {}), s.name: pruning.ChangeFiles(files, tuple(partition_columns))}
+            frames.sets = {**(frames.sets or {}), s.name: got}
     return frames
 
 

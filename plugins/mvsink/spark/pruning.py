@@ -185,6 +185,8 @@ def keys_in_driver(
     import pyarrow.compute as pc
     import pyarrow.parquet as pq
 
+    from mvsink.spark.driver import without_view_types
+
     wanted = sorted(set(columns) | {c for c, _ in where})
     if change.bytes > MAX_DRIVER_KEY_BYTES or set(wanted) & set(change.partition_columns):
         return None
@@ -196,7 +198,7 @@ def keys_in_driver(
             names = pf.schema_arrow.names
             if any(c not in names for c in wanted):
                 return None
-            table = pf.read(columns=wanted)
+            table = without_view_types(pf.read(columns=wanted))
         for c in wanted:  # types whose values pyarrow and Spark give alike (a Python int, str, date or Decimal)
             t = table.schema.field(c).type
             if not (pa.types.is_integer(t) or pa.types.is_string(t) or pa.types.is_date32(t) or pa.types.is_decimal(t)):

@@ -35,6 +35,7 @@ if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
     from mvsink.core.batch import BatchDescription, SourceRead
+    from mvsink.core.deltalog import ChangeSet
     from mvsink.definitions.view import ViewDefinition
     from mvsink.spark.pruning import PrunedRead
 
@@ -101,6 +102,7 @@ class ChangeFrames(dict[str, "tuple[DataFrame, DataFrame]"]):
 
     pruned: dict[str, list[PrunedRead]] | None = None
     files: dict[str, pruning.ChangeFiles] | None = None
+    sets: dict[str, ChangeSet] | None = None  # the change sets behind ``files`` (inserted, deleted, change feed)
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)

@@ -57,10 +57,11 @@ if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame, SparkSession
     from pyspark.sql.types import DataType
 
-    from mvsink.core.batch import BatchDescription
+    from mvsink.core.batch import BatchDescription, SourceRead
     from mvsink.core.table import ViewTable
     from mvsink.definitions.view import ViewDefinition
     from mvsink.spark.plantree import PlanNode
+    from mvsink.spark.telescope import ChangeFrames
 
 MODE: Final = "incremental:topk"
 # The start of the reason when the query is not ORDER BY ... LIMIT at all (the caller may leave it out).
@@ -222,7 +223,7 @@ def topk_corrections(
     from pyspark.errors import PySparkException
 
     from mvsink.spark.groups import groupable
-    from mvsink.spark.incremental import changed_sources, source_check
+    from mvsink.spark.incremental import changed_sources, prepare_changes, source_check
     from mvsink.spark.messages import first_paragraph
     from mvsink.spark.planread import plan_tree
     from mvsink.spark.plantree import PlanFormatError
@@ -248,10 +249,16 @@ def topk_corrections(
         return None, f"column {bad[0]!r} has a type Spark cannot group rows by"
     if type(spark).__module__.startswith("pyspark.sql.connect"):
         return None, "over Spark Connect the query's plan cannot be taken apart"
-    union = _change(spark, view, desc, base, split)
+    frames = prepare_changes(spark, view, desc, base, changed)
+    if isinstance(frames, str):
+        return None, frames
+    names = ", ".join(s.name for s in changed)
+    got = _projected_change(desired, split, changed, frames)
+    if got is not None:  # no Spark job: Δ read from the change files
+        return _refresh_in_driver(spark, desired, table, desc, split, key, got, changed=names)
+    union = _change(spark, view, desc, base, split, frames)
     if isinstance(union, str):
         return None, union
-    names = ", ".join(s.name for s in changed)
     try:
         got = _change_in_driver(desired, union)
         delta = _summed(union)
@@ -265,20 +272,22 @@ def topk_corrections(
 
 
 def _change(
-    spark: SparkSession, view: ViewDefinition, desc: BatchDescription, base: dict[str, int], split: TopKSplit
+    spark: SparkSession,
+    view: ViewDefinition,
+    desc: BatchDescription,
+    base: dict[str, int],
+    split: TopKSplit,
+    frames: ChangeFrames,
 ) -> DataFrame | str:
-    """Δ of M in the view's columns with its signed multiplicity (``_mv_topk_n``, never 0); not run."""
+    """The change terms of M in the view's columns, each row with its sign (``_mv_topk_n``); not run."""
     from pyspark.sql import functions as F
 
     from mvsink.spark.groups import strip_operators
-    from mvsink.spark.incremental import changed_sources, prepare_changes
+    from mvsink.spark.incremental import changed_sources
     from mvsink.spark.plantree import PlanFormatError
     from mvsink.spark.telescope import telescope
 
     changed = changed_sources(desc, base)
-    frames = prepare_changes(spark, view, desc, base, changed)
-    if isinstance(frames, str):
-        return frames
     chain = split.chain
     drop = frozenset(i for i, name in enumerate(chain) if name in ("GlobalLimit", "LocalLimit", "Sort"))
 
@@ -299,6 +308,51 @@ def _summed(union: DataFrame) -> DataFrame:
 
     columns = [F.col(_quote(c)) for c in union.columns if c != _N]
     return union.groupBy(*columns).agg(F.sum(_N).alias(_N)).where(F.col(_N) != 0)
+
+
+def _projected_change(
+    desired: DataFrame, split: TopKSplit, changed: list[SourceRead], frames: ChangeFrames
+) -> pa.Table | None:
+    """Δ read from the change files with pyarrow, where M is the one changed source's columns (a Project of
+    columns, renamed or not, straight over the source) and the view is M's top k (no operator above the
+    limit): the change rows projected, summed per row (:func:`~mvsink.spark.driver.change_rows`). None
+    otherwise, or where the driver cannot be sure (see there); Spark computes Δ then."""
+    import pyarrow as pa
+
+    from mvsink.spark.driver import change_rows, consolidated, same_equality
+    from mvsink.spark.sources import arrow_table_schema
+
+    m = split.input
+    if len(changed) != 1 or split.chain != ("GlobalLimit", "LocalLimit", "Sort") or m.name != "Project":
+        return None
+    source = changed[0]
+    sets = frames.sets or {}
+    if source.name not in sets or not all(same_equality(f.dataType) for f in desired.schema.fields):
+        return None
+    below = m.children[0] if len(m.children) == 1 else None
+    while below is not None and below.name == "SubqueryAlias" and len(below.children) == 1:
+        below = below.children[0]
+    if below is None or below.name != "View" or str(below.attrs.get("view", "")).lower() != source.name.lower():
+        return None
+    columns: list[tuple[str, str]] = []
+    for e in m.expressions:
+        if e.name == "AttributeReference" and e.ref is not None:
+            columns.append((e.ref[0], e.ref[0]))
+        elif e.name == "Alias" and e.ref is not None and len(e.children) == 1:
+            inner = e.children[0]
+            if inner.name != "AttributeReference" or inner.ref is None:
+                return None
+            columns.append((e.ref[0], inner.ref[0]))
+        else:
+            return None
+    if [name for name, _ in columns] != list(desired.columns):
+        return None
+    user = [f for f in arrow_table_schema(desired.schema) if f.name not in (TIME, DIFF)]
+    raw = change_rows(sets[source.name], columns, pa.schema([*user, pa.field(DIFF, pa.int64())]), weight=DIFF)
+    if raw is None:
+        return None
+    net = consolidated(raw)
+    return net.rename_columns([_N if c == DIFF else c for c in net.column_names])
 
 
 def _change_in_driver(desired: DataFrame, union: DataFrame) -> pa.Table | None:

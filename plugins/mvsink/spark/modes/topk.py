@@ -31,10 +31,10 @@ class TopK:
     name: Final[WriteMode] = MODE
     title: Final = "top-k"
     phrase: Final = "as a top-k"
-    setting: Final = settings.INCREMENTAL_GROUPS  # one setting turns affected groups and top-k on
+    setting: Final = settings.INCREMENTAL_TOPK
 
     def applies(self, plan: PlanFacts, change: Change) -> Decision:
-        if not settings.incremental_groups():
+        if not settings.incremental_topk():
             return disabled(self.title, self.setting)
         return self.fits(plan, change)
 
