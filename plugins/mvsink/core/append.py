@@ -50,7 +50,7 @@ class RefreshResult:
     reason: str = ""
     batch_id: str | None = None
     timings: dict[str, float] = dataclasses.field(default_factory=dict)  # seconds: mint, write (write.<phase>), append
-    spark_jobs: int = -1  # Spark jobs the write step ran (0: it did not run; -1: unknown)
+    spark_jobs: int = -1  # Spark jobs the write step ran (0: none, or it did not run; -1: unknown)
     reads: dict[str, dict[str, int]] = dataclasses.field(default_factory=dict)  # per source: bytes, files read
 
     def summary(self) -> str:
