@@ -315,6 +315,7 @@ def local_arrow(df: DataFrame) -> pa.Table:
     return pa.Table.from_pylist([r.asDict(recursive=True) for r in rows], schema=schema)
 
 
+# A change data feed row's ``_change_type``: the row inserted, or deleted (the feed's readers all use these).
 PLUS_CHANGE_TYPES: Final = ("insert", "update_postimage")
 MINUS_CHANGE_TYPES: Final = ("delete", "update_preimage")
 
@@ -332,6 +333,7 @@ def change_rows(
     import pyarrow.parquet as pq
 
     from mvsink.core import storage
+    from mvsink.spark.sources import CHANGE_TYPE
 
     files = [(f, 1) for f in changes.inserted] + [(f, -1) for f in changes.deleted] + [(f, 0) for f in changes.cdc]
     if changes.bytes > MAX_DRIVER_CHANGE_BYTES or changes.deletion_vectors:
@@ -344,12 +346,12 @@ def change_rows(
         fs, at = storage.filesystem(f.path)
         with fs.open_input_file(at) as handle:
             pf = pq.ParquetFile(handle)
-            needed = wanted + (["_change_type"] if sign == 0 else [])
+            needed = wanted + ([CHANGE_TYPE] if sign == 0 else [])
             if any(c not in pf.schema_arrow.names for c in needed):
                 return None
             rows = without_view_types(pf.read(columns=needed))
         if sign == 0:
-            kind = rows.column("_change_type")
+            kind = rows.column(CHANGE_TYPE)
             signs = pc.if_else(
                 pc.is_in(kind, value_set=pa.array(PLUS_CHANGE_TYPES)),
                 1,

@@ -44,8 +44,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-_PLUS_TYPES = ("insert", "update_postimage")
-_MINUS_TYPES = ("delete", "update_preimage")
 NOT_LINEAR = "not linear in"
 
 
@@ -99,8 +97,8 @@ def change_frames(
         minus.append(read_files(spark, changes.deleted, schema, partition_columns, with_change_type=False))
     if changes.cdc:
         cdc = read_files(spark, changes.cdc, schema, partition_columns, with_change_type=True)
-        plus.append(cdc.where(F.col(CHANGE_TYPE).isin(*_PLUS_TYPES)).drop(CHANGE_TYPE))
-        minus.append(cdc.where(F.col(CHANGE_TYPE).isin(*_MINUS_TYPES)).drop(CHANGE_TYPE))
+        plus.append(cdc.where(F.col(CHANGE_TYPE).isin(*driver.PLUS_CHANGE_TYPES)).drop(CHANGE_TYPE))
+        minus.append(cdc.where(F.col(CHANGE_TYPE).isin(*driver.MINUS_CHANGE_TYPES)).drop(CHANGE_TYPE))
 
     def union(frames: list[DataFrame]) -> DataFrame:  # no empty relation where a side has no files
         if not frames:
@@ -124,8 +122,8 @@ def _change_feed(
         .option("endingVersion", str(to_version))
         .load(delta_uri(path))
     )
-    plus = feed.where(F.col(CHANGE_TYPE).isin(*_PLUS_TYPES)).select(*schema.names)
-    minus = feed.where(F.col(CHANGE_TYPE).isin(*_MINUS_TYPES)).select(*schema.names)
+    plus = feed.where(F.col(CHANGE_TYPE).isin(*driver.PLUS_CHANGE_TYPES)).select(*schema.names)
+    minus = feed.where(F.col(CHANGE_TYPE).isin(*driver.MINUS_CHANGE_TYPES)).select(*schema.names)
     return plus, minus
 
 
