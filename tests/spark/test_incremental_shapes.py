@@ -23,7 +23,7 @@ from mvsink.spark.runners import refresh
 from mvsink.spark.splits import groups_reason
 from mvsink.spark.topk import key_positions, topk_split
 from tests.support.aggdata import CDF, ORDERS, agg_change, agg_customers, agg_orders, appends
-from tests.support.delta import BASE, HOUR, delete_at, stamp, write_at
+from tests.support.delta import BASE, HOUR, delete_at, stamp, update_at, write_at
 from tests.support.oracle import multiset, oracle
 from tests.support.viewfiles import parse, view_text, write_view
 
@@ -290,7 +290,7 @@ def test_the_candidates_are_ordered_in_the_driver_as_spark_orders_them(spark, se
 
     from pyspark.sql import functions as F
 
-    from mvsink.spark.topk import TopKSplit, _first_in_driver
+    from mvsink.spark.topkdriver import first_rows, order_keys
 
     rng = random.Random(seed)
     n = 60
@@ -316,9 +316,9 @@ def test_the_candidates_are_ordered_in_the_driver_as_spark_orders_them(spark, se
     for _ in range(4):
         picked = rng.sample(range(len(cols)), 3)
         order = [(p, rng.random() < 0.5, rng.random() < 0.5) for p in picked] + [(5, False, False)]
-        split = TopKSplit(limit=15, order=tuple(order), chain=(), input=None)  # type: ignore[arg-type]
-        got = _first_in_driver(table, desired, split)
-        assert got is not None
+        keys = order_keys(desired, tuple(order))
+        assert keys is not None
+        got = first_rows(table, keys, 15)
         sort = []
         for p, descending, nulls_first in order:
             c = F.col(table.column_names[p])
@@ -328,9 +328,8 @@ def test_the_candidates_are_ordered_in_the_driver_as_spark_orders_them(spark, se
                 else (c.asc_nulls_first() if nulls_first else c.asc_nulls_last())
             )
         expected = [r["id"] for r in desired.orderBy(*sort).limit(15).collect()]
-        assert table.column("id").take(got).to_pylist() == expected, order
-    floats = TopKSplit(limit=5, order=((6, True, False), (5, False, False)), chain=(), input=None)  # type: ignore[arg-type]
-    assert _first_in_driver(table, desired, floats) is None
+        assert got.column("id").to_pylist() == expected, order
+    assert order_keys(desired, ((6, True, False), (5, False, False))) is None
 
 
 def test_small_changes_take_at_most_two_spark_jobs(spark, env, eager, no_aqe):
@@ -355,7 +354,7 @@ def test_small_changes_take_at_most_two_spark_jobs(spark, env, eager, no_aqe):
     t = BASE + HOUR
     for name in shapes:
         assert refresh(catalog.get(name), t, runner="inprocess", spark=spark).mode == "full"
-    jobs = {"insert 99": (0, 1), "insert -1": (0, 1), "delete 21": (0, 1), "delete 20": (1, 2)}
+    jobs = {"insert 99": (0, 1), "insert -1": (0, 1), "delete 21": (0, 1), "delete 20": (0, 2)}
     for change, (from_files, from_spark) in jobs.items():
         what, ident = change.split()
         if what == "delete":  # id 21 is outside the top 3, id 20 its first row
@@ -371,3 +370,126 @@ def test_small_changes_take_at_most_two_spark_jobs(spark, env, eager, no_aqe):
             expected = {"tk": from_files, "tkf": from_spark, "grp": 2}[name]
             assert res.spark_jobs == expected, (name, change, res.spark_jobs)
             assert multiset(read_view(view, as_of=t)) == oracle(q, {"orders": orders}, t)
+            if change == "delete 20" and name != "grp":  # the top row deleted: the query recomputed
+                where = "in the driver" if name == "tk" else "by Spark"
+                assert f"recomputed the query {where}" in appends(view.target)[-1]["mode_reason"]
+
+
+def test_a_deleted_top_row_costs_no_recompute_while_enough_rows_rank_before_the_last(spark, env, eager):
+    """A deleted row of the top k recomputes the query only when fewer than k rows of T ∪ inserted − deleted
+    rank at or before T's last row (an update that keeps its row in the top does not), and never when T held
+    fewer than k rows (it was all of M); each refresh exact against DuckDB."""
+    data, views = env
+    orders = str(data / "orders")
+    rows = [{"id": i, "cust": 1, "status": f"s{i % 3}", "qty": i, "price": 1.0} for i in range(20)]
+    write_at(orders, pa.Table.from_pylist(rows, schema=ORDERS), BASE)
+    shapes = {
+        "top3": "SELECT id, status, qty FROM orders WHERE qty >= 0 ORDER BY qty DESC, id LIMIT 3",
+        "top50": "SELECT id, qty FROM orders ORDER BY qty DESC NULLS FIRST, id LIMIT 50",
+    }
+    for name, q in shapes.items():
+        write_view(views, name, query=q, sources={"orders": "orders"}, target=f"views/{name}", as_of=BASE, key=["id"])
+    catalog = Catalog(views)
+    t = BASE + HOUR
+    for name in shapes:
+        assert refresh(catalog.get(name), t, runner="inprocess", spark=spark).mode == "full"
+    steps = [  # (change, top3's reason, top50's reason)
+        ("update", "top 3 of the table's 2 remaining row(s)", "top 50 of the table's 19 remaining row(s)"),
+        ("delete 18", "recomputed the query by Spark", "top 50 of the table's 19 remaining row(s)"),
+        ("delete 17 insert 30", "top 3 of the table's 2 remaining row(s)", "top 50 of the table's 18 remaining"),
+    ]
+    for change, *reasons in steps:
+        if change == "update":  # the top row (id 19) moves up: deleted and inserted, still first
+            update_at(orders, {"qty": "qty + 100"}, "id = 19", t + 10)
+        else:
+            delete_at(orders, f"id = {change.split()[1]}", t + 10)
+            if "insert" in change:
+                row = {"id": 30, "cust": 1, "status": "s0", "qty": None, "price": 1.0}
+                write_at(orders, pa.Table.from_pylist([row, {**row, "id": 31, "qty": 50}], schema=ORDERS), t + 20)
+        t += HOUR
+        for (name, q), why in zip(shapes.items(), reasons):
+            view = catalog.get(name)
+            res = refresh(view, t, runner="inprocess", spark=spark)
+            got = appends(view.target)[-1]["mode_reason"]
+            assert res.mode == TOPK and why in got, (name, change, got)
+            assert multiset(read_view(view, as_of=t)) == oracle(q, {"orders": orders}, t), (name, change)
+
+
+@pytest.mark.parametrize("seed", [3, 8])
+def test_the_top_of_a_snapshot_in_the_driver_is_sparks(spark, tmp_path, seed):
+    """A recomputed top k over one source's columns, read in the driver a row group at a time (rows dropped
+    against the running k-th row), is Spark's ORDER BY ... LIMIT: NULLs first or last, either direction, k
+    below, at and over a row group, over several files; a partition column or a missing column is refused."""
+    import datetime as dt
+    import decimal
+
+    from deltalake import WriterProperties
+
+    from mvsink.core.batch import SourceRead
+    from mvsink.spark.topkdriver import order_keys, top_of_snapshot
+
+    rng = random.Random(seed)
+    path = str(tmp_path / "src")
+
+    def maybe(v: Any) -> Any:
+        return None if rng.random() < 0.15 else v
+
+    def batch(start: int, n: int) -> pa.Table:
+        return pa.table(
+            {
+                "id": pa.array(range(start, start + n), pa.int64()),
+                "i": pa.array([maybe(rng.randint(-5, 5)) for _ in range(n)], pa.int32()),
+                "d": pa.array(
+                    [maybe(decimal.Decimal(rng.randint(-99, 99)) / 10) for _ in range(n)], pa.decimal128(5, 1)
+                ),
+                "dt": pa.array([maybe(dt.date(2026, 1, rng.randint(1, 9))) for _ in range(n)], pa.date32()),
+                "s": pa.array([maybe(rng.choice(["a", "B", "é", "ab", ""])) for _ in range(n)], pa.string()),
+            }
+        )
+
+    props = WriterProperties(max_row_group_size=16)
+    for f in range(3):
+        write_deltalake(path, batch(f * 70, 70), mode="append", writer_properties=props)
+    version = 2
+    source = SourceRead(name="src", kind="path", path=path, version=version)
+    everything = _delta_rows(path)
+    desired = spark.createDataFrame(everything)
+    schema = everything.schema
+    columns = [(c, c) for c in schema.names]
+    for k in (1, 7, 16, 40, 300):
+        picked = rng.sample(["i", "d", "dt", "s"], 2)
+        spec = tuple((schema.names.index(c), rng.random() < 0.5, rng.random() < 0.5) for c in picked) + (
+            (0, rng.random() < 0.5, False),
+        )
+        keys = order_keys(desired, spec)
+        assert keys is not None
+        got = top_of_snapshot(source, columns, schema, keys, k)
+        assert got is not None
+        sort = []
+        for p, descending, nulls_first in spec:
+            c = desired[schema.names[p]]
+            sort.append(
+                (c.desc_nulls_first() if nulls_first else c.desc_nulls_last())
+                if descending
+                else (c.asc_nulls_first() if nulls_first else c.asc_nulls_last())
+            )
+        expected = [r["id"] for r in desired.orderBy(*sort).limit(k).collect()]
+        assert got.column("id").to_pylist() == expected, (k, spec)
+    # the view's columns renamed; a column no file holds; a partition column
+    renamed = top_of_snapshot(source, [("x", "id")], pa.schema([("x", pa.int64())]), [("x", "descending", "at_end")], 2)
+    assert renamed is not None and renamed.column("x").to_pylist() == [209, 208]
+    missing = [("id", "id"), ("zz", "zz")]
+    zz = pa.schema([("id", pa.int64()), ("zz", pa.int64())])
+    assert top_of_snapshot(source, missing, zz, [("id", "ascending", "at_end")], 2) is None
+    parted = str(tmp_path / "parted")
+    write_deltalake(parted, batch(0, 10), partition_by=["s"])
+    psource = SourceRead(name="p", kind="path", path=parted, version=0)
+    assert top_of_snapshot(psource, columns, schema, [("s", "ascending", "at_end")], 2) is None
+
+
+def _delta_rows(path: str) -> pa.Table:
+    from deltalake import DeltaTable
+
+    from mvsink.spark.driver import without_view_types
+
+    return without_view_types(DeltaTable(path).to_pyarrow_table())

@@ -46,7 +46,8 @@ import functools
 from typing import TYPE_CHECKING, Final
 
 from mvsink.columns import DIFF, TIME
-from mvsink.spark.driver import MAX_DRIVER_ROWS, collect_small
+from mvsink.spark.driver import collect_small
+from mvsink.spark.topkdriver import refresh_in_driver, sort_column
 from mvsink.spark.transforms import null_safe_match
 from mvsink.spark.transforms import quote_name as _quote
 
@@ -54,7 +55,7 @@ if TYPE_CHECKING:
     from collections.abc import Callable
 
     import pyarrow as pa
-    from pyspark.sql import Column, DataFrame, SparkSession
+    from pyspark.sql import DataFrame, SparkSession
     from pyspark.sql.types import DataType
 
     from mvsink.core.batch import BatchDescription, SourceRead
@@ -68,7 +69,6 @@ MODE: Final = "incremental:topk"
 NOT_TOPK: Final = "the query's top is not ORDER BY ... LIMIT"
 _ABOVE_LIMIT = frozenset({"Project", "SubqueryAlias", "Sort"})
 _N = "_mv_topk_n"
-_POS = "_mv_topk_pos"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -253,9 +253,16 @@ def topk_corrections(
     if isinstance(frames, str):
         return None, frames
     names = ", ".join(s.name for s in changed)
-    got = _projected_change(desired, split, changed, frames)
+    projected = projection(desired, split, changed)
+    got = _projected_change(desired, projected, frames)
+
+    def in_driver(delta: pa.Table) -> tuple[DataFrame | pa.Table | None, str]:
+        return refresh_in_driver(
+            spark, desired, table, desc, split.order, split.limit, key, delta, changed=names, projection=projected
+        )
+
     if got is not None:  # no Spark job: Δ read from the change files
-        return _refresh_in_driver(spark, desired, table, desc, split, key, got, changed=names)
+        return in_driver(got)
     union = _change(spark, view, desc, base, split, frames)
     if isinstance(union, str):
         return None, union
@@ -265,7 +272,7 @@ def topk_corrections(
         if got is None:
             got = collect_small(delta)
         if got is not None:
-            return _refresh_in_driver(spark, desired, table, desc, split, key, got, changed=names)
+            return in_driver(got)
         return _refresh(desired, table_df(), desc, split, key, delta.localCheckpoint(eager=True), changed=names)
     except PySparkException as exc:  # e.g. an expression the limit kept from failing (ANSI): the full diff
         return None, f"the change of the ORDER BY's input could not be computed: {first_paragraph(exc)}"
@@ -310,24 +317,19 @@ def _summed(union: DataFrame) -> DataFrame:
     return union.groupBy(*columns).agg(F.sum(_N).alias(_N)).where(F.col(_N) != 0)
 
 
-def _projected_change(
-    desired: DataFrame, split: TopKSplit, changed: list[SourceRead], frames: ChangeFrames
-) -> pa.Table | None:
-    """Δ read from the change files with pyarrow, where M is the one changed source's columns (a Project of
-    columns, renamed or not, straight over the source) and the view is M's top k (no operator above the
-    limit): the change rows projected, summed per row (:func:`~mvsink.spark.driver.change_rows`). None
-    otherwise, or where the driver cannot be sure (see there); Spark computes Δ then."""
-    import pyarrow as pa
-
-    from mvsink.spark.driver import change_rows, consolidated, same_equality
-    from mvsink.spark.sources import arrow_table_schema
+def projection(
+    desired: DataFrame, split: TopKSplit, changed: list[SourceRead]
+) -> tuple[SourceRead, list[tuple[str, str]]] | None:
+    """M as one changed source's columns: the source and each view column's ``(name, source column)``, where M is
+    a Project of columns (renamed or not) straight over the one changed source and the view is M's top k (no
+    operator above the limit, every column grouped in the driver as in Spark); else None."""
+    from mvsink.spark.driver import same_equality
 
     m = split.input
     if len(changed) != 1 or split.chain != ("GlobalLimit", "LocalLimit", "Sort") or m.name != "Project":
         return None
     source = changed[0]
-    sets = frames.sets or {}
-    if source.name not in sets or not all(same_equality(f.dataType) for f in desired.schema.fields):
+    if not all(same_equality(f.dataType) for f in desired.schema.fields):
         return None
     below = m.children[0] if len(m.children) == 1 else None
     while below is not None and below.name == "SubqueryAlias" and len(below.children) == 1:
@@ -347,6 +349,24 @@ def _projected_change(
             return None
     if [name for name, _ in columns] != list(desired.columns):
         return None
+    return source, columns
+
+
+def _projected_change(
+    desired: DataFrame, projected: tuple[SourceRead, list[tuple[str, str]]] | None, frames: ChangeFrames
+) -> pa.Table | None:
+    """Δ read from the change files with pyarrow where M is one source's columns (:func:`projection`): the change
+    rows projected, summed per row (:func:`~mvsink.spark.driver.change_rows`). None otherwise, or where the
+    driver cannot be sure (see there); Spark computes Δ then."""
+    import pyarrow as pa
+
+    from mvsink.spark.driver import change_rows, consolidated
+    from mvsink.spark.sources import arrow_table_schema
+
+    sets = frames.sets or {}
+    if projected is None or projected[0].name not in sets:
+        return None
+    source, columns = projected
     user = [f for f in arrow_table_schema(desired.schema) if f.name not in (TIME, DIFF)]
     raw = change_rows(sets[source.name], columns, pa.schema([*user, pa.field(DIFF, pa.int64())]), weight=DIFF)
     if raw is None:
@@ -367,119 +387,6 @@ def _change_in_driver(desired: DataFrame, union: DataFrame) -> pa.Table | None:
         return None
     net = consolidated(raw.rename_columns([DIFF if c == _N else c for c in raw.column_names]))
     return net.rename_columns([_N if c == DIFF else c for c in net.column_names])
-
-
-def _refresh_in_driver(
-    spark: SparkSession,
-    desired: DataFrame,
-    table: ViewTable,
-    desc: BatchDescription,
-    split: TopKSplit,
-    key: list[int],
-    delta: pa.Table,
-    *,
-    changed: str,
-) -> tuple[DataFrame | pa.Table | None, str]:
-    """Step 2 of the module docstring with Δ collected (``delta``): T read and every check made in the driver.
-
-    The candidates T ∪ inserted are ordered by Spark over local rows (its NULL placement, collations and
-    decimals); a deleted row in T recomputes the query (Spark), both diffed against T here.
-    """
-    import pyarrow as pa
-    import pyarrow.compute as pc
-    from pyspark.sql import types as T
-
-    from mvsink.spark.driver import consolidated, row_corrections, row_key, table_rows
-    from mvsink.spark.sources import arrow_table_schema
-
-    columns = list(desired.columns)
-    key_cols = [columns[p] for p in key]
-    k = split.limit
-    out_schema = arrow_table_schema(desired.schema)
-    user = pa.schema([f for f in out_schema if f.name not in (TIME, DIFF)])
-    persisted = consolidated(table_rows(table, columns, lower=desc.lower))
-    n_t = persisted.num_rows
-    mult = persisted.column(DIFF).to_pylist()
-    if n_t > k or any(m != 1 for m in mult):
-        return None, f"the table's rows are not a top {k} ({n_t} row(s), multiplicities {min(mult)} to {max(mult)})"
-    n = delta.column(_N)
-    worst = pc.max(pc.abs(n)).as_py() if delta.num_rows else None
-    if worst is not None and worst > 1:
-        return None, (
-            f"a row of the ORDER BY's input changed its multiplicity by {worst}: "
-            f"the declared key {', '.join(key_cols)} is not unique there"
-        )
-    inserted = delta.filter(pc.greater(n, 0)).select(columns).cast(user)
-    deleted = delta.filter(pc.less(n, 0))
-
-    def keys_of(rows: pa.Table) -> list[tuple[object, ...]]:
-        return [row_key(r) for r in zip(*[rows.column(c).to_pylist() for c in key_cols])]
-
-    top = set(keys_of(persisted))
-    if any(kv in top for kv in keys_of(deleted)):
-        why = (
-            f"a deleted row was in the top {k}: recomputed the query, diffed against the table's {n_t} row(s) "
-            f"(changes of {changed})"
-        )
-        if k > MAX_DRIVER_ROWS:
-            return _spark_corrections(spark, desired, persisted, at=desc.time), why
-        return row_corrections(desired.toArrow(), persisted, out_schema, at=desc.time), why
-    why = (
-        f"top {k} of the table's {n_t} row(s) and {inserted.num_rows} inserted row(s); {deleted.num_rows} "
-        f"deleted row(s) outside it (changes of {changed})"
-    )
-    if not inserted.num_rows:  # T stays the top k
-        return out_schema.empty_table(), why
-    candidates = pa.concat_tables([persisted.select(columns).rename_columns(user.names).cast(user), inserted])
-    seen = keys_of(candidates)
-    if len(set(seen)) < len(seen):
-        return None, f"the declared key {', '.join(key_cols)} is not unique among the top {k} and the inserted rows"
-    firsts = _first_in_driver(candidates, desired, split)
-    if firsts is not None:
-        return row_corrections(candidates.take(firsts), persisted, out_schema, at=desc.time), why
-    # Spark orders the candidates (local rows: the ORDER BY's columns and each row's position) and returns the
-    # positions of the first k: one small job (a sort over local rows is not folded by the optimizer).
-    by = sorted({p for p, _, _ in split.order})
-    local = candidates.select([columns[p] for p in by]).append_column(
-        _POS, pa.array(range(candidates.num_rows), pa.int64())
-    )
-    fields = [T.StructField(columns[p], desired.schema.fields[p].dataType, True) for p in by]
-    schema = T.StructType([*fields, T.StructField(_POS, T.LongType(), False)])
-    order = [_sort_column(columns[p], descending, nulls_first) for p, descending, nulls_first in split.order]
-    first = spark.createDataFrame(local, schema=schema).orderBy(*order).limit(k).select(_POS).collect()
-    new = candidates.take(pa.array([r[0] for r in first], pa.int64()))
-    return row_corrections(new, persisted, out_schema, at=desc.time), why
-
-
-def _first_in_driver(candidates: pa.Table, desired: DataFrame, split: TopKSplit) -> pa.Array | None:
-    """Positions of the first k candidates in the order o, sorted by pyarrow where it orders as Spark does
-    (every ORDER BY column an integer, decimal, date, timestamp, boolean or binary-collation string, whose
-    bytes order is Spark's UTF8_BINARY; NULLs placed per column as the query says), else None."""
-    import pyarrow.compute as pc
-    from pyspark.sql import types as T
-
-    exact = (T.IntegralType, T.DecimalType, T.DateType, T.TimestampType, T.TimestampNTZType, T.BooleanType)
-    columns = list(desired.columns)
-    keys: list[tuple[str, str, str]] = []
-    for i, (p, descending, nulls_first) in enumerate(split.order):
-        dt = desired.schema.fields[p].dataType
-        binary_string = isinstance(dt, T.StringType) and getattr(dt, "collation", "UTF8_BINARY") == "UTF8_BINARY"
-        if not (isinstance(dt, exact) or binary_string):
-            return None
-        keys.append((f"k{i}", "descending" if descending else "ascending", "at_start" if nulls_first else "at_end"))
-    by = candidates.select([columns[p] for p, _, _ in split.order]).rename_columns([k for k, _, _ in keys])
-    return pc.sort_indices(by, sort_keys=keys)[: split.limit]
-
-
-def _spark_corrections(spark: SparkSession, desired: DataFrame, persisted: pa.Table, *, at: int) -> DataFrame:
-    """:func:`mvsink.spark.transforms.corrections` of ``desired`` against T held in the driver."""
-    from pyspark.sql import types as T
-
-    from mvsink.spark.transforms import corrections
-
-    fields = [T.StructField(f.name, f.dataType, True) for f in desired.schema.fields]
-    schema = T.StructType([*fields, T.StructField(DIFF, T.LongType(), True)])
-    return corrections(desired, spark.createDataFrame(persisted, schema=schema), time=at)
 
 
 def _refresh(
@@ -530,18 +437,9 @@ def _refresh(
     names = [F.col(_quote(c)) for c in key_cols]
     if inserted and candidates.groupBy(*names).count().where(F.col("count") > 1).limit(1).count():
         return None, f"the declared key {', '.join(key_cols)} is not unique among the top {k} and the inserted rows"
-    order = [_sort_column(columns[p], descending, nulls_first) for p, descending, nulls_first in split.order]
+    order = [sort_column(columns[p], descending, nulls_first) for p, descending, nulls_first in split.order]
     new = candidates.orderBy(*order).limit(k)
     return corrections(new, persisted, time=desc.time), (
         f"top {k} of the table's {n_t} row(s) and {inserted} inserted row(s); {deleted} deleted row(s) "
         f"outside it (changes of {changed})"
     )
-
-
-def _sort_column(name: str, descending: bool, nulls_first: bool) -> Column:
-    from pyspark.sql import functions as F
-
-    c = F.col(_quote(name))
-    if descending:
-        return c.desc_nulls_first() if nulls_first else c.desc_nulls_last()
-    return c.asc_nulls_first() if nulls_first else c.asc_nulls_last()

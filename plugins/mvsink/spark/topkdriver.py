@@ -1,0 +1,289 @@
+"""Step 2 of a top-k refresh in the driver (mode ``incremental:topk``; :mod:`mvsink.spark.topk`, DESIGN.md section 8).
+
+With Δ (the change of M, the ORDER BY's input, in the view's columns) held as Arrow, T (the persisted top k)
+is read with pyarrow and every check is made here:
+
+* T ∪ inserted − deleted holds the new top k whenever at least k of its rows rank at or before L, T's last
+  row in the order o (every row of M outside T ranks after L). So a deleted row of T costs no recompute
+  while enough inserted rows (an update's new version, say) rank before L; and a T of fewer than k rows
+  was all of M, so nothing else can enter.
+* Else the query is recomputed: where M is one source's columns (:func:`mvsink.spark.topk.projection`)
+  and its snapshot is plain Parquet of at most :data:`MAX_DRIVER_SCAN_BYTES`, by pyarrow over the
+  snapshot's files (the ORDER BY's columns compared against the running k-th row, so most rows are
+  dropped before any sort; no Spark job); else by Spark (one job).
+
+The order is pyarrow's where it is Spark's (:func:`order_keys`): integers, decimals, dates, timestamps,
+booleans, binary-collation strings; NULLs placed per column as the query says. Else Spark orders the
+candidates over local rows (a small job) and a deleted row of T recomputes the query.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Final
+
+from mvsink.columns import DIFF, TIME
+from mvsink.spark.driver import MAX_DRIVER_ROWS
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+    import pyarrow as pa
+    from pyspark.sql import Column, DataFrame, SparkSession
+
+    from mvsink.core.batch import BatchDescription, SourceRead
+    from mvsink.core.table import ViewTable
+
+# A recomputed top k over one source's columns is taken in the driver over at most this many bytes of
+# Parquet files (the snapshot's; only the view's columns are read, a row group at a time).
+MAX_DRIVER_SCAN_BYTES: Final = 256 * 1024 * 1024
+_N: Final = "_mv_topk_n"
+_POS: Final = "_mv_topk_pos"
+_MARK: Final = "_mv_topk_mark"
+
+OrderKeys = list[tuple[str, str, str]]  # (column, "ascending"/"descending", "at_start"/"at_end")
+# The ORDER BY: per item, (position of the view's column, descending, NULLs first).
+OrderSpec = tuple[tuple[int, bool, bool], ...]
+
+
+def order_keys(desired: DataFrame, spec: OrderSpec) -> OrderKeys | None:
+    """pyarrow sort keys of the ORDER BY (the view's column names) where pyarrow orders as Spark does (every
+    ORDER BY column an integer, decimal, date, timestamp, boolean or binary-collation string, whose bytes
+    order is Spark's UTF8_BINARY), else None."""
+    from pyspark.sql import types as T
+
+    exact = (T.IntegralType, T.DecimalType, T.DateType, T.TimestampType, T.TimestampNTZType, T.BooleanType)
+    columns = list(desired.columns)
+    keys: OrderKeys = []
+    for p, descending, nulls_first in spec:
+        dt = desired.schema.fields[p].dataType
+        binary_string = isinstance(dt, T.StringType) and getattr(dt, "collation", "UTF8_BINARY") == "UTF8_BINARY"
+        if not (isinstance(dt, exact) or binary_string):
+            return None
+        keys.append((columns[p], "descending" if descending else "ascending", "at_start" if nulls_first else "at_end"))
+    return keys
+
+
+def first_rows(rows: pa.Table, keys: OrderKeys, k: int) -> pa.Table:
+    """The first ``k`` of ``rows`` in the order ``keys`` (a total order: ties are not broken)."""
+    import pyarrow.compute as pc
+
+    by = rows.select([c for c, _, _ in keys]).rename_columns([f"k{i}" for i in range(len(keys))])
+    sort = [(f"k{i}", order, nulls) for i, (_, order, nulls) in enumerate(keys)]
+    return rows.take(pc.sort_indices(by, sort_keys=sort)[:k])
+
+
+def ranked_up_to(candidates: pa.Table, last: pa.Table, keys: OrderKeys) -> int:
+    """How many ``candidates`` rank at or before ``last`` (one row) in the order ``keys``."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    names = [c for c, _, _ in keys]
+    both = pa.concat_tables([candidates.select(names), last.select(names).cast(candidates.select(names).schema)])
+    both = both.rename_columns([f"k{i}" for i in range(len(keys))]).append_column(
+        _MARK, pa.array([0] * candidates.num_rows + [1], pa.int8())
+    )
+    sort = [(f"k{i}", order, nulls) for i, (_, order, nulls) in enumerate(keys)] + [(_MARK, "ascending", "at_end")]
+    order = pc.sort_indices(both, sort_keys=sort)
+    return int(pc.index(order, candidates.num_rows).as_py())
+
+
+def top_of_snapshot(
+    source: SourceRead, columns: Sequence[tuple[str, str]], schema: pa.Schema, keys: OrderKeys, k: int
+) -> pa.Table | None:
+    """The first ``k`` rows, in the order ``keys``, of ``source``'s snapshot projected to ``columns`` (``(name,
+    source column)``), as ``schema``, read with pyarrow a row group at a time; None where that is not sure
+    (Delta's reader needed, over :data:`MAX_DRIVER_SCAN_BYTES` of files, a partition column, a file without a
+    column, a value that does not cast exactly)."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+    import pyarrow.parquet as pq
+
+    from mvsink.core import storage
+    from mvsink.spark.driver import without_view_types
+    from mvsink.spark.sources import plain_files
+
+    if source.kind != "path" or source.version < 0:
+        return None
+    files = plain_files(source.path, source.version)
+    if files is None or sum(f.size for f in files) > MAX_DRIVER_SCAN_BYTES:
+        return None
+    wanted = sorted({c for _, c in columns})
+    first, first_order, first_nulls = keys[0]
+    top = schema.empty_table()
+    for f in files:
+        if any(name in wanted for name, _ in f.partition_values):
+            return None
+        fs, at = storage.filesystem(f.path)
+        with fs.open_input_file(at) as handle:
+            pf = pq.ParquetFile(handle)
+            if any(c not in pf.schema_arrow.names for c in wanted):
+                return None
+            for g in range(pf.num_row_groups):
+                rows = without_view_types(pf.read_row_group(g, columns=wanted))
+                try:
+                    part = pa.table([rows.column(src) for _, src in columns], names=[name for name, _ in columns]).cast(
+                        schema
+                    )
+                except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError):
+                    return None
+                if top.num_rows >= k:  # only rows whose first ORDER BY value can still beat the k-th row's
+                    bound = top.column(first)[k - 1]
+                    if bound.is_valid:
+                        value = part.column(first)
+                        beat = pc.greater_equal if first_order == "descending" else pc.less_equal
+                        keep = pc.fill_null(beat(value, bound), first_nulls == "at_start")
+                        part = part.filter(keep)
+                if part.num_rows:
+                    top = first_rows(pa.concat_tables([top, part]), keys, k)
+    return top
+
+
+def refresh_in_driver(
+    spark: SparkSession,
+    desired: DataFrame,
+    table: ViewTable,
+    desc: BatchDescription,
+    spec: OrderSpec,
+    k: int,
+    key: list[int],
+    delta: pa.Table,
+    *,
+    changed: str,
+    projection: tuple[SourceRead, list[tuple[str, str]]] | None,
+) -> tuple[DataFrame | pa.Table | None, str]:
+    """The corrections from T and Δ (``delta``: the view's columns and ``_mv_topk_n``), or (None, why not); see
+    the module docstring. ``projection``: M as one source's columns, for a recompute in the driver."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    from mvsink.spark.driver import consolidated, row_corrections, row_key, table_rows
+    from mvsink.spark.sources import arrow_table_schema
+
+    columns = list(desired.columns)
+    key_cols = [columns[p] for p in key]
+    out_schema = arrow_table_schema(desired.schema)
+    user = pa.schema([f for f in out_schema if f.name not in (TIME, DIFF)])
+    persisted = consolidated(table_rows(table, columns, lower=desc.lower))
+    n_t = persisted.num_rows
+    mult = persisted.column(DIFF).to_pylist()
+    if n_t > k or any(m != 1 for m in mult):
+        return None, f"the table's rows are not a top {k} ({n_t} row(s), multiplicities {min(mult)} to {max(mult)})"
+    n = delta.column(_N)
+    worst = pc.max(pc.abs(n)).as_py() if delta.num_rows else None
+    if worst is not None and worst > 1:
+        return None, (
+            f"a row of the ORDER BY's input changed its multiplicity by {worst}: "
+            f"the declared key {', '.join(key_cols)} is not unique there"
+        )
+    inserted = delta.filter(pc.greater(n, 0)).select(columns).cast(user)
+    deleted = delta.filter(pc.less(n, 0))
+
+    def keys_of(rows: pa.Table) -> list[tuple[object, ...]]:
+        return [row_key(r) for r in zip(*[rows.column(c).to_pylist() for c in key_cols])]
+
+    t_rows = persisted.select(columns).rename_columns(user.names).cast(user)
+    gone = set(keys_of(deleted))
+    t_keys = keys_of(t_rows)
+    hit = [i for i, kv in enumerate(t_keys) if kv in gone]
+    survivors = t_rows.filter(pa.array([kv not in gone for kv in t_keys], pa.bool_())) if hit else t_rows
+    candidates = pa.concat_tables([survivors, inserted])
+    seen = keys_of(candidates)
+    if len(set(seen)) < len(seen):
+        return None, f"the declared key {', '.join(key_cols)} is not unique among the top {k} and the inserted rows"
+    order = order_keys(desired, spec)
+    if hit and n_t == k:  # M may hold rows outside T: enough candidates must rank at or before T's last row
+        ranked = -1
+        if order is not None:
+            last = first_rows(t_rows, order, k).slice(k - 1, 1)
+            ranked = ranked_up_to(candidates, last, order)
+        if ranked < k:
+            out, where = _recomputed(desired, k, persisted, out_schema, order, projection, at=desc.time, spark=spark)
+            return out, (
+                f"a deleted row was in the top {k} ({len(hit)} of them) and fewer than {k} rows rank at or before "
+                f"its last: recomputed the query {where}, diffed against the table's {n_t} row(s) (changes of {changed})"
+            )
+    if hit:
+        why = (
+            f"top {k} of the table's {n_t - len(hit)} remaining row(s) and {inserted.num_rows} inserted row(s); "
+            f"{deleted.num_rows} deleted row(s), {len(hit)} of them in the top {k} (changes of {changed})"
+        )
+    else:
+        why = (
+            f"top {k} of the table's {n_t} row(s) and {inserted.num_rows} inserted row(s); {deleted.num_rows} "
+            f"deleted row(s) outside it (changes of {changed})"
+        )
+    if not inserted.num_rows and not hit:  # T stays the top k
+        return out_schema.empty_table(), why
+    if order is not None:
+        return row_corrections(first_rows(candidates, order, k), persisted, out_schema, at=desc.time), why
+    first = _spark_first(spark, candidates, desired, spec, k)
+    return row_corrections(first, persisted, out_schema, at=desc.time), why
+
+
+def _recomputed(
+    desired: DataFrame,
+    k: int,
+    persisted: pa.Table,
+    out_schema: pa.Schema,
+    order: OrderKeys | None,
+    projection: tuple[SourceRead, list[tuple[str, str]]] | None,
+    *,
+    at: int,
+    spark: SparkSession,
+) -> tuple[DataFrame | pa.Table, str]:
+    """The query's top k diffed against T, and where it was computed: in the driver where it can be, else by
+    Spark."""
+    import pyarrow as pa
+
+    from mvsink.spark.driver import row_corrections
+
+    user = pa.schema([f for f in out_schema if f.name not in (TIME, DIFF)])
+    if order is not None and projection is not None:
+        top = top_of_snapshot(projection[0], projection[1], user, order, k)
+        if top is not None:
+            return row_corrections(top, persisted, out_schema, at=at), "in the driver"
+    if k > MAX_DRIVER_ROWS:
+        return _spark_corrections(spark, desired, persisted, at=at), "by Spark"
+    return row_corrections(desired.toArrow(), persisted, out_schema, at=at), "by Spark"
+
+
+def _spark_first(spark: SparkSession, candidates: pa.Table, desired: DataFrame, spec: OrderSpec, k: int) -> pa.Table:
+    """The first k candidates ordered by Spark over local rows (the ORDER BY's columns and each row's position;
+    one small job: a sort over local rows is not folded by the optimizer), so collations and floats order as
+    Spark orders them."""
+    import pyarrow as pa
+    from pyspark.sql import types as T
+
+    columns = list(desired.columns)
+    by = sorted({p for p, _, _ in spec})
+    local = candidates.select([columns[p] for p in by]).append_column(
+        _POS, pa.array(range(candidates.num_rows), pa.int64())
+    )
+    fields = [T.StructField(columns[p], desired.schema.fields[p].dataType, True) for p in by]
+    schema = T.StructType([*fields, T.StructField(_POS, T.LongType(), False)])
+    order = [sort_column(columns[p], descending, nulls_first) for p, descending, nulls_first in spec]
+    first = spark.createDataFrame(local, schema=schema).orderBy(*order).limit(k).select(_POS).collect()
+    return candidates.take(pa.array([r[0] for r in first], pa.int64()))
+
+
+def _spark_corrections(spark: SparkSession, desired: DataFrame, persisted: pa.Table, *, at: int) -> DataFrame:
+    """:func:`mvsink.spark.transforms.corrections` of ``desired`` against T held in the driver."""
+    from pyspark.sql import types as T
+
+    from mvsink.spark.transforms import corrections
+
+    fields = [T.StructField(f.name, f.dataType, True) for f in desired.schema.fields]
+    schema = T.StructType([*fields, T.StructField(DIFF, T.LongType(), True)])
+    return corrections(desired, spark.createDataFrame(persisted, schema=schema), time=at)
+
+
+def sort_column(name: str, descending: bool, nulls_first: bool) -> Column:
+    """Spark's sort expression of one ORDER BY item."""
+    from pyspark.sql import functions as F
+
+    from mvsink.spark.transforms import quote_name
+
+    c = F.col(quote_name(name))
+    if descending:
+        return c.desc_nulls_first() if nulls_first else c.desc_nulls_last()
+    return c.asc_nulls_first() if nulls_first else c.asc_nulls_last()
