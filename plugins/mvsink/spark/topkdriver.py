@@ -95,7 +95,6 @@ def top_of_snapshot(
     (Delta's reader needed, over :data:`MAX_DRIVER_SCAN_BYTES` of files, a partition column, a file without a
     column, a value that does not cast exactly)."""
     import pyarrow as pa
-    import pyarrow.compute as pc
     import pyarrow.parquet as pq
 
     from mvsink.core import storage
@@ -126,16 +125,39 @@ def top_of_snapshot(
                     )
                 except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError):
                     return None
-                if top.num_rows >= k:  # only rows whose first ORDER BY value can still beat the k-th row's
-                    bound = top.column(first)[k - 1]
-                    if bound.is_valid:
-                        value = part.column(first)
-                        beat = pc.greater_equal if first_order == "descending" else pc.less_equal
-                        keep = pc.fill_null(beat(value, bound), first_nulls == "at_start")
-                        part = part.filter(keep)
                 if part.num_rows:
-                    top = first_rows(pa.concat_tables([top, part]), keys, k)
+                    top = first_rows(_pruned(pa.concat_tables([top, part]), keys[0], k), keys, k)
     return top
+
+
+def _pruned(rows: pa.Table, first: tuple[str, str, str], k: int) -> pa.Table:
+    """``rows`` without rows that cannot be among the first ``k``: those whose first ORDER BY value is worse
+    than the k-th best non-NULL one (which at least k rows reach); NULLs kept where they come first."""
+    import pyarrow.compute as pc
+
+    name, order, nulls = first
+    if rows.num_rows <= 4 * k:
+        return rows
+    values = rows.column(name)
+    valid = values.drop_null() if values.null_count else values
+    if len(valid) < k:
+        return rows
+    best = valid.take(pc.select_k_unstable(valid, k, sort_keys=[("dummy", order)]))
+    bound = pc.min(best) if order == "descending" else pc.max(best)
+    beat = pc.greater_equal if order == "descending" else pc.less_equal
+    return rows.filter(pc.fill_null(beat(values, bound), nulls == "at_start"))
+
+
+def _repeated(rows: pa.Table, key_cols: list[str]) -> bool:
+    """Do two of ``rows`` share their key (NULLs equal)?"""
+    import pyarrow.compute as pc
+
+    from mvsink.spark.driver import row_key
+
+    if len(key_cols) == 1:
+        return bool(pc.count_distinct(rows.column(key_cols[0]), mode="all").as_py() < rows.num_rows)
+    seen = [row_key(r) for r in zip(*[rows.column(c).to_pylist() for c in key_cols])]
+    return len(set(seen)) < len(seen)
 
 
 def refresh_in_driver(
@@ -178,17 +200,17 @@ def refresh_in_driver(
     inserted = delta.filter(pc.greater(n, 0)).select(columns).cast(user)
     deleted = delta.filter(pc.less(n, 0))
 
-    def keys_of(rows: pa.Table) -> list[tuple[object, ...]]:
-        return [row_key(r) for r in zip(*[rows.column(c).to_pylist() for c in key_cols])]
-
     t_rows = persisted.select(columns).rename_columns(user.names).cast(user)
-    gone = set(keys_of(deleted))
-    t_keys = keys_of(t_rows)
-    hit = [i for i, kv in enumerate(t_keys) if kv in gone]
-    survivors = t_rows.filter(pa.array([kv not in gone for kv in t_keys], pa.bool_())) if hit else t_rows
+    if len(key_cols) == 1:  # pyarrow: is_in matches NULL to NULL (the null-safe match); key types are exact
+        kc = key_cols[0]
+        in_t = pc.is_in(t_rows.column(kc), value_set=deleted.column(kc).cast(user.field(kc).type), skip_nulls=False)
+    else:
+        gone = {row_key(r) for r in zip(*[deleted.column(c).to_pylist() for c in key_cols])}
+        in_t = pa.array([row_key(r) in gone for r in zip(*[t_rows.column(c).to_pylist() for c in key_cols])])
+    hit = int(pc.sum(in_t).as_py() or 0)
+    survivors = t_rows.filter(pc.invert(in_t)) if hit else t_rows
     candidates = pa.concat_tables([survivors, inserted])
-    seen = keys_of(candidates)
-    if len(set(seen)) < len(seen):
+    if _repeated(candidates, key_cols):
         return None, f"the declared key {', '.join(key_cols)} is not unique among the top {k} and the inserted rows"
     order = order_keys(desired, spec)
     if hit and n_t == k:  # M may hold rows outside T: enough candidates must rank at or before T's last row
@@ -199,13 +221,13 @@ def refresh_in_driver(
         if ranked < k:
             out, where = _recomputed(desired, k, persisted, out_schema, order, projection, at=desc.time, spark=spark)
             return out, (
-                f"a deleted row was in the top {k} ({len(hit)} of them) and fewer than {k} rows rank at or before "
+                f"a deleted row was in the top {k} ({hit} of them) and fewer than {k} rows rank at or before "
                 f"its last: recomputed the query {where}, diffed against the table's {n_t} row(s) (changes of {changed})"
             )
     if hit:
         why = (
-            f"top {k} of the table's {n_t - len(hit)} remaining row(s) and {inserted.num_rows} inserted row(s); "
-            f"{deleted.num_rows} deleted row(s), {len(hit)} of them in the top {k} (changes of {changed})"
+            f"top {k} of the table's {n_t - hit} remaining row(s) and {inserted.num_rows} inserted row(s); "
+            f"{deleted.num_rows} deleted row(s), {hit} of them in the top {k} (changes of {changed})"
         )
     else:
         why = (
