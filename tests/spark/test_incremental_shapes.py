@@ -417,9 +417,9 @@ def test_a_deleted_top_row_costs_no_recompute_while_enough_rows_rank_before_the_
 
 @pytest.mark.parametrize("seed", [3, 8])
 def test_the_top_of_a_snapshot_in_the_driver_is_sparks(spark, tmp_path, seed):
-    """A recomputed top k over one source's columns, read in the driver a row group at a time (rows dropped
-    against the running k-th row), is Spark's ORDER BY ... LIMIT: NULLs first or last, either direction, k
-    below, at and over a row group, over several files; a partition column or a missing column is refused."""
+    """A recomputed top k over one source's columns, read in the driver a file at a time (rows dropped against
+    the k-th best first ORDER BY value), is Spark's ORDER BY ... LIMIT: NULLs first or last, either direction,
+    k below and over a file's rows, over several files; a partition column or a missing column is refused."""
     import datetime as dt
     import decimal
 

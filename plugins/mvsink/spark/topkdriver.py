@@ -9,7 +9,7 @@ is read with pyarrow and every check is made here:
   was all of M, so nothing else can enter.
 * Else the query is recomputed: where M is one source's columns (:func:`mvsink.spark.topk.projection`)
   and its snapshot is plain Parquet of at most :data:`MAX_DRIVER_SCAN_BYTES`, by pyarrow over the
-  snapshot's files (the ORDER BY's columns compared against the running k-th row, so most rows are
+  snapshot's files, one at a time (the ORDER BY's columns compared against the running k-th row, so most rows are
   dropped before any sort; no Spark job); else by Spark (one job).
 
 The order is pyarrow's where it is Spark's (:func:`order_keys`): integers, decimals, dates, timestamps,
@@ -34,7 +34,7 @@ if TYPE_CHECKING:
     from mvsink.core.table import ViewTable
 
 # A recomputed top k over one source's columns is taken in the driver over at most this many bytes of
-# Parquet files (the snapshot's; only the view's columns are read, a row group at a time).
+# Parquet files (the snapshot's; only the view's columns are read, a file at a time).
 MAX_DRIVER_SCAN_BYTES: Final = 256 * 1024 * 1024
 _N: Final = "_mv_topk_n"
 _POS: Final = "_mv_topk_pos"
@@ -91,7 +91,7 @@ def top_of_snapshot(
     source: SourceRead, columns: Sequence[tuple[str, str]], schema: pa.Schema, keys: OrderKeys, k: int
 ) -> pa.Table | None:
     """The first ``k`` rows, in the order ``keys``, of ``source``'s snapshot projected to ``columns`` (``(name,
-    source column)``), as ``schema``, read with pyarrow a row group at a time; None where that is not sure
+    source column)``), as ``schema``, read with pyarrow a file at a time; None where that is not sure
     (Delta's reader needed, over :data:`MAX_DRIVER_SCAN_BYTES` of files, a partition column, a file without a
     column, a value that does not cast exactly)."""
     import pyarrow as pa
@@ -117,16 +117,13 @@ def top_of_snapshot(
             pf = pq.ParquetFile(handle)
             if any(c not in pf.schema_arrow.names for c in wanted):
                 return None
-            for g in range(pf.num_row_groups):
-                rows = without_view_types(pf.read_row_group(g, columns=wanted))
-                try:
-                    part = pa.table([rows.column(src) for _, src in columns], names=[name for name, _ in columns]).cast(
-                        schema
-                    )
-                except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError):
-                    return None
-                if part.num_rows:
-                    top = first_rows(_pruned(pa.concat_tables([top, part]), keys[0], k), keys, k)
+            rows = without_view_types(pf.read(columns=wanted))  # the file's row groups read by pyarrow's threads
+        try:
+            part = pa.table([rows.column(src) for _, src in columns], names=[name for name, _ in columns]).cast(schema)
+        except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError):
+            return None
+        if part.num_rows:
+            top = first_rows(_pruned(pa.concat_tables([top, part]), keys[0], k), keys, k)
     return top
 
 
