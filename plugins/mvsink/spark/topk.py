@@ -10,25 +10,26 @@ the sources' changes without recomputing M when that is exact:
    (so a copy-on-write rewrite's unchanged rows, and the rows a term reads from the other branches of a
    UNION ALL, cancel). Rows with a positive sum were inserted, with a negative one deleted. Collected to the
    driver: one Spark job (up to :data:`~mvsink.spark.driver.MAX_DRIVER_ROWS` rows; more: step 2 runs by Spark, as a DataFrame).
-2. T = the table's consolidated rows (the persisted top k), read in the driver with pyarrow
-   (:mod:`mvsink.spark.driver`), where every check below is made. If a deleted row is in T (matched
-   null-safely on the key), the new top k may reach into rows of M that nobody kept: the query is recomputed
-   (collected: a second Spark job) and diffed against T (still no full diff of the table's history, which is T
-   here). Otherwise the new top k is the top k of T ∪ inserted rows, in the order o, diffed against T: pyarrow
-   orders the candidates where its order is Spark's (integers, decimals, dates, timestamps, booleans,
-   binary-collation strings; NULLs placed per column as the query says), else Spark does over local rows (a
-   second, small job), so collations and floats order as Spark orders them. Δ is summed per row in the driver
-   where every column groups there as in Spark (no shuffle). The corrections are an Arrow table, staged
-   without Spark.
+2. T = the table's consolidated rows (the persisted top k), read in the driver with pyarrow, where every
+   check below is made (:mod:`mvsink.spark.topkdriver`). The candidates are T − deleted ∪ inserted. If at
+   least k of them rank at or before L, T's last row in the order o (always when no deleted row is in T), or
+   T held fewer than k rows, the new top k is the candidates' first k, diffed against T. Otherwise the query is
+   recomputed (by pyarrow over the source's files where M is one source's columns, else by Spark: a second
+   job) and diffed against T. pyarrow orders the candidates where its order is Spark's (integers, decimals,
+   dates, timestamps, booleans, binary-collation strings; NULLs placed per column as the query says), else
+   Spark does over local rows (a second, small job; a deleted row of T then recomputes), so collations and
+   floats order as Spark orders them. Δ is summed per row in the driver where every column groups there as in
+   Spark (no shuffle). The corrections are an Arrow table, staged without Spark.
 
 Why step 2 is exact. It needs o to be a *total* order on M: two different rows never tie. The view must
 therefore declare a ``key`` (columns unique per row, a promise the view file makes) and the ORDER BY must
 list every key column, of a type whose order has no ties between different values (not FLOAT/DOUBLE:
 ``-0.0`` and ``0.0`` tie; strings only in the binary collation). Then T holds the k first rows of M, every
 other row of M comes after all of T, and deleting rows outside T leaves T's rows first; so the first k of
-M' = M − deleted + inserted are among T ∪ inserted. Duplicates cannot occur (the key is unique); if Δ changes
-a row's multiplicity by more than one, or T ∪ inserted holds a key twice, or T is not k rows of multiplicity
-one at most, the promise or the table is broken and the refresh takes the full diff. Ties among the
+M' = M − deleted + inserted are among T ∪ inserted; and when deleted rows of T leave a gap, any k
+candidates ranking at or before L still come before every row of M outside T. Duplicates cannot occur (the
+key is unique); if Δ changes a row's multiplicity by more than one, or T ∪ inserted holds a key twice, or T
+is not k rows of multiplicity one at most, the promise or the table is broken and the refresh takes the full diff. Ties among the
 ORDER BY's other columns are broken by the key columns, in the query and here alike (the candidates are
 sorted by the same columns, directions and NULL placement, by the same engine).
 

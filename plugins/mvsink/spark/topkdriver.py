@@ -107,7 +107,6 @@ def top_of_snapshot(
     if files is None or sum(f.size for f in files) > MAX_DRIVER_SCAN_BYTES:
         return None
     wanted = sorted({c for _, c in columns})
-    first, first_order, first_nulls = keys[0]
     top = schema.empty_table()
     for f in files:
         if any(name in wanted for name, _ in f.partition_values):
