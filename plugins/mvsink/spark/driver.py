@@ -330,9 +330,7 @@ def change_rows(
     value that does not cast to ``schema`` exactly."""
     import pyarrow as pa
     import pyarrow.compute as pc
-    import pyarrow.parquet as pq
 
-    from mvsink.core import storage
     from mvsink.spark.sources import CHANGE_TYPE
 
     files = [(f, 1) for f in changes.inserted] + [(f, -1) for f in changes.deleted] + [(f, 0) for f in changes.cdc]
@@ -343,13 +341,9 @@ def change_rows(
     for f, sign in files:
         if any(name in wanted for name, _ in f.partition_values):
             return None
-        fs, at = storage.filesystem(f.path)
-        with fs.open_input_file(at) as handle:
-            pf = pq.ParquetFile(handle)
-            needed = wanted + ([CHANGE_TYPE] if sign == 0 else [])
-            if any(c not in pf.schema_arrow.names for c in needed):
-                return None
-            rows = without_view_types(pf.read(columns=needed))
+        rows = parquet_columns(f.path, wanted + ([CHANGE_TYPE] if sign == 0 else []))
+        if rows is None:
+            return None
         if sign == 0:
             kind = rows.column(CHANGE_TYPE)
             signs = pc.if_else(
@@ -370,6 +364,21 @@ def change_rows(
         except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError):
             return None
     return pa.concat_tables(out) if out else schema.empty_table()
+
+
+def parquet_columns(path: str, columns: Sequence[str]) -> pa.Table | None:
+    """``columns`` of one Parquet file (local or object store) read with pyarrow, view types cast away
+    (:func:`without_view_types`); None if the file lacks one of them (Spark would read NULLs there)."""
+    import pyarrow.parquet as pq
+
+    from mvsink.core import storage
+
+    fs, at = storage.filesystem(path)
+    with fs.open_input_file(at) as handle:
+        pf = pq.ParquetFile(handle)
+        if any(c not in pf.schema_arrow.names for c in columns):
+            return None
+        return without_view_types(pf.read(columns=list(columns)))
 
 
 def without_view_types(table: pa.Table) -> pa.Table:

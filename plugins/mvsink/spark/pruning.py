@@ -26,7 +26,6 @@ from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
 from mvsink import settings
-from mvsink.core import storage
 from mvsink.core.deltalog import ChangeFile, FileStats, absolute_path, active_bytes, file_statistics
 from mvsink.spark.joinkeys import Edge, join_edges, pruned_reads
 
@@ -183,22 +182,17 @@ def keys_in_driver(
     keys): the caller then collects them with Spark."""
     import pyarrow as pa
     import pyarrow.compute as pc
-    import pyarrow.parquet as pq
 
-    from mvsink.spark.driver import without_view_types
+    from mvsink.spark.driver import parquet_columns
 
     wanted = sorted(set(columns) | {c for c, _ in where})
     if change.bytes > MAX_DRIVER_KEY_BYTES or set(wanted) & set(change.partition_columns):
         return None
     found: dict[str, set[Any]] = {c: set() for c in columns}
     for f in change.files:
-        fs, at = storage.filesystem(f.path)
-        with fs.open_input_file(at) as handle:
-            pf = pq.ParquetFile(handle)
-            names = pf.schema_arrow.names
-            if any(c not in names for c in wanted):
-                return None
-            table = without_view_types(pf.read(columns=wanted))
+        table = parquet_columns(f.path, wanted)
+        if table is None:
+            return None
         for c in wanted:  # types whose values pyarrow and Spark give alike (a Python int, str, date or Decimal)
             t = table.schema.field(c).type
             if not (pa.types.is_integer(t) or pa.types.is_string(t) or pa.types.is_date32(t) or pa.types.is_decimal(t)):

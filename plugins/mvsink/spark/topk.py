@@ -29,8 +29,8 @@ other row of M comes after all of T, and deleting rows outside T leaves T's rows
 M' = M − deleted + inserted are among T ∪ inserted; and when deleted rows of T leave a gap, any k
 candidates ranking at or before L still come before every row of M outside T. Duplicates cannot occur (the
 key is unique); if Δ changes a row's multiplicity by more than one, or T ∪ inserted holds a key twice, or T
-is not k rows of multiplicity one at most, the promise or the table is broken and the refresh takes the full diff. Ties among the
-ORDER BY's other columns are broken by the key columns, in the query and here alike (the candidates are
+is not k rows of multiplicity one at most, the promise or the table is broken and the refresh takes the full
+diff. Ties among the ORDER BY's other columns are broken by the key columns, in the query and here alike (the candidates are
 sorted by the same columns, directions and NULL placement, by the same engine).
 
 Not eligible (the full diff, with the reason): no declared key, an ORDER BY without all key columns, an
@@ -48,7 +48,7 @@ from typing import TYPE_CHECKING, Final
 
 from mvsink.columns import DIFF, TIME
 from mvsink.spark.driver import collect_small
-from mvsink.spark.topkdriver import refresh_in_driver, sort_column
+from mvsink.spark.topkdriver import CHANGE_COUNT, refresh_in_driver, sort_column
 from mvsink.spark.transforms import null_safe_match
 from mvsink.spark.transforms import quote_name as _quote
 
@@ -69,7 +69,7 @@ MODE: Final = "incremental:topk"
 # The start of the reason when the query is not ORDER BY ... LIMIT at all (the caller may leave it out).
 NOT_TOPK: Final = "the query's top is not ORDER BY ... LIMIT"
 _ABOVE_LIMIT = frozenset({"Project", "SubqueryAlias", "Sort"})
-_N = "_mv_topk_n"
+_N = CHANGE_COUNT
 
 
 @dataclasses.dataclass(frozen=True)

@@ -9,7 +9,7 @@ is read with pyarrow and every check is made here:
   was all of M, so nothing else can enter.
 * Else the query is recomputed: where M is one source's columns (:func:`mvsink.spark.topk.projection`)
   and its snapshot is plain Parquet of at most :data:`MAX_DRIVER_SCAN_BYTES`, by pyarrow over the
-  snapshot's files, one at a time (the ORDER BY's columns compared against the running k-th row, so most rows are
+  snapshot's files, one at a time (rows whose first ORDER BY value is worse than the k-th best one are
   dropped before any sort; no Spark job); else by Spark (one job).
 
 The order is pyarrow's where it is Spark's (:func:`order_keys`): integers, decimals, dates, timestamps,
@@ -36,7 +36,8 @@ if TYPE_CHECKING:
 # A recomputed top k over one source's columns is taken in the driver over at most this many bytes of
 # Parquet files (the snapshot's; only the view's columns are read, a file at a time).
 MAX_DRIVER_SCAN_BYTES: Final = 256 * 1024 * 1024
-_N: Final = "_mv_topk_n"
+# Δ's column: each changed row's signed change of multiplicity in M.
+CHANGE_COUNT: Final = "_mv_topk_n"
 _POS: Final = "_mv_topk_pos"
 _MARK: Final = "_mv_topk_mark"
 
@@ -95,10 +96,8 @@ def top_of_snapshot(
     (Delta's reader needed, over :data:`MAX_DRIVER_SCAN_BYTES` of files, a partition column, a file without a
     column, a value that does not cast exactly)."""
     import pyarrow as pa
-    import pyarrow.parquet as pq
 
-    from mvsink.core import storage
-    from mvsink.spark.driver import without_view_types
+    from mvsink.spark.driver import parquet_columns
     from mvsink.spark.sources import plain_files
 
     if source.kind != "path" or source.version < 0:
@@ -111,12 +110,9 @@ def top_of_snapshot(
     for f in files:
         if any(name in wanted for name, _ in f.partition_values):
             return None
-        fs, at = storage.filesystem(f.path)
-        with fs.open_input_file(at) as handle:
-            pf = pq.ParquetFile(handle)
-            if any(c not in pf.schema_arrow.names for c in wanted):
-                return None
-            rows = without_view_types(pf.read(columns=wanted))  # the file's row groups read by pyarrow's threads
+        rows = parquet_columns(f.path, wanted)  # the file's row groups read by pyarrow's threads
+        if rows is None:
+            return None
         try:
             part = pa.table([rows.column(src) for _, src in columns], names=[name for name, _ in columns]).cast(schema)
         except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError):
@@ -186,7 +182,7 @@ def refresh_in_driver(
     mult = persisted.column(DIFF).to_pylist()
     if n_t > k or any(m != 1 for m in mult):
         return None, f"the table's rows are not a top {k} ({n_t} row(s), multiplicities {min(mult)} to {max(mult)})"
-    n = delta.column(_N)
+    n = delta.column(CHANGE_COUNT)
     worst = pc.max(pc.abs(n)).as_py() if delta.num_rows else None
     if worst is not None and worst > 1:
         return None, (
