@@ -205,6 +205,7 @@ def aggregate_corrections(
 
     from mvsink.spark.incremental import changed_sources, prepare_changes, source_check
     from mvsink.spark.linearity import linearity
+    from mvsink.spark.planread import plan_tree
     from mvsink.spark.telescope import telescope, telescope_signed, term_reads
 
     why = source_check(desc, base)
@@ -217,7 +218,9 @@ def aggregate_corrections(
     if lin:
         name, reason = next(iter(lin.items()))
         return None, f"the aggregate's input is not linear in {name!r}: {reason}"
-    frames = prepare_changes(spark, view, desc, base, changed)
+    frames = prepare_changes(
+        spark, view, desc, base, changed, tree=lambda: plan_tree(spark, q.input_query, desired=plan.input)
+    )
     if isinstance(frames, str):
         return None, frames
     too_big = scan_guard(desc, base, changed, table, pruned=term_reads(spark, view, desc, base, changed, frames))

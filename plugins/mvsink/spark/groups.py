@@ -221,7 +221,7 @@ def group_corrections(
     if isinstance(got, str):
         return None, got
     key_columns, split = got
-    prepared = _guarded_changes(spark, view, desc, base, changed, table)
+    prepared = _guarded_changes(spark, view, desc, base, changed, table, desired=desired)
     if isinstance(prepared, str):
         return None, prepared
     keys = _affected_keys(spark, view, desc, base, split, key_columns, prepared=prepared)
@@ -286,14 +286,20 @@ def _guarded_changes(
     base: dict[str, int],
     changed: list[SourceRead],
     table: ViewTable,
+    *,
+    desired: DataFrame,
 ) -> dict[str, tuple[DataFrame, DataFrame]] | str:
     """The sources' changes (:func:`~mvsink.spark.incremental.prepare_changes`), or why not: too large, or
-    change terms that would read more than the full diff (the scan guard, on the pruned reads)."""
+    change terms that would read more than the full diff (the scan guard, on the pruned reads; the join edges
+    from ``desired``'s plan, already read)."""
     from mvsink.spark.aggstate import scan_guard
     from mvsink.spark.incremental import prepare_changes
+    from mvsink.spark.planread import plan_tree
     from mvsink.spark.telescope import term_reads
 
-    prepared = prepare_changes(spark, view, desc, base, changed)
+    prepared = prepare_changes(
+        spark, view, desc, base, changed, tree=lambda: plan_tree(spark, view.query, desired=desired)
+    )
     if isinstance(prepared, str):
         return prepared
     too_big = scan_guard(desc, base, changed, table, pruned=term_reads(spark, view, desc, base, changed, prepared))

@@ -35,12 +35,15 @@ from mvsink.spark.sources import CHANGE_TYPE, empty_frame, read_files
 from mvsink.spark.telescope import SIGN, ChangeFrames, signed_query, telescope, telescope_signed
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     import pyarrow as pa
     from pyspark.sql import DataFrame, Observation, SparkSession
     from pyspark.sql.types import StructType
 
     from mvsink.core.batch import BatchDescription, SourceRead
     from mvsink.definitions.view import ViewDefinition
+    from mvsink.spark.plantree import PlanNode
 
 log = logging.getLogger(__name__)
 
@@ -165,12 +168,14 @@ def prepare_changes(
     changed: list[SourceRead],
     *,
     sizes: dict[str, int] | None = None,
+    tree: Callable[[], PlanNode] | None = None,
 ) -> ChangeFrames | str:
     """(inserted, deleted) rows of each changed source since ``base``, or why they cannot be used.
 
     A table source's come from its Delta log; a view source's are its own updates since the last read
     (:func:`view_change_frames`). Refuses a change set that is over :func:`max_fraction` of the source's
-    files (the size guard). ``sizes`` receives each change set's bytes of files.
+    files (the size guard). ``sizes`` receives each change set's bytes of files; ``tree()``: the query's plan
+    as the mode already read it (the change terms' join edges are found on it, not on the query analysed again).
     """
     from mvsink.core.table import open_delta, plain_parquet_files
 
@@ -205,6 +210,7 @@ def prepare_changes(
         if sizes is not None:
             sizes[s.name] = cs.bytes
     frames = ChangeFrames()
+    frames.tree = tree
     for s in changed:
         got = changes[s.name]
         if isinstance(got, ViewChanges):
@@ -339,6 +345,7 @@ def incremental_corrections(
     from mvsink.columns import DIFF, TIME
     from mvsink.spark.checks import apply_checks
     from mvsink.spark.linearity import linearity
+    from mvsink.spark.planread import plan_tree
     from mvsink.spark.transforms import consolidate
 
     why_not = source_check(desc, base)
@@ -350,7 +357,9 @@ def incremental_corrections(
         name, reason = next(iter(why.items()))
         return None, f"{NOT_LINEAR} {name!r}: {reason}"
     sizes: dict[str, int] = {}
-    frames = prepare_changes(spark, view, desc, base, changed, sizes=sizes)
+    frames = prepare_changes(
+        spark, view, desc, base, changed, sizes=sizes, tree=lambda: plan_tree(spark, view.query, desired=desired)
+    )
     if isinstance(frames, str):
         return None, frames
     terms = _signed_terms(spark, view, desc, base, changed, frames, desired=desired) or telescope(

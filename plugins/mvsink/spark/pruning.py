@@ -33,6 +33,7 @@ if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame, SparkSession
 
     from mvsink.core.batch import SourceRead
+    from mvsink.spark.plantree import PlanNode
 
 log = logging.getLogger(__name__)
 
@@ -343,7 +344,8 @@ def estimate(
 
 
 class TermPruning:
-    """The pruned reads of the change terms of one refresh (the plan's edges found once)."""
+    """The pruned reads of the change terms of one refresh (the plan's edges found once: from ``tree()``, the
+    query's plan as the caller already analysed it, else from ``query`` analysed again)."""
 
     def __init__(
         self,
@@ -352,6 +354,7 @@ class TermPruning:
         sources: list[SourceRead],
         *,
         change_files: dict[str, ChangeFiles] | None = None,
+        tree: Callable[[], PlanNode] | None = None,
     ) -> None:
         self.spark = spark
         self.change_files = {k.casefold(): v for k, v in (change_files or {}).items()}
@@ -363,7 +366,7 @@ class TermPruning:
 
         self._keys: dict[str, dict[str, list[Any]] | None] = {}  # each change set's keys, once per refresh
         try:
-            self.edges = join_edges(plan_tree(spark, query))
+            self.edges = join_edges(tree() if tree is not None else plan_tree(spark, query))
         except PlanFormatError as exc:
             log.info("change terms read the other sources whole: the plan could not be read (%s)", exc)
 

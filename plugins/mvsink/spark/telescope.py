@@ -37,6 +37,7 @@ if TYPE_CHECKING:
     from mvsink.core.batch import BatchDescription, SourceRead
     from mvsink.core.deltalog import ChangeSet
     from mvsink.definitions.view import ViewDefinition
+    from mvsink.spark.plantree import PlanNode
     from mvsink.spark.pruning import PrunedRead
 
 log = logging.getLogger(__name__)
@@ -103,6 +104,7 @@ class ChangeFrames(dict[str, "tuple[DataFrame, DataFrame]"]):
     pruned: dict[str, list[PrunedRead]] | None = None
     files: dict[str, pruning.ChangeFiles] | None = None
     sets: dict[str, ChangeSet] | None = None  # the change sets behind ``files`` (inserted, deleted, change feed)
+    tree: Callable[[], PlanNode] | None = None  # the query's plan as the mode read it (the terms' join edges)
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -242,7 +244,8 @@ def term_reads(
     out: dict[str, list[PrunedRead]] = {}
     if len(desc.sources) > 1:
         files = frames.files if isinstance(frames, ChangeFrames) else None
-        tp = pruning.TermPruning(spark, view.query, list(desc.sources), change_files=files)
+        tree = frames.tree if isinstance(frames, ChangeFrames) else None
+        tp = pruning.TermPruning(spark, view.query, list(desc.sources), change_files=files, tree=tree)
         if tp.edges:
             cache: dict[tuple[str, bool], DataFrame] = {}
             for t in change_terms(changed, base):

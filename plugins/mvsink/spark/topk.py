@@ -250,7 +250,7 @@ def topk_corrections(
         return None, f"column {bad[0]!r} has a type Spark cannot group rows by"
     if type(spark).__module__.startswith("pyspark.sql.connect"):
         return None, "over Spark Connect the query's plan cannot be taken apart"
-    frames = prepare_changes(spark, view, desc, base, changed)
+    frames = prepare_changes(spark, view, desc, base, changed, tree=lambda: tree)
     if isinstance(frames, str):
         return None, frames
     names = ", ".join(s.name for s in changed)
