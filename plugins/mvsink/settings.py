@@ -149,6 +149,12 @@ INCREMENTAL_TOPK = Setting(
     "false (0, no, off) makes an ORDER BY ... LIMIT view with a declared key take the full diff instead of "
     "refreshing from its persisted top k (mode incremental:topk)",
 )
+INCREMENTAL_DRIVER_TERMS = Setting(
+    "MVSINK_INCREMENTAL_DRIVER_TERMS",
+    "true",
+    "false (0, no, off) makes an aggregate's change terms always run as Spark jobs, never in DuckDB in the driver "
+    "(where their inputs are small plain Parquet files and the query is of the kinds DuckDB evaluates as Spark does)",
+)
 INCREMENTAL_AGGREGATE = Setting(
     "MVSINK_INCREMENTAL_AGGREGATE",
     "true",
@@ -202,6 +208,7 @@ REGISTRY: tuple[Setting, ...] = (
     SOURCE_READS,
     PLAIN_READ_MAX_PARTITIONS,
     INCREMENTAL_AGGREGATE,
+    INCREMENTAL_DRIVER_TERMS,
     INCREMENTAL_GROUPS,
     INCREMENTAL_TOPK,
 )
@@ -370,6 +377,11 @@ def incremental_topk() -> bool:
     return _flag(INCREMENTAL_TOPK, True)
 
 
+def incremental_driver_terms() -> bool:
+    """``MVSINK_INCREMENTAL_DRIVER_TERMS``: may an aggregate's small change terms run in DuckDB (default true)?"""
+    return _flag(INCREMENTAL_DRIVER_TERMS, True)
+
+
 def incremental_aggregate() -> bool:
     """``MVSINK_INCREMENTAL_AGGREGATE``: may aggregates refresh from their hidden state (default true)?"""
     return _flag(INCREMENTAL_AGGREGATE, True)
@@ -517,6 +529,7 @@ ACCESSORS: dict[str, Callable[[], object]] = {
     INCREMENTAL_AGGREGATE.name: incremental_aggregate,
     INCREMENTAL_GROUPS.name: incremental_groups,
     INCREMENTAL_TOPK.name: incremental_topk,
+    INCREMENTAL_DRIVER_TERMS.name: incremental_driver_terms,
 }
 
 

@@ -203,6 +203,7 @@ def aggregate_corrections(
     """
     from pyspark.sql import functions as F
 
+    from mvsink.spark.driverterms import terms_in_driver
     from mvsink.spark.incremental import changed_sources, prepare_changes, source_check
     from mvsink.spark.linearity import linearity
     from mvsink.spark.planread import plan_tree
@@ -223,11 +224,15 @@ def aggregate_corrections(
     )
     if isinstance(frames, str):
         return None, frames
-    too_big = scan_guard(desc, base, changed, table, pruned=term_reads(spark, view, desc, base, changed, frames))
+    pruned = term_reads(spark, view, desc, base, changed, frames)
+    too_big = scan_guard(desc, base, changed, table, pruned=pruned)
     if too_big:
         return None, too_big
+    in_driver = terms_in_driver(spark, view, desc, base, changed, frames, plan, pruned)
     signed_sql = functools.cache(q.signed_input)  # by tuple of change-set names
-    if all(signed_sql((s.name,)) for s in changed):  # one term per source: the other sources scanned once, not twice
+    if in_driver is not None:
+        terms = []
+    elif all(signed_sql((s.name,)) for s in changed):  # one term per source: the other sources scanned once
         terms = telescope_signed(
             spark,
             view,
@@ -249,10 +254,11 @@ def aggregate_corrections(
             frames,
             lambda sign: spark.sql(q.input_query).withColumn(DIFF, F.lit(sign)),
         )
-    din = functools.reduce(lambda a, b: a.unionByName(b), terms)
-    delta = _delta_state(spark, plan, din)
     t1 = time.monotonic()
-    collected = collect_small(delta)  # None: too many groups for the driver
+    if in_driver is None:
+        delta = _delta_state(spark, plan, functools.reduce(lambda a, b: a.unionByName(b), terms))
+        t1 = time.monotonic()
+    collected = in_driver if in_driver is not None else collect_small(delta)  # None: too many groups for the driver
     t2 = time.monotonic()
     corr: DataFrame | pa.Table
     if collected is not None:
@@ -282,6 +288,7 @@ def aggregate_corrections(
     )
     return corr, (
         f"{n_keys} affected group(s) updated from their state and the changes of {', '.join(s.name for s in changed)}"
+        + (" (change terms evaluated in the driver)" if in_driver is not None else "")
     )
 
 
