@@ -153,3 +153,8 @@ def test_only_inner_joins_and_known_operators():
     left = PlanNode("Join", inner.children, attrs={"join_type": "LeftOuter"})
     assert "LeftOuter" in (unsupported(left) or "")
     assert "Aggregate" in (unsupported(PlanNode("Aggregate", (inner,))) or "")
+    # a source's registered read is not looked into (a column the query never uses may be of any type) ...
+    source = PlanNode("View", (_project(_e("Alias", _col("timestamp"))),))
+    assert unsupported(PlanNode("Project", (source,), (_e("Alias", _col("long")),))) is None
+    # ... what the query does with its columns is
+    assert "timestamp" in (unsupported(PlanNode("Project", (source,), (_e("Alias", _col("timestamp")),))) or "")
