@@ -181,11 +181,17 @@ def terms_in_driver(
 
     if not settings.incremental_driver_terms() or plan.input is None:
         return None
+    if type(spark).__module__.startswith("pyspark.sql.connect"):  # (no typed plan over Spark Connect)
+        log.info("view %s: change terms by Spark: over Spark Connect the plan's types cannot be read", view.name)
+        return None
     try:
         tree = plan_tree(spark, plan.queries.input_query, desired=plan.input)
+        got = delta_in_driver(spark, view, desc, base, changed, frames, plan, pruned, tree=tree)
     except PlanFormatError:
         return None
-    got = delta_in_driver(spark, view, desc, base, changed, frames, plan, pruned, tree=tree)
+    except Exception:  # noqa: BLE001 (whatever went wrong here, Spark's terms give the answer)
+        log.warning("view %s: change terms by Spark: the driver's evaluation failed", view.name, exc_info=True)
+        return None
     if isinstance(got, str):
         log.info("view %s: change terms by Spark: %s", view.name, got)
         return None
