@@ -15,8 +15,8 @@ from mvsink.readers.arrow import read_view
 from mvsink.spark.driverterms import unsupported
 from mvsink.spark.plantree import PlanExpr, PlanNode
 from mvsink.spark.runners import refresh
-from tests.spark.test_pruned_joins import BAND, BANDS, _dims, _lineitems, _orders
-from tests.support.delta import BASE, HOUR, delete_at, write_at
+from tests.spark.test_pruned_joins import BAND, BANDS, _dims, _lineitems, _orders, rf_pair
+from tests.support.delta import BASE, HOUR, write_at
 from tests.support.oracle import multiset, oracle
 from tests.support.viewfiles import write_view
 
@@ -85,14 +85,8 @@ def test_small_change_terms_run_in_duckdb_and_equal_sparks(spark, env, monkeypat
     next_key, oldest = 1 + BANDS * BAND, 1
     for step in range(3):
         t += HOUR // 2
-        new = range(next_key, next_key + 6)
-        next_key += 6
-        write_at(data / "orders", _orders(rng, new), t)
-        write_at(data / "lineitem", _lineitems(rng, new), t + 1)
-        gone = f"{oldest} AND {oldest + 3}"
-        oldest += 4
-        delete_at(data / "orders", f"o_orderkey BETWEEN {gone}", t + 2)
-        delete_at(data / "lineitem", f"l_orderkey BETWEEN {gone}", t + 3)
+        rf_pair(data, rng, range(next_key, next_key + 6), oldest, t)
+        next_key, oldest = next_key + 6, oldest + 4
         t += HOUR
         for name, (query, sources, in_driver) in VIEWS.items():
             monkeypatch.setenv("MVSINK_INCREMENTAL_DRIVER_TERMS", "true")

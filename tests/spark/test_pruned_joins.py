@@ -79,6 +79,15 @@ def _lineitems(rng: random.Random, keys: range) -> pa.Table:
     )
 
 
+def rf_pair(data, rng: random.Random, new: range, oldest: int, t: int) -> None:
+    """RF1: orders ``new`` with their lineitems; RF2: orders ``oldest`` to ``oldest + 3`` with theirs (at t to t + 3)."""
+    write_at(data / "orders", _orders(rng, new), t)
+    write_at(data / "lineitem", _lineitems(rng, new), t + 1)
+    gone = f"{oldest} AND {oldest + 3}"
+    delete_at(data / "orders", f"o_orderkey BETWEEN {gone}", t + 2)
+    delete_at(data / "lineitem", f"l_orderkey BETWEEN {gone}", t + 3)
+
+
 def _dims(data, rng: random.Random) -> None:
     write_at(data / "region", pa.table({"r_regionkey": [0, 1, 2], "r_name": ["R0", "R1", "R2"]}), BASE)
     write_at(
@@ -171,14 +180,8 @@ def test_joins_refresh_from_pruned_change_terms(spark, env, monkeypatch, stream)
     for step in range(rounds):
         t += HOUR // 2
         if stream == "rf":  # RF1: a band of new orders with their lineitems; RF2: the oldest orders go
-            new = range(next_key, next_key + 6)
-            next_key += 6
-            write_at(data / "orders", _orders(rng, new), t)
-            write_at(data / "lineitem", _lineitems(rng, new), t + 1)
-            gone = f"{oldest} AND {oldest + 3}"
-            oldest += 4
-            delete_at(data / "orders", f"o_orderkey BETWEEN {gone}", t + 2)
-            delete_at(data / "lineitem", f"l_orderkey BETWEEN {gone}", t + 3)
+            rf_pair(data, rng, range(next_key, next_key + 6), oldest, t)
+            next_key, oldest = next_key + 6, oldest + 4
         else:  # a few orders with keys scattered over the whole key range: deleted, or their lineitems updated
             live = sorted(
                 DeltaTable(str(data / "orders")).to_pyarrow_table(columns=["o_orderkey"])["o_orderkey"].to_pylist()
