@@ -99,6 +99,9 @@ def test_small_change_terms_run_in_duckdb_and_equal_sparks(spark, env, monkeypat
             if name != "round":  # (DuckDB's CAST to INT rounds where Spark's truncates: the oracle differs there)
                 assert got == oracle(query, {s: paths[s] for s in sources}, t), (name, step)
             assert got == multiset(read_view(catalog.get(name + "_spark"), as_of=t)), (name, step)
+            assert {s for s in sources if res.reads.get(s, {}).get("files")} == {
+                s for s in sources if twin.reads.get(s, {}).get("files")
+            }, (name, res.reads, twin.reads)  # what was read is reported as for Spark's terms
             said = _reason(catalog.get(name))
             assert ("change terms evaluated in the driver" in said) is in_driver, (name, said)
             assert "change terms evaluated in the driver" not in _reason(catalog.get(name + "_spark"))

@@ -316,6 +316,9 @@ def _snapshot(
             parts.append(pa.table([rows.column(c) for c in columns], schema=None, names=list(columns)).cast(sch))
         except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError):
             return f"source {o.name!r}: a value that does not cast exactly"
+    from mvsink.spark.pruning import record
+
+    record(o.name, bytes_read=size, files=len(files))  # (the refresh's report of what it read, as Spark's terms do)
     return (pa.concat_tables(parts) if parts else sch.empty_table()), size
 
 
