@@ -8,6 +8,7 @@ from __future__ import annotations
 import random
 
 import pytest
+from deltalake import write_deltalake
 
 from mvsink.core.table import ViewTable
 from mvsink.definitions.catalog import Catalog
@@ -16,7 +17,7 @@ from mvsink.spark.driverterms import unsupported
 from mvsink.spark.plantree import PlanExpr, PlanNode
 from mvsink.spark.runners import refresh
 from tests.spark.test_pruned_joins import BAND, BANDS, _dims, _lineitems, _orders, rf_pair
-from tests.support.delta import BASE, HOUR, write_at
+from tests.support.delta import BASE, HOUR, delete_at, stamp, update_at, write_at
 from tests.support.oracle import multiset, oracle
 from tests.support.viewfiles import write_view
 
@@ -105,6 +106,48 @@ def test_small_change_terms_run_in_duckdb_and_equal_sparks(spark, env, monkeypat
             said = _reason(catalog.get(name))
             assert ("change terms evaluated in the driver" in said) is in_driver, (name, said)
             assert "change terms evaluated in the driver" not in _reason(catalog.get(name + "_spark"))
+
+
+@pytest.mark.parametrize("factor", [1.0, 1000.0])
+def test_terms_over_the_scan_guard_run_in_duckdb_within_its_factor(spark, env, monkeypatch, factor):
+    """A scattered change whose terms read more than the full diff (the scan guard refuses Spark's terms) is
+    still incremental where DuckDB evaluates the terms and they read at most ``DRIVER_SCAN_FACTOR`` times the
+    guard's ratio of the full diff's bytes; over it, the full diff. Exact against DuckDB's oracle either way."""
+    from mvsink.spark import driverterms
+
+    data, views = env
+    monkeypatch.setenv("MVSINK_INCREMENTAL_PRUNE_MIN_BYTES", "0")
+    monkeypatch.setenv("MVSINK_INCREMENTAL_MAX_SCAN_RATIO", "0.5")
+    monkeypatch.setenv("MVSINK_INCREMENTAL_MAX_FRACTION", "0.9")  # the test's tables are small
+    monkeypatch.setattr(driverterms, "DRIVER_SCAN_FACTOR", factor)
+    rng = random.Random(5)
+    _dims(data, rng)
+    for b in range(8):  # with the change data feed: a changed row is a row of a change file
+        keys = range(1 + b * BAND, 1 + (b + 1) * BAND)
+        for name, rows in (("orders", _orders(rng, keys)), ("lineitem", _lineitems(rng, keys))):
+            cdf = {"delta.enableChangeDataFeed": "true"} if b == 0 else None
+            write_deltalake(str(data / name), rows, mode="append", configuration=cdf)
+            stamp(data / name, BASE)
+    sources = ("customer", "orders", "lineitem")
+    paths = {n: str(data / n) for n in sources}
+    write_view(views, "q3x", query=Q3_EXACT, sources={s: s for s in sources}, target="views/q3x", as_of=BASE)
+    catalog = Catalog(views)
+    view = catalog.get("q3x")
+    assert refresh(view, BASE + HOUR, catalog=catalog, runner="inprocess", spark=spark).mode == "full"
+    t = BASE + 2 * HOUR
+    for step in range(2):  # one order of every band loses a lineitem, one of every band changes customer
+        keys = ", ".join(str(1 + b * BAND + 3 + step) for b in range(8))
+        delete_at(data / "lineitem", f"l_orderkey IN ({keys}) AND l_line = 0", t)
+        update_at(data / "orders", {"o_custkey": "o_custkey % 40 + 1"}, f"o_orderkey IN ({keys})", t + 1)
+        t += HOUR
+        res = refresh(view, t, catalog=catalog, runner="inprocess", spark=spark)
+        said = _reason(view)
+        if factor > 1:
+            assert res.mode == "incremental:aggregate" and "evaluated in the driver" in said, said
+            assert res.reads["lineitem"]["files"] >= (8 if step == 0 else 1), res.reads  # every band's file
+        else:
+            assert res.mode == "full" and "would be joined with" in said, said
+        assert multiset(read_view(view, as_of=t)) == oracle(Q3_EXACT, paths, t), (factor, step)
 
 
 def _e(name: str, *children: PlanExpr, **attrs: object) -> PlanExpr:

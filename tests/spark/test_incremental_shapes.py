@@ -415,18 +415,31 @@ def test_a_deleted_top_row_costs_no_recompute_while_enough_rows_rank_before_the_
             assert multiset(read_view(view, as_of=t)) == oracle(q, {"orders": orders}, t), (name, change)
 
 
+@pytest.mark.parametrize("engine", ["duckdb", "pyarrow"])
 @pytest.mark.parametrize("seed", [3, 8])
-def test_the_top_of_a_snapshot_in_the_driver_is_sparks(spark, tmp_path, seed):
-    """A recomputed top k over one source's columns, read in the driver a file at a time (rows dropped against
-    the k-th best first ORDER BY value), is Spark's ORDER BY ... LIMIT: NULLs first or last, either direction,
-    k below and over a file's rows, over several files; a partition column or a missing column is refused."""
+def test_the_top_of_a_snapshot_in_the_driver_is_sparks(spark, tmp_path, seed, engine, monkeypatch):
+    """A recomputed top k over one source's columns, in the driver — by DuckDB's top-N over the files, or read
+    a file at a time by pyarrow (rows dropped against the k-th best first ORDER BY value) — is Spark's ORDER BY
+    ... LIMIT: NULLs first or last, either direction, k below and over a file's rows, over several files,
+    strings in byte order; a partition column or a missing column is refused."""
     import datetime as dt
     import decimal
 
     from deltalake import WriterProperties
 
     from mvsink.core.batch import SourceRead
+    from mvsink.spark import topkdriver
     from mvsink.spark.topkdriver import order_keys, top_of_snapshot
+
+    engines: list[str] = []
+    real = topkdriver._duckdb_top
+
+    def duckdb_top(*a: Any) -> Any:
+        got = real(*a) if engine == "duckdb" else None
+        engines.append("duckdb" if got is not None else "pyarrow")
+        return got
+
+    monkeypatch.setattr(topkdriver, "_duckdb_top", duckdb_top)
 
     rng = random.Random(seed)
     path = str(tmp_path / "src")
@@ -456,6 +469,7 @@ def test_the_top_of_a_snapshot_in_the_driver_is_sparks(spark, tmp_path, seed):
     desired = spark.createDataFrame(everything)
     schema = everything.schema
     columns = [(c, c) for c in schema.names]
+    by_id = {r["id"]: r for r in everything.to_pylist()}
     for k in (1, 7, 16, 40, 300):
         picked = rng.sample(["i", "d", "dt", "s"], 2)
         spec = tuple((schema.names.index(c), rng.random() < 0.5, rng.random() < 0.5) for c in picked) + (
@@ -475,6 +489,8 @@ def test_the_top_of_a_snapshot_in_the_driver_is_sparks(spark, tmp_path, seed):
             )
         expected = [r["id"] for r in desired.orderBy(*sort).limit(k).collect()]
         assert got.column("id").to_pylist() == expected, (k, spec)
+        assert got.schema == schema and got.to_pylist() == [by_id[i] for i in expected], (k, spec)
+    assert set(engines) == {engine}, engines
     # the view's columns renamed; a column no file holds; a partition column
     renamed = top_of_snapshot(source, [("x", "id")], pa.schema([("x", pa.int64())]), [("x", "descending", "at_end")], 2)
     assert renamed is not None and renamed.column("x").to_pylist() == [209, 208]

@@ -292,6 +292,7 @@ def test_the_scan_guard_refuses_before_any_change_frame_is_made(spark, env, monk
     monkeypatch.setenv("MVSINK_INCREMENTAL_PRUNE_MIN_BYTES", "0")
     monkeypatch.setenv("MVSINK_INCREMENTAL_MAX_SCAN_RATIO", "0.5")
     monkeypatch.setenv("MVSINK_INCREMENTAL_MAX_FRACTION", "0.9")  # the test's tables are small
+    monkeypatch.setenv("MVSINK_INCREMENTAL_DRIVER_TERMS", "false")  # (Spark's terms; DuckDB's: test_driver_terms)
     made: list[str] = []
     real = incremental.change_frames
     monkeypatch.setattr(incremental, "change_frames", lambda *a, **k: made.append(a[1]) or real(*a, **k))
@@ -322,7 +323,6 @@ def test_the_scan_guard_refuses_before_any_change_frame_is_made(spark, env, monk
     # a narrow change (new orders) passes the guard (at its default ratio): its change frames are made and used
     # (by Spark's terms: evaluated in the driver, spark/driverterms.py, the change needs no Spark frame at all)
     monkeypatch.delenv("MVSINK_INCREMENTAL_MAX_SCAN_RATIO")
-    monkeypatch.setenv("MVSINK_INCREMENTAL_DRIVER_TERMS", "false")
     write_at(data / "orders", _orders(rng, range(500, 503)), t + 2 * HOUR)
     write_at(data / "lineitem", _lineitems(rng, range(500, 503)), t + 2 * HOUR + 1)
     res = refresh(view, t + 3 * HOUR, catalog=catalog, runner="inprocess", spark=spark)

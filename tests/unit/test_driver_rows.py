@@ -168,3 +168,45 @@ def test_full_corrections_of_nested_rows_and_empty_sides():
     assert full_corrections(desired, none, schema, at=5, exact=True).num_rows == 2
     gone = full_corrections(user.empty_table(), updates, schema, at=5, exact=True)
     assert sorted(gone.column("_mv_diff").to_pylist()) == [-1, -1, -1]
+
+
+def test_duckdb_reads_parquet_files_exactly_or_not_at_all(tmp_path):
+    """``parquet_relation``: DuckDB's read of local files as the table's schema where every file's column is the
+    schema's type or an exact widening of it (rows equal pyarrow's read, cast); else None (pyarrow reads)."""
+    import duckdb
+    import pyarrow.parquet as pq
+
+    from mvsink.spark.driver import parquet_relation
+
+    a = pa.table(
+        {
+            "k": pa.array([1, 2, None], pa.int32()),
+            "d": pa.array([Decimal("1.50"), None, Decimal("-2.25")], pa.decimal128(5, 2)),
+            "s": pa.array(["é", "", None], pa.string()),
+        }
+    )
+    b = pa.table(
+        {
+            "k": pa.array([2**40], pa.int64()),
+            "d": pa.array([Decimal("99999.99")], pa.decimal128(7, 2)),
+            "s": pa.array(["z"], pa.large_string()),
+            "extra": pa.array([True]),
+        }
+    )
+    pq.write_table(a, tmp_path / "a.parquet")
+    pq.write_table(b, tmp_path / "b.parquet")
+    paths = [str(tmp_path / "a.parquet"), "file://" + str(tmp_path / "b.parquet")]
+    want = pa.schema([("key", pa.int64()), ("d", pa.decimal128(9, 2)), ("s", pa.string())])
+    columns = [("key", "k"), ("d", "d"), ("s", "s")]
+    rel = parquet_relation(paths, columns, want)
+    assert rel is not None
+    got = duckdb.sql(f"SELECT * FROM {rel}").to_arrow_table().cast(want)
+    expected = pa.concat_tables([t.select(["k", "d", "s"]).rename_columns(want.names).cast(want) for t in (a, b)])
+    assert sorted(got.to_pylist(), key=str) == sorted(expected.to_pylist(), key=str)
+    # narrowing (int64 into int32), another decimal scale, a missing column, a remote file, an unread type
+    assert parquet_relation(paths, columns, want.set(0, pa.field("key", pa.int32()))) is None
+    assert parquet_relation(paths, columns, want.set(1, pa.field("d", pa.decimal128(9, 3)))) is None
+    assert parquet_relation(paths, [*columns, ("e", "extra")], want.append(pa.field("e", pa.bool_()))) is None
+    assert parquet_relation(["s3://bucket/a.parquet"], columns, want) is None
+    assert parquet_relation(paths[:1], [("d", "d")], pa.schema([("d", pa.float64())])) is None
+    assert parquet_relation([], columns, want) is None

@@ -203,7 +203,7 @@ def aggregate_corrections(
     """
     from pyspark.sql import functions as F
 
-    from mvsink.spark.driverterms import terms_in_driver
+    from mvsink.spark.driverterms import DRIVER_SCAN_FACTOR, terms_in_driver
     from mvsink.spark.incremental import changed_sources, prepare_changes, source_check
     from mvsink.spark.linearity import linearity
     from mvsink.spark.planread import plan_tree
@@ -226,9 +226,11 @@ def aggregate_corrections(
         return None, frames
     pruned = term_reads(spark, view, desc, base, changed, frames)
     too_big = scan_guard(desc, base, changed, table, pruned=pruned)
-    if too_big:
+    if too_big and scan_guard(desc, base, changed, table, pruned=pruned, factor=DRIVER_SCAN_FACTOR):
         return None, too_big
     in_driver = terms_in_driver(spark, view, desc, base, changed, frames, plan, pruned)
+    if in_driver is None and too_big:  # (only DuckDB's scans of them beat the full diff)
+        return None, too_big
     signed_sql = functools.cache(q.signed_input)  # by tuple of change-set names
     if in_driver is not None:
         terms = []
@@ -299,8 +301,9 @@ def scan_guard(
     table: ViewTable,
     *,
     pruned: dict[str, list[PrunedRead]] | None = None,
+    factor: float = 1.0,
 ) -> str | None:
-    """Why the change terms would cost more than the full diff, or None.
+    """Why the change terms would cost more than the full diff, or None (``factor``: the ratio's multiple).
 
     Each change term reads every source that is not one of its changes (:mod:`mvsink.spark.telescope`) — pruned
     by the change's join keys where ``pruned`` (:func:`mvsink.spark.telescope.term_reads`) says so, else whole — so with several
@@ -316,7 +319,7 @@ def scan_guard(
     terms, sources = scan_estimate(desc, base, changed, pruned)
     full = sources + (active_bytes(table.path, table.version) if table.exists else 0)
     ratio = settings.incremental_max_scan_ratio()
-    if full and terms > ratio * full:
+    if full and terms > factor * ratio * full:
         return (
             f"the changes of {', '.join(s.name for s in changed)} would be joined with {terms / 1e6:.1f} MB of "
             f"the other sources, more than the full diff reads ({full / 1e6:.1f} MB with the table; "

@@ -392,3 +392,69 @@ def without_view_types(table: pa.Table) -> pa.Table:
     if not any(plain(f.type) != f.type for f in table.schema):
         return table
     return table.cast(pa.schema([f.with_type(plain(f.type)) for f in table.schema]))
+
+
+def parquet_relation(paths: Sequence[str], columns: Sequence[tuple[str, str]], schema: pa.Schema) -> str | None:
+    """DuckDB's read of local Parquet files ``paths`` as ``schema``: a subquery giving each ``(name, source
+    column)`` of ``columns``, cast to ``schema``'s type of ``name``; DuckDB scans it in its threads, with
+    filters and a top-N pushed into the scan. None where that would not be what :func:`parquet_columns` and a
+    safe Arrow cast give: a file not on the local disk, without a column, or whose column's type is not
+    ``schema``'s or an exact widening of it (a wider integer; a decimal of the same scale), or a type this
+    reads no further (integers, decimals, strings, dates, booleans only)."""
+    import pyarrow.parquet as pq
+
+    def q(name: str) -> str:
+        return '"' + name.replace('"', '""') + '"'
+
+    targets: list[str] = []
+    for name, _ in columns:
+        t = _duckdb_type(schema.field(name).type)
+        if t is None:
+            return None
+        targets.append(t)
+    local = [p.removeprefix("file://") for p in paths]
+    if any("://" in p or "'" in p for p in local):
+        return None
+    for p in local:
+        have = pq.read_schema(p)
+        for name, src in columns:
+            i = have.get_field_index(src)
+            if i < 0 or not _widens(have.field(i).type, schema.field(name).type):
+                return None
+    if not local:
+        return None
+    select = ", ".join(f"CAST({q(src)} AS {t}) AS {q(name)}" for (name, src), t in zip(columns, targets, strict=True))
+    files = "[" + ", ".join(f"'{p}'" for p in local) + "]"
+    return f"(SELECT {select} FROM read_parquet({files}, union_by_name = true))"
+
+
+def _duckdb_type(t: pa.DataType) -> str | None:
+    import pyarrow as pa
+
+    ints = {pa.int8(): "TINYINT", pa.int16(): "SMALLINT", pa.int32(): "INTEGER", pa.int64(): "BIGINT"}
+    if t in ints:
+        return ints[t]
+    if pa.types.is_decimal128(t) and t.precision <= 38:
+        return f"DECIMAL({t.precision}, {t.scale})"
+    if pa.types.is_string(t) or pa.types.is_large_string(t) or t == pa.string_view():
+        return "VARCHAR"
+    if pa.types.is_date32(t):
+        return "DATE"
+    if pa.types.is_boolean(t):
+        return "BOOLEAN"
+    return None
+
+
+def _widens(have: pa.DataType, want: pa.DataType) -> bool:
+    """Is every value of ``have`` a value of ``want`` (a cast that never fails nor rounds)?"""
+    import pyarrow as pa
+
+    if have == want:
+        return True
+    order = [pa.int8(), pa.int16(), pa.int32(), pa.int64()]
+    if have in order and want in order:
+        return order.index(have) <= order.index(want)
+    if pa.types.is_decimal(have) and pa.types.is_decimal(want):
+        return have.scale == want.scale and have.precision <= want.precision
+    text = (pa.string(), pa.large_string(), pa.string_view())
+    return have in text and want in text

@@ -38,6 +38,10 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 MAX_TERM_BYTES: Final = 256 * 1024 * 1024  # files one term reads in the driver, at most
+# Terms that read more than the full diff (the scan guard's ratio) are still taken where they run in DuckDB and
+# read at most this multiple of it: DuckDB scans and joins Parquet several times faster than Spark's full
+# diff on the same cores (TPC-H SF 1, scattered changes: docs/benchmarks.md).
+DRIVER_SCAN_FACTOR: Final = 2.0
 
 _OPERATORS: Final = frozenset({"Project", "Filter", "Join", "SubqueryAlias", "View", "LogicalRelation", "Relation"})
 _BOOLEAN: Final = frozenset(
@@ -215,7 +219,7 @@ def delta_in_driver(
     from pyspark.sql.pandas.types import to_arrow_schema
 
     from mvsink.columns import DIFF
-    from mvsink.spark.driver import change_rows, duckdb_cursor
+    from mvsink.spark.driver import MAX_DRIVER_ROWS, change_rows, duckdb_cursor
     from mvsink.spark.telescope import SIGN, change_terms
 
     why = unsupported(tree)
@@ -244,7 +248,7 @@ def delta_in_driver(
         if sql is None:
             return "a term's sign could not be carried"
         reads = {r.source: r for r in pruned.get(t.key, [])}
-        tables = dict((s.name, changes[s.name]) for s in t.changes)
+        tables: dict[str, pa.Table | str] = {s.name: changes[s.name] for s in t.changes}
         budget = MAX_TERM_BYTES
         for o in desc.sources:
             if o.name in tables:
@@ -266,7 +270,10 @@ def delta_in_driver(
     din = pa.concat_tables(terms, promote_options="permissive") if terms else None
     if din is None:
         return "no change term"
-    return _state(duckdb_cursor(), plan, din)
+    got = _state(duckdb_cursor(), plan, din)
+    if not isinstance(got, str) and got.num_rows > MAX_DRIVER_ROWS:  # (as collect_small bounds Spark's Δ)
+        return f"{got.num_rows} affected groups, more than the driver merges ({MAX_DRIVER_ROWS})"
+    return got
 
 
 def _referenced(query: str) -> set[str]:
@@ -284,11 +291,13 @@ def _snapshot(
     columns: Sequence[str],
     schema: pa.Schema,
     budget: int,
-) -> tuple[pa.Table, int] | str:
-    """Source ``o`` at ``version`` as the term reads it (its pruned read's files), ``columns`` only."""
+) -> tuple[pa.Table | str, int] | str:
+    """Source ``o`` at ``version`` as the term reads it (its pruned read's files), ``columns`` only, with the bytes
+    of its files: DuckDB's read of the files (a subquery, :func:`mvsink.spark.driver.parquet_relation`) where
+    that is exact, else an Arrow table read with pyarrow; or why neither."""
     import pyarrow as pa
 
-    from mvsink.spark.driver import parquet_columns
+    from mvsink.spark.driver import parquet_columns, parquet_relation
     from mvsink.spark.sources import plain_files
 
     if o.kind != "path" or version < 0:
@@ -304,11 +313,17 @@ def _snapshot(
     size = sum(f.size for f in files)
     if size > budget:
         return f"source {o.name!r}: {size} bytes of files, over the driver's budget"
+    if any(name in columns for f in files for name, _ in f.partition_values):
+        return f"source {o.name!r}: a partition column"
+    from mvsink.spark.pruning import record
+
     sch = pa.schema([schema.field(c) for c in columns])
+    rel = parquet_relation([f.path for f in files], [(c, c) for c in columns], sch)
+    if rel is not None:  # DuckDB scans the files itself (its threads; the term's filters pushed into the scan)
+        record(o.name, bytes_read=size, files=len(files))
+        return rel, size
     parts = []
     for f in files:
-        if any(name in columns for name, _ in f.partition_values):
-            return f"source {o.name!r}: a partition column"
         rows = parquet_columns(f.path, list(columns))
         if rows is None:
             return f"source {o.name!r}: a file without one of its columns"
@@ -316,8 +331,6 @@ def _snapshot(
             parts.append(pa.table([rows.column(c) for c in columns], schema=None, names=list(columns)).cast(sch))
         except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError):
             return f"source {o.name!r}: a value that does not cast exactly"
-    from mvsink.spark.pruning import record
-
     record(o.name, bytes_read=size, files=len(files))  # (the refresh's report of what it read, as Spark's terms do)
     return (pa.concat_tables(parts) if parts else sch.empty_table()), size
 
@@ -334,10 +347,13 @@ def _duckdb_sql(spark_sql: str) -> str:
     return tree.sql(dialect="duckdb")
 
 
-def _run(con: Any, sql: str, tables: dict[str, pa.Table]) -> pa.Table | str:
+def _run(con: Any, sql: str, tables: dict[str, pa.Table | str]) -> pa.Table | str:
     try:
         for name, table in tables.items():
-            con.register(name, table)
+            if isinstance(table, str):  # a subquery over Parquet files
+                con.execute(f'CREATE TEMP VIEW "{name.replace(chr(34), chr(34) * 2)}" AS {table}')
+            else:
+                con.register(name, table)
         return con.sql(sql).to_arrow_table()
     except Exception as exc:  # noqa: BLE001 (any DuckDB failure: Spark computes the terms)
         return f"DuckDB could not evaluate a term ({str(exc).splitlines()[0]})"
