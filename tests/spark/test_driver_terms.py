@@ -8,7 +8,6 @@ from __future__ import annotations
 import random
 
 import pytest
-from deltalake import write_deltalake
 
 from mvsink.core.table import ViewTable
 from mvsink.definitions.catalog import Catalog
@@ -16,8 +15,8 @@ from mvsink.readers.arrow import read_view
 from mvsink.spark.driverterms import unsupported
 from mvsink.spark.plantree import PlanExpr, PlanNode
 from mvsink.spark.runners import refresh
-from tests.spark.test_pruned_joins import BAND, BANDS, _dims, _lineitems, _orders, rf_pair
-from tests.support.delta import BASE, HOUR, delete_at, stamp, update_at, write_at
+from tests.spark.test_pruned_joins import BAND, BANDS, _dims, _lineitems, _orders, banded_lake, rf_pair
+from tests.support.delta import BASE, HOUR, delete_at, update_at, write_at
 from tests.support.oracle import multiset, oracle
 from tests.support.viewfiles import write_view
 
@@ -121,13 +120,7 @@ def test_terms_over_the_scan_guard_run_in_duckdb_within_its_factor(spark, env, m
     monkeypatch.setenv("MVSINK_INCREMENTAL_MAX_FRACTION", "0.9")  # the test's tables are small
     monkeypatch.setattr(driverterms, "DRIVER_SCAN_FACTOR", factor)
     rng = random.Random(5)
-    _dims(data, rng)
-    for b in range(8):  # with the change data feed: a changed row is a row of a change file
-        keys = range(1 + b * BAND, 1 + (b + 1) * BAND)
-        for name, rows in (("orders", _orders(rng, keys)), ("lineitem", _lineitems(rng, keys))):
-            cdf = {"delta.enableChangeDataFeed": "true"} if b == 0 else None
-            write_deltalake(str(data / name), rows, mode="append", configuration=cdf)
-            stamp(data / name, BASE)
+    banded_lake(data, rng)
     sources = ("customer", "orders", "lineitem")
     paths = {n: str(data / n) for n in sources}
     write_view(views, "q3x", query=Q3_EXACT, sources={s: s for s in sources}, target="views/q3x", as_of=BASE)

@@ -128,6 +128,18 @@ def _dims(data, rng: random.Random) -> None:
         )
 
 
+def banded_lake(data, rng: random.Random, bands: int = 8) -> None:
+    """The dimensions, and orders and lineitems in one file per band of order keys, with the change data feed (a
+    changed row is a row of a change file), all stamped ``BASE``."""
+    _dims(data, rng)
+    for b in range(bands):
+        keys = range(1 + b * BAND, 1 + (b + 1) * BAND)
+        for name, rows in (("orders", _orders(rng, keys)), ("lineitem", _lineitems(rng, keys))):
+            cdf = {"delta.enableChangeDataFeed": "true"} if b == 0 else None
+            write_deltalake(str(data / name), rows, mode="append", configuration=cdf)
+            stamp(data / name, BASE)
+
+
 def _reason(view) -> str | None:
     from mvsink.core.table import ViewTable
 
@@ -297,13 +309,7 @@ def test_the_scan_guard_refuses_before_any_change_frame_is_made(spark, env, monk
     real = incremental.change_frames
     monkeypatch.setattr(incremental, "change_frames", lambda *a, **k: made.append(a[1]) or real(*a, **k))
     rng = random.Random(5)
-    _dims(data, rng)
-    for b in range(8):  # with the change data feed: a changed row is a row of a change file
-        keys = range(1 + b * BAND, 1 + (b + 1) * BAND)
-        for name, rows in (("orders", _orders(rng, keys)), ("lineitem", _lineitems(rng, keys))):
-            cdf = {"delta.enableChangeDataFeed": "true"} if b == 0 else None
-            write_deltalake(str(data / name), rows, mode="append", configuration=cdf)
-            stamp(data / name, BASE)
+    banded_lake(data, rng)
     write_view(
         views, "q3", query=Q3, sources={s: s for s in ("customer", "orders", "lineitem")}, target="views/q3", as_of=BASE
     )

@@ -455,6 +455,6 @@ def _widens(have: pa.DataType, want: pa.DataType) -> bool:
     if have in order and want in order:
         return order.index(have) <= order.index(want)
     if pa.types.is_decimal(have) and pa.types.is_decimal(want):
-        return have.scale == want.scale and have.precision <= want.precision
+        return bool(have.scale == want.scale and have.precision <= want.precision)
     text = (pa.string(), pa.large_string(), pa.string_view())
-    return have in text and want in text
+    return bool(have in text and want in text)
