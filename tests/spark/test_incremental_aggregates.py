@@ -266,11 +266,13 @@ def test_switched_off_the_state_is_kept_and_the_full_diff_used(spark, env, monke
 def test_scan_guard_takes_the_full_diff_when_the_terms_read_more(spark, env, monkeypatch):
     """With both sources of a join changed, each change term reads the other source whole (orders + customers
     together); with orders alone, only customers. A ratio between the two, against what the full diff reads
-    (both sources and the table): the full diff with the reason when both changed, the state when one did."""
+    (both sources and the table): the full diff with the reason when both changed, the state when one did.
+    (Spark's terms: terms that run in DuckDB in the driver may read more, test_driver_terms.py.)"""
     from mvsink.core.deltalog import active_bytes
     from mvsink.core.table import ViewTable
 
     monkeypatch.setenv("MVSINK_INCREMENTAL_MAX_FRACTION", "100")
+    monkeypatch.setenv("MVSINK_INCREMENTAL_DRIVER_TERMS", "false")
     data, views = env
     orders, customers = _setup(data, views, random.Random(13), cdf=True)
     q = STATEFUL["join_agg"]
@@ -297,4 +299,14 @@ def test_scan_guard_takes_the_full_diff_when_the_terms_read_more(spark, env, mon
     t += HOUR
     between_one_and_both()
     assert refresh(view, t, runner="inprocess", spark=spark).mode == "incremental:aggregate"
+    assert multiset(read_view(view, as_of=t)) == oracle(q, srcs, t)
+    # both changed again, the terms in DuckDB: they read at most twice the ratio's share, so the state still serves
+    monkeypatch.setenv("MVSINK_INCREMENTAL_DRIVER_TERMS", "true")
+    update_at(orders, {"qty": "qty + 1"}, "id < 5", t + 10)
+    update_at(customers, {"region": "'us'"}, "id = 2", t + 20)
+    t += HOUR
+    between_one_and_both()
+    assert refresh(view, t, runner="inprocess", spark=spark).mode == "incremental:aggregate"
+    reason = appends(str(data / "views" / "join_agg"))[-1]["mode_reason"]
+    assert "change terms evaluated in the driver" in reason, reason
     assert multiset(read_view(view, as_of=t)) == oracle(q, srcs, t)

@@ -103,11 +103,13 @@ def _spark_jobs(spark: SparkSession) -> set[int] | None:
     """The ids of the jobs Spark ran so far (outside job groups), or None where Spark cannot say (Connect)."""
     try:
         sc = spark.sparkContext
-        ids = sc.statusTracker()._jtracker.getJobIdsForGroup(None)  # a Java int[] of up to spark.ui.retainedJobs
-        # one py4j call for the whole array (pyspark's list() of it makes one per element: 0.1 s for 400 jobs)
-        jvm = sc._jvm
-        assert jvm is not None
-        text = str(jvm.java.util.Arrays.toString(ids))
+        tracker = sc.statusTracker()
+        jtracker, jvm = getattr(tracker, "_jtracker", None), getattr(sc, "_jvm", None)
+        if jtracker is None or jvm is None:
+            return set(tracker.getJobIdsForGroup())
+        # A Java int[] of up to spark.ui.retainedJobs ids, as text in one py4j call (pyspark's list() of the array
+        # makes one call per element: 0.1 s for 400 jobs, twice a write step).
+        text = str(jvm.java.util.Arrays.toString(jtracker.getJobIdsForGroup(None)))
         return {int(x) for x in text.strip("[]").split(",") if x.strip()}
     except Exception:  # Spark Connect has no SparkContext
         return None
