@@ -403,9 +403,7 @@ def parquet_relation(paths: Sequence[str], columns: Sequence[tuple[str, str]], s
     reads no further (integers, decimals, strings, dates, booleans only)."""
     import pyarrow.parquet as pq
 
-    def q(name: str) -> str:
-        return '"' + name.replace('"', '""') + '"'
-
+    q = duckdb_identifier
     targets: list[str] = []
     for name, _ in columns:
         t = _duckdb_type(schema.field(name).type)
@@ -426,6 +424,11 @@ def parquet_relation(paths: Sequence[str], columns: Sequence[tuple[str, str]], s
     select = ", ".join(f"CAST({q(src)} AS {t}) AS {q(name)}" for (name, src), t in zip(columns, targets, strict=True))
     files = "[" + ", ".join(f"'{p}'" for p in local) + "]"
     return f"(SELECT {select} FROM read_parquet({files}, union_by_name = true))"
+
+
+def duckdb_identifier(name: str) -> str:
+    """``name`` quoted as a DuckDB identifier."""
+    return '"' + name.replace('"', '""') + '"'
 
 
 def _duckdb_type(t: pa.DataType) -> str | None:

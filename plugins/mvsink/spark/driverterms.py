@@ -348,10 +348,12 @@ def _duckdb_sql(spark_sql: str) -> str:
 
 
 def _run(con: Any, sql: str, tables: dict[str, pa.Table | str]) -> pa.Table | str:
+    from mvsink.spark.driver import duckdb_identifier
+
     try:
         for name, table in tables.items():
             if isinstance(table, str):  # a subquery over Parquet files
-                con.execute(f'CREATE TEMP VIEW "{name.replace(chr(34), chr(34) * 2)}" AS {table}')
+                con.execute(f"CREATE TEMP VIEW {duckdb_identifier(name)} AS {table}")
             else:
                 con.register(name, table)
         return con.sql(sql).to_arrow_table()
@@ -368,6 +370,7 @@ def _state(con: Any, plan: Any, din: pa.Table) -> pa.Table | str:
     from pyspark.sql.types import _parse_datatype_string
 
     from mvsink.columns import DIFF
+    from mvsink.spark.driver import duckdb_identifier
     from mvsink.spark.statequeries import (
         ARG_COLUMN,
         COUNT,
@@ -377,9 +380,7 @@ def _state(con: Any, plan: Any, din: pa.Table) -> pa.Table | str:
         sum_column,
     )
 
-    def dq(name: str) -> str:
-        return '"' + name.replace('"', '""') + '"'
-
+    dq = duckdb_identifier
     q = plan.queries
     assert plan.input is not None
     in_types = {f.name: f.dataType for f in plan.input.schema.fields}

@@ -134,15 +134,13 @@ def _duckdb_top(
     ``k`` skipped in the scan), where :func:`mvsink.spark.driver.parquet_relation` reads them exactly; else None."""
     import pyarrow as pa
 
-    from mvsink.spark.driver import duckdb_cursor, parquet_relation
+    from mvsink.spark.driver import duckdb_cursor, duckdb_identifier, parquet_relation
 
     rel = parquet_relation(paths, columns, schema)
     if rel is None:
         return None
     order = ", ".join(
-        '"'
-        + c.replace('"', '""')
-        + '"'
+        duckdb_identifier(c)
         + (" DESC" if o == "descending" else " ASC")
         + (" NULLS FIRST" if n == "at_start" else " NULLS LAST")
         for c, o, n in keys
