@@ -44,6 +44,12 @@ STATEFUL = {
     # near the argument's precision limit: the sums outgrow DECIMAL(20,2), not SUM's DECIMAL(30,2)
     "sum(CAST(qty * 100000000000000000 AS DECIMAL(20,2))) AS big "
     "FROM orders WHERE qty IS NULL OR qty < 9 GROUP BY status",
+    # decimal AVGs, finalised to Spark's last digit: TPC-H Q1's avg(price * (1 - discount)) over
+    # DECIMAL(15,2) (DECIMAL(32,4) in, DECIMAL(36,8) out) and AVG of a DECIMAL(38,10) (out DECIMAL(38,14))
+    "wide": "SELECT status, avg(CAST(price AS DECIMAL(15,2)) * (1 - CAST(qty * 0.03 AS DECIMAL(15,2)))) AS dp, "
+    "avg(CAST(price * qty / 7 AS DECIMAL(38,10))) AS a38, sum(CAST(price * qty / 7 AS DECIMAL(38,10))) AS s38, "
+    # AVG of DECIMAL(p <= 11, s): Spark's optimizer averages it as a DOUBLE (DecimalAggregates)
+    "avg(CAST(qty AS DECIMAL(5,2))) AS a5, count(*) AS n FROM orders GROUP BY status",
     # two keys with NULLs, not first in the output
     "two_keys": "SELECT count(*) AS n, sum(o.qty) AS s, c.seg, o.status FROM orders o "
     "JOIN customers c ON o.cust = c.id GROUP BY c.seg, o.status",

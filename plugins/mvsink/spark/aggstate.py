@@ -47,10 +47,14 @@ from mvsink.columns import DIFF, TIME
 from mvsink.spark.driver import collect_small
 from mvsink.spark.statequeries import (
     ARG_COLUMN,
+    AVG_COLUMN,
     COUNT,
     KEY_COLUMN,
     VALUES_COLUMN,
     StateQueries,
+    average_sql,
+    decimal_average,
+    decimal_type,
     nonnull_column,
     state_queries,
     sum_column,
@@ -92,6 +96,28 @@ class StatePlan:
     @property
     def state_columns(self) -> tuple[str, ...]:
         return self.queries.state_columns
+
+    @functools.cached_property
+    def decimal_averages(self) -> tuple[int, ...]:
+        """The arguments whose AVG the view shows and whose AVG is a decimal (finalised exactly as Spark's)."""
+        import re
+
+        used = {int(i) for _, e in self.queries.finalise for i in re.findall(r"_mv_final_avg\((\d+)\)", e, re.I)}
+        return tuple(i for i in sorted(used) if decimal_type(self.avg_types[i]) is not None)
+
+    def averages(self, *, precision_loss: bool) -> dict[int, tuple[str, decimal.Decimal] | None]:
+        """Per decimal AVG shown: Spark SQL over the state giving Spark's AVG exactly and the bound on the sum's
+        absolute value below which it is exact, or None (:func:`~mvsink.spark.statequeries.average_sql`)."""
+        return {
+            i: average_sql(
+                sum_column(i),
+                nonnull_column(i),
+                sum_type=self.sum_types[i] or "",
+                avg_type=self.avg_types[i] or "",
+                precision_loss=precision_loss,
+            )
+            for i in self.decimal_averages
+        }
 
 
 def state_plan(spark: SparkSession, view: ViewDefinition, result: DataFrame) -> StatePlan | str:
@@ -135,9 +161,12 @@ def _formattable(sql: str) -> str:
     return sql.replace("{", "{{").replace("}", "}}")
 
 
-def _finalised(spark: SparkSession, plan: StatePlan, live: DataFrame) -> DataFrame:
+def _finalised(
+    spark: SparkSession, plan: StatePlan, live: DataFrame, *, averages: dict[int, tuple[str, decimal.Decimal] | None]
+) -> DataFrame:
     """The view's rows (its columns, the state included, in the view's order) of state rows ``live``
-    (keys and state columns): each output column's finalising expression, cast to the view's type.
+    (keys and state columns, and ``_mv_avg<i>`` for each decimal AVG ``averages`` has no SQL for, computed by
+    :func:`decimal_average`): each output column's finalising expression, cast to the view's type.
 
     One SQL statement over ``live`` when every cast type is atomic (one analysis of the plan); column
     expressions otherwise (a nested type's SQL name is not needed then).
@@ -151,7 +180,7 @@ def _finalised(spark: SparkSession, plan: StatePlan, live: DataFrame) -> DataFra
     nested = (T.StructType, T.ArrayType, T.MapType, T.UserDefinedType)
     if not any(isinstance(schema[name].dataType, nested) for name in final):
         items = [
-            f"CAST(({_formattable(_final_sql(plan, final[c]))}) AS {schema[c].dataType.simpleString()}) "
+            f"CAST(({_formattable(_final_sql(plan, final[c], averages))}) AS {schema[c].dataType.simpleString()}) "
             f"AS {_formattable(_quote(c))}"
             if c in final
             else _formattable(_quote(c))
@@ -159,14 +188,22 @@ def _finalised(spark: SparkSession, plan: StatePlan, live: DataFrame) -> DataFra
         ]
         return spark.sql(f"SELECT {', '.join(items)} FROM {{live}}", live=live)
     cols = [
-        F.expr(_final_sql(plan, final[c])).cast(schema[c].dataType).alias(c) if c in final else F.col(_quote(c))
+        F.expr(_final_sql(plan, final[c], averages)).cast(schema[c].dataType).alias(c)
+        if c in final
+        else F.col(_quote(c))
         for c in plan.desired.columns
     ]
     return live.select(*cols)
 
 
-def _final_sql(plan: StatePlan, expr: str) -> str:
-    """Replace the ``_mv_final_sum(i)``/``_mv_final_avg(i)`` markers with Spark SQL over the state."""
+def _final_sql(plan: StatePlan, expr: str, averages: dict[int, tuple[str, decimal.Decimal] | None]) -> str:
+    """Replace the ``_mv_final_sum(i)``/``_mv_final_avg(i)`` markers with Spark SQL over the state.
+
+    A decimal AVG is Spark's exactly: ``averages``' SQL (:meth:`StatePlan.averages`), else the driver's
+    :func:`decimal_average` column. AVG of an integer is ``double(sum) / double(count)``: Spark's own AVG sums the
+    values as doubles, equal to it while the sum stays within 2^53 (beyond, Spark's value depends on its order of
+    summation).
+    """
     import re
 
     def sub(m: re.Match[str]) -> str:
@@ -174,9 +211,9 @@ def _final_sql(plan: StatePlan, expr: str) -> str:
         n, s = nonnull_column(i), sum_column(i)
         if fn == "sum":
             return f"(CASE WHEN {n} > 0 THEN {s} END)"
-        avg_type = plan.avg_types[i]
-        if avg_type is not None and avg_type.startswith("decimal"):
-            return f"(CASE WHEN {n} > 0 THEN CAST({s} / CAST({n} AS DECIMAL(20,0)) AS {avg_type}) END)"
+        if i in averages:
+            got = averages[i]
+            return f"(CASE WHEN {n} > 0 THEN {got[0]} END)" if got else AVG_COLUMN.format(i)
         return f"(CASE WHEN {n} > 0 THEN CAST({s} AS DOUBLE) / CAST({n} AS DOUBLE) END)"
 
     return re.sub(r"_MV_FINAL_(SUM|AVG)\((\d+)\)", sub, expr, flags=re.IGNORECASE)
@@ -270,7 +307,10 @@ def aggregate_corrections(
         corr, n_keys = local
         where = "in the driver"
     else:
-        got = _new_state(plan, delta, table_df(), lower=desc.lower)
+        averages = _spark_averages(spark, plan)
+        if isinstance(averages, str):
+            return None, averages
+        got = _new_state(plan, delta, table_df(), lower=desc.lower, averages=averages)
         if isinstance(got, str):
             return None, got
         new, old, n_keys = got
@@ -351,11 +391,19 @@ def _merge_in_driver(
     if not delta.num_rows:  # nothing changed (a global aggregate's one row included)
         return out_schema.empty_table(), 0
     old = _persisted_groups(plan, delta, table, lower=lower)
-    merged = _merge_rows(plan, delta, old)
+    averages = plan.averages(precision_loss=_precision_loss(spark)) if plan.decimal_averages else {}
+    merged = _merge_rows(
+        plan, delta, old, averages=averages, ansi=lambda: _conf_true(spark, "spark.sql.ansi.enabled", "true")
+    )
     if isinstance(merged, str):
         return merged
     new_rows, n_keys = merged
-    state_schema = T.StructType([schema[k] for k in q.keys] + [schema[c] for c in plan.state_columns])
+    in_python = [
+        T.StructField(AVG_COLUMN.format(i), T.DecimalType(*(decimal_type(plan.avg_types[i]) or (38, 18))))
+        for i, sql in averages.items()
+        if sql is None
+    ]
+    state_schema = T.StructType([schema[k] for k in q.keys] + [schema[c] for c in plan.state_columns] + in_python)
     parts = [
         old.select(cols)
         .append_column(TIME, pa.array([at] * old.num_rows, pa.int64()))
@@ -366,7 +414,7 @@ def _merge_in_driver(
         live = spark.createDataFrame(
             pa.Table.from_pylist(new_rows, schema=to_arrow_schema(state_schema, timezone="UTC")), schema=state_schema
         )
-        new = local_arrow(_finalised(spark, plan, live))
+        new = local_arrow(_finalised(spark, plan, live, averages=averages))
         parts.append(
             new.append_column(TIME, pa.array([at] * new.num_rows, pa.int64()))
             .append_column(DIFF, pa.array([1] * new.num_rows, pa.int64()))
@@ -384,10 +432,27 @@ def _persisted_groups(plan: StatePlan, delta: pa.Table, table: ViewTable, *, low
     return consolidated(rows, keys=delta, key_columns=plan.queries.keys)
 
 
-def _merge_rows(plan: StatePlan, delta: pa.Table, old: pa.Table) -> tuple[list[dict[str, Any]], int] | str:
-    """New state rows (keys and state columns) of the affected groups, old ⊕ Δ, or why the state cannot
-    be trusted (the full diff repairs it). Exact: Python integers and decimals, each sum checked against
-    its type (an overflow falls back, never wraps)."""
+def _conf_true(spark: SparkSession, key: str, default: str = "false") -> bool:
+    return str(spark.conf.get(key, default)).strip().lower() == "true"
+
+
+def _precision_loss(spark: SparkSession) -> bool:
+    return _conf_true(spark, "spark.sql.decimalOperations.allowPrecisionLoss", "true")
+
+
+def _merge_rows(
+    plan: StatePlan,
+    delta: pa.Table,
+    old: pa.Table,
+    *,
+    averages: dict[int, tuple[str, decimal.Decimal] | None] | None = None,
+    ansi: Callable[[], bool] = lambda: False,
+) -> tuple[list[dict[str, Any]], int] | str:
+    """New state rows (keys and state columns) of the affected groups, old ⊕ Δ, or why the state cannot be
+    trusted (the full diff repairs it). Exact: Python integers and decimals, each sum checked against its type
+    (an overflow falls back, never wraps). Per decimal AVG of ``averages``: a sum outside its SQL's bound falls
+    back; one without SQL is computed here as Spark does (``_mv_avg<i>``): NULL where it overflows its type, as
+    Spark's, or under ANSI (``ansi()``) the full diff, which raises Spark's error."""
     import decimal
 
     q = plan.queries
@@ -429,10 +494,39 @@ def _merge_rows(plan: StatePlan, delta: pa.Table, old: pa.Table) -> tuple[list[d
                     if abs(total) > limits[i]:
                         return "an affected group's sum overflows its type (the full diff)"
                     new[s_col] = total if n > 0 else None  # as SUM over no non-null value
+                    if averages and i in averages:
+                        got = _average(plan, i, averages[i], total if n > 0 else None, n, ansi)
+                        if isinstance(got, str):
+                            return got
+                        if averages[i] is None:
+                            new[AVG_COLUMN.format(i)] = got
             if count > 0 or q.is_global:
                 out.append(new)
         n_keys = delta.num_rows
     return out, n_keys
+
+
+def _average(
+    plan: StatePlan,
+    i: int,
+    sql: tuple[str, decimal.Decimal] | None,
+    total: Any,
+    n: int,
+    ansi: Callable[[], bool],
+) -> decimal.Decimal | None | str:
+    """A group's decimal AVG of argument ``i`` where no SQL computes it (``sql`` None), else None; or why the full
+    diff (a sum beyond the SQL's bound; an overflow under ANSI)."""
+    import decimal
+    if total is None:
+        return None
+    if sql is not None:
+        return None if abs(total) < sql[1] else "an affected group's sum is too large for its AVG's exact division"
+    avg_t = decimal_type(plan.avg_types[i])
+    assert avg_t is not None
+    avg = decimal_average(decimal.Decimal(total), n, precision=avg_t[0], scale=avg_t[1])
+    if avg is None and ansi():
+        return "an affected group's AVG overflows its type (the full diff: Spark's error)"
+    return avg
 
 
 def _sum_limit(type_name: str | None) -> int | decimal.Decimal:
@@ -445,6 +539,19 @@ def _sum_limit(type_name: str | None) -> int | decimal.Decimal:
         p, sc = int(m.group(1)), int(m.group(2))
         return decimal.Decimal(10) ** (p - sc) - decimal.Decimal(1).scaleb(-sc)
     return 2**63 - 1
+
+
+def _spark_averages(spark: SparkSession, plan: StatePlan) -> dict[int, tuple[str, decimal.Decimal] | None] | str:
+    """The view's decimal AVGs as Spark SQL over the state (:meth:`StatePlan.averages`), or why Spark cannot
+    finalise one exactly (the full diff then: such refreshes of many groups only)."""
+    averages = plan.averages(precision_loss=_precision_loss(spark)) if plan.decimal_averages else {}
+    missing = [i for i, sql in averages.items() if sql is None]
+    if missing:
+        return (
+            f"AVG of {(plan.avg_types[missing[0]] or '').upper()} over more groups than the driver merges, with no "
+            "exact finalisation by Spark (spark.sql.decimalOperations.allowPrecisionLoss=false, or a scale over 34)"
+        )
+    return averages
 
 
 def _delta_state(spark: SparkSession, plan: StatePlan, din: DataFrame) -> DataFrame:
@@ -488,7 +595,12 @@ def _delta_state(spark: SparkSession, plan: StatePlan, din: DataFrame) -> DataFr
 
 
 def _new_state(
-    plan: StatePlan, delta: DataFrame, table_df: DataFrame, *, lower: int
+    plan: StatePlan,
+    delta: DataFrame,
+    table_df: DataFrame,
+    *,
+    lower: int,
+    averages: dict[int, tuple[str, decimal.Decimal] | None],
 ) -> tuple[DataFrame, DataFrame, int] | str:
     """(new rows of the affected groups, their persisted rows, how many groups), or a reason for the full diff.
 
@@ -525,7 +637,14 @@ def _new_state(
         n, s = nonnull_column(i), sum_column(i)
         state.append((F.coalesce(F.col(f"_mv_o_{n}"), z) + F.coalesce(F.col(f"_mv_d_{n}"), z)).alias(n))
         if with_sum:
-            total = F.try_add(F.coalesce(F.col(f"_mv_o_{s}"), F.lit(0)), F.coalesce(F.col(f"_mv_d_{s}"), F.lit(0)))
+            # DECIMAL(38, s) + DECIMAL(38, s) would be DECIMAL(38, s - 1) by Spark's precision-loss rule (a digit
+            # rounded away): add as DECIMAL(37, s) (a larger sum is NULL: the full diff, _violations)
+            dt = decimal_type(plan.sum_types[i])
+            narrow = f"decimal({min(dt[0], 37)},{dt[1]})" if dt else "bigint"
+            total = F.try_add(
+                F.coalesce(F.col(f"_mv_o_{s}"), F.lit(0)).try_cast(narrow),
+                F.coalesce(F.col(f"_mv_d_{s}"), F.lit(0)).try_cast(narrow),
+            )
             state.append(total.try_cast(plan.sum_types[i] or "bigint").alias(s))
     olds = [F.col(f"_mv_o_{c}") for c in cols] + [F.col("_mv_o_diff")]
     overflow = [
@@ -536,7 +655,7 @@ def _new_state(
     lost = functools.reduce(lambda a, b: a | b, overflow) if overflow else F.lit(False)
     merged = joined.select(*state, *olds, F.coalesce(lost, F.lit(False)).alias("_mv_overflow"))
     merged = merged.localCheckpoint(eager=True)
-    problems = _violations(plan, merged, delta.count())
+    problems = _violations(plan, merged, delta.count(), averages)
     if isinstance(problems, str):
         return problems
     changed = merged
@@ -544,10 +663,12 @@ def _new_state(
         *[F.col(f"_mv_o_{c}").alias(c) for c in cols], F.col("_mv_o_diff").alias(DIFF)
     )
     live = changed if q.is_global else changed.where(F.col(COUNT) > 0)
-    return _finalised(changed.sparkSession, plan, live), old_rows, problems
+    return _finalised(changed.sparkSession, plan, live, averages=averages), old_rows, problems
 
 
-def _violations(plan: StatePlan, merged: DataFrame, n_delta: int) -> str | int:
+def _violations(
+    plan: StatePlan, merged: DataFrame, n_delta: int, averages: dict[int, tuple[str, decimal.Decimal] | None]
+) -> str | int:
     """Why the affected groups' state cannot be trusted (the full diff then repairs it), else their number."""
     from pyspark.sql import functions as F
 
@@ -562,6 +683,10 @@ def _violations(plan: StatePlan, merged: DataFrame, n_delta: int) -> str | int:
         conds.append(((n < 0) | (n > F.col(COUNT))).alias(f"n{i}"))
         if with_sum:
             conds.append(((n > 0) & F.col(sum_column(i)).isNull()).alias(f"s{i}"))
+    for i, sql in averages.items():  # a sum too large for its AVG's exact SQL
+        if sql is not None and sql[1] < 10**38:  # (a bound of 10^38: no DECIMAL(38, s) sum reaches it)
+            big = F.abs(F.col(sum_column(i))) >= F.lit(sql[1])
+            conds.append(((F.col(nonnull_column(i)) > 0) & big).alias(f"a{i}"))
     flags = [F.max(c.cast("int")).alias(f"f{j}") for j, c in enumerate(conds)]
     row = merged.select(F.count(F.lit(1)).alias("groups"), *flags).collect()[0]
     if row[1]:
@@ -575,5 +700,8 @@ def _violations(plan: StatePlan, merged: DataFrame, n_delta: int) -> str | int:
     if row[3]:
         return "a decimal sum of the change overflows (the full diff)"
     if any(row[j] for j in range(4, len(conds) + 1)):
-        return "an affected group's state is inconsistent or a decimal sum overflows its type (the full diff)"
+        return (
+            "an affected group's state is inconsistent or a decimal sum overflows its type or its AVG's exact "
+            "division (the full diff)"
+        )
     return int(row[0])

@@ -9,6 +9,8 @@ Classification only: :mod:`mvsink.spark.aggstate` has Spark's analysis decide wh
 from __future__ import annotations
 
 import dataclasses
+import decimal
+import re
 from typing import Any, Final
 
 from mvsink.columns import DIFF, STATE_PREFIX
@@ -217,3 +219,70 @@ def _finalise_item(item: Any, args: dict[str, bool], keys: set[str]) -> str:
     if outside:
         return "!" + f"column {item.alias_or_name!r} uses column {outside[0].sql()!r} outside an aggregate"
     return out.sql(dialect="spark")
+
+
+# ---------------------------------------------------------------- Spark's AVG of decimals, from (sum, count)
+
+AVG_COLUMN = "_mv_avg{}"  # a driver-computed AVG of argument i, beside the state rows being finalised
+
+_DECIMAL_TYPE = re.compile(r"decimal\((\d+),\s*(\d+)\)")
+_DOUBLE_AVG_DIGITS: Final = 15  # Spark's DecimalAggregates: AVG of DECIMAL(p, s) with p + 4 <= 15 goes through DOUBLE
+
+
+def decimal_type(type_name: str | None) -> tuple[int, int] | None:
+    """(precision, scale) of Spark's simple string ``decimal(p,s)``, else None."""
+    m = _DECIMAL_TYPE.fullmatch(type_name or "")
+    return (int(m.group(1)), int(m.group(2))) if m else None
+
+
+def decimal_average(total: decimal.Decimal, n: int, *, precision: int, scale: int) -> decimal.Decimal | None:
+    """Spark's ``avg`` of ``n`` (> 0) decimals summing to ``total`` whose result type is DECIMAL(precision, scale)
+    with precision > 15: Decimal's ``/`` truncates the exact quotient at scale 39 (its MathContext rounds DOWN),
+    then the result is rounded HALF_UP to ``scale`` (DecimalDivideWithOverflowCheck, Spark 4.2); None where it
+    overflows the type (Spark: NULL, or an error under ANSI)."""
+    with decimal.localcontext() as ctx:
+        ctx.prec = 200  # exact for any DECIMAL(38, s) sum over any count
+        q = (total / decimal.Decimal(n)).quantize(decimal.Decimal(1).scaleb(-39), decimal.ROUND_DOWN)
+        q = q.quantize(decimal.Decimal(1).scaleb(-scale), decimal.ROUND_HALF_UP)
+        return q if abs(q) < decimal.Decimal(10) ** (precision - scale) else None
+
+
+def average_sql(
+    sum_sql: str, count_sql: str, *, sum_type: str, avg_type: str, precision_loss: bool = True
+) -> tuple[str, decimal.Decimal] | None:
+    """Spark SQL computing exactly what Spark's ``avg`` gives for a decimal group of sum ``sum_sql`` and (positive)
+    count ``count_sql``, and the bound below which the sum's absolute value must lie for it to be exact (the caller
+    checks: a larger sum takes the full diff); or None where no such expression is known (with
+    ``spark.sql.decimalOperations.allowPrecisionLoss`` off (``precision_loss``), AVG of DECIMAL(p > 11, s), and of
+    DECIMAL(p, s > 34)).
+
+    ``sum / count`` as written rounds to whatever scale the division's precision rule leaves (DECIMAL(38,4) /
+    DECIMAL(20,0) keeps 6 digits, where AVG keeps 8). What Spark's AVG does instead:
+
+    - DECIMAL(p <= 11, s): its optimizer averages the unscaled values as DOUBLE, divides by ``10^s`` and casts to
+      DECIMAL(p + 4, s + 4) (DecimalAggregates); the same here from the sum (exact while the unscaled sum is below
+      2^53, where Spark's sum of doubles is exact too).
+    - otherwise: the exact quotient rounded HALF_UP at scale s + 4. Here the sum is cast so that the division's
+      result type has exactly that scale (Decimal's ``/`` truncates at scale 39, then the division rounds HALF_UP
+      to its scale: a single rounding, as AVG's). Below scale 2 the division cannot keep fewer than 6 digits: the
+      sum is divided by ``10^m`` first and the quotient multiplied back (both exact below the bound).
+    """
+    s_t, a_t = decimal_type(sum_type), decimal_type(avg_type)
+    if s_t is None or a_t is None:
+        return None
+    s, t = s_t[1], a_t[1]
+    n = f"CAST({count_sql} AS DECIMAL(19,0))"
+    if a_t[0] <= _DOUBLE_AVG_DIGITS:
+        unscaled = f"CAST({sum_sql} * CAST(1E{s} AS DECIMAL({s + 1},0)) AS DOUBLE)"
+        sql = f"CAST(({unscaled} / CAST({count_sql} AS DOUBLE)) / CAST(1E{s} AS DOUBLE) AS {avg_type})"
+        return sql, decimal.Decimal(2**53).scaleb(-s)
+    if t != s + 4 or s > 34 or not precision_loss:
+        return None
+    if s >= 3:  # DECIMAL(34, s) / DECIMAL(19,0): DECIMAL(38, s + 4)
+        return f"CAST(CAST({sum_sql} AS DECIMAL(34,{s})) / {n} AS {avg_type})", decimal.Decimal(10 ** (34 - s))
+    if s == 2:  # DECIMAL(38, 2) / DECIMAL(19,0): DECIMAL(38, 6)
+        return f"CAST(CAST({sum_sql} AS DECIMAL(38,2)) / {n} AS {avg_type})", decimal.Decimal(10**36)
+    m = 2 - s  # DECIMAL(38, 2) / DECIMAL(19,0) keeps 6 = t + m digits of the sum divided by 10^m
+    shifted = f"CAST({sum_sql} * CAST(1E-{m} AS DECIMAL({m},{m})) AS DECIMAL(38,2))"
+    sql = f"CAST(({shifted} / {n}) * CAST(1E{m} AS DECIMAL({m + 1},0)) AS {avg_type})"
+    return sql, decimal.Decimal(10**32)  # (the product is DECIMAL(38,6): an average of 32 integer digits at most)
