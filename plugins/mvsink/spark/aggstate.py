@@ -517,6 +517,7 @@ def _average(
     """A group's decimal AVG of argument ``i`` where no SQL computes it (``sql`` None), else None; or why the full
     diff (a sum beyond the SQL's bound; an overflow under ANSI)."""
     import decimal
+
     if total is None:
         return None
     if sql is not None:
