@@ -20,8 +20,8 @@ A refresh from the sources' changes then costs what the change costs:
 3. Up to :data:`~mvsink.spark.driver.MAX_DRIVER_ROWS` groups, in the driver (:func:`_merge_in_driver`): the persisted rows
    of only those groups (pyarrow over the table's files, a null-safe key match in DuckDB), old ⊕ Δ in
    exact Python arithmetic, finalised by Spark over local rows with Spark's result types and NULL rules
-   (SUM of no non-null value is NULL, AVG of integers is DOUBLE, AVG of DECIMAL(p,s) divides to Spark's
-   scale); a group whose count reaches 0 disappears; a global aggregate keeps its one row. More groups:
+   (SUM of no non-null value is NULL, AVG of integers is DOUBLE, AVG of DECIMAL(p,s) exactly Spark's AVG:
+   :func:`~mvsink.spark.statequeries.average_sql`); a group whose count reaches 0 disappears; a global aggregate keeps its one row. More groups:
    the same by Spark (:func:`_new_state`).
 4. Corrections = the old rows retracted, the new ones added (an Arrow table from the driver path,
    staged with pyarrow; a DataFrame from Spark's).
