@@ -7,7 +7,8 @@ from decimal import Decimal
 import pyarrow as pa
 import pytest
 
-from mvsink.spark.aggstate import StatePlan, _merge_rows, _sum_limit
+from mvsink.spark.aggplan import StatePlan
+from mvsink.spark.aggstate import _merge_rows, _sum_limit
 from mvsink.spark.statequeries import state_queries
 
 pytestmark = pytest.mark.unit

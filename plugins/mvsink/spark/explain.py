@@ -18,7 +18,7 @@ from mvsink.columns import ERROR, is_hidden
 from mvsink.core import storage
 from mvsink.core.table import ViewTable, open_readable
 from mvsink.exceptions import SourceError
-from mvsink.spark.aggstate import StatePlan, state_plan
+from mvsink.spark.aggplan import StatePlan, state_plan
 from mvsink.spark.conf import apply_storage_conf
 from mvsink.spark.joinkeys import Edge, join_edges, pruned_reads
 from mvsink.spark.modes.base import Change, NotApplicable, PlanFacts, RefreshMode, combined_reason

@@ -28,7 +28,7 @@ from mvsink.core.staging import batch_location, discard_batch, staged_files, wri
 from mvsink.core.table import ViewTable
 from mvsink.definitions.view import ViewDefinition, load_view_file
 from mvsink.exceptions import MvSinkError, SchemaChangedError
-from mvsink.spark.aggstate import StatePlan, state_plan
+from mvsink.spark.aggplan import StatePlan, state_plan
 from mvsink.spark.checks import apply_checks
 from mvsink.spark.conf import apply_storage_conf
 from mvsink.spark.driver import full_diff

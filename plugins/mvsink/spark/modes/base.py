@@ -22,7 +22,7 @@ if TYPE_CHECKING:
     from mvsink.core.table import ViewTable
     from mvsink.definitions.view import ViewDefinition
     from mvsink.settings import Setting
-    from mvsink.spark.aggstate import StatePlan
+    from mvsink.spark.aggplan import StatePlan
     from mvsink.spark.plantree import PlanNode
 
 Kind = Literal["unrelated", "shape", "checks", "disabled", "change", "refused"]
