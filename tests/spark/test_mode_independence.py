@@ -50,6 +50,7 @@ pytestmark = pytest.mark.spark
 REPO = Path(__file__).resolve().parents[2]
 ROUNDS = int(os.environ.get("MI_ROUNDS", "3"))  # refreshes after the first (full) one
 ANSWER = "@@mode-independence@@ "
+CONNECT_GAP = "could not be read"  # the reasons of the affected groups and the top-k refresh over Connect
 
 # ---------------------------------------------------------------- the sources
 
@@ -339,9 +340,6 @@ def negative_zero_signs(table: pa.Table) -> int:
 # ---------------------------------------------------------------- the refreshers
 
 
-TIMES: dict[str, list[float]] = defaultdict(list)
-
-
 class ClassicRefresher:
     def __init__(self, spark: Any, catalog: Catalog) -> None:
         self.spark, self.catalog = spark, catalog
@@ -352,7 +350,6 @@ class ClassicRefresher:
         out = {}
         for name in names:
             try:
-                t0 = time.monotonic()
                 res = refresh(
                     self.catalog.get(name),
                     t,
@@ -361,7 +358,6 @@ class ClassicRefresher:
                     spark=self.spark,
                     run_id=f"r{step}",
                 )
-                TIMES[name].append(round(time.monotonic() - t0, 2))
                 out[name] = res.status
             except Exception as exc:  # noqa: BLE001 - reported per view
                 out[name] = f"error: {type(exc).__name__}: {exc}"
@@ -513,20 +509,23 @@ def test_incremental_and_full_refreshes_hold_the_same_contents(request, env, eag
         run.close()
     changed = [(n, m) for n, ms in modes.items() for m in ms[1:] if m != "unchanged"]
     incremental = [(n, m) for n, m in changed if m.startswith("incremental")]
+    # Over Spark Connect the affected groups and the top-k refresh are not offered yet (the EXPLAIN text gives
+    # no grouping keys, DISTINCT or PARTITION BY columns, and no LIMIT): those views take the full diff there,
+    # with these reasons; any other full diff after a change counts against the incremental share.
+    gap = [r for rs in full_reasons.values() for r in rs if session == "connect" and CONNECT_GAP in r]
     summary = (
         f"{session}: {compared} refreshes compared, {len(changed)} after a change, {len(incremental)} incremental "
-        f"in {time.monotonic() - started:.0f}s (rounds {round_times}); -0.0 signs differ in {dict(notes)}"
+        f"({len(gap)} of them full for want of plan facts over Connect) in {time.monotonic() - started:.0f}s "
+        f"(rounds {round_times}); -0.0 signs differ in {dict(notes)}"
     )
     print(summary)
-    for n, ts in TIMES.items():
-        print("TIME", n, sum(ts), ts)
     for name, ms in modes.items():
         print(f"  {name}: {ms}")
     for name, rs in full_reasons.items():
         for r in rs:
             print(f"  FULL {name} {r}")
     assert not diffs, "\n".join([summary, *diffs])
-    assert len(incremental) * 4 >= len(changed) * 3, (summary, modes)
+    assert len(incremental) * 4 >= (len(changed) - len(gap)) * 3, (summary, modes, dict(full_reasons))
 
 
 def write_view(views: Path, name: str, **fields: Any) -> None:
