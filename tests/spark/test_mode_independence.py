@@ -154,7 +154,10 @@ Q1 = (
 )
 OWN: dict[str, tuple[str, list[str]]] = {
     # linear
-    "projection": ("SELECT id, s, d6, d10, f, dt, ep * (1 - disc) AS net, s || '|' AS sx FROM orders", []),
+    "projection": (
+        "SELECT id, s, d6, d10, f, dt, ep * (1 - disc) AS net, s || '|' AS sx, dt + INTERVAL '1' YEAR AS dty FROM orders",
+        [],
+    ),
     "inner_join": (  # and a filter
         "SELECT o.id, o.s, c.region, c.seg, o.d6, o.f FROM orders o JOIN customers c ON o.cust = c.id "
         "WHERE o.s <> '' AND (o.f > 0 OR o.f IS NULL OR isnan(o.f)) OR o.dt >= DATE'2026-01-03' OR c.region = 'eu '",
@@ -190,7 +193,10 @@ OWN: dict[str, tuple[str, list[str]]] = {
         ["id"],
     ),
     # timestamps
-    "ts_join": ("SELECT o.id, e.ts, e.s AS es, o.d10, o.f FROM orders o JOIN events e ON o.id = e.id", []),
+    "ts_join": (
+        "SELECT o.id, e.ts, e.ts - INTERVAL '1' MONTH AS back, e.s AS es, o.d10, o.f FROM orders o JOIN events e ON o.id = e.id",
+        [],
+    ),
     "ts_minmax": ("SELECT s, count(*) AS n, min(ts) AS lo, max(ts) AS hi FROM events GROUP BY s", []),
     "ts_topk": ("SELECT id, s, ts FROM events ORDER BY ts DESC NULLS FIRST, id LIMIT 5", ["id"]),
 }
