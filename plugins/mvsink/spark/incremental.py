@@ -155,6 +155,17 @@ def _is_remote(spark: SparkSession) -> bool:
     return type(spark).__module__.startswith("pyspark.sql.connect")
 
 
+def _cdf_hint(cs: ChangeSet) -> str:
+    """What the size guard's reason says about the change data feed: the advice to enable it only where it is off
+    (where it is on, the change files already are the changed rows, or files added or removed whole)."""
+    if not cs.change_data_feed:
+        return "enable delta.enableChangeDataFeed on it for smaller change sets"
+    return (
+        f"its change data feed is already on: {len(cs.cdc)} change data file(s), and {len(cs.inserted)} file(s) "
+        f"added and {len(cs.deleted)} removed by commits without change data"
+    )
+
+
 def max_fraction() -> float:
     """``MVSINK_INCREMENTAL_MAX_FRACTION`` (a bad value raises SettingsError, never a silent default)."""
     return settings.incremental_max_fraction()
@@ -201,10 +212,7 @@ def prepare_changes(
             return f"source {s.name!r}: {cs}"
         total = active_bytes(s.path, s.version)
         if total and cs.bytes > fraction * total:
-            return (
-                f"source {s.name!r} changed {cs.bytes} bytes of files against {total} "
-                f"(over {fraction:.0%}; enable delta.enableChangeDataFeed on it for smaller change sets)"
-            )
+            return f"source {s.name!r} changed {cs.bytes} bytes of files against {total} (over {fraction:.0%}; {_cdf_hint(cs)})"
         changes[s.name] = cs
         pruning.record(s.name, bytes_read=cs.bytes, files=len(cs.inserted) + len(cs.deleted) + len(cs.cdc))
         if sizes is not None:

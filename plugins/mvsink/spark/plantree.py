@@ -187,6 +187,13 @@ _TABLES: dict[str, str] = {
     DatePart:date_part FromUTCTimestamp:from_utc_timestamp ToUTCTimestamp:to_utc_timestamp
     ExtractANSIIntervalDays:extractansiintervaldays TimestampAdd:timestampadd TimestampAddInterval
     TimestampDiff:timestampdiff DateAddInterval SubtractTimestamps SubtractDates
+    DateAddYMInterval TimestampAddYMInterval DatetimeSub TimeAdd MultiplyYMInterval MultiplyDTInterval
+    DivideYMInterval DivideDTInterval MultiplyInterval:multiply_interval DivideInterval:divide_interval
+    MakeYMInterval:make_ym_interval
+    MakeDTInterval:make_dt_interval TryMakeInterval:try_make_interval ExtractANSIIntervalYears
+    ExtractANSIIntervalMonths ExtractANSIIntervalHours ExtractANSIIntervalMinutes ExtractANSIIntervalSeconds
+    ExtractIntervalYears ExtractIntervalMonths ExtractIntervalDays ExtractIntervalHours ExtractIntervalMinutes
+    ExtractIntervalSeconds TryEval
     ToCharacter:to_char,to_varchar PreciseTimestampConversion:precisetimestampconversion
     Size:size,cardinality ArrayContains:array_contains ArrayDistinct:array_distinct ArraySort:array_sort
     SortArray:sort_array ArrayJoin:array_join ArrayMax:array_max ArrayMin:array_min
