@@ -159,7 +159,14 @@ def _project(*exprs: PlanExpr) -> PlanNode:
     ("expr", "why"),
     [
         (_e("Multiply", _col("decimal(12,2)"), _col("decimal(12,2)")), None),
-        (_e("Add", _col("integer"), _col("long")), None),
+        (_e("Add", _col("long"), _e("Cast", _col("integer"), type="long")), None),
+        (_e("Add", _col("integer"), _col("long")), "Add of integer, long"),  # (Spark's analyser casts first)
+        (_e("Cast", _e("Literal", type="decimal(2,1)", value="3.5"), type="integer"), "may round"),  # 3 in Spark
+        (_e("Cast", _e("Literal", type="integer", value="5"), type="decimal(1,0)"), None),  # (Spark's `d > 5`)
+        (_e("Cast", _e("Literal", type="integer", value="15"), type="decimal(1,0)"), "may round"),
+        (_e("Cast", _e("Literal", type="string", value="1995-1-1"), type="date"), "a string to a date"),
+        (_e("Add", _e("Cast", _col("byte"), type="integer"), _e("Literal", type="integer", value="1")), "byte"),
+        (_e("Multiply", _col("decimal(18,6)"), _e("Cast", _col("integer"), type="decimal(10,0)")), None),
         (_e("Cast", _col("integer"), type="decimal(10,0)"), None),
         (_e("Cast", _e("Literal", type="string", value="1995-01-01"), type="date"), None),
         (_e("Multiply", _col("decimal(20,2)"), _col("decimal(18,2)")), "Multiply of decimal(20,2), decimal(18,2)"),
