@@ -191,11 +191,14 @@ def _exact(child: str, target: str) -> bool:
 def _arithmetic(e: PlanExpr, kids: list[str]) -> str:
     """Spark's result type of ``+ - *`` or negation, where DuckDB (reading decimals as DECIMAL(38, s)) gives the
     same value: int and long only (DuckDB types an integer literal by its operand, so a byte or short operand,
-    even cast, is refused), decimals whose result fits in 38 digits (Spark would round beyond)."""
+    even cast, is refused), decimals whose result fits in 38 digits (Spark would round beyond); no NULL
+    operand (DuckDB's result would be typed NULL)."""
     name = e.name
     label = f"{name} of {', '.join(kids)}"
     if any(k in ("byte", "short") or _narrow_cast(c) for k, c in zip(kids, e.children, strict=True)):
         return f"!{label} (a byte or short operand)"
+    if any(_null(c) for c in e.children):  # DuckDB types NULL + x by the NULL, not as Spark does
+        return f"!{label} (a NULL operand)"
     if all(k in ("integer", "long") for k in kids):  # integers: both engines fail on an overflow
         return kids[0] if len(set(kids)) == 1 else f"!{label}"
     decimals = [_decimal(k) for k in kids]
@@ -212,6 +215,13 @@ def _arithmetic(e: PlanExpr, kids: list[str]) -> str:
     if precision > MAX_PRECISION:  # Spark would round (or fail) where DuckDB does not
         return f"!{label} needs {precision} digits"
     return f"decimal({precision},{scale})"
+
+
+def _null(e: PlanExpr) -> bool:
+    """The NULL literal, or a cast of it."""
+    if e.name == "Cast" and len(e.children) == 1:
+        return _null(e.children[0])
+    return e.name == "Literal" and e.attrs.get("type") == "void"
 
 
 def _narrow_cast(e: PlanExpr) -> bool:
