@@ -101,6 +101,8 @@ def spark_type(e: PlanExpr) -> str:
     if name in _BOOLEAN:
         if name in ("And", "Or", "Not") and any(k not in ("boolean", "void") for k in kids):
             return f"!{name} of {', '.join(kids)}"
+        if name not in ("And", "Or", "Not", "IsNull", "IsNotNull") and _unwrapped(e.children):
+            return f"!{name} of a widened column and a literal beyond its type (Spark's optimiser rewrites it)"
         return "boolean"
     if name in ("Add", "Subtract", "Multiply", "UnaryMinus"):
         return _arithmetic(e, kids)
@@ -219,6 +221,25 @@ def _arithmetic(e: PlanExpr, kids: list[str]) -> str:
     return f"decimal({precision},{scale})"
 
 
+def _unwrapped(operands: tuple[PlanExpr, ...]) -> bool:
+    """Whether Spark's optimiser (UnwrapCastInBinaryComparison) may rewrite a comparison of a widened column with
+    a literal its own type cannot hold (``i64 < 12345678901234567890``) to a constant, NULL rows included."""
+    values = [v for v in map(_constant, operands) if v is not None]
+    for x in operands:
+        if x.name == "Cast" and len(x.children) == 1 and _constant(x) is None:
+            inner = spark_type(x.children[0])
+            if (inner in _INTEGRAL_RANGE or _decimal(inner)) and any(not _fits(v, inner) for v in values):
+                return True
+    return False
+
+
+def _constant(e: PlanExpr) -> Decimal | None:
+    """The value of a numeric literal, through casts of it."""
+    if e.name == "Cast" and len(e.children) == 1:
+        return _constant(e.children[0])
+    return _literal_value(e)
+
+
 def _null(e: PlanExpr) -> bool:
     """The NULL literal, or a cast of it."""
     if e.name == "Cast" and len(e.children) == 1:
@@ -236,7 +257,8 @@ def _narrow_cast(e: PlanExpr) -> bool:
 
 def duckdb_sql(spark_sql: str) -> str:
     """``spark_sql`` in DuckDB's dialect, or :class:`Untranslatable`. Spark's CAST stays a CAST (an invalid literal
-    fails, as in ANSI Spark). Refused: a backslash anywhere (Spark's string escapes are not DuckDB's), and a date
+    fails, as in ANSI Spark). Refused: a backslash anywhere (Spark's string escapes are not DuckDB's), a number
+    beyond a long (Spark's analyser turns ``i64 < 12345678901234567890`` into ``false``, even where i64 is NULL), a date
     literal or a string cast to a date other than ``'YYYY-MM-DD'`` (the parsers differ beyond it)."""
     import sqlglot
     from sqlglot import exp
@@ -247,6 +269,9 @@ def duckdb_sql(spark_sql: str) -> str:
     tree = tree.transform(
         lambda n: exp.Cast(this=n.this, to=n.args["to"]) if isinstance(n, exp.TryCast) else n, copy=False
     )
+    for lit in tree.find_all(exp.Literal):  # Spark's analyser folds a long's comparison with a number beyond it
+        if not lit.is_string and not _within_long(lit.this):  # (NULL rows included)
+            raise Untranslatable(f"the number {lit.this} beyond a long")
     for cast in tree.find_all(exp.Cast):
         to = cast.args.get("to")
         if isinstance(to, exp.DataType) and to.is_type(exp.DataType.Type.DATE):
@@ -254,6 +279,13 @@ def duckdb_sql(spark_sql: str) -> str:
             if isinstance(lit, exp.Literal) and lit.is_string and not _iso_date(lit.this):
                 raise Untranslatable(f"the date {lit.this!r}")
     return tree.sql(dialect="duckdb")
+
+
+def _within_long(number: str) -> bool:
+    try:
+        return abs(Decimal(number)) < _INTEGRAL_RANGE["long"]
+    except InvalidOperation:
+        return False
 
 
 def duckdb_schema(schema: StructType, columns: set[str] | None, timezone: str) -> pa.Schema:
