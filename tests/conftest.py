@@ -28,3 +28,10 @@ def env(tmp_path, monkeypatch):
     monkeypatch.setenv("MVSINK_DATA_ROOT", str(data))
     monkeypatch.delenv("MVSINK_FAIL_POINTS", raising=False)
     return data, views
+
+
+def pytest_addoption(parser):
+    """The differential test of the DuckDB translation (tests/spark/test_duckdb_translation.py): its seed and
+    how many expressions it generates (e.g. ``--translator-cases 20000`` once by hand)."""
+    parser.addoption("--translator-seed", type=int, default=20240611, help="seed of the generated expressions")
+    parser.addoption("--translator-cases", type=int, default=1000, help="how many expressions to generate")

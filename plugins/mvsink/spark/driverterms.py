@@ -5,15 +5,17 @@ for each other source the files its pruned read keeps (or a small snapshot). Spa
 scheduling the terms' jobs (a broadcast per small side, the probe, the per-group sums: 0.7-1.4 s on 2 cores for
 TPC-H Q3/Q5), where DuckDB evaluates the same terms over the same files in ~0.2 s. So where
 
-- the aggregate's input is made only of what DuckDB evaluates exactly as Spark does (:func:`unsupported`: inner
-  and cross joins, filters, projections; column references, literals, comparisons, AND/OR/NOT, IS [NOT] NULL, IN lists,
-  ``+ - *`` on integers and decimals whose Spark result needs no rounding, exact widening casts),
+- the aggregate's input is made only of what DuckDB evaluates exactly as Spark does
+  (:func:`mvsink.spark.duckdbsql.unsupported`: inner and cross joins, filters, projections; column references,
+  literals, comparisons, AND/OR/NOT, IS [NOT] NULL, IN lists, ``+ - *`` on int, long and decimals whose Spark result
+  needs no rounding, casts proven exact), and Spark runs in ANSI mode (an overflow fails in both engines),
 - every change set is plain Parquet the driver may read (:func:`mvsink.spark.driver.change_rows`), and every
   other source a plain snapshot (:func:`mvsink.spark.sources.plain_files`, its pruned read's files) of at most
   :data:`MAX_TERM_BYTES` per term,
 
 each term's signed input query (the view's dialect, transpiled by sqlglot) runs in DuckDB over Arrow tables of
-exactly the rows Spark's term would read, and the per-group Δ is summed there as
+exactly the rows Spark's term would read (decimals widened to DECIMAL(38, s):
+:func:`mvsink.spark.duckdbsql.duckdb_schema`), and the per-group Δ is summed there as
 :func:`mvsink.spark.aggstate._delta_state` does; the result is cast to Spark's Δ types exactly. Anything else,
 an error included (an overflow, a value that does not cast): None, and Spark computes the terms as before.
 """
@@ -21,9 +23,12 @@ an error included (an overflow, a value that does not cast): None, and Spark com
 from __future__ import annotations
 
 import logging
-import re
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, Final
+
+from mvsink.spark.duckdbsql import Untranslatable, duckdb_schema, duckdb_sql, unsupported
+
+__all__ = ["DRIVER_SCAN_FACTOR", "MAX_TERM_BYTES", "delta_in_driver", "terms_in_driver", "unsupported"]
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -31,7 +36,7 @@ if TYPE_CHECKING:
 
     from mvsink.core.batch import BatchDescription, SourceRead
     from mvsink.definitions.view import ViewDefinition
-    from mvsink.spark.plantree import PlanExpr, PlanNode
+    from mvsink.spark.plantree import PlanNode
     from mvsink.spark.pruning import PrunedRead
     from mvsink.spark.telescope import ChangeFrames
 
@@ -42,128 +47,6 @@ MAX_TERM_BYTES: Final = 256 * 1024 * 1024  # files one term reads in the driver,
 # read at most this multiple of it: DuckDB scans and joins Parquet several times faster than Spark's full
 # diff on the same cores (TPC-H SF 1, scattered changes: docs/benchmarks.md).
 DRIVER_SCAN_FACTOR: Final = 2.0
-
-_OPERATORS: Final = frozenset({"Project", "Filter", "Join", "SubqueryAlias", "View", "LogicalRelation", "Relation"})
-_BOOLEAN: Final = frozenset(
-    {
-        "EqualTo",
-        "EqualNullSafe",
-        "LessThan",
-        "LessThanOrEqual",
-        "GreaterThan",
-        "GreaterThanOrEqual",
-        "And",
-        "Or",
-        "Not",
-        "IsNull",
-        "IsNotNull",
-        "In",
-    }
-)
-_INTEGRAL_DIGITS: Final = {"byte": 3, "short": 5, "integer": 10, "long": 20}
-_PLAIN: Final = frozenset({"date", "string", "boolean"})
-_DECIMAL = re.compile(r"decimal\((\d+),\s*(\d+)\)")
-
-
-# ---------------------------------------------------------------- what DuckDB evaluates as Spark does
-
-
-def unsupported(tree: PlanNode) -> str | None:
-    """Why DuckDB might not evaluate the plan ``tree`` exactly as Spark does, or None (failing closed). A View is
-    a source as mvsink registers it (its columns cast to the table's types, as the driver reads them too): not
-    looked into; what the query does with its columns is."""
-    node = tree
-    if node.name == "View":
-        return None
-    if node.name not in _OPERATORS:
-        return f"the operator {node.name}"
-    if node.name == "Join" and node.attrs.get("join_type") not in ("Inner", "Cross"):  # (comma joins: Cross)
-        return f"a {node.attrs.get('join_type', '?')} join"
-    for e in node.expressions:
-        got = _type(e)
-        if got.startswith("!"):
-            return got[1:]
-    return next((why for why in map(unsupported, node.children) if why), None)
-
-
-def _type(e: PlanExpr) -> str:
-    """Spark's type of ``e`` where DuckDB computes the same value, else ``!why``."""
-    name = e.name
-    kids = [_type(c) for c in e.children]
-    bad = next((k for k in kids if k.startswith("!")), None)
-    if bad:
-        return bad
-    if name == "AttributeReference":
-        return _allowed(e.attrs.get("type"))
-    if name == "Literal":
-        t = _allowed(e.attrs.get("type"))
-        if t == "string" and any(ch in str(e.attrs.get("value")) for ch in "\\'\""):  # escapes differ by dialect
-            return "!a string literal with a quote or a backslash"
-        if t in _INTEGRAL_DIGITS and e.attrs.get("value") is not None:  # Spark types a literal by its digits
-            return f"literal({len(str(e.attrs['value']).lstrip('-'))})"
-        return t
-    if name == "Alias":
-        return kids[0]
-    if name == "Cast":
-        return _cast(e, kids[0])
-    if name in _BOOLEAN:
-        return "boolean"
-    if name in ("Add", "Subtract", "Multiply", "UnaryMinus"):
-        return _arithmetic(name, kids)
-    return f"!the expression {name}"
-
-
-def _allowed(t: Any) -> str:
-    if not isinstance(t, str):
-        return "!a column of unknown type"
-    if t in _INTEGRAL_DIGITS or t in _PLAIN or _DECIMAL.fullmatch(t):
-        return t.replace(" ", "")
-    return f"!the type {t}"
-
-
-def _digits(t: str) -> tuple[int, int] | None:
-    """(integer digits, scale) a value of type ``t`` may have; None if not a number."""
-    if t.startswith("literal("):
-        return int(t[8:-1]), 0
-    if t in _INTEGRAL_DIGITS:
-        return _INTEGRAL_DIGITS[t], 0
-    m = _DECIMAL.fullmatch(t)
-    return (int(m.group(1)) - int(m.group(2)), int(m.group(2))) if m else None
-
-
-def _cast(e: PlanExpr, child: str) -> str:
-    target = _allowed(e.attrs.get("type"))
-    if target.startswith("!"):
-        return target
-    if e.children and e.children[0].name == "Literal":  # a literal cast: DuckDB casts it too (or fails)
-        return target
-    if target == child:
-        return target
-    have, want = _digits(child), _digits(target)
-    if have is None or want is None:
-        return f"!a cast from {child} to {target}"
-    exact = want[0] >= have[0] and want[1] >= have[1] and (target not in _INTEGRAL_DIGITS or have[1] == 0)
-    return target if exact else f"!a cast from {child} to {target} that may round"
-
-
-def _arithmetic(name: str, kids: list[str]) -> str:
-    got = [_digits(k) for k in kids]
-    if any(g is None for g in got):
-        return f"!{name} of {', '.join(kids)}"
-    if all(k in _INTEGRAL_DIGITS for k in kids):  # integers: both engines fail on an overflow
-        return max(kids, key=lambda k: _INTEGRAL_DIGITS[k])
-    if name == "UnaryMinus":
-        return kids[0] if not kids[0].startswith("literal(") else f"decimal({got[0][0]},0)"  # type: ignore[index]
-    (i1, s1), (i2, s2) = got  # type: ignore[misc]
-    if name == "Multiply":
-        scale, precision = s1 + s2, i1 + s1 + i2 + s2 + 1
-    else:
-        scale = max(s1, s2)
-        precision = max(i1, i2) + scale + 1
-    if precision > 38:  # Spark would round (or fail) where DuckDB does not
-        return f"!{name} of {', '.join(kids)} needs {precision} digits"
-    return f"decimal({precision},{scale})"
-
 
 # ---------------------------------------------------------------- the terms
 
@@ -187,6 +70,9 @@ def terms_in_driver(
         return None
     if type(spark).__module__.startswith("pyspark.sql.connect"):  # (no typed plan over Spark Connect)
         log.info("view %s: change terms by Spark: over Spark Connect the plan's types cannot be read", view.name)
+        return None
+    if str(spark.conf.get("spark.sql.ansi.enabled")).lower() != "true":  # (without it Spark wraps an overflow)
+        log.info("view %s: change terms by Spark: Spark is not in ANSI mode", view.name)
         return None
     try:
         tree = plan_tree(spark, plan.queries.input_query, desired=plan.input)
@@ -216,7 +102,6 @@ def delta_in_driver(
 ) -> pa.Table | str:
     """Δ per affected group (the schema :func:`mvsink.spark.aggstate._delta_state` has) from DuckDB, or why not."""
     import pyarrow as pa
-    from pyspark.sql.pandas.types import to_arrow_schema
 
     from mvsink.columns import DIFF
     from mvsink.spark.driver import MAX_DRIVER_ROWS, change_rows, duckdb_cursor
@@ -233,8 +118,9 @@ def delta_in_driver(
         return f"the change of {missing[0]!r} is not plain Parquet files"
     q = plan.queries
     columns = _referenced(q.input_query)
-    schemas = {s.name: to_arrow_schema(spark.table(s.name).schema) for s in desc.sources}
-    wanted = {n: [f.name for f in sch if f.name.casefold() in columns] for n, sch in schemas.items()}
+    zone = str(spark.conf.get("spark.sql.session.timeZone"))
+    schemas = {s.name: duckdb_schema(spark.table(s.name).schema, columns, zone) for s in desc.sources}
+    wanted = {n: list(sch.names) for n, sch in schemas.items()}
     changes: dict[str, pa.Table] = {}
     for s in changed:
         sch = pa.schema([schemas[s.name].field(c) for c in wanted[s.name]] + [pa.field(SIGN, pa.int64())])
@@ -258,7 +144,7 @@ def delta_in_driver(
                 return got
             tables[o.name], used = got
             budget -= used
-        out = _run(duckdb_cursor(), _duckdb_sql(sql), tables)
+        out = _run_translated(duckdb_cursor(), sql, tables)
         if isinstance(out, str):
             return out
         if t.coefficient < 0:
@@ -336,15 +222,18 @@ def _snapshot(
 
 
 def _duckdb_sql(spark_sql: str) -> str:
-    """``spark_sql`` in DuckDB's dialect; Spark's CAST stays a CAST (an invalid literal fails, as in ANSI Spark)."""
-    import sqlglot
-    from sqlglot import exp
+    """``spark_sql`` in DuckDB's dialect (:func:`mvsink.spark.duckdbsql.duckdb_sql`)."""
+    return duckdb_sql(spark_sql)
 
-    tree = sqlglot.parse_one(spark_sql, dialect="spark")
-    tree = tree.transform(
-        lambda n: exp.Cast(this=n.this, to=n.args["to"]) if isinstance(n, exp.TryCast) else n, copy=False
-    )
-    return tree.sql(dialect="duckdb")
+
+def _run_translated(con: Any, spark_sql: str, tables: dict[str, pa.Table | str]) -> pa.Table | str:
+    """``spark_sql`` translated and run by DuckDB over ``tables``, or why not."""
+    try:
+        sql = _duckdb_sql(spark_sql)
+    except Untranslatable as exc:
+        con.close()
+        return f"the term's SQL does not translate to DuckDB exactly ({exc})"
+    return _run(con, sql, tables)
 
 
 def _run(con: Any, sql: str, tables: dict[str, pa.Table | str]) -> pa.Table | str:
