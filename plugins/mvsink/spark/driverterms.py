@@ -95,7 +95,7 @@ def delta_in_driver(
     base: dict[str, int],
     changed: list[SourceRead],
     frames: ChangeFrames,
-    plan: Any,  # mvsink.spark.aggstate.StatePlan (not imported: aggstate imports this module)
+    plan: Any,  # mvsink.spark.aggplan.StatePlan (not imported: aggstate imports this module)
     pruned: dict[str, list[PrunedRead]],
     *,
     tree: PlanNode,
