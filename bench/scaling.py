@@ -104,7 +104,7 @@ def run_sf(
     rate = min(1.0, orders_changed / (2 if stream_name == "rf" else 1) / counts["orders"])
 
     from mvsink.definitions.catalog import Catalog
-    from mvsink.spark.runners import local_session, refresh
+    from mvsink.write.runners import local_session, refresh
 
     spark = local_session(conf={"spark.driver.memory": "6g"})
     spark.sparkContext.setLogLevel("ERROR")

@@ -348,7 +348,7 @@ def main() -> int:
         (views_dir / f"q{n}.yaml").write_text(yaml.safe_dump(doc))
 
     from mvsink.definitions.catalog import Catalog
-    from mvsink.spark.runners import local_session, refresh
+    from mvsink.write.runners import local_session, refresh
 
     spark = local_session(conf={"spark.driver.memory": "6g"})
     spark.sparkContext.setLogLevel("ERROR")

@@ -232,8 +232,8 @@ def measure(
     MERGE tables go under ``out_dir`` (default ``root/out``)."""
     from mvsink.core.mint import mint
     from mvsink.core.refresh import run_refresh
-    from mvsink.spark.runners import write_step
     from mvsink.spark.sources import register_sources
+    from mvsink.write.runners import write_step
 
     row: dict[str, object] = {}
     desc = mint(view, t, catalog=catalog, run_id="bench-probe", dry_run=True)  # type: ignore[arg-type]
@@ -449,7 +449,7 @@ def main() -> int:
             )
 
     from mvsink.definitions.catalog import Catalog
-    from mvsink.spark.runners import local_session, refresh
+    from mvsink.write.runners import local_session, refresh
 
     spark = local_session(conf={"spark.driver.memory": "6g"})
     spark.sparkContext.setLogLevel("ERROR")

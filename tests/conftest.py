@@ -11,7 +11,7 @@ os.environ.pop("SPARK_HOME", None)
 @pytest.fixture(scope="session")
 def spark():
     """One SparkSession (local[2]) for the whole test run."""
-    from mvsink.spark.runners import local_session
+    from mvsink.write.runners import local_session
 
     session = local_session("local[2]", {"spark.driver.memory": "2g"})
     yield session

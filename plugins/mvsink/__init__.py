@@ -49,7 +49,7 @@ __all__ = ["__version__", "changes", "compact", "read_view", "refresh", "vacuum"
 def __getattr__(name: str) -> Any:
     """The heavier entry points, imported on first use: ``refresh``, ``compact``, ``vacuum``."""
     if name == "refresh":
-        from mvsink.spark.runners import refresh
+        from mvsink.write.runners import refresh
 
         return refresh
     if name == "compact":

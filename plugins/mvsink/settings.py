@@ -73,7 +73,7 @@ VIEWS_DIR = Setting(
 )
 SPARK_JOB = Setting(
     "MVSINK_SPARK_JOB",
-    "the entry script shipped in the package (mvsink/spark/mv_write.py)",
+    "the entry script shipped in the package (mvsink/write/mv_write.py)",
     "path of the write job script that spark-submit runs",
 )
 SPARK_REMOTE = Setting(

@@ -102,7 +102,7 @@ def test_wheel_holds_every_module_and_nothing_else(wheel: Path) -> None:
     assert subs == SUBPACKAGES, subs
     for sub in SUBPACKAGES:
         assert f"mvsink/{sub}/__init__.py" in names
-    assert "mvsink/spark/mv_write.py" in names
+    assert "mvsink/write/mv_write.py" in names
     # every module of the source tree is in the wheel (a folder without __init__.py would still be found)
     source = {
         p.relative_to(REPO / "plugins").as_posix()
@@ -124,7 +124,7 @@ def test_installed_package_runs_from_the_venv(installed: dict[str, Any]) -> None
         import json, shutil, sys
         from pathlib import Path
         import mvsink
-        from mvsink.spark import runners
+        from mvsink.write import runners
         found = {"module": mvsink.__file__, "job": runners.job_file(), "submit": runners.spark_submit_binary()}
         # a venv whose bin/ has no spark-submit beside the interpreter (e.g. pip --target, --user):
         # pyspark's own bin/spark-submit, not whatever PATH holds

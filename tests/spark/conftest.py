@@ -6,7 +6,7 @@ import shutil
 import pytest
 
 from mvsink.definitions.catalog import Catalog
-from mvsink.spark.runners import refresh
+from mvsink.write.runners import refresh
 from tests.support.data import PROJECT, make_orders, project_views, random_change
 from tests.support.delta import BASE, HOUR, write_at
 from tests.support.oracle import oracle

@@ -17,7 +17,7 @@ from decimal import Decimal
 
 import pytest
 
-from mvsink.spark.statequeries import average_sql, decimal_average, decimal_type
+from mvsink.incremental.statequeries import average_sql, decimal_average, decimal_type
 
 pytestmark = pytest.mark.spark
 

@@ -10,7 +10,7 @@ from mvsink.core.mint import mint
 from mvsink.core.staging import list_staged
 from mvsink.exceptions import InjectedFault
 from mvsink.readers.arrow import read_view
-from mvsink.spark.job import run_write
+from mvsink.write.job import run_write
 from tests.support.data import PROJECT
 from tests.support.delta import BASE, HOUR, operations, staged_leftovers
 from tests.support.oracle import multiset, oracle

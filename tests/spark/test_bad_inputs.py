@@ -14,7 +14,7 @@ from deltalake import DeltaTable
 from mvsink import exceptions as errors
 from mvsink.definitions.catalog import Catalog
 from mvsink.readers.arrow import read_view
-from mvsink.spark.runners import refresh
+from mvsink.write.runners import refresh
 from tests.support.data import PROJECT, make_orders
 from tests.support.delta import BASE, HOUR, stamp, table_state, write_at
 from tests.support.viewfiles import write_view

@@ -8,7 +8,7 @@ import pytest
 from deltalake import write_deltalake
 
 from mvsink.definitions.catalog import Catalog
-from mvsink.spark.runners import refresh
+from mvsink.write.runners import refresh
 from tests.support.aggdata import CDF, agg_orders, appends
 from tests.support.delta import BASE, HOUR, stamp, update_at
 from tests.support.viewfiles import write_view

@@ -24,9 +24,9 @@ from mvsink.definitions.catalog import Catalog
 from mvsink.exceptions import InjectedFault, MvSinkError, ReadTimeError
 from mvsink.maintenance.compaction import compact
 from mvsink.readers.arrow import read_view
-from mvsink.spark.job import run_write
-from mvsink.spark.runners import refresh
 from mvsink.times import format_time
+from mvsink.write.job import run_write
+from mvsink.write.runners import refresh
 from tests.support.cli import run_cli_inprocess
 from tests.support.data import PROJECT, make_orders, project_views
 from tests.support.delta import HOUR, active_files, staged_leftovers, write_at

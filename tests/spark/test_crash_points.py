@@ -9,7 +9,7 @@ import pytest
 from mvsink.core.staging import list_staged
 from mvsink.exceptions import InjectedFault
 from mvsink.readers.arrow import read_view
-from mvsink.spark.runners import refresh
+from mvsink.write.runners import refresh
 from tests.support.data import PROJECT, make_orders
 from tests.support.delta import BASE, HOUR, operations, staged_leftovers, write_at
 from tests.support.oracle import multiset, oracle

@@ -19,7 +19,7 @@ from mvsink.columns import ERROR
 from mvsink.definitions.catalog import Catalog
 from mvsink.exceptions import QueryError, ViewErrorsError
 from mvsink.readers.arrow import read_updates, read_view
-from mvsink.spark.runners import refresh
+from mvsink.write.runners import refresh
 from tests.support.delta import BASE, HOUR, delete_at, mvsink_history, snapshot, update_at, write_at
 from tests.support.oracle import multiset
 from tests.support.viewfiles import write_view
@@ -172,7 +172,7 @@ def test_error_drop_warn_rows_counts_and_reads(spark, orders_view):
     assert ok.column_names == ["id", "cust", "status", "qty"] and sorted(ok.column("id").to_pylist()) == [1, 2]
 
     # the Spark reader: the same rule, without collecting the contents
-    from mvsink.spark.reader import read_view as spark_read
+    from mvsink.spark.viewreader import read_view as spark_read
 
     with pytest.raises(ViewErrorsError) as es:
         spark_read(spark, view)

@@ -1,4 +1,4 @@
-"""An aggregate's small change terms evaluated by DuckDB in the driver (spark/driverterms.py): on TPC-H-like
+"""An aggregate's small change terms evaluated by DuckDB in the driver (incremental/duckdbterms.py): on TPC-H-like
 refresh-function changes, every refresh exact against DuckDB's oracle and equal to the same view whose terms Spark
 computes (``MVSINK_INCREMENTAL_DRIVER_TERMS=false``); views with what DuckDB might evaluate otherwise (a division,
 a float, a cast that may round, a string function) keep Spark's terms, and are exact too."""
@@ -15,10 +15,10 @@ import pytest
 
 from mvsink.core.table import ViewTable
 from mvsink.definitions.catalog import Catalog
+from mvsink.incremental.duckdbterms import unsupported
+from mvsink.plan.tree import PlanExpr, PlanNode
 from mvsink.readers.arrow import read_view
-from mvsink.spark.driverterms import unsupported
-from mvsink.spark.plantree import PlanExpr, PlanNode
-from mvsink.spark.runners import refresh
+from mvsink.write.runners import refresh
 from tests.spark.test_pruned_joins import BAND, BANDS, _dims, _lineitems, _orders, banded_lake, rf_pair
 from tests.support.delta import BASE, HOUR, delete_at, update_at, write_at
 from tests.support.oracle import multiset, oracle
@@ -116,7 +116,7 @@ def test_terms_over_the_scan_guard_run_in_duckdb_within_its_factor(spark, env, m
     """A scattered change whose terms read more than the full diff (the scan guard refuses Spark's terms) is
     still incremental where DuckDB evaluates the terms and they read at most ``DRIVER_SCAN_FACTOR`` times the
     guard's ratio of the full diff's bytes; over it, the full diff. Exact against DuckDB's oracle either way."""
-    from mvsink.spark import driverterms
+    from mvsink.incremental import duckdbterms as driverterms
 
     data, views = env
     monkeypatch.setenv("MVSINK_INCREMENTAL_PRUNE_MIN_BYTES", "0")

@@ -1,10 +1,10 @@
-"""The differential test of the DuckDB translation (spark/duckdbsql.py, used by spark/driverterms.py).
+"""The differential test of the DuckDB translation (engines/duckdbsql.py, used by incremental/duckdbterms.py).
 
 Random expressions over a broad grammar (casts between integers, decimals, strings, dates, booleans, doubles,
 timestamps and timestamp_ntz; decimal arithmetic at the precision limits; integer division and modulo of negatives;
 ROUND/FLOOR/CEIL; string functions on non-ASCII; dates and intervals; timestamps under a non-UTC session zone;
 comparisons, AND/OR/NOT, IS NULL, IN, <=>, NULL, NaN, -0.0, overflow) over a small table of awkward values. Each
-expression's analysed plan is judged by :func:`mvsink.spark.duckdbsql.unsupported`; every accepted one is evaluated by
+expression's analysed plan is judged by :func:`mvsink.engines.duckdbsql.unsupported`; every accepted one is evaluated by
 Spark and by DuckDB through the translation (the table read as :func:`duckdb_schema` gives it, as the driver reads
 sources) and compared per row by value and type: no difference is allowed. A DuckDB error where Spark gives a value
 is a fallback (the driver then lets Spark compute the terms) and is counted apart; a DuckDB value where Spark fails
@@ -28,9 +28,9 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from mvsink.spark.driverterms import _duckdb_sql, unsupported
-from mvsink.spark.duckdbsql import Untranslatable, as_spark_types, duckdb_schema
-from mvsink.spark.plantree import PlanNode
+from mvsink.engines.duckdbsql import Untranslatable, as_spark_types, duckdb_schema
+from mvsink.incremental.duckdbterms import _duckdb_sql, unsupported
+from mvsink.plan.tree import PlanNode
 
 pytestmark = pytest.mark.spark
 
@@ -359,7 +359,7 @@ def _verdicts(spark: Any, exprs: list[str]) -> list[tuple[str | None, pa.Field |
     cannot analyse gives ``("invalid", None)``."""
     from pyspark.sql.pandas.types import to_arrow_type
 
-    from mvsink.spark.planread import tree_of_dataframe
+    from mvsink.plan.read import tree_of_dataframe
 
     def run(batch: list[str]) -> list[tuple[str | None, pa.Field | None]]:
         df = spark.sql(_select(batch))

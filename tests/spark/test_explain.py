@@ -11,8 +11,8 @@ from deltalake import write_deltalake
 
 from mvsink.cli.app import main
 from mvsink.definitions.catalog import Catalog
-from mvsink.spark.explain import ExplainReport, explain_view
-from mvsink.spark.runners import refresh
+from mvsink.write.explain import ExplainReport, explain_view
+from mvsink.write.runners import refresh
 from tests.support.data import INC_JOIN, INC_LEFT, INC_UNION, inc_customers, inc_orders
 from tests.support.delta import BASE, HOUR, stamp, write_at
 from tests.support.viewfiles import write_view

@@ -1,5 +1,5 @@
 """The full diff of a small view runs in the driver: the query collected in one Spark job, the table read with
-pyarrow, the corrections summed here (spark/driver.py: ``full_diff``). Larger views, views with checks and
+pyarrow, the corrections summed here (engines/duckdb.py: ``full_diff``). Larger views, views with checks and
 collated strings keep the Spark diff. Each way equals the DuckDB oracle and stages consolidated corrections."""
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from deltalake import DeltaTable, write_deltalake
 
 from mvsink.definitions.catalog import Catalog
 from mvsink.readers.arrow import read_view
-from mvsink.spark.runners import refresh
+from mvsink.write.runners import refresh
 from tests.support.delta import BASE, HOUR, delete_at, mvsink_history, stamp, update_at, write_at
 from tests.support.oracle import multiset, oracle
 from tests.support.viewfiles import write_view
@@ -65,7 +65,7 @@ def _same(a, b) -> bool:
 
 
 def test_full_diff_of_a_small_view_runs_in_the_driver(spark, env, monkeypatch):
-    from mvsink.spark import driver
+    from mvsink.engines import arrow as driver
 
     data, views = env
     src = str(data / "items")

@@ -16,8 +16,8 @@ from mvsink.core.append import append
 from mvsink.core.mint import mint
 from mvsink.core.staging import list_staged
 from mvsink.readers.arrow import read_view
-from mvsink.spark.job import run_write
-from mvsink.spark.runners import refresh
+from mvsink.write.job import run_write
+from mvsink.write.runners import refresh
 from tests.support.data import PROJECT, make_orders
 from tests.support.delta import BASE, HOUR, staged_leftovers, write_at
 from tests.support.oracle import multiset, oracle

@@ -13,11 +13,11 @@ import pytest
 from deltalake import DeltaTable, write_deltalake
 
 from mvsink.definitions.catalog import Catalog
+from mvsink.engines import arrow as driver
+from mvsink.incremental.statequeries import state_queries
 from mvsink.readers.arrow import changes, read_view
-from mvsink.spark import driver
-from mvsink.spark.reader import read_view as spark_read_view
-from mvsink.spark.runners import refresh
-from mvsink.spark.statequeries import state_queries
+from mvsink.spark.viewreader import read_view as spark_read_view
+from mvsink.write.runners import refresh
 from tests.support.aggdata import CDF, agg_change, agg_customers, agg_orders, appends
 from tests.support.delta import BASE, HOUR, stamp, update_at
 from tests.support.oracle import multiset, oracle

@@ -13,7 +13,7 @@ from deltalake import DeltaTable, write_deltalake
 
 from mvsink.definitions.catalog import Catalog
 from mvsink.readers.arrow import read_view
-from mvsink.spark.runners import refresh
+from mvsink.write.runners import refresh
 from tests.support.data import (
     INC_JOIN,
     inc_join_view,

@@ -9,11 +9,11 @@ import pytest
 from deltalake import DeltaTable, write_deltalake
 
 from mvsink.definitions.catalog import Catalog
+from mvsink.incremental import groups
+from mvsink.plan.read import plan_tree
+from mvsink.plan.splits import aggregate_split, groups_reason
 from mvsink.readers.arrow import read_view
-from mvsink.spark import groups
-from mvsink.spark.planread import plan_tree
-from mvsink.spark.runners import refresh
-from mvsink.spark.splits import aggregate_split, groups_reason
+from mvsink.write.runners import refresh
 from tests.support.aggdata import CDF, ORDERS, agg_change, agg_customers, agg_orders, appends
 from tests.support.delta import BASE, HOUR, stamp, update_at
 from tests.support.oracle import multiset, oracle
@@ -103,7 +103,7 @@ def test_split_refuses(spark, plan_views, query, why):
 @pytest.mark.unit
 def test_split_on_the_explain_text_fails_closed(spark, plan_views):
     """Spark Connect's EXPLAIN text has no expression ids: the keys cannot be proven, so not eligible."""
-    from mvsink.spark.planread import tree_from_explain
+    from mvsink.plan.read import tree_from_explain
 
     text = spark.sql("EXPLAIN EXTENDED " + ELIGIBLE["dsum"]).collect()[0][0]
     assert isinstance(aggregate_split(tree_from_explain(text)), str)

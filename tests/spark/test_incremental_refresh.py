@@ -10,7 +10,7 @@ from deltalake import write_deltalake
 
 from mvsink.definitions.catalog import Catalog
 from mvsink.readers.arrow import read_view
-from mvsink.spark.runners import refresh
+from mvsink.write.runners import refresh
 from tests.support.data import (
     INC_AGG,
     INC_JOIN,
@@ -107,7 +107,7 @@ def test_small_changes_are_consolidated_in_the_driver_unless_a_type_forbids(spar
     Every way equals the oracle, and the staged files hold consolidated corrections."""
     import pyarrow as pa
 
-    from mvsink.spark import driver
+    from mvsink.engines import arrow as driver
 
     monkeypatch.setenv("MVSINK_INCREMENTAL_MAX_FRACTION", "100")
     data, views = env

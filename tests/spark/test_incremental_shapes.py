@@ -16,12 +16,12 @@ import pytest
 from deltalake import write_deltalake
 
 from mvsink.definitions.catalog import Catalog
+from mvsink.incremental import groups
+from mvsink.incremental.topk import key_positions, topk_split
+from mvsink.plan.read import plan_tree
+from mvsink.plan.splits import groups_reason
 from mvsink.readers.arrow import read_view
-from mvsink.spark import groups
-from mvsink.spark.planread import plan_tree
-from mvsink.spark.runners import refresh
-from mvsink.spark.splits import groups_reason
-from mvsink.spark.topk import key_positions, topk_split
+from mvsink.write.runners import refresh
 from tests.support.aggdata import CDF, ORDERS, agg_change, agg_customers, agg_orders, appends
 from tests.support.delta import BASE, HOUR, delete_at, stamp, update_at, write_at
 from tests.support.oracle import multiset, oracle
@@ -290,7 +290,7 @@ def test_the_candidates_are_ordered_in_the_driver_as_spark_orders_them(spark, se
 
     from pyspark.sql import functions as F
 
-    from mvsink.spark.topkdriver import first_rows, order_keys
+    from mvsink.incremental.duckdbtopk import first_rows, order_keys
 
     rng = random.Random(seed)
     n = 60
@@ -428,8 +428,8 @@ def test_the_top_of_a_snapshot_in_the_driver_is_sparks(spark, tmp_path, seed, en
     from deltalake import WriterProperties
 
     from mvsink.core.batch import SourceRead
-    from mvsink.spark import topkdriver
-    from mvsink.spark.topkdriver import order_keys, top_of_snapshot
+    from mvsink.incremental import duckdbtopk as topkdriver
+    from mvsink.incremental.duckdbtopk import order_keys, top_of_snapshot
 
     engines: list[str] = []
     real = topkdriver._duckdb_top
@@ -506,6 +506,6 @@ def test_the_top_of_a_snapshot_in_the_driver_is_sparks(spark, tmp_path, seed, en
 def _delta_rows(path: str) -> pa.Table:
     from deltalake import DeltaTable
 
-    from mvsink.spark.driver import without_view_types
+    from mvsink.engines.arrow import without_view_types
 
     return without_view_types(DeltaTable(path).to_pyarrow_table())

@@ -21,10 +21,10 @@ from deltalake import DeltaTable, write_deltalake
 
 from mvsink.definitions.catalog import Catalog
 from mvsink.exceptions import MvSinkError
+from mvsink.incremental import groups
 from mvsink.maintenance.compaction import compact
 from mvsink.readers.arrow import read_view
-from mvsink.spark import groups
-from mvsink.spark.runners import refresh
+from mvsink.write.runners import refresh
 from tests.support.aggdata import CDF, agg_change, agg_customers, agg_orders, appends
 from tests.support.delta import BASE, HOUR, snapshot, stamp, update_at, write_at
 from tests.support.oracle import multiset

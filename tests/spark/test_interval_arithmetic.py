@@ -12,9 +12,9 @@ import pyarrow as pa
 import pytest
 
 from mvsink.definitions.catalog import Catalog
+from mvsink.plan.linearity import nonlinear_reason
+from mvsink.plan.read import tree_from_explain, tree_of_dataframe
 from mvsink.readers.arrow import read_view
-from mvsink.spark.linearity import nonlinear_reason
-from mvsink.spark.planread import tree_from_explain, tree_of_dataframe
 from tests.spark.test_mode_independence import ClassicRefresher, ConnectRefresher, differences
 from tests.support.aggdata import appends
 from tests.support.delta import BASE, HOUR, delete_at, update_at, write_at

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from mvsink.spark.linearity import linearity
+from mvsink.plan.linearity import linearity
 from tests.support.data import (
     INC_AGG,
     INC_JOIN,

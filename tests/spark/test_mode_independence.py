@@ -71,7 +71,7 @@ ORDERS = pa.schema(
     ]
 )
 # Timestamps in a table of their own: a TIMESTAMP column in a source keeps DuckDB's change terms
-# (spark/driverterms.py) off every view over that source (pyspark's to_arrow_schema wants a time zone),
+# (incremental/duckdbterms.py) off every view over that source (pyspark's to_arrow_schema wants a time zone),
 # and the views over orders are to exercise them.
 EVENTS = pa.schema([("id", pa.int64()), ("s", pa.string()), ("ts", pa.timestamp("us", tz="UTC"))])
 CUSTOMERS = pa.schema([("id", pa.int32()), ("region", pa.string()), ("seg", pa.string())])
@@ -351,7 +351,7 @@ class ClassicRefresher:
         self.spark, self.catalog = spark, catalog
 
     def __call__(self, names: list[str], t: int, step: int) -> dict[str, str]:
-        from mvsink.spark.runners import refresh
+        from mvsink.write.runners import refresh
 
         out = {}
         for name in names:
@@ -412,9 +412,9 @@ class ConnectRefresher:
 
 def _serve() -> None:
     """The Connect client: refreshes the views each line of stdin names, answers their statuses on stdout."""
-    from mvsink.spark import groups
+    from mvsink.incremental import groups
     from mvsink.spark.connect import remote_session
-    from mvsink.spark.runners import refresh
+    from mvsink.write.runners import refresh
 
     url, views = sys.argv[1], sys.argv[2]
     groups.MAX_AFFECTED_FRACTION = 100.0  # as the classic session's test sets it
@@ -447,7 +447,7 @@ def _serve() -> None:
 @pytest.fixture
 def eager(monkeypatch):
     """The cost guards off and the affected groups on: the tiny tables then take the incremental modes."""
-    from mvsink.spark import groups
+    from mvsink.incremental import groups
 
     monkeypatch.setenv("MVSINK_INCREMENTAL_GROUPS", "true")
     monkeypatch.setenv("MVSINK_INCREMENTAL_MAX_FRACTION", "100")

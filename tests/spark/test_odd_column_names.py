@@ -19,8 +19,8 @@ from mvsink.core.table import ViewTable
 from mvsink.definitions.catalog import Catalog
 from mvsink.maintenance.compaction import compact
 from mvsink.readers.arrow import changes, read_view
-from mvsink.spark.reader import read_view as spark_read_view
-from mvsink.spark.runners import refresh
+from mvsink.spark.viewreader import read_view as spark_read_view
+from mvsink.write.runners import refresh
 from tests.support.delta import BASE, HOUR, delete_at, update_at, write_at
 from tests.support.viewfiles import write_view
 

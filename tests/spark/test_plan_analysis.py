@@ -11,8 +11,8 @@ import textwrap
 
 import pytest
 
-from mvsink.spark.linearity import linearity, nonlinear_reason
-from mvsink.spark.planread import plan_tree, tree_from_explain, tree_from_json, tree_from_jvm
+from mvsink.plan.linearity import linearity, nonlinear_reason
+from mvsink.plan.read import plan_tree, tree_from_explain, tree_from_json, tree_from_jvm
 from tests.fixtures.plans.regenerate import CASES, register
 from tests.support import REPO
 
@@ -209,7 +209,7 @@ def test_spark_connect_reads_the_explain_text(tmp_path):
         f"""
         import json
         from mvsink.spark.connect import remote_session
-        from mvsink.spark.linearity import linearity
+        from mvsink.plan.linearity import linearity
         from tests.fixtures.plans.regenerate import CASES
         spark = remote_session("sc://127.0.0.1:{port}")
         assert type(spark).__module__.startswith("pyspark.sql.connect")

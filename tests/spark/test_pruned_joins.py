@@ -15,7 +15,7 @@ from deltalake import DeltaTable, write_deltalake
 
 from mvsink.definitions.catalog import Catalog
 from mvsink.readers.arrow import read_view
-from mvsink.spark.runners import refresh
+from mvsink.write.runners import refresh
 from tests.support.delta import BASE, HOUR, delete_at, stamp, update_at, write_at
 from tests.support.oracle import multiset, oracle
 from tests.support.viewfiles import write_view
@@ -278,8 +278,8 @@ EDGE_SHAPES = [
 
 def test_the_explain_text_gives_the_json_plans_edges(spark, env):
     """Spark Connect has only the EXPLAIN text: its edges must be the JSON plan's (classic Spark)."""
-    from mvsink.spark.joinkeys import join_edges
-    from mvsink.spark.planread import tree_from_explain, tree_of_dataframe
+    from mvsink.plan.joinkeys import join_edges
+    from mvsink.plan.read import tree_from_explain, tree_of_dataframe
 
     data, _ = env
     rng = random.Random(1)
@@ -298,7 +298,7 @@ def test_the_explain_text_gives_the_json_plans_edges(spark, env):
 def test_the_scan_guard_refuses_before_any_change_frame_is_made(spark, env, monkeypatch):
     """A change whose keys hit every file of the other side is refused from the log's statistics and the keys
     read in the driver: no change frame is built (no Spark plan, no job) before the full diff runs."""
-    from mvsink.spark import incremental
+    from mvsink.incremental import linear as incremental
 
     data, views = env
     monkeypatch.setenv("MVSINK_INCREMENTAL_PRUNE_MIN_BYTES", "0")
@@ -327,7 +327,7 @@ def test_the_scan_guard_refuses_before_any_change_frame_is_made(spark, env, monk
     assert made == []
     assert multiset(read_view(view, as_of=t + HOUR)) == oracle(Q3, paths, t + HOUR)
     # a narrow change (new orders) passes the guard (at its default ratio): its change frames are made and used
-    # (by Spark's terms: evaluated in the driver, spark/driverterms.py, the change needs no Spark frame at all)
+    # (by Spark's terms: evaluated in the driver, incremental/duckdbterms.py, the change needs no Spark frame at all)
     monkeypatch.delenv("MVSINK_INCREMENTAL_MAX_SCAN_RATIO")
     write_at(data / "orders", _orders(rng, range(500, 503)), t + 2 * HOUR)
     write_at(data / "lineitem", _lineitems(rng, range(500, 503)), t + 2 * HOUR + 1)

@@ -21,7 +21,7 @@ pytestmark = pytest.mark.spark
 
 def test_spark_and_pandas_readers_agree_with_mvsink_read(spark, copy):
     import mvsink
-    import mvsink.spark.reader as mvspark
+    import mvsink.spark.viewreader as mvspark
 
     catalog, view, data, times, expected = copy
     compact(view, since=times[2])

@@ -39,7 +39,7 @@ from deltalake import DeltaTable
 
 from mvsink.definitions.catalog import Catalog
 from mvsink.readers.arrow import read_view
-from mvsink.spark.runners import refresh
+from mvsink.write.runners import refresh
 from tests.support.delta import BASE, HOUR
 from tests.support.oracle import multiset, norm
 from tests.support.sparklake import (

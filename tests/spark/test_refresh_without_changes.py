@@ -10,7 +10,7 @@ from deltalake import DeltaTable
 
 from mvsink.definitions.catalog import Catalog
 from mvsink.readers.arrow import read_view
-from mvsink.spark.runners import refresh
+from mvsink.write.runners import refresh
 from tests.support.data import PROJECT, make_orders
 from tests.support.delta import BASE, HOUR, write_at
 from tests.support.oracle import multiset, oracle

@@ -14,8 +14,8 @@ from deltalake import DeltaTable, write_deltalake
 
 from mvsink.core.batch import SourceRead
 from mvsink.core.deltalog import change_set, snapshot_cache
-from mvsink.spark import pruning
-from mvsink.spark.incremental import change_frames
+from mvsink.incremental import pruning
+from mvsink.incremental.linear import change_frames
 from mvsink.spark.sources import delta_reader, plain_files, read_delta
 
 pytestmark = pytest.mark.spark

@@ -19,7 +19,7 @@ from mvsink.exceptions import MvSinkError
 from mvsink.maintenance.compaction import compact
 from mvsink.maintenance.vacuum import vacuum
 from mvsink.readers.arrow import read_view
-from mvsink.spark.job import run_write
+from mvsink.write.job import run_write
 from tests.support.cli import run_cli_inprocess
 from tests.support.data import PROJECT, make_orders
 from tests.support.delta import HOUR, active_files, staged_leftovers, write_at

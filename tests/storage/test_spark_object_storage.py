@@ -28,7 +28,7 @@ from mvsink.devtools.localairflow import free_port
 from mvsink.exceptions import SparkJobError
 from mvsink.readers.arrow import read_view
 from mvsink.spark.conf import apply_storage_conf, storage_conf
-from mvsink.spark.runners import write_step
+from mvsink.write.runners import write_step
 from tests.storage.conftest import STORE_VARS
 from tests.support.cli import run_cli_process
 from tests.support.data import make_customers, make_orders
@@ -164,7 +164,7 @@ def test_plain_delta_loads_on_both_stores_with_the_derived_settings(stores, tmp_
     """What the Spark reader of sources does: ``spark.read.format("delta")`` (latest, and ``versionAsOf``) of
     ``s3a://`` and ``abfs://`` tables written by delta-rs, and a Delta write back, in a session whose only
     store settings are the ones mvsink derives."""
-    from mvsink.spark.runners import local_session
+    from mvsink.write.runners import local_session
 
     run = uuid.uuid4().hex[:8]
     uris = {name: s.uri(f"plain-{run}", "t") for name, s in stores.items()}

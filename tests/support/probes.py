@@ -15,7 +15,7 @@ spark = SparkSession.builder.getOrCreate()
 keys = {keys!r}
 seen = {{k: hashlib.sha256(spark.conf.get(k, "").encode()).hexdigest() for k in keys}}
 open({out!r}, "w").write(json.dumps(seen))
-from mvsink.spark.job import main
+from mvsink.write.job import main
 sys.exit(main())
 """
 

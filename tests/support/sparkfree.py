@@ -1,7 +1,7 @@
 """A Spark-free write step, for tests of the commit side on object storage only.
 
 The pyspark wheel has no s3a/abfs filesystem classes, so Spark cannot write to the object-storage
-servers these tests run. :func:`sparkfree_write` stands in for :func:`mvsink.spark.job.run_write` in
+servers these tests run. :func:`sparkfree_write` stands in for :func:`mvsink.write.job.run_write` in
 ``core.refresh.run_refresh(..., write=...)``: it computes ``desired - persisted`` with DuckDB over
 delta-rs reads of the sources (at the versions mint chose) and of the view's table, and stages the
 corrections through the storage layer (manifest, Parquet file, Delta stats), exactly where and how the

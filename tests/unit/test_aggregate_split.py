@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from mvsink.spark.plantree import PlanExpr, PlanNode
-from mvsink.spark.splits import AggregateSplit, aggregate_split, groups_reason
+from mvsink.plan.splits import AggregateSplit, aggregate_split, groups_reason
+from mvsink.plan.tree import PlanExpr, PlanNode
 
 pytestmark = pytest.mark.unit
 

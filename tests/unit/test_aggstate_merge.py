@@ -7,9 +7,9 @@ from decimal import Decimal
 import pyarrow as pa
 import pytest
 
-from mvsink.spark.aggplan import StatePlan
-from mvsink.spark.aggstate import _merge_rows, _sum_limit
-from mvsink.spark.statequeries import state_queries
+from mvsink.incremental.aggplan import StatePlan
+from mvsink.incremental.aggstate import _merge_rows, _sum_limit
+from mvsink.incremental.statequeries import state_queries
 
 pytestmark = pytest.mark.unit
 

@@ -89,7 +89,8 @@ def test_every_spark_start_checks_first(jar_folder, monkeypatch):
     """In-process, spark-submit and a Connect server's start fail at once, before a JVM is started."""
     import subprocess
 
-    from mvsink.spark import connect, runners
+    from mvsink.spark import connect
+    from mvsink.write import runners
 
     def no_jvm(*a, **k):
         raise AssertionError("a JVM was started")

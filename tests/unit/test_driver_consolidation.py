@@ -1,4 +1,4 @@
-"""Consolidation of small change sets in the driver (spark/driver.py): sums per row, and which types qualify."""
+"""Consolidation of small change sets in the driver (engines/duckdb.py): sums per row, and which types qualify."""
 
 from __future__ import annotations
 
@@ -8,7 +8,8 @@ import pyarrow as pa
 import pytest
 from pyspark.sql import types as T
 
-from mvsink.spark.driver import consolidated, same_equality
+from mvsink.engines.arrow import same_equality
+from mvsink.engines.duckdb import consolidated
 
 pytestmark = pytest.mark.unit
 

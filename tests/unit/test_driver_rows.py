@@ -1,4 +1,4 @@
-"""The driver-side helpers of the incremental modes (spark/driver.py): row keys, consolidation, corrections."""
+"""The driver-side helpers of the incremental modes (engines/duckdb.py): row keys, consolidation, corrections."""
 
 from __future__ import annotations
 
@@ -8,7 +8,8 @@ from decimal import Decimal
 import pyarrow as pa
 import pytest
 
-from mvsink.spark.driver import consolidated, full_corrections, matching, row_corrections, row_key
+from mvsink.engines.arrow import full_corrections, row_corrections, row_key
+from mvsink.engines.duckdb import consolidated, matching
 
 pytestmark = pytest.mark.unit
 
@@ -176,7 +177,7 @@ def test_duckdb_reads_parquet_files_exactly_or_not_at_all(tmp_path):
     import duckdb
     import pyarrow.parquet as pq
 
-    from mvsink.spark.driver import parquet_relation
+    from mvsink.engines.duckdb import parquet_relation
 
     a = pa.table(
         {

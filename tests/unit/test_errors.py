@@ -90,7 +90,7 @@ def test_cli_runtime_error_is_one_line_and_exit_1(views, capsys, monkeypatch, ex
     def refresh(*args, **kwargs):
         raise exc
 
-    monkeypatch.setattr("mvsink.spark.runners.refresh", refresh)
+    monkeypatch.setattr("mvsink.write.runners.refresh", refresh)
     assert main(["refresh", "proj", "--at", "2026-01-01T01:00:00Z", "--views-dir", str(views)]) == 1
     lines = _err_lines(capsys)
     assert len(lines) == 1 and lines[0] == "mvsink: error: " + " ".join(str(exc).split()), lines
@@ -103,7 +103,7 @@ def test_cli_verbose_keeps_the_traceback_and_the_jobs_output(views, capsys, monk
             "view proj: the Spark write step failed (exit 1): x", exit_code=1, output="java.lang.OutOfMemoryError"
         )
 
-    monkeypatch.setattr("mvsink.spark.runners.refresh", refresh)
+    monkeypatch.setattr("mvsink.write.runners.refresh", refresh)
     assert main(["-v", "refresh", "proj", "--at", "2026-01-01T01:00:00Z", "--views-dir", str(views)]) == 1
     err = capsys.readouterr().err
     assert "Traceback (most recent call last)" in err and "java.lang.OutOfMemoryError" in err
@@ -135,7 +135,7 @@ def test_cli_bad_grace_setting_for_gc(views, capsys, monkeypatch, tmp_path):
 
 
 def test_job_error_lines_become_bad_input_only():
-    from mvsink.spark.runners import job_error
+    from mvsink.write.runners import job_error
 
     out = "noise\nMVSINK_ERROR " + json.dumps({"type": "SourceError", "message": "view v: gone. Fix: x"}) + "\n"
     err = job_error(out)
@@ -147,8 +147,8 @@ def test_job_error_lines_become_bad_input_only():
 
 
 def test_job_main_records_bad_input_beside_its_report(tmp_path, capsys):
-    from mvsink.spark.job import BAD_INPUT_EXIT, error_path
-    from mvsink.spark.job import main as job_main
+    from mvsink.write.job import BAD_INPUT_EXIT, error_path
+    from mvsink.write.job import main as job_main
 
     report = tmp_path / "r.json"
     code = job_main(
@@ -180,7 +180,7 @@ class _ClassicFrame:
 
 
 def test_plan_determinism_failure_propagates():
-    from mvsink.spark.checks import is_connect, plan_deterministic
+    from mvsink.spark.declaredchecks import is_connect, plan_deterministic
 
     with pytest.raises(RuntimeError, match="Py4JNetworkError"):
         plan_deterministic(_ClassicFrame())  # type: ignore[arg-type]
@@ -294,7 +294,7 @@ def test_bad_input_fails_an_airflow_task_without_retry(tmp_path):
 def test_write_operator_reads_the_jobs_bad_input_record(tmp_path):
     pytest.importorskip("airflow.providers.apache.spark")
     from mvsink.airflow.operators import ViewWriteOperator, read_job_error
-    from mvsink.spark.job import error_path
+    from mvsink.write.job import error_path
 
     report = str(tmp_path / "b.json")
     assert read_job_error(report) is None and read_job_error(None) is None

@@ -1,5 +1,5 @@
-"""Which sources a change term may read pruned by join keys (spark/joinkeys.py), on plan trees read from
-EXPLAIN text (what Spark Connect gives) and on the keys' ranges (spark/pruning.py): pure logic."""
+"""Which sources a change term may read pruned by join keys (plan/joinkeys.py), on plan trees read from
+EXPLAIN text (what Spark Connect gives) and on the keys' ranges (incremental/pruning.py): pure logic."""
 
 from __future__ import annotations
 
@@ -7,9 +7,9 @@ import datetime as dt
 
 import pytest
 
-from mvsink.spark.joinkeys import Column, Edge, join_edges, pruned_reads
-from mvsink.spark.planread import tree_from_explain
-from mvsink.spark.pruning import key_ranges
+from mvsink.incremental.pruning import key_ranges
+from mvsink.plan.joinkeys import Column, Edge, join_edges, pruned_reads
+from mvsink.plan.read import tree_from_explain
 
 pytestmark = pytest.mark.unit
 
@@ -103,7 +103,7 @@ def test_keys_are_split_into_ranges_at_their_largest_gaps():
 
 
 def test_integer_keys_become_one_sql_predicate():
-    from mvsink.spark.pruning import KeyRanges
+    from mvsink.incremental.pruning import KeyRanges
 
     few = key_ranges([7, 1, 2, 3, 40], max_ranges=2)
     assert (

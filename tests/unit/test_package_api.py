@@ -14,7 +14,7 @@ def test_top_level_entry_points_resolve() -> None:
     import mvsink
     from mvsink.maintenance.compaction import compact
     from mvsink.maintenance.vacuum import vacuum
-    from mvsink.spark.runners import refresh
+    from mvsink.write.runners import refresh
 
     assert (mvsink.refresh, mvsink.compact, mvsink.vacuum) == (refresh, compact, vacuum)
     assert callable(mvsink.read_view) and callable(mvsink.changes)
@@ -25,7 +25,7 @@ def test_top_level_entry_points_resolve() -> None:
 
 def test_the_spark_reader_is_importable_from_the_subpackage() -> None:
     from mvsink.spark import read_view
-    from mvsink.spark.reader import read_view as reader
+    from mvsink.spark.viewreader import read_view as reader
 
     assert read_view is reader
 

@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from mvsink.spark.linearity import nonlinear_reason
-from mvsink.spark.planread import tree_from_explain, tree_from_json
-from mvsink.spark.plantree import (
+from mvsink.plan.linearity import nonlinear_reason
+from mvsink.plan.read import tree_from_explain, tree_from_json
+from mvsink.plan.tree import (
     AGGREGATE,
     EXPRESSION_CATEGORY,
     KNOWN_OPERATORS,

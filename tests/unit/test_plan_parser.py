@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from mvsink.spark.linearity import nonlinear_reason
-from mvsink.spark.planread import tree_from_explain
+from mvsink.plan.linearity import nonlinear_reason
+from mvsink.plan.read import tree_from_explain
 
 pytestmark = pytest.mark.spark  # the mark its test had in tests/test_incremental.py (kept as it was)
 

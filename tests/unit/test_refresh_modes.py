@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 
 from mvsink import settings
-from mvsink.spark.modes.base import Change, Corrections, NotApplicable, combined_reason
-from mvsink.spark.modes.registry import REFRESH_MODES, choose, decide
+from mvsink.incremental.modes.base import Change, Corrections, NotApplicable, combined_reason
+from mvsink.incremental.modes.registry import REFRESH_MODES, choose, decide
 
 pytestmark = pytest.mark.unit
 

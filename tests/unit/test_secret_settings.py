@@ -11,7 +11,7 @@ import pytest
 from mvsink.definitions.view import parse_view
 from mvsink.exceptions import MvSinkError
 from mvsink.spark import conf as sparkconf
-from mvsink.spark import runners as sparkrun
+from mvsink.write import runners as sparkrun
 from tests.support.viewfiles import view_text
 
 

@@ -237,7 +237,7 @@ def test_nothing_is_read_at_import():
     env.update({"PYTHONPATH": str(PLUGINS), "PATH": "/usr/bin:/bin", "SPARK_LOCAL_IP": "127.0.0.1"})
     code = (
         "import importlib, pkgutil, mvsink\n"
-        "skip = ('mvsink.__main__', 'mvsink.spark.mv_write', 'mvsink.airflow.operators')\n"
+        "skip = ('mvsink.__main__', 'mvsink.write.mv_write', 'mvsink.airflow.operators')\n"
         "names = [m.name for m in pkgutil.walk_packages(mvsink.__path__, 'mvsink.') if m.name not in skip]\n"
         "for n in names: importlib.import_module(n)\n"
         "print('IMPORTED', len(names))\n"

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from mvsink.spark.telescope import signed_query
+from mvsink.incremental.telescope import signed_query
 
 pytestmark = pytest.mark.unit
 

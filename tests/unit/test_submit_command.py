@@ -10,7 +10,7 @@ import pytest
 from mvsink.core.batch import BatchDescription, SourceRead
 from mvsink.definitions.view import ViewDefinition, parse_view
 from mvsink.spark import conf as sparkconf
-from mvsink.spark import runners as sparkrun
+from mvsink.write import runners as sparkrun
 
 pytestmark = pytest.mark.unit
 
@@ -69,7 +69,7 @@ def test_job_file_defaults_to_the_script_in_the_package(monkeypatch):
     job = Path(sparkrun.job_file())
     assert job.name == "mv_write.py" and job.is_file()
     assert job.parent == Path(sparkrun.__file__).parent
-    assert "from mvsink.spark.job import main" in job.read_text()
+    assert "from mvsink.write.job import main" in job.read_text()
 
 
 def test_spark_conf_for_precedence():

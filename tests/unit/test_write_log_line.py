@@ -9,7 +9,7 @@ import logging
 import pytest
 
 from mvsink.core.batch import WriteReport
-from mvsink.spark import job
+from mvsink.write import job
 
 pytestmark = pytest.mark.unit
 
@@ -62,7 +62,7 @@ def step(monkeypatch):
 
 
 def test_a_classic_session_logs_its_job_count(step, caplog):
-    caplog.set_level(logging.INFO, logger="mvsink.spark.job")
+    caplog.set_level(logging.INFO, logger="mvsink.write.job")
     report = step(ClassicSpark())
     assert report.spark_jobs == 3
     (line,) = [r.getMessage() for r in caplog.records if "write step" in r.getMessage()]
@@ -70,7 +70,7 @@ def test_a_classic_session_logs_its_job_count(step, caplog):
 
 
 def test_spark_connect_logs_no_job_count(step, caplog):
-    caplog.set_level(logging.INFO, logger="mvsink.spark.job")
+    caplog.set_level(logging.INFO, logger="mvsink.write.job")
     report = step(ConnectSpark())
     assert report.spark_jobs == -1  # unknown, in the report as before
     (line,) = [r.getMessage() for r in caplog.records if "write step" in r.getMessage()]

@@ -9,7 +9,7 @@ Tasks only gather parameters and call into :mod:`mvsink.airflow.tasks`; the writ
 (:mod:`mvsink.airflow.operators`, which keeps secret settings off the command line and out of the
 serialized DAG) runs through the Spark Connect server of its connection when that connection is of
 type ``spark_connect``, else it is the apache-spark provider's ``SparkSubmitOperator`` running the
-job script shipped in the package (``mvsink/spark/mv_write.py``). The choice is made when the task
+job script shipped in the package (``mvsink/write/mv_write.py``). The choice is made when the task
 runs (:mod:`mvsink.airflow.connections`): the DAG is the same either way.
 """
 
@@ -27,7 +27,7 @@ from mvsink.definitions.schedule import first_at_or_after, is_timed
 from mvsink.definitions.view import Schedule, ViewDefinition
 from mvsink.exceptions import ViewDefinitionError
 from mvsink.spark.conf import spark_conf_for, split_secret_conf
-from mvsink.spark.runners import job_file
+from mvsink.write.runners import job_file
 
 log = logging.getLogger(__name__)
 

@@ -13,13 +13,13 @@ Imported only when a DAG is built (it needs Airflow). Differences from the plain
   connection's extra ``{"spark_conf": {...}}`` (defaults < connection < view file), so a
   secret in them never enters the serialized DAG or the rendered template fields.
 - Secret-looking settings (``*secret*``, ``*password*``, ``*token*``, ``*.key``, ...; see
-  :func:`mvsink.spark.runners.is_secret_key`) never go onto the spark-submit command line (which
+  :func:`mvsink.write.runners.is_secret_key`) never go onto the spark-submit command line (which
   the provider logs and other users can read in the process list): they go to a properties
   file readable by this user only, deleted when the task ends. Their values, and the
   connection's password, are also registered with Airflow's secrets masker.
 - Bad input fails the task at once, without retries (``AirflowFailException``): a broken view
   file or connection here, or bad input the Spark job reported (it exits 2 and records the
-  error beside its report, see :func:`mvsink.spark.job.error_path`). A crash is retried.
+  error beside its report, see :func:`mvsink.write.job.error_path`). A crash is retried.
 """
 
 from __future__ import annotations
@@ -40,7 +40,7 @@ from mvsink.definitions.catalog import Catalog
 from mvsink.definitions.view import ViewDefinition
 from mvsink.exceptions import MvSinkError
 from mvsink.spark.conf import spark_conf_for, split_secret_conf, write_properties_file
-from mvsink.spark.job import error_path
+from mvsink.write.job import error_path
 
 
 def connection_spark_conf(extra: dict[str, Any], conn_id: str) -> dict[str, str]:

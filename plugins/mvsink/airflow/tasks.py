@@ -65,7 +65,7 @@ def mint_step(view_name: str, views_dir: str, context: dict[str, Any]) -> list[s
     report_path = reports_dir() / f"{desc.batch_id}.json"
     report_path.parent.mkdir(parents=True, exist_ok=True)
     report_path.unlink(missing_ok=True)
-    from mvsink.spark.job import error_path
+    from mvsink.write.job import error_path
 
     error_path(str(report_path)).unlink(missing_ok=True)  # a bad-input record of an earlier run
     ti.xcom_push(key="description", value=desc.to_json())
@@ -98,7 +98,7 @@ def write_connect_step(
     (:class:`~mvsink.exceptions.SparkConnectUnavailableError`, a runtime failure: retried).
     """
     from mvsink.spark.connect import remote_session
-    from mvsink.spark.job import run_write
+    from mvsink.write.job import run_write
 
     view = Catalog(views_dir).get(view_name)
     ti = context["ti"]

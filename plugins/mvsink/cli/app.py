@@ -24,8 +24,8 @@ from mvsink import settings
 from mvsink.definitions.catalog import Catalog
 from mvsink.definitions.view import VIEWS_DIR_ENV
 from mvsink.exceptions import MvSinkError, MvSinkRuntimeError
-from mvsink.spark.runners import Runner
 from mvsink.times import parse_time
+from mvsink.write.runners import Runner
 
 
 def _time(text: str) -> int:
@@ -221,7 +221,7 @@ def _explain_session(view: Any, args: argparse.Namespace) -> Any:
 
         return remote_session(remote, conf={**view.spark_conf, **_spark_conf(args)})
     from mvsink.spark.conf import check_connectors, storage_conf
-    from mvsink.spark.runners import local_session
+    from mvsink.write.runners import local_session
 
     check_connectors(view, role="in-process Spark")
     return local_session(args.master, {**storage_conf(view), **view.spark_conf, **_spark_conf(args)})
@@ -367,7 +367,7 @@ def _run(args: argparse.Namespace) -> int:
         return _status_all(catalog, as_json=args.json)
     view = catalog.get(args.view)
     if args.command == "refresh":
-        from mvsink.spark.runners import refresh
+        from mvsink.write.runners import refresh
 
         remote = args.remote or settings.spark_remote()
         runner: Runner = "connect" if remote else "inprocess" if args.in_process else "submit"
@@ -409,7 +409,7 @@ def _run(args: argparse.Namespace) -> int:
         gres = _gc(view, grace_seconds=args.grace_seconds, dry_run=args.dry_run)
         print(json.dumps(gres, sort_keys=True) if args.json else _gc_summary(view.name, gres, args.dry_run))
     elif args.command == "explain":
-        from mvsink.spark.explain import explain_view
+        from mvsink.write.explain import explain_view
 
         report = explain_view(view, catalog=catalog, spark=_explain_session(view, args))
         print(json.dumps(report.to_dict(), sort_keys=True) if args.json else report.summary())

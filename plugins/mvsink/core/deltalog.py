@@ -22,11 +22,16 @@ import logging
 import os
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, Final, TypeVar
 from urllib.parse import unquote
 
 from mvsink.core import storage
 from mvsink.core.commitinfo import META, CommitInfo
+
+CHANGE_TYPE: Final = "_change_type"  # the change data feed's column in its files
+# A change data feed row's ``_change_type``: the row inserted, or deleted (the feed's readers all use these).
+PLUS_CHANGE_TYPES: Final = ("insert", "update_postimage")
+MINUS_CHANGE_TYPES: Final = ("delete", "update_preimage")
 
 log = logging.getLogger(__name__)
 

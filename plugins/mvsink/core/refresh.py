@@ -29,7 +29,7 @@ def run_refresh(
 ) -> RefreshResult:
     """Make ``view`` equal to its query as of ``refresh_time`` (or say why not).
 
-    ``write`` computes and stages the corrections of a batch (see :mod:`mvsink.spark.runners`);
+    ``write`` computes and stages the corrections of a batch (see :mod:`mvsink.write.runners`);
     it is not called when mint finds nothing to do or knows the corrections are empty.
     """
     t0 = time.monotonic()

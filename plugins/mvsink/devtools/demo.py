@@ -20,8 +20,8 @@ from pathlib import Path
 
 from mvsink import settings
 from mvsink.core.deltalog import set_commit_time
-from mvsink.spark.runners import Runner
 from mvsink.times import format_time, parse_time
+from mvsink.write.runners import Runner
 
 DAY = 86_400_000
 START = parse_time("2026-11-01T00:00:00Z")
@@ -108,7 +108,7 @@ def main(argv: list[str] | None = None) -> int:
     from mvsink.definitions.catalog import Catalog
     from mvsink.readers.arrow import read_view
     from mvsink.readers.status import format_status, view_status
-    from mvsink.spark.runners import refresh
+    from mvsink.write.runners import refresh
 
     print(f"== source history under {root / 'demo'}")
     for t, what in build_sources(root):
@@ -117,7 +117,7 @@ def main(argv: list[str] | None = None) -> int:
     views = [v for v in catalog.views.values() if "demo" in v.tags]
     spark = None
     if not args.spark_submit:
-        from mvsink.spark.runners import local_session
+        from mvsink.write.runners import local_session
 
         spark = local_session()
         spark.sparkContext.setLogLevel("ERROR")

@@ -1,6 +1,6 @@
-"""Everything that runs on Spark: source reads, the write job, query analysis, the Spark reader, runners.
+"""What talks to Spark: sessions and their conf, jars, Spark Connect, spark-submit, source reads, validation.
 
-``from mvsink.spark import read_view`` gives the Spark reader (:func:`mvsink.spark.reader.read_view`);
+``from mvsink.spark import read_view`` gives the Spark reader (:func:`mvsink.spark.viewreader.read_view`);
 nothing here imports pyspark until it is used.
 """
 
@@ -13,7 +13,7 @@ __all__ = ["read_view"]
 
 def __getattr__(name: str) -> Any:
     if name == "read_view":
-        from mvsink.spark.reader import read_view
+        from mvsink.spark.viewreader import read_view
 
         return read_view
     raise AttributeError(f"module 'mvsink.spark' has no attribute {name!r}")

@@ -59,11 +59,24 @@ FETCH_FIX = (
 
 
 def jars_folder() -> Path:
-    """``MVSINK_SPARK_JARS``, else ``.jars/`` beside ``plugins/`` in the source checkout (``make install``)."""
+    """``MVSINK_SPARK_JARS``, else ``.jars/`` in the source checkout that holds this package (``make install``).
+
+    The checkout is the nearest folder above the package with ``spark_jobs/pom.xml`` (the jars' Maven
+    file); an installed wheel has none, so ``.jars/`` of the working directory (then the error names the fix).
+    """
     configured = settings.spark_jars()
     if configured is not None:
         return configured
-    return Path(__file__).resolve().parents[3] / ".jars"
+    root = source_checkout()
+    return (root if root is not None else Path.cwd()) / ".jars"
+
+
+def source_checkout() -> Path | None:
+    """The repository checkout this package runs from (the folder with ``spark_jobs/pom.xml``), else None."""
+    for folder in Path(__file__).resolve().parents:
+        if (folder / "spark_jobs" / "pom.xml").is_file():
+            return folder
+    return None
 
 
 @functools.cache

@@ -5,7 +5,7 @@ A snapshot whose files are plain Parquet (no deletion vectors, column mapping, t
 resolved, with the table's schema and partition values from the log (:func:`read_files`): Spark plans a
 Parquet scan of a file list in milliseconds, where Delta's reader loads the snapshot's state and, for a
 filtered read, runs a data-skipping query first (0.3-0.6 s a scan, measured at TPC-H SF 1). A pruned read
-(:mod:`mvsink.spark.pruning`) passes the files the log's statistics keep, so the skipping is ours. Every
+(:mod:`mvsink.incremental.pruning`) passes the files the log's statistics keep, so the skipping is ours. Every
 other snapshot is read by Delta's own reader (delta-spark: ``spark.read.format("delta")`` at
 ``versionAsOf``), so deletion vectors, column mapping and type widening are Delta's job.
 ``MVSINK_SOURCE_READS=delta`` sends every read through Delta's reader.
@@ -24,7 +24,7 @@ from mvsink import settings
 from mvsink.columns import DIFF, ERROR, TIME, is_hidden
 from mvsink.core import storage
 from mvsink.core.batch import BatchDescription, SourceRead
-from mvsink.core.deltalog import ChangeFile, cached_snapshot, snapshot_files
+from mvsink.core.deltalog import CHANGE_TYPE, ChangeFile, cached_snapshot, snapshot_files
 from mvsink.core.table import ViewTable, open_readable, plain_parquet_files
 from mvsink.definitions.view import ViewDefinition
 from mvsink.spark.transforms import consolidate, expand
@@ -58,8 +58,6 @@ def spark_schema_of(dt: DeltaTable) -> StructType:
 
     return from_arrow_schema(pa.schema(dt.schema().to_arrow()), prefer_timestamp_ntz=True)
 
-
-CHANGE_TYPE = "_change_type"  # the change data feed's column in its files
 
 # partition column types whose log text Spark casts back to the same value (others go through Delta's reader)
 _PLAIN_PARTITION_TYPES = (
@@ -160,7 +158,7 @@ def read_files(
         for c in partition_columns:
             df = df.withColumn(c, F.lit(values.get(c)).cast(schema[c].dataType))
         # (without partition columns the read's columns are already ``names``: no Project, which would cost every
-        # plan over this source ~40 ms more to write as JSON, spark/planread.py)
+        # plan over this source ~40 ms more to write as JSON, plan/read.py)
         frames.append(df.select(*names) if partition_columns else df)
     if not frames:  # a local relation (an empty RDD would be a scan of its own)
         out_schema = T.StructType([schema[n] for n in schema.names])

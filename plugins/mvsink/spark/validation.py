@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 from mvsink.columns import DIFF, ERROR, RESERVED_PREFIX, TIME, is_hidden
 from mvsink.definitions.view import ViewDefinition
 from mvsink.exceptions import QueryError, SchemaChangedError
-from mvsink.spark.checks import plan_deterministic, validate_checks
+from mvsink.spark.declaredchecks import plan_deterministic, validate_checks
 from mvsink.spark.messages import first_paragraph
 
 if TYPE_CHECKING:

@@ -1,0 +1,182 @@
+"""The process's DuckDB: one in-memory database, sums and matches of Arrow rows, and reads of local Parquet files.
+
+* :func:`duckdb_cursor`: a connection to the process's one database;
+* :func:`consolidated`: rows summed per row (pyarrow's hash grouping where it groups as Spark does, else
+  DuckDB), optionally only those matching a small key table (:func:`matching`);
+* :func:`parquet_relation`: a subquery reading local Parquet files as a given Arrow schema, exactly, with
+  filters and a top-N pushed into DuckDB's scan.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+from mvsink.columns import DIFF
+
+if TYPE_CHECKING:
+    import duckdb
+    import pyarrow as pa
+
+_DUCKDB: duckdb.DuckDBPyConnection | None = None
+
+
+_DUCKDB_LOCK = threading.Lock()
+
+
+def duckdb_cursor() -> duckdb.DuckDBPyConnection:
+    """A connection to the process's one in-memory DuckDB database (~2 ms; a new database costs ~15 ms).
+    Close it after use: what was registered on it goes with it."""
+    import duckdb
+
+    global _DUCKDB
+    with _DUCKDB_LOCK:
+        if _DUCKDB is None:
+            _DUCKDB = duckdb.connect()
+        return _DUCKDB.cursor()
+
+
+def consolidated(rows: pa.Table, *, keys: pa.Table | None = None, key_columns: Sequence[str] = ()) -> pa.Table:
+    """``rows`` (columns and ``_mv_diff``) summed per row, zero sums dropped; with ``keys``, only the rows whose
+    ``key_columns`` match a row of ``keys`` (:func:`matching`).
+
+    Without keys and over flat columns of exact types, pyarrow's hash grouping (NULLs form one group, as in
+    Spark; ~1 ms for 2,000 rows); else DuckDB (~20 ms).
+    """
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    columns = [c for c in rows.column_names if c != DIFF]
+    if keys is not None or not all(_arrow_groupable(rows.schema.field(c).type) for c in columns):
+        return _duckdb(rows, keys, key_columns, consolidate=True)
+    diffs = rows.column(DIFF).cast(pa.int64())
+    if not columns:
+        total = pc.sum(diffs).as_py() or 0
+        return pa.table({DIFF: pa.array([total] if total else [], pa.int64())})
+    summed = (
+        pa.table([*(rows.column(c) for c in columns), diffs], names=[*columns, DIFF])
+        .group_by(columns, use_threads=False)
+        .aggregate([(DIFF, "sum")])
+    )
+    out = summed.select([*columns, f"{DIFF}_sum"]).rename_columns([*columns, DIFF])
+    return out.filter(pc.not_equal(out.column(DIFF), 0))
+
+
+def _arrow_groupable(t: pa.DataType) -> bool:
+    """Does pyarrow group values of this type as Spark does (flat, exact: no floats, no nesting)?"""
+    import pyarrow as pa
+
+    return bool(
+        pa.types.is_integer(t)
+        or pa.types.is_decimal(t)
+        or pa.types.is_string(t)
+        or pa.types.is_large_string(t)
+        or pa.types.is_binary(t)
+        or pa.types.is_large_binary(t)
+        or pa.types.is_boolean(t)
+        or pa.types.is_date(t)
+        or pa.types.is_timestamp(t)
+    )
+
+
+def matching(rows: pa.Table, keys: pa.Table, key_columns: Sequence[str]) -> pa.Table:
+    """The rows whose ``key_columns`` equal (``IS NOT DISTINCT FROM``) the same-named columns of a row of ``keys``.
+
+    DuckDB's, not a pushed-down pyarrow filter: that cannot compare a file's view-typed strings (files delta-rs
+    wrote) with plain ones.
+    """
+    return _duckdb(rows, keys, key_columns, consolidate=False)
+
+
+def _duckdb(rows: pa.Table, keys: pa.Table | None, key_columns: Sequence[str], *, consolidate: bool) -> pa.Table:
+    def dq(name: str) -> str:
+        return '"' + name.replace('"', '""') + '"'
+
+    con = duckdb_cursor()
+    try:
+        con.register("rows", rows)
+        semi = ""
+        if keys is not None and key_columns:
+            con.register("keys", keys.select(list(key_columns)))
+            match = " AND ".join(f"r.{dq(k)} IS NOT DISTINCT FROM d.{dq(k)}" for k in key_columns)
+            semi = f"WHERE EXISTS (SELECT 1 FROM keys d WHERE {match})"
+        if not consolidate:
+            return con.sql(f"SELECT r.* FROM rows r {semi}").to_arrow_table()
+        cols = "".join(f"r.{dq(c)}, " for c in rows.column_names if c != DIFF)
+        sql = (
+            f"SELECT {cols}sum(r.{dq(DIFF)})::BIGINT AS {dq(DIFF)} FROM rows r {semi} "
+            f"GROUP BY ALL HAVING sum(r.{dq(DIFF)}) <> 0"
+        )
+        return con.sql(sql).to_arrow_table()
+    finally:
+        con.close()
+
+
+def parquet_relation(paths: Sequence[str], columns: Sequence[tuple[str, str]], schema: pa.Schema) -> str | None:
+    """DuckDB's read of local Parquet files ``paths`` as ``schema``: a subquery giving each ``(name, source
+    column)`` of ``columns``, cast to ``schema``'s type of ``name``; DuckDB scans it in its threads, with
+    filters and a top-N pushed into the scan. None where that would not be what :func:`parquet_columns` and a
+    safe Arrow cast give: a file not on the local disk, without a column, or whose column's type is not
+    ``schema``'s or an exact widening of it (a wider integer; a decimal of the same scale), or a type this
+    reads no further (integers, decimals, strings, dates, booleans only)."""
+    import pyarrow.parquet as pq
+
+    q = duckdb_identifier
+    targets: list[str] = []
+    for name, _ in columns:
+        t = _duckdb_type(schema.field(name).type)
+        if t is None:
+            return None
+        targets.append(t)
+    local = [p.removeprefix("file://") for p in paths]
+    if any("://" in p or "'" in p for p in local):
+        return None
+    for p in local:
+        have = pq.read_schema(p)
+        for name, src in columns:
+            i = have.get_field_index(src)
+            if i < 0 or not _widens(have.field(i).type, schema.field(name).type):
+                return None
+    if not local:
+        return None
+    select = ", ".join(f"CAST({q(src)} AS {t}) AS {q(name)}" for (name, src), t in zip(columns, targets, strict=True))
+    files = "[" + ", ".join(f"'{p}'" for p in local) + "]"
+    return f"(SELECT {select} FROM read_parquet({files}, union_by_name = true))"
+
+
+def duckdb_identifier(name: str) -> str:
+    """``name`` quoted as a DuckDB identifier."""
+    return '"' + name.replace('"', '""') + '"'
+
+
+def _duckdb_type(t: pa.DataType) -> str | None:
+    import pyarrow as pa
+
+    ints = {pa.int8(): "TINYINT", pa.int16(): "SMALLINT", pa.int32(): "INTEGER", pa.int64(): "BIGINT"}
+    if t in ints:
+        return ints[t]
+    if pa.types.is_decimal128(t) and t.precision <= 38:
+        return f"DECIMAL({t.precision}, {t.scale})"
+    if pa.types.is_string(t) or pa.types.is_large_string(t) or t == pa.string_view():
+        return "VARCHAR"
+    if pa.types.is_date32(t):
+        return "DATE"
+    if pa.types.is_boolean(t):
+        return "BOOLEAN"
+    return None
+
+
+def _widens(have: pa.DataType, want: pa.DataType) -> bool:
+    """Is every value of ``have`` a value of ``want`` (a cast that never fails nor rounds)?"""
+    import pyarrow as pa
+
+    if have == want:
+        return True
+    order = [pa.int8(), pa.int16(), pa.int32(), pa.int64()]
+    if have in order and want in order:
+        return order.index(have) <= order.index(want)
+    if pa.types.is_decimal(have) and pa.types.is_decimal(want):
+        return bool(have.scale == want.scale and have.precision <= want.precision)
+    text = (pa.string(), pa.large_string(), pa.string_view())
+    return bool(have in text and want in text)

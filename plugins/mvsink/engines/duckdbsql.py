@@ -1,0 +1,326 @@
+"""What DuckDB evaluates exactly as Spark does, and Spark SQL translated for it (:mod:`mvsink.incremental.duckdbterms`).
+
+:func:`unsupported` reads Spark's analysed plan (its implicit casts included) and fails closed: it accepts column
+references, literals, comparisons, AND/OR/NOT, IS [NOT] NULL, IN lists, ``+ - *`` and negation on int, long and
+decimals whose Spark result needs at most 38 digits, and casts proven exact in both engines; over integers, longs,
+decimals, strings, dates and booleans only. Everything else is refused, so Spark computes it.
+
+DuckDB's own decimal types differ from Spark's (a product of DECIMAL(18,6) and INT stays a checked DECIMAL(18,6) in
+DuckDB, where Spark widens to DECIMAL(29,6)). So DuckDB reads every decimal column as DECIMAL(38, its scale)
+(:func:`duckdb_schema`): its ``+ - *`` then keep Spark's scale at precision 38, exact wherever Spark's result fits in
+38 digits (which :func:`unsupported` requires), and the result is cast back to Spark's type (:func:`as_spark_types`).
+The differential test ``tests/spark/test_duckdb_translation.py`` is what shows these equal.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import re
+from decimal import Decimal, InvalidOperation, localcontext
+from typing import TYPE_CHECKING, Any, Final
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+    from pyspark.sql.types import StructType
+
+    from mvsink.plan.tree import PlanExpr, PlanNode
+
+_OPERATORS: Final = frozenset({"Project", "Filter", "Join", "SubqueryAlias", "View", "LogicalRelation", "Relation"})
+_BOOLEAN: Final = frozenset(
+    {
+        "EqualTo",
+        "EqualNullSafe",
+        "LessThan",
+        "LessThanOrEqual",
+        "GreaterThan",
+        "GreaterThanOrEqual",
+        "And",
+        "Or",
+        "Not",
+        "IsNull",
+        "IsNotNull",
+        "In",
+    }
+)
+# Digits of the largest value of an integral type, and digits every value with that many digits fits in.
+_INTEGRAL_DIGITS: Final = {"byte": 3, "short": 5, "integer": 10, "long": 19}
+_INTEGRAL_SAFE: Final = {"byte": 2, "short": 4, "integer": 9, "long": 18}
+_INTEGRAL_RANGE: Final = {"byte": 2**7, "short": 2**15, "integer": 2**31, "long": 2**63}
+# Spark's decimal of an integral type (a cast to it is exact), as Spark widens them.
+_INTEGRAL_DECIMAL: Final = {"byte": 3, "short": 5, "integer": 10, "long": 20}
+_PLAIN: Final = frozenset({"date", "string", "boolean"})
+_DECIMAL = re.compile(r"decimal\((\d+),\s*(\d+)\)")
+_ISO_DATE = re.compile(r"\d{4}-\d{2}-\d{2}")
+MAX_PRECISION: Final = 38
+
+
+class Untranslatable(ValueError):
+    """Spark SQL text the translation does not carry to DuckDB exactly."""
+
+
+# ---------------------------------------------------------------- what DuckDB evaluates as Spark does
+
+
+def unsupported(tree: PlanNode) -> str | None:
+    """Why DuckDB might not evaluate the plan ``tree`` exactly as Spark does, or None (failing closed). A View is
+    a source as mvsink registers it (its columns cast to the table's types, as the driver reads them too): not
+    looked into; what the query does with its columns is."""
+    node = tree
+    if node.name == "View":
+        return None
+    if node.name not in _OPERATORS:
+        return f"the operator {node.name}"
+    if node.name == "Join" and node.attrs.get("join_type") not in ("Inner", "Cross"):  # (comma joins: Cross)
+        return f"a {node.attrs.get('join_type', '?')} join"
+    for e in node.expressions:
+        got = spark_type(e)
+        if got.startswith("!"):
+            return got[1:]
+    return next((why for why in map(unsupported, node.children) if why), None)
+
+
+def spark_type(e: PlanExpr) -> str:
+    """Spark's type of ``e`` (as its plan prints it: ``integer``, ``decimal(12,2)``) where DuckDB computes the same
+    value, else ``!why``."""
+    name = e.name
+    kids = [spark_type(c) for c in e.children]
+    bad = next((k for k in kids if k.startswith("!")), None)
+    if bad:
+        return bad
+    if name == "AttributeReference":
+        return _allowed(e.attrs.get("type"))
+    if name == "Literal":
+        t = _allowed(e.attrs.get("type"), literal=True)
+        if t == "string" and any(ch in str(e.attrs.get("value")) for ch in "\\'\""):  # escapes differ by dialect
+            return "!a string literal with a quote or a backslash"
+        return t
+    if name == "Alias":
+        return kids[0]
+    if name == "Cast":
+        return _cast(e, kids[0]) if len(kids) == 1 else "!a cast of unknown form"
+    if name in _BOOLEAN:
+        if name in ("And", "Or", "Not") and any(k not in ("boolean", "void") for k in kids):
+            return f"!{name} of {', '.join(kids)}"
+        if name not in ("And", "Or", "Not", "IsNull", "IsNotNull") and _unwrapped(e.children):
+            return f"!{name} of a widened column and a literal beyond its type (Spark's optimiser rewrites it)"
+        return "boolean"
+    if name in ("Add", "Subtract", "Multiply", "UnaryMinus"):
+        return _arithmetic(e, kids)
+    return f"!the expression {name}"
+
+
+def _allowed(t: Any, *, literal: bool = False) -> str:
+    if not isinstance(t, str):
+        return "!a column of unknown type"
+    if t in _INTEGRAL_DIGITS or t in _PLAIN or _DECIMAL.fullmatch(t) or (literal and t == "void"):
+        return t.replace(" ", "")
+    return f"!the type {t}"
+
+
+def _decimal(t: str) -> tuple[int, int] | None:
+    """(precision, scale) of a decimal type, else None."""
+    m = _DECIMAL.fullmatch(t)
+    return (int(m.group(1)), int(m.group(2))) if m else None
+
+
+def _literal_value(e: PlanExpr) -> Decimal | None:
+    """The exact value of a numeric literal (as the plan prints it), else None."""
+    if e.name != "Literal" or e.attrs.get("value") is None:
+        return None
+    try:
+        v = Decimal(str(e.attrs["value"]))
+    except InvalidOperation:
+        return None
+    return v if v.is_finite() else None
+
+
+def _fits(v: Decimal, target: str) -> bool:
+    """Whether ``v`` is a value of ``target`` exactly (no rounding, no overflow)."""
+    if target in _INTEGRAL_RANGE:
+        return v == v.to_integral_value() and -_INTEGRAL_RANGE[target] <= v < _INTEGRAL_RANGE[target]
+    d = _decimal(target)
+    if d is None:
+        return False
+    p, s = d
+    with localcontext() as ctx:
+        ctx.prec = 4 * MAX_PRECISION
+        return abs(v) < Decimal(10) ** (p - s) and v == v.quantize(Decimal(1).scaleb(-s))
+
+
+def _cast(e: PlanExpr, child: str) -> str:
+    """A cast's target where both engines give the same value: proven by the value of a literal, or by the types
+    (a widening); anything else (a cast that rounds, parses or formats) is refused."""
+    target = _allowed(e.attrs.get("type"))
+    if target.startswith("!"):
+        return target
+    if target == child or child == "void":
+        return target
+    inner = e.children[0]
+    value = _literal_value(inner)
+    if value is not None and (child in _INTEGRAL_DIGITS or _decimal(child)):
+        return target if _fits(value, target) else f"!a cast of the literal {value} to {target} that may round"
+    if inner.name == "Literal" and child == "string" and target == "date":  # only 'YYYY-MM-DD', parsed alike
+        return target if _iso_date(str(inner.attrs.get("value"))) else "!a cast of a string to a date"
+    if _exact(child, target):
+        return target
+    return f"!a cast from {child} to {target} that may round (or differ)"
+
+
+def _iso_date(s: str) -> bool:
+    if not _ISO_DATE.fullmatch(s):
+        return False
+    try:
+        dt.date.fromisoformat(s)
+    except ValueError:
+        return False
+    return True
+
+
+def _exact(child: str, target: str) -> bool:
+    """Whether every value of ``child`` is a value of ``target`` (an exact widening)."""
+    have, want = _decimal(child), _decimal(target)
+    if child in _INTEGRAL_DIGITS:
+        if target in _INTEGRAL_SAFE:
+            return _INTEGRAL_DIGITS[child] <= _INTEGRAL_SAFE[target]
+        return want is not None and want[0] - want[1] >= _INTEGRAL_DECIMAL[child]
+    if have is None:
+        return False
+    if target in _INTEGRAL_SAFE:
+        return have[1] == 0 and have[0] <= _INTEGRAL_SAFE[target]
+    return want is not None and want[0] - want[1] >= have[0] - have[1] and want[1] >= have[1]
+
+
+def _arithmetic(e: PlanExpr, kids: list[str]) -> str:
+    """Spark's result type of ``+ - *`` or negation, where DuckDB (reading decimals as DECIMAL(38, s)) gives the
+    same value: int and long only (DuckDB types an integer literal by its operand, so a byte or short operand,
+    even cast, is refused), decimals whose result fits in 38 digits (Spark would round beyond); no NULL
+    operand (DuckDB's result would be typed NULL)."""
+    name = e.name
+    label = f"{name} of {', '.join(kids)}"
+    if any(k in ("byte", "short") or _narrow_cast(c) for k, c in zip(kids, e.children, strict=True)):
+        return f"!{label} (a byte or short operand)"
+    if any(_null(c) for c in e.children):  # DuckDB types NULL + x by the NULL, not as Spark does
+        return f"!{label} (a NULL operand)"
+    if all(k in ("integer", "long") for k in kids):  # integers: both engines fail on an overflow ...
+        if not any(x.name == "AttributeReference" for x in e.walk()):  # ... but DuckDB widens constants' types
+            return f"!{label} of constants"
+        return kids[0] if len(set(kids)) == 1 else f"!{label}"
+    decimals = [_decimal(k) for k in kids]
+    if any(d is None for d in decimals):
+        return f"!{label}"
+    if name == "UnaryMinus":  # (Spark 4.2 fails on -(-x) of a DECIMAL(38,10) near its limit)
+        return kids[0] if decimals[0][0] <= _INTEGRAL_SAFE["long"] else f"!{label} (a wide decimal)"  # type: ignore[index]
+    (p1, s1), (p2, s2) = decimals  # type: ignore[misc]
+    if name == "Multiply":
+        scale, precision = s1 + s2, p1 + p2 + 1
+    else:
+        scale = max(s1, s2)
+        precision = max(p1 - s1, p2 - s2) + scale + 1
+    if precision > MAX_PRECISION:  # Spark would round (or fail) where DuckDB does not
+        return f"!{label} needs {precision} digits"
+    return f"decimal({precision},{scale})"
+
+
+def _unwrapped(operands: tuple[PlanExpr, ...]) -> bool:
+    """Whether Spark's optimiser (UnwrapCastInBinaryComparison) may rewrite a comparison of a widened column with
+    a literal its own type cannot hold (``i64 < 12345678901234567890``) to a constant, NULL rows included."""
+    values = [v for v in map(_constant, operands) if v is not None]
+    for x in operands:
+        if x.name == "Cast" and len(x.children) == 1 and _constant(x) is None:
+            inner = spark_type(x.children[0])
+            if (inner in _INTEGRAL_RANGE or _decimal(inner)) and any(not _fits(v, inner) for v in values):
+                return True
+    return False
+
+
+def _constant(e: PlanExpr) -> Decimal | None:
+    """The value of a numeric literal, through casts of it."""
+    if e.name == "Cast" and len(e.children) == 1:
+        return _constant(e.children[0])
+    return _literal_value(e)
+
+
+def _null(e: PlanExpr) -> bool:
+    """The NULL literal, or a cast of it."""
+    if e.name == "Cast" and len(e.children) == 1:
+        return _null(e.children[0])
+    return e.name == "Literal" and e.attrs.get("type") == "void"
+
+
+def _narrow_cast(e: PlanExpr) -> bool:
+    """A cast (by Spark's analyser) of a byte or short expression, which DuckDB's SQL text does not carry."""
+    return e.name == "Cast" and bool(e.children) and spark_type(e.children[0]) in ("byte", "short")
+
+
+# ---------------------------------------------------------------- the SQL and the data DuckDB reads
+
+
+def duckdb_sql(spark_sql: str) -> str:
+    """``spark_sql`` in DuckDB's dialect, or :class:`Untranslatable`. Spark's CAST stays a CAST (an invalid literal
+    fails, as in ANSI Spark). Refused: a backslash anywhere (Spark's string escapes are not DuckDB's), a number
+    beyond a long (Spark's analyser turns ``i64 < 12345678901234567890`` into ``false``, even where i64 is NULL), a date
+    literal or a string cast to a date other than ``'YYYY-MM-DD'`` (the parsers differ beyond it)."""
+    import sqlglot
+    from sqlglot import exp
+
+    if "\\" in spark_sql:
+        raise Untranslatable("a backslash (string escapes differ)")
+    tree = sqlglot.parse_one(spark_sql, dialect="spark")
+    tree = tree.transform(
+        lambda n: exp.Cast(this=n.this, to=n.args["to"]) if isinstance(n, exp.TryCast) else n, copy=False
+    )
+    for lit in tree.find_all(exp.Literal):  # Spark's analyser folds a long's comparison with a number beyond it
+        if not lit.is_string and not _within_long(lit.this):  # (NULL rows included)
+            raise Untranslatable(f"the number {lit.this} beyond a long")
+    for cast in tree.find_all(exp.Cast):
+        to = cast.args.get("to")
+        if isinstance(to, exp.DataType) and to.is_type(exp.DataType.Type.DATE):
+            lit = cast.this
+            if isinstance(lit, exp.Literal) and lit.is_string and not _iso_date(lit.this):
+                raise Untranslatable(f"the date {lit.this!r}")
+    return tree.sql(dialect="duckdb")
+
+
+def _within_long(number: str) -> bool:
+    try:
+        return abs(Decimal(number)) < _INTEGRAL_RANGE["long"]
+    except InvalidOperation:
+        return False
+
+
+def duckdb_schema(schema: StructType, columns: set[str] | None, timezone: str) -> pa.Schema:
+    """The Arrow schema DuckDB reads a source as: Spark's ``schema`` (its ``columns`` only, casefolded; None:
+    all), with the session ``timezone`` for timestamps, and every decimal as DECIMAL(38, its scale) (an exact
+    widening, so DuckDB's decimal arithmetic keeps Spark's scale without its DECIMAL(18) overflow)."""
+    import pyarrow as pa
+    from pyspark.sql.pandas.types import to_arrow_type
+
+    fields = []
+    for f in schema.fields:
+        if columns is not None and f.name.casefold() not in columns:
+            continue
+        t = to_arrow_type(f.dataType, timezone=timezone)
+        if pa.types.is_decimal(t):
+            t = pa.decimal128(MAX_PRECISION, t.scale)
+        fields.append(pa.field(f.name, t, f.nullable))
+    return pa.schema(fields)
+
+
+def as_spark_types(table: pa.Table, schema: pa.Schema) -> pa.Table | str:
+    """DuckDB's ``table`` cast to Spark's ``schema``, or why it does not cast exactly: the same types, but a decimal
+    of Spark's scale at another precision and a string view; a value out of the type's range fails."""
+    import pyarrow as pa
+
+    from mvsink.engines.arrow import without_view_types
+
+    table = without_view_types(table)
+    for have, want in zip(table.schema, schema, strict=True):
+        if have.type == want.type:
+            continue
+        if pa.types.is_decimal(have.type) and pa.types.is_decimal(want.type) and have.type.scale == want.type.scale:
+            continue
+        return f"DuckDB's type {have.type} of {want.name!r} is not Spark's {want.type}"
+    try:
+        return table.cast(pa.schema([w.with_nullable(True) for w in schema]))
+    except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError) as exc:
+        return f"a value does not fit Spark's type ({exc})"

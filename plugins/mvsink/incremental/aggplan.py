@@ -1,0 +1,189 @@
+"""An aggregate view's accumulable state typed by Spark (:class:`StatePlan`) and finalised into the view's columns
+exactly as Spark's own aggregates compute them (DESIGN.md section 10: a view holds what Spark computes, whichever
+mode wrote it). :mod:`mvsink.incremental.aggstate` maintains the state; this module says what it is and what it shows.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import logging
+from typing import TYPE_CHECKING
+
+from mvsink.incremental.statequeries import (
+    ARG_COLUMN,
+    AVG_COLUMN,
+    StateQueries,
+    average_sql,
+    decimal_type,
+    nonnull_column,
+    state_queries,
+    sum_column,
+)
+from mvsink.spark.transforms import quote_name as _quote
+
+if TYPE_CHECKING:
+    import decimal
+
+    from pyspark.sql import DataFrame, SparkSession
+
+    from mvsink.definitions.view import ViewDefinition
+
+log = logging.getLogger(__name__)
+
+
+@dataclasses.dataclass(frozen=True)
+class StatePlan:
+    """:class:`StateQueries` typed by Spark: the state query's DataFrame and each argument's types."""
+
+    queries: StateQueries
+    desired: DataFrame  # the state query (visible columns, then the state columns)
+    sum_types: tuple[str | None, ...]  # Spark's SUM result type per argument (None: no sum kept)
+    avg_types: tuple[str | None, ...]  # Spark's AVG result type per argument
+    input: DataFrame | None = None  # the aggregate's input query, analysed (for its linearity)
+
+    @property
+    def state_columns(self) -> tuple[str, ...]:
+        return self.queries.state_columns
+
+    @functools.cached_property
+    def decimal_averages(self) -> tuple[int, ...]:
+        """The arguments whose AVG the view shows and whose AVG is a decimal (finalised exactly as Spark's)."""
+        import re
+
+        used = {int(i) for _, e in self.queries.finalise for i in re.findall(r"_mv_final_avg\((\d+)\)", e, re.I)}
+        return tuple(i for i in sorted(used) if decimal_type(self.avg_types[i]) is not None)
+
+    def averages(self, *, precision_loss: bool) -> dict[int, tuple[str, decimal.Decimal] | None]:
+        """Per decimal AVG shown: Spark SQL over the state giving Spark's AVG exactly and the bound on the sum's
+        absolute value below which it is exact, or None (:func:`~mvsink.incremental.statequeries.average_sql`)."""
+        return {
+            i: average_sql(
+                sum_column(i),
+                nonnull_column(i),
+                sum_type=self.sum_types[i] or "",
+                avg_type=self.avg_types[i] or "",
+                precision_loss=precision_loss,
+            )
+            for i in self.decimal_averages
+        }
+
+
+def state_plan(spark: SparkSession, view: ViewDefinition, result: DataFrame) -> StatePlan | str:
+    """The view's accumulable state, typed and checked against its result, or why it has none."""
+    from pyspark.errors import PySparkException
+    from pyspark.sql import functions as F
+    from pyspark.sql import types as T
+
+    q = state_queries(view.query)
+    if isinstance(q, str):
+        return q
+    try:
+        desired = spark.sql(q.state_query)
+        inp = spark.sql(q.input_query)
+        visible = desired.schema.fields[: len(result.schema.fields)]
+        if [(f.name, f.dataType) for f in visible] != [(f.name, f.dataType) for f in result.schema.fields] or [
+            f.name for f in desired.schema.fields[len(visible) :]
+        ] != list(q.state_columns):
+            return "the state query's columns differ from the view's (kept stateless)"
+        summed = [i for i, (_, with_sum) in enumerate(q.args) if with_sum]
+        for i in summed:
+            dt = inp.schema[ARG_COLUMN.format(i)].dataType
+            if not isinstance(dt, (T.ByteType, T.ShortType, T.IntegerType, T.LongType, T.DecimalType)):
+                return f"a SUM/AVG argument is {dt.simpleString().upper()} (only integers and decimals are exact)"
+        aggs = [f(ARG_COLUMN.format(i)).alias(f"{f.__name__}{i}") for i in summed for f in (F.sum, F.avg)]
+        types = inp.agg(*aggs).schema if aggs else None  # analysed only: one plan for every argument
+        sum_types = [
+            types[f"sum{i}"].dataType.simpleString() if types and i in summed else None for i in range(len(q.args))
+        ]
+        avg_types = [
+            types[f"avg{i}"].dataType.simpleString() if types and i in summed else None for i in range(len(q.args))
+        ]
+    except PySparkException as exc:
+        log.info("view %s: no aggregate state: %s", view.name, exc)
+        return "the state queries did not analyse"
+    return StatePlan(queries=q, desired=desired, sum_types=tuple(sum_types), avg_types=tuple(avg_types), input=inp)
+
+
+def formattable(sql: str) -> str:
+    """SQL text with its braces doubled, for ``spark.sql(text, df=...)``, which formats ``{df}`` into it."""
+    return sql.replace("{", "{{").replace("}", "}}")
+
+
+def finalised(
+    spark: SparkSession, plan: StatePlan, live: DataFrame, *, averages: dict[int, tuple[str, decimal.Decimal] | None]
+) -> DataFrame:
+    """The view's rows (its columns, the state included, in the view's order) of state rows ``live``
+    (keys and state columns, and ``_mv_avg<i>`` for each decimal AVG ``averages`` has no SQL for, computed by
+    :func:`decimal_average`): each output column's finalising expression, cast to the view's type.
+
+    One SQL statement over ``live`` when every cast type is atomic (one analysis of the plan); column
+    expressions otherwise (a nested type's SQL name is not needed then).
+    """
+    from pyspark.sql import functions as F
+    from pyspark.sql import types as T
+
+    schema = plan.desired.schema
+    q = plan.queries
+    final = dict(q.finalise)
+    nested = (T.StructType, T.ArrayType, T.MapType, T.UserDefinedType)
+    if not any(isinstance(schema[name].dataType, nested) for name in final):
+        items = [
+            f"CAST(({formattable(_final_sql(plan, final[c], averages))}) AS {schema[c].dataType.simpleString()}) "
+            f"AS {formattable(_quote(c))}"
+            if c in final
+            else formattable(_quote(c))
+            for c in plan.desired.columns
+        ]
+        return spark.sql(f"SELECT {', '.join(items)} FROM {{live}}", live=live)
+    cols = [
+        F.expr(_final_sql(plan, final[c], averages)).cast(schema[c].dataType).alias(c)
+        if c in final
+        else F.col(_quote(c))
+        for c in plan.desired.columns
+    ]
+    return live.select(*cols)
+
+
+def _final_sql(plan: StatePlan, expr: str, averages: dict[int, tuple[str, decimal.Decimal] | None]) -> str:
+    """Replace the ``_mv_final_sum(i)``/``_mv_final_avg(i)`` markers with Spark SQL over the state.
+
+    A decimal AVG is Spark's exactly: ``averages``' SQL (:meth:`StatePlan.averages`), else the driver's
+    :func:`decimal_average` column. AVG of an integer is ``double(sum) / double(count)``: Spark's own AVG sums the
+    values as doubles, equal to it while the sum stays within 2^53 (beyond, Spark's value depends on its order of
+    summation).
+    """
+    import re
+
+    def sub(m: re.Match[str]) -> str:
+        fn, i = m.group(1).lower(), int(m.group(2))
+        n, s = nonnull_column(i), sum_column(i)
+        if fn == "sum":
+            return f"(CASE WHEN {n} > 0 THEN {s} END)"
+        if i in averages:
+            got = averages[i]
+            return f"(CASE WHEN {n} > 0 THEN {got[0]} END)" if got else AVG_COLUMN.format(i)
+        return f"(CASE WHEN {n} > 0 THEN CAST({s} AS DOUBLE) / CAST({n} AS DOUBLE) END)"
+
+    return re.sub(r"_MV_FINAL_(SUM|AVG)\((\d+)\)", sub, expr, flags=re.IGNORECASE)
+
+
+def conf_true(spark: SparkSession, key: str, default: str = "false") -> bool:
+    return str(spark.conf.get(key, default)).strip().lower() == "true"
+
+
+def precision_loss(spark: SparkSession) -> bool:
+    return conf_true(spark, "spark.sql.decimalOperations.allowPrecisionLoss", "true")
+
+
+def spark_averages(spark: SparkSession, plan: StatePlan) -> dict[int, tuple[str, decimal.Decimal] | None] | str:
+    """The view's decimal AVGs as Spark SQL over the state (:meth:`StatePlan.averages`), or why Spark cannot
+    finalise one exactly (the full diff then: such refreshes of many groups only)."""
+    averages = plan.averages(precision_loss=precision_loss(spark)) if plan.decimal_averages else {}
+    missing = [i for i, sql in averages.items() if sql is None]
+    if missing:
+        return (
+            f"AVG of {(plan.avg_types[missing[0]] or '').upper()} over more groups than the driver merges, with no "
+            "exact finalisation by Spark (spark.sql.decimalOperations.allowPrecisionLoss=false, or a scale over 34)"
+        )
+    return averages

@@ -1,0 +1,309 @@
+"""A small change's terms evaluated by DuckDB in the driver: the aggregate mode's Δ per group without a Spark job.
+
+The change terms of a join (:mod:`mvsink.incremental.telescope`) are small when the change is: a few change files, and
+for each other source the files its pruned read keeps (or a small snapshot). Spark spends most of such a refresh
+scheduling the terms' jobs (a broadcast per small side, the probe, the per-group sums: 0.7-1.4 s on 2 cores for
+TPC-H Q3/Q5), where DuckDB evaluates the same terms over the same files in ~0.2 s. So where
+
+- the aggregate's input is made only of what DuckDB evaluates exactly as Spark does
+  (:func:`mvsink.engines.duckdbsql.unsupported`: inner and cross joins, filters, projections; column references,
+  literals, comparisons, AND/OR/NOT, IS [NOT] NULL, IN lists, ``+ - *`` on int, long and decimals whose Spark result
+  needs no rounding, casts proven exact), and Spark runs in ANSI mode (an overflow fails in both engines),
+- every change set is plain Parquet the driver may read (:func:`mvsink.engines.duckdb.change_rows`), and every
+  other source a plain snapshot (:func:`mvsink.spark.sources.plain_files`, its pruned read's files) of at most
+  :data:`MAX_TERM_BYTES` per term,
+
+each term's signed input query (the view's dialect, transpiled by sqlglot) runs in DuckDB over Arrow tables of
+exactly the rows Spark's term would read (decimals widened to DECIMAL(38, s):
+:func:`mvsink.engines.duckdbsql.duckdb_schema`), and the per-group Δ is summed there as
+:func:`mvsink.incremental.aggstate._delta_state` does; the result is cast to Spark's Δ types exactly. Anything else,
+an error included (an overflow, a value that does not cast): None, and Spark computes the terms as before.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any, Final
+
+from mvsink.engines.duckdbsql import Untranslatable, duckdb_schema, duckdb_sql, unsupported
+
+__all__ = ["DRIVER_SCAN_FACTOR", "MAX_TERM_BYTES", "delta_in_driver", "terms_in_driver", "unsupported"]
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+    from pyspark.sql import SparkSession
+
+    from mvsink.core.batch import BatchDescription, SourceRead
+    from mvsink.definitions.view import ViewDefinition
+    from mvsink.incremental.pruning import PrunedRead
+    from mvsink.incremental.telescope import ChangeFrames
+    from mvsink.plan.tree import PlanNode
+
+log = logging.getLogger(__name__)
+
+MAX_TERM_BYTES: Final = 256 * 1024 * 1024  # files one term reads in the driver, at most
+# Terms that read more than the full diff (the scan guard's ratio) are still taken where they run in DuckDB and
+# read at most this multiple of it: DuckDB scans and joins Parquet several times faster than Spark's full
+# diff on the same cores (TPC-H SF 1, scattered changes: docs/benchmarks.md).
+DRIVER_SCAN_FACTOR: Final = 2.0
+
+# ---------------------------------------------------------------- the terms
+
+
+def terms_in_driver(
+    spark: SparkSession,
+    view: ViewDefinition,
+    desc: BatchDescription,
+    base: dict[str, int],
+    changed: list[SourceRead],
+    frames: ChangeFrames,
+    plan: Any,
+    pruned: dict[str, list[PrunedRead]],
+) -> pa.Table | None:
+    """Δ per group from :func:`delta_in_driver`, or None (Spark's terms; logged why): the aggregate mode's entry."""
+    from mvsink import settings
+    from mvsink.plan.read import plan_tree
+    from mvsink.plan.tree import PlanFormatError
+
+    if not settings.incremental_driver_terms() or plan.input is None:
+        return None
+    if type(spark).__module__.startswith("pyspark.sql.connect"):  # (no typed plan over Spark Connect)
+        log.info("view %s: change terms by Spark: over Spark Connect the plan's types cannot be read", view.name)
+        return None
+    if str(spark.conf.get("spark.sql.ansi.enabled")).lower() != "true":  # (without it Spark wraps an overflow)
+        log.info("view %s: change terms by Spark: Spark is not in ANSI mode", view.name)
+        return None
+    try:
+        tree = plan_tree(spark, plan.queries.input_query, desired=plan.input)
+        got = delta_in_driver(spark, view, desc, base, changed, frames, plan, pruned, tree=tree)
+    except PlanFormatError:
+        return None
+    except Exception:  # noqa: BLE001 (whatever went wrong here, Spark's terms give the answer)
+        log.warning("view %s: change terms by Spark: the driver's evaluation failed", view.name, exc_info=True)
+        return None
+    if isinstance(got, str):
+        log.info("view %s: change terms by Spark: %s", view.name, got)
+        return None
+    return got
+
+
+def delta_in_driver(
+    spark: SparkSession,
+    view: ViewDefinition,
+    desc: BatchDescription,
+    base: dict[str, int],
+    changed: list[SourceRead],
+    frames: ChangeFrames,
+    plan: Any,  # mvsink.incremental.aggplan.StatePlan (not imported: aggstate imports this module)
+    pruned: dict[str, list[PrunedRead]],
+    *,
+    tree: PlanNode,
+) -> pa.Table | str:
+    """Δ per affected group (the schema :func:`mvsink.incremental.aggstate._delta_state` has) from DuckDB, or why not."""
+    import pyarrow as pa
+
+    from mvsink.columns import DIFF
+    from mvsink.engines.arrow import MAX_DRIVER_ROWS, change_rows
+    from mvsink.engines.duckdb import duckdb_cursor
+    from mvsink.incremental.telescope import SIGN, change_terms
+
+    why = unsupported(tree)
+    if why:
+        return f"DuckDB might not evaluate {why} as Spark does"
+    if any(s.kind == "view" for s in desc.sources):
+        return "a source is a view"
+    sets = frames.sets or {}
+    missing = [s.name for s in changed if s.name not in sets]
+    if missing:
+        return f"the change of {missing[0]!r} is not plain Parquet files"
+    q = plan.queries
+    columns = _referenced(q.input_query)
+    zone = str(spark.conf.get("spark.sql.session.timeZone"))
+    schemas = {s.name: duckdb_schema(spark.table(s.name).schema, columns, zone) for s in desc.sources}
+    wanted = {n: list(sch.names) for n, sch in schemas.items()}
+    changes: dict[str, pa.Table] = {}
+    for s in changed:
+        sch = pa.schema([schemas[s.name].field(c) for c in wanted[s.name]] + [pa.field(SIGN, pa.int64())])
+        rows = change_rows(sets[s.name], [(c, c) for c in wanted[s.name]], sch, weight=SIGN)
+        if rows is None:
+            return f"the change of {s.name!r} could not be read in the driver"
+        changes[s.name] = rows
+    terms: list[pa.Table] = []
+    for t in change_terms(changed, base):
+        sql = q.signed_input(tuple(s.name for s in t.changes))
+        if sql is None:
+            return "a term's sign could not be carried"
+        reads = {r.source: r for r in pruned.get(t.key, [])}
+        tables: dict[str, pa.Table | str] = {s.name: changes[s.name] for s in t.changes}
+        budget = MAX_TERM_BYTES
+        for o in desc.sources:
+            if o.name in tables:
+                continue
+            got = _snapshot(o, t.version(o, base), reads.get(o.name), wanted[o.name], schemas[o.name], budget)
+            if isinstance(got, str):
+                return got
+            tables[o.name], used = got
+            budget -= used
+        out = _run_translated(duckdb_cursor(), sql, tables)
+        if isinstance(out, str):
+            return out
+        if t.coefficient < 0:
+            import pyarrow.compute as pc
+
+            i = out.schema.get_field_index(DIFF)
+            out = out.set_column(i, DIFF, pc.negate(out.column(DIFF)))
+        terms.append(out)
+    din = pa.concat_tables(terms, promote_options="permissive") if terms else None
+    if din is None:
+        return "no change term"
+    got = _state(duckdb_cursor(), plan, din)
+    if not isinstance(got, str) and got.num_rows > MAX_DRIVER_ROWS:  # (as collect_small bounds Spark's Δ)
+        return f"{got.num_rows} affected groups, more than the driver merges ({MAX_DRIVER_ROWS})"
+    return got
+
+
+def _referenced(query: str) -> set[str]:
+    """Every column name the query mentions (casefolded): a superset of what each source must give."""
+    import sqlglot
+    from sqlglot import exp
+
+    return {c.name.casefold() for c in sqlglot.parse_one(query, dialect="spark").find_all(exp.Column)}
+
+
+def _snapshot(
+    o: SourceRead,
+    version: int,
+    read: PrunedRead | None,
+    columns: Sequence[str],
+    schema: pa.Schema,
+    budget: int,
+) -> tuple[pa.Table | str, int] | str:
+    """Source ``o`` at ``version`` as the term reads it (its pruned read's files), ``columns`` only, with the bytes
+    of its files: DuckDB's read of the files (a subquery, :func:`mvsink.engines.duckdb.parquet_relation`) where
+    that is exact, else an Arrow table read with pyarrow; or why neither."""
+    import pyarrow as pa
+
+    from mvsink.engines.arrow import parquet_columns
+    from mvsink.engines.duckdb import parquet_relation
+    from mvsink.spark.sources import plain_files
+
+    if o.kind != "path" or version < 0:
+        return f"source {o.name!r} is not a Delta path"
+    files = plain_files(o.path, version)
+    if files is None:
+        return f"source {o.name!r} needs Delta's reader"
+    if read is not None and read.paths is not None:
+        keep = set(read.paths)
+        files = [f for f in files if f.path in keep]
+        if len(files) != len(keep):  # the pruned read's files must be found among the snapshot's, every one
+            return f"source {o.name!r}: its pruned read's files are not the snapshot's"
+    size = sum(f.size for f in files)
+    if size > budget:
+        return f"source {o.name!r}: {size} bytes of files, over the driver's budget"
+    if any(name in columns for f in files for name, _ in f.partition_values):
+        return f"source {o.name!r}: a partition column"
+    from mvsink.incremental.pruning import record
+
+    sch = pa.schema([schema.field(c) for c in columns])
+    rel = parquet_relation([f.path for f in files], [(c, c) for c in columns], sch)
+    if rel is not None:  # DuckDB scans the files itself (its threads; the term's filters pushed into the scan)
+        record(o.name, bytes_read=size, files=len(files))
+        return rel, size
+    parts = []
+    for f in files:
+        rows = parquet_columns(f.path, list(columns))
+        if rows is None:
+            return f"source {o.name!r}: a file without one of its columns"
+        try:
+            parts.append(pa.table([rows.column(c) for c in columns], schema=None, names=list(columns)).cast(sch))
+        except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError):
+            return f"source {o.name!r}: a value that does not cast exactly"
+    record(o.name, bytes_read=size, files=len(files))  # (the refresh's report of what it read, as Spark's terms do)
+    return (pa.concat_tables(parts) if parts else sch.empty_table()), size
+
+
+def _duckdb_sql(spark_sql: str) -> str:
+    """``spark_sql`` in DuckDB's dialect (:func:`mvsink.engines.duckdbsql.duckdb_sql`)."""
+    return duckdb_sql(spark_sql)
+
+
+def _run_translated(con: Any, spark_sql: str, tables: dict[str, pa.Table | str]) -> pa.Table | str:
+    """``spark_sql`` translated and run by DuckDB over ``tables``, or why not."""
+    try:
+        sql = _duckdb_sql(spark_sql)
+    except Untranslatable as exc:
+        con.close()
+        return f"the term's SQL does not translate to DuckDB exactly ({exc})"
+    return _run(con, sql, tables)
+
+
+def _run(con: Any, sql: str, tables: dict[str, pa.Table | str]) -> pa.Table | str:
+    from mvsink.engines.duckdb import duckdb_identifier
+
+    try:
+        for name, table in tables.items():
+            if isinstance(table, str):  # a subquery over Parquet files
+                con.execute(f"CREATE TEMP VIEW {duckdb_identifier(name)} AS {table}")
+            else:
+                con.register(name, table)
+        return con.sql(sql).to_arrow_table()
+    except Exception as exc:  # noqa: BLE001 (any DuckDB failure: Spark computes the terms)
+        return f"DuckDB could not evaluate a term ({str(exc).splitlines()[0]})"
+    finally:
+        con.close()
+
+
+def _state(con: Any, plan: Any, din: pa.Table) -> pa.Table | str:
+    """:func:`mvsink.incremental.aggstate._delta_state` over ``din`` in DuckDB, cast to Spark's types of it."""
+    import pyarrow as pa
+    from pyspark.sql.pandas.types import to_arrow_type
+    from pyspark.sql.types import _parse_datatype_string
+
+    from mvsink.columns import DIFF
+    from mvsink.engines.duckdb import duckdb_identifier
+    from mvsink.incremental.statequeries import (
+        ARG_COLUMN,
+        COUNT,
+        KEY_COLUMN,
+        VALUES_COLUMN,
+        nonnull_column,
+        sum_column,
+    )
+
+    dq = duckdb_identifier
+    q = plan.queries
+    assert plan.input is not None
+    in_types = {f.name: f.dataType for f in plan.input.schema.fields}
+    w = f"CAST({dq(DIFF)} AS BIGINT)"
+    select = [f"{dq(KEY_COLUMN.format(i))} AS {dq(k)}" for i, k in enumerate(q.keys)]
+    fields = [pa.field(k, to_arrow_type(in_types[KEY_COLUMN.format(i)])) for i, k in enumerate(q.keys)]
+    select.append(f"sum({w}) AS {dq(COUNT)}")
+    fields.append(pa.field(COUNT, pa.int64()))
+    zero = [f"{dq(COUNT)} = 0"]
+    for i, (_, with_sum) in enumerate(q.args):
+        a, n = dq(ARG_COLUMN.format(i)), nonnull_column(i)
+        select.append(f"sum(CASE WHEN {a} IS NOT NULL THEN {w} ELSE 0 END) AS {dq(n)}")
+        fields.append(pa.field(n, pa.int64()))
+        zero.append(f"{dq(n)} = 0")
+        if with_sum:
+            sum_type = plan.sum_types[i]
+            if sum_type is None:
+                return "a sum of unknown type"
+            s, v = sum_column(i), VALUES_COLUMN.format(i)
+            select.append(f"sum(CASE WHEN {w} > 0 THEN {a} ELSE -{a} END) AS {dq(s)}")
+            select.append(f"count({a}) AS {dq(v)}")
+            fields += [pa.field(s, to_arrow_type(_parse_datatype_string(sum_type))), pa.field(v, pa.int64())]
+            zero.append(f"({dq(s)} = 0 OR ({dq(v)} = 0 AND {dq(s)} IS NULL))")
+    group = f" GROUP BY {', '.join(dq(KEY_COLUMN.format(i)) for i in range(len(q.keys)))}" if q.keys else ""
+    sql = (
+        f"SELECT * FROM (SELECT {', '.join(select)} FROM din{group}) "
+        f"WHERE {dq(COUNT)} IS NOT NULL AND NOT coalesce({' AND '.join(zero)}, false)"
+    )
+    got = _run(con, sql, {"din": din})
+    if isinstance(got, str):
+        return got
+    try:
+        return got.cast(pa.schema(fields))  # safe: a sum that does not fit Spark's type fails here
+    except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError) as exc:
+        return f"a per-group sum does not fit Spark's type ({exc})"

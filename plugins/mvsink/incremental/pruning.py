@@ -1,0 +1,511 @@
+"""Change terms that read the other sources pruned by the change's join keys, and what a refresh read.
+
+For a change term of the change set of A (or of several: :mod:`mvsink.incremental.telescope`), each edge of
+:func:`mvsink.plan.joinkeys.join_edges` keyed by A (or by a source already pruned in this term: chained, as
+Q5's lineitem -> supplier) gives a filter on another source: its join column within the keys. The keys are
+read in the driver from plain Parquet files (a change set's change files; a pruned read's kept files) with
+pyarrow, else collected in one Spark job per key source (Δ of A is small, the change-set guard sees to that;
+a change set's keys once per refresh), compressed into at most :data:`MAX_RANGES` ranges (plus the
+exact list when it is short), and the read lists only the files whose min/max statistics may hold a key
+(Delta's data skipping does it for a read through Delta's reader). Frames are made only when a key
+collection or a term needs them (:data:`Lazy`), so the scan guard decides on the estimate alone. What each source's read will touch is estimated from
+the same statistics (:func:`mvsink.core.deltalog.file_statistics`): the scan guard and the refresh's
+``reads`` report use it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import contextvars
+import dataclasses
+import datetime as dt
+import decimal
+import functools
+import logging
+from collections.abc import Callable, Iterator
+from typing import TYPE_CHECKING, Any
+
+from mvsink import settings
+from mvsink.core.deltalog import ChangeFile, FileStats, absolute_path, active_bytes, file_statistics
+from mvsink.plan.joinkeys import Edge, join_edges, pruned_reads
+
+if TYPE_CHECKING:
+    from pyspark.sql import Column, DataFrame, SparkSession
+
+    from mvsink.core.batch import SourceRead
+    from mvsink.plan.tree import PlanNode
+
+log = logging.getLogger(__name__)
+
+MAX_KEYS = 200_000  # more distinct keys than this: the edge is not used (the source is read whole)
+MAX_INLINE = 1_000  # up to this many keys, the filter also lists them (rows outside them are dropped at once)
+MAX_RANGES = 32  # the keys as at most this many [lo, hi] ranges (what Delta's file skipping sees)
+MAX_DRIVER_KEY_BYTES = 64 << 20  # change files up to this size have their keys read in the driver (no Spark job)
+
+
+Lazy = Callable[[], "DataFrame"]  # a frame made when first called (the same frame every call)
+
+
+def lazy(make: Callable[[], DataFrame]) -> Lazy:
+    """``make`` called once, when first needed: building a frame costs Spark analysis, which an estimate
+    alone does not need."""
+    return functools.cache(make)
+
+
+# ---------------------------------------------------------------- key sets
+
+
+@dataclasses.dataclass(frozen=True)
+class KeyRanges:
+    """A column's keys as ranges (sorted, disjoint) and, when few, the exact values."""
+
+    ranges: tuple[tuple[Any, Any], ...]
+    values: tuple[Any, ...] | None
+
+    @property
+    def empty(self) -> bool:
+        return not self.ranges
+
+    def predicate(self, column: str) -> Column:
+        from pyspark.sql import functions as F
+
+        if self.empty:
+            return F.lit(False)
+        sql = self.sql(column)
+        if sql is not None:
+            return F.expr(sql)
+        c = F.col(f"`{column}`")
+        cond = None
+        for lo, hi in self.ranges:
+            term = c == F.lit(lo) if lo == hi else (c >= F.lit(lo)) & (c <= F.lit(hi))
+            cond = term if cond is None else cond | term
+        assert cond is not None
+        if self.values is not None and len(self.values) > len(self.ranges):
+            cond = cond & c.isin(list(self.values))
+        return cond
+
+    def sql(self, column: str) -> str | None:
+        """:meth:`predicate` as one SQL expression, for integer keys (a Column built over py4j costs a call per
+        literal: ~0.1 s for a thousand keys); None for other types."""
+        keys = [v for r in self.ranges for v in r] + list(self.values or ())
+        if not all(type(v) is int for v in keys):
+            return None
+        c = "`" + column.replace("`", "``") + "`"
+        cond = " OR ".join(f"{c} = {lo}" if lo == hi else f"({c} >= {lo} AND {c} <= {hi})" for lo, hi in self.ranges)
+        if self.values is not None and len(self.values) > len(self.ranges):
+            cond = f"({cond}) AND {c} IN ({', '.join(str(v) for v in self.values)})"
+        return f"({cond})"
+
+    def may_hold(self, lo: Any, hi: Any) -> bool:
+        """A file whose column lies in [lo, hi] may hold one of the keys (True where that cannot be told)."""
+        if lo is None or hi is None:
+            return True
+        try:
+            return any(not (b < lo or a > hi) for a, b in self.ranges)
+        except TypeError:  # statistics of another type than the keys (e.g. a partition value's string)
+            return True
+
+
+def _gap(a: Any, b: Any) -> float | None:
+    """How far apart two sorted keys are (None: the type has no distance; every gap counts the same)."""
+    if isinstance(a, bool):
+        return None
+    if isinstance(a, int | float | decimal.Decimal):
+        return float(b) - float(a)
+    if isinstance(a, dt.datetime):
+        return float((b - a).total_seconds())
+    if isinstance(a, dt.date):
+        return float((b - a).days)
+    return None
+
+
+def key_ranges(values: list[Any], *, max_ranges: int = MAX_RANGES) -> KeyRanges:
+    """The non-null ``values`` as at most ``max_ranges`` ranges: the largest gaps between sorted keys split them."""
+    keys = sorted({v for v in values if v is not None})
+    if not keys:
+        return KeyRanges((), ())
+    exact = tuple(keys) if len(keys) <= MAX_INLINE else None
+    splits = _int_splits(keys, max_ranges)
+    if splits is None:
+        gaps = [(_gap(keys[i], keys[i + 1]), i) for i in range(len(keys) - 1)]
+        if any(g is None for g, _ in gaps):
+            return KeyRanges(((keys[0], keys[-1]),), exact)
+        splits = sorted(i for _, i in sorted(gaps, key=lambda x: -(x[0] or 0.0))[: max_ranges - 1])
+    ranges = []
+    start = 0
+    for i in splits:
+        ranges.append((keys[start], keys[i]))
+        start = i + 1
+    ranges.append((keys[start], keys[-1]))
+    return KeyRanges(tuple(ranges), exact)
+
+
+def _int_splits(keys: list[Any], max_ranges: int) -> list[int] | None:
+    """For sorted integer ``keys`` (else None), the positions after which the ``max_ranges - 1`` largest gaps
+    fall, in order (numpy: a change set's keys run to hundreds of thousands at SF 10)."""
+    import numpy as np
+
+    if not all(type(k) is int for k in keys):
+        return None
+    try:
+        arr = np.fromiter(keys, dtype=np.int64, count=len(keys))
+    except OverflowError:
+        return None
+    gaps = np.diff(arr.astype(np.float64))
+    k = max_ranges - 1
+    if k <= 0 or not len(gaps):
+        return []
+    if len(gaps) <= k:
+        return list(range(len(gaps)))
+    top = np.argsort(-gaps, kind="stable")[:k]  # ties: the first gap, as the general path
+    return sorted(int(i) for i in top)
+
+
+@dataclasses.dataclass(frozen=True)
+class ChangeFiles:
+    """A change set's plain Parquet files (inserted, deleted and change data feed files alike: every row of them
+    is a changed row) and the table's partition columns (their values are in the log, not in the files)."""
+
+    files: tuple[ChangeFile, ...]
+    partition_columns: tuple[str, ...]
+
+    @property
+    def bytes(self) -> int:
+        return sum(f.size for f in self.files)
+
+
+def keys_in_driver(
+    change: ChangeFiles, columns: list[str], *, where: tuple[tuple[str, KeyRanges], ...] = ()
+) -> dict[str, list[Any]] | None:
+    """Each column's distinct values in the files' rows (those whose ``where`` columns are within their keys),
+    read with pyarrow in the driver (only those columns), or None where that is not sure (a partition
+    column, a file without the column, a type pyarrow and Spark may read differently, too many bytes or
+    keys): the caller then collects them with Spark."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    from mvsink.engines.arrow import parquet_columns
+
+    wanted = sorted(set(columns) | {c for c, _ in where})
+    if change.bytes > MAX_DRIVER_KEY_BYTES or set(wanted) & set(change.partition_columns):
+        return None
+    found: dict[str, set[Any]] = {c: set() for c in columns}
+    for f in change.files:
+        table = parquet_columns(f.path, wanted)
+        if table is None:
+            return None
+        for c in wanted:  # types whose values pyarrow and Spark give alike (a Python int, str, date or Decimal)
+            t = table.schema.field(c).type
+            if not (pa.types.is_integer(t) or pa.types.is_string(t) or pa.types.is_date32(t) or pa.types.is_decimal(t)):
+                return None
+        if where:
+            try:
+                mask = functools.reduce(pc.and_, [_within(table.column(c), keys) for c, keys in where])
+            except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError, TypeError, ValueError):
+                return None
+            table = table.filter(mask)
+        for c in columns:
+            found[c].update(table.column(c).unique().to_pylist())
+    out = {c: [v for v in vals if v is not None] for c, vals in found.items()}
+    if any(len(v) > MAX_KEYS for v in out.values()):
+        return None
+    return out
+
+
+def _within(column: Any, keys: KeyRanges) -> Any:
+    """pyarrow's mask of ``column``'s values within ``keys`` (NULL: not within)."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    if keys.empty:
+        return pa.array([False] * len(column), type=pa.bool_())
+    if keys.values is not None:
+        return pc.is_in(column, value_set=pa.array(list(keys.values), type=column.type))
+    masks = [
+        pc.and_(
+            pc.greater_equal(column, pa.scalar(lo, type=column.type)),
+            pc.less_equal(column, pa.scalar(hi, type=column.type)),
+        )
+        for lo, hi in keys.ranges
+    ]
+    return pc.fill_null(functools.reduce(pc.or_, masks), False)
+
+
+def _collect_keys(df: DataFrame, columns: list[str]) -> dict[str, list[Any]] | None:
+    """Each column's distinct values in ``df`` (one Spark job); None if a column has over :data:`MAX_KEYS`."""
+    from pyspark.sql import functions as F
+
+    row = df.agg(*[F.collect_set(F.col(f"`{c}`")).alias(f"k{i}") for i, c in enumerate(columns)]).collect()[0]
+    out = {c: list(row[f"k{i}"]) for i, c in enumerate(columns)}
+    if any(len(v) > MAX_KEYS for v in out.values()):
+        return None
+    return out
+
+
+# ---------------------------------------------------------------- what a refresh read
+
+
+@dataclasses.dataclass
+class ReadLog:
+    """Bytes and files read per source over one write step (estimated from the Delta log's statistics)."""
+
+    sources: dict[str, dict[str, int]] = dataclasses.field(default_factory=dict)
+
+    def add(self, source: str, *, bytes_read: int, files: int) -> None:
+        got = self.sources.setdefault(source, {"bytes": 0, "files": 0})
+        got["bytes"] += int(bytes_read)
+        got["files"] += int(files)
+
+
+_READS: contextvars.ContextVar[ReadLog | None] = contextvars.ContextVar("mvsink_reads", default=None)
+
+
+@contextlib.contextmanager
+def read_log() -> Iterator[ReadLog]:
+    """Collect what the write step reads (:func:`record`) into the yielded log."""
+    got = ReadLog()
+    token = _READS.set(got)
+    try:
+        yield got
+    finally:
+        _READS.reset(token)
+
+
+def current_reads() -> ReadLog | None:
+    """The log :func:`read_log` opened (None outside one)."""
+    return _READS.get()
+
+
+def record(source: str, *, bytes_read: int, files: int) -> None:
+    log_ = _READS.get()
+    if log_ is not None:
+        log_.add(source, bytes_read=bytes_read, files=files)
+
+
+def record_whole(s: SourceRead, version: int) -> None:
+    """Source ``s`` read whole at ``version``."""
+    stats = file_statistics(s.path, version, "")
+    if stats is None:
+        record(s.name, bytes_read=active_bytes(s.path, version), files=0)
+    else:
+        record(s.name, bytes_read=sum(f.size for f in stats), files=len(stats))
+
+
+# ---------------------------------------------------------------- a term's pruned reads
+
+
+@dataclasses.dataclass(frozen=True)
+class PrunedRead:
+    """Source ``source`` read by one term with its columns within the keys (what Delta will touch: ``files``
+    of the snapshot's ``total_files``, ``bytes`` of ``total_bytes``)."""
+
+    source: str
+    filters: tuple[tuple[str, KeyRanges], ...]
+    files: int
+    bytes: int
+    total_files: int
+    total_bytes: int
+    paths: tuple[str, ...] | None = None  # the files kept (absolute), None where the log cannot tell
+
+    def predicate(self) -> Column:
+        return _and(list(self.filters))
+
+    def frame(self, spark: SparkSession, s: SourceRead, version: int, whole: DataFrame) -> DataFrame:
+        """This read of source ``s`` at ``version``: only the files the statistics keep, as plain Parquet
+        (:func:`mvsink.spark.sources.read_delta_files`), else ``whole`` (Delta's reader skips them), filtered."""
+        from mvsink.spark.sources import read_delta_files
+
+        df = None
+        if self.paths is not None:
+            role = f"source {s.name!r}"
+            df = read_delta_files(spark, s.path, version=version, files=list(self.paths), role=role)
+        return (whole if df is None else df).where(self.predicate())
+
+
+def estimate(
+    path: str, version: int, filters: list[tuple[str, KeyRanges]]
+) -> tuple[int, int, int, int, tuple[str, ...]] | None:
+    """(files, bytes) a read filtered by ``filters`` touches, the snapshot's (files, bytes), and the absolute
+    paths of the files it touches; None if the log cannot tell."""
+    per_column = {c: file_statistics(path, version, c) for c, _ in filters}
+    if any(v is None for v in per_column.values()):
+        return None
+    first = next(iter(per_column.values()))
+    assert first is not None
+    keep = [True] * len(first)
+    for column, keys in filters:
+        stats: list[FileStats] = per_column[column] or []
+        for i, f in enumerate(stats):
+            keep[i] = keep[i] and keys.may_hold(f.min, f.max)
+    files = sum(keep)
+    size = sum(f.size for f, k in zip(first, keep) if k)
+    paths = tuple(absolute_path(path, f.path) for f, k in zip(first, keep) if k)
+    return files, size, len(first), sum(f.size for f in first), paths
+
+
+class TermPruning:
+    """The pruned reads of the change terms of one refresh (the plan's edges found once: from ``tree()``, the
+    query's plan as the caller already analysed it, else from ``query`` analysed again)."""
+
+    def __init__(
+        self,
+        spark: SparkSession,
+        query: str,
+        sources: list[SourceRead],
+        *,
+        change_files: dict[str, ChangeFiles] | None = None,
+        tree: Callable[[], PlanNode] | None = None,
+    ) -> None:
+        self.spark = spark
+        self.change_files = {k.casefold(): v for k, v in (change_files or {}).items()}
+        self.sources = {s.name.casefold(): s for s in sources}
+        self.edges: list[Edge] = []
+        self.min_bytes = settings.incremental_prune_min_bytes()
+        from mvsink.plan.read import plan_tree
+        from mvsink.plan.tree import PlanFormatError
+
+        self._keys: dict[str, dict[str, list[Any]] | None] = {}  # each change set's keys, once per refresh
+        try:
+            self.edges = join_edges(tree() if tree is not None else plan_tree(spark, query))
+        except PlanFormatError as exc:
+            log.info("change terms read the other sources whole: the plan could not be read (%s)", exc)
+
+    def _worth(self, target: str, read_at: dict[str, tuple[Lazy, int]]) -> bool:
+        s = self.sources[target]
+        return _worth_pruning(s.path, read_at[s.name][1], min_bytes=self.min_bytes)
+
+    def reads(self, seeds: dict[str, Lazy], read_at: dict[str, tuple[Lazy, int]]) -> list[PrunedRead]:
+        """The pruned reads of the term whose change sets are ``seeds`` (source name -> its change rows, made
+        when first needed); ``read_at``: each other source's frame (likewise) and version as the term reads it.
+
+        A change set's keys are read in the driver where its files allow (:func:`keys_in_driver`), else
+        collected in one Spark job, once per refresh whichever terms use them; keys of a pruned read (chained)
+        cost a Spark job each. No frame is made that no key collection needs, so a refresh the scan guard
+        then refuses has built no Spark plan. A source smaller than ``MVSINK_INCREMENTAL_PRUNE_MIN_BYTES``
+        or of one file is read whole: a key filter cannot skip a file there."""
+        plan = [
+            e
+            for e in pruned_reads(self.edges, list(seeds))
+            if (t := self.sources.get(e.target.source.casefold())) is not None and t.kind != "view"
+        ]
+        if not plan:
+            return []
+        term = "+".join(seeds)
+        frames: dict[str, Lazy] = {name.casefold(): df for name, df in seeds.items()}
+        seed_names = set(frames)
+        filters: dict[str, list[tuple[str, KeyRanges]]] = {}
+        reads: dict[
+            str, PrunedRead
+        ] = {}  # each target's read with its filters so far (the log's estimate once a round)
+        skipped: set[str] = set()
+        pending = list(plan)
+        while pending:  # rounds: the edges whose key source is known, one Spark job per key source
+            ready = [e for e in pending if e.keys.source.casefold() in frames]
+            if not ready:
+                break
+            by_source: dict[str, list[Edge]] = {}
+            for e in ready:
+                pending.remove(e)
+                target = e.target.source.casefold()
+                if target in skipped or (target not in filters and not self._worth(target, read_at)):
+                    skipped.add(target)
+                    continue
+                by_source.setdefault(e.keys.source.casefold(), []).append(e)
+            touched: set[str] = set()
+            for key_src, edges in by_source.items():
+                columns = sorted({e.keys.name for e in edges})
+                if key_src in seed_names:  # a change set: every column any edge keys by, once per refresh
+                    keys = self._seed_keys(key_src, frames[key_src], columns)
+                else:  # a pruned read's keys: in the driver where its files allow, else one Spark job
+                    keys = self._read_keys(reads[key_src], read_at, columns)
+                    if keys is None:
+                        keys = _collect_keys(frames[key_src](), columns)
+                if keys is None:
+                    log.info("term of %s: over %d keys of %s; read whole where they lead", term, MAX_KEYS, key_src)
+                    continue
+                for e in edges:
+                    target = e.target.source.casefold()
+                    filters.setdefault(target, []).append((e.target.name, key_ranges(keys[e.keys.name])))
+                    touched.add(target)
+            for target in touched:
+                s = self.sources[target]
+                reads[target] = self._read(s, filters[target], read_at[s.name])
+                frames[target] = lazy(
+                    functools.partial(self._frame, reads[target], s, read_at[s.name][1], read_at[s.name][0])
+                )
+        out = []
+        for target in filters:
+            s = self.sources[target]
+            r = reads[target]  # the read as its last round left it (a later round may add a filter)
+            files, size, total_files, total_bytes = r.files, r.bytes, r.total_files, r.total_bytes
+            if r.paths is not None and files == total_files:
+                # the keys skip no file: read whole, so every term reads the same frame (Spark reuses one scan
+                # and exchange across the terms' union; a filter per term would make each scan its own)
+                log.info("term of %s: %s read whole: its keys skip none of its %d file(s)", term, s.name, total_files)
+                continue
+            out.append(r)
+            log.info(
+                "term of %s: %s read where %s: %d of %d file(s), %.1f of %.1f MB",
+                term,
+                s.name,
+                " and ".join(f"{c} in {len(k.ranges)} range(s)" for c, k in r.filters),
+                files,
+                total_files,
+                size / 1e6,
+                total_bytes / 1e6,
+            )
+        return out
+
+    def _read_keys(
+        self, r: PrunedRead, read_at: dict[str, tuple[Lazy, int]], columns: list[str]
+    ) -> dict[str, list[Any]] | None:
+        """``columns``' distinct values in pruned read ``r``'s rows, read in the driver from the files it keeps
+        when they are plain Parquet (:func:`keys_in_driver`), else None."""
+        from mvsink.spark.sources import plain_files
+
+        s = self.sources[r.source.casefold()]
+        listed = plain_files(s.path, read_at[s.name][1]) if r.paths is not None else None
+        if listed is None or r.paths is None:
+            return None
+        kept = set(r.paths)
+        files = tuple(f for f in listed if f.path in kept)
+        parts = tuple(sorted({name for f in files for name, _ in f.partition_values}))
+        return keys_in_driver(ChangeFiles(files, parts), columns, where=r.filters)
+
+    def _frame(self, r: PrunedRead, s: SourceRead, version: int, whole: Lazy) -> DataFrame:
+        return r.frame(self.spark, s, version, whole())
+
+    def _read(self, s: SourceRead, fs: list[tuple[str, KeyRanges]], at: tuple[Lazy, int]) -> PrunedRead:
+        """Source ``s`` read by a term at ``at``'s version with its columns within ``fs`` (the log's estimate of it)."""
+        est = estimate(s.path, at[1], fs)
+        files, size, total_files, total_bytes, paths = est if est is not None else (0, 0, 0, 0, None)
+        return PrunedRead(s.name, tuple(fs), files, size, total_files, total_bytes, paths)
+
+    def _seed_keys(self, source: str, delta: Lazy, columns: list[str]) -> dict[str, list[Any]] | None:
+        """The keys of change set ``source`` (``delta()``: its rows) in ``columns``: read once for every column an
+        edge keys by (in the driver, else in one Spark job) and kept for the refresh's other terms."""
+        if source not in self._keys:
+            wanted = sorted({e.keys.name for e in self.edges if e.keys.source.casefold() == source} | set(columns))
+            got = None
+            if source in self.change_files:
+                got = keys_in_driver(self.change_files[source], wanted)
+            self._keys[source] = got if got is not None else _collect_keys(delta(), wanted)
+        got = self._keys[source]
+        return None if got is None else {c: got[c] for c in columns}
+
+
+def _worth_pruning(path: str, version: int, *, min_bytes: int) -> bool:
+    """A source a key filter can skip files of: at least ``min_bytes`` and more than one file."""
+    stats = file_statistics(path, version, "")
+    if stats is None:
+        return active_bytes(path, version) >= min_bytes
+    return len(stats) > 1 and sum(f.size for f in stats) >= min_bytes
+
+
+def _and(filters: list[tuple[str, KeyRanges]]) -> Column:
+    cond = None
+    for column, keys in filters:
+        p = keys.predicate(column)
+        cond = p if cond is None else cond & p
+    assert cond is not None
+    return cond

@@ -1,3 +1,0 @@
-"""The refresh modes, each a strategy behind one interface (:mod:`.base`), tried in the order of
-:data:`mvsink.spark.modes.registry.REFRESH_MODES`: linear (:mod:`.linear`), aggregate state (:mod:`.aggregate`),
-affected groups (:mod:`.groups`), top-k (:mod:`.topk`); the full diff (:mod:`mvsink.spark.job`) when none runs."""
