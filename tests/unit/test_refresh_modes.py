@@ -61,6 +61,7 @@ def test_the_modes_are_tried_in_the_documented_order_under_their_commit_names():
         "incremental:aggregate",
         "incremental:groups",
         "incremental:topk",
+        "full",
     ]
 
 

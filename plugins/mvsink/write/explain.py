@@ -19,8 +19,11 @@ from mvsink.core import storage
 from mvsink.core.table import ViewTable, open_readable
 from mvsink.exceptions import SourceError
 from mvsink.incremental.aggplan import StatePlan, state_plan
-from mvsink.incremental.modes.base import Change, NotApplicable, PlanFacts, RefreshMode, combined_reason
-from mvsink.incremental.modes.registry import REFRESH_MODES
+from mvsink.incremental.modes.base import Change, NotApplicable, PlanFacts, RefreshMode
+from mvsink.incremental.modes.full import NOT_INCREMENTAL
+from mvsink.incremental.modes.linear import Linear
+from mvsink.incremental.modes.registry import REFRESH_MODES, choose
+from mvsink.incremental.modes.topk import TopK
 from mvsink.plan.joinkeys import Edge, join_edges, pruned_reads
 from mvsink.plan.splits import aggregate_split
 from mvsink.spark.conf import apply_storage_conf
@@ -34,23 +37,7 @@ if TYPE_CHECKING:
     from mvsink.definitions.catalog import Catalog
     from mvsink.definitions.view import ViewDefinition
 
-FULL = "full"
-LABELS = {
-    "incremental": "incremental (linear)",
-    "incremental:aggregate": "aggregate state",
-    "incremental:groups": "affected groups",
-    "incremental:topk": "top-k",
-    FULL: "full diff",
-}
 CDF = "delta.enableChangeDataFeed"
-# What the data may still refuse at refresh time, per mode (the static answer cannot see it).
-GUARDS = {
-    "incremental": "a change set over MVSINK_INCREMENTAL_MAX_FRACTION of its table's files takes the full diff",
-    "incremental:aggregate": "the scan guard (MVSINK_INCREMENTAL_MAX_SCAN_RATIO) and the state's invariants may "
-    "take the full diff",
-    "incremental:groups": "the scan guard, and more affected groups than half the view's rows, take the full diff",
-    "incremental:topk": "a key that turns out not unique takes the full diff",
-}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -198,7 +185,7 @@ def _state(
     if have == []:
         return None, "the table was created without it (a new target path would add it)"
     if have is None and not view.incremental:
-        return None, "incremental: false in the view file"
+        return None, NOT_INCREMENTAL
     if have is None and with_error:
         return None, "the view has checks"
     plan = state_plan(spark, view, result)
@@ -238,40 +225,28 @@ def _pruned(edges: list[Edge], source: str, sources: list[SourceRead]) -> tuple[
 
 
 def _explain_source(view: ViewDefinition, plan: PlanFacts, s: SourceRead) -> SourceExplain:
+    """The registry's choice for a change of ``s`` alone (:func:`~mvsink.incremental.modes.registry.choose`,
+    judged on the plan), each mode's answer, and what would make it incremental or cheaper."""
     cdf = _change_data_feed(view, s)
-    if not view.incremental:
-        return SourceExplain(
-            source=s.name,
-            kind=s.kind,
-            mode=FULL,
-            label=LABELS[FULL],
-            why="incremental: false in the view file",
-            fixes=("set `incremental: true` in the view file (the default)",),
-            guard=None,
-            change_data_feed=cdf,
-            decisions=(),
-        )
-    change = Change((s.name,))
+    refusal = None if view.incremental else NotApplicable(NOT_INCREMENTAL, "change")
+    change = Change((s.name,), refusal)
+    got = choose(REFRESH_MODES, plan, change, None, run=False)
+    assert got.chosen is not None  # (the registry ends with the full diff, which always applies)
     decisions: list[ModeDecision] = []
-    refusals: list[tuple[RefreshMode, NotApplicable]] = []
     turned_on: list[tuple[RefreshMode, NotApplicable]] = []  # why a mode turned off would not apply either
-    chosen: RefreshMode | None = None
-    for mode in REFRESH_MODES:
-        d = mode.applies(plan, change)
-        if d is None:
-            decisions.append(ModeDecision(mode.name, True))
-            chosen = mode
-            break
+    for mode, d in got.refusals:
+        if d is refusal:  # the change's refusal, no mode's answer
+            continue
         when_on = mode.fits(plan, change) if d.kind == "disabled" else None
         fits = when_on is None if d.kind == "disabled" else None
         why_off = when_on.reason if when_on is not None else None
         decisions.append(ModeDecision(mode.name, False, d.kind, d.reason, d.setting, fits, why_off))
-        refusals.append((mode, d))
         if when_on is not None:
             turned_on.append((mode, when_on))
-    name = chosen.name if chosen else FULL
-    fixes = _fixes(view, plan, s, refusals + turned_on, chosen)
-    if chosen is not None and s.kind == "path" and cdf is False:
+    if not got.full:
+        decisions.append(ModeDecision(got.mode, True))
+    fixes = _fixes(view, plan, s, [*got.refusals, *turned_on], full=got.full)
+    if not got.full and s.kind == "path" and cdf is False:
         fixes.append(
             f"enable {CDF} on the table of `{s.name}` (ALTER TABLE ... SET TBLPROPERTIES ('{CDF}' = 'true')): "
             "without it a DELETE, UPDATE or MERGE's change set is every file it rewrote, and one over "
@@ -280,11 +255,11 @@ def _explain_source(view: ViewDefinition, plan: PlanFacts, s: SourceRead) -> Sou
     return SourceExplain(
         source=s.name,
         kind=s.kind,
-        mode=name,
-        label=LABELS[name],
-        why=None if chosen else combined_reason(refusals),
+        mode=got.mode,
+        label=got.chosen.label,
+        why=got.reason if got.full else None,
         fixes=tuple(fixes),
-        guard=GUARDS.get(name),
+        guard=got.chosen.guard,
         change_data_feed=cdf,
         decisions=tuple(decisions),
     )
@@ -324,22 +299,25 @@ def _fixes(
     plan: PlanFacts,
     s: SourceRead,
     refusals: list[tuple[RefreshMode, NotApplicable]],
-    chosen: RefreshMode | None,
+    *,
+    full: bool,
 ) -> list[str]:
     """What would let a change of ``s`` take an incremental mode (when none applies), the cheapest first."""
-    if chosen is not None:
+    if not full:
         return []
+    if not view.incremental:
+        return ["set `incremental: true` in the view file (the default)"]
     out: list[str] = []
     for mode, r in refusals:
         if r.kind == "disabled" and mode.fits(plan, Change((s.name,))) is None:
-            out.append(f"set {r.setting}=true: a change of `{s.name}` would then refresh by {LABELS[mode.name]}")
+            out.append(f"set {r.setting}=true: a change of `{s.name}` would then refresh by {mode.label}")
     if any(r.kind == "checks" for _, r in refusals):
         out.append(
             "move the view's checks to a view over this one: a view with checks refreshes incrementally only "
             "when its query is linear"
         )
-    topk = next((r for m, r in refusals if m.name == "incremental:topk" and r.kind == "shape"), None)
-    off = next((r.setting for m, r in refusals if m.name == "incremental:topk" and r.kind == "disabled"), None)
+    topk = next((r for m, r in refusals if isinstance(m, TopK) and r.kind == "shape"), None)
+    off = next((r.setting for m, r in refusals if isinstance(m, TopK) and r.kind == "disabled"), None)
     also = f" (and set {off}=true for the top-k refresh)" if off else ""
     if topk is not None and not view.key:
         out.append(
@@ -353,7 +331,7 @@ def _fixes(
         if any(w in linear for w in words):
             out.append(hint)
             break
-    if not out and any(m.name != "incremental" and r.kind == "shape" for m, r in refusals):
+    if not out and any(not isinstance(m, Linear) and r.kind == "shape" for m, r in refusals):
         out.append(
             "rewrite the query: COUNT/SUM/AVG of integers or decimals in one GROUP BY keep state; other "
             "aggregates, DISTINCT and windows need their keys (GROUP BY, PARTITION BY) as plain columns of the "

@@ -16,28 +16,25 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from mvsink.columns import DIFF, ERROR, TIME, is_hidden
+from mvsink.columns import DIFF, ERROR, is_hidden
 from mvsink.core import storage
-from mvsink.core.batch import BatchDescription, WriteMode, WriteReport
+from mvsink.core.batch import BatchDescription, WriteReport
 from mvsink.core.checks import add_counts, counts_of
 from mvsink.core.commitinfo import format_reads
-from mvsink.core.deltalog import file_statistics, snapshot_cache
+from mvsink.core.deltalog import snapshot_cache
 from mvsink.core.failpoints import failpoint
 from mvsink.core.schema import encode_schema
 from mvsink.core.staging import batch_location, discard_batch, staged_files, write_intent, write_manifest
 from mvsink.core.table import ViewTable
 from mvsink.definitions.view import ViewDefinition, load_view_file
-from mvsink.engines.arrow import full_diff
 from mvsink.exceptions import MvSinkError, SchemaChangedError
 from mvsink.incremental.aggplan import StatePlan, state_plan
-from mvsink.incremental.linear import changed_sources, source_check
-from mvsink.incremental.modes.base import Change, PlanFacts, WriteInputs
-from mvsink.incremental.modes.registry import REFRESH_MODES, choose
-from mvsink.incremental.pruning import current_reads, read_log, record_whole
+from mvsink.incremental.modes.base import PlanFacts, WriteInputs
+from mvsink.incremental.modes.full import refresh_change
+from mvsink.incremental.modes.registry import REFRESH_MODES, Choice, choose
+from mvsink.incremental.pruning import current_reads, read_log
 from mvsink.spark.conf import apply_storage_conf
-from mvsink.spark.declaredchecks import apply_checks
 from mvsink.spark.sources import arrow_table_schema, read_delta, register_sources, spark_schema_of
-from mvsink.spark.transforms import consolidate, corrections
 from mvsink.spark.validation import analyse, compare_schema
 
 if TYPE_CHECKING:
@@ -153,11 +150,10 @@ def _run_write(spark: SparkSession, view: ViewDefinition, desc: BatchDescription
 
     check_obs = Observation(f"mvsink_checks_{desc.batch_id[-8:]}") if view.checks else None
     t1 = time.monotonic()
-    corr, mode, reason = _corrections(
-        spark, view, desc, table, result, state, with_error=with_error, check_obs=check_obs
-    )
+    got = _corrections(spark, view, desc, table, result, state, with_error=with_error, check_obs=check_obs)
+    corr, mode, reason = got.corrections, got.mode, got.reason
     log.info("view %s: %s diff (%s)", view.name, mode, reason)
-    reads = _reads(desc, mode, read_version=fr.version if table.exists else -1)
+    reads = _reads()
     if reads:
         log.info("view %s: read %s", view.name, format_reads(reads))
     # plan: sources and the query analysed; corrections: the changes read and, where the mode does it
@@ -169,7 +165,7 @@ def _run_write(spark: SparkSession, view: ViewDefinition, desc: BatchDescription
         if check_obs is None:
             return {}
         counts = counts_of(view, check_obs.get)
-        if mode == "incremental":  # the change's signed counts on top of the last refresh's totals
+        if got.counts_change:  # the change's signed counts on top of the last refresh's totals
             return add_counts(view, desc.base_checks or {}, counts) or {}
         return counts
 
@@ -190,21 +186,11 @@ def _run_write(spark: SparkSession, view: ViewDefinition, desc: BatchDescription
     return _stage(view, desc, corr, head, check_counts=check_counts, t0=t0)
 
 
-def _reads(desc: BatchDescription, mode: str, *, read_version: int) -> dict[str, dict[str, int]]:
-    """What the step read per source (:mod:`mvsink.incremental.pruning`'s log); for the full diff, every table
-    source whole and the view's table (``_table``)."""
+def _reads() -> dict[str, dict[str, int]]:
+    """What the step read per source (:mod:`mvsink.incremental.pruning`'s log; the full diff logs every table
+    source whole and the view's table, ``_table``)."""
     got = current_reads()
-    if got is None:
-        return {}
-    if mode == "full":
-        got.sources.clear()
-        for s in desc.sources:
-            if s.kind != "view":
-                record_whole(s, s.version)
-        table_files = file_statistics(desc.target, read_version, "") if read_version >= 0 else None
-        if table_files is not None:
-            got.add("_table", bytes_read=sum(f.size for f in table_files), files=len(table_files))
-    return {k: dict(v) for k, v in got.sources.items()}
+    return {} if got is None else {k: dict(v) for k, v in got.sources.items()}
 
 
 def _state(
@@ -244,86 +230,22 @@ def _corrections(
     *,
     with_error: bool,
     check_obs: Observation | None,
-) -> tuple[DataFrame | pa.Table, WriteMode, str]:
-    """The batch's corrections, with the mode that computed them and why: incremental when allowed, else full.
+) -> Choice:
+    """The batch's corrections, with the mode that computed them and why: the first refresh mode that applies
+    and succeeds (:data:`~mvsink.incremental.modes.registry.REFRESH_MODES`, the full diff last).
 
     Corrections are a DataFrame, or an Arrow table when they were computed in the driver (few rows)."""
-    from pyspark.sql import functions as F
-
-    corr: DataFrame | pa.Table | None = None
-    mode: WriteMode = "full"
-    reason = desc.full_reason or "no earlier refresh of this definition to start from"
     fr = table.frontier
-    if not table.exists:
-        persisted = None
-    else:
+    if table.exists:
         compare_schema(view, result.schema, spark_schema_of(table.delta))
 
-        def table_df() -> DataFrame:  # the table as Spark reads it (once per write step), for the modes that do
-            return read_delta(spark, desc.target, version=fr.version, role=table.role)
+    def table_df() -> DataFrame:  # the table as Spark reads it (once per write step), for the modes that do
+        return read_delta(spark, desc.target, version=fr.version, role=table.role)
 
-        zero = {c.name: {"action": c.action, "rows": 0} for c in view.checks}
-        if desc.base_versions is not None and fr.version != desc.table_version:
-            reason = f"the table moved from version {desc.table_version} to {fr.version} after mint"
-        elif desc.base_versions is not None and view.checks and add_counts(view, desc.base_checks or {}, zero) is None:
-            reason = "the last refresh recorded no check counts to start from"
-        elif desc.base_versions is not None:
-            corr, mode, reason = _incremental(
-                spark, view, desc, result, table, table_df, state, with_error=with_error, check_obs=check_obs
-            )
-        elif not view.incremental:
-            reason = "incremental: false in the view file"
-        if corr is not None:
-            return corr, mode, reason
-        full = state.desired if state else result
-        if not with_error:  # (checks are counted by Spark observations)
-            local = full_diff(full, table, arrow_table_schema(full.schema), lower=desc.lower, at=desc.time)
-            if local is not None:
-                return local, mode, f"{reason} (a full diff in the driver: {local.num_rows} correction(s))"
-        table_rows = table_df()
-        user_t = [c for c in table_rows.columns if c not in (TIME, DIFF, ERROR)]
-        err = [F.col(ERROR) if ERROR in table_rows.columns else F.lit(None).cast("string").alias(ERROR)]
-        # the table's columns under the query's names and types (the table's strings carry no collation)
-        stored = dict(zip(user_t, full.schema.fields))
-        renamed = table_rows.select(
-            *[
-                (F.col(a) if table_rows.schema[a].dataType == f.dataType else F.col(a).cast(f.dataType)).alias(f.name)
-                for a, f in stored.items()
-            ],
-            *(err if with_error else []),
-            TIME,
-            DIFF,
-        )
-        persisted = consolidate(renamed, [c for c in renamed.columns if c not in (TIME, DIFF)], before=desc.lower)
-    desired = apply_checks(state.desired if state else result, view, with_error=with_error, observation=check_obs)
-    if persisted is None:
-        persisted = spark.createDataFrame([], desired.schema).withColumn(DIFF, F.lit(0).cast("bigint"))
-    return corrections(desired, persisted, time=desc.time), mode, reason
-
-
-def _incremental(
-    spark: SparkSession,
-    view: ViewDefinition,
-    desc: BatchDescription,
-    result: DataFrame,
-    table: ViewTable,
-    table_df: Callable[[], DataFrame],
-    state: StatePlan | None,
-    *,
-    with_error: bool,
-    check_obs: Observation | None,
-) -> tuple[DataFrame | pa.Table | None, WriteMode, str]:
-    """Corrections from the sources' changes by the first refresh mode that applies and succeeds
-    (:data:`~mvsink.incremental.modes.registry.REFRESH_MODES`), or (None, "full", why none did)."""
-    assert desc.base_versions is not None
-    why = source_check(desc, desc.base_versions)
-    if why:
-        return None, "full", why
-    change = Change(tuple(s.name for s in changed_sources(desc, desc.base_versions)))
+    base = desc.base_versions or {}
+    inputs = WriteInputs(spark, view, desc, base, result, state, table, table_df, with_error, check_obs)
     plan = PlanFacts(spark, view, result, state, with_error)
-    inputs = WriteInputs(spark, view, desc, desc.base_versions, result, state, table, table_df, with_error, check_obs)
-    got = choose(REFRESH_MODES, plan, change, inputs)
-    return got.corrections, got.mode, got.reason
+    return choose(REFRESH_MODES, plan, refresh_change(inputs), inputs)
 
 
 def _sizes() -> tuple[Column, Column]:

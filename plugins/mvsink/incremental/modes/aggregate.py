@@ -13,7 +13,6 @@ from mvsink.incremental.modes.base import (
     Decision,
     NotApplicable,
     PlanFacts,
-    ReadEstimate,
     WriteInputs,
     disabled,
 )
@@ -28,8 +27,12 @@ class AggregateState:
 
     name: Final[WriteMode] = MODE
     title: Final = "aggregate-state"
+    label: Final = "aggregate state"
     phrase: Final = "from the aggregate state"
     setting: Final = settings.INCREMENTAL_AGGREGATE
+    guard: Final = (
+        "the scan guard (MVSINK_INCREMENTAL_MAX_SCAN_RATIO) and the state's invariants may take the full diff"
+    )
 
     def applies(self, plan: PlanFacts, change: Change) -> Decision:
         unrelated = self._unrelated(plan)
@@ -57,9 +60,6 @@ class AggregateState:
             return NotApplicable(f"the view keeps no aggregate state{why}", "unrelated")
         if plan.with_error:
             return NotApplicable("the view has checks: its table keeps no usable aggregate state", "unrelated")
-        return None
-
-    def reads(self, inputs: WriteInputs, change: Change) -> ReadEstimate | None:
         return None
 
     def run(self, inputs: WriteInputs, change: Change) -> Corrections | NotApplicable:

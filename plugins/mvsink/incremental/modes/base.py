@@ -1,10 +1,10 @@
 """The interface every refresh mode implements, and what the modes decide on.
 
-A mode is a strategy (:class:`RefreshMode`): ``applies`` answers, from the view's analysed plan and the set
-of changed sources alone (no data read), whether it can run; ``reads`` says what it would read (unknown for
-now); ``run`` computes the corrections, or refuses with a reason after all (a guard on the data). A refusal is
-a :class:`NotApplicable` with a ``kind``, so the registry (:mod:`mvsink.incremental.modes.registry`) picks the next
-mode, and words the full diff's reason, without reading reason strings.
+A mode is a strategy (:class:`RefreshMode`): ``applies`` answers, from the view's analysed plan and the
+refresh's change alone (no data read), whether it can run; ``run`` computes the corrections, or refuses with a
+reason after all (a guard on the data). A refusal is a :class:`NotApplicable` with a ``kind``, so the registry
+(:mod:`mvsink.incremental.modes.registry`) picks the next mode, and words the full diff's reason, without reading
+reason strings. The full diff (:mod:`mvsink.incremental.modes.full`) is the last mode: it always applies.
 """
 
 from __future__ import annotations
@@ -33,8 +33,8 @@ Kind = Literal["unrelated", "shape", "checks", "disabled", "change", "refused"]
 * ``shape``: the query (or the view file) has something the mode refuses;
 * ``checks``: the view has checks, whose totals the mode cannot count;
 * ``disabled``: a setting turns the mode off (``setting`` names it);
-* ``change``: the sources' change cannot be used by any mode (a source re-created, a change set too large):
-  the search ends, the full diff follows;
+* ``change``: the sources' change cannot be used by any mode (no earlier refresh, the table moved, a source
+  re-created, a change set too large ...): the search ends, the full diff follows;
 * ``refused``: the mode looked at the data and declined (a guard: too many groups, a broken invariant ...).
 """
 
@@ -54,24 +54,24 @@ Decision = NotApplicable | None
 
 @dataclasses.dataclass(frozen=True)
 class Corrections:
-    """A mode's result: the corrections (a DataFrame, or an Arrow table computed in the driver) and how."""
+    """A mode's result: the corrections (a DataFrame, or an Arrow table computed in the driver) and how.
+
+    ``counts_change``: the view's check observation counted the change's rows (signed), to be added to the
+    last refresh's totals (else it counted the whole view).
+    """
 
     data: DataFrame | pa.Table
     reason: str
-
-
-@dataclasses.dataclass(frozen=True)
-class ReadEstimate:
-    """What a mode would read: bytes of files per source (the pruned reads' estimates, where known)."""
-
-    bytes_by_source: dict[str, int]
+    counts_change: bool = False
 
 
 @dataclasses.dataclass(frozen=True)
 class Change:
-    """The sources whose change a refresh applies (their names, in the view file's order)."""
+    """The sources whose change a refresh applies (their names, in the view file's order); ``refusal``: why no
+    incremental mode may use it (kind ``change``, decided by :func:`mvsink.incremental.modes.full.refresh_change`)."""
 
     sources: tuple[str, ...]
+    refusal: NotApplicable | None = None
 
 
 @dataclasses.dataclass
@@ -148,8 +148,10 @@ class RefreshMode(Protocol):
     """One refresh mode.
 
     ``name``: the mode recorded in the commit info; ``title``: how a reason names it ("affected-groups");
-    ``phrase``: how the full diff's reason says it did not apply ("by affected groups"; None for the first
-    mode, whose reason leads); ``setting``: the setting that turns it on or off (None: always on).
+    ``label``: how ``mvsink explain`` names it ("affected groups"); ``phrase``: how the full diff's reason says it
+    did not apply ("by affected groups"; None for the first mode, whose reason leads); ``setting``: the setting
+    that turns it on or off (None: always on); ``guard``: what the data may still refuse at refresh time (for
+    ``mvsink explain``, which cannot see it).
     """
 
     @property
@@ -159,10 +161,16 @@ class RefreshMode(Protocol):
     def title(self) -> str: ...
 
     @property
+    def label(self) -> str: ...
+
+    @property
     def phrase(self) -> str | None: ...
 
     @property
     def setting(self) -> Setting | None: ...
+
+    @property
+    def guard(self) -> str | None: ...
 
     def applies(self, plan: PlanFacts, change: Change) -> Decision:
         """Can the mode run for this plan and this change? Decided without reading data."""
@@ -170,10 +178,6 @@ class RefreshMode(Protocol):
 
     def fits(self, plan: PlanFacts, change: Change) -> Decision:
         """``applies``, with the mode's setting taken as on (what turning it on would do)."""
-        ...
-
-    def reads(self, inputs: WriteInputs, change: Change) -> ReadEstimate | None:
-        """What the mode would read (None: not known)."""
         ...
 
     def run(self, inputs: WriteInputs, change: Change) -> Corrections | NotApplicable:

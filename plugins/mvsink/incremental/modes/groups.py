@@ -13,7 +13,6 @@ from mvsink.incremental.modes.base import (
     Decision,
     NotApplicable,
     PlanFacts,
-    ReadEstimate,
     WriteInputs,
     disabled,
 )
@@ -33,8 +32,10 @@ class AffectedGroups:
 
     name: Final[WriteMode] = MODE
     title: Final = "affected-groups"
+    label: Final = "affected groups"
     phrase: Final = "by affected groups"
     setting: Final = settings.INCREMENTAL_GROUPS
+    guard: Final = "the scan guard, and more affected groups than half the view's rows, take the full diff"
 
     def applies(self, plan: PlanFacts, change: Change) -> Decision:
         if not settings.incremental_groups():
@@ -48,9 +49,6 @@ class AffectedGroups:
         got = tree if isinstance(tree, str) else group_keys(tree, list(change.sources), plan.desired.columns)
         if isinstance(got, str):
             return NotApplicable(got, "shape")
-        return None
-
-    def reads(self, inputs: WriteInputs, change: Change) -> ReadEstimate | None:
         return None
 
     def run(self, inputs: WriteInputs, change: Change) -> Corrections | NotApplicable:

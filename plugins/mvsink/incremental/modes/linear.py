@@ -12,7 +12,6 @@ from mvsink.incremental.modes.base import (
     Decision,
     NotApplicable,
     PlanFacts,
-    ReadEstimate,
     WriteInputs,
 )
 from mvsink.plan.linearity import nonlinear_reason
@@ -27,8 +26,10 @@ class Linear:
 
     name: Final[WriteMode] = "incremental"
     title: Final = "linear"
+    label: Final = "incremental (linear)"
     phrase: Final[str | None] = None  # the first mode: its reason leads the full diff's
     setting: Final[Setting | None] = None
+    guard: Final = "a change set over MVSINK_INCREMENTAL_MAX_FRACTION of its table's files takes the full diff"
 
     def applies(self, plan: PlanFacts, change: Change) -> Decision:
         return self.fits(plan, change)
@@ -46,9 +47,6 @@ class Linear:
                 return NotApplicable(f"{NOT_LINEAR} {s!r}: {why}", "shape")
         return None
 
-    def reads(self, inputs: WriteInputs, change: Change) -> ReadEstimate | None:
-        return None
-
     def run(self, inputs: WriteInputs, change: Change) -> Corrections | NotApplicable:
         corr, reason = incremental_corrections(
             inputs.spark,
@@ -59,8 +57,8 @@ class Linear:
             with_error=inputs.with_error,
             observation=inputs.check_obs,
         )
-        if corr is not None:
-            return Corrections(corr, reason)
+        if corr is not None:  # (its check observation counted the change's rows)
+            return Corrections(corr, reason, counts_change=True)
         # The plan passed (``applies``): what fails now is the change sets (unreadable, too large), which no
         # later mode could use either.
         return NotApplicable(reason, "change")

@@ -13,7 +13,6 @@ from mvsink.incremental.modes.base import (
     Decision,
     NotApplicable,
     PlanFacts,
-    ReadEstimate,
     WriteInputs,
     disabled,
 )
@@ -30,8 +29,10 @@ class TopK:
 
     name: Final[WriteMode] = MODE
     title: Final = "top-k"
+    label: Final = "top-k"
     phrase: Final = "as a top-k"
     setting: Final = settings.INCREMENTAL_TOPK
+    guard: Final = "a key that turns out not unique takes the full diff"
 
     def applies(self, plan: PlanFacts, change: Change) -> Decision:
         if not settings.incremental_topk():
@@ -55,9 +56,6 @@ class TopK:
             return NotApplicable(f"column {bad[0]!r} has a type Spark cannot group rows by", "shape")
         if plan.remote:
             return NotApplicable("over Spark Connect the query's plan cannot be taken apart", "shape")
-        return None
-
-    def reads(self, inputs: WriteInputs, change: Change) -> ReadEstimate | None:
         return None
 
     def run(self, inputs: WriteInputs, change: Change) -> Corrections | NotApplicable:
