@@ -11,6 +11,7 @@ import pytest
 
 from mvsink import settings
 from mvsink.incremental.modes.base import Change, Corrections, NotApplicable, combined_reason
+from mvsink.incremental.modes.full import FullDiff
 from mvsink.incremental.modes.registry import REFRESH_MODES, choose, decide
 
 pytestmark = pytest.mark.unit
@@ -132,6 +133,38 @@ def test_decide_names_the_mode_a_change_would_take_without_running_it():
     assert mode is b and why == "" and b.calls == ["applies"]
     mode, why = decide([a], Plan(), CHANGE)  # type: ignore[arg-type]
     assert mode is None and why == "not linear"
+
+
+class FakeFull(FullDiff):
+    """The full diff, run without Spark: as if done in the driver."""
+
+    def run(self, inputs: Any, change: Change) -> Corrections:
+        return Corrections("all-rows", "a full diff in the driver: 3 correction(s)")
+
+
+def test_the_full_diff_runs_last_its_reason_the_refusals_and_how_it_ran():
+    a = Fake("a", NotApplicable("not linear in 'orders'", "shape"), phrase=None)
+    got = choose([a, FakeFull()], Plan(), CHANGE, inputs=None)
+    assert (got.corrections, got.mode) == ("all-rows", "full") and got.full
+    assert got.reason == "not linear in 'orders' (a full diff in the driver: 3 correction(s))"
+    assert [(m.name, r.kind) for m, r in got.refusals] == [("a", "shape")]
+
+
+def test_a_change_no_mode_may_use_goes_to_the_full_diff_without_asking_the_modes():
+    a = Fake("a", None, Corrections("rows", "from a"), phrase=None)
+    change = Change(("orders",), NotApplicable("the table moved from version 3 to 4 after mint", "change"))
+    got = choose([a, FakeFull()], Plan(), change, inputs=None)
+    assert a.calls == [] and got.mode == "full"
+    assert got.reason == "the table moved from version 3 to 4 after mint (a full diff in the driver: 3 correction(s))"
+
+
+def test_choosing_without_running_names_the_mode_and_runs_none():
+    a = Fake("a", NotApplicable("not linear", "shape"), phrase=None)
+    b = Fake("b", None, Corrections("rows", "from b"))
+    got = choose([a, b, FakeFull()], Plan(), CHANGE, None, run=False)
+    assert got.chosen is b and got.corrections is None and not got.full and b.calls == ["applies"]
+    got = choose([a, FakeFull()], Plan(), CHANGE, None, run=False)
+    assert got.full and got.mode == "full" and got.reason == "not linear"
 
 
 def test_a_view_without_state_or_with_checks_is_unrelated_to_the_aggregate_mode():
