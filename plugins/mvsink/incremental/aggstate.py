@@ -78,6 +78,7 @@ if TYPE_CHECKING:
     from mvsink.core.table import ViewTable
     from mvsink.definitions.view import ViewDefinition
     from mvsink.incremental.pruning import PrunedRead
+    from mvsink.incremental.telescope import ChangeFrames
 
 log = logging.getLogger(__name__)
 
@@ -106,87 +107,34 @@ def aggregate_corrections(
     collected, the table's rows of those groups are read with delta-rs, and old ⊕ Δ is merged and checked
     in the driver; the corrections are then an Arrow table (staged without Spark).
     """
-    from pyspark.sql import functions as F
-
-    from mvsink.incremental.duckdbterms import DRIVER_SCAN_FACTOR, terms_in_driver
-    from mvsink.incremental.linear import changed_sources, prepare_changes, source_check
-    from mvsink.incremental.telescope import telescope, telescope_signed, term_reads
-    from mvsink.plan.linearity import linearity
-    from mvsink.plan.read import plan_tree
+    from mvsink.incremental.linear import source_check
 
     why = source_check(desc, base)
     if why:
         return None, why
-    q = plan.queries
     t0 = time.monotonic()
-    changed = changed_sources(desc, base)
-    lin = {k: v for k, v in linearity(spark, q.input_query, [s.name for s in changed], desired=plan.input).items() if v}
-    if lin:
-        name, reason = next(iter(lin.items()))
-        return None, f"the aggregate's input is not linear in {name!r}: {reason}"
-    frames = prepare_changes(
-        spark, view, desc, base, changed, tree=lambda: plan_tree(spark, q.input_query, desired=plan.input)
-    )
-    if isinstance(frames, str):
-        return None, frames
-    pruned = term_reads(spark, view, desc, base, changed, frames)
-    too_big = scan_guard(desc, base, changed, table, pruned=pruned)
-    if too_big and scan_guard(desc, base, changed, table, pruned=pruned, factor=DRIVER_SCAN_FACTOR):
-        return None, too_big
-    in_driver = terms_in_driver(spark, view, desc, base, changed, frames, plan, pruned)
-    if in_driver is None and too_big:  # (only DuckDB's scans of them beat the full diff)
-        return None, too_big
-    signed_sql = functools.cache(q.signed_input)  # by tuple of change-set names
-    if in_driver is not None:
-        terms = []
-    elif all(signed_sql((s.name,)) for s in changed):  # one term per source: the other sources scanned once
-        terms = telescope_signed(
-            spark,
-            view,
-            desc,
-            base,
-            changed,
-            frames,
-            lambda names: spark.sql(signed_sql(names) or ""),
-            sign_column=SIGN,
-            signable=lambda names: signed_sql(names) is not None,
-        )
-    else:
-        terms = telescope(
-            spark,
-            view,
-            desc,
-            base,
-            changed,
-            frames,
-            lambda sign: spark.sql(q.input_query).withColumn(DIFF, F.lit(sign)),
-        )
-    t1 = time.monotonic()
+    ready = _changes(spark, view, desc, base, plan, table)
+    if isinstance(ready, str):
+        return None, ready
+    changed, frames, in_driver = ready
+    delta: DataFrame | None = None
     if in_driver is None:
+        terms = _spark_terms(spark, view, desc, base, plan, changed, frames)
         delta = _delta_state(spark, plan, functools.reduce(lambda a, b: a.unionByName(b), terms))
-        t1 = time.monotonic()
-    collected = in_driver if in_driver is not None else collect_small(delta)  # None: too many groups for the driver
+    t1 = time.monotonic()
+    collected = in_driver if delta is None else collect_small(delta)  # None: too many groups for the driver
     t2 = time.monotonic()
-    corr: DataFrame | pa.Table
+    merged: tuple[DataFrame | pa.Table, int] | str
     if collected is not None:
-        local = _merge_in_driver(spark, plan, collected, table, lower=desc.lower, at=desc.time)
-        if isinstance(local, str):
-            return None, local
-        corr, n_keys = local
+        merged = _merge_in_driver(spark, plan, collected, table, lower=desc.lower, at=desc.time)
         where = "in the driver"
     else:
-        averages = spark_averages(spark, plan)
-        if isinstance(averages, str):
-            return None, averages
-        got = _new_state(plan, delta, table_df(), lower=desc.lower, averages=averages)
-        if isinstance(got, str):
-            return None, got
-        new, old, n_keys = got
+        assert delta is not None
+        merged = _merge_by_spark(spark, plan, delta, table_df, desc)
         where = "by Spark"
-        corr = old.select(*old.columns[:-1], (-F.col(DIFF)).alias(DIFF)).unionByName(
-            new.select("*", F.lit(1).cast("bigint").alias(DIFF))
-        )
-        corr = corr.select(*new.columns, F.lit(desc.time).cast("bigint").alias(TIME), DIFF)
+    if isinstance(merged, str):
+        return None, merged
+    corr, n_keys = merged
     log.info(
         "view %s: aggregate state of %d affected group(s): planned in %.2fs, change in %.2fs, merged %s in %.2fs",
         view.name,
@@ -200,6 +148,98 @@ def aggregate_corrections(
         f"{n_keys} affected group(s) updated from their state and the changes of {', '.join(s.name for s in changed)}"
         + (" (change terms evaluated in the driver)" if in_driver is not None else "")
     )
+
+
+def _changes(
+    spark: SparkSession,
+    view: ViewDefinition,
+    desc: BatchDescription,
+    base: dict[str, int],
+    plan: StatePlan,
+    table: ViewTable,
+) -> tuple[list[SourceRead], ChangeFrames, pa.Table | None] | str:
+    """The changed sources, their change frames, and Δ per group when DuckDB computed it in the driver
+    (:func:`~mvsink.incremental.duckdbterms.terms_in_driver`; else None: Spark's change terms follow); or why
+    not: the input not linear in a changed source, a change set refused, the scan guard."""
+    from mvsink.incremental.duckdbterms import DRIVER_SCAN_FACTOR, terms_in_driver
+    from mvsink.incremental.linear import changed_sources, prepare_changes
+    from mvsink.incremental.telescope import term_reads
+    from mvsink.plan.linearity import linearity
+    from mvsink.plan.read import plan_tree
+
+    q = plan.queries
+    changed = changed_sources(desc, base)
+    lin = {k: v for k, v in linearity(spark, q.input_query, [s.name for s in changed], desired=plan.input).items() if v}
+    if lin:
+        name, reason = next(iter(lin.items()))
+        return f"the aggregate's input is not linear in {name!r}: {reason}"
+    frames = prepare_changes(
+        spark, view, desc, base, changed, tree=lambda: plan_tree(spark, q.input_query, desired=plan.input)
+    )
+    if isinstance(frames, str):
+        return frames
+    pruned = term_reads(spark, view, desc, base, changed, frames)
+    too_big = scan_guard(desc, base, changed, table, pruned=pruned)
+    if too_big and scan_guard(desc, base, changed, table, pruned=pruned, factor=DRIVER_SCAN_FACTOR):
+        return too_big
+    in_driver = terms_in_driver(spark, view, desc, base, changed, frames, plan, pruned)
+    if in_driver is None and too_big:  # (only DuckDB's scans of them beat the full diff)
+        return too_big
+    return changed, frames, in_driver
+
+
+def _spark_terms(
+    spark: SparkSession,
+    view: ViewDefinition,
+    desc: BatchDescription,
+    base: dict[str, int],
+    plan: StatePlan,
+    changed: list[SourceRead],
+    frames: ChangeFrames,
+) -> list[DataFrame]:
+    """Δin as Spark's change terms: one signed term per source where the input query can carry the sign (the
+    other sources scanned once), else the telescoping's terms of inserted and deleted rows."""
+    from pyspark.sql import functions as F
+
+    from mvsink.incremental.telescope import telescope, telescope_signed
+
+    q = plan.queries
+    signed_sql = functools.cache(q.signed_input)  # by tuple of change-set names
+    if all(signed_sql((s.name,)) for s in changed):
+        return telescope_signed(
+            spark,
+            view,
+            desc,
+            base,
+            changed,
+            frames,
+            lambda names: spark.sql(signed_sql(names) or ""),
+            sign_column=SIGN,
+            signable=lambda names: signed_sql(names) is not None,
+        )
+    return telescope(
+        spark, view, desc, base, changed, frames, lambda sign: spark.sql(q.input_query).withColumn(DIFF, F.lit(sign))
+    )
+
+
+def _merge_by_spark(
+    spark: SparkSession, plan: StatePlan, delta: DataFrame, table_df: Callable[[], DataFrame], desc: BatchDescription
+) -> tuple[DataFrame, int] | str:
+    """Old ⊕ Δ by Spark (too many groups for the driver): the corrections (old rows retracted, new ones added)
+    and the number of affected groups, or why not."""
+    from pyspark.sql import functions as F
+
+    averages = spark_averages(spark, plan)
+    if isinstance(averages, str):
+        return averages
+    got = _new_state(plan, delta, table_df(), lower=desc.lower, averages=averages)
+    if isinstance(got, str):
+        return got
+    new, old, n_keys = got
+    corr = old.select(*old.columns[:-1], (-F.col(DIFF)).alias(DIFF)).unionByName(
+        new.select("*", F.lit(1).cast("bigint").alias(DIFF))
+    )
+    return corr.select(*new.columns, F.lit(desc.time).cast("bigint").alias(TIME), DIFF), n_keys
 
 
 def scan_guard(

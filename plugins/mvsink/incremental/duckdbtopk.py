@@ -206,7 +206,7 @@ def refresh_in_driver(
     import pyarrow as pa
     import pyarrow.compute as pc
 
-    from mvsink.engines.arrow import row_corrections, row_key, table_rows
+    from mvsink.engines.arrow import row_corrections, table_rows
     from mvsink.engines.duckdb import consolidated
     from mvsink.spark.sources import arrow_table_schema
 
@@ -216,28 +216,14 @@ def refresh_in_driver(
     user = pa.schema([f for f in out_schema if f.name not in (TIME, DIFF)])
     persisted = consolidated(table_rows(table, columns, lower=desc.lower))
     n_t = persisted.num_rows
-    mult = persisted.column(DIFF).to_pylist()
-    if n_t > k or any(m != 1 for m in mult):
-        return None, f"the table's rows are not a top {k} ({n_t} row(s), multiplicities {min(mult)} to {max(mult)})"
+    broken = _not_a_top_k(persisted, delta, k, key_cols)
+    if broken:
+        return None, broken
     n = delta.column(CHANGE_COUNT)
-    worst = pc.max(pc.abs(n)).as_py() if delta.num_rows else None
-    if worst is not None and worst > 1:
-        return None, (
-            f"a row of the ORDER BY's input changed its multiplicity by {worst}: "
-            f"the declared key {', '.join(key_cols)} is not unique there"
-        )
     inserted = delta.filter(pc.greater(n, 0)).select(columns).cast(user)
     deleted = delta.filter(pc.less(n, 0))
-
     t_rows = persisted.select(columns).rename_columns(user.names).cast(user)
-    if len(key_cols) == 1:  # pyarrow: is_in matches NULL to NULL (the null-safe match); key types are exact
-        kc = key_cols[0]
-        in_t = pc.is_in(t_rows.column(kc), value_set=deleted.column(kc).cast(user.field(kc).type), skip_nulls=False)
-    else:
-        gone = {row_key(r) for r in zip(*[deleted.column(c).to_pylist() for c in key_cols])}
-        in_t = pa.array([row_key(r) in gone for r in zip(*[t_rows.column(c).to_pylist() for c in key_cols])])
-    hit = int(pc.sum(in_t).as_py() or 0)
-    survivors = t_rows.filter(pc.invert(in_t)) if hit else t_rows
+    survivors, hit = _without_deleted(t_rows, deleted, key_cols)
     candidates = pa.concat_tables([survivors, inserted])
     if _repeated(candidates, key_cols):
         return None, f"the declared key {', '.join(key_cols)} is not unique among the top {k} and the inserted rows"
@@ -269,6 +255,44 @@ def refresh_in_driver(
         return row_corrections(first_rows(candidates, order, k), persisted, out_schema, at=desc.time), why
     first = _spark_first(spark, candidates, desired, spec, k)
     return row_corrections(first, persisted, out_schema, at=desc.time), why
+
+
+def _not_a_top_k(persisted: pa.Table, delta: pa.Table, k: int, key_cols: list[str]) -> str | None:
+    """Why T (``persisted``, consolidated) and Δ cannot be used: T is not k rows at most, each once; or a row of
+    M changed its multiplicity by more than one (the declared key is not unique there). None: they can."""
+    import pyarrow.compute as pc
+
+    n_t = persisted.num_rows
+    mult = persisted.column(DIFF).to_pylist()
+    if n_t > k or any(m != 1 for m in mult):
+        return f"the table's rows are not a top {k} ({n_t} row(s), multiplicities {min(mult)} to {max(mult)})"
+    n = delta.column(CHANGE_COUNT)
+    worst = pc.max(pc.abs(n)).as_py() if delta.num_rows else None
+    if worst is not None and worst > 1:
+        return (
+            f"a row of the ORDER BY's input changed its multiplicity by {worst}: "
+            f"the declared key {', '.join(key_cols)} is not unique there"
+        )
+    return None
+
+
+def _without_deleted(t_rows: pa.Table, deleted: pa.Table, key_cols: list[str]) -> tuple[pa.Table, int]:
+    """T's rows whose key is not among the deleted rows' (matched null-safely), and how many were deleted."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    from mvsink.engines.arrow import row_key
+
+    if len(key_cols) == 1:  # pyarrow: is_in matches NULL to NULL (the null-safe match); key types are exact
+        kc = key_cols[0]
+        in_t = pc.is_in(
+            t_rows.column(kc), value_set=deleted.column(kc).cast(t_rows.schema.field(kc).type), skip_nulls=False
+        )
+    else:
+        gone = {row_key(r) for r in zip(*[deleted.column(c).to_pylist() for c in key_cols])}
+        in_t = pa.array([row_key(r) in gone for r in zip(*[t_rows.column(c).to_pylist() for c in key_cols])])
+    hit = int(pc.sum(in_t).as_py() or 0)
+    return (t_rows.filter(pc.invert(in_t)) if hit else t_rows), hit
 
 
 def _recomputed(

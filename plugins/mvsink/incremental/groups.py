@@ -200,14 +200,8 @@ def group_corrections(
     the recomputed groups collected; the table's rows are read in the driver and the corrections are an Arrow
     table. More keys: the same by Spark.
     """
-    from pyspark.errors import PySparkException
-
-    from mvsink.engines.arrow import row_corrections, table_rows
-    from mvsink.engines.duckdb import consolidated, matching
     from mvsink.incremental.linear import changed_sources, source_check
     from mvsink.plan.splits import aggregate_keys
-    from mvsink.spark.messages import first_paragraph
-    from mvsink.spark.sources import arrow_table_schema
 
     why = source_check(desc, base)
     if why:
@@ -228,56 +222,100 @@ def group_corrections(
     keys = _affected_keys(spark, view, desc, base, split, key_columns, prepared=prepared)
     if isinstance(keys, str):
         return None, keys
+    recomputed = _recomputed(spark, desc, desired, table, table_df, keys, key_columns)
+    if isinstance(recomputed, str):
+        return None, recomputed
+    corr, n_keys, live = recomputed
     what = {"Aggregate": "group(s)", "Distinct": "distinct row(s)", "Window": "window partition(s)"}[split.kind]
+    return corr, (
+        f"recomputed {n_keys} affected {what} of {live} row(s) (keys {', '.join(key_columns)}) "
+        f"from the changes of {', '.join(s.name for s in changed)}"
+    )
 
-    def done(corr: DataFrame | pa.Table, n_keys: int, live: int) -> tuple[DataFrame | pa.Table, str]:
-        return corr, (
-            f"recomputed {n_keys} affected {what} of {live} row(s) (keys {', '.join(key_columns)}) "
-            f"from the changes of {', '.join(s.name for s in changed)}"
-        )
 
-    def too_many(n_keys: int, live: int) -> str | None:
-        if n_keys <= MAX_AFFECTED_FRACTION * max(live, 1):
-            return None
-        return (
-            f"{n_keys} affected group(s) against {live} row(s) of the view "
-            f"(over {MAX_AFFECTED_FRACTION:.0%}: the full diff is cheaper)"
-        )
+Recomputed = tuple["DataFrame | pa.Table", int, int]
+"""Corrections of the affected groups, how many keys were affected, and the view's row count."""
+
+
+def _too_many(n_keys: int, live: int) -> str | None:
+    """Why ``n_keys`` affected groups are too many for a view of ``live`` rows (None: they are not)."""
+    if n_keys <= MAX_AFFECTED_FRACTION * max(live, 1):
+        return None
+    return (
+        f"{n_keys} affected group(s) against {live} row(s) of the view "
+        f"(over {MAX_AFFECTED_FRACTION:.0%}: the full diff is cheaper)"
+    )
+
+
+def _recomputed(
+    spark: SparkSession,
+    desc: BatchDescription,
+    desired: DataFrame,
+    table: ViewTable,
+    table_df: Callable[[], DataFrame],
+    keys: DataFrame,
+    key_columns: list[str],
+) -> Recomputed | str:
+    """Step 3: the groups of ``keys`` recomputed and diffed against their persisted rows, or why not (too many
+    affected groups, a recompute that fails). Many keys: checkpointed, counted and joined by Spark."""
+    from pyspark.errors import PySparkException
+
+    from mvsink.engines.arrow import table_rows
+    from mvsink.spark.messages import first_paragraph
 
     try:
         few = keys.limit(MAX_INLINE_KEYS + 1).toArrow()
-        if few.num_rows > MAX_INLINE_KEYS:  # many keys: checkpointed, counted and joined by Spark
+        if few.num_rows > MAX_INLINE_KEYS:
             keys = keys.localCheckpoint(eager=True)
             n_keys = keys.count()
             live = _live(table_rows(table, None, lower=desc.lower))
-            big = too_many(n_keys, live)
-            return (None, big) if big else done(_by_spark(desired, table_df(), desc, keys, key_columns), n_keys, live)
-        rows = table_rows(table, list(desired.columns), lower=desc.lower)
-        n_keys, live = few.num_rows, _live(rows)
-        big = too_many(n_keys, live)
-        if big:
-            return None, big
-        out_schema = arrow_table_schema(desired.schema)
-        if not n_keys:
-            return done(out_schema.empty_table(), 0, live)
-        local = spark.createDataFrame(few, schema=_nullable(keys.schema))
-        values = list(zip(*[c.to_pylist() for c in few.columns]))
-        types = [desired.schema[c].dataType for c in key_columns]
-        if not all(same_equality(t) for t in types):  # keys Spark and the driver compare differently
-            return done(_by_spark(desired, table_df(), desc, local, key_columns, values), n_keys, live)
-        # The IN filter (a superset of the keys, pushed down) in Spark, the exact key match here; only without
-        # any IN filter a semi-join with the keys in Spark (its broadcast of local rows is a Spark job of its own).
-        pre = _inline_filter(values, key_columns, types)
-        some = desired.where(pre) if pre is not None else _restricted(desired, local, key_columns)
-        recomputed = collect_small(some)
-        if recomputed is None:  # large groups: their rows diffed by Spark
-            return done(_by_spark(desired, table_df(), desc, local, key_columns, values), n_keys, live)
+            return _too_many(n_keys, live) or (_by_spark(desired, table_df(), desc, keys, key_columns), n_keys, live)
+        return _few_keys(spark, desc, desired, table, table_df, keys, few, key_columns)
     except PySparkException as exc:  # e.g. an expression a filter kept from failing (ANSI): the full diff
-        return None, f"the affected keys could not be computed: {first_paragraph(exc)}"
+        return f"the affected keys could not be computed: {first_paragraph(exc)}"
+
+
+def _few_keys(
+    spark: SparkSession,
+    desc: BatchDescription,
+    desired: DataFrame,
+    table: ViewTable,
+    table_df: Callable[[], DataFrame],
+    keys: DataFrame,
+    few: pa.Table,
+    key_columns: list[str],
+) -> Recomputed | str:
+    """:func:`_recomputed` for up to :data:`MAX_INLINE_KEYS` keys (``few``, collected): the table's rows read in
+    the driver, the groups recomputed by Spark and collected, and diffed here (by Spark when Spark and the
+    driver compare the keys differently, or when the groups are large)."""
+    from mvsink.engines.arrow import row_corrections, table_rows
+    from mvsink.engines.duckdb import consolidated, matching
+    from mvsink.spark.sources import arrow_table_schema
+
+    rows = table_rows(table, list(desired.columns), lower=desc.lower)
+    n_keys, live = few.num_rows, _live(rows)
+    big = _too_many(n_keys, live)
+    if big:
+        return big
+    out_schema = arrow_table_schema(desired.schema)
+    if not n_keys:
+        return out_schema.empty_table(), 0, live
+    local = spark.createDataFrame(few, schema=_nullable(keys.schema))
+    values = list(zip(*[c.to_pylist() for c in few.columns]))
+    types = [desired.schema[c].dataType for c in key_columns]
+    if not all(same_equality(t) for t in types):  # keys Spark and the driver compare differently
+        return _by_spark(desired, table_df(), desc, local, key_columns, values), n_keys, live
+    # The IN filter (a superset of the keys, pushed down) in Spark, the exact key match here; only without
+    # any IN filter a semi-join with the keys in Spark (its broadcast of local rows is a Spark job of its own).
+    pre = _inline_filter(values, key_columns, types)
+    some = desired.where(pre) if pre is not None else _restricted(desired, local, key_columns)
+    recomputed = collect_small(some)
+    if recomputed is None:  # large groups: their rows diffed by Spark
+        return _by_spark(desired, table_df(), desc, local, key_columns, values), n_keys, live
     exact = few.rename_columns(key_columns)
     want = matching(recomputed, exact, key_columns)
     persisted = consolidated(rows, keys=exact, key_columns=key_columns)
-    return done(row_corrections(want, persisted, out_schema, at=desc.time), n_keys, live)
+    return row_corrections(want, persisted, out_schema, at=desc.time), n_keys, live
 
 
 def _guarded_changes(

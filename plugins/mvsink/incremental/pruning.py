@@ -391,6 +391,14 @@ class TermPruning:
         if not plan:
             return []
         term = "+".join(seeds)
+        filters, reads = self._filters(term, seeds, read_at, plan)
+        return self._kept(term, filters, reads)
+
+    def _filters(
+        self, term: str, seeds: dict[str, Lazy], read_at: dict[str, tuple[Lazy, int]], plan: list[Edge]
+    ) -> tuple[dict[str, list[tuple[str, KeyRanges]]], dict[str, PrunedRead]]:
+        """The key filters of each source the term reads pruned (by casefolded name), and each one's read with
+        them (:meth:`reads`' rounds: the edges whose key source is known, one Spark job per key source)."""
         frames: dict[str, Lazy] = {name.casefold(): df for name, df in seeds.items()}
         seed_names = set(frames)
         filters: dict[str, list[tuple[str, KeyRanges]]] = {}
@@ -433,6 +441,12 @@ class TermPruning:
                 frames[target] = lazy(
                     functools.partial(self._frame, reads[target], s, read_at[s.name][1], read_at[s.name][0])
                 )
+        return filters, reads
+
+    def _kept(
+        self, term: str, filters: dict[str, list[tuple[str, KeyRanges]]], reads: dict[str, PrunedRead]
+    ) -> list[PrunedRead]:
+        """The pruned reads worth making (their keys skip a file), each logged."""
         out = []
         for target in filters:
             s = self.sources[target]
