@@ -161,7 +161,7 @@ def all_views(catalog: Catalog, *, now: int | None = None) -> list[dict[str, Any
         except MvSinkError as exc:  # an unreadable table fails its own line, never the page
             return {"view": name, "error": str(exc)}
 
-    # delta-rs reads each log outside the GIL: a few threads overlap the views' reads (bench/UI.md)
+    # delta-rs reads each log outside the GIL: a few threads overlap the views' reads (bench/reports/ui.md)
     with ThreadPoolExecutor(max_workers=min(READ_THREADS, max(1, len(catalog.views)))) as pool:
         out = list(pool.map(one, sorted(catalog.views)))
     out += [{"view": None, "file": f, "error": str(e)} for f, e in sorted(catalog.errors.items())]
