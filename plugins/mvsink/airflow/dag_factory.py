@@ -146,12 +146,14 @@ def _dag(view: ViewDefinition, views: dict[str, ViewDefinition], dag_id: str) ->
     )
 
 
-def _write_task(view: ViewDefinition, views_dir: str) -> Any:
-    """The write task: Spark Connect or spark-submit, from the connection's type when it runs."""
-    from mvsink.airflow import tasks
-    from mvsink.airflow.operators import ViewWriteOperator
+def _write_and_append(view: ViewDefinition, views_dir: str) -> tuple[Any, Any]:
+    """The view's write task and its append task."""
+    from airflow.sdk import TriggerRule
 
-    return ViewWriteOperator(
+    from mvsink.airflow import tasks
+    from mvsink.airflow.operators import ViewAppendOperator, ViewWriteOperator
+
+    write = ViewWriteOperator(  # Spark Connect or spark-submit, from the connection's type when it runs
         task_id="write",
         view_name=view.name,
         views_dir=views_dir,
@@ -170,15 +172,7 @@ def _write_task(view: ViewDefinition, views_dir: str) -> Any:
         env_vars=tasks.spark_env(),
         verbose=False,
     )
-
-
-def _append_task(view: ViewDefinition, views_dir: str) -> Any:
-    """The append task: a branch (reschedule after a lost race); reports the refresh's OpenLineage."""
-    from airflow.sdk import TriggerRule
-
-    from mvsink.airflow.operators import ViewAppendOperator
-
-    return ViewAppendOperator(
+    append = ViewAppendOperator(  # a branch: reschedule after a lost race; reports the refresh's OpenLineage
         task_id="append",
         view_name=view.name,
         views_dir=views_dir,
@@ -188,6 +182,7 @@ def _append_task(view: ViewDefinition, views_dir: str) -> Any:
         trigger_rule=TriggerRule.NONE_FAILED_MIN_ONE_SUCCESS,
         outlets=[asset_alias_for(view)],
     )
+    return write, append
 
 
 def _reschedule_task(dag_id: str) -> Any:
@@ -223,8 +218,7 @@ def build_dag(
             with config.no_retry_on_bad_input():
                 return tasks.mint_step(view.name, views_dir, context)
 
-        write = _write_task(view, views_dir)
-        append = _append_task(view, views_dir)
+        write, append = _write_and_append(view, views_dir)
         reschedule = _reschedule_task(dag_id)
         m = mint_task()
         m >> [write, append]
