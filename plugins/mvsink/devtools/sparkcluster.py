@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from mvsink import settings
+from mvsink.devtools.foreground import run_until_stopped, stop_on_signals
 from mvsink.exceptions import MvSinkError
 
 MASTER_CLASS = "org.apache.spark.deploy.master.Master"
@@ -283,14 +284,7 @@ def main(argv: list[str] | None = None) -> int:
         master_port=args.master_port,
         ui_port=args.ui_port,
     )
-    stopping = False
-
-    def _stop(*_: object) -> None:
-        nonlocal stopping
-        stopping = True
-
-    signal.signal(signal.SIGINT, _stop)
-    signal.signal(signal.SIGTERM, _stop)
+    stopping = stop_on_signals()
     print(f"starting a Spark master and {args.workers} worker(s) in {cluster.folder} ...", flush=True)
     cluster.start()
     print(
@@ -299,13 +293,9 @@ def main(argv: list[str] | None = None) -> int:
         f"e.g.: SPARK_CONF_DIR={cluster.conf_dir} mvsink refresh VIEW --at TIME --master {cluster.url}",
         flush=True,
     )
-    try:
-        while not stopping and all(p.poll() is None for p in cluster.procs.values()):
-            time.sleep(1)
-    finally:
-        print("stopping the Spark cluster ...", flush=True)
-        cluster.stop()
-    return 0
+    return run_until_stopped(
+        stopping, lambda: all(p.poll() is None for p in cluster.procs.values()), cluster.stop, what="the Spark cluster"
+    )
 
 
 if __name__ == "__main__":
