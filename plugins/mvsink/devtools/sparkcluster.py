@@ -35,6 +35,7 @@ from typing import Any
 from mvsink import settings
 from mvsink.devtools.foreground import run_until_stopped, stop_on_signals
 from mvsink.exceptions import MvSinkError
+from mvsink.spark.submit import pyspark_script
 
 MASTER_CLASS = "org.apache.spark.deploy.master.Master"
 WORKER_CLASS = "org.apache.spark.deploy.worker.Worker"
@@ -59,16 +60,9 @@ def _listening(port: int) -> bool:
 
 def spark_class_binary() -> str:
     """``bin/spark-class`` of this interpreter's pyspark (beside ``sys.executable``, else pyspark's own)."""
-    local = Path(sys.executable).parent / "spark-class"
-    if local.exists():
-        return str(local)
-    from importlib.util import find_spec
-
-    spec = find_spec("pyspark")  # locates the package without importing it
-    if spec is not None and spec.origin:
-        bundled = Path(spec.origin).parent / "bin" / "spark-class"
-        if bundled.exists():
-            return str(bundled)
+    found = pyspark_script("spark-class")
+    if found:
+        return found
     raise ClusterError("spark-class not found. Fix: install pyspark in this environment.")
 
 
