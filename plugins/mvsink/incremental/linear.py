@@ -43,6 +43,7 @@ from mvsink.engines import arrow
 from mvsink.engines.duckdb import consolidated as consolidated_rows
 from mvsink.incremental import pruning
 from mvsink.incremental.telescope import SIGN, ChangeFrames, signed_query, telescope, telescope_signed
+from mvsink.spark.session import is_connect
 from mvsink.spark.sources import empty_frame, read_files
 
 if TYPE_CHECKING:
@@ -163,7 +164,7 @@ def _files_through_delta(spark: SparkSession, path: str, files: list[ChangeFile]
 
 
 def _is_remote(spark: SparkSession) -> bool:
-    return type(spark).__module__.startswith("pyspark.sql.connect")
+    return is_connect(spark)
 
 
 def _cdf_hint(cs: ChangeSet) -> str:

@@ -27,6 +27,7 @@ from mvsink.core.batch import BatchDescription, SourceRead
 from mvsink.core.deltalog import CHANGE_TYPE, ChangeFile, cached_snapshot, snapshot_files
 from mvsink.core.table import ViewTable, open_readable, plain_parquet_files
 from mvsink.definitions.view import ViewDefinition
+from mvsink.spark.session import is_connect
 from mvsink.spark.transforms import consolidate, expand
 from mvsink.times import format_time
 
@@ -176,7 +177,7 @@ def _listed_in_driver(spark: SparkSession, paths: list[str]) -> Iterator[None]:
     """Local ``paths`` looked up by the driver, not by a Spark job: over 32 paths (the threshold's default)
     Spark lists them in a job of its own (0.5 s for a 75-file table), though a local file's status costs
     microseconds. Object-store paths keep Spark's parallel listing; so does Spark Connect (analysed later)."""
-    if len(paths) <= 32 or any(storage.is_uri(p) for p in paths) or _is_remote(spark):
+    if len(paths) <= 32 or any(storage.is_uri(p) for p in paths) or is_connect(spark):
         yield
         return
     before = spark.conf.get(_LISTING_THRESHOLD) or "32"
@@ -185,10 +186,6 @@ def _listed_in_driver(spark: SparkSession, paths: list[str]) -> Iterator[None]:
         yield
     finally:
         spark.conf.set(_LISTING_THRESHOLD, before)
-
-
-def _is_remote(spark: SparkSession) -> bool:
-    return type(spark).__module__.startswith("pyspark.sql.connect")
 
 
 def empty_frame(spark: SparkSession, schema: StructType) -> DataFrame:
