@@ -274,3 +274,10 @@ def test_a_location_travels_in_the_batch_description_json_without_secret_values(
     # a location without view options stays a plain string in the JSON (the format of earlier descriptions)
     plain = BatchDescription.from_dict({**json.loads(text), "target": "s3://lake/views/v"})
     assert plain.target.uri == "s3://lake/views/v" and not plain.target.storage_options
+
+
+@pytest.mark.parametrize("scheme", ["adl", "azure", "abfs", "abfss", "az", "s3a", "gs"])
+def test_a_view_file_takes_every_scheme_the_storage_layer_reaches(clean, scheme):
+    clean.setenv("MVSINK_ALLOWED_LOCATIONS", f"{scheme}://lake/")
+    v = parse(doc(target=f"{scheme}://lake/views/v", sources=f"{{orders: {scheme}://lake/src/o}}"))
+    assert v.target == location.parse(f"{scheme}://lake/views/v") and not v.target.is_local

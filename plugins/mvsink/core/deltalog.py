@@ -472,7 +472,7 @@ def absolute_path(root: Where, raw: str) -> str:
     """The absolute path (or URI) of a file an action names by ``raw`` (URL-encoded, relative to the table's root
     ``root`` or absolute)."""
     rel = unquote(raw)
-    if "://" in rel or rel.startswith("/"):
+    if is_uri(rel) or rel.startswith("/"):
         p = rel
     else:
         p = uri_of(join(root, rel)) if _remote(root) else str(Path(_local(root)) / rel)
