@@ -55,6 +55,7 @@ from typing import TYPE_CHECKING, Any, Final
 
 from mvsink.columns import DIFF, ERROR, TIME
 from mvsink.engines.arrow import collect_small, same_equality
+from mvsink.spark.session import is_connect
 from mvsink.spark.transforms import null_safe_match
 from mvsink.spark.transforms import quote_name as _quote
 
@@ -176,7 +177,7 @@ def strip_operators(spark: SparkSession, df: DataFrame, chain: tuple[str, ...], 
 
 
 def _is_remote(spark: SparkSession) -> bool:
-    return type(spark).__module__.startswith("pyspark.sql.connect")
+    return is_connect(spark)
 
 
 def group_corrections(

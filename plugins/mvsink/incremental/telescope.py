@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any
 
 from mvsink.core.deltalog import active_bytes
 from mvsink.incremental import pruning
+from mvsink.spark.session import is_connect
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterator
@@ -46,7 +47,7 @@ MAX_NEW_ONLY = 3  # up to this many changed sources, terms read the others at th
 
 
 def _is_remote(spark: SparkSession) -> bool:
-    return type(spark).__module__.startswith("pyspark.sql.connect")
+    return is_connect(spark)
 
 
 @dataclasses.dataclass(frozen=True)

@@ -53,6 +53,7 @@ from mvsink.core.table import Frontier, ViewTable
 from mvsink.definitions.catalog import Catalog
 from mvsink.definitions.view import ViewDefinition
 from mvsink.exceptions import MvSinkError
+from mvsink.location import Where, join, uri_of
 from mvsink.readers.sql import consolidation_sql
 from mvsink.times import format_time
 
@@ -141,7 +142,7 @@ def _rows(actions: Any) -> int:
     return int(pc.sum(actions.column("num_records")).as_py() or 0) if actions.num_rows else 0
 
 
-def _input_uris(root: str, actions: Any, since: int) -> list[str]:
+def _input_uris(root: Where, actions: Any, since: int) -> list[str]:
     """Paths of the active files that may hold rows with ``time <= since`` (from their stats)."""
     from urllib.parse import unquote
 
@@ -150,7 +151,7 @@ def _input_uris(root: str, actions: Any, since: int) -> list[str]:
     out = []
     for path, lo in zip(actions.column("path").to_pylist(), mins):
         if lo is None or int(lo) <= since:
-            out.append(storage.join(root, unquote(path)))
+            out.append(uri_of(join(root, unquote(path))))
     return out
 
 
