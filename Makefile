@@ -35,9 +35,11 @@ install: $(VENV)/.installed $(STORAGE_SERVERS)/azurite-blob $(STORAGE_SERVERS)/s
 demo: install
 	MVSINK_DATA_ROOT=$(DATA_ROOT) MVSINK_VIEWS_DIR=$(CURDIR)/dags/views $(PY) -m mvsink.devtools.demo
 
-## test: lint, type-check, then every test (unit, Spark integration, spark-submit end to end)
+## test: lint, type-check, then every test (unit, Spark integration, spark-submit end to end), TEST_WORKERS
+## pytest processes side by side (pytest-xdist; a test file stays in one process, with its session's Spark and servers)
+TEST_WORKERS ?= 2
 test: lint
-	$(PY) -m pytest -q
+	$(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadfile --durations=25
 
 ## test-fast: unit tests only (no Spark)
 test-fast: install
@@ -66,38 +68,40 @@ cluster: install
 
 ## bench: refresh vs full overwrite vs MERGE vs the compute floor on TPC-H (SF=0.1 by default) under a change STREAM
 ## (rf: TPC-H's RF1/RF2 pairs, the default; rf3: price updates of recent orders; scattered: o_orderkey % m), sources in
-## files of FILE_MB MB; into bench/RESULTS[-sf<SF>][-<STREAM>].md (+ .png) and the run's raw rows bench/tpch-<date>-sf<SF>-<STREAM>.json
+## files of FILE_MB MB; the report into bench/reports/tpch-sf<SF>-<STREAM>.md (+ .png), the run's raw rows into
+## bench/results/tpch-<date>-sf<SF>-<STREAM>.json
 SF ?= 0.1
 STREAM ?= rf
 FILE_MB ?= 32
-BENCH_OUT = $(if $(filter 0.1,$(SF)),,-sf$(SF))$(if $(filter rf,$(STREAM)),,-$(STREAM))
 bench: install
 	$(VENV)/bin/pip install --quiet tpchgen-cli==4.0.0 matplotlib==3.11.2
-	$(PY) -m bench.tpch_refresh --sf $(SF) --stream $(STREAM) --file-mb $(FILE_MB) --out bench/RESULTS$(BENCH_OUT).md
+	$(PY) -m bench.tpch_refresh --sf $(SF) --stream $(STREAM) --file-mb $(FILE_MB)
 
 ## bench-scaling: refresh vs overwrite vs the compute floor as the table grows: the same ~1,500 changed orders of the
-## STREAM per round at each TPC-H scale factor in SFS (0.1,1,3 by default; one Spark process per SF), into
-## bench/SCALING[-<STREAM>].md (+ .json, .png)
+## STREAM per round at each TPC-H scale factor in SFS (0.1,1,3 by default; one Spark process per SF); the report into
+## bench/reports/scaling-<STREAM>.md (+ .png), the run's raw rows into bench/results/scaling-<date>-sf<SFS>-<STREAM>.json
 SFS ?= 0.1,1,3
 bench-scaling: install
 	$(VENV)/bin/pip install --quiet tpchgen-cli==4.0.0 matplotlib==3.11.2
-	$(PY) -m bench.scaling --sfs $(SFS) --stream $(STREAM) --file-mb $(FILE_MB) --out bench/SCALING$(if $(filter rf,$(STREAM)),,-$(STREAM)).md
+	$(PY) -m bench.scaling --sfs $(SFS) --stream $(STREAM) --file-mb $(FILE_MB)
 
-## bench-airflow: refreshes end to end through Airflow (trigger -> success), Spark Connect vs spark-submit, into bench/AIRFLOW.md
+## bench-airflow: refreshes end to end through Airflow (trigger -> success), Spark Connect vs spark-submit; the report
+## into bench/reports/airflow.md, the run's raw rows into bench/results/airflow-<date>-sf<SF>.json
 RUNS ?= 5
 VIEWS ?= 10
 bench-airflow: install
 	$(VENV)/bin/pip install --quiet tpchgen-cli==4.0.0 matplotlib==3.11.2
-	$(PY) -m bench.airflow_e2e --sf $(SF) --runs $(RUNS) --views $(VIEWS) --out bench/AIRFLOW.md
+	$(PY) -m bench.airflow_e2e --sf $(SF) --runs $(RUNS) --views $(VIEWS)
 
-## bench-formulations: the correction formulations side by side (about 15 minutes)
+## bench-formulations: the correction formulations side by side (about 15 minutes); the report into
+## bench/reports/formulations.md, the run's raw rows into bench/results/formulations-<date>.json
 bench-formulations: install
 	$(PY) bench/diff_formulations.py
 
-## soak: 2 Airflow installations + CLI refreshes race on one view for ROUNDS rounds; report in bench/SOAK.md
+## soak: 2 Airflow installations + CLI refreshes race on one view for ROUNDS rounds; report in bench/reports/soak.md
 ROUNDS ?= 12
 soak: install
-	$(PY) -m bench.soak --rounds $(ROUNDS) --homes 2 --report bench/SOAK.md
+	$(PY) -m bench.soak --rounds $(ROUNDS) --homes 2 --report bench/reports/soak.md
 
 clean:
 	rm -rf $(VENV) $(JARS) data .airflow .spark-cluster .pytest_cache .mypy_cache .ruff_cache .storage-servers

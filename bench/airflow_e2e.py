@@ -1,7 +1,7 @@
 """Refreshes end to end through Airflow: trigger -> success, through Spark Connect and through spark-submit.
 
     .venv/bin/python -m bench.airflow_e2e [--sf 0.1] [--runs 5] [--views 10] [--paths connect,submit]
-                                          [--work DIR] [--out bench/AIRFLOW.md]
+                                          [--work DIR] [--out bench/reports/airflow.md] [--results bench/results]
 
 (from the repository root, as ``make bench-airflow`` runs it: it imports the tests' helpers as ``tests.support``
 and the TPC-H generator and change of ``bench/tpch_refresh.py``; it needs ``tpchgen-cli``).
@@ -49,6 +49,7 @@ from urllib.parse import quote
 
 import psutil
 
+from bench.layout import REPORTS, RESULTS, link, raw_name
 from bench.tpch_refresh import VIEWS, change, generate
 from mvsink.devtools.localairflow import LocalAirflow, free_port
 from tests.support.airflow import DAG_FILE, wait_dags
@@ -350,7 +351,9 @@ def machine() -> dict[str, Any]:
     }
 
 
-def write_report(out: Path, results: list[dict[str, Any]], *, args: argparse.Namespace, info: dict[str, Any]) -> None:
+def write_report(
+    out: Path, results: list[dict[str, Any]], *, args: argparse.Namespace, info: dict[str, Any], raw: str = "?"
+) -> None:
     lines = [
         "# Refreshes end to end through Airflow",
         "",
@@ -360,6 +363,8 @@ def write_report(out: Path, results: list[dict[str, Any]], *, args: argparse.Nam
         f"Python {info['python']}, {info['java']}; "
         + ", ".join(f"{k} {v}" for k, v in info["versions"].items())
         + f". Load average at the start: {info['load_average']}.",
+        "",
+        f"Raw rows: {raw}.",
         "",
         "Setup: `make airflow`'s (`mvsink.devtools.localairflow`: api-server, scheduler, dag-processor, triggerer on "
         "127.0.0.1, SQLite, LocalExecutor, parallelism "
@@ -470,14 +475,16 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--rates", default="0,0.01")
     ap.add_argument("--connect-memory", default="2g", help="driver memory of the Spark Connect server")
     ap.add_argument("--work", default="/tmp/mvsink-bench-airflow")
-    ap.add_argument("--out", default=str(Path(__file__).parent / "AIRFLOW.md"))
+    ap.add_argument("--out", default=str(REPORTS / "airflow.md"), help="the report")
+    ap.add_argument("--results", default=str(RESULTS), help="folder of the raw rows, one JSON file per run")
     ap.add_argument("--note", help="a line printed at the top of the report (e.g. the machine's state)")
-    ap.add_argument("--rewrite", action="store_true", help="only rewrite the report from the --out's .json")
+    ap.add_argument("--rewrite", metavar="RAW_JSON", help="only rewrite --out from a run's raw rows")
     args = ap.parse_args(argv)
+    out = Path(args.out)
     if args.rewrite:
-        raw = json.loads(Path(args.out).with_suffix(".json").read_text())
+        raw = json.loads(Path(args.rewrite).read_text())
         saved = argparse.Namespace(**{**raw["args"], "note": args.note or raw["args"].get("note")})
-        write_report(Path(args.out), raw["results"], args=saved, info=raw["machine"])
+        write_report(out, raw["results"], args=saved, info=raw["machine"], raw=link(args.rewrite, out))
         return 0
     info = machine()
     bench = Bench(
@@ -486,9 +493,12 @@ def main(argv: list[str] | None = None) -> int:
     bench.setup()
     rates = [float(x) for x in args.rates.split(",")]
     results = [bench.path(p, rates=rates) for p in args.paths.split(",")]
-    out = Path(args.out)
-    out.with_suffix(".json").write_text(json.dumps({"args": vars(args), "machine": info, "results": results}, indent=1))
-    write_report(out, results, args=args, info=info)
+    when = dt.datetime.strptime(info["date_utc"], "%Y-%m-%d %H:%M")
+    raw_path = Path(args.results) / raw_name("airflow", when, f"sf{args.sf:g}")
+    raw_path.parent.mkdir(parents=True, exist_ok=True)
+    raw_path.write_text(json.dumps({"args": vars(args), "machine": info, "results": results}, indent=1))
+    print(f"wrote {raw_path}")
+    write_report(out, results, args=args, info=info, raw=link(raw_path, out))
     return 0
 
 

@@ -1,7 +1,8 @@
 """Cost as the table grows: the same absolute change at several TPC-H scale factors (issue 12).
 
     python -m bench.scaling [--sfs 0.1,1,3] [--stream rf|rf3|scattered] [--orders-changed 1500] [--repeat 3]
-                            [--warmup 1] [--file-mb 32] [--out bench/SCALING.md]
+                            [--warmup 1] [--file-mb 32] [--out bench/reports/scaling-<stream>.md]
+                            [--results bench/results]
 
 For each scale factor, in its own child process (a fresh JVM, so one SF's heap never carries over to
 the next) with one warm in-process Spark local[2] (6 GB driver):
@@ -44,6 +45,7 @@ os.environ["MVSINK_INCREMENTAL_AGGREGATE"] = "true"
 import pyarrow.parquet as pq  # noqa: E402
 import yaml  # noqa: E402
 
+from bench.layout import REPORTS, RESULTS, command, link, raw_name  # noqa: E402
 from bench.streams import STREAMS, make_stream  # noqa: E402
 from bench.tpch_refresh import DAY, VIEWS, _java, _mb, _med, _span_opt, _versions, generate, measure  # noqa: E402
 
@@ -180,14 +182,18 @@ def write_report(
     minutes: float,
     stream: str = "scattered",
     file_mb: float | None = None,
+    raw: str = "?",
+    date: str | None = None,
+    machine: str | None = None,
+    cmd: str | None = None,
 ) -> None:
     sfs = sorted({float(r["sf"]) for r in rows})  # type: ignore[arg-type]
     lines = [
         "# Cost as the table grows (TPC-H SF " + ", ".join(f"{s:g}" for s in sfs) + f", stream `{stream}`)",
         "",
-        f"{dt.datetime.now(dt.UTC):%Y-%m-%d %H:%M} UTC; {os.cpu_count()} cores; {platform.platform()}; "
-        f"Python {platform.python_version()}; Java {_java()}; {_versions()}.",
+        f"{date or 'date not recorded'}; {machine or 'machine not recorded'}.",
         "",
+        *([f"Command: `{cmd}`.", ""] if cmd else []),
         f"Per scale factor one process with one warm in-process Spark local[2] (6 GB driver; {warmup} warm-up "
         f"round(s) measured first and dropped); views written "
         f"incremental, `MVSINK_INCREMENTAL_AGGREGATE=true`; sources with Change Data Feed. {repeat} round(s) per "
@@ -198,7 +204,7 @@ def write_report(
         f"Times are medians (min–max) in seconds. `floor`: the view evaluated into a noop sink; `overwrite`: "
         f"computed and written as a new Delta table version; `refresh`: this project. MERGE and "
         f"`incremental: false` are not measured here (`make bench`). Whole run: {minutes:.1f} min. Raw numbers: "
-        f"`{out.with_suffix('.json').name}`; chart: `{out.with_suffix('.png').name}`.",
+        f"{raw}; chart: `{out.with_suffix('.png').name}`.",
         "",
         "## Change per round",
         "",
@@ -307,12 +313,13 @@ def main() -> int:
         help="rounds per SF measured first and dropped (the JVM's first incremental runs)",
     )
     ap.add_argument("--root", default="/tmp/mvsink-bench")
-    ap.add_argument("--out", default=str(Path(__file__).parent / "SCALING.md"))
-    ap.add_argument("--replot", action="store_true", help="only redraw the report and chart from the --out's .json")
+    ap.add_argument("--out", help="the report (default: bench/reports/scaling-<stream>.md; its chart beside it)")
+    ap.add_argument("--results", default=str(RESULTS), help="folder of the raw rows, one JSON file per run")
+    ap.add_argument("--replot", metavar="RAW_JSON", help="only redraw the report and chart from a run's raw rows")
     ap.add_argument("--one-sf", type=float, help=argparse.SUPPRESS)  # internal: run one SF in this process
     ap.add_argument("--part", help=argparse.SUPPRESS)
     args = ap.parse_args()
-    out = Path(args.out)
+    out = Path(args.out or REPORTS / f"scaling-{args.stream}.md")
     if args.one_sf is not None:
         run_sf(
             args.one_sf,
@@ -326,7 +333,9 @@ def main() -> int:
         )
         return 0
     if args.replot:
-        raw = json.loads(out.with_suffix(".json").read_text())
+        raw = json.loads(Path(args.replot).read_text())
+        if not args.out:
+            out = REPORTS / f"scaling-{raw.get('stream', 'scattered')}.md"
         write_report(
             out,
             raw["rows"],
@@ -336,10 +345,15 @@ def main() -> int:
             minutes=raw["minutes"],
             stream=raw.get("stream", "scattered"),
             file_mb=raw.get("file_mb"),
+            raw=link(args.replot, out),
+            date=raw.get("date"),
+            machine=raw.get("machine"),
+            cmd=raw.get("command"),
         )
         write_chart(out.with_suffix(".png"), raw["rows"])
         return 0
     started = time.monotonic()
+    date = dt.datetime.now(dt.UTC)
     rows: list[dict[str, object]] = []
     for sf in (float(x) for x in args.sfs.split(",")):
         part = sf_root(Path(args.root), sf) / "scaling-rows.json"
@@ -353,6 +367,10 @@ def main() -> int:
     minutes = (time.monotonic() - started) / 60
     out.parent.mkdir(parents=True, exist_ok=True)
     raw = {
+        "date": f"{date:%Y-%m-%d %H:%M} UTC",
+        "machine": f"{os.cpu_count()} cores; {platform.platform()}; Python {platform.python_version()}; "
+        f"Java {_java()}; {_versions()}",
+        "command": command("bench.scaling"),
         "stream": args.stream,
         "file_mb": args.file_mb,
         "sfs": args.sfs,
@@ -361,7 +379,11 @@ def main() -> int:
         "warmup": args.warmup,
         "minutes": minutes,
     }
-    out.with_suffix(".json").write_text(json.dumps({**raw, "rows": rows}, indent=1))
+    variant = "-".join(f"{float(s):g}" for s in args.sfs.split(","))
+    raw_path = Path(args.results) / raw_name("scaling", date, f"sf{variant}-{args.stream}")
+    raw_path.parent.mkdir(parents=True, exist_ok=True)
+    raw_path.write_text(json.dumps({**raw, "rows": rows}, indent=1))
+    print(f"wrote {raw_path}")
     write_report(
         out,
         rows,
@@ -371,6 +393,10 @@ def main() -> int:
         minutes=minutes,
         stream=args.stream,
         file_mb=args.file_mb,
+        raw=link(raw_path, out),
+        date=raw["date"],
+        machine=raw["machine"],
+        cmd=raw["command"],
     )
     write_chart(out.with_suffix(".png"), rows)
     return 0

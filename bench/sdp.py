@@ -1,6 +1,7 @@
 """Spark Declarative Pipelines (SDP) as a benchmark strategy: the peer in the user's own stack (issue 12).
 
-    python -m bench.sdp --sf 0.01 --views q1,q3,wide --repeat 3 --out /tmp/sdp.md [--no-connect]
+    python -m bench.sdp --sf 0.1 --views q1,q3,wide --repeat 3 [--out bench/reports/sdp.md] [--results bench/results]
+                        [--no-connect]
 
 Refreshes the same views as ``bench/tpch_refresh.py`` (``VIEWS``) with pyspark 4.2's own SDP
 (``spark-pipelines``), over the same TPC-H sources and the same source changes (``generate``,
@@ -68,6 +69,7 @@ os.environ.pop("SPARK_HOME", None)
 
 import pyarrow.parquet as pq  # noqa: E402
 
+from bench.layout import REPORTS, RESULTS, command, link, raw_name  # noqa: E402
 from bench.tpch_refresh import DAY, VIEWS, change, generate  # noqa: E402
 
 VENV_BIN = Path(sys.executable).parent
@@ -268,8 +270,10 @@ def main() -> int:
         "--root", default="/tmp/mvsink-bench-sdp", help="TPC-H root parent (its own: generate() rewrites src/)"
     )
     ap.add_argument("--no-connect", dest="connect", action="store_false", help="skip the Spark Connect server runs")
-    ap.add_argument("--out", default="/tmp/sdp.md")
+    ap.add_argument("--out", default=str(REPORTS / "sdp.md"), help="the report")
+    ap.add_argument("--results", default=str(RESULTS), help="folder of the raw rows, one JSON file per run")
     args = ap.parse_args()
+    date = dt.datetime.now(dt.UTC)
     views = args.views.split(",")
     root = Path(args.root) / f"sf{args.sf}"
     t0 = 1_767_225_600_000
@@ -317,8 +321,22 @@ def main() -> int:
             server.wait(timeout=60)
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
-    out.with_suffix(".json").write_text(json.dumps({"sf": args.sf, "views": views, "rows": rows}, indent=1))
-    write_report(out, rows, views, sf=args.sf, rate=args.rate, minutes=(time.monotonic() - started) / 60)
+    raw_path = Path(args.results) / raw_name("sdp", date, f"sf{args.sf:g}")
+    raw_path.parent.mkdir(parents=True, exist_ok=True)
+    cmd = command("bench.sdp")
+    raw = {"date": f"{date:%Y-%m-%d %H:%M} UTC", "command": cmd, "sf": args.sf, "views": views, "rows": rows}
+    raw_path.write_text(json.dumps(raw, indent=1))
+    print(f"wrote {raw_path}")
+    write_report(
+        out,
+        rows,
+        views,
+        sf=args.sf,
+        rate=args.rate,
+        minutes=(time.monotonic() - started) / 60,
+        cmd=cmd,
+        raw=link(raw_path, out),
+    )
     return 0
 
 
@@ -333,7 +351,15 @@ def _span(vals: list[float]) -> str:
 
 
 def write_report(
-    out: Path, rows: list[dict[str, object]], views: list[str], *, sf: float, rate: float, minutes: float
+    out: Path,
+    rows: list[dict[str, object]],
+    views: list[str],
+    *,
+    sf: float,
+    rate: float,
+    minutes: float,
+    cmd: str = "?",
+    raw: str = "?",
 ) -> None:
     from importlib.metadata import version
 
@@ -344,6 +370,8 @@ def write_report(
         f"{dt.datetime.now(dt.UTC):%Y-%m-%d %H:%M} UTC; {os.cpu_count()} cores (load average at the end "
         f"{load[0]:.1f}, shared with other work: times are inflated and noisy); {platform.platform()}; "
         f"pyspark {version('pyspark')}, deltalake {version('deltalake')}. Whole run {minutes:.1f} min.",
+        "",
+        f"Command: `{cmd}`. Raw rows: {raw}.",
         "",
         "One pipeline holds all the views: one run refreshes them all. Step 0 is the first run (creates the "
         f"tables); each later step first commits a {rate:.0%} change of orders/lineitem (`change`). Times in "

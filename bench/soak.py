@@ -1,6 +1,6 @@
 """Concurrency soak: independent Airflow installations plus manual CLI refreshes race on one view.
 
-    .venv/bin/python -m bench.soak --rounds 12 --homes 2 --report bench/SOAK.md [--work DIR] [--seed N]
+    .venv/bin/python -m bench.soak --rounds 12 --homes 2 --report bench/reports/soak.md [--work DIR] [--seed N]
 
 (from the repository root, as ``make soak`` runs it: it imports the tests' helpers as ``tests.support``).
 
@@ -22,8 +22,10 @@ Not part of the default test run (``tests/e2e/test_soak.py`` runs a 2-round vers
 from __future__ import annotations
 
 import argparse
+import datetime as dt
 import json
 import os
+import platform
 import random
 import shutil
 import subprocess
@@ -249,7 +251,8 @@ def write_report(path: Path, soak: Soak, tot: dict[str, Any], wall: float, args:
         "spark-submit `local[2]`)"
         + (" plus one manual `mvsink refresh` CLI call" if args.cli else "")
         + " refresh the same view at the same refresh time every round, after a random change to its source. "
-        "Machine: 2 cores, shared with other work.",
+        f"Run on {dt.datetime.now(dt.UTC):%Y-%m-%d %H:%M} UTC; machine: {os.cpu_count()} cores, "
+        f"{platform.platform()}, Python {platform.python_version()}.",
         "",
         "| rounds | contents == oracle | appends (upper-only) | reschedules | no-ops | failed runs | orphans | "
         "winners | wall time |",
@@ -307,7 +310,7 @@ def parser() -> argparse.ArgumentParser:
     ap.add_argument("--homes", type=int, default=2, help="independent Airflow installations")
     ap.add_argument("--seed", type=int, default=6)
     ap.add_argument("--no-cli", dest="cli", action="store_false", help="no manual CLI refresh in the race")
-    ap.add_argument("--report", help="write the Markdown report here (e.g. bench/SOAK.md)")
+    ap.add_argument("--report", help="write the Markdown report here (make soak: bench/reports/soak.md)")
     ap.add_argument("--work", help="working folder (default: a temporary one, removed afterwards)")
     ap.add_argument("--keep", action="store_true", help="keep the temporary working folder")
     return ap

@@ -1,6 +1,7 @@
 """How many of the 22 TPC-H queries refresh incrementally on TPC-H's own change stream (RF1 + RF2).
 
-    python -m bench.tpch22 [--sf 1] [--pairs 1] [--queries 1,3,5] [--out bench/TPCH22.md]
+    python -m bench.tpch22 [--sf 1] [--pairs 1] [--queries 1,3,5] [--out bench/reports/tpch22-sf<SF>.md]
+                           [--results bench/results]
 
 Each query (the specification's text with its validation parameters; an ORDER BY without LIMIT dropped,
 since a view is a multiset; an ORDER BY ... LIMIT kept, refreshed as a top-k with a declared key) becomes a
@@ -34,6 +35,7 @@ os.environ.pop("SPARK_HOME", None)
 
 import yaml  # noqa: E402
 
+from bench.layout import REPORTS, RESULTS, command, link, raw_name  # noqa: E402
 from bench.rows import mode_name  # noqa: E402
 from bench.streams import make_stream  # noqa: E402
 from bench.tpch_refresh import _overwrite, _versions, stamp, write_source  # noqa: E402
@@ -319,7 +321,8 @@ def main() -> int:
     ap.add_argument("--pairs", type=int, default=1, help="RF1 + RF2 pairs committed before the measured refresh")
     ap.add_argument("--queries", default=",".join(str(q) for q in QUERIES))
     ap.add_argument("--root", default="/tmp/mvsink-tpch22")
-    ap.add_argument("--out", default=str(Path(__file__).parent / "TPCH22.md"))
+    ap.add_argument("--out", help="the report (default: bench/reports/tpch22-sf<SF>.md)")
+    ap.add_argument("--results", default=str(RESULTS), help="folder of the raw rows, one JSON file per run")
     args = ap.parse_args()
     numbers = [int(q) for q in args.queries.split(",")]
     root = Path(args.root) / f"sf{args.sf}"
@@ -384,24 +387,31 @@ def main() -> int:
         }
         rows.append(row)
         print(f"q{n}: {row['mode']} {refresh_s:.2f}s vs overwrite {ow['overwrite_s']:.2f}s exact={exact}", flush=True)
-    out = Path(args.out)
+    out = Path(args.out or REPORTS / f"tpch22-sf{args.sf:g}.md")
+    out.parent.mkdir(parents=True, exist_ok=True)
     meta = {
         "date": date.isoformat(timespec="seconds"),
+        "command": command("bench.tpch22"),
         "machine": f"{platform.machine()}, {os.cpu_count()} cores",
         "versions": _versions(),
         "sf": args.sf,
         "pairs": args.pairs,
         "changed": changed,
     }
-    out.with_suffix(".json").write_text(json.dumps({**meta, "rows": rows}, indent=1, default=str))
+    raw_path = Path(args.results) / raw_name("tpch22", date, f"sf{args.sf:g}-rf")
+    raw_path.parent.mkdir(parents=True, exist_ok=True)
+    raw_path.write_text(json.dumps({**meta, "rows": rows}, indent=1, default=str))
+    print(f"wrote {raw_path}", flush=True)
     incremental = [r for r in rows if r["mode"] not in ("full", "", "unchanged")]
     unchanged = len(rows) - len(incremental) - sum(1 for r in rows if r["mode"] == "full")
     lines = [
         f"# The 22 TPC-H queries on RF1 + RF2 (SF {args.sf}, {args.pairs} pair(s))",
         "",
-        f"{meta['date']}, {meta['machine']}; {meta['versions']}. `python -m bench.tpch22 --sf {args.sf} "
-        f"--pairs {args.pairs}`; `MVSINK_INCREMENTAL_GROUPS=true`. One refresh each after the change (no "
+        f"{meta['date']}, {meta['machine']}; {meta['versions']}. `{meta['command']}`; "
+        "`MVSINK_INCREMENTAL_GROUPS=true`. One refresh each after the change (no "
         "repeats: ratios are indicative), exact = the view equals DuckDB over the same snapshot.",
+        "",
+        f"Raw rows: {link(raw_path, out)}.",
         "",
         f"**{len(incremental)} of {len(rows)}** refresh incrementally ({unchanged} unchanged: RF touches none "
         "of their sources); "

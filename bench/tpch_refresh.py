@@ -1,8 +1,8 @@
 """Refresh cost against full overwrite, MERGE on key and the compute-only floor (TPC-H).
 
-    python bench/tpch_refresh.py [--sf 0.1] [--stream rf|rf3|scattered] [--rates 0,0.001,0.01,0.1]
+    python -m bench.tpch_refresh [--sf 0.1] [--stream rf|rf3|scattered] [--rates 0,0.001,0.01,0.1]
                                  [--pairs 1,10,100] [--repeat 3] [--warmup 1] [--file-mb 32]
-                                 [--out bench/RESULTS.md]
+                                 [--out bench/reports/tpch-sf<SF>-<stream>.md] [--results bench/results]
 
 For each view (Q1-style aggregate, Q3-style join + aggregate, Q5's six-way join, a top-100, an
 orders x customer projection) and change rate, in one warm in-process Spark (local[2]), `--repeat`
@@ -28,8 +28,8 @@ The sources are written from tpchgen-cli's Parquet in key order, in files of abo
 (one Delta commit), and have Change Data Feed on unless --no-cdf.
 Then, once: one refresh through spark-submit, through a running Spark Connect server and in a
 warm in-process Spark (the start-up cost a user pays per refresh with each).
-Writes the raw rows (one JSON file per run, ``tpch-<date>-sf<SF>-<stream>.json`` beside ``--out``), a
-Markdown report (medians, min-max) and a PNG chart.
+Writes the raw rows (one JSON file per run, ``bench/results/tpch-<date>-sf<SF>-<stream>.json``) and the
+variant's current report, ``bench/reports/tpch-sf<SF>-<stream>.md`` (medians, min-max) with its PNG chart.
 """
 
 from __future__ import annotations
@@ -58,6 +58,7 @@ import pyarrow.parquet as pq  # noqa: E402
 import yaml  # noqa: E402
 from deltalake import DeltaTable, convert_to_deltalake, write_deltalake  # noqa: E402
 
+from bench.layout import REPORTS, RESULTS, command, link  # noqa: E402
 from bench.rows import mode_name, read_stats  # noqa: E402
 from bench.streams import STREAMS, Stream, make_stream, scattered_change  # noqa: E402
 from mvsink.core.deltalog import is_delta_table, set_commit_time  # noqa: E402
@@ -403,16 +404,18 @@ def main() -> int:
         help="what to measure (refresh and overwrite always; merge and refresh_full cost most of the time at SF 10)",
     )
     ap.add_argument("--root", default="/tmp/mvsink-bench")
-    ap.add_argument("--out", default=str(Path(__file__).parent / "RESULTS.md"))
+    ap.add_argument("--out", help="the report (default: bench/reports/tpch-sf<SF>-<stream>.md; its chart beside it)")
+    ap.add_argument("--results", default=str(RESULTS), help="folder of the raw rows, one JSON file per run")
     ap.add_argument("--replot", metavar="RAW_JSON", help="only rewrite --out and its chart from a run's raw rows")
     args = ap.parse_args()
-    out = Path(args.out)
     if args.replot:
         raw = json.loads(Path(args.replot).read_text())
+        out = Path(args.out or REPORTS / f"tpch-sf{raw['sf']:g}-{raw.get('stream', 'scattered')}.md")
         out.parent.mkdir(parents=True, exist_ok=True)
-        write_report(out, raw["rows"], raw.get("startup", []), raw=Path(args.replot).name, meta=raw)
+        write_report(out, raw["rows"], raw.get("startup", []), raw=link(args.replot, out), meta=raw)
         write_chart(out.with_suffix(".png"), raw["rows"], sf=raw["sf"], stream=raw.get("stream", "scattered"))
         return 0
+    out = Path(args.out or REPORTS / f"tpch-sf{args.sf:g}-{args.stream}.md")
     if args.pairs:
         if args.stream != "rf":
             ap.error("--pairs is for --stream rf (use --rates)")
@@ -500,15 +503,17 @@ def main() -> int:
         "repeat": args.repeat,
         "warmup": args.warmup,
         "date": f"{date:%Y-%m-%d %H:%M} UTC",
+        "command": command("bench.tpch_refresh"),
         "minutes": (time.monotonic() - started) / 60,
         "machine": f"{os.cpu_count()} cores; {platform.platform()}; Python {platform.python_version()}; Java {_java()}",
         "versions": _versions(),
         "source_files_at_start": initial_files(root),
     }
-    raw_path = out.parent / f"tpch-{date:%Y%m%dT%H%MZ}-sf{args.sf:g}-{args.stream}.json"
+    raw_path = Path(args.results) / f"tpch-{date:%Y%m%dT%H%MZ}-sf{args.sf:g}-{args.stream}.json"
+    raw_path.parent.mkdir(parents=True, exist_ok=True)
     raw_path.write_text(json.dumps({**meta, "rows": rows, "startup": startup}, indent=1, default=str))
     print(f"wrote {raw_path}")
-    write_report(out, rows, startup, raw=raw_path.name, meta=meta)
+    write_report(out, rows, startup, raw=link(raw_path, out), meta=meta)
     write_chart(out.with_suffix(".png"), rows, sf=args.sf, stream=args.stream)
     return 0
 
@@ -614,6 +619,7 @@ def write_report(
         "",
         f"{meta.get('date', '?')}; {meta.get('machine', '?')}; {meta.get('versions', '?')}.",
         "",
+        *([f"Command: `{meta['command']}`.", ""] if meta.get("command") else []),
         f"Source change: {STREAM_TEXT.get(stream, stream)}. Sources written in key order in files of about "
         f"{meta.get('file_mb', '?')} MB ({files or '?'} files at the start) "
         f"{'with' if cdf else 'without'} Change Data Feed.",
@@ -621,7 +627,7 @@ def write_report(
         f"One warm in-process Spark local[2] (6 GB driver) for all strategies; {warmup} warm-up round(s) of a 1 % "
         f"change first (measured and dropped), then {repeat} round(s) per change rate, "
         f"each on a new source change; times are medians (min–max) in seconds. Whole run: "
-        f"{float(meta.get('minutes', 0)):.1f} min. Raw rows: `{raw}`; chart: `{out.with_suffix('.png').name}`.",
+        f"{float(meta.get('minutes', 0)):.1f} min. Raw rows: {raw}; chart: `{out.with_suffix('.png').name}`.",
         "",
         "`refresh` is this project (incremental when the query allows, else the full diff); `refresh_full` is "
         "the same view with `incremental: false`. Ratios are of medians from the same run.",

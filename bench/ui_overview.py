@@ -1,6 +1,6 @@
 """How long the "Materialized views" page takes for N views (issue 14: under a second for 50 views).
 
-    python -m bench.ui_overview [--views 50] [--refreshes 20] [--rounds 7] [--out bench/UI.md]
+    python -m bench.ui_overview [--views 50] [--refreshes 20] [--rounds 7] [--out bench/reports/ui.md]
 
 Builds N views over shared source tables, each with a real Delta log of ``--refreshes`` refreshes (mint and
 append of the project's own protocol; write reports that stage no files, so no Spark is needed: the page
@@ -188,7 +188,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--views", type=int, default=50)
     ap.add_argument("--refreshes", type=int, default=20)
     ap.add_argument("--rounds", type=int, default=7)
-    ap.add_argument("--out", default=str(REPO / "bench" / "UI.md"))
+    ap.add_argument("--out", default=str(REPO / "bench" / "reports" / "ui.md"))
     args = ap.parse_args(argv)
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     where = machine()
@@ -238,6 +238,7 @@ def main(argv: list[str] | None = None) -> int:
         "changes (the lag is recomputed on every page).",
         "",
     ]
+    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     Path(args.out).write_text("\n".join(lines))
     import shutil
 

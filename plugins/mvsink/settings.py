@@ -31,6 +31,7 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 
 from mvsink.exceptions import SettingsError
+from mvsink.location import is_uri
 
 #: Looks an option of Airflow's ``[mvsink]`` section up (None when it is not set).
 Fallback = Callable[[str], "str | None"]
@@ -350,14 +351,12 @@ def allowed_locations() -> tuple[str, ...]:
         return ()
     origin, value = got
     out = []
-    for item in (v.strip() for v in value.split(",")):
-        if not item:
-            continue
-        if "://" not in item and not os.path.isabs(os.path.expanduser(item)):
+    for item in (v.strip() for v in value.split(",") if v.strip()):
+        if not is_uri(item) and not os.path.isabs(os.path.expanduser(item)):
             raise _error(
                 ALLOWED_LOCATIONS, origin, value, "URIs (scheme://bucket/prefix) or absolute paths", "s3://lake/,/data"
             )
-        out.append(item if "://" in item else os.path.expanduser(item))
+        out.append(item if is_uri(item) else os.path.expanduser(item))
     return tuple(out)
 
 

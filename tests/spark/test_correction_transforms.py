@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from pyspark.sql import types as T
 
-from mvsink.definitions.view import parse_view
+from mvsink.definitions.viewfile import parse_view
 from mvsink.exceptions import QueryError
 from mvsink.spark.transforms import consolidate, corrections, expand, null_safe_match
 from mvsink.spark.validation import validate_output

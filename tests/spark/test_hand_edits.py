@@ -70,7 +70,7 @@ def test_hand_edits_are_corrected_by_next_refresh(spark, proj, edit):
                 "_mv_diff": [3, -2],
             }
         )
-        write_deltalake(view.target, junk, mode="append")
+        write_deltalake(view.target.uri, junk, mode="append")
     if edit in ("remove_file", "all"):
         _remove_file_from_log(view.target)
     assert multiset(read_view(view, as_of=r1)) != good  # the table is damaged now

@@ -276,7 +276,7 @@ def test_hand_edits_of_the_upstream_take_the_full_diff(spark, env, monkeypatch):
     assert one.num_rows == 1
     junk = one.set_column(rows.schema.get_field_index("_mv_diff"), "_mv_diff", pa.array([-2], pa.int64()))
     junk = junk.set_column(rows.schema.get_field_index("_mv_time"), "_mv_time", pa.array([t4 - 1000], pa.int64()))
-    write_deltalake(up.target, junk, mode="append")
+    write_deltalake(up.target.uri, junk, mode="append")
     run(("filt", "filt_full"), t4)  # reads the damaged upstream (the row is absent), as the twin does
     assert appends(filt.target)[-1]["mode"] == "full" and "did not make" in _reason(filt.target)
     assert _exact(read_view(filt, as_of=t4)) == _exact(read_view(catalog.get("filt_full"), as_of=t4))

@@ -15,6 +15,7 @@ import random
 import pyarrow as pa
 import pytest
 
+from mvsink import location
 from mvsink.core import storage
 from mvsink.core.append import append
 from mvsink.core.mint import mint
@@ -75,7 +76,7 @@ def test_protocol_end_to_end(store, tmp_path):
     write_source(orders, make_orders(rng, 0, 30))
     t0 = now_ms()
     catalog, view = _view(tmp_path, prefix, as_of=t0)
-    assert view.target == f"{prefix}/views/proj" and view.source("orders").path == orders
+    assert view.target.uri == f"{prefix}/views/proj" and view.source("orders").path.uri == orders
 
     # mint + write + append: the first refresh creates the table (after the probe) on the store
     r1 = now_ms()
@@ -84,7 +85,7 @@ def test_protocol_end_to_end(store, tmp_path):
     assert operations(view.target) == ["create", "bump", "append"]
     _exact(view, orders, r1)
     assert staged_leftovers(view.target) == []
-    assert not storage.list_files(storage.join(view.target, "_mvsink_probe")) or True  # probe objects removed
+    assert not storage.list_files(location.join(view.target, "_mvsink_probe")) or True  # probe objects removed
     assert not [p for p, _ in storage.list_files(view.target) if "_mvsink_probe_" in p]
 
     # a retried refresh at the same time is a no-op
@@ -158,7 +159,7 @@ def test_protocol_end_to_end(store, tmp_path):
     _exact(view, orders, r6)
 
     # gc: a batch folder no manifest and no commit names (a crash between deleting files and manifest)
-    orphan = storage.join(view.target, "batches", "proj__1_2__crashed-0123abcd", "part-0.parquet")
+    orphan = location.join(view.target, "batches", "proj__1_2__crashed-0123abcd", "part-0.parquet")
     storage.write_bytes(orphan, b"junk")
     done = gc(view.target, upper=r6 + 1, active=set(), grace_seconds=0)
     assert done["orphans"] == ["proj__1_2__crashed-0123abcd"] and not storage.exists(orphan)
@@ -168,7 +169,7 @@ def test_protocol_end_to_end(store, tmp_path):
     vac = vacuum(view, retention_hours=0, enforce_retention=False)
     assert vac.deleted and not set(vac.deleted) & active_before
     for rel in vac.deleted:
-        assert not storage.exists(storage.join(view.target, rel))
+        assert not storage.exists(location.join(view.target, rel))
     _exact(view, orders, r6)
     assert multiset(read_view(view)) == oracle(PROJECT, {"orders": orders}, r6)
 
@@ -231,7 +232,7 @@ def test_store_without_conditional_writes_is_refused(s3rver, monkeypatch, tmp_pa
     with pytest.raises(UnsafeStoreError) as err:
         _refresh(view, catalog, now_ms(), "unsafe")
     msg = str(err.value)
-    assert view.target in msg and s3rver.env["AWS_ENDPOINT_URL"] in msg
+    assert view.target.uri in msg and s3rver.env["AWS_ENDPOINT_URL"] in msg
     assert "If-None-Match" in msg and "locking provider" in msg and "Fix:" in msg
     assert not storage.list_files(view.target)  # nothing committed, staged or left by the probe
 

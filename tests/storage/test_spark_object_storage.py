@@ -21,7 +21,8 @@ from types import SimpleNamespace
 import pyarrow as pa
 import pytest
 
-from mvsink.core import storage
+from mvsink import location
+from mvsink.core import sparklocation
 from mvsink.core.refresh import run_refresh
 from mvsink.definitions.catalog import Catalog
 from mvsink.devtools.localairflow import free_port
@@ -176,7 +177,7 @@ def test_plain_delta_loads_on_both_stores_with_the_derived_settings(stores, tmp_
     spark = local_session("local[2]", storage_conf(view))
     apply_storage_conf(spark, view)  # a session started earlier (another test's) gets them at run time
     for name, uri in uris.items():
-        spark_uri = storage.spark_uri(uri)
+        spark_uri = sparklocation.spark_uri(uri)
         assert spark_uri.split("://")[0] == {"seaweedfs": "s3a", "azurite": "abfs"}[name]
         latest = spark.read.format("delta").load(spark_uri)
         rows = sorted((r.id, r.status, r.qty) for r in latest.select("id", "status", "qty").collect())
@@ -184,10 +185,10 @@ def test_plain_delta_loads_on_both_stores_with_the_derived_settings(stores, tmp_
         assert rows == sorted((w["id"], w["status"], w["qty"]) for w in want) and len(rows) == 15, name
         v0 = spark.read.format("delta").option("versionAsOf", 0).load(spark_uri)
         assert sorted(r.id for r in v0.select("id").collect()) == list(range(10)), name
-        out = storage.spark_uri(stores[name].uri(f"plain-{run}", "copy"))
+        out = sparklocation.spark_uri(stores[name].uri(f"plain-{run}", "copy"))
         latest.where("id < 12").write.format("delta").mode("overwrite").save(out)
         assert spark.read.format("delta").load(out).count() == 12, name
         assert (
-            delta_table(storage.normalize(out) if name == "seaweedfs" else uris[name][: -len("t")] + "copy").version()
+            delta_table(location.normalize(out) if name == "seaweedfs" else uris[name][: -len("t")] + "copy").version()
             == 0
         )

@@ -10,7 +10,8 @@ from typing import Any
 import pytest
 import yaml
 
-from mvsink.definitions.view import ViewDefinition, parse_view
+from mvsink.definitions.view import ViewDefinition
+from mvsink.definitions.viewfile import parse_view
 from mvsink.exceptions import ViewDefinitionError
 
 FILE = "views/v.yaml"

@@ -62,6 +62,33 @@ def test_an_upward_import_breaks_the_layers(copy: Path) -> None:
     assert "mvsink.core.append -> mvsink.readers.status" in proc.stdout
 
 
+@pytest.mark.parametrize(
+    ("module", "imported"),
+    [
+        ("spark/sources.py", "mvsink.plan.tree"),
+        ("plan/splits.py", "mvsink.engines.duckdb"),
+        ("engines/duckdbsql.py", "mvsink.incremental.telescope"),
+        ("incremental/topk.py", "mvsink.write.job"),
+        ("write/explain.py", "mvsink.maintenance.vacuum"),
+    ],
+    ids=["spark-to-plan", "plan-to-engines", "engines-to-incremental", "incremental-to-write", "write-to-maintenance"],
+)
+def test_each_new_layer_refuses_an_upward_import(copy: Path, module: str, imported: str) -> None:
+    _append(copy / "pkg/mvsink" / module, f"\n\ndef _up() -> None:\n    import {imported}  # noqa: F401\n")
+    proc = _lint(copy / "pkg", copy)
+    assert proc.returncode != 0
+    assert "Layers" in proc.stdout and "BROKEN" in proc.stdout
+    source = "mvsink." + module.removesuffix(".py").replace("/", ".")
+    assert f"{source} -> {imported}" in proc.stdout
+
+
+def test_duckdb_in_the_plan_subpackage_breaks_a_contract(copy: Path) -> None:
+    _append(copy / "pkg/mvsink/plan/joinkeys.py", "\n\ndef _eval() -> None:\n    import duckdb  # noqa: F401\n")
+    proc = _lint(copy / "pkg", copy)
+    assert proc.returncode != 0
+    assert "mvsink.plan.joinkeys -> duckdb" in proc.stdout
+
+
 def test_an_import_cycle_inside_a_subpackage_breaks_the_cycle_check(copy: Path) -> None:
     # core.batch is imported by core.staging; make batch import staging back
     _append(

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from mvsink.core.batch import make_batch_id, parse_batch_id
-from mvsink.definitions.view import parse_view
+from mvsink.definitions.viewfile import parse_view
 
 pytestmark = pytest.mark.unit
 

@@ -8,7 +8,8 @@ from typing import Any
 
 import pytest
 
-from mvsink.definitions.view import Check, parse_view
+from mvsink.definitions.view import Check
+from mvsink.definitions.viewfile import parse_view
 from mvsink.exceptions import ViewDefinitionError
 
 VIEW = textwrap.dedent("""

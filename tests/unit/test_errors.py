@@ -180,7 +180,8 @@ class _ClassicFrame:
 
 
 def test_plan_determinism_failure_propagates():
-    from mvsink.spark.declaredchecks import is_connect, plan_deterministic
+    from mvsink.spark.declaredchecks import plan_deterministic
+    from mvsink.spark.session import is_connect
 
     with pytest.raises(RuntimeError, match="Py4JNetworkError"):
         plan_deterministic(_ClassicFrame())  # type: ignore[arg-type]

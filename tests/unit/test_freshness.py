@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from mvsink.definitions.view import parse_view
+from mvsink.definitions.viewfile import parse_view
 from mvsink.exceptions import ViewDefinitionError
 from mvsink.readers.freshness import format_freshness, freshness, mode_kind, mode_label
 from mvsink.readers.overview import describe_schedule, history_points, lineage

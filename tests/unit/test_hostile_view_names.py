@@ -7,7 +7,7 @@ import json
 import pytest
 
 from mvsink.definitions.catalog import Catalog
-from mvsink.definitions.view import parse_view
+from mvsink.definitions.viewfile import parse_view
 from mvsink.exceptions import ViewDefinitionError
 from tests.support.viewfiles import view_text
 

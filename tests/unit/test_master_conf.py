@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from mvsink.definitions.view import ViewDefinition, parse_view
+from mvsink.definitions.view import ViewDefinition
+from mvsink.definitions.viewfile import parse_view
 from mvsink.spark import conf as sparkconf
 from mvsink.spark.connect import server_command
 

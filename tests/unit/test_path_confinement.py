@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from mvsink.definitions.view import load_view_file, parse_view
+from mvsink.definitions.viewfile import load_view_file, parse_view
 from mvsink.exceptions import UnsafePathError, ViewDefinitionError
 from tests.support.viewfiles import view_text
 
@@ -55,11 +55,13 @@ def test_paths_inside_the_data_root_and_the_documented_option(tmp_path, monkeypa
         file=str(tmp_path / "v.yaml"),
         data_root=root,
     )
-    assert v.target == str(root.resolve() / "other" / "v") and v.sources[0].path == str(root.resolve() / "orders")
+    assert v.target.uri == str(root.resolve() / "other" / "v") and v.sources[0].path.uri == str(
+        root.resolve() / "orders"
+    )
     # the option lifts the rule (an operator's choice: it is an environment setting, not a view-file field)
     monkeypatch.setenv("MVSINK_ALLOW_OUTSIDE_DATA_ROOT", "1")
     v = parse_view(view_text(target="/srv/lake/v"), file=str(tmp_path / "v.yaml"), data_root=root)
-    assert v.target == "/srv/lake/v"
+    assert v.target.uri == "/srv/lake/v"
     monkeypatch.setenv("MVSINK_ALLOW_OUTSIDE_DATA_ROOT", "0")
     with pytest.raises(UnsafePathError):
         parse_view(view_text(target="/srv/lake/v"), file=str(tmp_path / "v.yaml"), data_root=root)

@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 
 from mvsink.core.table import Frontier
-from mvsink.definitions.view import DEFAULT_RETAIN_HISTORY_MS, parse_view
+from mvsink.definitions.view import DEFAULT_RETAIN_HISTORY_MS
+from mvsink.definitions.viewfile import parse_view
 from mvsink.exceptions import ViewDefinitionError
 from mvsink.maintenance.compaction import DUE_FRACTION, is_due, target_since
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from mvsink.definitions.view import parse_view
+from mvsink.definitions.viewfile import parse_view
 from mvsink.exceptions import MvSinkError
 from mvsink.spark import conf as sparkconf
 from mvsink.write import runners as sparkrun

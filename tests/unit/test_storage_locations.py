@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
 
-from mvsink.core import storage
+from mvsink import location
+from mvsink.core import sparklocation, storage
 from mvsink.exceptions import StoreError, UnsafePathError, ViewDefinitionError
 from tests.support.viewfiles import doc, parse
 
@@ -30,16 +32,16 @@ def clean(monkeypatch):
 
 
 def test_locations_parse_and_join():
-    assert storage.parse("/data/t").is_local and storage.parse("file:///data/t").key == "/data/t"
-    s3 = storage.parse("s3a://lake/views/t/")
+    assert location.parse("/data/t").is_local and location.parse("file:///data/t").key == "/data/t"
+    s3 = location.parse("s3a://lake/views/t/")
     assert (s3.kind, s3.uri, s3.bucket, s3.key) == ("s3", "s3://lake/views/t", "lake", "views/t")
-    az = storage.parse("abfss://c@acct.dfs.core.windows.net/v/t")
+    az = location.parse("abfss://c@acct.dfs.core.windows.net/v/t")
     assert (az.kind, az.bucket, az.key, az.account) == ("azure", "c", "v/t", "acct")
-    assert storage.parse("gs://b/t").kind == "gcs"
-    assert storage.join("s3://lake/t", "_mv_staging", "b.json") == "s3://lake/t/_mv_staging/b.json"
-    assert storage.join("/data/t", "batches") == "/data/t/batches"
+    assert location.parse("gs://b/t").kind == "gcs"
+    assert location.join("s3://lake/t", "_mv_staging", "b.json") == "s3://lake/t/_mv_staging/b.json"
+    assert location.join("/data/t", "batches") == "/data/t/batches"
     with pytest.raises(StoreError, match="hdfs:// is not supported"):
-        storage.parse("hdfs://nn/t")
+        location.parse("hdfs://nn/t")
 
 
 def test_delta_options_from_the_standard_variables(clean):
@@ -65,16 +67,16 @@ def test_delta_options_from_the_standard_variables(clean):
 def test_a_location_carries_its_options_and_keeps_them_when_joined(clean):
     clean.setenv("AWS_REGION", "us-east-1")
     clean.setenv("AWS_ACCESS_KEY_ID", "env-id")
-    loc = storage.parse("s3a://other-lake/views", {"aws_region": "eu-central-1"})
+    loc = location.parse("s3a://other-lake/views", {"aws_region": "eu-central-1"})
     assert storage.delta_options(loc) == {"AWS_REGION": "eu-central-1", "AWS_ACCESS_KEY_ID": "env-id"}
-    child = storage.join(loc, "t", "_delta_log")
-    assert isinstance(child, storage.Location) and child.uri == "s3://other-lake/views/t/_delta_log"
+    child = location.join(loc, "t", "_delta_log")
+    assert isinstance(child, location.Location) and child.uri == "s3://other-lake/views/t/_delta_log"
     assert child.key == "views/t/_delta_log" and storage.delta_options(child)["AWS_REGION"] == "eu-central-1"
     assert storage.delta_options("s3://other-lake/views/t")["AWS_REGION"] == "us-east-1"  # a plain URI: env only
     assert child.origin("AWS_REGION") == "storage_options.AWS_REGION in the view file"
     assert child.origin("AWS_ACCESS_KEY_ID") == "AWS_ACCESS_KEY_ID"
     clean.setenv("AWS_SECRET_ACCESS_KEY", "do-not-leak")
-    assert "do-not-leak" not in repr(storage.parse("s3://lake/t"))  # a Location may be logged
+    assert "do-not-leak" not in repr(location.parse("s3://lake/t"))  # a Location may be logged
 
 
 def test_a_registered_view_lends_its_options_to_plain_uris_under_its_locations_only(clean):
@@ -89,7 +91,7 @@ def test_a_registered_view_lends_its_options_to_plain_uris_under_its_locations_o
             storage_options="{AWS_REGION: eu-central-1}",
         )
     )
-    locs = storage.view_locations(v)
+    locs = v.locations()
     assert {k: storage.delta_options(x)["AWS_REGION"] for k, x in locs.items()} == {
         "s3://reg-lake/views/v": "eu-central-1",
         "s3://reg-lake/src/o": "eu-central-1",
@@ -104,9 +106,9 @@ def test_spark_view_of_a_location(clean):
     clean.setenv("AWS_ACCESS_KEY_ID", "id")
     clean.setenv("AWS_SECRET_ACCESS_KEY", "do-not-leak")
     clean.setenv("AWS_REGION", "us-east-1")
-    assert storage.spark_uri("s3://lake/t/part-0.parquet") == "s3a://lake/t/part-0.parquet"
-    assert storage.spark_uri("/data/t") == "/data/t" and storage.spark_uri("gs://b/t") == "gs://b/t"
-    conf = storage.spark_hadoop_conf("s3://lake/t")
+    assert sparklocation.spark_uri("s3://lake/t/part-0.parquet") == "s3a://lake/t/part-0.parquet"
+    assert sparklocation.spark_uri("/data/t") == "/data/t" and sparklocation.spark_uri("gs://b/t") == "gs://b/t"
+    conf = sparklocation.spark_hadoop_conf("s3://lake/t")
     b = "spark.hadoop.fs.s3a.bucket.lake."  # scoped to the bucket: views on other stores share a session
     assert conf[b + "endpoint"] == "http://127.0.0.1:8333"
     assert conf[b + "path.style.access"] == "true"
@@ -119,14 +121,14 @@ def test_spark_view_of_a_location(clean):
 
     public, secret = split_secret_conf(conf)
     assert {b + "access.key", b + "secret.key"} <= set(secret) and "do-not-leak" not in str(public)
-    assert storage.spark_hadoop_conf("/data/t") == {}
+    assert sparklocation.spark_hadoop_conf("/data/t") == {}
     clean.setenv("AZURE_STORAGE_ACCOUNT_NAME", "acct")
-    assert storage.spark_uri("az://c/v/t") == "abfss://c@acct.dfs.core.windows.net/v/t"
+    assert sparklocation.spark_uri("az://c/v/t") == "abfss://c@acct.dfs.core.windows.net/v/t"
     clean.setenv("AZURE_STORAGE_ACCOUNT_KEY", "a2V5LWRvLW5vdC1sZWFr")
     clean.setenv("AZURE_STORAGE_USE_EMULATOR", "true")
     clean.setenv("AZURITE_BLOB_STORAGE_URL", "http://127.0.0.1:10123")
-    assert storage.spark_uri("az://c/v/t") == "abfs://c@acct.dfs.core.windows.net/v/t"  # Azurite: plain http
-    az = storage.spark_hadoop_conf("az://c/v/t")
+    assert sparklocation.spark_uri("az://c/v/t") == "abfs://c@acct.dfs.core.windows.net/v/t"  # Azurite: plain http
+    az = sparklocation.spark_hadoop_conf("az://c/v/t")
     host = "acct.dfs.core.windows.net"
     assert az[f"spark.hadoop.fs.azure.account.key.{host}"] == "a2V5LWRvLW5vdC1sZWFr"
     assert az[f"spark.hadoop.fs.azure.abfs.endpoint.{host}"] == "127.0.0.1:10123"
@@ -137,7 +139,7 @@ def test_spark_view_of_a_location(clean):
         clean.delenv(name)
     clean.delenv("AZURE_STORAGE_ACCOUNT_NAME")
     with pytest.raises(StoreError, match="AZURE_STORAGE_ACCOUNT_NAME"):
-        storage.spark_uri("az://c/v/t")
+        sparklocation.spark_uri("az://c/v/t")
 
 
 def test_object_storage_locations_must_be_allowed(clean):
@@ -147,7 +149,7 @@ def test_object_storage_locations_must_be_allowed(clean):
     assert "not under an allowed location" in str(err.value)
     clean.setenv("MVSINK_ALLOWED_LOCATIONS", "s3://lake/")
     v = parse(text)
-    assert v.target == "s3://lake/views/v" and v.source("orders").path == "s3://lake/src/orders"
+    assert v.target.uri == "s3://lake/views/v" and v.source("orders").path.uri == "s3://lake/src/orders"
     clean.setenv("MVSINK_ALLOWED_LOCATIONS", "s3://lake/views")
     with pytest.raises(UnsafePathError, match="sources.orders"):
         parse(text)  # the source is outside the allowed prefix
@@ -163,10 +165,10 @@ def test_local_paths_keep_the_data_root_rule_and_may_use_allowed_folders(clean, 
     with pytest.raises(UnsafePathError, match="outside the data root"):
         parse(text, root=tmp_path / "root")
     clean.setenv("MVSINK_ALLOWED_LOCATIONS", f"s3://lake/,{shared}")
-    assert parse(text, root=tmp_path / "root").target == str(shared.resolve() / "v")
-    assert parse(doc(target=f"file://{shared}/w", sources="{orders: orders}"), root=tmp_path / "root").target == str(
-        Path(shared).resolve() / "w"
-    )
+    assert parse(text, root=tmp_path / "root").target.uri == str(shared.resolve() / "v")
+    assert parse(
+        doc(target=f"file://{shared}/w", sources="{orders: orders}"), root=tmp_path / "root"
+    ).target.uri == str(Path(shared).resolve() / "w")
 
 
 def test_view_storage_options_take_secrets_only_by_reference(clean):
@@ -234,3 +236,48 @@ def test_a_write_on_object_storage_gets_the_s3a_settings(clean):
     )
     local = spark_conf_for(parse(doc()))
     assert not any(k.startswith("spark.hadoop.fs.s3a") for k in local)
+
+
+def test_a_location_travels_in_the_batch_description_json_without_secret_values(clean):
+    from mvsink.core.batch import BatchDescription, SourceRead
+
+    clean.setenv("MVSINK_ALLOWED_LOCATIONS", "s3://lake/")
+    clean.setenv("LAKE_SECRET", "s3cr3t-value")
+    v = parse(
+        doc(
+            target="s3://lake/views/v",
+            sources="{orders: s3://lake/src/orders}",
+            storage_options="{AWS_REGION: eu-west-1, AWS_SECRET_ACCESS_KEY: {env: LAKE_SECRET}}",
+        )
+    )
+    assert v.target.from_view == {"AWS_REGION", "AWS_SECRET_ACCESS_KEY"} and "s3cr3t" not in repr(v)
+    orders = v.source("orders").path
+    assert orders is not None
+    desc = BatchDescription(
+        view=v.name,
+        target=v.target,
+        lower=0,
+        upper=1,
+        refresh_time=1,
+        table_version=-1,
+        sources=(SourceRead(name="orders", kind="path", path=orders, version=0),),
+        run_id="r",
+        batch_id="b",
+        definition=v.definition_hash(),
+    )
+    text = desc.to_json()
+    assert "s3cr3t-value" not in text and "LAKE_SECRET" in text  # a reference, never the value
+    back = BatchDescription.from_json(text)
+    assert back == desc
+    assert storage.delta_options(back.target)["AWS_SECRET_ACCESS_KEY"] == "s3cr3t-value"  # resolved where used
+    assert storage.delta_options(back.sources[0].path)["AWS_REGION"] == "eu-west-1"
+    # a location without view options stays a plain string in the JSON (the format of earlier descriptions)
+    plain = BatchDescription.from_dict({**json.loads(text), "target": "s3://lake/views/v"})
+    assert plain.target.uri == "s3://lake/views/v" and not plain.target.storage_options
+
+
+@pytest.mark.parametrize("scheme", ["adl", "azure", "abfs", "abfss", "az", "s3a", "gs"])
+def test_a_view_file_takes_every_scheme_the_storage_layer_reaches(clean, scheme):
+    clean.setenv("MVSINK_ALLOWED_LOCATIONS", f"{scheme}://lake/")
+    v = parse(doc(target=f"{scheme}://lake/views/v", sources=f"{{orders: {scheme}://lake/src/o}}"))
+    assert v.target == location.parse(f"{scheme}://lake/views/v") and not v.target.is_local

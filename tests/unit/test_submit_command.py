@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 
 from mvsink.core.batch import BatchDescription, SourceRead
-from mvsink.definitions.view import ViewDefinition, parse_view
+from mvsink.definitions.view import ViewDefinition
+from mvsink.definitions.viewfile import parse_view
 from mvsink.spark import conf as sparkconf
 from mvsink.write import runners as sparkrun
 

@@ -218,7 +218,7 @@ def test_view_page_chart_has_one_bar_group_per_refresh_matching_the_log(catalog)
 def test_a_foreign_commit_is_flagged(catalog):
     view = catalog.get("fresh")
     write_deltalake(
-        view.target, pa.table({"id": [9], "qty": [9], "_mv_time": [BASE], "_mv_diff": [1]}), mode="append"
+        view.target.uri, pa.table({"id": [9], "qty": [9], "_mv_time": [BASE], "_mv_diff": [1]}), mode="append"
     )  # a hand edit: not made by mvsink
     page = render.view_page(view_detail(view, catalog.views), links=LINKS, nonce="x")
     el = Elements(page)

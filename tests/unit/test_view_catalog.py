@@ -26,7 +26,7 @@ def folder(tmp_path, monkeypatch):
 def test_load_views_isolates_broken_file(folder, tmp_path):
     views, errors = load_views(folder)
     assert sorted(views) == ["alpha", "beta"]
-    assert views["alpha"].sources[0].path == str((tmp_path / "data" / "orders").resolve())
+    assert views["alpha"].sources[0].path.uri == str((tmp_path / "data" / "orders").resolve())
     assert list(errors) == [str(folder / "broken.yaml")]
     assert isinstance(errors[str(folder / "broken.yaml")], ViewDefinitionError)
     assert "non-deterministic function rand()" in str(errors[str(folder / "broken.yaml")])

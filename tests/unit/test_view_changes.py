@@ -50,7 +50,7 @@ def _hand_edit(target: str, at: int) -> None:
         {"id": [9], "qty": [9], "_mv_time": [at], "_mv_diff": [-1]},
         schema=pa.schema([("id", pa.int64()), ("qty", pa.int64()), ("_mv_time", pa.int64()), ("_mv_diff", pa.int64())]),
     )
-    write_deltalake(target, row, mode="append")
+    write_deltalake(str(target), row, mode="append")
 
 
 def test_the_last_refresh_records_the_upstream_table_id_and_its_read_time(chain):

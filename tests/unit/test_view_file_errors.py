@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from mvsink.definitions.view import load_view_file
+from mvsink.definitions.viewfile import load_view_file
 from mvsink.exceptions import MvSinkError, ViewDefinitionError
 from tests.support.viewfiles import doc, expect_error, parse
 

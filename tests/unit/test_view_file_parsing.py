@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from mvsink.definitions.view import Schedule, Source, ViewDefinition, load_view_file, parse_view
+from mvsink.definitions.view import Schedule, Source, ViewDefinition
+from mvsink.definitions.viewfile import load_view_file, parse_view
 from tests.support.viewfiles import FILE, doc, parse, yml
 
 pytestmark = [pytest.mark.unit, pytest.mark.usefixtures("no_mvsink_env")]
@@ -159,8 +160,8 @@ def test_relative_paths_resolve_against_data_root_argument(tmp_path, monkeypatch
     v = parse_view(
         doc(sources="{orders: t/orders}", target="views/out"), file=str(tmp_path / "views" / "v.yaml"), data_root=root
     )
-    assert v.sources[0].path == str((root / "t" / "orders").resolve())
-    assert v.target == str((root / "views" / "out").resolve())
+    assert v.sources[0].path.uri == str((root / "t" / "orders").resolve())
+    assert v.target.uri == str((root / "views" / "out").resolve())
 
 
 def test_relative_paths_resolve_against_env_data_root(tmp_path, monkeypatch):
@@ -168,8 +169,8 @@ def test_relative_paths_resolve_against_env_data_root(tmp_path, monkeypatch):
     v = parse_view(
         doc(sources="{orders: {path: t/orders}}", target="./views/../out/"), file=str(tmp_path / "views" / "v.yaml")
     )
-    assert v.sources[0].path == str((tmp_path / "env_root" / "t" / "orders").resolve())
-    assert v.target == str((tmp_path / "env_root" / "out").resolve())
+    assert v.sources[0].path.uri == str((tmp_path / "env_root" / "t" / "orders").resolve())
+    assert v.target.uri == str((tmp_path / "env_root" / "out").resolve())
 
 
 def test_relative_paths_resolve_against_view_folder_without_root(tmp_path, monkeypatch):
@@ -178,8 +179,8 @@ def test_relative_paths_resolve_against_view_folder_without_root(tmp_path, monke
     f = tmp_path / "views" / "v.yaml"
     f.write_text(doc(sources="{orders: t/orders}", target="out"))
     v = load_view_file(f)
-    assert v.sources[0].path == str((tmp_path / "views" / "t" / "orders").resolve())
-    assert v.target == str((tmp_path / "views" / "out").resolve())
+    assert v.sources[0].path.uri == str((tmp_path / "views" / "t" / "orders").resolve())
+    assert v.target.uri == str((tmp_path / "views" / "out").resolve())
     assert v.file == str(f)
 
 
@@ -187,8 +188,8 @@ def test_absolute_and_env_var_paths(tmp_path, monkeypatch):
     monkeypatch.setenv("MVSINK_ALLOW_OUTSIDE_DATA_ROOT", "1")  # both paths lie outside the data root /data
     monkeypatch.setenv("MVSINK_TEST_BASE", str(tmp_path / "base"))
     v = parse(doc(sources=f"{{orders: {tmp_path / 'abs' / 'orders'}}}", target="$MVSINK_TEST_BASE/out"))
-    assert v.sources[0].path == str((tmp_path / "abs" / "orders").resolve())
-    assert v.target == str((tmp_path / "base" / "out").resolve())
+    assert v.sources[0].path.uri == str((tmp_path / "abs" / "orders").resolve())
+    assert v.target.uri == str((tmp_path / "base" / "out").resolve())
 
 
 def test_sql_file_beside_view_file(tmp_path, monkeypatch):

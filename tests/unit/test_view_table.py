@@ -18,7 +18,7 @@ from mvsink.core.batch import StagedFile
 from mvsink.core.commitinfo import CommitInfo
 from mvsink.core.staging import stats_json
 from mvsink.core.table import MISSING, Frontier, ViewTable
-from mvsink.definitions.view import parse_view
+from mvsink.definitions.viewfile import parse_view
 from mvsink.exceptions import ReadTimeError, UnsupportedFeatureError
 
 pytestmark = pytest.mark.unit
@@ -159,7 +159,7 @@ def test_every_commit_of_ours_in_the_data_and_the_log(tmp_path):
 
     # a hand edit is foreign: no info, and it is now the last content change
     write_deltalake(
-        view.target,
+        view.target.uri,
         pa.Table.from_pylist([{"id": 9, "name": "z", TIME: BASE, DIFF: 1, ERROR: None}], schema=schema),
         mode="append",
     )
@@ -171,7 +171,7 @@ def test_every_commit_of_ours_in_the_data_and_the_log(tmp_path):
 def test_open_refuses_unreadable_features_unless_asked_not_to_check(tmp_path):
     view = _view(tmp_path)
     write_deltalake(
-        view.target, pa.Table.from_pylist([], schema=SCHEMA), configuration={"delta.enableDeletionVectors": "true"}
+        view.target.uri, pa.Table.from_pylist([], schema=SCHEMA), configuration={"delta.enableDeletionVectors": "true"}
     )
     if "deletionVectors" not in (DeltaTable(view.target).protocol().reader_features or []):
         pytest.skip("this delta-rs does not enable deletion vectors on create")

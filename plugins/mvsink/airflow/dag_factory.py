@@ -105,97 +105,121 @@ def _doc_md(view: ViewDefinition) -> str:
     )
 
 
-def build_dag(
-    view: ViewDefinition, *, views: dict[str, ViewDefinition] | None = None, views_dir: str | Path | None = None
-) -> Any:
-    """The DAG of one view: mint (branch) -> write (Spark Connect or spark-submit) -> append -> reschedule."""
-    from airflow.providers.standard.operators.trigger_dagrun import TriggerDagRunOperator
-    from airflow.sdk import DAG, Param, TriggerRule, task
+def _dag_params() -> dict[str, Any]:
+    """The parameters of a view's DAG run: ``refresh_time`` and ``dry_run``."""
+    from airflow.sdk import Param
+
+    return {
+        # nullable: the UI's trigger form treats an empty non-null param as missing and blocks the trigger
+        "refresh_time": Param(
+            None,
+            type=["null", "string"],
+            title="Refresh time",
+            description="ISO-8601 (UTC if no zone) or epoch ms; empty: the run's logical date",
+        ),
+        "dry_run": Param(
+            False,
+            type="boolean",
+            title="Dry run",
+            description="Compute and report the corrections; write nothing",
+        ),
+    }
+
+
+def _dag(view: ViewDefinition, views: dict[str, ViewDefinition], dag_id: str) -> Any:
+    """The (empty) DAG of one view: its schedule, dates, documentation, retries and parameters."""
+    from airflow.sdk import DAG
+
+    return DAG(
+        dag_id=dag_id,
+        schedule=timetable_for(view.schedule, views, view.file),
+        start_date=_start_date(view),
+        end_date=_dt.datetime.fromtimestamp(view.until / 1000, tz=_dt.UTC) if view.until is not None else None,
+        catchup=view.schedule.catchup,  # every/at only (cron and on-commit views never catch up)
+        max_active_runs=1,
+        tags=["mvsink", *view.tags],
+        doc_md=_doc_md(view),
+        description=(view.description.splitlines()[0][:200] if view.description else f"materialized view {view.name}"),
+        default_args=task_retries(),
+        params=_dag_params(),
+        render_template_as_native_obj=False,
+    )
+
+
+def _write_and_append(view: ViewDefinition, views_dir: str) -> tuple[Any, Any]:
+    """The view's write task and its append task."""
+    from airflow.sdk import TriggerRule
 
     from mvsink.airflow import tasks
     from mvsink.airflow.operators import ViewAppendOperator, ViewWriteOperator
 
+    write = ViewWriteOperator(  # Spark Connect or spark-submit, from the connection's type when it runs
+        task_id="write",
+        view_name=view.name,
+        views_dir=views_dir,
+        application=job_file(),
+        conn_id=config.spark_conn_id(),
+        name=f"mvsink-write-{view.name}",
+        conf=split_secret_conf(spark_conf_for(view))[0],
+        application_args=[
+            "--view-file",
+            view.file,
+            "--description",
+            "{{ ti.xcom_pull(task_ids='mint', key='description') }}",
+            "--report",
+            "{{ ti.xcom_pull(task_ids='mint', key='report_path') }}",
+        ],
+        env_vars=tasks.spark_env(),
+        verbose=False,
+    )
+    append = ViewAppendOperator(  # a branch: reschedule after a lost race; reports the refresh's OpenLineage
+        task_id="append",
+        view_name=view.name,
+        views_dir=views_dir,
+        asset=asset_for(view),
+        alias=asset_alias_for(view),
+        max_reschedules=config.max_reschedules(),
+        trigger_rule=TriggerRule.NONE_FAILED_MIN_ONE_SUCCESS,
+        outlets=[asset_alias_for(view)],
+    )
+    return write, append
+
+
+def _reschedule_task(dag_id: str) -> Any:
+    """The reschedule task: triggers the view's DAG again at the time append asks for."""
+    from airflow.providers.standard.operators.trigger_dagrun import TriggerDagRunOperator
+
+    return TriggerDagRunOperator(
+        task_id="reschedule",
+        trigger_dag_id=dag_id,
+        conf={
+            "refresh_time": "{{ ti.xcom_pull(task_ids='append', key='reschedule_time') }}",
+            "attempt": "{{ ti.xcom_pull(task_ids='append', key='reschedule_attempt') }}",
+        },
+        note="rescheduled by mvsink: another writer moved the table's upper",
+    )
+
+
+def build_dag(
+    view: ViewDefinition, *, views: dict[str, ViewDefinition] | None = None, views_dir: str | Path | None = None
+) -> Any:
+    """The DAG of one view: mint (branch) -> write (Spark Connect or spark-submit) -> append -> reschedule."""
+    from airflow.sdk import task
+
+    from mvsink.airflow import tasks
+
     views = views or {view.name: view}
     views_dir = str(views_dir or Path(view.file).parent)
     dag_id = dag_id_for(view.name)
-    with (
-        DAG(
-            dag_id=dag_id,
-            schedule=timetable_for(view.schedule, views, view.file),
-            start_date=_start_date(view),
-            end_date=_dt.datetime.fromtimestamp(view.until / 1000, tz=_dt.UTC) if view.until is not None else None,
-            catchup=view.schedule.catchup,  # every/at only (cron and on-commit views never catch up)
-            max_active_runs=1,
-            tags=["mvsink", *view.tags],
-            doc_md=_doc_md(view),
-            description=(
-                view.description.splitlines()[0][:200] if view.description else f"materialized view {view.name}"
-            ),
-            default_args=task_retries(),
-            params={
-                # nullable: the UI's trigger form treats an empty non-null param as missing and blocks the trigger
-                "refresh_time": Param(
-                    None,
-                    type=["null", "string"],
-                    title="Refresh time",
-                    description="ISO-8601 (UTC if no zone) or epoch ms; empty: the run's logical date",
-                ),
-                "dry_run": Param(
-                    False,
-                    type="boolean",
-                    title="Dry run",
-                    description="Compute and report the corrections; write nothing",
-                ),
-            },
-            render_template_as_native_obj=False,
-        ) as dag
-    ):
+    with _dag(view, views, dag_id) as dag:
 
         @task.branch(task_id="mint")
         def mint_task(**context: Any) -> list[str]:
             with config.no_retry_on_bad_input():
                 return tasks.mint_step(view.name, views_dir, context)
 
-        write = ViewWriteOperator(  # Spark Connect or spark-submit, from the connection's type when it runs
-            task_id="write",
-            view_name=view.name,
-            views_dir=views_dir,
-            application=job_file(),
-            conn_id=config.spark_conn_id(),
-            name=f"mvsink-write-{view.name}",
-            conf=split_secret_conf(spark_conf_for(view))[0],
-            application_args=[
-                "--view-file",
-                view.file,
-                "--description",
-                "{{ ti.xcom_pull(task_ids='mint', key='description') }}",
-                "--report",
-                "{{ ti.xcom_pull(task_ids='mint', key='report_path') }}",
-            ],
-            env_vars=tasks.spark_env(),
-            verbose=False,
-        )
-
-        append = ViewAppendOperator(  # a branch: reschedule after a lost race; reports the refresh's OpenLineage
-            task_id="append",
-            view_name=view.name,
-            views_dir=views_dir,
-            asset=asset_for(view),
-            alias=asset_alias_for(view),
-            max_reschedules=config.max_reschedules(),
-            trigger_rule=TriggerRule.NONE_FAILED_MIN_ONE_SUCCESS,
-            outlets=[asset_alias_for(view)],
-        )
-
-        reschedule = TriggerDagRunOperator(
-            task_id="reschedule",
-            trigger_dag_id=dag_id,
-            conf={
-                "refresh_time": "{{ ti.xcom_pull(task_ids='append', key='reschedule_time') }}",
-                "attempt": "{{ ti.xcom_pull(task_ids='append', key='reschedule_attempt') }}",
-            },
-            note="rescheduled by mvsink: another writer moved the table's upper",
-        )
+        write, append = _write_and_append(view, views_dir)
+        reschedule = _reschedule_task(dag_id)
         m = mint_task()
         m >> [write, append]
         write >> append

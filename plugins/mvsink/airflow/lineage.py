@@ -14,18 +14,20 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from typing import Any
-from urllib.parse import urlparse
 
-_SCHEMES = {"s3a": "s3", "s3n": "s3", "gcs": "gs"}
+from mvsink.exceptions import StoreError
+from mvsink.location import Location, Where, parse
 
 
-def dataset_id(location: str) -> tuple[str, str]:
-    """OpenLineage ``(namespace, name)`` of a Delta table location (a path or a URI)."""
-    parsed = urlparse(location)
-    if parsed.scheme and len(parsed.scheme) > 1 and parsed.scheme != "file":  # not a Windows drive letter
-        scheme = _SCHEMES.get(parsed.scheme, parsed.scheme)
-        return f"{scheme}://{parsed.netloc}", parsed.path.lstrip("/")
-    return "file", parsed.path if parsed.scheme == "file" else location
+def dataset_id(location: Where) -> tuple[str, str]:
+    """OpenLineage ``(namespace, name)`` of a Delta table location (a path, a URI or a parsed location)."""
+    try:
+        loc = parse(location)
+    except StoreError:  # a scheme mvsink cannot reach: never a view's source or target
+        return "file", str(location)
+    if loc.is_local:
+        return "file", loc.key
+    return loc.container_uri(), loc.key
 
 
 def refresh_datasets(description: Mapping[str, Any], summary: Mapping[str, Any]) -> dict[str, Any]:
@@ -35,7 +37,7 @@ def refresh_datasets(description: Mapping[str, Any], summary: Mapping[str, Any])
         return {"inputs": [], "outputs": []}
     inputs = []
     for s in description.get("sources", ()):
-        ns, name = dataset_id(str(s["path"]))
+        ns, name = dataset_id(Location.from_json(s["path"]))
         version = s.get("version")
         inputs.append(
             {
@@ -45,7 +47,7 @@ def refresh_datasets(description: Mapping[str, Any], summary: Mapping[str, Any])
                 "source": s.get("name"),
             }
         )
-    ns, name = dataset_id(str(description["target"]))
+    ns, name = dataset_id(Location.from_json(description["target"]))
     output = {
         "namespace": ns,
         "name": name,

@@ -35,24 +35,25 @@ def _time(text: str) -> int:
         raise argparse.ArgumentTypeError(str(exc)) from None
 
 
-def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
-        prog="mvsink", description="Self-correcting materialized views on Spark and Delta Lake."
-    )
-    p.add_argument(
-        "-v",
-        "--verbose",
-        action="store_true",
-        help="log progress (INFO) to stderr; on an error also print its traceback",
-    )
-    sub = p.add_subparsers(dest="command", required=True)
+def _view_command(sub: Any, name: str, help: str) -> argparse.ArgumentParser:
+    """A command on one view: it takes the view's name and the folder of view files."""
+    sp: argparse.ArgumentParser = sub.add_parser(name, help=help)
+    sp.add_argument("view", help="view name (from its view file)")
+    sp.add_argument("--views-dir", help=f"folder of view files (default: ${VIEWS_DIR_ENV} or dags/views)")
+    return sp
 
-    def common(sp: argparse.ArgumentParser) -> None:
-        sp.add_argument("view", help="view name (from its view file)")
-        sp.add_argument("--views-dir", help=f"folder of view files (default: ${VIEWS_DIR_ENV} or dags/views)")
 
-    r = sub.add_parser("refresh", help="bring a view up to a refresh time (mint, write, append)")
-    common(r)
+def _spark_args(sp: argparse.ArgumentParser, *, master_help: str, remote_help: str, in_process: bool = False) -> None:
+    """Where a command's Spark runs: ``--master``, ``--spark-conf``, (``--in-process``,) ``--remote``."""
+    sp.add_argument("--master", default="local[2]", help=master_help)
+    sp.add_argument("--spark-conf", action="append", default=[], metavar="KEY=VALUE", help="extra Spark setting")
+    if in_process:
+        sp.add_argument("--in-process", action="store_true", help="run Spark in this process instead of spark-submit")
+    sp.add_argument("--remote", metavar="sc://HOST:PORT", default=None, help=remote_help)
+
+
+def _add_refresh(sub: Any) -> None:
+    r = _view_command(sub, "refresh", help="bring a view up to a refresh time (mint, write, append)")
     r.add_argument(
         "--at",
         required=True,
@@ -63,22 +64,16 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--dry-run", action="store_true", help="compute and report the corrections, write nothing")
     r.add_argument("--json", action="store_true", help="print the result as a JSON object")
     r.add_argument("--run-id", help="id recorded in the commit log (default: generated)")
-    r.add_argument(
-        "--master",
-        default="local[2]",
-        help="Spark master of the write step, spark-submit or --in-process (default local[2])",
-    )
-    r.add_argument("--spark-conf", action="append", default=[], metavar="KEY=VALUE", help="extra Spark setting")
-    r.add_argument("--in-process", action="store_true", help="run Spark in this process instead of spark-submit")
-    r.add_argument(
-        "--remote",
-        metavar="sc://HOST:PORT",
-        default=None,
-        help="write through a running Spark Connect server (see connect-server; env MVSINK_SPARK_REMOTE)",
+    _spark_args(
+        r,
+        master_help="Spark master of the write step, spark-submit or --in-process (default local[2])",
+        in_process=True,
+        remote_help="write through a running Spark Connect server (see connect-server; env MVSINK_SPARK_REMOTE)",
     )
 
-    rd = sub.add_parser("read", help="print a view's contents as of a time")
-    common(rd)
+
+def _add_read(sub: Any) -> None:
+    rd = _view_command(sub, "read", help="print a view's contents as of a time")
     rd.add_argument("--as-of", type=_time, metavar="TIME", help="time to read (default: upper - 1)")
     rd.add_argument("--format", choices=("table", "csv", "jsonl"), default="table")
     rd.add_argument(
@@ -89,8 +84,9 @@ def build_parser() -> argparse.ArgumentParser:
         "(with _mv_error), or ignore them (ok rows only)",
     )
 
-    ch = sub.add_parser("changes", help="print a view's updates (row, _mv_time, _mv_diff) between two times")
-    common(ch)
+
+def _add_changes(sub: Any) -> None:
+    ch = _view_command(sub, "changes", help="print a view's updates (row, _mv_time, _mv_diff) between two times")
     ch.add_argument(
         "--from",
         dest="from_time",
@@ -107,8 +103,10 @@ def build_parser() -> argparse.ArgumentParser:
         help="jsonl (default): one JSON object per update; csv: a header line, then one line each",
     )
 
-    cp = sub.add_parser("compact", help="consolidate history older than retain_history (advances since)")
-    common(cp)
+
+def _add_maintenance(sub: Any) -> None:
+    """``compact``, ``vacuum`` and ``gc``: the commands that keep a view's table small."""
+    cp = _view_command(sub, "compact", help="consolidate history older than retain_history (advances since)")
     cp.add_argument(
         "--since", type=_time, metavar="TIME", help="new since (default: upper - 1 - retain_history of the view file)"
     )
@@ -119,8 +117,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     cp.add_argument("--json", action="store_true")
 
-    vc = sub.add_parser("vacuum", help="delete files no retained version needs (never a batch in flight)")
-    common(vc)
+    vc = _view_command(sub, "vacuum", help="delete files no retained version needs (never a batch in flight)")
     vc.add_argument(
         "--retention-hours",
         type=int,
@@ -131,8 +128,7 @@ def build_parser() -> argparse.ArgumentParser:
     vc.add_argument("--dry-run", action="store_true", help="list the files, delete nothing")
     vc.add_argument("--json", action="store_true")
 
-    gc = sub.add_parser("gc", help="delete staged batches no commit references (never one that may still commit)")
-    common(gc)
+    gc = _view_command(sub, "gc", help="delete staged batches no commit references (never one that may still commit)")
     gc.add_argument(
         "--grace-seconds",
         type=float,
@@ -143,6 +139,8 @@ def build_parser() -> argparse.ArgumentParser:
     gc.add_argument("--dry-run", action="store_true", help="report what would be removed, remove nothing")
     gc.add_argument("--json", action="store_true")
 
+
+def _add_connect_server(sub: Any) -> None:
     cs = sub.add_parser("connect-server", help="run a Spark Connect server on 127.0.0.1 for fast refreshes")
     cs.add_argument("--port", type=int, default=15002)
     cs.add_argument("--master", default="local[2]")
@@ -155,26 +153,51 @@ def build_parser() -> argparse.ArgumentParser:
     cs.add_argument("--spark-conf", action="append", default=[], metavar="KEY=VALUE")
     cs.add_argument("--log", metavar="FILE", help="append the server's output to FILE (default: discarded)")
 
-    ex = sub.add_parser(
+
+def _add_explain(sub: Any) -> None:
+    ex = _view_command(
+        sub,
         "explain",
         help="per source: the refresh mode a change of it would take, and if not incremental, why and the fix",
     )
-    common(ex)
     ex.add_argument("--json", action="store_true", help="print the report as a JSON object")
-    ex.add_argument("--master", default="local[2]", help="Spark master of the in-process session (default local[2])")
-    ex.add_argument("--spark-conf", action="append", default=[], metavar="KEY=VALUE", help="extra Spark setting")
-    ex.add_argument(
-        "--remote",
-        metavar="sc://HOST:PORT",
-        default=None,
-        help="analyse on a running Spark Connect server instead (env MVSINK_SPARK_REMOTE)",
+    _spark_args(
+        ex,
+        master_help="Spark master of the in-process session (default local[2])",
+        remote_help="analyse on a running Spark Connect server instead (env MVSINK_SPARK_REMOTE)",
     )
 
+
+def _add_status(sub: Any) -> None:
     st = sub.add_parser("status", help="since, upper, as_of, freshness and the last refreshes (--all: every view)")
     st.add_argument("view", nargs="?", help="view name (from its view file); omit with --all")
     st.add_argument("--views-dir", help=f"folder of view files (default: ${VIEWS_DIR_ENV} or dags/views)")
     st.add_argument("--all", action="store_true", help="every view of the folder, one line each (stale ones flagged)")
     st.add_argument("--json", action="store_true")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The ``mvsink`` parser: one subcommand each, added in the order ``mvsink --help`` lists them."""
+    p = argparse.ArgumentParser(
+        prog="mvsink", description="Self-correcting materialized views on Spark and Delta Lake."
+    )
+    p.add_argument(
+        "-v",
+        "--verbose",
+        action="store_true",
+        help="log progress (INFO) to stderr; on an error also print its traceback",
+    )
+    sub = p.add_subparsers(dest="command", required=True)
+    for add in (
+        _add_refresh,
+        _add_read,
+        _add_changes,
+        _add_maintenance,
+        _add_connect_server,
+        _add_explain,
+        _add_status,
+    ):
+        add(sub)
     return p
 
 

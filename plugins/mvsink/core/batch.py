@@ -8,6 +8,8 @@ import json
 import re
 from typing import Any, Literal
 
+from mvsink.location import Location
+
 SourceKind = Literal["path", "view"]
 # how write computed the corrections
 WriteMode = Literal["full", "incremental", "incremental:groups", "incremental:aggregate", "incremental:topk"]
@@ -19,11 +21,18 @@ class SourceRead:
 
     name: str
     kind: SourceKind
-    path: str  # Delta table path (for a view source: the upstream view's table)
+    path: Location  # the Delta table's location (for a view source: the upstream view's table); a str is parsed
     version: int  # Delta version read (-1: the upstream view's table does not exist yet)
     upper: int | None = None  # upstream view's upper at that version
     view: str | None = None
     table_id: str | None = None  # the Delta table's id (metaData.id): tells a re-created table from the old one
+
+    def __post_init__(self) -> None:
+        if isinstance(self.path, str):
+            object.__setattr__(self, "path", Location.from_json(self.path))
+
+    def to_dict(self) -> dict[str, Any]:
+        return {**dataclasses.asdict(self), "path": self.path.to_json()}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -31,7 +40,7 @@ class BatchDescription:
     """``(lower, upper)`` plus everything write and append need to act on it."""
 
     view: str
-    target: str  # the view's Delta table path
+    target: Location  # the view's Delta table, with the view's storage_options as written (a str is parsed)
     lower: int
     upper: int
     refresh_time: int  # the requested refresh time R
@@ -56,13 +65,22 @@ class BatchDescription:
     # they are not known (a foreign commit, a changed definition, a re-created source ...).
     full_reason: str | None = None
 
+    def __post_init__(self) -> None:
+        if isinstance(self.target, str):
+            object.__setattr__(self, "target", Location.from_json(self.target))
+
     @property
     def time(self) -> int:
         """Time of the corrections and of the sources' snapshot (``upper - 1``)."""
         return self.upper - 1
 
     def to_dict(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
+        """The description as JSON values: each location as :meth:`Location.to_json` writes it (its URI, or
+        with the view file's storage_options as written: references, never a secret value)."""
+        d = dataclasses.asdict(self)
+        d["target"] = self.target.to_json()
+        d["sources"] = [s.to_dict() for s in self.sources]
+        return d
 
     def to_json(self) -> str:
         return json.dumps(self.to_dict(), sort_keys=True)
@@ -70,13 +88,13 @@ class BatchDescription:
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> BatchDescription:
         d = dict(d)
-        d["sources"] = tuple(SourceRead(**s) for s in d["sources"])
+        d["target"] = Location.from_json(d.get("target"))
+        d["sources"] = tuple(SourceRead(**{**s, "path": Location.from_json(s.get("path"))}) for s in d["sources"])
         desc = cls(**d)
         _check_types(
             desc,
             {
                 "view": str,
-                "target": str,
                 "lower": int,
                 "upper": int,
                 "refresh_time": int,
@@ -89,7 +107,7 @@ class BatchDescription:
             },
         )
         for s in desc.sources:
-            _check_types(s, {"name": str, "kind": str, "path": str, "version": int})
+            _check_types(s, {"name": str, "kind": str, "version": int})
         if desc.base_time is not None and type(desc.base_time) is not int:
             raise ValueError(
                 f"batch description: base_time {desc.base_time!r} is not a time. Fix: pass the description "

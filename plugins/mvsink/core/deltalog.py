@@ -27,6 +27,7 @@ from urllib.parse import unquote
 
 from mvsink.core import storage
 from mvsink.core.commitinfo import META, CommitInfo
+from mvsink.location import Where, is_uri, join, parse, uri_of
 
 CHANGE_TYPE: Final = "_change_type"  # the change data feed's column in its files
 # A change data feed row's ``_change_type``: the row inserted, or deleted (the feed's readers all use these).
@@ -69,32 +70,32 @@ LOG_DIR = "_delta_log"
 _COMMIT_NAME_LEN = 25  # 20 digits + ".json"
 
 
-def is_delta_table(path: str) -> bool:
+def is_delta_table(path: Where) -> bool:
     """There is a Delta table at ``path`` (a ``_delta_log`` folder with at least one commit)."""
     if _remote(path):
-        return any(e.name.endswith(".json") for e in storage.list_dir(storage.join(path, LOG_DIR)))
+        return any(e.name.endswith(".json") for e in storage.list_dir(join(path, LOG_DIR)))
     log_dir = Path(_local(path)) / LOG_DIR
     return log_dir.is_dir() and any(log_dir.glob("*.json"))
 
 
-def _remote(path: str) -> bool:
+def _remote(path: Where) -> bool:
     """True for a location on object storage (read through :mod:`mvsink.core.storage`)."""
-    return storage.is_uri(path) and not storage.parse(path).is_local
+    return is_uri(path) and not parse(path).is_local
 
 
-def _local(path: str) -> str:
-    return storage.parse(path).key if storage.is_uri(path) else path
+def _local(path: Where) -> str:
+    return parse(path).key
 
 
 def _is_commit_name(n: str) -> bool:
     return n.endswith(".json") and n[:-5].isdigit() and len(n) == _COMMIT_NAME_LEN
 
 
-def _listed_commits(path: str) -> dict[int, int]:
+def _listed_commits(path: Where) -> dict[int, int]:
     """Version -> the commit file's modification time in ns, from one listing of the log folder."""
     out: dict[int, int] = {}
     if _remote(path):
-        for e in storage.list_dir(storage.join(path, LOG_DIR)):
+        for e in storage.list_dir(join(path, LOG_DIR)):
             if not e.is_dir and _is_commit_name(e.name):
                 out[int(e.name[:-5])] = e.mtime_ms * 1_000_000
         return out
@@ -108,9 +109,9 @@ def _listed_commits(path: str) -> dict[int, int]:
     return out
 
 
-def _commit_text(path: str, version: int) -> str | None:
+def _commit_text(path: Where, version: int) -> str | None:
     if _remote(path):
-        return storage.read_text(storage.join(path, LOG_DIR, f"{version:020d}.json"))
+        return storage.read_text(join(path, LOG_DIR, f"{version:020d}.json"))
     try:
         return _commit_file(_local(path), version).read_text()
     except FileNotFoundError:
@@ -120,9 +121,9 @@ def _commit_text(path: str, version: int) -> str | None:
 _ICT_CACHE: dict[tuple[str, int], int | None] = {}  # commit files never change: (table, version) -> ICT
 
 
-def _in_commit_timestamp(path: str, version: int) -> int | None:
+def _in_commit_timestamp(path: Where, version: int) -> int | None:
     """The commit's ``inCommitTimestamp`` (ms), None if it has none."""
-    key = (path, version)
+    key = (uri_of(path), version)
     if key not in _ICT_CACHE:
         text = _commit_text(path, version)
         ict = None
@@ -137,14 +138,14 @@ def _in_commit_timestamp(path: str, version: int) -> int | None:
     return _ICT_CACHE[key]
 
 
-def _commit_file(path: str, version: int) -> Path:
+def _commit_file(path: Where, version: int) -> Path:
     return Path(path) / LOG_DIR / f"{version:020d}.json"
 
 
 # ---------------------------------------------------------------- versions and their commit times
 
 
-def commit_times(path: str) -> dict[int, int]:
+def commit_times(path: Where) -> dict[int, int]:
     """Version -> commit time in ms of every retained commit: its in-commit timestamp if the table writes
     them (checked on the newest commit), else the commit file's modification (last-modified) time."""
     listed = _listed_commits(path)
@@ -157,7 +158,7 @@ def commit_times(path: str) -> dict[int, int]:
     return out
 
 
-def newest_commit(path: str) -> tuple[int, int] | None:
+def newest_commit(path: Where) -> tuple[int, int] | None:
     """(version, modification time in ns) of the newest commit file, from the log folder's listing; None: no
     table. Cheap: a table's frontiers and commit log change only with a new commit, so readers may keep what
     they read until this changes."""
@@ -168,7 +169,7 @@ def newest_commit(path: str) -> tuple[int, int] | None:
     return v, listed[v]
 
 
-def set_commit_time(path: str, t_ms: int, *, version: int | None = None) -> int:
+def set_commit_time(path: Where, t_ms: int, *, version: int | None = None) -> int:
     """Date a commit (default: the newest) at ``t_ms``: its file's mtime, which time travel reads.
 
     For demos, tests and benchmarks that build a source history at chosen times (local tables only: an
@@ -235,10 +236,10 @@ class Commit:
         return CommitInfo.from_history(self.commit_info)
 
 
-def read_commit(path: str, version: int) -> Commit | None:
+def read_commit(path: Where, version: int) -> Commit | None:
     """The commit ``version`` of the table at ``path``; None if its file is gone (log cleanup)."""
     if _remote(path):
-        uri = storage.join(path, LOG_DIR, f"{version:020d}.json")
+        uri = join(path, LOG_DIR, f"{version:020d}.json")
         text = storage.read_text(uri)
         entry = storage.info(uri) if text is not None else None
         if text is None or entry is None:
@@ -263,7 +264,7 @@ def _parse(text: str) -> tuple[dict[str, Any], ...]:
 # ---------------------------------------------------------------- our batches in the log
 
 
-def batches_committed(path: str, batch_ids: Iterable[str], *, committed_from_ms: float | None = None) -> set[str]:
+def batches_committed(path: Where, batch_ids: Iterable[str], *, committed_from_ms: float | None = None) -> set[str]:
     """The batch ids among ``batch_ids`` that an append commit in the log records.
 
     Reads only the commit files committed at or after ``committed_from_ms`` (all if None).
@@ -326,7 +327,7 @@ class ChangeSet:
         return sum(f.size for f in self.inserted + self.deleted + self.cdc)
 
 
-def change_set(path: str, from_version: int, to_version: int) -> ChangeSet | str:
+def change_set(path: Where, from_version: int, to_version: int) -> ChangeSet | str:
     """The changes of the Delta table at ``path`` in versions ``(from_version, to_version]``, or why not.
 
     A commit with Change Data Feed files contributes those; any other commit the files it added
@@ -360,7 +361,7 @@ def change_set(path: str, from_version: int, to_version: int) -> ChangeSet | str
     return out
 
 
-def _change_data_feed_on(path: str, version: int) -> bool:
+def _change_data_feed_on(path: Where, version: int) -> bool:
     """Was ``delta.enableChangeDataFeed`` on at ``version`` of the table (from delta-rs's metadata)?"""
     from deltalake import DeltaTable
 
@@ -375,14 +376,14 @@ def _change_data_feed_on(path: str, version: int) -> bool:
     return str(config.get("delta.enableChangeDataFeed", "false")).strip().lower() == "true"
 
 
-def _file_exists(path: str) -> bool:
+def _file_exists(path: Where) -> bool:
     return storage.exists(path) if _remote(path) else os.path.exists(path)
 
 
 class _ActiveSizes:
     """Sizes of a table's active files at a version, from delta-rs's add actions (cached per version)."""
 
-    def __init__(self, path: str) -> None:
+    def __init__(self, path: Where) -> None:
         self.path = path
         self._by_version: dict[int, dict[str, int]] = {}
 
@@ -392,7 +393,7 @@ class _ActiveSizes:
         return self._by_version[version].get(raw_path, 0)
 
 
-def _add_action_sizes(path: str, version: int) -> dict[str, int]:
+def _add_action_sizes(path: Where, version: int) -> dict[str, int]:
     import pyarrow as pa
     from deltalake import DeltaTable
 
@@ -409,7 +410,7 @@ def _add_action_sizes(path: str, version: int) -> dict[str, int]:
     return dict(zip(actions.column("path").to_pylist(), (int(s) for s in actions.column("size_bytes").to_pylist())))
 
 
-def _ref(root: str, action: dict[str, Any], sizes: _ActiveSizes, version: int) -> ChangeFile:
+def _ref(root: Where, action: dict[str, Any], sizes: _ActiveSizes, version: int) -> ChangeFile:
     raw = action["path"]
     p = absolute_path(root, raw)
     size = action.get("size")
@@ -432,7 +433,7 @@ class FileStats:
     max: Any
 
 
-def file_statistics(path: str, version: int, column: str) -> list[FileStats] | None:
+def file_statistics(path: Where, version: int, column: str) -> list[FileStats] | None:
     """Each active file at ``version`` with ``column``'s min/max (a partition column's value for both);
     None if the snapshot cannot be read."""
     try:
@@ -451,7 +452,7 @@ def file_statistics(path: str, version: int, column: str) -> list[FileStats] | N
     return [FileStats(p, s, a, b) for p, s, a, b in zip(paths, sizes, lo, hi)]
 
 
-def _add_actions(path: str, version: int) -> Any:
+def _add_actions(path: Where, version: int) -> Any:
     """delta-rs's flattened add actions of the snapshot at ``version`` (a pyarrow Table; cached per write step)."""
     import pyarrow as pa
     from deltalake import DeltaTable
@@ -467,14 +468,14 @@ def _add_actions(path: str, version: int) -> Any:
     )
 
 
-def absolute_path(root: str, raw: str) -> str:
+def absolute_path(root: Where, raw: str) -> str:
     """The absolute path (or URI) of a file an action names by ``raw`` (URL-encoded, relative to the table's root
     ``root`` or absolute)."""
     rel = unquote(raw)
-    if "://" in rel or rel.startswith("/"):
+    if is_uri(rel) or rel.startswith("/"):
         p = rel
     else:
-        p = storage.join(root, rel) if _remote(root) else str(Path(_local(root)) / rel)
+        p = uri_of(join(root, rel)) if _remote(root) else str(Path(_local(root)) / rel)
     return p if _remote(p) else p.removeprefix("file://")
 
 
@@ -489,7 +490,7 @@ def _partition_text(value: Any) -> str | None:
     return str(value)
 
 
-def snapshot_files(path: str, version: int) -> list[ChangeFile] | None:
+def snapshot_files(path: Where, version: int) -> list[ChangeFile] | None:
     """The active files of the snapshot at ``version``: absolute paths, sizes and partition values (as text),
     None if the snapshot cannot be read. Deletion vectors are not listed: only call this for a table whose
     files are plain (:func:`mvsink.core.table.plain_parquet_files`)."""
@@ -508,6 +509,6 @@ def snapshot_files(path: str, version: int) -> list[ChangeFile] | None:
     return out
 
 
-def active_bytes(path: str, version: int) -> int:
+def active_bytes(path: Where, version: int) -> int:
     """Total size of the table's active files at ``version`` (from delta-rs's add actions)."""
     return sum(_add_action_sizes(path, version).values())

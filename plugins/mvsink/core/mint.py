@@ -57,6 +57,50 @@ def mint(
             f"up to date through {format_time(frontier.upper - 1)} (upper {frontier.upper})",
         )
 
+    sources, desired, capped_by = _read_sources(view, refresh_time, desired, catalog)
+    if desired <= lower:
+        return NothingToDo(
+            view.name,
+            frontier.upper,
+            refresh_time,
+            "waiting_for_inputs",
+            f"inputs are final only below {desired}: {', '.join(capped_by)}; the view stays at upper {frontier.upper}",
+        )
+
+    desc = BatchDescription(
+        view=view.name,
+        target=view.target,
+        lower=lower,
+        upper=desired,
+        refresh_time=refresh_time,
+        table_version=frontier.version,
+        sources=tuple(sources),
+        run_id=run_id,
+        batch_id=make_batch_id(view.name, lower, desired, run_id),
+        definition=view.definition_hash(),
+        dry_run=dry_run,
+        minted_at=int(time.time() * 1000),
+    )
+    desc = _with_base(desc, view, table)
+    log.info(
+        "view %s: minted [%d, %d) at refresh time %s%s",
+        view.name,
+        lower,
+        desired,
+        format_time(refresh_time),
+        " (no source changed: nothing to write)" if desc.empty else "",
+    )
+    return desc
+
+
+def _read_sources(
+    view: ViewDefinition, refresh_time: int, desired: int, catalog: Catalog | None
+) -> tuple[list[SourceRead], int, list[str]]:
+    """What the batch reads of each source: a table's version at ``refresh_time``, a view's newest version.
+
+    A view source final only below ``desired`` lowers it to its upper. Returns the reads, the (possibly
+    lowered) ``desired`` and the view sources that lowered it.
+    """
     sources: list[SourceRead] = []
     capped_by: list[str] = []
     for s in view.sources:
@@ -86,29 +130,12 @@ def mint(
                     table_id=table_id(utable.delta) if utable.exists else None,
                 )
             )
-    if desired <= lower:
-        return NothingToDo(
-            view.name,
-            frontier.upper,
-            refresh_time,
-            "waiting_for_inputs",
-            f"inputs are final only below {desired}: {', '.join(capped_by)}; the view stays at upper {frontier.upper}",
-        )
+    return sources, desired, capped_by
 
-    desc = BatchDescription(
-        view=view.name,
-        target=view.target,
-        lower=lower,
-        upper=desired,
-        refresh_time=refresh_time,
-        table_version=frontier.version,
-        sources=tuple(sources),
-        run_id=run_id,
-        batch_id=make_batch_id(view.name, lower, desired, run_id),
-        definition=view.definition_hash(),
-        dry_run=dry_run,
-        minted_at=int(time.time() * 1000),
-    )
+
+def _with_base(desc: BatchDescription, view: ViewDefinition, table: ViewTable) -> BatchDescription:
+    """``desc`` with what write starts from: empty (no source changed since the last refresh), the last
+    refresh's source versions (incremental), or why it takes the full diff."""
     last = last_refresh_sources(desc, table) if table.exists else None
     base = last if isinstance(last, LastRefresh) else None
     base_checks = last_refresh_checks(table) if base is not None and view.checks else None
@@ -122,14 +149,6 @@ def mint(
             desc = dataclasses.replace(desc, base_versions=base.versions, base_time=base.time, base_checks=base_checks)
     elif isinstance(last, str):  # the contents are not known to be the query over any sources: say why
         desc = dataclasses.replace(desc, full_reason=last)
-    log.info(
-        "view %s: minted [%d, %d) at refresh time %s%s",
-        view.name,
-        lower,
-        desired,
-        format_time(refresh_time),
-        " (no source changed: nothing to write)" if desc.empty else "",
-    )
     return desc
 
 

@@ -24,6 +24,7 @@ from urllib.parse import quote
 
 from mvsink.core import storage, storehttp
 from mvsink.exceptions import MvSinkError, StoreError, UnsafeStoreError
+from mvsink.location import Location, Where
 
 log = logging.getLogger(__name__)
 
@@ -31,7 +32,7 @@ PROBE_PREFIX = "_mvsink_probe_"
 _probed: dict[str, bool] = {}
 
 
-def check_conditional_writes(where: storage.Where) -> None:
+def check_conditional_writes(where: Where) -> None:
     """Raise :class:`UnsafeStoreError` if the store of a location accepts a second create of the same key
     (a missing bucket or refused credentials: the bad-input errors of :mod:`mvsink.core.storage`)."""
     loc = storage.location(where)
@@ -45,7 +46,7 @@ def check_conditional_writes(where: storage.Where) -> None:
         native = "AWS_ENDPOINT_URL" not in opts
     elif loc.kind == "azure":
         put = _azure_put if opts.get("AZURE_STORAGE_ACCOUNT_KEY") else None
-        native = not storage._truthy(opts.get("AZURE_STORAGE_USE_EMULATOR"))
+        native = not storage.truthy(opts.get("AZURE_STORAGE_USE_EMULATOR"))
     else:
         put, native = None, True
     if put is None:
@@ -97,14 +98,14 @@ def check_conditional_writes(where: storage.Where) -> None:
     _probed[loc.uri] = True
 
 
-def _s3_put(opts: dict[str, str], loc: storage.Location, key: str) -> int:
+def _s3_put(opts: dict[str, str], loc: Location, key: str) -> int:
     """PUT ``key`` with ``If-None-Match: *``, signed with AWS Signature Version 4; the HTTP status."""
     return storehttp.s3_request(opts, _target(loc), key, "PUT", b"mvsink put-if-absent probe", {"if-none-match": "*"})[
         0
     ]
 
 
-def _azure_put(opts: dict[str, str], loc: storage.Location, key: str) -> int:
+def _azure_put(opts: dict[str, str], loc: Location, key: str) -> int:
     """Put Blob ``key`` with ``If-None-Match: *``, signed with the account's Shared Key; the HTTP status."""
     account = opts.get("AZURE_STORAGE_ACCOUNT_NAME") or loc.account
     scheme, host, prefix = storehttp.azure_endpoint(opts, _target(loc))
@@ -125,7 +126,7 @@ def _azure_put(opts: dict[str, str], loc: storage.Location, key: str) -> int:
     return storehttp.request(scheme, host, path, headers, body)[0]
 
 
-def create_container(where: storage.Where) -> int:
+def create_container(where: Where) -> int:
     """Create the Azure container of a location (Shared Key; for tests against the emulator); the HTTP status
     (201 created, 409 already there)."""
     loc = storage.location(where)
@@ -133,5 +134,5 @@ def create_container(where: storage.Where) -> int:
     return storehttp.azure_container_request(opts, _target(loc), "PUT")[0]
 
 
-def _target(loc: storage.Location) -> storehttp.Target:
+def _target(loc: Location) -> storehttp.Target:
     return storehttp.Target(bucket=loc.bucket, account=loc.account, emulator_url=storage.emulator_url(loc))

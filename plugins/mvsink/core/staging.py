@@ -19,6 +19,7 @@ from mvsink import settings
 from mvsink.core import storage
 from mvsink.core.batch import StagedFile, WriteReport, parse_batch_id
 from mvsink.core.deltalog import batches_committed
+from mvsink.location import Where, join, parse, uri_of
 
 log = logging.getLogger(__name__)
 
@@ -26,27 +27,27 @@ BATCHES = "batches"
 STAGING = "_mv_staging"
 
 
-def batch_location(table: str, batch_id: str) -> str:
+def batch_location(table: Where, batch_id: str) -> str:
     """The batch's folder (a local path, or a URI for a table on object storage)."""
-    return storage.join(table, BATCHES, batch_id)
+    return uri_of(join(table, BATCHES, batch_id))
 
 
-def manifest_location(table: str, batch_id: str) -> str:
+def manifest_location(table: Where, batch_id: str) -> str:
     """The batch's manifest (a local path, or a URI for a table on object storage)."""
-    return storage.join(table, STAGING, f"{batch_id}.json")
+    return uri_of(join(table, STAGING, f"{batch_id}.json"))
 
 
-def batch_dir(table: str, batch_id: str) -> Path:
+def batch_dir(table: Where, batch_id: str) -> Path:
     """The batch's folder of a table on local disk (tests and tools; mvsink itself uses :func:`batch_location`)."""
-    return Path(storage.parse(table).key) / BATCHES / batch_id
+    return Path(parse(table).key) / BATCHES / batch_id
 
 
-def manifest_path(table: str, batch_id: str) -> Path:
+def manifest_path(table: Where, batch_id: str) -> Path:
     """The manifest of a table on local disk (tests and tools; mvsink itself uses :func:`manifest_location`)."""
-    return Path(storage.parse(table).key) / STAGING / f"{batch_id}.json"
+    return Path(parse(table).key) / STAGING / f"{batch_id}.json"
 
 
-def write_intent(table: str, batch_id: str) -> None:
+def write_intent(table: Where, batch_id: str) -> None:
     """Record that a batch is being staged (before any file is written)."""
     storage.write_text(
         manifest_location(table, batch_id),
@@ -54,11 +55,11 @@ def write_intent(table: str, batch_id: str) -> None:
     )
 
 
-def write_manifest(table: str, report: WriteReport) -> None:
+def write_manifest(table: Where, report: WriteReport) -> None:
     storage.write_text(manifest_location(table, report.batch_id), report.to_json())
 
 
-def read_manifest(table: str, batch_id: str) -> WriteReport | None:
+def read_manifest(table: Where, batch_id: str) -> WriteReport | None:
     text = storage.read_text(manifest_location(table, batch_id))
     if text is None:
         return None
@@ -66,25 +67,25 @@ def read_manifest(table: str, batch_id: str) -> WriteReport | None:
     return WriteReport.from_json(text) if d.get("status") == "staged" else None
 
 
-def forget_manifest(table: str, batch_id: str) -> None:
+def forget_manifest(table: Where, batch_id: str) -> None:
     """Drop the manifest of a committed batch (its files now belong to the table)."""
     storage.delete_file(manifest_location(table, batch_id))
 
 
-def discard_batch(table: str, batch_id: str) -> None:
+def discard_batch(table: Where, batch_id: str) -> None:
     """Delete a batch that will never be committed: its files, then its manifest."""
     storage.delete_dir(batch_location(table, batch_id))
     forget_manifest(table, batch_id)
 
 
-def list_staged(table: str) -> list[str]:
-    entries = storage.list_dir(storage.join(table, STAGING))
+def list_staged(table: Where) -> list[str]:
+    entries = storage.list_dir(join(table, STAGING))
     return sorted(
         e.name[:-5] for e in entries if not e.is_dir and e.name.endswith(".json") and not e.name.startswith(".")
     )
 
 
-def staged_files(table: str, batch_id: str) -> list[StagedFile]:
+def staged_files(table: Where, batch_id: str) -> list[StagedFile]:
     """The batch folder's non-empty Parquet files with their Delta stats (read from the footers); empty
     files and a writer's other files (``_SUCCESS``, checksums) are deleted."""
     folder = batch_location(table, batch_id)
@@ -92,7 +93,7 @@ def staged_files(table: str, batch_id: str) -> list[StagedFile]:
     for e in sorted(storage.list_dir(folder), key=lambda e: e.name):
         if e.is_dir:
             continue
-        uri = storage.join(folder, e.name)
+        uri = join(folder, e.name)
         if not e.name.endswith(".parquet"):
             storage.delete_file(uri)
             continue
@@ -104,7 +105,7 @@ def staged_files(table: str, batch_id: str) -> list[StagedFile]:
     return files
 
 
-def _writing_since(table: str, batch_id: str) -> float | None:
+def _writing_since(table: Where, batch_id: str) -> float | None:
     """Start time of a batch whose Spark write has not finished, None if it finished (or is unknown)."""
     try:
         text = storage.read_text(manifest_location(table, batch_id))
@@ -117,7 +118,7 @@ def _writing_since(table: str, batch_id: str) -> float | None:
 
 
 def collect_garbage(
-    table: str,
+    table: Where,
     *,
     upper: int,
     active: set[str],
@@ -169,7 +170,7 @@ def collect_garbage(
     return done
 
 
-def committed_in_log(table: str, batch_ids: list[str], *, slack_seconds: float = 3600) -> set[str]:
+def committed_in_log(table: Where, batch_ids: list[str], *, slack_seconds: float = 3600) -> set[str]:
     """The batch ids among ``batch_ids`` that an append commit in the Delta log records.
 
     Reads only the commit files written after the oldest of these batches' manifests (less
@@ -184,10 +185,10 @@ def committed_in_log(table: str, batch_ids: list[str], *, slack_seconds: float =
     return batches_committed(table, batch_ids, committed_from_ms=bound * 1000)
 
 
-def staged_files_ok(table: str, files: tuple[StagedFile, ...]) -> str | None:
+def staged_files_ok(table: Where, files: tuple[StagedFile, ...]) -> str | None:
     """None if every staged file exists with its recorded size, else what is wrong."""
     for f in files:
-        p = storage.join(table, f.path)
+        p = join(table, f.path)
         entry = storage.info(p)
         if entry is None:
             return f"staged file {p} is missing"
@@ -200,7 +201,7 @@ def staged_files_ok(table: str, files: tuple[StagedFile, ...]) -> str | None:
 _STAT_TYPES = {"int8", "int16", "int32", "int64", "float", "double", "bool"}
 
 
-def stats_json(path: str) -> tuple[int, str]:
+def stats_json(path: Where) -> tuple[int, str]:
     """(row count, Delta stats JSON) from a Parquet file's footer (top-level primitive columns only)."""
     import pyarrow.parquet as pq
 

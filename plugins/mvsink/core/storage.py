@@ -1,20 +1,19 @@
-"""Locations: where a table lives (local disk or object storage) and how each engine reaches it.
+"""The storage layer: how mvsink reaches a location (local disk or object storage) outside Spark.
 
-A location is parsed once (:func:`parse`, the one URI parser here) into a frozen :class:`Location`: kind,
-bucket or container, path, and the options that reach it (the standard variables ``AWS_*``,
-``AZURE_STORAGE_*``, ``GOOGLE_*``, overridden by a view's ``storage_options``: :func:`view_locations`).
-Every function below takes a :class:`Location` or a plain URI (options from the environment), and derives:
+A location is a :class:`mvsink.location.Location` (parsed once, with the view file's ``storage_options`` as
+written). Every function below takes a :class:`~mvsink.location.Location` or a plain URI (options from the
+environment only), and derives:
 
+- :func:`options`: the store settings that reach it (the standard variables ``AWS_*``, ``AZURE_STORAGE_*``,
+  ``GOOGLE_*``, overridden by the view's ``storage_options``, references read from the environment);
 - :func:`delta_options`: delta-rs ``storage_options`` (every Delta log read and commit);
 - :func:`filesystem`: a pyarrow filesystem and the path within it, for everything mvsink reads or
   writes outside Spark; the file helpers (:func:`read_text`, :func:`write_text`, :func:`list_dir`, ...) use it;
-- :func:`spark_uri` and :func:`spark_hadoop_conf`: Spark's view of the same place (``s3a://``, ``abfs[s]://``)
-  with the credentials passed explicitly (secret settings: see :func:`mvsink.spark.conf.split_secret_conf`);
 - :func:`store_error`, :func:`check_container`: a store's refusal as bad input (missing bucket, refused
   credentials, naming the variable or option to fix), secrets scrubbed from every message.
 
-The probe that refuses a store whose put-if-absent does not hold is :mod:`mvsink.core.probe`.
-Local paths behave exactly as before: the helpers then use the local filesystem.
+Spark's view of a location is :mod:`mvsink.core.sparklocation`; the probe that refuses a store whose
+put-if-absent does not hold is :mod:`mvsink.core.probe`. Local paths use the local filesystem.
 """
 
 from __future__ import annotations
@@ -23,12 +22,13 @@ import dataclasses
 import logging
 import posixpath
 import threading
-from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any, overload
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 from mvsink import settings
+from mvsink.definitions.view import resolve_storage_options
 from mvsink.exceptions import MissingBucketError, MvSinkError, StoreAccessError, StoreError
+from mvsink.location import Location, Where, is_secret_option, parse, uri_of
 
 if TYPE_CHECKING:
     import pyarrow.fs as pafs
@@ -37,9 +37,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-S3_SCHEMES = ("s3", "s3a")
-AZURE_SCHEMES = ("az", "abfs", "abfss", "adl", "azure")
-GCS_SCHEMES = ("gs", "gcs")
 
 #: Environment variables passed to delta-rs (and read for pyarrow and Spark), per kind of store.
 S3_ENV = (
@@ -77,121 +74,62 @@ AZURITE_ACCOUNT = "devstoreaccount1"
 AZURITE_KEY = "Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50uSRZ6IFsuFq2UVErCz4I6tq/K1SZFPTOtr/KBHBeksoGMGw=="  # noqa: S105
 
 
-#: Option names whose values are secrets: never logged, never in a message, never on a command line.
-SECRET_OPTIONS = ("KEY", "SECRET", "TOKEN", "PASSWORD", "SAS", "CREDENTIAL", "SIGNATURE")
+# Transitional: paths derived from a view's locations as plain strings (the files a Delta log names, staged
+# files listed) find the view's storage_options here. register_view is called where a view's table is
+# opened; a Location passed in needs none of it.
+_known: dict[str, Location] = {}
+_lock = threading.Lock()
 
 
-def is_secret_option(name: str) -> bool:
-    """True for a store option whose value is a secret (an access key, a token, ...); not the key's id."""
-    up = name.upper()
-    return up != "AWS_ACCESS_KEY_ID" and any(w in up for w in SECRET_OPTIONS)
+def register_view(view: ViewDefinition) -> None:
+    """Make the view's locations (with its ``storage_options``) known to callers that pass plain URIs."""
+    if not view.storage_options:
+        return
+    with _lock:
+        for loc in view.locations().values():
+            if not loc.is_local:
+                _known[loc.uri.rstrip("/")] = loc
 
 
-@dataclasses.dataclass(frozen=True)
-class Location:
-    """One place a table lives, parsed once, with the options that reach it.
-
-    ``kind`` is ``local``, ``s3``, ``azure`` or ``gcs``. ``options`` are the store settings in delta-rs's
-    names (the standard variables, overridden by a view's ``storage_options``); ``from_view`` names the
-    options the view file set (an error then names the option to fix, not the variable). The options are
-    left out of ``repr``: a Location may be logged.
-    """
-
-    uri: str  # as delta-rs takes it: an absolute local path, or scheme://bucket/key (s3a:// read as s3://)
-    kind: str
-    scheme: str  # the URI's scheme ("" for a local path)
-    bucket: str  # bucket or container ("" for a local path)
-    key: str  # the path inside the bucket (no leading slash); the absolute path for a local location
-    account: str = ""  # Azure: the account named in an abfs[s]:// URI (container@account.dfs...)
-    options: tuple[tuple[str, str], ...] = dataclasses.field(default=(), repr=False)
-    from_view: frozenset[str] = dataclasses.field(default=frozenset(), repr=False)
-
-    def __str__(self) -> str:
-        return self.uri
-
-    @property
-    def is_local(self) -> bool:
-        return self.kind == "local"
-
-    @property
-    def opts(self) -> dict[str, str]:
-        """The options as a dict (a copy)."""
-        return dict(self.options)
-
-    def join(self, *parts: str) -> Location:
-        """The location ``parts`` below this one, with the same options."""
-        if self.is_local:
-            import os
-
-            path = os.path.join(self.key, *parts)
-            return dataclasses.replace(self, uri=path, key=path)
-        key = posixpath.join(self.key, *(p.strip("/") for p in parts)).strip("/")
-        uri = posixpath.join(self.uri.rstrip("/"), *(p.strip("/") for p in parts))
-        return dataclasses.replace(self, uri=uri, key=key)
-
-    def container(self) -> Location:
-        """The bucket or container that holds this location."""
-        return dataclasses.replace(self, uri=container_uri(self), key="")
-
-    def origin(self, option: str) -> str:
-        """Where ``option`` comes from, for a message: the view file's option or the environment variable."""
-        return f"storage_options.{option} in the view file" if option in self.from_view else option
-
-
-#: A location given either way: a URI or path (options from the environment), or a parsed :class:`Location`.
-Where = str | Location
-
-
-def is_uri(value: Where) -> bool:
-    """True if ``value`` names a location by URI (``scheme://...``), not a local path."""
-    if isinstance(value, Location):
-        return not value.is_local
-    scheme = urlsplit(value).scheme
-    return len(scheme) > 1 and "://" in value
-
-
-def parse(uri: Where, options: Mapping[str, str] | None = None) -> Location:
-    """The location ``uri`` names, with its options: the standard variables of its kind of store, overridden
-    by ``options`` (e.g. a view's resolved ``storage_options``); a clear error for a scheme mvsink cannot reach.
-
-    This is the one URI parser: every other function takes what it returns (or parses through it).
-    """
-    if isinstance(uri, Location):
-        return uri if options is None else _with_options(uri, options)
-    if not is_uri(uri):
-        return Location(uri=uri, kind="local", scheme="", bucket="", key=uri)
-    parts = urlsplit(uri)
-    scheme = parts.scheme.lower()
-    if scheme == "file":
-        path = parts.path or "/"
-        return Location(uri=path, kind="local", scheme="", bucket="", key=path)
-    key = parts.path.strip("/")
-    if scheme in S3_SCHEMES:
-        loc = Location(uri=_join_uri("s3", parts.netloc, key), kind="s3", scheme="s3", bucket=parts.netloc, key=key)
-    elif scheme in AZURE_SCHEMES:
-        container, _, host = parts.netloc.partition("@")
-        account = host.split(".", 1)[0] if host else ""
-        loc = Location(uri=uri.rstrip("/"), kind="azure", scheme=scheme, bucket=container, key=key, account=account)
-    elif scheme in GCS_SCHEMES:
-        loc = Location(uri=_join_uri("gs", parts.netloc, key), kind="gcs", scheme="gs", bucket=parts.netloc, key=key)
-    else:
-        raise StoreError(
-            f"location {uri}: scheme {scheme}:// is not supported. Fix: use a local path, file://, s3://, s3a://, "
-            "az://, abfs[s]:// or gs://."
-        )
-    return _with_options(loc, options or {})
-
-
-def _with_options(loc: Location, options: Mapping[str, str]) -> Location:
-    if loc.is_local:
+def location(where: Where) -> Location:
+    """``where`` as a :class:`~mvsink.location.Location`: as given, or parsed (with a registered view's
+    options if it lies under one of that view's locations)."""
+    if isinstance(where, Location):
+        return where
+    loc = parse(where)
+    if loc.is_local or not _known:
         return loc
+    best: Location | None = None
+    with _lock:
+        for prefix, known in _known.items():
+            if (loc.uri == prefix or loc.uri.startswith(prefix + "/")) and (
+                best is None or len(prefix) > len(best.uri)
+            ):
+                best = known
+    if best is None:
+        return loc
+    return parse(loc, storage_options=best.storage_options, view=best.view)
+
+
+def options(where: Where) -> dict[str, str]:
+    """The store settings that reach a location, in delta-rs's names: the standard variables of its kind of
+    store, overridden by the view file's ``storage_options`` (references read from the environment now; an
+    unset one fails naming it). Secret values are in it: never log it. Empty for a local path."""
+    loc = location(where)
+    if loc.is_local:
+        return {}
     names = {"s3": S3_ENV, "azure": AZURE_ENV, "gcs": GCS_ENV}.get(loc.kind, ())
     opts = settings.env_subset(names)
     if loc.kind == "azure":
         opts.update(settings.env_subset(["AZURITE_BLOB_STORAGE_URL"]))
-    given = {k.upper(): str(v) for k, v in options.items()}
-    opts.update(given)
-    return dataclasses.replace(loc, options=tuple(sorted(_normalise(loc, opts).items())), from_view=frozenset(given))
+    if loc.storage_options:
+        given = {name: (kind, value) for name, kind, value in loc.storage_options}
+        opts.update(resolve_storage_options(loc.view or loc.uri, given))
+    return _normalise(loc, opts)
+
+
+def _options_key(loc: Location) -> tuple[tuple[str, str], ...]:
+    return tuple(sorted(options(loc).items()))
 
 
 def _normalise(loc: Location, opts: dict[str, str]) -> dict[str, str]:
@@ -207,103 +145,22 @@ def _normalise(loc: Location, opts: dict[str, str]) -> dict[str, str]:
         opts.pop("AWS_PROFILE", None)
         if opts.get("AWS_ENDPOINT_URL", "").startswith("http://"):
             opts.setdefault("AWS_ALLOW_HTTP", "true")
-    if loc.kind == "azure" and _truthy(opts.get("AZURE_STORAGE_USE_EMULATOR")):
+    if loc.kind == "azure" and truthy(opts.get("AZURE_STORAGE_USE_EMULATOR")):
         opts.setdefault("AZURE_STORAGE_ACCOUNT_NAME", AZURITE_ACCOUNT)
         opts.setdefault("AZURE_STORAGE_ACCOUNT_KEY", AZURITE_KEY)
     return opts
 
 
-def _join_uri(scheme: str, bucket: str, key: str) -> str:
-    return f"{scheme}://{bucket}/{key}" if key else f"{scheme}://{bucket}"
-
-
-def normalize(uri: Where) -> str:
-    """The canonical form of a location (``s3a://`` as ``s3://``, ``file://`` as a path, no trailing slash)."""
-    return parse(uri).uri
-
-
-def uri_of(where: Where) -> str:
-    """The URI (or local path) of a location given either way."""
-    return where.uri if isinstance(where, Location) else where
-
-
-@overload
-def join(base: Location, *parts: str) -> Location: ...
-@overload
-def join(base: str, *parts: str) -> str: ...
-def join(base: Where, *parts: str) -> Where:
-    """``base`` with ``parts`` appended, of ``base``'s type: a :class:`Location` keeps its options
-    (``/``-separated for URIs; ``os.path`` rules for local paths)."""
-    import os
-
-    if isinstance(base, Location):
-        return base.join(*parts)
-    if not is_uri(base):
-        return os.path.join(base, *parts)
-    return posixpath.join(base.rstrip("/"), *(p.strip("/") for p in parts))
-
-
-# ---------------------------------------------------------------- a view's locations
-
-
-def view_locations(view: ViewDefinition) -> dict[str, Location]:
-    """The view's target and path sources as :class:`Location` values (keyed by the URI the view file
-    gives), each parsed once with the view's ``storage_options`` (references read from the environment)."""
-    opts = view.resolved_storage_options() if view.storage_options else {}
-    out: dict[str, Location] = {}
-    for uri in (view.target, *(s.path for s in view.sources if s.path)):
-        if uri not in out:
-            out[uri] = parse(uri, opts)
-    return out
-
-
-# Transitional: modules that still pass a view's locations as plain URIs (the table and Delta log readers)
-# find the view's options here. register_view is called where a view's table is opened; new code passes
-# the Location from view_locations instead.
-_known: dict[str, Location] = {}
-_lock = threading.Lock()
-
-
-def register_view(view: ViewDefinition) -> None:
-    """Make the view's locations (with its ``storage_options``) known to callers that pass plain URIs."""
-    if not view.storage_options:
-        return
-    with _lock:
-        for loc in view_locations(view).values():
-            if not loc.is_local:
-                _known[loc.uri.rstrip("/")] = loc
-
-
-def location(where: Where) -> Location:
-    """``where`` as a :class:`Location`: as given, or parsed (with a registered view's options if it lies
-    under one of that view's locations)."""
-    if isinstance(where, Location):
-        return where
-    loc = parse(where)
-    if loc.is_local or not _known:
-        return loc
-    best: Location | None = None
-    with _lock:
-        for prefix, known in _known.items():
-            if (loc.uri == prefix or loc.uri.startswith(prefix + "/")) and (
-                best is None or len(prefix) > len(best.uri)
-            ):
-                best = known
-    if best is None:
-        return loc
-    return dataclasses.replace(loc, options=best.options, from_view=best.from_view)
-
-
 def emulator_url(where: Where | None = None) -> str:
     """The Azure storage emulator's blob endpoint (``AZURITE_BLOB_STORAGE_URL``, as delta-rs reads it)."""
     if where is not None:
-        url = location(where).opts.get("AZURITE_BLOB_STORAGE_URL")
+        url = options(where).get("AZURITE_BLOB_STORAGE_URL")
         if url:
             return url
     return settings.env_subset(["AZURITE_BLOB_STORAGE_URL"]).get("AZURITE_BLOB_STORAGE_URL") or "http://127.0.0.1:10000"
 
 
-def _truthy(value: str | None) -> bool:
+def truthy(value: str | None) -> bool:
     return (value or "").strip().lower() in ("1", "true", "yes", "on")
 
 
@@ -312,7 +169,7 @@ def delta_options(where: Where) -> dict[str, str] | None:
     loc = location(where)
     if loc.is_local:
         return None
-    opts = loc.opts
+    opts = options(loc)
     opts.pop("AZURITE_BLOB_STORAGE_URL", None)  # delta-rs reads it from the environment only
     return opts
 
@@ -348,7 +205,10 @@ def scrub(text: str, where: Where | None = None) -> str:
     """``text`` with every secret option value of the location (and of the environment) replaced by ``***``."""
     values = {v for k, v in settings.env_subset([*S3_ENV, *AZURE_ENV, *GCS_ENV]).items() if is_secret_option(k)}
     if where is not None:
-        values |= {v for k, v in location(where).options if is_secret_option(k)}
+        try:
+            values |= {v for k, v in options(where).items() if is_secret_option(k)}
+        except MvSinkError:  # an unset reference: its value is nowhere to leak
+            pass
     for v in sorted((v for v in values if len(v) >= 4), key=len, reverse=True):
         text = text.replace(v, "***")
     return text
@@ -357,11 +217,11 @@ def scrub(text: str, where: Where | None = None) -> str:
 def store_endpoint(where: Where) -> str:
     """The endpoint a location's requests go to, for messages."""
     loc = location(where)
-    opts = loc.opts
+    opts = options(loc)
     if loc.kind == "s3":
         return opts.get("AWS_ENDPOINT_URL") or f"AWS S3 ({opts.get('AWS_REGION') or 'default region'})"
     if loc.kind == "azure":
-        if _truthy(opts.get("AZURE_STORAGE_USE_EMULATOR")):
+        if truthy(opts.get("AZURE_STORAGE_USE_EMULATOR")):
             return emulator_url(loc)
         return f"https://{opts.get('AZURE_STORAGE_ACCOUNT_NAME') or loc.account}.blob.core.windows.net"
     return loc.kind
@@ -391,7 +251,7 @@ def missing_bucket(where: Where) -> MissingBucketError:
 
 def access_denied(where: Where, what: str) -> StoreAccessError:
     loc = location(where)
-    names = [n for n in CREDENTIAL_OPTIONS.get(loc.kind, ()) if n in loc.opts] or list(
+    names = [n for n in CREDENTIAL_OPTIONS.get(loc.kind, ()) if n in options(loc)] or list(
         CREDENTIAL_OPTIONS.get(loc.kind, ())[:2]
     )
     fix = ", ".join(loc.origin(n) for n in names)
@@ -424,7 +284,7 @@ def check_container(where: Where) -> None:
     loc = location(where)
     if loc.is_local:
         return
-    cache_key = (loc.kind, container_uri(loc), loc.options)
+    cache_key = (loc.kind, loc.container_uri(), _options_key(loc))
     if cache_key in _checked:
         return
     if loc.kind in ("s3", "azure"):
@@ -452,7 +312,7 @@ def filesystem(where: Where) -> tuple[pafs.FileSystem, str]:
 
         return pafs.LocalFileSystem(), loc.key
     opts = delta_options(loc) or {}
-    cache_key = (loc.kind, container_uri(loc) if loc.kind == "azure" else "", loc.options)
+    cache_key = (loc.kind, loc.container_uri() if loc.kind == "azure" else "", _options_key(loc))
     fs = _fs_cache.get(cache_key)
     if fs is None:
         fs = _make_fs(loc, opts)
@@ -460,14 +320,6 @@ def filesystem(where: Where) -> tuple[pafs.FileSystem, str]:
     if loc.kind == "azure":  # rooted at the container
         return fs, loc.key
     return fs, posixpath.join(loc.bucket, loc.key) if loc.key else loc.bucket
-
-
-def container_uri(loc: Location) -> str:
-    """The URI of the bucket or container that holds ``loc``."""
-    if loc.kind == "azure":
-        parts = urlsplit(loc.uri)
-        return f"{parts.scheme}://{parts.netloc}"
-    return _join_uri(loc.scheme, loc.bucket, "")
 
 
 def _make_fs(loc: Location, opts: dict[str, str]) -> Any:
@@ -487,7 +339,7 @@ def _make_fs(loc: Location, opts: dict[str, str]) -> Any:
                 kw["session_token"] = opts["AWS_SESSION_TOKEN"]
         if "AWS_REGION" in opts:
             kw["region"] = opts["AWS_REGION"]
-        if _truthy(opts.get("AWS_VIRTUAL_HOSTED_STYLE_REQUEST")):
+        if truthy(opts.get("AWS_VIRTUAL_HOSTED_STYLE_REQUEST")):
             kw["force_virtual_addressing"] = True
         return pafs.S3FileSystem(**kw)
     if loc.kind == "azure":
@@ -496,7 +348,7 @@ def _make_fs(loc: Location, opts: dict[str, str]) -> Any:
         # filesystem rooted at the container.
         from deltalake.fs import DeltaStorageHandler
 
-        return pafs.PyFileSystem(DeltaStorageHandler(container_uri(loc), opts))
+        return pafs.PyFileSystem(DeltaStorageHandler(loc.container_uri(), opts))
     if loc.kind == "gcs":
         return pafs.GcsFileSystem()
     raise StoreError(f"location {loc.uri}: no filesystem for kind {loc.kind}")
@@ -718,94 +570,3 @@ def delete_dir(where: Where) -> None:
         if _not_found(exc):
             return
         raise _io(loc, "deleting", exc) from exc
-
-
-# ---------------------------------------------------------------- Spark's view of a location
-
-#: Azure's DFS host suffix: Spark's ABFS driver names an account by it.
-DFS_SUFFIX = "dfs.core.windows.net"
-
-
-def _azure_account(loc: Location) -> str:
-    account = (loc.opts.get("AZURE_STORAGE_ACCOUNT_NAME") or loc.account or "").strip()
-    if not account:
-        raise StoreError(
-            f"location {loc.uri}: Spark reads Azure through abfss://container@account.{DFS_SUFFIX}/..., "
-            "and no account is known. Fix: set AZURE_STORAGE_ACCOUNT_NAME, or write the location as abfss://."
-        )
-    return account
-
-
-def _emulated(loc: Location) -> bool:
-    return loc.kind == "azure" and _truthy(loc.opts.get("AZURE_STORAGE_USE_EMULATOR"))
-
-
-def spark_uri(where: Where) -> str:
-    """The URI Spark (Hadoop) reads a location by: ``s3://`` is ``s3a://``; Azure is
-    ``abfss://container@account.dfs.core.windows.net/...`` (``abfs://``, plain http, on the emulator);
-    local paths and ``gs://`` stay as they are."""
-    loc = location(where)
-    if loc.kind == "s3":
-        return _join_uri("s3a", loc.bucket, loc.key)
-    if loc.kind == "azure":
-        account = _azure_account(loc)
-        scheme = "abfs" if _emulated(loc) else ("abfs" if loc.scheme == "abfs" else "abfss")
-        host = f"{loc.bucket}@{account}.{DFS_SUFFIX}"
-        return f"{scheme}://{host}/{loc.key}" if loc.key else f"{scheme}://{host}"
-    return loc.uri
-
-
-def spark_hadoop_conf(where: Where) -> dict[str, str]:
-    """Hadoop settings (``spark.hadoop.*``) for Spark to reach a location, credentials included: scoped to the
-    location's bucket (``fs.s3a.bucket.<bucket>.*``) or account (``fs.azure.*.<account>.dfs.core.windows.net``),
-    so views on different stores can share one session.
-
-    Secret values are in it: pass it only through :func:`mvsink.spark.conf.split_secret_conf` (a 0600
-    properties file for spark-submit) or a session's runtime settings, never onto a command line or a log.
-    """
-    loc = location(where)
-    opts = delta_options(loc) or {}
-    if loc.kind == "s3":
-        b = f"spark.hadoop.fs.s3a.bucket.{loc.bucket}."
-        conf = {"spark.hadoop.fs.s3a.impl": "org.apache.hadoop.fs.s3a.S3AFileSystem"}
-        if "AWS_ACCESS_KEY_ID" in opts:
-            conf[b + "access.key"] = opts["AWS_ACCESS_KEY_ID"]
-            conf[b + "secret.key"] = opts.get("AWS_SECRET_ACCESS_KEY", "")
-            if opts.get("AWS_SESSION_TOKEN"):
-                conf[b + "session.token"] = opts["AWS_SESSION_TOKEN"]
-                conf[b + "aws.credentials.provider"] = "org.apache.hadoop.fs.s3a.TemporaryAWSCredentialsProvider"
-            else:
-                conf[b + "aws.credentials.provider"] = "org.apache.hadoop.fs.s3a.SimpleAWSCredentialsProvider"
-        endpoint = opts.get("AWS_ENDPOINT_URL")
-        if endpoint:
-            conf[b + "endpoint"] = endpoint
-            conf[b + "path.style.access"] = str(not _truthy(opts.get("AWS_VIRTUAL_HOSTED_STYLE_REQUEST"))).lower()
-            conf[b + "connection.ssl.enabled"] = str(not endpoint.startswith("http://")).lower()
-        if "AWS_REGION" in opts:
-            conf[b + "endpoint.region"] = opts["AWS_REGION"]
-        return conf
-    if loc.kind == "azure":
-        account = _azure_account(loc)
-        host = f"{account}.{DFS_SUFFIX}"
-        conf = {
-            "spark.hadoop.fs.abfs.impl": "org.apache.hadoop.fs.azurebfs.AzureBlobFileSystem",
-            "spark.hadoop.fs.abfss.impl": "org.apache.hadoop.fs.azurebfs.SecureAzureBlobFileSystem",
-        }
-        if opts.get("AZURE_STORAGE_ACCOUNT_KEY"):
-            conf[f"spark.hadoop.fs.azure.account.auth.type.{host}"] = "SharedKey"
-            conf[f"spark.hadoop.fs.azure.account.key.{host}"] = opts["AZURE_STORAGE_ACCOUNT_KEY"]
-        if _emulated(loc):
-            # Azurite serves the Blob API only, path-style, over http: ABFS's Blob endpoint support
-            # (a non-hierarchical account) with the emulator's address in place of the account's host
-            netloc = urlsplit(emulator_url(loc)).netloc
-            conf[f"spark.hadoop.fs.azure.abfs.endpoint.{host}"] = netloc
-            # read globally only (an account-specific key is ignored): plain http for abfs:// (abfss:// stays TLS)
-            conf["spark.hadoop.fs.azure.always.use.https"] = "false"
-            # ABFS's default Apache client has no TLS socket factory unless https was used first in the JVM
-            conf[f"spark.hadoop.fs.azure.networking.library.{host}"] = "JDK_HTTP_URL_CONNECTION"
-            conf[f"spark.hadoop.fs.azure.account.hns.enabled.{host}"] = "false"
-            conf[f"spark.hadoop.fs.azure.fns.account.service.type.{host}"] = "BLOB"
-        return conf
-    if loc.kind == "gcs":
-        return {"spark.hadoop.fs.gs.impl": "com.google.cloud.hadoop.fs.gcs.GoogleHadoopFileSystem"}
-    return {}

@@ -28,6 +28,7 @@ from mvsink.core.deltalog import cached_snapshot, commit_times, is_delta_table
 from mvsink.core.probe import check_conditional_writes
 from mvsink.definitions.view import since_app_id, upper_app_id
 from mvsink.exceptions import MvSinkError, ReadTimeError, SourceError, StoreError, UnsupportedFeatureError
+from mvsink.location import Where
 from mvsink.times import format_time
 
 if TYPE_CHECKING:
@@ -53,7 +54,7 @@ UNSUPPORTED_READER_FEATURES = {
 # ---------------------------------------------------------------- any Delta table (sources and views)
 
 
-def open_delta(path: str, *, version: int | None = None) -> DeltaTable | None:
+def open_delta(path: Where, *, version: int | None = None) -> DeltaTable | None:
     """Open the Delta table at ``path`` (at ``version``), or None if there is none.
 
     A table that is there but cannot be read (a broken log, a missing version) is a
@@ -93,7 +94,7 @@ def plain_parquet_files(dt: DeltaTable) -> bool:
     return proto.min_reader_version == 1 and config.get("delta.columnMapping.mode", "none") == "none"
 
 
-def check_readable(dt: DeltaTable, *, path: str, role: str) -> None:
+def check_readable(dt: DeltaTable, *, path: Where, role: str) -> None:
     """Refuse a view's own table with reader features that pyarrow and DuckDB reads of its files cannot honour."""
     proto = dt.protocol()
     features = set(proto.reader_features or [])
@@ -114,7 +115,7 @@ def check_readable(dt: DeltaTable, *, path: str, role: str) -> None:
         )
 
 
-def open_readable(path: str, *, version: int | None = None, role: str) -> DeltaTable:
+def open_readable(path: Where, *, version: int | None = None, role: str) -> DeltaTable:
     """The Delta table at ``path`` (at ``version``) ("role" names it in errors); a clear error if there is none.
     Any reader feature is fine: Spark reads sources through Delta's own reader."""
     dt = (
@@ -127,7 +128,7 @@ def open_readable(path: str, *, version: int | None = None, role: str) -> DeltaT
     return dt
 
 
-def version_at(path: str, t_ms: int, *, role: str) -> int:
+def version_at(path: Where, t_ms: int, *, role: str) -> int:
     """The Delta version of the table at ``path`` as of time ``t_ms`` (last commit at or before it)."""
     if not is_delta_table(path):
         raise SourceError(
@@ -231,7 +232,7 @@ class ViewTable:
     The handle does not follow later commits (delta-rs's own commits included): :meth:`reload`.
     """
 
-    def __init__(self, path: str, name: str, dt: DeltaTable | None) -> None:
+    def __init__(self, path: Where, name: str, dt: DeltaTable | None) -> None:
         self.path = path
         self.name = name
         self.app_id = upper_app_id(name)
@@ -251,7 +252,7 @@ class ViewTable:
 
     @classmethod
     def open_path(
-        cls, path: str, name: str | None = None, *, version: int | None = None, check: bool = True
+        cls, path: Where, name: str | None = None, *, version: int | None = None, check: bool = True
     ) -> ViewTable:
         """The view table at ``path``. Without ``name``, the view's name comes from the table itself
         (its Delta name, else the create commit's ``mvsink.view``); there must then be a table."""
@@ -280,7 +281,7 @@ class ViewTable:
         check_conditional_writes(view.target)
         try:
             DeltaTable.create(
-                view.target,
+                view.target.uri,
                 storage_options=storage.delta_options(view.target),
                 schema=schema,
                 mode="error",
@@ -513,7 +514,7 @@ class ViewTable:
         return version
 
 
-def _view_name_of(dt: DeltaTable, path: str) -> str:
+def _view_name_of(dt: DeltaTable, path: Where) -> str:
     """The view name a table was created for (its Delta name, else the create commit's ``mvsink.view``)."""
     name = dt.metadata().name
     if name:

@@ -33,10 +33,10 @@ from typing import TYPE_CHECKING
 from urllib.parse import unquote
 
 from mvsink.columns import TIME
-from mvsink.core import storage
 from mvsink.core.commitinfo import CONTENT_PRESERVING
 from mvsink.core.deltalog import read_commit
 from mvsink.core.table import ViewTable
+from mvsink.location import Where, join, uri_of
 from mvsink.times import format_time
 
 if TYPE_CHECKING:
@@ -103,12 +103,12 @@ def _view_changes(s: SourceRead, base_version: int, base_time: int, time: int) -
     for path, n, lo, hi in zip(paths, sizes, lows, highs):
         if (hi is not None and int(hi) <= base_time) or (lo is not None and int(lo) > time):
             continue  # the statistics prove the file holds no update in the range
-        files.append(storage.join(s.path, unquote(path)))
+        files.append(uri_of(join(s.path, unquote(path))))
         size += n
     return ViewChanges(files=tuple(files), bytes=size, total_bytes=sum(sizes))
 
 
-def _trusted_since(path: str, name: str, version: int, base_time: int) -> str | None:
+def _trusted_since(path: Where, name: str, version: int, base_time: int) -> str | None:
     """Why the contents of ``name``'s table at ``version`` are not exact at ``base_time`` and after (None:
     they are): a commit mvsink did not make after the newest append stamped at or before ``base_time``."""
     for v in range(version, max(version - HISTORY_LIMIT, -1), -1):

@@ -6,7 +6,8 @@ import os
 from pathlib import Path
 
 from mvsink import settings
-from mvsink.definitions.view import VIEWS_DIR_ENV, Source, ViewDefinition, load_view_file
+from mvsink.definitions.view import VIEWS_DIR_ENV, Source, ViewDefinition
+from mvsink.definitions.viewfile import load_view_file
 from mvsink.exceptions import ViewDefinitionError
 
 

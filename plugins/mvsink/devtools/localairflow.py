@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from mvsink import settings
+from mvsink.devtools.foreground import run_until_stopped, stop_on_signals
 from mvsink.spark.connect import DEFAULT_PORT, listening, start_server
 
 COMPONENTS = ("api-server", "scheduler", "dag-processor", "triggerer")
@@ -272,14 +273,7 @@ def main(argv: list[str] | None = None) -> int:
         spark=args.spark,
         connect_port=args.connect_port,
     )
-    stopping = False
-
-    def _stop(*_: object) -> None:
-        nonlocal stopping
-        stopping = True
-
-    signal.signal(signal.SIGINT, _stop)
-    signal.signal(signal.SIGTERM, _stop)
+    stopping = stop_on_signals()
     print(f"starting Airflow in {af.home} (DAGs {af.dags}, data {af.env.get(settings.DATA_ROOT.name)}) ...", flush=True)
     af.start()
     if af.connect_url:
@@ -291,17 +285,15 @@ def main(argv: list[str] | None = None) -> int:
     else:
         print("the write tasks spark-submit through connection spark_default (local[2])", flush=True)
     print(f"Airflow is up: {af.url}  login: admin / {af.password()}  (Ctrl-C stops it)", flush=True)
-    try:
-        while (
-            not stopping
-            and all(p.poll() is None for p in af.procs.values())
+    return run_until_stopped(
+        stopping,
+        lambda: (
+            all(p.poll() is None for p in af.procs.values())
             and (af.connect_server is None or af.connect_server.poll() is None)
-        ):
-            time.sleep(1)
-    finally:
-        print("stopping Airflow ...", flush=True)
-        af.stop()
-    return 0
+        ),
+        af.stop,
+        what="Airflow",
+    )
 
 
 if __name__ == "__main__":

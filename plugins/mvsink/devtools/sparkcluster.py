@@ -33,7 +33,9 @@ from pathlib import Path
 from typing import Any
 
 from mvsink import settings
+from mvsink.devtools.foreground import run_until_stopped, stop_on_signals
 from mvsink.exceptions import MvSinkError
+from mvsink.spark.submit import pyspark_script
 
 MASTER_CLASS = "org.apache.spark.deploy.master.Master"
 WORKER_CLASS = "org.apache.spark.deploy.worker.Worker"
@@ -58,16 +60,9 @@ def _listening(port: int) -> bool:
 
 def spark_class_binary() -> str:
     """``bin/spark-class`` of this interpreter's pyspark (beside ``sys.executable``, else pyspark's own)."""
-    local = Path(sys.executable).parent / "spark-class"
-    if local.exists():
-        return str(local)
-    from importlib.util import find_spec
-
-    spec = find_spec("pyspark")  # locates the package without importing it
-    if spec is not None and spec.origin:
-        bundled = Path(spec.origin).parent / "bin" / "spark-class"
-        if bundled.exists():
-            return str(bundled)
+    found = pyspark_script("spark-class")
+    if found:
+        return found
     raise ClusterError("spark-class not found. Fix: install pyspark in this environment.")
 
 
@@ -283,14 +278,7 @@ def main(argv: list[str] | None = None) -> int:
         master_port=args.master_port,
         ui_port=args.ui_port,
     )
-    stopping = False
-
-    def _stop(*_: object) -> None:
-        nonlocal stopping
-        stopping = True
-
-    signal.signal(signal.SIGINT, _stop)
-    signal.signal(signal.SIGTERM, _stop)
+    stopping = stop_on_signals()
     print(f"starting a Spark master and {args.workers} worker(s) in {cluster.folder} ...", flush=True)
     cluster.start()
     print(
@@ -299,13 +287,9 @@ def main(argv: list[str] | None = None) -> int:
         f"e.g.: SPARK_CONF_DIR={cluster.conf_dir} mvsink refresh VIEW --at TIME --master {cluster.url}",
         flush=True,
     )
-    try:
-        while not stopping and all(p.poll() is None for p in cluster.procs.values()):
-            time.sleep(1)
-    finally:
-        print("stopping the Spark cluster ...", flush=True)
-        cluster.stop()
-    return 0
+    return run_until_stopped(
+        stopping, lambda: all(p.poll() is None for p in cluster.procs.values()), cluster.stop, what="the Spark cluster"
+    )
 
 
 if __name__ == "__main__":

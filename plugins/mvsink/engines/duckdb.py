@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from mvsink.columns import DIFF
+from mvsink.location import is_uri, parse, scheme_of
 
 if TYPE_CHECKING:
     import duckdb
@@ -129,9 +130,9 @@ def parquet_relation(paths: Sequence[str], columns: Sequence[tuple[str, str]], s
         if t is None:
             return None
         targets.append(t)
-    local = [p.removeprefix("file://") for p in paths]
-    if any("://" in p or "'" in p for p in local):
+    if any((is_uri(p) and scheme_of(p) != "file") or "'" in p for p in paths):
         return None
+    local = [parse(p).key for p in paths]
     for p in local:
         have = pq.read_schema(p)
         for name, src in columns:

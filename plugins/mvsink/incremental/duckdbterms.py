@@ -27,6 +27,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, Final
 
 from mvsink.engines.duckdbsql import Untranslatable, duckdb_schema, duckdb_sql, unsupported
+from mvsink.spark.session import is_connect
 
 __all__ = ["DRIVER_SCAN_FACTOR", "MAX_TERM_BYTES", "delta_in_driver", "terms_in_driver", "unsupported"]
 
@@ -68,7 +69,7 @@ def terms_in_driver(
 
     if not settings.incremental_driver_terms() or plan.input is None:
         return None
-    if type(spark).__module__.startswith("pyspark.sql.connect"):  # (no typed plan over Spark Connect)
+    if is_connect(spark):  # (no typed plan over Spark Connect)
         log.info("view %s: change terms by Spark: over Spark Connect the plan's types cannot be read", view.name)
         return None
     if str(spark.conf.get("spark.sql.ansi.enabled")).lower() != "true":  # (without it Spark wraps an overflow)

@@ -55,6 +55,7 @@ from typing import TYPE_CHECKING, Any, Final
 
 from mvsink.columns import DIFF, ERROR, TIME
 from mvsink.engines.arrow import collect_small, same_equality
+from mvsink.spark.session import is_connect
 from mvsink.spark.transforms import null_safe_match
 from mvsink.spark.transforms import quote_name as _quote
 
@@ -173,10 +174,6 @@ def strip_operators(spark: SparkSession, df: DataFrame, chain: tuple[str, ...], 
         if depth not in drop:
             node = path[depth].withNewChildren(jvm.PythonUtils.toSeq([node]))
     return DataFrame(jvm.org.apache.spark.sql.classic.Dataset.ofRows(spark._jsparkSession, node), spark)
-
-
-def _is_remote(spark: SparkSession) -> bool:
-    return type(spark).__module__.startswith("pyspark.sql.connect")
 
 
 def group_corrections(
@@ -412,7 +409,7 @@ def _affected_keys(
     chain = (*split.chain, split.kind)
     # Filters (HAVING, rn <= k) and Sorts above P come off, and a Distinct itself (its input rows are its keys).
     drop = frozenset(i for i, name in enumerate(chain) if name in ("Filter", "Sort", "Distinct"))
-    if drop and _is_remote(spark):
+    if drop and is_connect(spark):
         return "over Spark Connect the query's plan cannot be taken apart (its filters hide groups)"
     signed = split.kind == "Distinct"
     frames: dict[str, tuple[DataFrame, DataFrame]] = prepared

@@ -27,7 +27,6 @@ from collections import defaultdict
 from typing import TYPE_CHECKING
 
 from mvsink import settings
-from mvsink.core import storage
 from mvsink.core.deltalog import (
     CHANGE_TYPE,
     MINUS_CHANGE_TYPES,
@@ -38,6 +37,7 @@ from mvsink.core.deltalog import (
     cached_snapshot,
     change_set,
 )
+from mvsink.core.sparklocation import spark_uri
 from mvsink.core.viewchanges import ViewChanges, view_changes
 from mvsink.engines import arrow
 from mvsink.engines.duckdb import consolidated as consolidated_rows
@@ -54,6 +54,7 @@ if TYPE_CHECKING:
 
     from mvsink.core.batch import BatchDescription, SourceRead
     from mvsink.definitions.view import ViewDefinition
+    from mvsink.location import Where
     from mvsink.plan.tree import PlanNode
 
 log = logging.getLogger(__name__)
@@ -66,7 +67,7 @@ NOT_LINEAR = "not linear in"
 
 def change_frames(
     spark: SparkSession,
-    path: str,
+    path: Where,
     changes: ChangeSet,
     schema: StructType,
     partition_columns: list[str],
@@ -123,7 +124,7 @@ def change_frames(
 
 
 def _change_feed(
-    spark: SparkSession, path: str, schema: StructType, *, from_version: int, to_version: int
+    spark: SparkSession, path: Where, schema: StructType, *, from_version: int, to_version: int
 ) -> tuple[DataFrame, DataFrame]:
     from pyspark.sql import functions as F
 
@@ -141,7 +142,7 @@ def _change_feed(
     return plus, minus
 
 
-def _files_through_delta(spark: SparkSession, path: str, files: list[ChangeFile], schema: StructType) -> DataFrame:
+def _files_through_delta(spark: SparkSession, path: Where, files: list[ChangeFile], schema: StructType) -> DataFrame:
     """The rows of ``files``, each read by Delta at the version that holds it (deletion vectors applied)."""
     import posixpath
     from urllib.parse import unquote
@@ -160,10 +161,6 @@ def _files_through_delta(spark: SparkSession, path: str, files: list[ChangeFile]
     if not frames:
         return empty_frame(spark, schema)
     return functools.reduce(lambda a, b: a.unionByName(b), frames)
-
-
-def _is_remote(spark: SparkSession) -> bool:
-    return type(spark).__module__.startswith("pyspark.sql.connect")
 
 
 def _cdf_hint(cs: ChangeSet) -> str:
@@ -289,7 +286,7 @@ def view_change_frames(
     dt = open_readable(s.path, version=s.version, role=f"view {view.name}: source '{s.name}'")
     table_schema = spark_schema_of(dt)
     if changes.files:
-        updates = spark.read.schema(table_schema).parquet(*(storage.spark_uri(f) for f in changes.files))
+        updates = spark.read.schema(table_schema).parquet(*(spark_uri(f) for f in changes.files))
     else:
         updates = spark.createDataFrame([], table_schema)
     updates = updates.select(*table_schema.names).where((F.col(TIME) > F.lit(after)) & (F.col(TIME) <= F.lit(through)))

@@ -33,6 +33,7 @@ if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame, SparkSession
 
     from mvsink.core.batch import SourceRead
+    from mvsink.location import Where
     from mvsink.plan.tree import PlanNode
 
 log = logging.getLogger(__name__)
@@ -323,7 +324,7 @@ class PrunedRead:
 
 
 def estimate(
-    path: str, version: int, filters: list[tuple[str, KeyRanges]]
+    path: Where, version: int, filters: list[tuple[str, KeyRanges]]
 ) -> tuple[int, int, int, int, tuple[str, ...]] | None:
     """(files, bytes) a read filtered by ``filters`` touches, the snapshot's (files, bytes), and the absolute
     paths of the files it touches; None if the log cannot tell."""
@@ -508,7 +509,7 @@ class TermPruning:
         return None if got is None else {c: got[c] for c in columns}
 
 
-def _worth_pruning(path: str, version: int, *, min_bytes: int) -> bool:
+def _worth_pruning(path: Where, version: int, *, min_bytes: int) -> bool:
     """A source a key filter can skip files of: at least ``min_bytes`` and more than one file."""
     stats = file_statistics(path, version, "")
     if stats is None:

@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any
 
 from mvsink.core.deltalog import active_bytes
 from mvsink.incremental import pruning
+from mvsink.spark.session import is_connect
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterator
@@ -43,10 +44,6 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 MAX_NEW_ONLY = 3  # up to this many changed sources, terms read the others at their new versions only
-
-
-def _is_remote(spark: SparkSession) -> bool:
-    return type(spark).__module__.startswith("pyspark.sql.connect")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -220,7 +217,7 @@ def _telescoping(
                 got = make()
                 # Classic Spark binds temp views when spark.sql analyses; Spark Connect re-analyses the SQL
                 # at execution, after the views were re-registered, so there each term is pinned first.
-                terms.append(got.localCheckpoint(eager=True) if _is_remote(spark) else got)
+                terms.append(got.localCheckpoint(eager=True) if is_connect(spark) else got)
     finally:
         for src in desc.sources:  # back at the version desc reads
             if current.get(src.name) != (False, 0):

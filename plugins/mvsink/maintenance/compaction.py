@@ -53,6 +53,7 @@ from mvsink.core.table import Frontier, ViewTable
 from mvsink.definitions.catalog import Catalog
 from mvsink.definitions.view import ViewDefinition
 from mvsink.exceptions import MvSinkError
+from mvsink.location import Where, join, uri_of
 from mvsink.readers.sql import consolidation_sql
 from mvsink.times import format_time
 
@@ -141,7 +142,7 @@ def _rows(actions: Any) -> int:
     return int(pc.sum(actions.column("num_records")).as_py() or 0) if actions.num_rows else 0
 
 
-def _input_uris(root: str, actions: Any, since: int) -> list[str]:
+def _input_uris(root: Where, actions: Any, since: int) -> list[str]:
     """Paths of the active files that may hold rows with ``time <= since`` (from their stats)."""
     from urllib.parse import unquote
 
@@ -150,7 +151,7 @@ def _input_uris(root: str, actions: Any, since: int) -> list[str]:
     out = []
     for path, lo in zip(actions.column("path").to_pylist(), mins):
         if lo is None or int(lo) <= since:
-            out.append(storage.join(root, unquote(path)))
+            out.append(uri_of(join(root, unquote(path))))
     return out
 
 
@@ -177,6 +178,107 @@ def _consolidated(uris: list[str], schema: Any, since: int, spill_dir: str) -> t
     src = rel.to_arrow_reader(64 * 1024)
     reader = pa.RecordBatchReader.from_batches(schema, (b.cast(schema) for b in src))
     return reader, con
+
+
+def _due_target(
+    view: ViewDefinition, fr: Frontier, hold: tuple[int, str] | None, if_due: bool, base: CompactResult
+) -> int | CompactResult:
+    """The since ``retain_history`` asks for, or the result that says why there is nothing to do now."""
+    target = target_since(view, fr, hold)
+    if target is None:
+        why = (
+            "retain_history is forever"
+            if view.retain_history_ms is None
+            else f"retain_history {view.retain_history_ms} ms behind upper {fr.upper} asks for no since "
+            f"above the current {format_time(max(fr.since, view.as_of))}"
+        )
+        return dataclasses.replace(base, reason=why)
+    if if_due and not is_due(view, fr, target):
+        return dataclasses.replace(
+            base,
+            status="not_due",
+            reason=(
+                f"since would advance only to {format_time(target)}, less than retain_history/"
+                f"{DUE_FRACTION} past {format_time(max(fr.since, view.as_of))}"
+            ),
+        )
+    return target
+
+
+def _explicit_target(
+    view: ViewDefinition, fr: Frontier, target: int, hold: tuple[int, str] | None, base: CompactResult
+) -> int | CompactResult:
+    """An explicit ``since``: itself, the result when it is already reached, or :class:`MvSinkError` when it
+    lies past the upper, before as_of, or past a downstream view's hold."""
+    if target <= fr.since:
+        return dataclasses.replace(base, reason=f"since is already {format_time(fr.since)} ({fr.since})")
+    if target >= fr.upper:
+        raise MvSinkError(
+            f"view {view.name}: cannot compact to since {format_time(target)} ({target}): the view is final "
+            f"only through {format_time(fr.upper - 1)} (upper {fr.upper}). Fix: pass --since at or below "
+            f"{fr.upper - 1}, or refresh the view first."
+        )
+    if target < view.as_of:
+        raise MvSinkError(
+            f"view {view.name}: since {format_time(target)} is before the view's as_of "
+            f"{format_time(view.as_of)}. Fix: pass --since at or after as_of."
+        )
+    if hold is not None and target > hold[0]:
+        raise MvSinkError(
+            f"view {view.name}: since {format_time(target)} would pass view {hold[1]}, which reads this "
+            f"view and still needs times from {format_time(hold[0])} ({hold[0]}). Fix: refresh {hold[1]} "
+            f"first, or pass --since at or below {hold[0]}."
+        )
+    return target
+
+
+def _commit(view: ViewDefinition, table: ViewTable, fr: Frontier, target: int, run_id: str) -> tuple[int | None, int]:
+    """Consolidate and commit at the version ``table`` is at: (the new version or None if the race for it
+    was lost, the rows in the log before)."""
+    # Batches whose files are active at this version are committed: drop their manifests
+    # before their files leave the log, so no one mistakes them for uncommitted batches.
+    collect_garbage(view.target, upper=fr.upper, active=table.active_paths())
+    actions = table.add_actions()
+    rows_before = _rows(actions)
+    uris = _input_uris(view.target, actions, target)
+    schema = table.arrow_schema()
+    spill = tempfile.mkdtemp(prefix="mvsink-compact-")
+    info = CommitInfo(
+        operation="compact",
+        view=view.name,
+        since=target,
+        previous_since=fr.since,
+        upper_seen=fr.upper,
+        run_id=run_id,
+        rows_before=rows_before,
+    )
+    try:
+        reader, con = _consolidated(uris, schema, target, spill)
+        failpoint("compact:before_commit", view=view.name)
+        try:
+            version = table.commit_compaction(reader, predicate=f"{TIME} <= {int(target)}", info=info)
+        finally:
+            con.close()
+    finally:
+        shutil.rmtree(spill, ignore_errors=True)
+    return version, rows_before
+
+
+def _compacted(base: CompactResult, table: ViewTable, version: int, rows_before: int, target: int) -> CompactResult:
+    """The result of the compaction committed at ``version`` (its counts from that commit's metrics)."""
+    after = table.at_version(version)
+    metrics = after.history(1)[0].metrics
+    return dataclasses.replace(
+        base,
+        status="compacted",
+        version=version,
+        rows_before=rows_before,
+        rows_after=_rows(after.add_actions()),
+        rows_consolidated=int(metrics.get("num_added_rows", 0)),
+        files_removed=int(metrics.get("num_removed_files", 0)),
+        files_added=int(metrics.get("num_added_files", 0)),
+        since=target,
+    )
 
 
 def compact(
@@ -212,87 +314,15 @@ def compact(
         )
         hold = downstream_hold(view, catalog)
         if since is None:
-            target = target_since(view, fr, hold)
-            if target is None:
-                why = (
-                    "retain_history is forever"
-                    if view.retain_history_ms is None
-                    else f"retain_history {view.retain_history_ms} ms behind upper {fr.upper} asks for no since "
-                    f"above the current {format_time(max(fr.since, view.as_of))}"
-                )
-                return dataclasses.replace(base, reason=why)
-            if if_due and not is_due(view, fr, target):
-                return dataclasses.replace(
-                    base,
-                    status="not_due",
-                    reason=(
-                        f"since would advance only to {format_time(target)}, less than retain_history/"
-                        f"{DUE_FRACTION} past {format_time(max(fr.since, view.as_of))}"
-                    ),
-                )
+            target = _due_target(view, fr, hold, if_due, base)
         else:
-            target = since
-            if target <= fr.since:
-                return dataclasses.replace(base, reason=f"since is already {format_time(fr.since)} ({fr.since})")
-            if target >= fr.upper:
-                raise MvSinkError(
-                    f"view {view.name}: cannot compact to since {format_time(target)} ({target}): the view is final "
-                    f"only through {format_time(fr.upper - 1)} (upper {fr.upper}). Fix: pass --since at or below "
-                    f"{fr.upper - 1}, or refresh the view first."
-                )
-            if target < view.as_of:
-                raise MvSinkError(
-                    f"view {view.name}: since {format_time(target)} is before the view's as_of "
-                    f"{format_time(view.as_of)}. Fix: pass --since at or after as_of."
-                )
-            if hold is not None and target > hold[0]:
-                raise MvSinkError(
-                    f"view {view.name}: since {format_time(target)} would pass view {hold[1]}, which reads this "
-                    f"view and still needs times from {format_time(hold[0])} ({hold[0]}). Fix: refresh {hold[1]} "
-                    f"first, or pass --since at or below {hold[0]}."
-                )
-
-        # Batches whose files are active at this version are committed: drop their manifests
-        # before their files leave the log, so no one mistakes them for uncommitted batches.
-        collect_garbage(view.target, upper=fr.upper, active=table.active_paths())
-        actions = table.add_actions()
-        rows_before = _rows(actions)
-        uris = _input_uris(view.target, actions, target)
-        schema = table.arrow_schema()
-        spill = tempfile.mkdtemp(prefix="mvsink-compact-")
-        info = CommitInfo(
-            operation="compact",
-            view=view.name,
-            since=target,
-            previous_since=fr.since,
-            upper_seen=fr.upper,
-            run_id=run_id,
-            rows_before=rows_before,
-        )
-        try:
-            reader, con = _consolidated(uris, schema, target, spill)
-            failpoint("compact:before_commit", view=view.name)
-            try:
-                version = table.commit_compaction(reader, predicate=f"{TIME} <= {int(target)}", info=info)
-            finally:
-                con.close()
-        finally:
-            shutil.rmtree(spill, ignore_errors=True)
+            target = _explicit_target(view, fr, since, hold, base)
+        if isinstance(target, CompactResult):
+            return target
+        version, rows_before = _commit(view, table, fr, target, run_id)
         if version is None:  # lost the race for the next version: start over from the new one
             continue
-        after = table.at_version(version)
-        metrics = after.history(1)[0].metrics
-        res = dataclasses.replace(
-            base,
-            status="compacted",
-            version=version,
-            rows_before=rows_before,
-            rows_after=_rows(after.add_actions()),
-            rows_consolidated=int(metrics.get("num_added_rows", 0)),
-            files_removed=int(metrics.get("num_removed_files", 0)),
-            files_added=int(metrics.get("num_added_files", 0)),
-            since=target,
-        )
+        res = _compacted(base, table, version, rows_before, target)
         log.info("%s", res.summary())
         return res
     return CompactResult(

@@ -10,6 +10,7 @@ from mvsink.core import storage
 from mvsink.core.table import ViewTable
 from mvsink.definitions.view import ViewDefinition
 from mvsink.exceptions import MvSinkError
+from mvsink.location import Where, is_uri, join, normalize
 
 log = logging.getLogger(__name__)
 
@@ -68,8 +69,8 @@ def vacuum(
     active = table.reload().active_paths()
     in_flight |= set(list_staged(view.target))
     deleted, protected = [], []
-    root = storage.normalize(view.target).rstrip("/") + "/"
-    listed = sorted(c.removeprefix(root) if storage.is_uri(c) else c for c in candidates)
+    root = normalize(view.target).rstrip("/") + "/"
+    listed = sorted(c.removeprefix(root) if is_uri(c) else c for c in candidates)
     # a store with real folders (SeaweedFS) lists their markers too ("", "batches"): never files to delete
     folders = {p.rsplit("/", i)[0] for p in [*listed, *active] for i in range(1, p.count("/") + 1)}
     for rel in listed:
@@ -82,14 +83,14 @@ def vacuum(
         deleted.append(rel)
     if not dry_run:
         for rel in deleted:
-            storage.delete_file(storage.join(view.target, rel))
-        _remove_empty_batch_dirs(storage.join(view.target, BATCHES), in_flight)
+            storage.delete_file(join(view.target, rel))
+        _remove_empty_batch_dirs(join(view.target, BATCHES), in_flight)
     res = VacuumResult(view.name, dry_run, retention_hours, tuple(deleted), tuple(protected))
     log.info("%s", res.summary())
     return res
 
 
-def _remove_empty_batch_dirs(batches: str, in_flight: set[str], *, min_age_seconds: float = 600) -> None:
+def _remove_empty_batch_dirs(batches: Where, in_flight: set[str], *, min_age_seconds: float = 600) -> None:
     """Remove batch folders left empty by vacuum (not in flight, untouched for a while).
 
     On object storage a folder with no files does not exist, so there is nothing to do there.
@@ -98,7 +99,7 @@ def _remove_empty_batch_dirs(batches: str, in_flight: set[str], *, min_age_secon
 
     for d in storage.list_dir(batches):
         try:
-            folder = storage.join(batches, d.name)
+            folder = join(batches, d.name)
             if (
                 d.is_dir
                 and d.name not in in_flight

@@ -36,6 +36,7 @@ from mvsink.plan.tree import (
     PlanNode,
     expression_category,
 )
+from mvsink.spark.session import is_connect
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -529,10 +530,6 @@ def _text_attrs(name: str, args: str) -> dict[str, Any]:
 # ---------------------------------------------------------------- reading a query's plan
 
 
-def _is_remote(obj: Any) -> bool:
-    return type(obj).__module__.startswith("pyspark.sql.connect")
-
-
 def tree_of_dataframe(df: DataFrame) -> PlanNode:
     """The analyzed plan of a classic DataFrame: its JSON, else the plan object walked over py4j."""
     analyzed = df._jdf.queryExecution().analyzed()
@@ -553,7 +550,7 @@ def tree_of_dataframe(df: DataFrame) -> PlanNode:
 
 def plan_tree(spark: SparkSession, query: str, *, desired: DataFrame | None = None) -> PlanNode:
     """The analyzed plan of ``query`` (or of ``desired``, the query already analysed) as a tree."""
-    if not _is_remote(spark) and (desired is None or not _is_remote(desired)):
+    if not is_connect(spark) and (desired is None or not is_connect(desired)):
         if desired is None:
             return tree_of_dataframe(spark.sql(query))
         # Within a write step an analysed DataFrame's plan is read once (a mode's ``applies`` and its ``run`` both

@@ -88,11 +88,11 @@ _STATUS_CACHE: dict[str, tuple[tuple[int, int], int, dict[str, Any]]] = {}
 def summary_status(view: ViewDefinition, *, now: int | None = None) -> dict[str, Any]:
     """``view_status(view, last=SUMMARY_COMMITS)``, from a cache while the table has no new commit."""
     key = newest_commit(view.target)
-    hit = _STATUS_CACHE.get(view.target)
+    hit = _STATUS_CACHE.get(view.target.uri)
     if key is None or hit is None or hit[0] != key or hit[1] != view.as_of:
         st = view_status(view, last=SUMMARY_COMMITS, now=now)
         if key is not None and newest_commit(view.target) == key:  # no commit landed while reading it
-            _STATUS_CACHE[view.target] = (key, view.as_of, st)
+            _STATUS_CACHE[view.target.uri] = (key, view.as_of, st)
         return st
     st = dict(hit[2])
     st.update(freshness(view, st["final_through"], now), staged_batches=list_staged(view.target))
@@ -117,7 +117,7 @@ def view_summary(
     return {
         "view": view.name,
         "description": view.description,
-        "target": view.target,
+        "target": view.target.uri,
         "exists": st["exists"],
         "schedule": describe_schedule(view.schedule),
         # every/at: the next instant the DAG runs on (the same arithmetic as the DAG's timetable)
@@ -143,7 +143,13 @@ def view_summary(
         "staged_batches": staged,
         "in_flight": in_flight,
         "sources": [
-            {"name": s.name, "kind": s.kind, "table": s.path, "view": s.view, "version_read": read.get(s.name)}
+            {
+                "name": s.name,
+                "kind": s.kind,
+                "table": s.path.uri if s.path is not None else None,
+                "view": s.view,
+                "version_read": read.get(s.name),
+            }
             for s in view.sources
         ],
         "foreign_commits": sum(1 for c in st["last_commits"] if c.get("foreign")),
@@ -161,7 +167,7 @@ def all_views(catalog: Catalog, *, now: int | None = None) -> list[dict[str, Any
         except MvSinkError as exc:  # an unreadable table fails its own line, never the page
             return {"view": name, "error": str(exc)}
 
-    # delta-rs reads each log outside the GIL: a few threads overlap the views' reads (bench/UI.md)
+    # delta-rs reads each log outside the GIL: a few threads overlap the views' reads (bench/reports/ui.md)
     with ThreadPoolExecutor(max_workers=min(READ_THREADS, max(1, len(catalog.views)))) as pool:
         out = list(pool.map(one, sorted(catalog.views)))
     out += [{"view": None, "file": f, "error": str(e)} for f, e in sorted(catalog.errors.items())]

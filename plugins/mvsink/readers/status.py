@@ -41,7 +41,7 @@ def view_status(view: ViewDefinition, *, last: int = 10, now: int | None = None)
     final_through = fr.upper - 1 if fr.upper > 0 else None
     return {
         "view": view.name,
-        "target": view.target,
+        "target": view.target.uri,
         "exists": table.exists,
         "as_of": view.as_of,
         "since": max(fr.since, view.as_of),

@@ -9,8 +9,10 @@ from collections.abc import Iterable, Mapping
 from urllib.parse import urlsplit
 
 from mvsink import settings
+from mvsink.core.sparklocation import spark_hadoop_conf, spark_uri
 from mvsink.definitions.view import ViewDefinition
 from mvsink.exceptions import MvSinkError
+from mvsink.location import scheme_of
 from mvsink.spark import jars
 
 # Settings every write needs: Delta-compatible timestamps, UTC, no UI, no Hadoop side files.
@@ -151,11 +153,7 @@ def _unless_set(derived: Mapping[str, str], explicit: Mapping[str, str]) -> dict
 
 def view_schemes(view: ViewDefinition) -> list[str]:
     """Spark's URI schemes of the view's target and path sources on object storage (``s3a``, ``abfss``, ...)."""
-    from mvsink.core import storage
-
-    out = [
-        storage.spark_uri(loc).split("://", 1)[0] for loc in storage.view_locations(view).values() if not loc.is_local
-    ]
+    out = [scheme_of(spark_uri(loc)) for loc in view.locations().values() if not loc.is_local]
     return list(dict.fromkeys(out))
 
 
@@ -168,13 +166,11 @@ def check_connectors(view: ViewDefinition, *, role: str = "Spark") -> None:
 
 def storage_conf(view: ViewDefinition) -> dict[str, str]:
     """``spark.hadoop.*`` settings for the view's target and path sources on object storage, credentials
-    included (see :func:`mvsink.core.storage.spark_hadoop_conf`): secret values, to be split off with
+    included (see :func:`mvsink.core.spark_hadoop_conf`): secret values, to be split off with
     :func:`split_secret_conf` before anything reaches a command line."""
-    from mvsink.core import storage
-
     out: dict[str, str] = {}
-    for loc in storage.view_locations(view).values():
-        out.update(storage.spark_hadoop_conf(loc))
+    for loc in view.locations().values():
+        out.update(spark_hadoop_conf(loc))
     return out
 
 

@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING
 
 from mvsink.columns import ERROR
 from mvsink.exceptions import QueryError
+from mvsink.spark.session import is_connect
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame, Observation
@@ -78,11 +79,6 @@ def plan_deterministic(df: DataFrame) -> bool | None:
     if is_connect(df):
         return None
     return bool(df._jdf.queryExecution().analyzed().deterministic())
-
-
-def is_connect(df: DataFrame) -> bool:
-    """True for a Spark Connect DataFrame (which has no ``_jdf``)."""
-    return type(df).__module__.startswith("pyspark.sql.connect")
 
 
 def check_metrics(view: ViewDefinition, weight: str | None = None) -> list[Column]:

@@ -22,11 +22,13 @@ from typing import TYPE_CHECKING
 
 from mvsink import settings
 from mvsink.columns import DIFF, ERROR, TIME, is_hidden
-from mvsink.core import storage
 from mvsink.core.batch import BatchDescription, SourceRead
 from mvsink.core.deltalog import CHANGE_TYPE, ChangeFile, cached_snapshot, snapshot_files
+from mvsink.core.sparklocation import spark_uri
 from mvsink.core.table import ViewTable, open_readable, plain_parquet_files
 from mvsink.definitions.view import ViewDefinition
+from mvsink.location import Where, is_uri
+from mvsink.spark.session import is_connect
 from mvsink.spark.transforms import consolidate, expand
 from mvsink.times import format_time
 
@@ -71,7 +73,7 @@ _PLAIN_PARTITION_TYPES = (
 )
 
 
-def read_delta(spark: SparkSession, path: str, *, version: int | None, role: str) -> DataFrame:
+def read_delta(spark: SparkSession, path: Where, *, version: int | None, role: str) -> DataFrame:
     """A Delta snapshot as a DataFrame at ``version``: its files as plain Parquet where :func:`plain_files` lists
     them, else by Delta's reader (the DataFrame is built once per version within a write step:
     :func:`mvsink.core.deltalog.snapshot_cache`)."""
@@ -82,7 +84,7 @@ def read_delta(spark: SparkSession, path: str, *, version: int | None, role: str
     )
 
 
-def _read_delta(spark: SparkSession, path: str, *, version: int | None, role: str) -> DataFrame:
+def _read_delta(spark: SparkSession, path: Where, *, version: int | None, role: str) -> DataFrame:
     dt = open_readable(path, version=version, role=role)  # a clear error for a missing table or version
     files = plain_files(path, version) if version is not None else None
     if files is None:
@@ -90,7 +92,9 @@ def _read_delta(spark: SparkSession, path: str, *, version: int | None, role: st
     return _plain_read(spark, dt, files)
 
 
-def read_delta_files(spark: SparkSession, path: str, *, version: int, files: list[str], role: str) -> DataFrame | None:
+def read_delta_files(
+    spark: SparkSession, path: Where, *, version: int, files: list[str], role: str
+) -> DataFrame | None:
     """Only ``files`` (absolute paths, a subset of the snapshot's active files) of the snapshot at ``version``,
     as plain Parquet; None where the snapshot is not read that way (:func:`plain_files`)."""
     listed = plain_files(path, version)
@@ -101,7 +105,7 @@ def read_delta_files(spark: SparkSession, path: str, *, version: int, files: lis
     return _plain_read(spark, dt, [f for f in listed if f.path in wanted])
 
 
-def plain_files(path: str, version: int) -> list[ChangeFile] | None:
+def plain_files(path: Where, version: int) -> list[ChangeFile] | None:
     """The snapshot's active files if Spark may read them as plain Parquet (``MVSINK_SOURCE_READS=auto``, files
     plain, partition columns of simple types and at most ``MVSINK_PLAIN_READ_MAX_PARTITIONS`` values), else None
     (Delta's reader). Cached per write step."""
@@ -153,7 +157,7 @@ def read_files(
     frames: list[DataFrame] = []
     for pv, paths in groups.items():
         with _listed_in_driver(spark, paths):
-            df = spark.read.schema(data_schema).parquet(*(storage.spark_uri(p) for p in paths))
+            df = spark.read.schema(data_schema).parquet(*(spark_uri(p) for p in paths))
         values = dict(pv)
         for c in partition_columns:
             df = df.withColumn(c, F.lit(values.get(c)).cast(schema[c].dataType))
@@ -176,7 +180,7 @@ def _listed_in_driver(spark: SparkSession, paths: list[str]) -> Iterator[None]:
     """Local ``paths`` looked up by the driver, not by a Spark job: over 32 paths (the threshold's default)
     Spark lists them in a job of its own (0.5 s for a 75-file table), though a local file's status costs
     microseconds. Object-store paths keep Spark's parallel listing; so does Spark Connect (analysed later)."""
-    if len(paths) <= 32 or any(storage.is_uri(p) for p in paths) or _is_remote(spark):
+    if len(paths) <= 32 or any(is_uri(p) for p in paths) or is_connect(spark):
         yield
         return
     before = spark.conf.get(_LISTING_THRESHOLD) or "32"
@@ -187,10 +191,6 @@ def _listed_in_driver(spark: SparkSession, paths: list[str]) -> Iterator[None]:
         spark.conf.set(_LISTING_THRESHOLD, before)
 
 
-def _is_remote(spark: SparkSession) -> bool:
-    return type(spark).__module__.startswith("pyspark.sql.connect")
-
-
 def empty_frame(spark: SparkSession, schema: StructType) -> DataFrame:
     """No rows of ``schema``, as a local relation."""
     from pyspark.sql.pandas.types import to_arrow_schema
@@ -198,7 +198,7 @@ def empty_frame(spark: SparkSession, schema: StructType) -> DataFrame:
     return spark.createDataFrame(to_arrow_schema(schema, timezone="UTC").empty_table(), schema=schema)
 
 
-def delta_reader(spark: SparkSession, path: str, *, version: int | None) -> DataFrame:
+def delta_reader(spark: SparkSession, path: Where, *, version: int | None) -> DataFrame:
     """``spark.read.format("delta")`` of the table at ``path`` (at ``version``), by Spark's URI for it."""
     reader = spark.read.format("delta")
     if version is not None:
@@ -206,9 +206,9 @@ def delta_reader(spark: SparkSession, path: str, *, version: int | None) -> Data
     return reader.load(delta_uri(path))
 
 
-def delta_uri(path: str) -> str:
+def delta_uri(path: Where) -> str:
     """The URI Spark's Delta reader loads the table at ``path`` by (``s3a://`` for ``s3://``, absolute paths)."""
-    return storage.spark_uri(path) if storage.is_uri(path) else str(Path(path).resolve())
+    return spark_uri(path) if is_uri(path) else str(Path(path).resolve())
 
 
 def register_sources(spark: SparkSession, view: ViewDefinition, desc: BatchDescription) -> None:

@@ -10,19 +10,25 @@ from mvsink import settings
 from mvsink.exceptions import MvSinkError
 
 
-def spark_submit_binary() -> str:
-    """spark-submit of this interpreter's pyspark: beside ``sys.executable``, else pyspark's own, else on PATH."""
-    local = Path(sys.executable).parent / "spark-submit"
+def pyspark_script(name: str) -> str | None:
+    """The script ``name`` (``spark-submit``, ``spark-class``) of this interpreter's pyspark: beside
+    ``sys.executable``, else in pyspark's own ``bin/``; None if neither has it."""
+    local = Path(sys.executable).parent / name
     if local.exists():
         return str(local)
     from importlib.util import find_spec
 
     spec = find_spec("pyspark")  # locates the package without importing it
     if spec is not None and spec.origin:
-        bundled = Path(spec.origin).parent / "bin" / "spark-submit"
+        bundled = Path(spec.origin).parent / "bin" / name
         if bundled.exists():
             return str(bundled)
-    found = shutil.which("spark-submit")
+    return None
+
+
+def spark_submit_binary() -> str:
+    """spark-submit of this interpreter's pyspark: beside ``sys.executable``, else pyspark's own, else on PATH."""
+    found = pyspark_script("spark-submit") or shutil.which("spark-submit")
     if not found:
         raise MvSinkError("spark-submit not found. Fix: install pyspark in this environment.")
     return found

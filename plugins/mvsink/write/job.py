@@ -24,15 +24,18 @@ from mvsink.core.commitinfo import format_reads
 from mvsink.core.deltalog import snapshot_cache
 from mvsink.core.failpoints import failpoint
 from mvsink.core.schema import encode_schema
+from mvsink.core.sparklocation import spark_uri
 from mvsink.core.staging import batch_location, discard_batch, staged_files, write_intent, write_manifest
 from mvsink.core.table import ViewTable
-from mvsink.definitions.view import ViewDefinition, load_view_file
+from mvsink.definitions.view import ViewDefinition
+from mvsink.definitions.viewfile import load_view_file
 from mvsink.exceptions import MvSinkError, SchemaChangedError
 from mvsink.incremental.aggplan import StatePlan, state_plan
 from mvsink.incremental.modes.base import PlanFacts, WriteInputs
 from mvsink.incremental.modes.full import refresh_change
 from mvsink.incremental.modes.registry import REFRESH_MODES, Choice, choose
 from mvsink.incremental.pruning import current_reads, read_log
+from mvsink.location import join
 from mvsink.spark.conf import apply_storage_conf
 from mvsink.spark.sources import arrow_table_schema, read_delta, register_sources, spark_schema_of
 from mvsink.spark.validation import analyse, compare_schema
@@ -271,7 +274,7 @@ def _write_local(corr: pa.Table, folder: str) -> dict[str, int]:
 
     storage.delete_dir(folder)  # as Spark's overwrite: an earlier try's files go
     if corr.num_rows:
-        fs, inner = storage.filesystem(storage.join(folder, f"part-00000-{uuid.uuid4()}-c000.snappy.parquet"))
+        fs, inner = storage.filesystem(join(folder, f"part-00000-{uuid.uuid4()}-c000.snappy.parquet"))
         fs.create_dir(inner.rsplit("/", 1)[0], recursive=True)
         with fs.open_output_stream(inner) as out:
             pq.write_table(corr, out, compression="snappy")
@@ -308,7 +311,7 @@ def _stage(
     try:
         if isinstance(corr, DataFrameType):
             obs = Observation(f"mvsink_{desc.batch_id[-8:]}")
-            corr.observe(obs, *_sizes()).write.mode("overwrite").parquet(storage.spark_uri(folder))
+            corr.observe(obs, *_sizes()).write.mode("overwrite").parquet(spark_uri(folder))
             metrics = obs.get
         else:
             metrics = _write_local(corr, folder)

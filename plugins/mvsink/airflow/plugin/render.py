@@ -427,15 +427,9 @@ def _labelled(cell: str, labels: dict[str, str]) -> str:
     return _TD_COL.sub(lambda m: f'<td{m[1]} data-label="{esc(labels.get(m[2], m[2]))}" data-col="{m[2]}"', cell)
 
 
-def view_page(
-    d: dict[str, Any], *, links: Links, nonce: str, runs: dict[str, Any] | None = None, can_trigger: bool = True
-) -> str:
-    """A view's tab: status, refresh history chart, since/upper over time, last commits, lineage (``runs``:
-    Airflow's last run and last dry run of the view's DAG, as :func:`mvsink.airflow.plugin.runs.last_runs`;
-    ``can_trigger``: whether the user may trigger its runs)."""
+def _cards_html(d: dict[str, Any], runs: dict[str, Any], links: Links, now: int | None) -> str:
+    """The cards at the top of a view's tab: its runs, schedule, frontiers, freshness and staged batches."""
     name = d["view"]
-    runs = runs or {}
-    now = d.get("checked_at")
     committed = (d.get("last_refresh") or {}).get("committed_ms")
     lag = "never refreshed" if d["lag_ms"] is None else format_duration(d["lag_ms"])
     verdict = (
@@ -474,11 +468,17 @@ def view_page(
         ("version", "Delta version", esc(d["version"])),
         ("staged", "staged batches", f"{len(d['in_flight'])} in flight, {len(d['staged_batches'])} staged"),
     ]
-    cards_html = (
+    return (
         '<div class="cards">'
         + "".join(f'<div data-card="{k}"><b>{esc(label)}</b>{v}</div>' for k, label, v in cards)
         + "</div>"
     )
+
+
+def _commits_html(d: dict[str, Any], links: Links) -> str:
+    """The view's last commits as ``mvsink status`` prints them, foreign ones flagged, refreshes linked to
+    their Airflow runs."""
+    name = d["view"]
     lines = []
     for c in d["last_commits"]:
         line = esc(format_commit(c))
@@ -494,11 +494,24 @@ def view_page(
                 else ""
             )
             lines.append(f'<span data-version="{c["version"]}" data-foreign="false">{line}</span>{run}')
-    commits = (
+    return (
         f'<pre class="log" id="commits">{chr(10).join(lines)}</pre>'
         if lines
         else '<p class="muted">No commits yet.</p>'
     )
+
+
+def view_page(
+    d: dict[str, Any], *, links: Links, nonce: str, runs: dict[str, Any] | None = None, can_trigger: bool = True
+) -> str:
+    """A view's tab: status, refresh history chart, since/upper over time, last commits, lineage (``runs``:
+    Airflow's last run and last dry run of the view's DAG, as :func:`mvsink.airflow.plugin.runs.last_runs`;
+    ``can_trigger``: whether the user may trigger its runs)."""
+    name = d["view"]
+    runs = runs or {}
+    now = d.get("checked_at")
+    cards_html = _cards_html(d, runs, links, now)
+    commits = _commits_html(d, links)
     checks = (
         f"<h2>Checks (last refresh)</h2><table><tbody><tr>{checks_cell(d)}</tr></tbody></table>" if d["checks"] else ""
     )

@@ -14,6 +14,8 @@ import functools
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Literal, Protocol
 
+from mvsink.spark.session import is_connect
+
 if TYPE_CHECKING:
     import pyarrow as pa
     from pyspark.sql import DataFrame, Observation, SparkSession
@@ -96,7 +98,7 @@ class PlanFacts:
 
     @property
     def remote(self) -> bool:
-        return type(self.spark).__module__.startswith("pyspark.sql.connect")
+        return is_connect(self.spark)
 
     @functools.cached_property
     def tree(self) -> PlanNode | str:
