@@ -7,19 +7,12 @@ from typing import TYPE_CHECKING, Final
 
 from mvsink import settings
 from mvsink.incremental.aggstate import MODE, aggregate_corrections
-from mvsink.incremental.modes.base import (
-    Change,
-    Corrections,
-    Decision,
-    NotApplicable,
-    PlanFacts,
-    WriteInputs,
-    disabled,
-)
+from mvsink.incremental.modes.base import NotApplicable, outcome, switched
 from mvsink.plan.linearity import nonlinear_reason
 
 if TYPE_CHECKING:
     from mvsink.core.batch import WriteMode
+    from mvsink.incremental.modes.base import Change, Corrections, Decision, PlanFacts, WriteInputs
 
 
 class AggregateState:
@@ -35,12 +28,7 @@ class AggregateState:
     )
 
     def applies(self, plan: PlanFacts, change: Change) -> Decision:
-        unrelated = self._unrelated(plan)
-        if unrelated is not None:
-            return unrelated
-        if not settings.incremental_aggregate():
-            return disabled(self.title, self.setting)
-        return self.fits(plan, change)
+        return self._unrelated(plan) or switched(self, settings.incremental_aggregate(), plan, change)
 
     def fits(self, plan: PlanFacts, change: Change) -> Decision:
         unrelated = self._unrelated(plan)
@@ -73,4 +61,4 @@ class AggregateState:
             table=inputs.table,
             table_df=inputs.table_df,
         )
-        return Corrections(corr, why) if corr is not None else NotApplicable(why, "refused")
+        return outcome(corr, why)

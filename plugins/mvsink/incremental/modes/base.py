@@ -187,9 +187,19 @@ class RefreshMode(Protocol):
         ...
 
 
-def disabled(title: str, setting: Setting) -> NotApplicable:
-    """The refusal of a mode its setting turns off."""
-    return NotApplicable(f"the {title} refresh is off", "disabled", setting=setting.name)
+def switched(mode: RefreshMode, on: bool, plan: PlanFacts, change: Change) -> Decision:
+    """``applies`` of a mode its setting turns on or off (``on``: the setting's value): ``fits``, or a refusal of
+    kind ``disabled`` naming the setting."""
+    if on:
+        return mode.fits(plan, change)
+    assert mode.setting is not None
+    return NotApplicable(f"the {mode.title} refresh is off", "disabled", setting=mode.setting.name)
+
+
+def outcome(corr: DataFrame | pa.Table | None, why: str) -> Corrections | NotApplicable:
+    """A mode's ``run`` from what its corrections function returned: the corrections, or (None) a refusal of
+    kind ``refused`` with its reason."""
+    return Corrections(corr, why) if corr is not None else NotApplicable(why, "refused")
 
 
 def combined_reason(refusals: Sequence[tuple[RefreshMode, NotApplicable]]) -> str:

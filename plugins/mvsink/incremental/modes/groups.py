@@ -7,19 +7,12 @@ from typing import TYPE_CHECKING, Final
 
 from mvsink import settings
 from mvsink.incremental.groups import MODE, group_corrections
-from mvsink.incremental.modes.base import (
-    Change,
-    Corrections,
-    Decision,
-    NotApplicable,
-    PlanFacts,
-    WriteInputs,
-    disabled,
-)
+from mvsink.incremental.modes.base import NotApplicable, outcome, switched
 from mvsink.plan.splits import group_keys
 
 if TYPE_CHECKING:
     from mvsink.core.batch import WriteMode
+    from mvsink.incremental.modes.base import Change, Corrections, Decision, PlanFacts, WriteInputs
 
 CHECKS = (
     "the view has checks (or its table has error rows): their totals cannot be counted from the affected groups alone"
@@ -38,9 +31,7 @@ class AffectedGroups:
     guard: Final = "the scan guard, and more affected groups than half the view's rows, take the full diff"
 
     def applies(self, plan: PlanFacts, change: Change) -> Decision:
-        if not settings.incremental_groups():
-            return disabled(self.title, self.setting)
-        return self.fits(plan, change)
+        return switched(self, settings.incremental_groups(), plan, change)
 
     def fits(self, plan: PlanFacts, change: Change) -> Decision:
         if plan.with_error:
@@ -62,4 +53,4 @@ class AffectedGroups:
             table_df=inputs.table_df,
             with_error=inputs.with_error,
         )
-        return Corrections(corr, why) if corr is not None else NotApplicable(why, "refused")
+        return outcome(corr, why)

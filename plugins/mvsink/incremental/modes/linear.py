@@ -6,18 +6,12 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Final
 
 from mvsink.incremental.linear import NOT_LINEAR, incremental_corrections
-from mvsink.incremental.modes.base import (
-    Change,
-    Corrections,
-    Decision,
-    NotApplicable,
-    PlanFacts,
-    WriteInputs,
-)
+from mvsink.incremental.modes.base import Corrections, NotApplicable
 from mvsink.plan.linearity import nonlinear_reason
 
 if TYPE_CHECKING:
     from mvsink.core.batch import WriteMode
+    from mvsink.incremental.modes.base import Change, Decision, PlanFacts, WriteInputs
     from mvsink.settings import Setting
 
 

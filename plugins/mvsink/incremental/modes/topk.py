@@ -7,19 +7,12 @@ from typing import TYPE_CHECKING, Final
 
 from mvsink import settings
 from mvsink.incremental.groups import groupable
-from mvsink.incremental.modes.base import (
-    Change,
-    Corrections,
-    Decision,
-    NotApplicable,
-    PlanFacts,
-    WriteInputs,
-    disabled,
-)
+from mvsink.incremental.modes.base import NotApplicable, outcome, switched
 from mvsink.incremental.topk import MODE, NOT_TOPK, key_positions, topk_corrections, topk_split
 
 if TYPE_CHECKING:
     from mvsink.core.batch import WriteMode
+    from mvsink.incremental.modes.base import Change, Corrections, Decision, PlanFacts, WriteInputs
 
 CHECKS = "the view has checks (or its table has error rows): their totals need the whole view"
 
@@ -35,9 +28,7 @@ class TopK:
     guard: Final = "a key that turns out not unique takes the full diff"
 
     def applies(self, plan: PlanFacts, change: Change) -> Decision:
-        if not settings.incremental_topk():
-            return disabled(self.title, self.setting)
-        return self.fits(plan, change)
+        return switched(self, settings.incremental_topk(), plan, change)
 
     def fits(self, plan: PlanFacts, change: Change) -> Decision:
         tree = plan.tree
@@ -69,4 +60,4 @@ class TopK:
             table_df=inputs.table_df,
             with_error=inputs.with_error,
         )
-        return Corrections(corr, why) if corr is not None else NotApplicable(why, "refused")
+        return outcome(corr, why)
