@@ -63,7 +63,6 @@ from mvsink.incremental.statequeries import (
     nonnull_column,
     sum_column,
 )
-from mvsink.incremental.telescope import SIGN
 from mvsink.spark.transforms import null_safe_match
 from mvsink.spark.transforms import quote_name as _quote
 
@@ -204,19 +203,9 @@ def _spark_terms(
     from mvsink.incremental.telescope import telescope, telescope_signed
 
     q = plan.queries
-    signed_sql = functools.cache(q.signed_input)  # by tuple of change-set names
-    if all(signed_sql((s.name,)) for s in changed):
-        return telescope_signed(
-            spark,
-            view,
-            desc,
-            base,
-            changed,
-            frames,
-            lambda names: spark.sql(signed_sql(names) or ""),
-            sign_column=SIGN,
-            signable=lambda names: signed_sql(names) is not None,
-        )
+    signed = telescope_signed(spark, view, desc, base, changed, frames, q.signed_input)
+    if signed is not None:
+        return signed
     return telescope(
         spark, view, desc, base, changed, frames, lambda sign: spark.sql(q.input_query).withColumn(DIFF, F.lit(sign))
     )

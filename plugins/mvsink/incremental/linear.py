@@ -42,7 +42,7 @@ from mvsink.core.viewchanges import ViewChanges, view_changes
 from mvsink.engines import arrow
 from mvsink.engines.duckdb import consolidated as consolidated_rows
 from mvsink.incremental import pruning
-from mvsink.incremental.telescope import SIGN, ChangeFrames, signed_query, telescope, telescope_signed
+from mvsink.incremental.telescope import ChangeFrames, signed_query, telescope, telescope_signed
 from mvsink.spark.sources import empty_frame, read_files
 
 if TYPE_CHECKING:
@@ -427,11 +427,6 @@ def _signed_terms(
 
     if desired is None:
         return None
-    signed_sql = functools.cache(functools.partial(signed_query, view.query, weight=DIFF))  # by tuple of names
-    if not all(signed_sql((s.name,)) for s in changed):
-        return None
-
-    want = [(f.name, f.dataType) for f in desired.schema.fields]
     try:
         terms = telescope_signed(
             spark,
@@ -440,10 +435,12 @@ def _signed_terms(
             base,
             changed,
             frames,
-            lambda names: spark.sql(signed_sql(names) or "").withColumn(DIFF, F.col(DIFF).cast("bigint")),
-            sign_column=SIGN,
-            signable=lambda names: signed_sql(names) is not None,
+            functools.partial(signed_query, view.query, weight=DIFF),
+            finish=lambda term: term.withColumn(DIFF, F.col(DIFF).cast("bigint")),
         )
+        if terms is None:
+            return None
+        want = [(f.name, f.dataType) for f in desired.schema.fields]
         differ = any([(f.name, f.dataType) for f in t.schema.fields] != [*want, (DIFF, LongType())] for t in terms)
     except PySparkException as exc:  # (over Spark Connect the analysis happens at .schema)
         log.info("view %s: the signed change terms did not analyse (%s): two terms per source", view.name, exc)

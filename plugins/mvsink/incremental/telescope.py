@@ -395,36 +395,40 @@ def telescope_signed(
     base: dict[str, int],
     changed: list[SourceRead],
     frames: dict[str, tuple[DataFrame, DataFrame]],
-    term: Callable[[tuple[str, ...]], DataFrame],
+    signed_sql: Callable[[tuple[str, ...]], str | None],
     *,
-    sign_column: str,
+    finish: Callable[[DataFrame], DataFrame] | None = None,
     weight: str = "_mv_diff",
-    signable: Callable[[tuple[str, ...]], bool] | None = None,
-) -> list[DataFrame]:
-    """:func:`telescope` with the change sets of each term read at once instead of twice each.
+) -> list[DataFrame] | None:
+    """:func:`telescope` with the change sets of each term read at once instead of twice each; None where the
+    query cannot carry some changed source's sign (``signed_sql((name,))`` is None).
 
-    Each is registered as its inserted and deleted rows together, ``sign_column`` +1 or -1 on each, and
-    ``term(source names)`` must carry the product of those columns on as the rows' ``weight`` column, for one
-    source and for the sets ``signable`` accepts. A term of several change sets that are not ``signable``
-    together reads its first one signed and chooses the others' inserted or deleted rows as in
-    :func:`telescope`, their signs multiplied into ``weight``; the term's coefficient is multiplied in too.
+    Each is registered as its inserted and deleted rows together, :data:`SIGN` +1 or -1 on each, and
+    ``signed_sql(source names)`` (e.g. :func:`signed_query`; asked once per tuple of names) is the query that
+    carries the product of those columns on as the rows' ``weight`` column, or None for the sets that cannot
+    be signed together; ``finish`` (if given) is applied to each term's query. A term of several change sets
+    that are not signed together reads its first one signed and chooses the others' inserted or deleted rows as
+    in :func:`telescope`, their signs multiplied into ``weight``; the term's coefficient is multiplied in too.
     Leaves every source registered at the version ``desc`` reads.
     """
     from pyspark.sql import functions as F
 
+    sql = functools.cache(signed_sql)
+    if not all(sql((s.name,)) for s in changed):
+        return None
+
     def signed(s: SourceRead) -> DataFrame:
         plus, minus = frames[s.name]
-        return plus.withColumn(sign_column, F.lit(1).cast("int")).unionByName(
-            minus.withColumn(sign_column, F.lit(-1).cast("int"))
-        )
+        return plus.withColumn(SIGN, F.lit(1).cast("int")).unionByName(minus.withColumn(SIGN, F.lit(-1).cast("int")))
 
     def make(names: tuple[str, ...], factor: int) -> DataFrame:
-        got = term(names)
+        got = spark.sql(sql(names) or "")
+        got = got if finish is None else finish(got)
         return got if factor == 1 else got.withColumn(weight, F.col(weight) * F.lit(factor))
 
     def choices(t: Term) -> list[Choice]:
         names = tuple(s.name for s in t.changes)
-        if len(names) > 1 and signable is not None and signable(names):  # every change set signed: one choice
+        if len(names) > 1 and sql(names) is not None:  # every change set signed together: one choice
             regs = {s.name: signed(s) for s in t.changes}
             return [(regs, lambda: make(names, t.coefficient))]
         first, rest = t.changes[0], t.changes[1:]
