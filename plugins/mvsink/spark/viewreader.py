@@ -16,6 +16,7 @@ from mvsink.core.deltalog import is_delta_table
 from mvsink.core.table import ViewTable, check_read_time
 from mvsink.definitions.catalog import resolve_view
 from mvsink.definitions.view import ViewDefinition
+from mvsink.location import Location
 from mvsink.times import format_time
 
 if TYPE_CHECKING:
@@ -24,7 +25,7 @@ if TYPE_CHECKING:
 
 def read_view(
     spark: SparkSession,
-    view: ViewDefinition | str,
+    view: ViewDefinition | Location | str,
     as_of: int | None = None,
     *,
     views_dir: str | None = None,
@@ -34,7 +35,7 @@ def read_view(
     """The view's contents at ``as_of`` (default: its newest final time) as a Spark DataFrame.
 
     ``view`` is a :class:`ViewDefinition`, a view name (looked up in ``views_dir``), or the path
-    of a view's Delta table (then ``as_of`` is checked against its since and upper only). Rows
+    (or :class:`~mvsink.location.Location`) of a view's Delta table (then ``as_of`` is checked against its since and upper only). Rows
     appear once per copy; with ``with_diff`` they appear once with their multiplicity in
     ``_mv_diff`` instead. The same times are refused as by ``mvsink read``.
 
@@ -46,7 +47,9 @@ def read_view(
     from mvsink.spark.sources import read_delta
     from mvsink.spark.transforms import consolidate, expand
 
-    if isinstance(view, str) and ("/" in view or is_delta_table(view)):
+    if isinstance(view, Location):
+        table, first = ViewTable.open_path(view), 0
+    elif isinstance(view, str) and ("/" in view or is_delta_table(view)):
         table, first = ViewTable.open_path(view), 0
     else:
         v = resolve_view(view, views_dir)
