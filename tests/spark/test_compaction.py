@@ -368,7 +368,7 @@ def test_append_treats_a_compaction_past_its_lower_as_foreign(spark, copy):
     def fake_compaction(since: int) -> None:
         empty = pa.schema(DeltaTable(view.target).schema().to_arrow()).empty_table()
         write_deltalake(
-            view.target,
+            view.target.uri,
             empty,
             mode="append",
             commit_properties=CommitProperties(
