@@ -83,6 +83,20 @@ class Location:
         uri = posixpath.join(self.uri.rstrip("/"), *(p.strip("/") for p in parts))
         return dataclasses.replace(self, uri=uri, key=key)
 
+    def file(self, path: str) -> Location:
+        """The file a table at this location names by ``path`` (in its log, a listing, a manifest): relative
+        to it (below it, with its options), or absolute (``file://`` as a local path; with this location's
+        options if it lies at or below it, else the environment's only)."""
+        if not is_uri(path) and not path.startswith("/"):
+            return self.join(path)
+        loc = parse(path)
+        root = self.key.rstrip("/")
+        below = not root or loc.key == root or loc.key.startswith(root + "/")
+        other_account = bool(loc.account and self.account and loc.account != self.account)
+        if (loc.kind, loc.bucket) != (self.kind, self.bucket) or other_account or not below:  # (any scheme spelling)
+            return loc
+        return dataclasses.replace(loc, storage_options=self.storage_options, view=self.view)
+
     def container_uri(self) -> str:
         """The URI of the bucket or container that holds this location."""
         if self.kind == "azure":

@@ -16,6 +16,7 @@ from mvsink.core.batch import SourceRead
 from mvsink.core.deltalog import change_set, snapshot_cache
 from mvsink.incremental import pruning
 from mvsink.incremental.linear import change_frames
+from mvsink.location import parse
 from mvsink.spark.sources import delta_reader, plain_files, read_delta
 
 pytestmark = pytest.mark.spark
@@ -204,7 +205,7 @@ def test_change_keys_are_read_in_the_driver_from_plain_change_files(tmp_path):
     # a file of a type pyarrow and Spark may give differently (a double): not in the driver
     odd = tmp_path / "odd.parquet"
     pq.write_table(pa.table({"id": pa.array([1.5])}), odd)
-    one = dataclasses.replace(files.files[0], path=str(odd), size=odd.stat().st_size)
+    one = dataclasses.replace(files.files[0], path=parse(str(odd)), size=odd.stat().st_size)
     assert pruning.keys_in_driver(pruning.ChangeFiles((one,), ()), ["id"]) is None
 
 

@@ -65,7 +65,7 @@ def _refresh(view, catalog, t: int, run_id: str):
     return run_refresh(view, t, write=sparkfree_write, catalog=catalog, run_id=run_id)
 
 
-def _exact(view, orders: str, t: int) -> None:
+def _exact(view, orders: location.Where, t: int) -> None:
     assert multiset(read_view(view, as_of=t)) == oracle(PROJECT, {"orders": orders}, t)
 
 
@@ -294,4 +294,4 @@ def test_view_storage_options_reach_the_store_by_reference(seaweedfs, monkeypatc
     res = _refresh(view, catalog, r, "by-options")
     assert res.status == "appended", res
     assert operations(view.target) == ["create", "bump", "append"]
-    _exact(view, orders, r)
+    _exact(view, view.source("orders").path, r)  # the oracle's read, too, with the view's options (no variables)

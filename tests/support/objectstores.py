@@ -22,9 +22,12 @@ import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
+
+if TYPE_CHECKING:
+    from mvsink.location import Where
 
 REPO = Path(__file__).resolve().parents[2]
 NPM_DIR = REPO / ".storage-servers"
@@ -284,7 +287,7 @@ class _env:
 # ---------------------------------------------------------------- tables on a store (independent of mvsink's reads)
 
 
-def delta_table(uri: str, version: int | None = None) -> Any:
+def delta_table(uri: Where, version: int | None = None) -> Any:
     from deltalake import DeltaTable
 
     from mvsink.core import storage
@@ -302,14 +305,14 @@ def write_source(uri: str, table: pa.Table, *, mode: str = "append") -> int:
     return int(delta_table(uri).version())
 
 
-def snapshot(uri: str, ts: int) -> pa.Table:
+def snapshot(uri: Where, ts: int) -> pa.Table:
     """The source as of ``ts`` (the store's commit times), read by delta-rs."""
     from mvsink.core.table import version_at
 
     return pa.table(delta_table(uri, version_at(uri, ts, role="test")).to_pyarrow_table())
 
 
-def oracle(query: str, sources: dict[str, str], ts: int) -> Any:
+def oracle(query: str, sources: dict[str, Where], ts: int) -> Any:
     """The DuckDB oracle over the sources' snapshots at ``ts`` on the store (a multiset of rows)."""
     import duckdb
 

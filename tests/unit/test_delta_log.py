@@ -152,7 +152,7 @@ def test_change_set_prefers_change_data_feed_files(tmp_path):
     cs = deltalog.change_set(str(t), 0, 2)
     assert not isinstance(cs, str)
     assert _read(cs.cdc) == sorted([(1, 7, "a b", "update_postimage"), (1, 10, "a b", "update_preimage")], key=repr)
-    assert all(f.path.startswith(str(t / "_change_data")) for f in cs.cdc)
+    assert all(f.path.uri.startswith(str(t / "_change_data")) for f in cs.cdc)
     assert _read(cs.inserted) == [(5, 50, "a b", None)] and not cs.deleted  # v1's add/remove are not counted
     for f in cs.cdc:
         assert f.size == os.path.getsize(f.path)

@@ -178,6 +178,7 @@ def test_duckdb_reads_parquet_files_exactly_or_not_at_all(tmp_path):
     import pyarrow.parquet as pq
 
     from mvsink.engines.duckdb import parquet_relation
+    from mvsink.location import parse
 
     a = pa.table(
         {
@@ -196,7 +197,7 @@ def test_duckdb_reads_parquet_files_exactly_or_not_at_all(tmp_path):
     )
     pq.write_table(a, tmp_path / "a.parquet")
     pq.write_table(b, tmp_path / "b.parquet")
-    paths = [str(tmp_path / "a.parquet"), "file://" + str(tmp_path / "b.parquet")]
+    paths = [parse(str(tmp_path / "a.parquet")), parse("file://" + str(tmp_path / "b.parquet"))]
     want = pa.schema([("key", pa.int64()), ("d", pa.decimal128(9, 2)), ("s", pa.string())])
     columns = [("key", "k"), ("d", "d"), ("s", "s")]
     rel = parquet_relation(paths, columns, want)
@@ -208,6 +209,6 @@ def test_duckdb_reads_parquet_files_exactly_or_not_at_all(tmp_path):
     assert parquet_relation(paths, columns, want.set(0, pa.field("key", pa.int32()))) is None
     assert parquet_relation(paths, columns, want.set(1, pa.field("d", pa.decimal128(9, 3)))) is None
     assert parquet_relation(paths, [*columns, ("e", "extra")], want.append(pa.field("e", pa.bool_()))) is None
-    assert parquet_relation(["s3://bucket/a.parquet"], columns, want) is None
+    assert parquet_relation([parse("s3://bucket/a.parquet")], columns, want) is None
     assert parquet_relation(paths[:1], [("d", "d")], pa.schema([("d", pa.float64())])) is None
     assert parquet_relation([], columns, want) is None

@@ -79,26 +79,48 @@ def test_a_location_carries_its_options_and_keeps_them_when_joined(clean):
     assert "do-not-leak" not in repr(location.parse("s3://lake/t"))  # a Location may be logged
 
 
-def test_a_registered_view_lends_its_options_to_plain_uris_under_its_locations_only(clean):
-    from tests.support.viewfiles import doc, parse
+def test_two_views_on_one_bucket_reach_it_with_their_own_options(clean):
+    """Views with different storage_options for the same bucket (and the same source) in one process: every
+    path derived from a view's locations (a file its log names, a batch's folder and manifest, a staged file)
+    carries that view's options, and so do the pyarrow filesystems reads of them get."""
+    from mvsink.core import deltalog, staging
 
     clean.setenv("AWS_REGION", "us-east-1")
-    clean.setenv("MVSINK_ALLOWED_LOCATIONS", "s3://reg-lake/")
-    v = parse(
-        doc(
-            target="s3://reg-lake/views/v",
-            sources="{orders: s3://reg-lake/src/o}",
-            storage_options="{AWS_REGION: eu-central-1}",
+    clean.setenv("MVSINK_ALLOWED_LOCATIONS", "s3://one-lake/")
+
+    def view(name: str, region: str):
+        return parse(
+            doc(
+                name=name,
+                target=f"s3://one-lake/views/{name}",
+                sources="{orders: s3://one-lake/src/orders}",
+                storage_options=f"{{AWS_REGION: {region}}}",
+            )
         )
-    )
-    locs = v.locations()
-    assert {k: storage.delta_options(x)["AWS_REGION"] for k, x in locs.items()} == {
-        "s3://reg-lake/views/v": "eu-central-1",
-        "s3://reg-lake/src/o": "eu-central-1",
-    }
-    storage.register_view(v)
-    assert storage.delta_options("s3://reg-lake/views/v/_delta_log")["AWS_REGION"] == "eu-central-1"
-    assert storage.delta_options("s3://reg-lake/views/vx")["AWS_REGION"] == "us-east-1"
+
+    a, b = view("a", "eu-central-1"), view("b", "ap-south-1")
+    for v, region in ((a, "eu-central-1"), (b, "ap-south-1")):
+        orders = v.source("orders").path
+        derived = [
+            deltalog.absolute_path(orders, "part-0.parquet"),
+            deltalog.absolute_path(orders, "s3a://one-lake/src/orders/p%3D1/part-1.parquet"),
+            orders.file("s3://one-lake/src/orders/_change_data/cdc-0.parquet"),
+            staging.batch_location(v.target, "b1").join("part-0.parquet"),
+            staging.manifest_location(v.target, "b1"),
+        ]
+        for loc in derived:
+            assert storage.delta_options(loc)["AWS_REGION"] == region, loc
+            fs, _ = storage.filesystem(loc)
+            assert fs.region == region, loc
+    # the same file, reached by either view: each with its own options
+    fa = deltalog.absolute_path(a.source("orders").path, "part-0.parquet")
+    fb = deltalog.absolute_path(b.source("orders").path, "part-0.parquet")
+    assert fa.uri == fb.uri and fa != fb
+    assert storage.filesystem(fa)[0] is not storage.filesystem(fb)[0]
+    # a file a table names outside its location, and a plain URI: the environment's options only
+    outside = a.target.file("s3://one-lake/elsewhere/part-0.parquet")
+    assert storage.delta_options(outside)["AWS_REGION"] == "us-east-1"
+    assert storage.delta_options("s3://one-lake/views/a/_delta_log")["AWS_REGION"] == "us-east-1"
 
 
 def test_spark_view_of_a_location(clean):

@@ -27,7 +27,7 @@ from urllib.parse import unquote
 
 from mvsink.core import storage
 from mvsink.core.commitinfo import META, CommitInfo
-from mvsink.location import Where, is_uri, join, parse, uri_of
+from mvsink.location import Location, Where, is_uri, join, parse, uri_of
 
 CHANGE_TYPE: Final = "_change_type"  # the change data feed's column in its files
 # A change data feed row's ``_change_type``: the row inserted, or deleted (the feed's readers all use these).
@@ -296,7 +296,7 @@ def batches_committed(path: Where, batch_ids: Iterable[str], *, committed_from_m
 
 @dataclasses.dataclass(frozen=True)
 class ChangeFile:
-    path: str  # absolute
+    path: Location  # the file, with the table's options (absolute_path)
     partition_values: tuple[tuple[str, str | None], ...]
     size: int
     version: int = -1  # the table version whose snapshot holds the file's rows (an add's; a remove's minus one)
@@ -376,8 +376,8 @@ def _change_data_feed_on(path: Where, version: int) -> bool:
     return str(config.get("delta.enableChangeDataFeed", "false")).strip().lower() == "true"
 
 
-def _file_exists(path: Where) -> bool:
-    return storage.exists(path) if _remote(path) else os.path.exists(path)
+def _file_exists(path: Location) -> bool:
+    return os.path.exists(path.key) if path.is_local else storage.exists(path)
 
 
 class _ActiveSizes:
@@ -468,15 +468,11 @@ def _add_actions(path: Where, version: int) -> Any:
     )
 
 
-def absolute_path(root: Where, raw: str) -> str:
-    """The absolute path (or URI) of a file an action names by ``raw`` (URL-encoded, relative to the table's root
-    ``root`` or absolute)."""
-    rel = unquote(raw)
-    if is_uri(rel) or rel.startswith("/"):
-        p = rel
-    else:
-        p = uri_of(join(root, rel)) if _remote(root) else str(Path(_local(root)) / rel)
-    return p if _remote(p) else p.removeprefix("file://")
+def absolute_path(root: Where, raw: str) -> Location:
+    """The file an action names by ``raw`` (URL-encoded, relative to the table's root ``root`` or absolute), with
+    the table's store options (:meth:`mvsink.location.Location.file`): every read of it reaches the store as the
+    table's reads do."""
+    return parse(root).file(unquote(raw))
 
 
 def _partition_text(value: Any) -> str | None:

@@ -24,7 +24,7 @@ from urllib.parse import quote
 
 from mvsink.core import storage, storehttp
 from mvsink.exceptions import MvSinkError, StoreError, UnsafeStoreError
-from mvsink.location import Location, Where
+from mvsink.location import Location, Where, parse
 
 log = logging.getLogger(__name__)
 
@@ -35,7 +35,7 @@ _probed: dict[str, bool] = {}
 def check_conditional_writes(where: Where) -> None:
     """Raise :class:`UnsafeStoreError` if the store of a location accepts a second create of the same key
     (a missing bucket or refused credentials: the bad-input errors of :mod:`mvsink.core.storage`)."""
-    loc = storage.location(where)
+    loc = parse(where)
     uri = loc.uri
     if loc.is_local or _probed.get(loc.uri):
         return
@@ -129,7 +129,7 @@ def _azure_put(opts: dict[str, str], loc: Location, key: str) -> int:
 def create_container(where: Where) -> int:
     """Create the Azure container of a location (Shared Key; for tests against the emulator); the HTTP status
     (201 created, 409 already there)."""
-    loc = storage.location(where)
+    loc = parse(where)
     opts = storage.delta_options(loc) or {}
     return storehttp.azure_container_request(opts, _target(loc), "PUT")[0]
 

@@ -10,9 +10,9 @@ from __future__ import annotations
 
 from urllib.parse import urlsplit
 
-from mvsink.core.storage import delta_options, emulator_url, location, options, truthy
+from mvsink.core.storage import delta_options, emulator_url, options, truthy
 from mvsink.exceptions import StoreError
-from mvsink.location import Location, Where
+from mvsink.location import Location, Where, parse
 
 #: Azure's DFS host suffix: Spark's ABFS driver names an account by it.
 DFS_SUFFIX = "dfs.core.windows.net"
@@ -36,7 +36,7 @@ def spark_uri(where: Where) -> str:
     """The URI Spark (Hadoop) reads a location by: ``s3://`` is ``s3a://``; Azure is
     ``abfss://container@account.dfs.core.windows.net/...`` (``abfs://``, plain http, on the emulator);
     local paths and ``gs://`` stay as they are."""
-    loc = location(where)
+    loc = parse(where)
     if loc.kind == "s3":
         return f"s3a://{loc.bucket}/{loc.key}" if loc.key else f"s3a://{loc.bucket}"
     if loc.kind == "azure":
@@ -55,7 +55,7 @@ def spark_hadoop_conf(where: Where) -> dict[str, str]:
     Secret values are in it: pass it only through :func:`mvsink.spark.conf.split_secret_conf` (a 0600
     properties file for spark-submit) or a session's runtime settings, never onto a command line or a log.
     """
-    loc = location(where)
+    loc = parse(where)
     opts = delta_options(loc) or {}
     if loc.kind == "s3":
         b = f"spark.hadoop.fs.s3a.bucket.{loc.bucket}."

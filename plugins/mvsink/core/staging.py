@@ -19,7 +19,7 @@ from mvsink import settings
 from mvsink.core import storage
 from mvsink.core.batch import StagedFile, WriteReport, parse_batch_id
 from mvsink.core.deltalog import batches_committed
-from mvsink.location import Where, join, parse, uri_of
+from mvsink.location import Location, Where, join, parse
 
 log = logging.getLogger(__name__)
 
@@ -27,14 +27,14 @@ BATCHES = "batches"
 STAGING = "_mv_staging"
 
 
-def batch_location(table: Where, batch_id: str) -> str:
-    """The batch's folder (a local path, or a URI for a table on object storage)."""
-    return uri_of(join(table, BATCHES, batch_id))
+def batch_location(table: Where, batch_id: str) -> Location:
+    """The batch's folder (with the table's store options)."""
+    return parse(table).join(BATCHES, batch_id)
 
 
-def manifest_location(table: Where, batch_id: str) -> str:
-    """The batch's manifest (a local path, or a URI for a table on object storage)."""
-    return uri_of(join(table, STAGING, f"{batch_id}.json"))
+def manifest_location(table: Where, batch_id: str) -> Location:
+    """The batch's manifest (with the table's store options)."""
+    return parse(table).join(STAGING, f"{batch_id}.json")
 
 
 def batch_dir(table: Where, batch_id: str) -> Path:

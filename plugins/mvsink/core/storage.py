@@ -21,7 +21,6 @@ from __future__ import annotations
 import dataclasses
 import logging
 import posixpath
-import threading
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
@@ -32,8 +31,6 @@ from mvsink.location import Location, Where, is_secret_option, parse, uri_of
 
 if TYPE_CHECKING:
     import pyarrow.fs as pafs
-
-    from mvsink.definitions.view import ViewDefinition
 
 log = logging.getLogger(__name__)
 
@@ -74,48 +71,11 @@ AZURITE_ACCOUNT = "devstoreaccount1"
 AZURITE_KEY = "Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50uSRZ6IFsuFq2UVErCz4I6tq/K1SZFPTOtr/KBHBeksoGMGw=="  # noqa: S105
 
 
-# Transitional: paths derived from a view's locations as plain strings (the files a Delta log names, staged
-# files listed) find the view's storage_options here. register_view is called where a view's table is
-# opened; a Location passed in needs none of it.
-_known: dict[str, Location] = {}
-_lock = threading.Lock()
-
-
-def register_view(view: ViewDefinition) -> None:
-    """Make the view's locations (with its ``storage_options``) known to callers that pass plain URIs."""
-    if not view.storage_options:
-        return
-    with _lock:
-        for loc in view.locations().values():
-            if not loc.is_local:
-                _known[loc.uri.rstrip("/")] = loc
-
-
-def location(where: Where) -> Location:
-    """``where`` as a :class:`~mvsink.location.Location`: as given, or parsed (with a registered view's
-    options if it lies under one of that view's locations)."""
-    if isinstance(where, Location):
-        return where
-    loc = parse(where)
-    if loc.is_local or not _known:
-        return loc
-    best: Location | None = None
-    with _lock:
-        for prefix, known in _known.items():
-            if (loc.uri == prefix or loc.uri.startswith(prefix + "/")) and (
-                best is None or len(prefix) > len(best.uri)
-            ):
-                best = known
-    if best is None:
-        return loc
-    return parse(loc, storage_options=best.storage_options, view=best.view)
-
-
 def options(where: Where) -> dict[str, str]:
     """The store settings that reach a location, in delta-rs's names: the standard variables of its kind of
     store, overridden by the view file's ``storage_options`` (references read from the environment now; an
     unset one fails naming it). Secret values are in it: never log it. Empty for a local path."""
-    loc = location(where)
+    loc = parse(where)
     if loc.is_local:
         return {}
     names = {"s3": S3_ENV, "azure": AZURE_ENV, "gcs": GCS_ENV}.get(loc.kind, ())
@@ -166,7 +126,7 @@ def truthy(value: str | None) -> bool:
 
 def delta_options(where: Where) -> dict[str, str] | None:
     """delta-rs ``storage_options`` for a location: None for a local path (delta-rs needs none)."""
-    loc = location(where)
+    loc = parse(where)
     if loc.is_local:
         return None
     opts = options(loc)
@@ -216,7 +176,7 @@ def scrub(text: str, where: Where | None = None) -> str:
 
 def store_endpoint(where: Where) -> str:
     """The endpoint a location's requests go to, for messages."""
-    loc = location(where)
+    loc = parse(where)
     opts = options(loc)
     if loc.kind == "s3":
         return opts.get("AWS_ENDPOINT_URL") or f"AWS S3 ({opts.get('AWS_REGION') or 'default region'})"
@@ -230,7 +190,7 @@ def store_endpoint(where: Where) -> str:
 def bad_input_error(where: Where, what: str, text: str) -> MvSinkError | None:
     """The error to raise when the store's answer ``text`` (an exception's message, a status) means the user's
     input is wrong: a bucket or container that does not exist, or credentials the store refuses. None otherwise."""
-    loc = location(where)
+    loc = parse(where)
     low = text.lower()
     flat = low.replace("_", "").replace(" ", "")  # pyarrow writes SIGNATURE_DOES_NOT_MATCH, S3 SignatureDoesNotMatch
     if any(w in low or w.replace(" ", "") in flat for w in _NO_BUCKET):
@@ -241,7 +201,7 @@ def bad_input_error(where: Where, what: str, text: str) -> MvSinkError | None:
 
 
 def missing_bucket(where: Where) -> MissingBucketError:
-    loc = location(where)
+    loc = parse(where)
     noun = "container" if loc.kind == "azure" else "bucket"
     return MissingBucketError(
         f"location {loc.uri}: the {noun} {loc.bucket} does not exist on {store_endpoint(loc)}. Fix: create the "
@@ -250,7 +210,7 @@ def missing_bucket(where: Where) -> MissingBucketError:
 
 
 def access_denied(where: Where, what: str) -> StoreAccessError:
-    loc = location(where)
+    loc = parse(where)
     names = [n for n in CREDENTIAL_OPTIONS.get(loc.kind, ()) if n in options(loc)] or list(
         CREDENTIAL_OPTIONS.get(loc.kind, ())[:2]
     )
@@ -281,7 +241,7 @@ def check_container(where: Where) -> None:
     """Fail with a bad-input error if the bucket or container of ``where`` is missing or refuses the
     credentials. A listing does not tell a missing bucket from an empty folder, so an empty listing asks
     once per bucket and process (a success is cached)."""
-    loc = location(where)
+    loc = parse(where)
     if loc.is_local:
         return
     cache_key = (loc.kind, loc.container_uri(), _options_key(loc))
@@ -306,7 +266,7 @@ _fs_cache: dict[tuple[str, str, tuple[tuple[str, str], ...]], Any] = {}
 
 def filesystem(where: Where) -> tuple[pafs.FileSystem, str]:
     """A pyarrow filesystem for a location and the path of it within that filesystem."""
-    loc = location(where)
+    loc = parse(where)
     if loc.is_local:
         import pyarrow.fs as pafs
 
@@ -511,7 +471,7 @@ def write_text(where: Where, text: str) -> None:
     """
     import os
 
-    loc = location(where)
+    loc = parse(where)
     if loc.is_local:
         path = loc.key
         os.makedirs(os.path.dirname(path), exist_ok=True)
@@ -527,7 +487,7 @@ def write_bytes(where: Where, data: bytes) -> None:
     """Write ``data`` to a location in one request (object stores; local paths: a plain write)."""
     import pyarrow.fs as pafs
 
-    loc = location(where)
+    loc = parse(where)
     fs, path = filesystem(loc)
     try:
         if isinstance(fs, pafs.PyFileSystem):
@@ -559,7 +519,7 @@ def delete_dir(where: Where) -> None:
     """Delete a folder and everything under it (nothing if it does not exist)."""
     import shutil
 
-    loc = location(where)
+    loc = parse(where)
     if loc.is_local:
         shutil.rmtree(loc.key, ignore_errors=True)
         return

@@ -28,7 +28,7 @@ from mvsink.core.deltalog import cached_snapshot, commit_times, is_delta_table
 from mvsink.core.probe import check_conditional_writes
 from mvsink.definitions.view import since_app_id, upper_app_id
 from mvsink.exceptions import MvSinkError, ReadTimeError, SourceError, StoreError, UnsupportedFeatureError
-from mvsink.location import Where
+from mvsink.location import Location, Where, parse
 from mvsink.times import format_time
 
 if TYPE_CHECKING:
@@ -247,7 +247,6 @@ class ViewTable:
     @classmethod
     def open(cls, view: ViewDefinition, *, version: int | None = None, check: bool = True) -> ViewTable:
         """The view's table (latest, or at ``version``); with ``check``, refuse unreadable features."""
-        storage.register_view(view)
         return cls.open_path(view.target, view.name, version=version, check=check)
 
     @classmethod
@@ -376,8 +375,10 @@ class ViewTable:
         actions = self.add_actions()
         return set(actions.column("path").to_pylist()) if actions.num_rows else set()
 
-    def file_uris(self) -> list[str]:
-        return list(self.delta.file_uris())
+    def file_uris(self) -> list[Location]:
+        """The active files, with the table's store options."""
+        root = parse(self.path)
+        return [root.file(u) for u in self.delta.file_uris()]
 
     def updates(self) -> pa.Table:
         """Every update at this version: user columns, ``_mv_time``, ``_mv_diff`` (and ``_mv_error``).

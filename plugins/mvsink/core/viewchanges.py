@@ -36,7 +36,7 @@ from mvsink.columns import TIME
 from mvsink.core.commitinfo import CONTENT_PRESERVING
 from mvsink.core.deltalog import read_commit
 from mvsink.core.table import ViewTable
-from mvsink.location import Where, join, uri_of
+from mvsink.location import Location, Where
 from mvsink.times import format_time
 
 if TYPE_CHECKING:
@@ -53,7 +53,7 @@ HISTORY_LIMIT = 200
 class ViewChanges:
     """The files of a view source's table that may hold its updates in ``(from_time, to_time]``."""
 
-    files: tuple[str, ...]  # locations of active files at the source's version whose times overlap the range
+    files: tuple[Location, ...]  # active files at the source's version whose times overlap the range
     bytes: int  # their size
     total_bytes: int  # the size of every active file at that version
 
@@ -103,7 +103,7 @@ def _view_changes(s: SourceRead, base_version: int, base_time: int, time: int) -
     for path, n, lo, hi in zip(paths, sizes, lows, highs):
         if (hi is not None and int(hi) <= base_time) or (lo is not None and int(lo) > time):
             continue  # the statistics prove the file holds no update in the range
-        files.append(uri_of(join(s.path, unquote(path))))
+        files.append(s.path.file(unquote(path)))
         size += n
     return ViewChanges(files=tuple(files), bytes=size, total_bytes=sum(sizes))
 

@@ -31,6 +31,7 @@ if TYPE_CHECKING:
 
     from mvsink.core.deltalog import ChangeSet
     from mvsink.core.table import ViewTable
+    from mvsink.location import Location
 
 # Up to this many rows, a mode's change (or recomputed groups) is collected and finished in the driver.
 MAX_DRIVER_ROWS: Final = 100_000
@@ -269,7 +270,7 @@ def change_rows(
     return pa.concat_tables(out) if out else schema.empty_table()
 
 
-def parquet_columns(path: str, columns: Sequence[str]) -> pa.Table | None:
+def parquet_columns(path: Location, columns: Sequence[str]) -> pa.Table | None:
     """``columns`` of one Parquet file (local or object store) read with pyarrow, view types cast away
     (:func:`without_view_types`); None if the file lacks one of them (Spark would read NULLs there)."""
     import pyarrow.parquet as pq

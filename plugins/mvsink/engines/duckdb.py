@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from mvsink.columns import DIFF
-from mvsink.location import is_uri, parse, scheme_of
+from mvsink.location import Location
 
 if TYPE_CHECKING:
     import duckdb
@@ -114,7 +114,7 @@ def _duckdb(rows: pa.Table, keys: pa.Table | None, key_columns: Sequence[str], *
         con.close()
 
 
-def parquet_relation(paths: Sequence[str], columns: Sequence[tuple[str, str]], schema: pa.Schema) -> str | None:
+def parquet_relation(paths: Sequence[Location], columns: Sequence[tuple[str, str]], schema: pa.Schema) -> str | None:
     """DuckDB's read of local Parquet files ``paths`` as ``schema``: a subquery giving each ``(name, source
     column)`` of ``columns``, cast to ``schema``'s type of ``name``; DuckDB scans it in its threads, with
     filters and a top-N pushed into the scan. None where that would not be what :func:`parquet_columns` and a
@@ -130,9 +130,9 @@ def parquet_relation(paths: Sequence[str], columns: Sequence[tuple[str, str]], s
         if t is None:
             return None
         targets.append(t)
-    if any((is_uri(p) and scheme_of(p) != "file") or "'" in p for p in paths):
+    if any(not p.is_local or "'" in p.key for p in paths):
         return None
-    local = [parse(p).key for p in paths]
+    local = [p.key for p in paths]
     for p in local:
         have = pq.read_schema(p)
         for name, src in columns:

@@ -33,6 +33,7 @@ if TYPE_CHECKING:
 
     from mvsink.core.batch import BatchDescription, SourceRead
     from mvsink.core.table import ViewTable
+    from mvsink.location import Location
 
 # A recomputed top k over one source's columns is taken in the driver over at most this many bytes of
 # Parquet files (the snapshot's; only the view's columns are read, a file at a time).
@@ -128,7 +129,7 @@ def top_of_snapshot(
 
 
 def _duckdb_top(
-    paths: list[str], columns: Sequence[tuple[str, str]], schema: pa.Schema, keys: OrderKeys, k: int
+    paths: list[Location], columns: Sequence[tuple[str, str]], schema: pa.Schema, keys: OrderKeys, k: int
 ) -> pa.Table | None:
     """:func:`top_of_snapshot` by DuckDB's top-N over the files (its threads; rows that cannot be among the first
     ``k`` skipped in the scan), where :func:`mvsink.engines.duckdb.parquet_relation` reads them exactly; else None."""

@@ -33,7 +33,7 @@ if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame, SparkSession
 
     from mvsink.core.batch import SourceRead
-    from mvsink.location import Where
+    from mvsink.location import Location, Where
     from mvsink.plan.tree import PlanNode
 
 log = logging.getLogger(__name__)
@@ -306,7 +306,7 @@ class PrunedRead:
     bytes: int
     total_files: int
     total_bytes: int
-    paths: tuple[str, ...] | None = None  # the files kept (absolute), None where the log cannot tell
+    paths: tuple[Location, ...] | None = None  # the files kept (with the source's options), None: the log cannot tell
 
     def predicate(self) -> Column:
         return _and(list(self.filters))
@@ -325,7 +325,7 @@ class PrunedRead:
 
 def estimate(
     path: Where, version: int, filters: list[tuple[str, KeyRanges]]
-) -> tuple[int, int, int, int, tuple[str, ...]] | None:
+) -> tuple[int, int, int, int, tuple[Location, ...]] | None:
     """(files, bytes) a read filtered by ``filters`` touches, the snapshot's (files, bytes), and the absolute
     paths of the files it touches; None if the log cannot tell."""
     per_column = {c: file_statistics(path, version, c) for c, _ in filters}

@@ -53,7 +53,7 @@ from mvsink.core.table import Frontier, ViewTable
 from mvsink.definitions.catalog import Catalog
 from mvsink.definitions.view import ViewDefinition
 from mvsink.exceptions import MvSinkError
-from mvsink.location import Where, join, uri_of
+from mvsink.location import Location, Where, parse
 from mvsink.readers.sql import consolidation_sql
 from mvsink.times import format_time
 
@@ -142,7 +142,7 @@ def _rows(actions: Any) -> int:
     return int(pc.sum(actions.column("num_records")).as_py() or 0) if actions.num_rows else 0
 
 
-def _input_uris(root: Where, actions: Any, since: int) -> list[str]:
+def _input_uris(root: Where, actions: Any, since: int) -> list[Location]:
     """Paths of the active files that may hold rows with ``time <= since`` (from their stats)."""
     from urllib.parse import unquote
 
@@ -151,11 +151,11 @@ def _input_uris(root: Where, actions: Any, since: int) -> list[str]:
     out = []
     for path, lo in zip(actions.column("path").to_pylist(), mins):
         if lo is None or int(lo) <= since:
-            out.append(uri_of(join(root, unquote(path))))
+            out.append(parse(root).file(unquote(path)))
     return out
 
 
-def _consolidated(uris: list[str], schema: Any, since: int, spill_dir: str) -> tuple[Any, Any]:
+def _consolidated(uris: list[Location], schema: Any, since: int, spill_dir: str) -> tuple[Any, Any]:
     """A record-batch reader of the consolidated updates at ``since`` (and the DuckDB connection)."""
     import duckdb
     import pyarrow as pa

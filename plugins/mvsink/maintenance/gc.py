@@ -41,7 +41,7 @@ def orphan_dirs(table: Where, *, grace_seconds: float | None = None) -> list[str
 
 
 def gc(
-    table: str, *, upper: int, active: set[str], grace_seconds: float | None = None, dry_run: bool = False
+    table: Where, *, upper: int, active: set[str], grace_seconds: float | None = None, dry_run: bool = False
 ) -> dict[str, list[str]]:
     """``mvsink gc``: :func:`collect_garbage`, then orphan batch folders; reports what is kept and why.
 

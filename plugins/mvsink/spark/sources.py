@@ -27,7 +27,7 @@ from mvsink.core.deltalog import CHANGE_TYPE, ChangeFile, cached_snapshot, snaps
 from mvsink.core.sparklocation import spark_uri
 from mvsink.core.table import ViewTable, open_readable, plain_parquet_files
 from mvsink.definitions.view import ViewDefinition
-from mvsink.location import Where, is_uri
+from mvsink.location import Location, Where, is_uri
 from mvsink.spark.session import is_connect
 from mvsink.spark.transforms import consolidate, expand
 from mvsink.times import format_time
@@ -93,9 +93,9 @@ def _read_delta(spark: SparkSession, path: Where, *, version: int | None, role: 
 
 
 def read_delta_files(
-    spark: SparkSession, path: Where, *, version: int, files: list[str], role: str
+    spark: SparkSession, path: Where, *, version: int, files: list[Location], role: str
 ) -> DataFrame | None:
-    """Only ``files`` (absolute paths, a subset of the snapshot's active files) of the snapshot at ``version``,
+    """Only ``files`` (a subset of the snapshot's active files, as :func:`plain_files` lists them) of the snapshot at ``version``,
     as plain Parquet; None where the snapshot is not read that way (:func:`plain_files`)."""
     listed = plain_files(path, version)
     if listed is None:
@@ -151,7 +151,7 @@ def read_files(
     if with_change_type:
         data_schema = data_schema.add(CHANGE_TYPE, T.StringType())
     names = schema.names + ([CHANGE_TYPE] if with_change_type else [])
-    groups: dict[tuple[tuple[str, str | None], ...], list[str]] = defaultdict(list)
+    groups: dict[tuple[tuple[str, str | None], ...], list[Location]] = defaultdict(list)
     for f in files:
         groups[f.partition_values].append(f.path)
     frames: list[DataFrame] = []
@@ -176,7 +176,7 @@ _LISTING_THRESHOLD = "spark.sql.sources.parallelPartitionDiscovery.threshold"
 
 
 @contextlib.contextmanager
-def _listed_in_driver(spark: SparkSession, paths: list[str]) -> Iterator[None]:
+def _listed_in_driver(spark: SparkSession, paths: list[Location]) -> Iterator[None]:
     """Local ``paths`` looked up by the driver, not by a Spark job: over 32 paths (the threshold's default)
     Spark lists them in a job of its own (0.5 s for a 75-file table), though a local file's status costs
     microseconds. Object-store paths keep Spark's parallel listing; so does Spark Connect (analysed later)."""

@@ -15,7 +15,6 @@ from typing import TYPE_CHECKING, Any
 
 from mvsink import settings
 from mvsink.columns import ERROR, is_hidden
-from mvsink.core import storage
 from mvsink.core.table import ViewTable, open_readable
 from mvsink.exceptions import SourceError
 from mvsink.incremental.aggplan import StatePlan, state_plan
@@ -119,7 +118,6 @@ class ExplainReport:
 
 def explain_view(view: ViewDefinition, *, catalog: Catalog, spark: SparkSession) -> ExplainReport:
     """Explain ``view`` (see the module docstring) on ``spark``, which gets each source as a temp view."""
-    storage.register_view(view)
     apply_storage_conf(spark, view)
     reads = _register_sources(spark, view, catalog)
     result = analyse(spark, view)

@@ -35,7 +35,7 @@ from mvsink.incremental.modes.base import PlanFacts, WriteInputs
 from mvsink.incremental.modes.full import refresh_change
 from mvsink.incremental.modes.registry import REFRESH_MODES, Choice, choose
 from mvsink.incremental.pruning import current_reads, read_log
-from mvsink.location import join
+from mvsink.location import Location, join
 from mvsink.spark.conf import apply_storage_conf
 from mvsink.spark.sources import arrow_table_schema, read_delta, register_sources, spark_schema_of
 from mvsink.spark.validation import analyse, compare_schema
@@ -120,7 +120,6 @@ def _run_write(spark: SparkSession, view: ViewDefinition, desc: BatchDescription
     from pyspark.sql import Observation
 
     t0 = time.monotonic()
-    storage.register_view(view)
     apply_storage_conf(spark, view)  # a shared session (in-process, Connect) may not have been started for it
     table = ViewTable.open_path(desc.target, view.name)
     fr = table.frontier
@@ -266,7 +265,7 @@ def _local_sizes(corr: pa.Table) -> dict[str, int]:
     return {"added": sum(d for d in diffs if d > 0), "retracted": -sum(d for d in diffs if d < 0)}
 
 
-def _write_local(corr: pa.Table, folder: str) -> dict[str, int]:
+def _write_local(corr: pa.Table, folder: Location) -> dict[str, int]:
     """Write corrections held in the driver as the batch's one Parquet file (none when empty), as Spark would."""
     import uuid
 
