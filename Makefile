@@ -35,11 +35,9 @@ install: $(VENV)/.installed $(STORAGE_SERVERS)/azurite-blob $(STORAGE_SERVERS)/s
 demo: install
 	MVSINK_DATA_ROOT=$(DATA_ROOT) MVSINK_VIEWS_DIR=$(CURDIR)/dags/views $(PY) -m mvsink.devtools.demo
 
-## test: lint, type-check, then every test (unit, Spark integration, spark-submit end to end), TEST_WORKERS
-## pytest processes side by side (pytest-xdist; a test file stays in one process, with its session's Spark and servers)
-TEST_WORKERS ?= 2
+## test: lint, type-check, then every test (unit, Spark integration, spark-submit end to end); the 25 slowest listed
 test: lint
-	$(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadfile --durations=25
+	$(PY) -m pytest -q --durations=25
 
 ## test-fast: unit tests only (no Spark)
 test-fast: install

@@ -26,7 +26,20 @@ import pytest
 pytestmark = [pytest.mark.slow]
 
 REPO = Path(__file__).resolve().parents[2]
-SUBPACKAGES = {"core", "definitions", "spark", "maintenance", "readers", "airflow", "cli", "devtools"}
+SUBPACKAGES = {
+    "core",
+    "definitions",
+    "spark",
+    "plan",
+    "engines",
+    "incremental",
+    "write",
+    "maintenance",
+    "readers",
+    "airflow",
+    "cli",
+    "devtools",
+}
 BASE = 1_767_225_600_000  # 2026-01-01T00:00:00Z
 HOUR = 3_600_000
 TIMEOUT = 1200
@@ -138,7 +151,7 @@ def test_installed_package_runs_from_the_venv(installed: dict[str, Any]) -> None
     site = home / "lib" / f"python{sys.version_info[0]}.{sys.version_info[1]}" / "site-packages"
     site = site.resolve()
     assert Path(found["module"]).resolve() == site / "mvsink" / "__init__.py"
-    assert Path(found["job"]).resolve() == site / "mvsink" / "spark" / "mv_write.py" and Path(found["job"]).is_file()
+    assert Path(found["job"]).resolve() == site / "mvsink" / "write" / "mv_write.py" and Path(found["job"]).is_file()
     assert Path(found["submit"]) == home / "bin" / "spark-submit"
     assert Path(found["fallback"]).resolve() == site / "pyspark" / "bin" / "spark-submit"
     assert os.access(found["fallback"], os.X_OK)
