@@ -50,12 +50,14 @@ lint: install
 	$(VENV)/bin/lint-imports --no-cache
 
 ## airflow: Airflow 3 on 127.0.0.1:$(AIRFLOW_PORT) with dags/ and a Spark Connect server on 127.0.0.1:$(CONNECT_PORT)
-## that the write tasks use (AIRFLOW_SPARK=submit: spark-submit instead); Ctrl-C stops both
+## that the write tasks use (AIRFLOW_SPARK=submit: spark-submit instead; CONNECT_URL=sc://HOST:PORT: a running
+## server instead of starting one); Ctrl-C stops both
 AIRFLOW_PORT ?= 8080
 AIRFLOW_SPARK ?= connect
 CONNECT_PORT ?= 15002
+CONNECT_URL ?=
 airflow: install
-	$(PY) -m mvsink.devtools.localairflow --home $(CURDIR)/.airflow --dags $(CURDIR)/dags --data-root $(DATA_ROOT) --port $(AIRFLOW_PORT) --spark $(AIRFLOW_SPARK) --connect-port $(CONNECT_PORT)
+	$(PY) -m mvsink.devtools.localairflow --home $(CURDIR)/.airflow --dags $(CURDIR)/dags --data-root $(DATA_ROOT) --port $(AIRFLOW_PORT) --spark $(AIRFLOW_SPARK) $(if $(CONNECT_URL),--connect-url $(CONNECT_URL),--connect-port $(CONNECT_PORT))
 
 ## cluster: a Spark standalone master + $(CLUSTER_WORKERS) workers on 127.0.0.1 (master port $(CLUSTER_PORT)), state in .spark-cluster/ (Ctrl-C stops it)
 CLUSTER_WORKERS ?= 2

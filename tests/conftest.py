@@ -18,6 +18,23 @@ def spark():
     session.stop()
 
 
+@pytest.fixture(scope="session")
+def connect_url(tmp_path_factory):
+    """One Spark Connect server for the whole test run (started on first use; Delta and the object stores'
+    connectors on its class path, no store settings: a client sets them per view): its ``sc://`` URL."""
+    import os
+    import signal
+
+    from mvsink.devtools.localairflow import free_port
+    from mvsink.spark.connect import start_server
+
+    port = free_port()
+    proc = start_server(port=port, log_path=tmp_path_factory.mktemp("connect") / "connect.log")
+    yield f"sc://127.0.0.1:{port}"
+    os.killpg(proc.pid, signal.SIGTERM)
+    proc.wait(timeout=60)
+
+
 @pytest.fixture
 def env(tmp_path, monkeypatch):
     """A data root and a views folder, with relative paths resolving into the data root."""

@@ -35,7 +35,7 @@ def artifacts() -> Path:
 
 
 @pytest.fixture(scope="module")
-def airflow(tmp_path_factory):
+def airflow(tmp_path_factory, connect_url):
     root = tmp_path_factory.mktemp("browser")
     data, dags = dags_folder(root)
     write_at(str(data / "orders"), make_orders(random.Random(21), 0, 30), BASE)
@@ -48,7 +48,7 @@ def airflow(tmp_path_factory):
         as_of=BASE,
         description="Orders with a positive quantity.",
     )
-    with running_airflow(root, dags, data, wanted={"mv_orders_proj"}) as af:
+    with running_airflow(root, dags, data, wanted={"mv_orders_proj"}, connect_url=connect_url) as af:
         yield af, data
 
 

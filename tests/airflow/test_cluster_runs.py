@@ -36,7 +36,8 @@ DOWN = "SELECT status, count(*) AS n, sum(qty) AS qty FROM up GROUP BY status"
 
 
 @pytest.fixture(scope="module")
-def cluster(tmp_path_factory):
+def cluster(tmp_path_factory, connect_url):
+    """A running Airflow whose write tasks go through the test run's Spark Connect server (as `make airflow`'s)."""
     root = tmp_path_factory.mktemp("cluster")
     data, dags = dags_folder(root)
     orders = str(data / "orders")
@@ -72,6 +73,7 @@ def cluster(tmp_path_factory):
         data,
         wanted={"mv_proj", "mv_down", "mv_race", "mv_hist"},
         extra_env={"MVSINK_FAIL_POINTS": "append:before_validate@race:compete"},
+        connect_url=connect_url,
     ) as af:
         yield af, data, views
 

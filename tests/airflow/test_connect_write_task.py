@@ -21,7 +21,7 @@ from deltalake import DeltaTable
 from mvsink.definitions.catalog import Catalog
 from mvsink.devtools.localairflow import free_port
 from mvsink.readers.arrow import read_view
-from mvsink.spark.connect import start_server
+from mvsink.spark.connect import address, start_server
 from tests.support.airflow import AirflowHome
 from tests.support.data import PROJECT, make_orders
 from tests.support.delta import BASE, HOUR, operations, staged_leftovers, write_at
@@ -64,34 +64,30 @@ def stop(proc: subprocess.Popen[bytes]) -> None:
     proc.wait(timeout=60)
 
 
-def test_write_task_over_a_spark_connect_connection(tmp_path, monkeypatch):
+def test_write_task_over_a_spark_connect_connection(tmp_path, monkeypatch, connect_url):
     """The conventions of `make airflow`: spark_default stays a plain Spark connection (local[2]) and the write
     task's connection (MVSINK_SPARK_CONN_ID) is spark_connect_default; the token is masked in the task's log;
     MVSINK_SPARK_REMOTE (pointing nowhere) changes nothing but a warning."""
     home = proj_home(tmp_path, 31)
-    port = free_port()
-    server = start_server(port=port, log_path=tmp_path / "connect.log")
-    try:
-        # A token is only sent to a server named localhost without TLS (pyspark); the server ignores it.
-        home.env["AIRFLOW_CONN_SPARK_CONNECT_DEFAULT"] = connect_conn(port, host="localhost", password="tok-9f3e1c")
-        home.env["MVSINK_SPARK_CONN_ID"] = "spark_connect_default"
-        home.env["MVSINK_SPARK_REMOTE"] = "sc://127.0.0.1:1"  # the command line's: the DAGs only warn about it
-        home.migrate()
-        home.run("dags", "reserialize")
-        t0 = time.monotonic()
-        run = home.run("dags", "test", "mv_proj", DATE)
-        elapsed = time.monotonic() - t0
-        out = run.stdout + run.stderr
-        assert "appended [" in out
-        assert "Spark-Submit cmd" not in out  # no spark-submit (no JVM) for this refresh
-        assert f"writing through the Spark Connect server sc://localhost:{port}/;token=***" in out, out[-3000:]
-        assert "connection 'spark_connect_default', type spark_connect" in out
-        assert "tok-9f3e1c" not in out  # the token never reaches the log
-        assert "MVSINK_SPARK_REMOTE is set but the DAGs no longer read it" in out
-        assert_refreshed_once(home, monkeypatch)
-        print(f"airflow dags test with the write over Spark Connect: {elapsed:.1f}s")
-    finally:
-        stop(server)
+    _, port = address(connect_url)  # the test run's server
+    # A token is only sent to a server named localhost without TLS (pyspark); the server ignores it.
+    home.env["AIRFLOW_CONN_SPARK_CONNECT_DEFAULT"] = connect_conn(port, host="localhost", password="tok-9f3e1c")
+    home.env["MVSINK_SPARK_CONN_ID"] = "spark_connect_default"
+    home.env["MVSINK_SPARK_REMOTE"] = "sc://127.0.0.1:1"  # the command line's: the DAGs only warn about it
+    home.migrate()
+    home.run("dags", "reserialize")
+    t0 = time.monotonic()
+    run = home.run("dags", "test", "mv_proj", DATE)
+    elapsed = time.monotonic() - t0
+    out = run.stdout + run.stderr
+    assert "appended [" in out
+    assert "Spark-Submit cmd" not in out  # no spark-submit (no JVM) for this refresh
+    assert f"writing through the Spark Connect server sc://localhost:{port}/;token=***" in out, out[-3000:]
+    assert "connection 'spark_connect_default', type spark_connect" in out
+    assert "tok-9f3e1c" not in out  # the token never reaches the log
+    assert "MVSINK_SPARK_REMOTE is set but the DAGs no longer read it" in out
+    assert_refreshed_once(home, monkeypatch)
+    print(f"airflow dags test with the write over Spark Connect: {elapsed:.1f}s")
 
 
 def test_dead_server_fails_the_try_fast_and_the_retry_writes_once_it_is_back(tmp_path, monkeypatch):

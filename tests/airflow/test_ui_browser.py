@@ -70,7 +70,7 @@ def _trigger_and_wait(af: LocalAirflow, dag_id: str, refresh_time: str, timeout:
 
 
 @pytest.fixture(scope="module")
-def airflow(tmp_path_factory):
+def airflow(tmp_path_factory, connect_url):
     root = tmp_path_factory.mktemp("ui-browser")
     data, dags = root / "data", root / "dags"
     (dags / "views").mkdir(parents=True)
@@ -78,7 +78,14 @@ def airflow(tmp_path_factory):
     (dags / "mvsink_views.py").write_bytes((REPO / "dags" / "mvsink_views.py").read_bytes())
     _example_views(dags / "views")
     build_sources(data)  # the demo's source history (commits dated 2026-11-01..04)
-    af = LocalAirflow(root / "home", dags, data_root=data, extra_env={"MVSINK_REPORTS_DIR": str(root / "reports")})
+    af = LocalAirflow(
+        root / "home",
+        dags,
+        data_root=data,
+        extra_env={"MVSINK_REPORTS_DIR": str(root / "reports")},
+        spark="connect",
+        connect_url=connect_url,
+    )
     af.start()
     try:
         deadline = time.monotonic() + 180

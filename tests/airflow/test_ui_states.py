@@ -123,13 +123,15 @@ def built(tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
-def airflow(built):
+def airflow(built, connect_url):
     sync = built["root"] / "sync"
     sync.mkdir()
     env = {"MVSINK_FAIL_POINTS": "append:before_validate@running:sync", "MVSINK_SYNC_DIR": str(sync)}
     wanted = {f"mv_{v}" for v in ("fresh", "stale", "gap", "running", "dry", "failed")}
     try:
-        with running_airflow(built["root"], built["dags"], built["data"], wanted=wanted, extra_env=env) as af:
+        with running_airflow(
+            built["root"], built["dags"], built["data"], wanted=wanted, extra_env=env, connect_url=connect_url
+        ) as af:
             yield af, sync
     finally:
         (sync / f"{HELD}.go").touch()  # release the held run (it would give up after 300 s)

@@ -4,9 +4,7 @@ side pruned by the change's join keys, and the refresh equals the oracle."""
 from __future__ import annotations
 
 import json
-import os
 import random
-import signal
 import subprocess
 import sys
 
@@ -14,9 +12,7 @@ import pytest
 from deltalake import DeltaTable
 
 from mvsink.definitions.catalog import Catalog
-from mvsink.devtools.localairflow import free_port
 from mvsink.readers.arrow import read_view
-from mvsink.spark.connect import start_server
 from tests.spark.test_pruned_joins import BAND, LINEAR, Q3, _dims, _lineitems, _orders
 from tests.support.delta import BASE, HOUR, delete_at, write_at
 from tests.support.oracle import multiset, oracle
@@ -24,7 +20,7 @@ from tests.support.viewfiles import write_view
 
 
 @pytest.mark.slow
-def test_pruned_change_terms_through_spark_connect(env, tmp_path, monkeypatch):
+def test_pruned_change_terms_through_spark_connect(env, tmp_path, monkeypatch, connect_url):
     monkeypatch.setenv("MVSINK_INCREMENTAL_PRUNE_MIN_BYTES", "0")
     data, views = env
     rng = random.Random(12)
@@ -41,45 +37,39 @@ def test_pruned_change_terms_through_spark_connect(env, tmp_path, monkeypatch):
     for name, (query, sources, _) in cases.items():
         write_view(views, name, query=query, sources={s: s for s in sources}, target=f"views/{name}", as_of=BASE)
     catalog = Catalog(views)
-    port = free_port()
-    proc = start_server(port=port, log_path=tmp_path / "connect.log")
-    try:
-        for k, r in enumerate((BASE + HOUR, BASE + 2 * HOUR)):
-            if k:  # RF1 + RF2: new orders on a band of new keys, the oldest orders deleted
-                new = range(1000, 1006)
-                write_at(data / "orders", _orders(rng, new), r - 60_000)
-                write_at(data / "lineitem", _lineitems(rng, new), r - 50_000)
-                delete_at(data / "orders", "o_orderkey <= 3", r - 40_000)
-                delete_at(data / "lineitem", "l_orderkey <= 3", r - 30_000)
-            for name, (query, sources, mode) in cases.items():
-                out = subprocess.run(
-                    [
-                        sys.executable,
-                        "-m",
-                        "mvsink",
-                        "refresh",
-                        name,
-                        "--at",
-                        str(r),
-                        "--remote",
-                        f"sc://127.0.0.1:{port}",
-                        "--json",
-                        "--views-dir",
-                        str(views),
-                    ],
-                    capture_output=True,
-                    text=True,
-                    timeout=300,
-                )
-                assert out.returncode == 0, out.stderr[-3000:]
-                res = json.loads(out.stdout)
-                assert res["status"] == "appended" and res["mode"] == ("full" if k == 0 else mode), res
-                assert multiset(read_view(catalog.get(name), as_of=r)) == oracle(
-                    query, {s: paths[s] for s in sources}, r
-                ), name
-                if k:
-                    files = len(DeltaTable(paths["lineitem"]).file_uris())
-                    assert res["reads"]["lineitem"]["files"] < files, res["reads"]
-    finally:
-        os.killpg(proc.pid, signal.SIGTERM)
-        proc.wait(timeout=60)
+    for k, r in enumerate((BASE + HOUR, BASE + 2 * HOUR)):
+        if k:  # RF1 + RF2: new orders on a band of new keys, the oldest orders deleted
+            new = range(1000, 1006)
+            write_at(data / "orders", _orders(rng, new), r - 60_000)
+            write_at(data / "lineitem", _lineitems(rng, new), r - 50_000)
+            delete_at(data / "orders", "o_orderkey <= 3", r - 40_000)
+            delete_at(data / "lineitem", "l_orderkey <= 3", r - 30_000)
+        for name, (query, sources, mode) in cases.items():
+            out = subprocess.run(
+                [
+                    sys.executable,
+                    "-m",
+                    "mvsink",
+                    "refresh",
+                    name,
+                    "--at",
+                    str(r),
+                    "--remote",
+                    connect_url,
+                    "--json",
+                    "--views-dir",
+                    str(views),
+                ],
+                capture_output=True,
+                text=True,
+                timeout=300,
+            )
+            assert out.returncode == 0, out.stderr[-3000:]
+            res = json.loads(out.stdout)
+            assert res["status"] == "appended" and res["mode"] == ("full" if k == 0 else mode), res
+            assert multiset(read_view(catalog.get(name), as_of=r)) == oracle(
+                query, {s: paths[s] for s in sources}, r
+            ), name
+            if k:
+                files = len(DeltaTable(paths["lineitem"]).file_uris())
+                assert res["reads"]["lineitem"]["files"] < files, res["reads"]

@@ -3,18 +3,14 @@
 from __future__ import annotations
 
 import json
-import os
 import random
-import signal
 import subprocess
 import sys
 
 import pytest
 
 from mvsink.definitions.catalog import Catalog
-from mvsink.devtools.localairflow import free_port
 from mvsink.readers.arrow import read_view
-from mvsink.spark.connect import start_server
 from tests.support.data import PROJECT, make_orders
 from tests.support.delta import BASE, HOUR, delete_at, staged_leftovers, write_at
 from tests.support.oracle import multiset, oracle
@@ -28,7 +24,8 @@ AGGREGATE = (
 
 
 @pytest.mark.slow
-def test_refreshes_through_spark_connect_match_oracle(env, tmp_path, monkeypatch):
+def test_refreshes_through_spark_connect_match_oracle(env, tmp_path, monkeypatch, connect_url):
+    url = connect_url
     monkeypatch.setenv("MVSINK_INCREMENTAL_MAX_FRACTION", "100")  # small tables: every change rewrites the file
     data, views = env
     orders = str(data / "orders")
@@ -37,43 +34,36 @@ def test_refreshes_through_spark_connect_match_oracle(env, tmp_path, monkeypatch
     write_view(views, "agg", query=AGGREGATE, sources={"orders": "orders"}, target="views/agg", as_of=BASE)
     catalog = Catalog(views)
     view = catalog.get("proj")
-    port = free_port()
-    proc = start_server(port=port, log_path=tmp_path / "connect.log")
-    try:
-        url = f"sc://127.0.0.1:{port}"
-        for k, r in enumerate((BASE + HOUR, BASE + 2 * HOUR, BASE + 3 * HOUR)):
-            if k:
-                write_at(orders, make_orders(random.Random(k), 100 * k, 6), r - 60_000)
-            if k == 2:  # a delete too: both the inserted and the deleted change terms are evaluated remotely
-                delete_at(orders, "id % 3 = 0", r - 30_000)
-            for name, query, mode in (("proj", PROJECT, "incremental"), ("agg", AGGREGATE, "incremental:aggregate")):
-                # a fresh process, as a CLI call or an Airflow task is (a classic session lives in this one)
-                out = subprocess.run(
-                    [
-                        sys.executable,
-                        "-m",
-                        "mvsink",
-                        "refresh",
-                        name,
-                        "--at",
-                        str(r),
-                        "--remote",
-                        url,
-                        "--json",
-                        "--views-dir",
-                        str(views),
-                    ],
-                    capture_output=True,
-                    text=True,
-                    timeout=300,
-                )
-                assert out.returncode == 0, out.stderr[-3000:]
-                res = json.loads(out.stdout)
-                assert res["status"] == "appended" and res["upper"] == r + 1
-                assert res["mode"] == ("full" if k == 0 else mode), res
-                got = read_view(catalog.get(name), as_of=r)
-                assert multiset(got) == oracle(query, {"orders": orders}, r), name
-        assert staged_leftovers(view.target) == [] and staged_leftovers(catalog.get("agg").target) == []
-    finally:
-        os.killpg(proc.pid, signal.SIGTERM)
-        proc.wait(timeout=60)
+    for k, r in enumerate((BASE + HOUR, BASE + 2 * HOUR, BASE + 3 * HOUR)):
+        if k:
+            write_at(orders, make_orders(random.Random(k), 100 * k, 6), r - 60_000)
+        if k == 2:  # a delete too: both the inserted and the deleted change terms are evaluated remotely
+            delete_at(orders, "id % 3 = 0", r - 30_000)
+        for name, query, mode in (("proj", PROJECT, "incremental"), ("agg", AGGREGATE, "incremental:aggregate")):
+            # a fresh process, as a CLI call or an Airflow task is (a classic session lives in this one)
+            out = subprocess.run(
+                [
+                    sys.executable,
+                    "-m",
+                    "mvsink",
+                    "refresh",
+                    name,
+                    "--at",
+                    str(r),
+                    "--remote",
+                    url,
+                    "--json",
+                    "--views-dir",
+                    str(views),
+                ],
+                capture_output=True,
+                text=True,
+                timeout=300,
+            )
+            assert out.returncode == 0, out.stderr[-3000:]
+            res = json.loads(out.stdout)
+            assert res["status"] == "appended" and res["upper"] == r + 1
+            assert res["mode"] == ("full" if k == 0 else mode), res
+            got = read_view(catalog.get(name), as_of=r)
+            assert multiset(got) == oracle(query, {"orders": orders}, r), name
+    assert staged_leftovers(view.target) == [] and staged_leftovers(catalog.get("agg").target) == []

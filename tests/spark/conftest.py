@@ -62,19 +62,3 @@ def copy(history, tmp_path, monkeypatch):
     shutil.copytree(root, data)
     catalog = project_views(data, tmp_path / "views")
     return catalog, catalog.get("proj"), data, times, dict(expected)
-
-
-@pytest.fixture(scope="session")
-def connect_url(tmp_path_factory):
-    """One Spark Connect server for the whole test run (started on first use): its ``sc://`` URL."""
-    import os
-    import signal
-
-    from mvsink.devtools.localairflow import free_port
-    from mvsink.spark.connect import start_server
-
-    port = free_port()
-    proc = start_server(port=port, log_path=tmp_path_factory.mktemp("connect") / "connect.log")
-    yield f"sc://127.0.0.1:{port}"
-    os.killpg(proc.pid, signal.SIGTERM)
-    proc.wait(timeout=60)

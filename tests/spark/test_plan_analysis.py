@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import subprocess
 import sys
 import textwrap
@@ -198,20 +197,15 @@ def test_fixture_cases_hold_on_live_plans(spark, views):
 
 
 @pytest.mark.slow
-def test_spark_connect_reads_the_explain_text(tmp_path):
+def test_spark_connect_reads_the_explain_text(connect_url):
     """A real Spark Connect server: linearity() takes the EXPLAIN EXTENDED path and agrees with classic Spark."""
-    from mvsink.devtools.localairflow import free_port
-    from mvsink.spark.connect import start_server
-
-    port = free_port()
-    proc = start_server(port=port, log_path=tmp_path / "connect.log")
     script = textwrap.dedent(
         f"""
         import json
         from mvsink.spark.connect import remote_session
         from mvsink.plan.linearity import linearity
         from tests.fixtures.plans.regenerate import CASES
-        spark = remote_session("sc://127.0.0.1:{port}")
+        spark = remote_session("{connect_url}")
         assert type(spark).__module__.startswith("pyspark.sql.connect")
         spark.createDataFrame([(1, 1, 2.5, "A")], "id long, cust int, amount double, status string") \\
             .createOrReplaceTempView("orders")
@@ -225,20 +219,16 @@ def test_spark_connect_reads_the_explain_text(tmp_path):
         print(json.dumps(out))
         """
     )
-    try:
-        res = subprocess.run(
-            [sys.executable, "-c", script],
-            capture_output=True,
-            text=True,
-            timeout=300,
-            env=os.environ,
-            cwd=REPO,  # `python -c` imports from the working folder first: `tests` is importable
-        )
-        assert res.returncode == 0, res.stderr[-3000:]
-        got = json.loads(res.stdout.strip().splitlines()[-1])
-    finally:
-        os.killpg(proc.pid, signal.SIGTERM)
-        proc.wait(timeout=60)
+    res = subprocess.run(
+        [sys.executable, "-c", script],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=os.environ,
+        cwd=REPO,  # `python -c` imports from the working folder first: `tests` is importable
+    )
+    assert res.returncode == 0, res.stderr[-3000:]
+    got = json.loads(res.stdout.strip().splitlines()[-1])
     for name, case in CASES.items():
         for source, expected in case["expect"].items():
             r = got[name][source]

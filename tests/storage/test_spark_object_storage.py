@@ -15,7 +15,6 @@ from __future__ import annotations
 import json
 import random
 import uuid
-from collections.abc import Iterator
 from types import SimpleNamespace
 
 import pyarrow as pa
@@ -25,7 +24,6 @@ from mvsink import location
 from mvsink.core import sparklocation
 from mvsink.core.refresh import run_refresh
 from mvsink.definitions.catalog import Catalog
-from mvsink.devtools.localairflow import free_port
 from mvsink.exceptions import SparkJobError
 from mvsink.readers.arrow import read_view
 from mvsink.spark.conf import apply_storage_conf, storage_conf
@@ -69,22 +67,6 @@ def stores(seaweedfs: Store, azurite: Store, monkeypatch, tmp_path) -> dict[str,
     # tiny tables: a delete rewrites most of a source's bytes; let the size guard pass (spark-submit inherits it)
     monkeypatch.setenv("MVSINK_INCREMENTAL_MAX_FRACTION", "100")
     return {"seaweedfs": seaweedfs, "azurite": azurite}
-
-
-@pytest.fixture(scope="module")
-def connect_url(tmp_path_factory) -> Iterator[str]:
-    """A Spark Connect server (Delta and the connectors on its class path; no store settings: the client sets
-    them per view), started once for the module."""
-    import os
-    import signal
-
-    from mvsink.spark.connect import start_server
-
-    port = free_port()
-    proc = start_server(port=port, log_path=tmp_path_factory.mktemp("connect") / "connect.log")
-    yield f"sc://127.0.0.1:{port}"
-    os.killpg(proc.pid, signal.SIGTERM)
-    proc.wait(timeout=60)
 
 
 def _view(tmp_path, orders: str, customers: str, target: str):

@@ -112,13 +112,20 @@ def running_airflow(
     wanted: Iterable[str],
     extra_env: dict[str, str] | None = None,
     timeout: float = 120,
+    connect_url: str | None = None,
 ) -> Iterator[LocalAirflow]:
-    """A LocalAirflow at ``root/home`` for ``dags``, started and with ``wanted`` parsed; stopped afterwards."""
+    """A LocalAirflow at ``root/home`` for ``dags``, started and with ``wanted`` parsed; stopped afterwards.
+
+    With ``connect_url`` (the test run's server, fixture ``connect_url``) the write tasks run through that Spark
+    Connect server, as ``make airflow``'s do; without it they spark-submit (``local[2]``).
+    """
     af = LocalAirflow(
         root / "home",
         dags,
         data_root=data,
         extra_env={"MVSINK_REPORTS_DIR": str(root / "reports"), **(extra_env or {})},
+        spark="connect" if connect_url else "submit",
+        connect_url=connect_url,
     )
     af.start()
     try:

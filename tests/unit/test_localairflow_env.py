@@ -40,3 +40,14 @@ def test_a_busy_connect_port_is_refused_before_anything_starts(tmp_path):
         with pytest.raises(RuntimeError, match=f"port {port} .* in use.*CONNECT_PORT"):
             af.start()
     assert af.connect_server is None and af.procs == {}
+
+
+def test_a_running_connect_server_is_used_and_never_started_or_stopped(tmp_path):
+    af = LocalAirflow(tmp_path / "home", tmp_path / "dags", spark="connect", connect_url="sc://localhost:15999")
+    conn = json.loads(af.env["AIRFLOW_CONN_SPARK_CONNECT_DEFAULT"])
+    assert (conn["host"], conn["port"]) == ("localhost", 15999) and af.env["MVSINK_SPARK_CONN_ID"] == CONNECT_CONN_ID
+    assert af.external_connect and af.connect_url == "sc://localhost:15999"
+    af.stop()  # nothing started: nothing to stop, and no server of its own
+    assert af.connect_server is None
+    with pytest.raises(ValueError, match="connect_url is for spark='connect'"):
+        LocalAirflow(tmp_path / "home", tmp_path / "dags", spark="submit", connect_url="sc://localhost:15999")

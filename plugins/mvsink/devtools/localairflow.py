@@ -9,11 +9,12 @@ With ``spark="connect"`` (the default of ``make airflow``) it also starts a Spar
 server on 127.0.0.1 (``--connect-port``, default 15002) next to Airflow, defines the connection
 ``spark_connect_default`` (type ``spark_connect``) pointing to it, and makes it the write task's
 connection (``MVSINK_SPARK_CONN_ID``), so refreshes pay no JVM start; it stops the server on
-exit. With ``spark="submit"`` the write task spark-submits through ``spark_default`` (``local[2]``),
-which is defined either way.
+exit. Given ``--connect-url sc://HOST:PORT`` (``connect_url=``) instead, the connection points at that
+running server and none is started or stopped here. With ``spark="submit"`` the write task
+spark-submits through ``spark_default`` (``local[2]``), which is defined either way.
 
     python -m mvsink.devtools.localairflow [--home DIR] [--port 8080] [--dags DIR] [--data-root DIR]
-                                           [--spark connect|submit] [--connect-port 15002]
+                                           [--spark connect|submit] [--connect-port 15002 | --connect-url URL]
 """
 
 from __future__ import annotations
@@ -33,7 +34,7 @@ from typing import Any, Literal
 
 from mvsink import settings
 from mvsink.devtools.foreground import run_until_stopped, stop_on_signals
-from mvsink.spark.connect import DEFAULT_PORT, listening, start_server
+from mvsink.spark.connect import DEFAULT_PORT, address, listening, start_server
 
 COMPONENTS = ("api-server", "scheduler", "dag-processor", "triggerer")
 SparkPath = Literal["connect", "submit"]
@@ -77,13 +78,20 @@ class LocalAirflow:
         spark: SparkPath = "submit",
         connect_port: int | None = None,
         connect_conf: dict[str, str] | None = None,
+        connect_url: str | None = None,
     ):
         self.home, self.dags = Path(home).resolve(), Path(dags).resolve()
         self.port = port or free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.procs: dict[str, subprocess.Popen[bytes]] = {}
         self.spark = spark
-        self.connect_port = connect_port or DEFAULT_PORT
+        self.connect_host, self.connect_port = "127.0.0.1", connect_port or DEFAULT_PORT
+        #: A Spark Connect server that runs already (``connect_url``): used, never started or stopped here.
+        self.external_connect = connect_url is not None
+        if connect_url is not None:
+            if spark != "connect":
+                raise ValueError("connect_url is for spark='connect'")
+            self.connect_host, self.connect_port = address(connect_url)
         self.connect_conf = dict(connect_conf or {})  # static settings of the Connect server (e.g. driver memory)
         self.connect_server: subprocess.Popen[bytes] | None = None
         bin_dir = str(Path(sys.executable).parent)
@@ -117,7 +125,7 @@ class LocalAirflow:
             self.env[settings.DATA_ROOT.name] = str(Path(data_root).resolve())
         if spark == "connect":
             self.env[f"AIRFLOW_CONN_{CONNECT_CONN_ID.upper()}"] = json.dumps(
-                {"conn_type": "spark_connect", "host": "127.0.0.1", "port": self.connect_port}
+                {"conn_type": "spark_connect", "host": self.connect_host, "port": self.connect_port}
             )
             self.env[settings.SPARK_CONN_ID.name] = CONNECT_CONN_ID
         self.env.update(extra_env or {})
@@ -136,7 +144,7 @@ class LocalAirflow:
     def start(self, components: tuple[str, ...] = COMPONENTS) -> None:
         self.home.mkdir(parents=True, exist_ok=True)
         try:
-            if self.spark == "connect":
+            if self.spark == "connect" and not self.external_connect:
                 self.start_connect_server()
             self.run("db", "migrate")
             for c in components:
@@ -162,7 +170,7 @@ class LocalAirflow:
 
     @property
     def connect_url(self) -> str | None:
-        return f"sc://127.0.0.1:{self.connect_port}" if self.spark == "connect" else None
+        return f"sc://{self.connect_host}:{self.connect_port}" if self.spark == "connect" else None
 
     def start_component(self, c: str) -> subprocess.Popen[bytes]:
         """Start one component (in a session of its own); also to restart one that died."""
@@ -263,7 +271,11 @@ def main(argv: list[str] | None = None) -> int:
         default="connect",
         help="how the write tasks run Spark: through a Spark Connect server started here (default), or spark-submit",
     )
-    ap.add_argument("--connect-port", type=int, default=DEFAULT_PORT, help="port of that server on 127.0.0.1")
+    where = ap.add_mutually_exclusive_group()
+    where.add_argument("--connect-port", type=int, default=DEFAULT_PORT, help="port of that server on 127.0.0.1")
+    where.add_argument(
+        "--connect-url", help="use this running Spark Connect server (sc://HOST:PORT) instead of starting one"
+    )
     args = ap.parse_args(argv)
     af = LocalAirflow(
         Path(args.home),
@@ -272,14 +284,15 @@ def main(argv: list[str] | None = None) -> int:
         data_root=Path(args.data_root),
         spark=args.spark,
         connect_port=args.connect_port,
+        connect_url=args.connect_url,
     )
     stopping = stop_on_signals()
     print(f"starting Airflow in {af.home} (DAGs {af.dags}, data {af.env.get(settings.DATA_ROOT.name)}) ...", flush=True)
     af.start()
     if af.connect_url:
+        log = "started elsewhere" if af.external_connect else f"log {af.home}/component-logs/spark-connect.log"
         print(
-            f"Spark Connect server: {af.connect_url} (connection {CONNECT_CONN_ID}: the write tasks use it; "
-            f"log {af.home}/component-logs/spark-connect.log)",
+            f"Spark Connect server: {af.connect_url} (connection {CONNECT_CONN_ID}: the write tasks use it; {log})",
             flush=True,
         )
     else:
