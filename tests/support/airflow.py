@@ -11,11 +11,12 @@ from __future__ import annotations
 
 import json
 import shutil
+import sqlite3
 import subprocess
 import sys
 import time
 from collections.abc import Callable, Iterable, Iterator
-from contextlib import contextmanager
+from contextlib import closing, contextmanager
 from pathlib import Path
 from typing import Any, TypeVar
 from urllib.parse import quote
@@ -229,10 +230,10 @@ def create_backfill(af: LocalAirflow, dag_id: str, *args: str, attempts: int = 4
 
     Airflow commits the backfill's row before it creates the backfill's runs, and a lock error between the
     two leaves that row behind when its best-effort clean-up fails too; a retry would then meet it as
-    "another backfill is running". Before a retry, such a leftover is waited for: the scheduler closes a
-    backfill without runs after two minutes, and one whose runs were made once they finish. Such a
-    leftover stays in the DAG's list of backfills, so callers follow the returned backfill by its id,
-    never by counting.
+    "another backfill is running". Before a retry, such a leftover without runs is cancelled through the REST
+    API, which closes it at once (the scheduler would close it only after two minutes); one with runs is waited
+    for until they finish. A leftover stays in the DAG's list of backfills, so callers follow the returned
+    backfill by its id, never by counting.
     """
     command = ("backfill", "create", "--dag-id", dag_id, *args)
     known = {b["id"] for b in backfills(af, dag_id)}
@@ -244,7 +245,11 @@ def create_backfill(af: LocalAirflow, dag_id: str, *args: str, attempts: int = 4
             return max(made, key=lambda b: b["id"])
         if "database is locked" not in proc.stderr or attempt == attempts:
             raise RuntimeError(f"airflow {' '.join(command)} failed ({proc.returncode}):\n{proc.stderr[-3000:]}")
-        wait_for(
+        for left in backfills(af, dag_id):
+            if left["id"] not in known and not left.get("completed_at") and not _backfill_runs(af, left["id"]):
+                status, body = af.api("PUT", f"/api/v2/backfills/{left['id']}/cancel", token=af.token())
+                assert status == 200, (left, status, body)
+        wait_for(  # a leftover with runs (never seen so far) closes once they finish
             f"a backfill of {dag_id} left by a failed create to close",
             lambda seen=frozenset(known): all(b.get("completed_at") or b["id"] in seen for b in backfills(af, dag_id)),
             timeout=300,
@@ -252,6 +257,13 @@ def create_backfill(af: LocalAirflow, dag_id: str, *args: str, attempts: int = 4
         known = {b["id"] for b in backfills(af, dag_id)}
         time.sleep(pause)
     raise AssertionError("unreachable")
+
+
+def _backfill_runs(af: LocalAirflow, backfill_id: int) -> int:
+    """How many runs a backfill has, from the installation's SQLite database (the REST API does not say)."""
+    with closing(sqlite3.connect(f"file:{af.home / 'airflow.db'}?mode=ro", uri=True, timeout=60)) as db:
+        (n,) = db.execute("SELECT count(*) FROM backfill_dag_run WHERE backfill_id = ?", (backfill_id,)).fetchone()
+    return int(n)
 
 
 def backfill(af: LocalAirflow, dag_id: str, backfill_id: int) -> dict[str, Any]:
