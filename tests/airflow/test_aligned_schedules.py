@@ -1,4 +1,4 @@
-"""Issue 23 item 1 through a real scheduler on 127.0.0.1: a view ``{every: 2m, aligned_to: <fixed time>}`` and a
+"""Issue 23 item 1 through a real scheduler on 127.0.0.1: a view ``{every: 1m, aligned_to: <fixed time>}`` and a
 view ``{at: [...]}``, both unpaused at an unaligned moment, run exactly on the aligned (or listed) instants: the
 run ids, logical dates (the refresh times), data-interval starts and ends are those instants, and the DAG's
 "next run" is the next of them.
@@ -22,8 +22,8 @@ from tests.support.data import PROJECT
 pytestmark = [pytest.mark.airflow, pytest.mark.slow]
 
 MIN = 60_000
-ANCHOR = 1_767_225_617_000  # 2026-01-01T00:00:17Z: boundaries at :17 past every even minute
-EVERY = 2 * MIN
+ANCHOR = 1_767_225_617_000  # 2026-01-01T00:00:17Z: boundaries at :17 past every minute
+EVERY = MIN
 
 
 def iso(ms: int) -> str:
@@ -49,7 +49,7 @@ def write_views(views, *, listed: list[int]) -> None:
         "aligned",
         target="views/aligned",
         as_of=iso(ANCHOR),
-        schedule={"every": "2m", "aligned_to": iso(ANCHOR)},
+        schedule={"every": "1m", "aligned_to": iso(ANCHOR)},
         **common,
     )
     write_view(views, "listed", target="views/listed", as_of=iso(ANCHOR), schedule={"at": listed}, **common)
@@ -84,7 +84,7 @@ def test_every_and_at_schedules_run_exactly_on_their_instants(tmp_path):
     data, dags = dags_folder(tmp_path)
     written = now_ms()
     base = written - written % 1000 + 250  # listed times with milliseconds: .250
-    listed = [base - 5 * MIN, base - 3 * MIN, base + 4 * MIN, base + 600 * MIN]
+    listed = [base - 5 * MIN, base - 2 * MIN, base + 3 * MIN, base + 600 * MIN]
     write_views(dags / "views", listed=listed)
     with running_airflow(
         tmp_path,
@@ -97,15 +97,15 @@ def test_every_and_at_schedules_run_exactly_on_their_instants(tmp_path):
         # the at-list: unpaused as soon as it is parsed, before its third time
         t_listed = unpause(af, "mv_listed")
         assert listed[1] < t_listed < listed[2] - 30_000, "the DAGs took too long to parse for this test's times"
-        # the every-2m view: unpaused in the middle of a period (40 to 80 s after a boundary)
+        # the every-1m view: unpaused in the middle of a period (20 to 40 s after a boundary)
         wait_for(
             "an unaligned moment",
-            lambda: 40_000 <= (now_ms() - ANCHOR) % EVERY <= 80_000,
+            lambda: 20_000 <= (now_ms() - ANCHOR) % EVERY <= 40_000,
             timeout=EVERY / 1000 + 5,
             poll=0.5,
         )
         t_aligned = unpause(af, "mv_aligned")
-        assert (t_aligned - ANCHOR) % EVERY >= 30_000
+        assert (t_aligned - ANCHOR) % EVERY >= 15_000
         schedule = Schedule(kind="interval", every_ms=EVERY, aligned_to_ms=ANCHOR)
         b0 = sched.at_or_before(schedule, t_aligned)  # the latest boundary due at unpause: run at once
         assert b0 is not None
@@ -123,9 +123,9 @@ def test_every_and_at_schedules_run_exactly_on_their_instants(tmp_path):
         details = dag(af, "mv_aligned")
         assert parse(details["next_dagrun_logical_date"]) == b0 + 2 * EVERY, details
         assert parse(details["next_dagrun_run_after"]) == b0 + 2 * EVERY, details
-        assert details["timetable_summary"] == "every 2m 00s", details
+        assert details["timetable_summary"] == "every 1m 00s", details
 
-        # the at-list: the 5m-ago time is skipped (catch-up off), the 3m-ago one ran at unpause, +4m on time
+        # the at-list: the 5m-ago time is skipped (catch-up off), the 2m-ago one ran at unpause, +3m on time
         wait_for(
             "two scheduled runs of mv_listed",
             lambda: len(rs := [r for r in runs(af, "mv_listed") if r["run_type"] == "scheduled"]) >= 2 and finished(rs),
