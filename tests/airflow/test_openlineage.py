@@ -27,7 +27,8 @@ def with_outputs(evs):
     return [e for e in evs if e.get("outputs")]
 
 
-def test_a_refresh_emits_its_lineage_once_with_versions(af, tmp_path, monkeypatch):
+def test_a_refresh_emits_its_lineage_once_with_versions(af, tmp_path, monkeypatch, connect_url):
+    af.use_connect(connect_url)  # the write through the test run's Spark Connect server
     log = tmp_path / "openlineage.jsonl"
     af.env["AIRFLOW__OPENLINEAGE__TRANSPORT"] = json.dumps({"type": "file", "log_file_path": str(log), "append": True})
     af.env["AIRFLOW__OPENLINEAGE__NAMESPACE"] = "mvsink-test"

@@ -11,7 +11,8 @@ import pytest
 pytestmark = pytest.mark.airflow
 
 
-def test_last_run_and_last_dry_run_from_airflows_database(af, monkeypatch):
+def test_last_run_and_last_dry_run_from_airflows_database(af, monkeypatch, connect_url):
+    af.use_connect(connect_url)
     monkeypatch.setenv("MVSINK_DATA_ROOT", str(af.data))
     af.run("dags", "reserialize")
     dry = json.dumps({"refresh_time": "2026-01-01T02:00:00Z", "dry_run": True})

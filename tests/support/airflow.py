@@ -21,7 +21,8 @@ from pathlib import Path
 from typing import Any, TypeVar
 from urllib.parse import quote
 
-from mvsink.devtools.localairflow import LocalAirflow
+from mvsink.devtools.localairflow import CONNECT_CONN_ID, LocalAirflow
+from mvsink.spark.connect import address
 from tests.support import REPO
 
 T = TypeVar("T")
@@ -43,6 +44,14 @@ class AirflowHome(LocalAirflow):
         )
         self.data = data_root
         self.env.pop("MVSINK_FAIL_POINTS", None)
+
+    def use_connect(self, url: str) -> None:
+        """Write tasks through the Spark Connect server at ``url`` (the test run's), as ``make airflow``'s do."""
+        host, port = address(url)
+        self.env[f"AIRFLOW_CONN_{CONNECT_CONN_ID.upper()}"] = json.dumps(
+            {"conn_type": "spark_connect", "host": host, "port": port}
+        )
+        self.env["MVSINK_SPARK_CONN_ID"] = CONNECT_CONN_ID
 
     def migrate(self) -> None:
         self.home.mkdir(parents=True, exist_ok=True)
