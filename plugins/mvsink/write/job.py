@@ -25,7 +25,7 @@ from mvsink.core.deltalog import snapshot_cache
 from mvsink.core.failpoints import failpoint
 from mvsink.core.schema import encode_schema
 from mvsink.core.sparklocation import spark_uri
-from mvsink.core.staging import batch_location, discard_batch, staged_files, write_intent, write_manifest
+from mvsink.core.staging import Staging
 from mvsink.core.table import ViewTable
 from mvsink.definitions.view import ViewDefinition
 from mvsink.definitions.viewfile import load_view_file
@@ -296,7 +296,7 @@ def _stage(
     from pyspark.sql import DataFrame as DataFrameType
     from pyspark.sql import Observation
 
-    folder = batch_location(desc.target, desc.batch_id)
+    staging = Staging.of(desc.target, desc.batch_id)
     # The batch folder is overwritten below. A try of this write orphaned by a killed Airflow task may
     # get here after a retry of the same batch committed: never overwrite a batch that can no longer
     # be staged (its files may be the table's now).
@@ -306,19 +306,19 @@ def _stage(
         )
         return dataclasses.replace(head, status="stale", seconds=time.monotonic() - t0)
     t_stage = time.monotonic()
-    write_intent(desc.target, desc.batch_id)
+    staging.write_intent()
     try:
         if isinstance(corr, DataFrameType):
             obs = Observation(f"mvsink_{desc.batch_id[-8:]}")
-            corr.observe(obs, *_sizes()).write.mode("overwrite").parquet(spark_uri(folder))
+            corr.observe(obs, *_sizes()).write.mode("overwrite").parquet(spark_uri(staging.folder))
             metrics = obs.get
         else:
-            metrics = _write_local(corr, folder)
+            metrics = _write_local(corr, staging.folder)
     except Exception:
         # A writer that won the race may have cleaned up this (now dead) batch under us.
         now = ViewTable.open_path(desc.target, view.name, check=False).frontier
         if now.upper > desc.lower:
-            discard_batch(desc.target, desc.batch_id)
+            staging.discard()
             log.warning(
                 "view %s: batch [%d, %d) went stale while staging (upper is now %d); staged nothing",
                 view.name,
@@ -328,7 +328,7 @@ def _stage(
             )
             return dataclasses.replace(head, status="stale", seconds=time.monotonic() - t0)
         raise
-    files = staged_files(desc.target, desc.batch_id)
+    files = staging.files()
     report = dataclasses.replace(
         head,
         status="staged" if files else "empty",
@@ -341,7 +341,7 @@ def _stage(
     )
     report = dataclasses.replace(report, phases={**report.phases, "stage": time.monotonic() - t_stage})
     if files:
-        write_manifest(desc.target, report)
+        staging.write_manifest(report)
         log.info(
             "view %s: staged %d file(s), %d bytes: +%d -%d rows in batch %s",
             view.name,
@@ -353,7 +353,7 @@ def _stage(
         )
         failpoint("write:after_staging", view=view.name)
     else:
-        discard_batch(desc.target, desc.batch_id)
+        staging.discard()
         log.info("view %s: no corrections; nothing staged", view.name)
     return report
 
