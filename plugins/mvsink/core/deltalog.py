@@ -72,9 +72,10 @@ _COMMIT_NAME_LEN = 25  # 20 digits + ".json"
 
 def is_delta_table(path: Where) -> bool:
     """There is a Delta table at ``path`` (a ``_delta_log`` folder with at least one commit)."""
-    if _remote(path):
-        return any(e.name.endswith(".json") for e in storage.list_dir(join(path, LOG_DIR)))
-    log_dir = Path(_local(path)) / LOG_DIR
+    loc = parse(path)
+    if not loc.is_local:
+        return any(e.name.endswith(".json") for e in storage.list_dir(loc.join(LOG_DIR)))
+    log_dir = Path(loc.key) / LOG_DIR
     return log_dir.is_dir() and any(log_dir.glob("*.json"))
 
 

@@ -12,15 +12,19 @@ from __future__ import annotations
 import dataclasses
 import json
 import logging
+import posixpath
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from mvsink import settings
 from mvsink.core import storage
 from mvsink.core.batch import StagedFile, WriteReport, parse_batch_id
 from mvsink.core.deltalog import batches_committed
 from mvsink.location import Location, Where, join, parse
+
+if TYPE_CHECKING:
+    import pyarrow as pa
 
 log = logging.getLogger(__name__)
 
@@ -60,6 +64,20 @@ class Staging:
         """Delete a batch that will never be committed: its files, then its manifest."""
         storage.delete_dir(self.folder)
         storage.delete_file(self.manifest)
+
+    def write_rows(self, rows: pa.Table) -> None:
+        """Write rows held in the driver as the batch's one Parquet file (none when empty), as Spark would: an
+        earlier try's files go first."""
+        import uuid
+
+        import pyarrow.parquet as pq
+
+        storage.delete_dir(self.folder)
+        if rows.num_rows:
+            fs, folder = storage.filesystem(self.folder)
+            fs.create_dir(folder, recursive=True)
+            with fs.open_output_stream(posixpath.join(folder, f"part-00000-{uuid.uuid4()}-c000.snappy.parquet")) as out:
+                pq.write_table(rows, out, compression="snappy")
 
     def files(self) -> list[StagedFile]:
         """The folder's non-empty Parquet files with their Delta stats (read from the footers); empty files

@@ -113,11 +113,10 @@ class Snapshot:
 
 def snapshot(path: Where, version: int, *, role: str) -> Snapshot:
     """The table at ``path`` at ``version`` ("role" names it in errors), opened once per write step."""
-    return cached_snapshot(("snapshot", path, version), lambda: Snapshot(path, version, _open(path, version, role)))
-
-
-def _open(path: Where, version: int, role: str) -> DeltaTable:
-    return open_readable(path, version=version, role=role)  # a clear error for a missing table or version
+    return cached_snapshot(
+        ("snapshot", path, version),
+        lambda: Snapshot(path, version, open_readable(path, version=version, role=role)),  # (an error if missing)
+    )
 
 
 def read_delta(spark: SparkSession, path: Where, *, version: int | None, role: str) -> DataFrame:

@@ -17,7 +17,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from mvsink.columns import DIFF, ERROR, is_hidden
-from mvsink.core import storage
 from mvsink.core.batch import BatchDescription, WriteReport
 from mvsink.core.checks import add_counts, counts_of
 from mvsink.core.commitinfo import format_reads
@@ -35,7 +34,6 @@ from mvsink.incremental.modes.base import PlanFacts, WriteInputs
 from mvsink.incremental.modes.full import refresh_change
 from mvsink.incremental.modes.registry import REFRESH_MODES, Choice, choose
 from mvsink.incremental.pruning import current_reads, read_log
-from mvsink.location import Location, join
 from mvsink.spark.conf import apply_storage_conf
 from mvsink.spark.sources import arrow_table_schema, read_delta, register_sources, spark_schema_of
 from mvsink.spark.validation import analyse, compare_schema
@@ -265,21 +263,6 @@ def _local_sizes(corr: pa.Table) -> dict[str, int]:
     return {"added": sum(d for d in diffs if d > 0), "retracted": -sum(d for d in diffs if d < 0)}
 
 
-def _write_local(corr: pa.Table, folder: Location) -> dict[str, int]:
-    """Write corrections held in the driver as the batch's one Parquet file (none when empty), as Spark would."""
-    import uuid
-
-    import pyarrow.parquet as pq
-
-    storage.delete_dir(folder)  # as Spark's overwrite: an earlier try's files go
-    if corr.num_rows:
-        fs, inner = storage.filesystem(join(folder, f"part-00000-{uuid.uuid4()}-c000.snappy.parquet"))
-        fs.create_dir(inner.rsplit("/", 1)[0], recursive=True)
-        with fs.open_output_stream(inner) as out:
-            pq.write_table(corr, out, compression="snappy")
-    return _local_sizes(corr)
-
-
 def _stage(
     view: ViewDefinition,
     desc: BatchDescription,
@@ -313,7 +296,8 @@ def _stage(
             corr.observe(obs, *_sizes()).write.mode("overwrite").parquet(spark_uri(staging.folder))
             metrics = obs.get
         else:
-            metrics = _write_local(corr, staging.folder)
+            staging.write_rows(corr)
+            metrics = _local_sizes(corr)
     except Exception:
         # A writer that won the race may have cleaned up this (now dead) batch under us.
         now = ViewTable.open_path(desc.target, view.name, check=False).frontier
