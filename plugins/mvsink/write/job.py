@@ -25,7 +25,7 @@ from mvsink.core.failpoints import failpoint
 from mvsink.core.schema import encode_schema
 from mvsink.core.sparklocation import spark_uri
 from mvsink.core.staging import Staging
-from mvsink.core.table import ViewTable
+from mvsink.core.table import ViewTable, no_table
 from mvsink.definitions.view import ViewDefinition
 from mvsink.definitions.viewfile import load_view_file
 from mvsink.exceptions import MvSinkError, SchemaChangedError
@@ -35,7 +35,7 @@ from mvsink.incremental.modes.full import refresh_change
 from mvsink.incremental.modes.registry import REFRESH_MODES, Choice, choose
 from mvsink.incremental.pruning import current_reads, read_log
 from mvsink.spark.conf import apply_storage_conf
-from mvsink.spark.sources import arrow_table_schema, read_delta, register_sources, spark_schema_of
+from mvsink.spark.sources import Snapshot, arrow_table_schema, read_snapshot, register_sources
 from mvsink.spark.validation import analyse, compare_schema
 
 if TYPE_CHECKING:
@@ -119,10 +119,9 @@ def _run_write(spark: SparkSession, view: ViewDefinition, desc: BatchDescription
 
     t0 = time.monotonic()
     apply_storage_conf(spark, view)  # a shared session (in-process, Connect) may not have been started for it
+    register_sources(spark, view, desc)
     table = ViewTable.open_path(desc.target, view.name)
     fr = table.frontier
-
-    register_sources(spark, view, desc)
     result = analyse(spark, view)
     # Tables of views with checks carry _mv_error; a table that has it keeps it (checks removed later
     # retract the error rows); tables of views that never had checks stay as they were.
@@ -236,11 +235,14 @@ def _corrections(
 
     Corrections are a DataFrame, or an Arrow table when they were computed in the driver (few rows)."""
     fr = table.frontier
-    if table.exists:
-        compare_schema(view, result.schema, spark_schema_of(table.delta))
+    snap = Snapshot(table.path, fr.version, table.delta) if table.exists else None  # (the handle write opened)
+    if snap is not None:
+        compare_schema(view, result.schema, snap.schema)
 
     def table_df() -> DataFrame:  # the table as Spark reads it (once per write step), for the modes that do
-        return read_delta(spark, desc.target, version=fr.version, role=table.role)
+        if snap is None:
+            raise no_table(table.path, role=table.role)
+        return read_snapshot(spark, snap)
 
     base = desc.base_versions or {}
     inputs = WriteInputs(spark, view, desc, base, result, state, table, table_df, with_error, check_obs)
