@@ -27,7 +27,7 @@ from urllib.parse import unquote
 
 from mvsink.core import storage
 from mvsink.core.commitinfo import META, CommitInfo
-from mvsink.location import Location, Where, is_uri, join, parse, uri_of
+from mvsink.location import Location, Where, parse
 
 CHANGE_TYPE: Final = "_change_type"  # the change data feed's column in its files
 # A change data feed row's ``_change_type``: the row inserted, or deleted (the feed's readers all use these).
@@ -72,35 +72,32 @@ _COMMIT_NAME_LEN = 25  # 20 digits + ".json"
 
 def is_delta_table(path: Where) -> bool:
     """There is a Delta table at ``path`` (a ``_delta_log`` folder with at least one commit)."""
-    if _remote(path):
-        return any(e.name.endswith(".json") for e in storage.list_dir(join(path, LOG_DIR)))
-    log_dir = Path(_local(path)) / LOG_DIR
-    return log_dir.is_dir() and any(log_dir.glob("*.json"))
-
-
-def _remote(path: Where) -> bool:
-    """True for a location on object storage (read through :mod:`mvsink.core.storage`)."""
-    return is_uri(path) and not parse(path).is_local
-
-
-def _local(path: Where) -> str:
-    return parse(path).key
+    log_dir = parse(path).join(LOG_DIR)
+    if not log_dir.is_local:
+        return any(e.name.endswith(".json") for e in storage.list_dir(log_dir))
+    local = Path(log_dir.key)
+    return local.is_dir() and any(local.glob("*.json"))
 
 
 def _is_commit_name(n: str) -> bool:
     return n.endswith(".json") and n[:-5].isdigit() and len(n) == _COMMIT_NAME_LEN
 
 
-def _listed_commits(path: Where) -> dict[int, int]:
+def _commit_name(version: int) -> str:
+    return f"{version:020d}.json"
+
+
+def _listed_commits(loc: Location) -> dict[int, int]:
     """Version -> the commit file's modification time in ns, from one listing of the log folder."""
     out: dict[int, int] = {}
-    if _remote(path):
-        for e in storage.list_dir(join(path, LOG_DIR)):
+    log_dir = loc.join(LOG_DIR)
+    if not log_dir.is_local:
+        for e in storage.list_dir(log_dir):
             if not e.is_dir and _is_commit_name(e.name):
                 out[int(e.name[:-5])] = e.mtime_ms * 1_000_000
         return out
     try:
-        with os.scandir(Path(_local(path)) / LOG_DIR) as it:
+        with os.scandir(log_dir.key) as it:
             for d in it:
                 if _is_commit_name(d.name):
                     out[int(d.name[:-5])] = int(d.stat().st_mtime_ns)
@@ -109,11 +106,12 @@ def _listed_commits(path: Where) -> dict[int, int]:
     return out
 
 
-def _commit_text(path: Where, version: int) -> str | None:
-    if _remote(path):
-        return storage.read_text(join(path, LOG_DIR, f"{version:020d}.json"))
+def _commit_text(loc: Location, version: int) -> str | None:
+    file = loc.join(LOG_DIR, _commit_name(version))
+    if not file.is_local:
+        return storage.read_text(file)
     try:
-        return _commit_file(_local(path), version).read_text()
+        return Path(file.key).read_text()
     except FileNotFoundError:
         return None
 
@@ -121,11 +119,11 @@ def _commit_text(path: Where, version: int) -> str | None:
 _ICT_CACHE: dict[tuple[str, int], int | None] = {}  # commit files never change: (table, version) -> ICT
 
 
-def _in_commit_timestamp(path: Where, version: int) -> int | None:
+def _in_commit_timestamp(loc: Location, version: int) -> int | None:
     """The commit's ``inCommitTimestamp`` (ms), None if it has none."""
-    key = (uri_of(path), version)
+    key = (loc.uri, version)
     if key not in _ICT_CACHE:
-        text = _commit_text(path, version)
+        text = _commit_text(loc, version)
         ict = None
         if text:
             first = text.split("\n", 1)[0]
@@ -138,8 +136,9 @@ def _in_commit_timestamp(path: Where, version: int) -> int | None:
     return _ICT_CACHE[key]
 
 
-def _commit_file(path: Where, version: int) -> Path:
-    return Path(path) / LOG_DIR / f"{version:020d}.json"
+def _commit_file(loc: Location, version: int) -> Path:
+    """The commit file of a table on local disk."""
+    return Path(loc.key) / LOG_DIR / _commit_name(version)
 
 
 # ---------------------------------------------------------------- versions and their commit times
@@ -148,11 +147,12 @@ def _commit_file(path: Where, version: int) -> Path:
 def commit_times(path: Where) -> dict[int, int]:
     """Version -> commit time in ms of every retained commit: its in-commit timestamp if the table writes
     them (checked on the newest commit), else the commit file's modification (last-modified) time."""
-    listed = _listed_commits(path)
+    loc = parse(path)
+    listed = _listed_commits(loc)
     out = {v: ns // 1_000_000 for v, ns in listed.items()}
-    if out and _in_commit_timestamp(path, max(out)) is not None:
+    if out and _in_commit_timestamp(loc, max(out)) is not None:
         for v in out:
-            ict = _in_commit_timestamp(path, v)
+            ict = _in_commit_timestamp(loc, v)
             if ict is not None:
                 out[v] = ict
     return out
@@ -162,7 +162,7 @@ def newest_commit(path: Where) -> tuple[int, int] | None:
     """(version, modification time in ns) of the newest commit file, from the log folder's listing; None: no
     table. Cheap: a table's frontiers and commit log change only with a new commit, so readers may keep what
     they read until this changes."""
-    listed = _listed_commits(path)
+    listed = _listed_commits(parse(path))
     if not listed:
         return None
     v = max(listed)
@@ -175,10 +175,11 @@ def set_commit_time(path: Where, t_ms: int, *, version: int | None = None) -> in
     For demos, tests and benchmarks that build a source history at chosen times (local tables only: an
     object store sets its own last-modified times). Returns the version.
     """
-    if _remote(path):
+    loc = parse(path)
+    if not loc.is_local:
         raise ValueError(f"set_commit_time: {path} is on object storage, whose commit times cannot be set")
-    v = max(commit_times(path)) if version is None else version
-    os.utime(_commit_file(_local(path), v), ns=(t_ms * 1_000_000, t_ms * 1_000_000))
+    v = max(commit_times(loc)) if version is None else version
+    os.utime(_commit_file(loc, v), ns=(t_ms * 1_000_000, t_ms * 1_000_000))
     return v
 
 
@@ -238,22 +239,23 @@ class Commit:
 
 def read_commit(path: Where, version: int) -> Commit | None:
     """The commit ``version`` of the table at ``path``; None if its file is gone (log cleanup)."""
-    if _remote(path):
-        uri = join(path, LOG_DIR, f"{version:020d}.json")
-        text = storage.read_text(uri)
-        entry = storage.info(uri) if text is not None else None
+    loc = parse(path)
+    file = loc.join(LOG_DIR, _commit_name(version))
+    if not file.is_local:
+        text = storage.read_text(file)
+        entry = storage.info(file) if text is not None else None
         if text is None or entry is None:
             return None
         ts = entry.mtime_ms
     else:
-        f = _commit_file(_local(path), version)
+        f = Path(file.key)
         try:
             st = f.stat()
             text = f.read_text()
         except FileNotFoundError:
             return None
         ts = int(st.st_mtime_ns // 1_000_000)
-    ict = _in_commit_timestamp(path, version)
+    ict = _in_commit_timestamp(loc, version)
     return Commit(version, ict if ict is not None else ts, _parse(text))
 
 
@@ -273,11 +275,12 @@ def batches_committed(path: Where, batch_ids: Iterable[str], *, committed_from_m
     found: set[str] = set()
     if not wanted:
         return found
-    for v, ts in commit_times(path).items():
+    loc = parse(path)
+    for v, ts in commit_times(loc).items():
         if committed_from_ms is not None and ts < committed_from_ms:
             continue
         try:
-            text = _commit_text(path, v)
+            text = _commit_text(loc, v)
         except OSError:
             continue
         if text is None or META + "batch_id" not in text:  # cheap: most commits name no batch

@@ -9,11 +9,13 @@ batches that are in flight or were abandoned by a crash.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
+import posixpath
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from mvsink import settings
 from mvsink.core import storage
@@ -21,20 +23,89 @@ from mvsink.core.batch import StagedFile, WriteReport, parse_batch_id
 from mvsink.core.deltalog import batches_committed
 from mvsink.location import Location, Where, join, parse
 
+if TYPE_CHECKING:
+    import pyarrow as pa
+
 log = logging.getLogger(__name__)
 
 BATCHES = "batches"
 STAGING = "_mv_staging"
 
 
+@dataclasses.dataclass(frozen=True)
+class Staging:
+    """Where one batch is staged under its table, derived once: its folder of data files and its manifest
+    (both with the table's store options). The write step stages through it; the free functions below
+    name a batch by its table and id."""
+
+    batch_id: str
+    folder: Location
+    manifest: Location
+
+    @classmethod
+    def of(cls, table: Where, batch_id: str) -> Staging:
+        root = parse(table)
+        return cls(batch_id, root.join(BATCHES, batch_id), root.join(STAGING, f"{batch_id}.json"))
+
+    def write_intent(self) -> None:
+        """Record that the batch is being staged (before any file is written)."""
+        storage.write_text(
+            self.manifest, json.dumps({"batch_id": self.batch_id, "status": "writing", "started": time.time()})
+        )
+
+    def write_manifest(self, report: WriteReport) -> None:
+        storage.write_text(self.manifest, report.to_json())
+
+    def forget_manifest(self) -> None:
+        """Drop the manifest of a committed batch (its files now belong to the table)."""
+        storage.delete_file(self.manifest)
+
+    def discard(self) -> None:
+        """Delete a batch that will never be committed: its files, then its manifest."""
+        storage.delete_dir(self.folder)
+        storage.delete_file(self.manifest)
+
+    def write_rows(self, rows: pa.Table) -> None:
+        """Write rows held in the driver as the batch's one Parquet file (none when empty), as Spark would: an
+        earlier try's files go first."""
+        import uuid
+
+        import pyarrow.parquet as pq
+
+        storage.delete_dir(self.folder)
+        if rows.num_rows:
+            fs, folder = storage.filesystem(self.folder)
+            fs.create_dir(folder, recursive=True)
+            with fs.open_output_stream(posixpath.join(folder, f"part-00000-{uuid.uuid4()}-c000.snappy.parquet")) as out:
+                pq.write_table(rows, out, compression="snappy")
+
+    def files(self) -> list[StagedFile]:
+        """The folder's non-empty Parquet files with their Delta stats (read from the footers); empty files
+        and a writer's other files (``_SUCCESS``, checksums) are deleted."""
+        out = []
+        for e in sorted(storage.list_dir(self.folder), key=lambda e: e.name):
+            if e.is_dir:
+                continue
+            file = self.folder.join(e.name)
+            if not e.name.endswith(".parquet"):
+                storage.delete_file(file)
+                continue
+            rows, stats = stats_json(file)
+            if rows == 0:
+                storage.delete_file(file)
+                continue
+            out.append(StagedFile(path=f"{BATCHES}/{self.batch_id}/{e.name}", size=e.size, rows=rows, stats=stats))
+        return out
+
+
 def batch_location(table: Where, batch_id: str) -> Location:
     """The batch's folder (with the table's store options)."""
-    return parse(table).join(BATCHES, batch_id)
+    return Staging.of(table, batch_id).folder
 
 
 def manifest_location(table: Where, batch_id: str) -> Location:
     """The batch's manifest (with the table's store options)."""
-    return parse(table).join(STAGING, f"{batch_id}.json")
+    return Staging.of(table, batch_id).manifest
 
 
 def batch_dir(table: Where, batch_id: str) -> Path:
@@ -49,14 +120,11 @@ def manifest_path(table: Where, batch_id: str) -> Path:
 
 def write_intent(table: Where, batch_id: str) -> None:
     """Record that a batch is being staged (before any file is written)."""
-    storage.write_text(
-        manifest_location(table, batch_id),
-        json.dumps({"batch_id": batch_id, "status": "writing", "started": time.time()}),
-    )
+    Staging.of(table, batch_id).write_intent()
 
 
 def write_manifest(table: Where, report: WriteReport) -> None:
-    storage.write_text(manifest_location(table, report.batch_id), report.to_json())
+    Staging.of(table, report.batch_id).write_manifest(report)
 
 
 def read_manifest(table: Where, batch_id: str) -> WriteReport | None:
@@ -69,13 +137,12 @@ def read_manifest(table: Where, batch_id: str) -> WriteReport | None:
 
 def forget_manifest(table: Where, batch_id: str) -> None:
     """Drop the manifest of a committed batch (its files now belong to the table)."""
-    storage.delete_file(manifest_location(table, batch_id))
+    Staging.of(table, batch_id).forget_manifest()
 
 
 def discard_batch(table: Where, batch_id: str) -> None:
     """Delete a batch that will never be committed: its files, then its manifest."""
-    storage.delete_dir(batch_location(table, batch_id))
-    forget_manifest(table, batch_id)
+    Staging.of(table, batch_id).discard()
 
 
 def list_staged(table: Where) -> list[str]:
@@ -86,23 +153,8 @@ def list_staged(table: Where) -> list[str]:
 
 
 def staged_files(table: Where, batch_id: str) -> list[StagedFile]:
-    """The batch folder's non-empty Parquet files with their Delta stats (read from the footers); empty
-    files and a writer's other files (``_SUCCESS``, checksums) are deleted."""
-    folder = batch_location(table, batch_id)
-    files = []
-    for e in sorted(storage.list_dir(folder), key=lambda e: e.name):
-        if e.is_dir:
-            continue
-        uri = join(folder, e.name)
-        if not e.name.endswith(".parquet"):
-            storage.delete_file(uri)
-            continue
-        rows, stats = stats_json(uri)
-        if rows == 0:
-            storage.delete_file(uri)
-            continue
-        files.append(StagedFile(path=f"{BATCHES}/{batch_id}/{e.name}", size=e.size, rows=rows, stats=stats))
-    return files
+    """The batch's staged files (:meth:`Staging.files`)."""
+    return Staging.of(table, batch_id).files()
 
 
 def _writing_since(table: Where, batch_id: str) -> float | None:

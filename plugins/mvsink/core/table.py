@@ -124,8 +124,13 @@ def open_readable(path: Where, *, version: int | None = None, role: str) -> Delt
         else cached_snapshot(("delta", path, version), lambda: open_delta(path, version=version))
     )
     if dt is None:
-        raise SourceError(f"{role}: no Delta table at {path}. Fix: create it or correct the path.")
+        raise no_table(path, role=role)
     return dt
+
+
+def no_table(path: Where, *, role: str) -> SourceError:
+    """The error for a Delta table that is not there ("role" names it)."""
+    return SourceError(f"{role}: no Delta table at {path}. Fix: create it or correct the path.")
 
 
 def version_at(path: Where, t_ms: int, *, role: str) -> int:

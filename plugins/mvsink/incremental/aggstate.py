@@ -73,11 +73,10 @@ if TYPE_CHECKING:
     import pyarrow as pa
     from pyspark.sql import DataFrame, SparkSession
 
-    from mvsink.core.batch import BatchDescription, SourceRead
+    from mvsink.core.batch import BatchDescription
     from mvsink.core.table import ViewTable
-    from mvsink.definitions.view import ViewDefinition
+    from mvsink.incremental.changeinputs import ChangeInputs, ChangeTerms
     from mvsink.incremental.pruning import PrunedRead
-    from mvsink.incremental.telescope import ChangeFrames
 
 log = logging.getLogger(__name__)
 
@@ -88,37 +87,31 @@ MODE: Final = "incremental:aggregate"
 
 
 def aggregate_corrections(
-    spark: SparkSession,
-    view: ViewDefinition,
-    desc: BatchDescription,
+    ci: ChangeInputs,
     *,
-    base: dict[str, int],
     plan: StatePlan,
     table: ViewTable,
     table_df: Callable[[], DataFrame],
 ) -> tuple[DataFrame | pa.Table | None, str]:
-    """Corrections of ``desc`` from the accumulable state and the sources' changes, or (None, why not).
+    """Corrections of ``ci.desc`` from the accumulable state and the sources' changes, or (None, why not).
 
     ``table``/``table_df()``: the view's table (every column, the state included) at the version write
-    read (delta-rs's handle; Spark's read of it, made only when needed). Leaves every source registered at the version ``desc`` reads.
+    read (delta-rs's handle; Spark's read of it, made only when needed). Leaves every source registered at the
+    version ``ci.desc`` reads.
 
     Up to :data:`~mvsink.engines.duckdb.MAX_DRIVER_ROWS` affected groups (the usual case) cost one Spark job: Δ per group is
     collected, the table's rows of those groups are read with delta-rs, and old ⊕ Δ is merged and checked
     in the driver; the corrections are then an Arrow table (staged without Spark).
     """
-    from mvsink.incremental.linear import source_check
-
-    why = source_check(desc, base)
-    if why:
-        return None, why
+    spark, desc = ci.spark, ci.desc
     t0 = time.monotonic()
-    ready = _changes(spark, view, desc, base, plan, table)
+    ready = _changes(ci, plan, table)
     if isinstance(ready, str):
         return None, ready
-    changed, frames, in_driver = ready
+    ct, in_driver = ready
     delta: DataFrame | None = None
     if in_driver is None:
-        terms = _spark_terms(spark, view, desc, base, plan, changed, frames)
+        terms = _spark_terms(ct, plan)
         delta = _delta_state(spark, plan, functools.reduce(lambda a, b: a.unionByName(b), terms))
     t1 = time.monotonic()
     collected = in_driver if delta is None else collect_small(delta)  # None: too many groups for the driver
@@ -136,7 +129,7 @@ def aggregate_corrections(
     corr, n_keys = merged
     log.info(
         "view %s: aggregate state of %d affected group(s): planned in %.2fs, change in %.2fs, merged %s in %.2fs",
-        view.name,
+        ci.view.name,
         n_keys,
         t1 - t0,
         t2 - t1,
@@ -144,58 +137,42 @@ def aggregate_corrections(
         time.monotonic() - t2,
     )
     return corr, (
-        f"{n_keys} affected group(s) updated from their state and the changes of {', '.join(s.name for s in changed)}"
+        f"{n_keys} affected group(s) updated from their state and the changes of {', '.join(s.name for s in ct.changed)}"
         + (" (change terms evaluated in the driver)" if in_driver is not None else "")
     )
 
 
-def _changes(
-    spark: SparkSession,
-    view: ViewDefinition,
-    desc: BatchDescription,
-    base: dict[str, int],
-    plan: StatePlan,
-    table: ViewTable,
-) -> tuple[list[SourceRead], ChangeFrames, pa.Table | None] | str:
-    """The changed sources, their change frames, and Δ per group when DuckDB computed it in the driver
-    (:func:`~mvsink.incremental.duckdbterms.terms_in_driver`; else None: Spark's change terms follow); or why
-    not: the input not linear in a changed source, a change set refused, the scan guard."""
+def _changes(ci: ChangeInputs, plan: StatePlan, table: ViewTable) -> tuple[ChangeTerms, pa.Table | None] | str:
+    """The change terms' inputs (the changed sources, their change frames), and Δ per group when DuckDB computed
+    it in the driver (:func:`~mvsink.incremental.duckdbterms.terms_in_driver`; else None: Spark's change terms
+    follow); or why not: the input not linear in a changed source, a change set refused, the scan guard."""
     from mvsink.incremental.duckdbterms import DRIVER_SCAN_FACTOR, terms_in_driver
-    from mvsink.incremental.linear import changed_sources, prepare_changes
+    from mvsink.incremental.linear import prepare_changes
     from mvsink.incremental.telescope import term_reads
     from mvsink.plan.linearity import linearity
     from mvsink.plan.read import plan_tree
 
-    q = plan.queries
-    changed = changed_sources(desc, base)
-    lin = {k: v for k, v in linearity(spark, q.input_query, [s.name for s in changed], desired=plan.input).items() if v}
+    spark, q = ci.spark, plan.queries
+    names = [s.name for s in ci.changed]
+    lin = {k: v for k, v in linearity(spark, q.input_query, names, desired=plan.input).items() if v}
     if lin:
         name, reason = next(iter(lin.items()))
         return f"the aggregate's input is not linear in {name!r}: {reason}"
-    frames = prepare_changes(
-        spark, view, desc, base, changed, tree=lambda: plan_tree(spark, q.input_query, desired=plan.input)
-    )
+    frames = prepare_changes(ci, tree=lambda: plan_tree(spark, q.input_query, desired=plan.input))
     if isinstance(frames, str):
         return frames
-    pruned = term_reads(spark, view, desc, base, changed, frames)
-    too_big = scan_guard(desc, base, changed, table, pruned=pruned)
-    if too_big and scan_guard(desc, base, changed, table, pruned=pruned, factor=DRIVER_SCAN_FACTOR):
+    ct = ci.terms(frames)
+    pruned = term_reads(ct)
+    too_big = scan_guard(ct, table, pruned=pruned)
+    if too_big and scan_guard(ct, table, pruned=pruned, factor=DRIVER_SCAN_FACTOR):
         return too_big
-    in_driver = terms_in_driver(spark, view, desc, base, changed, frames, plan, pruned)
+    in_driver = terms_in_driver(ct, plan, pruned)
     if in_driver is None and too_big:  # (only DuckDB's scans of them beat the full diff)
         return too_big
-    return changed, frames, in_driver
+    return ct, in_driver
 
 
-def _spark_terms(
-    spark: SparkSession,
-    view: ViewDefinition,
-    desc: BatchDescription,
-    base: dict[str, int],
-    plan: StatePlan,
-    changed: list[SourceRead],
-    frames: ChangeFrames,
-) -> list[DataFrame]:
+def _spark_terms(ct: ChangeTerms, plan: StatePlan) -> list[DataFrame]:
     """Δin as Spark's change terms: one signed term per source where the input query can carry the sign (the
     other sources scanned once), else the telescoping's terms of inserted and deleted rows."""
     from pyspark.sql import functions as F
@@ -203,12 +180,10 @@ def _spark_terms(
     from mvsink.incremental.telescope import telescope, telescope_signed
 
     q = plan.queries
-    signed = telescope_signed(spark, view, desc, base, changed, frames, q.signed_input)
+    signed = telescope_signed(ct, q.signed_input)
     if signed is not None:
         return signed
-    return telescope(
-        spark, view, desc, base, changed, frames, lambda sign: spark.sql(q.input_query).withColumn(DIFF, F.lit(sign))
-    )
+    return telescope(ct, lambda sign: ct.spark.sql(q.input_query).withColumn(DIFF, F.lit(sign)))
 
 
 def _merge_by_spark(
@@ -232,9 +207,7 @@ def _merge_by_spark(
 
 
 def scan_guard(
-    desc: BatchDescription,
-    base: dict[str, int],
-    changed: list[SourceRead],
+    ct: ChangeTerms,
     table: ViewTable,
     *,
     pruned: dict[str, list[PrunedRead]] | None = None,
@@ -253,12 +226,12 @@ def scan_guard(
     from mvsink.core.deltalog import active_bytes
     from mvsink.incremental.telescope import scan_estimate
 
-    terms, sources = scan_estimate(desc, base, changed, pruned)
+    terms, sources = scan_estimate(ct.desc, ct.base, ct.changed, pruned)
     full = sources + (active_bytes(table.path, table.version) if table.exists else 0)
     ratio = settings.incremental_max_scan_ratio()
     if full and terms > factor * ratio * full:
         return (
-            f"the changes of {', '.join(s.name for s in changed)} would be joined with {terms / 1e6:.1f} MB of "
+            f"the changes of {', '.join(s.name for s in ct.changed)} would be joined with {terms / 1e6:.1f} MB of "
             f"the other sources, more than the full diff reads ({full / 1e6:.1f} MB with the table; "
             f"{settings.INCREMENTAL_MAX_SCAN_RATIO.name}={ratio:g})"
         )

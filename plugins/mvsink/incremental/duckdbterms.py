@@ -33,12 +33,10 @@ __all__ = ["DRIVER_SCAN_FACTOR", "MAX_TERM_BYTES", "delta_in_driver", "terms_in_
 
 if TYPE_CHECKING:
     import pyarrow as pa
-    from pyspark.sql import SparkSession
 
-    from mvsink.core.batch import BatchDescription, SourceRead
-    from mvsink.definitions.view import ViewDefinition
+    from mvsink.core.batch import SourceRead
+    from mvsink.incremental.changeinputs import ChangeTerms
     from mvsink.incremental.pruning import PrunedRead
-    from mvsink.incremental.telescope import ChangeFrames
     from mvsink.plan.tree import PlanNode
 
 log = logging.getLogger(__name__)
@@ -52,21 +50,13 @@ DRIVER_SCAN_FACTOR: Final = 2.0
 # ---------------------------------------------------------------- the terms
 
 
-def terms_in_driver(
-    spark: SparkSession,
-    view: ViewDefinition,
-    desc: BatchDescription,
-    base: dict[str, int],
-    changed: list[SourceRead],
-    frames: ChangeFrames,
-    plan: Any,
-    pruned: dict[str, list[PrunedRead]],
-) -> pa.Table | None:
+def terms_in_driver(ct: ChangeTerms, plan: Any, pruned: dict[str, list[PrunedRead]]) -> pa.Table | None:
     """Δ per group from :func:`delta_in_driver`, or None (Spark's terms; logged why): the aggregate mode's entry."""
     from mvsink import settings
     from mvsink.plan.read import plan_tree
     from mvsink.plan.tree import PlanFormatError
 
+    spark, view = ct.spark, ct.view
     if not settings.incremental_driver_terms() or plan.input is None:
         return None
     if is_connect(spark):  # (no typed plan over Spark Connect)
@@ -77,7 +67,7 @@ def terms_in_driver(
         return None
     try:
         tree = plan_tree(spark, plan.queries.input_query, desired=plan.input)
-        got = delta_in_driver(spark, view, desc, base, changed, frames, plan, pruned, tree=tree)
+        got = delta_in_driver(ct, plan, pruned, tree=tree)
     except PlanFormatError:
         return None
     except Exception:  # noqa: BLE001 (whatever went wrong here, Spark's terms give the answer)
@@ -90,12 +80,7 @@ def terms_in_driver(
 
 
 def delta_in_driver(
-    spark: SparkSession,
-    view: ViewDefinition,
-    desc: BatchDescription,
-    base: dict[str, int],
-    changed: list[SourceRead],
-    frames: ChangeFrames,
+    ct: ChangeTerms,
     plan: Any,  # mvsink.incremental.aggplan.StatePlan (not imported: aggstate imports this module)
     pruned: dict[str, list[PrunedRead]],
     *,
@@ -107,14 +92,15 @@ def delta_in_driver(
     from mvsink.columns import DIFF
     from mvsink.engines.arrow import MAX_DRIVER_ROWS, change_rows
     from mvsink.engines.duckdb import duckdb_cursor
-    from mvsink.incremental.telescope import SIGN, change_terms
+    from mvsink.incremental.telescope import SIGN, ChangeFrames, change_terms
 
+    spark, desc, base, changed = ct.spark, ct.desc, ct.base, ct.changed
     why = unsupported(tree)
     if why:
         return f"DuckDB might not evaluate {why} as Spark does"
     if any(s.kind == "view" for s in desc.sources):
         return "a source is a view"
-    sets = frames.sets or {}
+    sets = (ct.frames.sets if isinstance(ct.frames, ChangeFrames) else None) or {}
     missing = [s.name for s in changed if s.name not in sets]
     if missing:
         return f"the change of {missing[0]!r} is not plain Parquet files"

@@ -66,9 +66,9 @@ if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame, SparkSession
     from pyspark.sql.types import DataType, StructType
 
-    from mvsink.core.batch import BatchDescription, SourceRead
+    from mvsink.core.batch import BatchDescription
     from mvsink.core.table import ViewTable
-    from mvsink.definitions.view import ViewDefinition
+    from mvsink.incremental.changeinputs import ChangeInputs
     from mvsink.plan.splits import AggregateSplit
 
 log = logging.getLogger(__name__)
@@ -177,17 +177,14 @@ def strip_operators(spark: SparkSession, df: DataFrame, chain: tuple[str, ...], 
 
 
 def group_corrections(
-    spark: SparkSession,
-    view: ViewDefinition,
-    desc: BatchDescription,
+    ci: ChangeInputs,
     *,
-    base: dict[str, int],
     desired: DataFrame,
     table: ViewTable,
     table_df: Callable[[], DataFrame],
     with_error: bool,
 ) -> tuple[DataFrame | pa.Table | None, str]:
-    """Corrections of ``desc`` from recomputing only the groups the sources' changes touch, or (None, why not).
+    """Corrections of ``ci.desc`` from recomputing only the groups the sources' changes touch, or (None, why not).
 
     ``desired``: the view's query over the sources at the versions ``desc`` reads (analysed, not run);
     ``table``/``table_df()``: the view's table at the version write read (delta-rs's handle; Spark's read of
@@ -197,26 +194,22 @@ def group_corrections(
     the recomputed groups collected; the table's rows are read in the driver and the corrections are an Arrow
     table. More keys: the same by Spark.
     """
-    from mvsink.incremental.linear import changed_sources, source_check
     from mvsink.plan.splits import aggregate_keys
 
-    why = source_check(desc, base)
-    if why:
-        return None, why
+    spark, view, desc, changed = ci.spark, ci.view, ci.desc, ci.changed
     if with_error:
         return None, (
             "the view has checks (or its table has error rows): their totals cannot be counted "
             "from the affected groups alone"
         )
-    changed = changed_sources(desc, base)
     got = aggregate_keys(spark, view.query, [s.name for s in changed], desired=desired)
     if isinstance(got, str):
         return None, got
     key_columns, split = got
-    prepared = _guarded_changes(spark, view, desc, base, changed, table, desired=desired)
+    prepared = _guarded_changes(ci, table, desired=desired)
     if isinstance(prepared, str):
         return None, prepared
-    keys = _affected_keys(spark, view, desc, base, split, key_columns, prepared=prepared)
+    keys = _affected_keys(ci, split, key_columns, prepared=prepared)
     if isinstance(keys, str):
         return None, keys
     recomputed = _recomputed(spark, desc, desired, table, table_df, keys, key_columns)
@@ -316,14 +309,7 @@ def _few_keys(
 
 
 def _guarded_changes(
-    spark: SparkSession,
-    view: ViewDefinition,
-    desc: BatchDescription,
-    base: dict[str, int],
-    changed: list[SourceRead],
-    table: ViewTable,
-    *,
-    desired: DataFrame,
+    ci: ChangeInputs, table: ViewTable, *, desired: DataFrame
 ) -> dict[str, tuple[DataFrame, DataFrame]] | str:
     """The sources' changes (:func:`~mvsink.incremental.linear.prepare_changes`), or why not: too large, or
     change terms that would read more than the full diff (the scan guard, on the pruned reads; the join edges
@@ -333,12 +319,11 @@ def _guarded_changes(
     from mvsink.incremental.telescope import term_reads
     from mvsink.plan.read import plan_tree
 
-    prepared = prepare_changes(
-        spark, view, desc, base, changed, tree=lambda: plan_tree(spark, view.query, desired=desired)
-    )
+    prepared = prepare_changes(ci, tree=lambda: plan_tree(ci.spark, ci.view.query, desired=desired))
     if isinstance(prepared, str):
         return prepared
-    too_big = scan_guard(desc, base, changed, table, pruned=term_reads(spark, view, desc, base, changed, prepared))
+    ct = ci.terms(prepared)
+    too_big = scan_guard(ct, table, pruned=term_reads(ct))
     return too_big or prepared
 
 
@@ -388,10 +373,7 @@ def _by_spark(
 
 
 def _affected_keys(
-    spark: SparkSession,
-    view: ViewDefinition,
-    desc: BatchDescription,
-    base: dict[str, int],
+    ci: ChangeInputs,
     split: AggregateSplit,
     key_columns: list[str],
     *,
@@ -401,11 +383,10 @@ def _affected_keys(
     or why they cannot be found. Leaves every source registered at the version ``desc`` reads."""
     from pyspark.sql import functions as F
 
-    from mvsink.incremental.linear import changed_sources
     from mvsink.incremental.telescope import ChangeFrames, telescope
     from mvsink.plan.tree import PlanFormatError
 
-    changed = changed_sources(desc, base)
+    spark, view = ci.spark, ci.view
     chain = (*split.chain, split.kind)
     # Filters (HAVING, rn <= k) and Sorts above P come off, and a Distinct itself (its input rows are its keys).
     drop = frozenset(i for i, name in enumerate(chain) if name in ("Filter", "Sort", "Distinct"))
@@ -426,7 +407,7 @@ def _affected_keys(
         return out.select(*key_cols, *([F.lit(sign).cast("bigint").alias(_SIGN)] if signed else []))
 
     try:
-        terms = telescope(spark, view, desc, base, changed, frames, term)
+        terms = telescope(ci.terms(frames), term)
     except PlanFormatError as exc:
         return f"the query's plan could not be taken apart: {exc}"
     union = functools.reduce(lambda a, b: a.unionByName(b), terms)

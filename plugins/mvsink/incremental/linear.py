@@ -54,6 +54,7 @@ if TYPE_CHECKING:
 
     from mvsink.core.batch import BatchDescription, SourceRead
     from mvsink.definitions.view import ViewDefinition
+    from mvsink.incremental.changeinputs import ChangeInputs, ChangeTerms
     from mvsink.location import Where
     from mvsink.plan.tree import PlanNode
 
@@ -180,16 +181,12 @@ def max_fraction() -> float:
 
 
 def prepare_changes(
-    spark: SparkSession,
-    view: ViewDefinition,
-    desc: BatchDescription,
-    base: dict[str, int],
-    changed: list[SourceRead],
+    ci: ChangeInputs,
     *,
     sizes: dict[str, int] | None = None,
     tree: Callable[[], PlanNode] | None = None,
 ) -> ChangeFrames | str:
-    """(inserted, deleted) rows of each changed source since ``base``, or why they cannot be used.
+    """(inserted, deleted) rows of each changed source (``ci.changed``) since ``ci.base``, or why they cannot be used.
 
     A table source's come from its Delta log; a view source's are its own updates since the last read
     (:func:`view_change_frames`). Refuses a change set that is over :func:`max_fraction` of the source's
@@ -198,6 +195,7 @@ def prepare_changes(
     """
     from mvsink.core.table import open_delta, plain_parquet_files
 
+    spark, view, desc, base, changed = ci.spark, ci.view, ci.desc, ci.base, ci.changed
     changes: dict[str, ChangeSet | ViewChanges] = {}
     fraction = max_fraction()
     for s in changed:
@@ -337,16 +335,13 @@ def changed_sources(desc: BatchDescription, base: dict[str, int]) -> list[Source
 
 
 def incremental_corrections(
-    spark: SparkSession,
-    view: ViewDefinition,
-    desc: BatchDescription,
+    ci: ChangeInputs,
     *,
-    base: dict[str, int],
     desired: DataFrame | None = None,
     with_error: bool = False,
     observation: Observation | None = None,
 ) -> tuple[DataFrame | pa.Table | None, str]:
-    """Corrections of ``desc`` computed from the sources' changes since ``base``, or (None, why not).
+    """Corrections of ``ci.desc`` computed from the sources' changes since ``ci.base``, or (None, why not).
 
     Few corrections come back as an Arrow table consolidated in the driver (:mod:`mvsink.engines.duckdb`),
     more as a DataFrame consolidated by Spark.
@@ -364,28 +359,18 @@ def incremental_corrections(
     from mvsink.spark.declaredchecks import apply_checks
     from mvsink.spark.transforms import consolidate
 
-    why_not = source_check(desc, base)
-    if why_not:
-        return None, why_not
-    changed = changed_sources(desc, base)
+    spark, view, desc, changed = ci.spark, ci.view, ci.desc, ci.changed
     why = {k: v for k, v in linearity(spark, view.query, [s.name for s in changed], desired=desired).items() if v}
     if why:  # the plan first: in classic Spark it is already analysed (Connect: one EXPLAIN)
         name, reason = next(iter(why.items()))
         return None, f"{NOT_LINEAR} {name!r}: {reason}"
     sizes: dict[str, int] = {}
-    frames = prepare_changes(
-        spark, view, desc, base, changed, sizes=sizes, tree=lambda: plan_tree(spark, view.query, desired=desired)
-    )
+    frames = prepare_changes(ci, sizes=sizes, tree=lambda: plan_tree(spark, view.query, desired=desired))
     if isinstance(frames, str):
         return None, frames
-    terms = _signed_terms(spark, view, desc, base, changed, frames, desired=desired) or telescope(
-        spark,
-        view,
-        desc,
-        base,
-        changed,
-        frames,
-        lambda sign: spark.sql(view.query).select("*", F.lit(sign).cast("bigint").alias(DIFF)),
+    ct = ci.terms(frames)
+    terms = _signed_terms(ct, desired=desired) or telescope(
+        ct, lambda sign: spark.sql(view.query).select("*", F.lit(sign).cast("bigint").alias(DIFF))
     )
     union = terms[0]
     for t in terms[1:]:
@@ -406,16 +391,7 @@ def incremental_corrections(
     return corr, reason
 
 
-def _signed_terms(
-    spark: SparkSession,
-    view: ViewDefinition,
-    desc: BatchDescription,
-    base: dict[str, int],
-    changed: list[SourceRead],
-    frames: dict[str, tuple[DataFrame, DataFrame]],
-    *,
-    desired: DataFrame | None,
-) -> list[DataFrame] | None:
+def _signed_terms(ct: ChangeTerms, *, desired: DataFrame | None) -> list[DataFrame] | None:
     """One change term per changed source (:func:`telescope_signed`: the other sources read once, not twice),
     where the query can carry the sign (:func:`signed_query`) and Spark analyses each signed term to the
     query's own columns and ``_mv_diff``; else None (the caller makes two terms per source)."""
@@ -427,14 +403,10 @@ def _signed_terms(
 
     if desired is None:
         return None
+    view = ct.view
     try:
         terms = telescope_signed(
-            spark,
-            view,
-            desc,
-            base,
-            changed,
-            frames,
+            ct,
             functools.partial(signed_query, view.query, weight=DIFF),
             finish=lambda term: term.withColumn(DIFF, F.col(DIFF).cast("bigint")),
         )

@@ -33,11 +33,11 @@ from mvsink.spark.session import is_connect
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterator
 
-    from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql import DataFrame
 
     from mvsink.core.batch import BatchDescription, SourceRead
     from mvsink.core.deltalog import ChangeSet
-    from mvsink.definitions.view import ViewDefinition
+    from mvsink.incremental.changeinputs import ChangeInputs, ChangeTerms
     from mvsink.incremental.pruning import PrunedRead
     from mvsink.plan.tree import PlanNode
 
@@ -150,18 +150,11 @@ class ChangeFrames(dict[str, "tuple[DataFrame, DataFrame]"]):
 Choice = tuple[dict[str, "DataFrame"], "Callable[[], DataFrame]"]
 
 
-def telescope(
-    spark: SparkSession,
-    view: ViewDefinition,
-    desc: BatchDescription,
-    base: dict[str, int],
-    changed: list[SourceRead],
-    frames: dict[str, tuple[DataFrame, DataFrame]],
-    term: Callable[[int], DataFrame],
-) -> list[DataFrame]:
+def telescope(ct: ChangeTerms, term: Callable[[int], DataFrame]) -> list[DataFrame]:
     """``term(weight)`` once per change term and choice of inserted or deleted rows of each of its change sets
     (``weight``: the term's coefficient times the choices' signs), with the sources registered as that term
-    reads them. Leaves every source registered at the version ``desc`` reads."""
+    reads them. Leaves every source registered at the version ``ct.desc`` reads."""
+    frames = ct.frames
 
     def choices(t: Term) -> list[Choice]:
         out: list[Choice] = []
@@ -171,28 +164,21 @@ def telescope(
             out.append((regs, lambda weight=weight: term(weight)))  # type: ignore[misc]
         return out
 
-    return _telescoping(spark, view, desc, base, changed, choices, frames)
+    return _telescoping(ct, choices)
 
 
-def _telescoping(
-    spark: SparkSession,
-    view: ViewDefinition,
-    desc: BatchDescription,
-    base: dict[str, int],
-    changed: list[SourceRead],
-    choices: Callable[[Term], list[Choice]],
-    frames: dict[str, tuple[DataFrame, DataFrame]],
-) -> list[DataFrame]:
+def _telescoping(ct: ChangeTerms, choices: Callable[[Term], list[Choice]]) -> list[DataFrame]:
     """The loop of :func:`telescope` and :func:`telescope_signed`: for each :class:`Term`, every other source
     registered at the version the term reads it (filtered by the term's join keys where :func:`term_reads`
     says so), then each of ``choices(term)``: its change frames registered and the term made. Leaves every
-    source registered at the version ``desc`` reads."""
+    source registered at the version ``ct.desc`` reads."""
+    spark, desc, base = ct.spark, ct.desc, ct.base
     terms: list[DataFrame] = []
-    pruned = term_reads(spark, view, desc, base, changed, frames)
+    pruned = term_reads(ct)
     cache: dict[tuple[str, bool], DataFrame] = {}  # each source's read at a version made once (Delta loads it once)
     current: dict[str, tuple[bool, int] | None] = {s.name: (False, 0) for s in desc.sources}  # as registered now
     try:
-        for t in change_terms(changed, base):
+        for t in change_terms(ct.changed, base):
             reads = {r.source: r for r in pruned.get(t.key, [])}
             made = choices(t)
             mine = {s.name for s in t.changes}
@@ -209,7 +195,7 @@ def _telescoping(
                         pruning.record_whole(o, t.version(o, base))
                 state = (old, id(r) if r is not None else 0)
                 if current.get(o.name) != state:
-                    _register_source(spark, view, desc, base, o, old=old, read=r, cache=cache)
+                    _register_source(ct, o, old=old, read=r, cache=cache)
                     current[o.name] = state
             for regs, make in made:
                 for name, frame in regs.items():
@@ -221,39 +207,29 @@ def _telescoping(
     finally:
         for src in desc.sources:  # back at the version desc reads
             if current.get(src.name) != (False, 0):
-                _register_source(spark, view, desc, base, src, old=False, cache=cache)
+                _register_source(ct, src, old=False, cache=cache)
     return terms
 
 
-def term_reads(
-    spark: SparkSession,
-    view: ViewDefinition,
-    desc: BatchDescription,
-    base: dict[str, int],
-    changed: list[SourceRead],
-    frames: dict[str, tuple[DataFrame, DataFrame]],
-) -> dict[str, list[PrunedRead]]:
+def term_reads(ct: ChangeTerms) -> dict[str, list[PrunedRead]]:
     """For each change term (:func:`change_terms`, by :attr:`Term.key`), the other sources it reads pruned by
     its change sets' join keys (:mod:`mvsink.incremental.pruning`; one Spark job per key source). Asked once per
-    refresh: the result is kept on ``frames`` when it is a :class:`ChangeFrames`."""
+    refresh: the result is kept on ``ct.frames`` when it is a :class:`ChangeFrames`."""
+    desc, base, frames = ct.desc, ct.base, ct.frames
     if isinstance(frames, ChangeFrames) and frames.pruned is not None:
         return frames.pruned
     out: dict[str, list[PrunedRead]] = {}
     if len(desc.sources) > 1:
         files = frames.files if isinstance(frames, ChangeFrames) else None
         tree = frames.tree if isinstance(frames, ChangeFrames) else None
-        tp = pruning.TermPruning(spark, view.query, list(desc.sources), change_files=files, tree=tree)
+        tp = pruning.TermPruning(ct.spark, ct.view.query, list(desc.sources), change_files=files, tree=tree)
         if tp.edges:
             cache: dict[tuple[str, bool], DataFrame] = {}
-            for t in change_terms(changed, base):
+            for t in change_terms(ct.changed, base):
                 mine = {s.name for s in t.changes}
                 read_at = {
                     o.name: (
-                        pruning.lazy(
-                            functools.partial(
-                                _source_frame, spark, view, desc, base, o, old=o.name in t.old, cache=cache
-                            )
-                        ),
+                        pruning.lazy(functools.partial(_source_frame, ct, o, old=o.name in t.old, cache=cache)),
                         t.version(o, base),
                     )
                     for o in desc.sources
@@ -296,19 +272,13 @@ def scan_estimate(
 
 
 def _source_frame(
-    spark: SparkSession,
-    view: ViewDefinition,
-    desc: BatchDescription,
-    base: dict[str, int],
-    s: SourceRead,
-    *,
-    old: bool,
-    cache: dict[tuple[str, bool], DataFrame] | None = None,
+    ci: ChangeInputs, s: SourceRead, *, old: bool, cache: dict[tuple[str, bool], DataFrame] | None = None
 ) -> DataFrame:
     """Source ``s`` as the last refresh read it (``old``) or as this batch reads it (``cache``: the reads
     already made, by source and ``old``)."""
     from mvsink.spark.sources import read_source
 
+    desc = ci.desc
     key = (s.name, old)
     if cache is not None and key in cache:
         return cache[key]
@@ -316,18 +286,15 @@ def _source_frame(
         assert desc.base_time is not None
         version, time = s.version, desc.base_time if old else desc.time
     else:
-        version, time = base[s.name] if old else s.version, desc.time
-    df = read_source(spark, view, s, version=version, time=time)
+        version, time = ci.base[s.name] if old else s.version, desc.time
+    df = read_source(ci.spark, ci.view, s, version=version, time=time)
     if cache is not None:
         cache[key] = df
     return df
 
 
 def _register_source(
-    spark: SparkSession,
-    view: ViewDefinition,
-    desc: BatchDescription,
-    base: dict[str, int],
+    ci: ChangeInputs,
     s: SourceRead,
     *,
     old: bool,
@@ -336,9 +303,9 @@ def _register_source(
 ) -> None:
     """Register source ``s`` as the last refresh read it (``old``) or as this batch reads it (``read``: pruned by
     a term's join keys; ``cache``: the reads already made, by source and ``old``)."""
-    df = _source_frame(spark, view, desc, base, s, old=old, cache=cache)
+    df = _source_frame(ci, s, old=old, cache=cache)
     if read is not None:
-        df = read.frame(spark, s, base[s.name] if old else s.version, df)
+        df = read.frame(ci.spark, s, ci.base[s.name] if old else s.version, df)
     df.createOrReplaceTempView(s.name)
 
 
@@ -389,12 +356,7 @@ def signed_query(query: str, source: str | tuple[str, ...], *, weight: str = "_m
 
 
 def telescope_signed(
-    spark: SparkSession,
-    view: ViewDefinition,
-    desc: BatchDescription,
-    base: dict[str, int],
-    changed: list[SourceRead],
-    frames: dict[str, tuple[DataFrame, DataFrame]],
+    ct: ChangeTerms,
     signed_sql: Callable[[tuple[str, ...]], str | None],
     *,
     finish: Callable[[DataFrame], DataFrame] | None = None,
@@ -409,12 +371,13 @@ def telescope_signed(
     be signed together; ``finish`` (if given) is applied to each term's query. A term of several change sets
     that are not signed together reads its first one signed and chooses the others' inserted or deleted rows as
     in :func:`telescope`, their signs multiplied into ``weight``; the term's coefficient is multiplied in too.
-    Leaves every source registered at the version ``desc`` reads.
+    Leaves every source registered at the version ``ct.desc`` reads.
     """
     from pyspark.sql import functions as F
 
+    spark, frames = ct.spark, ct.frames
     sql = functools.cache(signed_sql)
-    if not all(sql((s.name,)) for s in changed):
+    if not all(sql((s.name,)) for s in ct.changed):
         return None
 
     def signed(s: SourceRead) -> DataFrame:
@@ -440,4 +403,4 @@ def telescope_signed(
             out.append((regs, lambda factor=factor: make((first.name,), factor)))  # type: ignore[misc]
         return out
 
-    return _telescoping(spark, view, desc, base, changed, choices, frames)
+    return _telescoping(ct, choices)

@@ -57,12 +57,13 @@ if TYPE_CHECKING:
     from collections.abc import Callable
 
     import pyarrow as pa
-    from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql import DataFrame
     from pyspark.sql.types import DataType
 
     from mvsink.core.batch import BatchDescription, SourceRead
     from mvsink.core.table import ViewTable
     from mvsink.definitions.view import ViewDefinition
+    from mvsink.incremental.changeinputs import ChangeInputs
     from mvsink.incremental.telescope import ChangeFrames
     from mvsink.plan.tree import PlanNode
 
@@ -202,17 +203,14 @@ def key_positions(view: ViewDefinition, desired: DataFrame, split: TopKSplit) ->
 
 
 def topk_corrections(
-    spark: SparkSession,
-    view: ViewDefinition,
-    desc: BatchDescription,
+    ci: ChangeInputs,
     *,
-    base: dict[str, int],
     desired: DataFrame,
     table: ViewTable,
     table_df: Callable[[], DataFrame],
     with_error: bool,
 ) -> tuple[DataFrame | pa.Table | None, str]:
-    """Corrections of ``desc`` for a top-k view from the sources' changes, or (None, why not).
+    """Corrections of ``ci.desc`` for a top-k view from the sources' changes, or (None, why not).
 
     ``desired``: the view's query over the sources at the versions ``desc`` reads (analysed, not run);
     ``table``/``table_df()``: the view's table at the version write read (delta-rs's handle; Spark's read of
@@ -225,15 +223,12 @@ def topk_corrections(
     from pyspark.errors import PySparkException
 
     from mvsink.incremental.groups import groupable
-    from mvsink.incremental.linear import changed_sources, prepare_changes, source_check
+    from mvsink.incremental.linear import prepare_changes
     from mvsink.plan.read import plan_tree
     from mvsink.plan.tree import PlanFormatError
     from mvsink.spark.messages import first_paragraph
 
-    why = source_check(desc, base)
-    if why:
-        return None, why
-    changed = changed_sources(desc, base)
+    spark, view, desc, changed = ci.spark, ci.view, ci.desc, ci.changed
     try:
         tree = plan_tree(spark, view.query, desired=desired)
     except PlanFormatError as exc:
@@ -251,7 +246,7 @@ def topk_corrections(
         return None, f"column {bad[0]!r} has a type Spark cannot group rows by"
     if is_connect(spark):
         return None, "over Spark Connect the query's plan cannot be taken apart"
-    frames = prepare_changes(spark, view, desc, base, changed, tree=lambda: tree)
+    frames = prepare_changes(ci, tree=lambda: tree)
     if isinstance(frames, str):
         return None, frames
     names = ", ".join(s.name for s in changed)
@@ -265,7 +260,7 @@ def topk_corrections(
 
     if got is not None:  # no Spark job: Δ read from the change files
         return in_driver(got)
-    union = _change(spark, view, desc, base, split, frames)
+    union = _change(ci, split, frames)
     if isinstance(union, str):
         return None, union
     try:
@@ -280,23 +275,15 @@ def topk_corrections(
         return None, f"the change of the ORDER BY's input could not be computed: {first_paragraph(exc)}"
 
 
-def _change(
-    spark: SparkSession,
-    view: ViewDefinition,
-    desc: BatchDescription,
-    base: dict[str, int],
-    split: TopKSplit,
-    frames: ChangeFrames,
-) -> DataFrame | str:
+def _change(ci: ChangeInputs, split: TopKSplit, frames: ChangeFrames) -> DataFrame | str:
     """The change terms of M in the view's columns, each row with its sign (``_mv_topk_n``); not run."""
     from pyspark.sql import functions as F
 
     from mvsink.incremental.groups import strip_operators
-    from mvsink.incremental.linear import changed_sources
     from mvsink.incremental.telescope import telescope
     from mvsink.plan.tree import PlanFormatError
 
-    changed = changed_sources(desc, base)
+    spark, view = ci.spark, ci.view
     chain = split.chain
     drop = frozenset(i for i, name in enumerate(chain) if name in ("GlobalLimit", "LocalLimit", "Sort"))
 
@@ -305,7 +292,7 @@ def _change(
         return out.select("*", F.lit(sign).cast("bigint").alias(_N))
 
     try:
-        terms = telescope(spark, view, desc, base, changed, frames, term)
+        terms = telescope(ci.terms(frames), term)
     except PlanFormatError as exc:
         return f"the query's plan could not be taken apart: {exc}"
     return functools.reduce(lambda a, b: a.unionByName(b), terms)

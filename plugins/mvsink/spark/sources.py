@@ -14,6 +14,7 @@ other snapshot is read by Delta's own reader (delta-spark: ``spark.read.format("
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import functools
 from collections import defaultdict
 from collections.abc import Iterator
@@ -73,23 +74,70 @@ _PLAIN_PARTITION_TYPES = (
 )
 
 
+@dataclasses.dataclass(eq=False)
+class Snapshot:
+    """A Delta table at one version as Spark reads it, opened once per write step (:func:`snapshot`): where it is,
+    delta-rs's handle, and (read on first use) its Spark schema, partition columns and plain files."""
+
+    path: Where
+    version: int
+    delta: DeltaTable
+
+    @functools.cached_property
+    def schema(self) -> StructType:
+        return spark_schema_of(self.delta)
+
+    @functools.cached_property
+    def partition_columns(self) -> list[str]:
+        return list(self.delta.metadata().partition_columns)
+
+    @functools.cached_property
+    def files(self) -> list[ChangeFile] | None:
+        """The active files if Spark may read them as plain Parquet (``MVSINK_SOURCE_READS=auto``, files plain,
+        partition columns of simple types and at most ``MVSINK_PLAIN_READ_MAX_PARTITIONS`` values), else None
+        (Delta's reader)."""
+        if settings.source_reads() != "auto" or not plain_parquet_files(self.delta):
+            return None
+        parts = self.partition_columns
+        if parts and any(self.schema[c].dataType.typeName() not in _PLAIN_PARTITION_TYPES for c in parts):
+            return None
+        files = snapshot_files(self.path, self.version)
+        if files is None or len({f.partition_values for f in files}) > settings.plain_read_max_partitions():
+            return None
+        return files
+
+    def read_files(self, spark: SparkSession, files: list[ChangeFile]) -> DataFrame:
+        """``files`` (some of :attr:`files`) as plain Parquet rows of the table's schema."""
+        return read_files(spark, files, self.schema, self.partition_columns, with_change_type=False)
+
+
+def snapshot(path: Where, version: int, *, role: str) -> Snapshot:
+    """The table at ``path`` at ``version`` ("role" names it in errors), opened once per write step."""
+    return cached_snapshot(
+        ("snapshot", path, version),
+        lambda: Snapshot(path, version, open_readable(path, version=version, role=role)),  # (an error if missing)
+    )
+
+
 def read_delta(spark: SparkSession, path: Where, *, version: int | None, role: str) -> DataFrame:
     """A Delta snapshot as a DataFrame at ``version``: its files as plain Parquet where :func:`plain_files` lists
     them, else by Delta's reader (the DataFrame is built once per version within a write step:
     :func:`mvsink.core.deltalog.snapshot_cache`)."""
     if version is None:
-        return _read_delta(spark, path, version=version, role=role)
-    return cached_snapshot(
-        ("spark", id(spark), path, version), lambda: _read_delta(spark, path, version=version, role=role)
-    )
-
-
-def _read_delta(spark: SparkSession, path: Where, *, version: int | None, role: str) -> DataFrame:
-    dt = open_readable(path, version=version, role=role)  # a clear error for a missing table or version
-    files = plain_files(path, version) if version is not None else None
-    if files is None:
+        open_readable(path, version=version, role=role)  # a clear error for a missing table
         return delta_reader(spark, path, version=version)
-    return _plain_read(spark, dt, files)
+    return read_snapshot(spark, snapshot(path, version, role=role))
+
+
+def read_snapshot(spark: SparkSession, snap: Snapshot) -> DataFrame:
+    """:func:`read_delta` of an opened snapshot (built once per write step)."""
+
+    def make() -> DataFrame:
+        if snap.files is None:
+            return delta_reader(spark, snap.path, version=snap.version)
+        return snap.read_files(spark, snap.files)
+
+    return cached_snapshot(("spark", id(spark), snap.path, snap.version), make)
 
 
 def read_delta_files(
@@ -100,37 +148,16 @@ def read_delta_files(
     listed = plain_files(path, version)
     if listed is None:
         return None
-    dt = open_readable(path, version=version, role=role)
     wanted = set(files)
-    return _plain_read(spark, dt, [f for f in listed if f.path in wanted])
+    return snapshot(path, version, role=role).read_files(spark, [f for f in listed if f.path in wanted])
 
 
 def plain_files(path: Where, version: int) -> list[ChangeFile] | None:
-    """The snapshot's active files if Spark may read them as plain Parquet (``MVSINK_SOURCE_READS=auto``, files
-    plain, partition columns of simple types and at most ``MVSINK_PLAIN_READ_MAX_PARTITIONS`` values), else None
+    """The snapshot's active files if Spark may read them as plain Parquet (:attr:`Snapshot.files`), else None
     (Delta's reader). Cached per write step."""
     if settings.source_reads() != "auto":
         return None
-
-    def make() -> list[ChangeFile] | None:
-        dt = open_readable(path, version=version, role=f"Delta table {path}")
-        if not plain_parquet_files(dt):
-            return None
-        parts = list(dt.metadata().partition_columns)
-        if parts:
-            schema = spark_schema_of(dt)
-            if any(schema[c].dataType.typeName() not in _PLAIN_PARTITION_TYPES for c in parts):
-                return None
-        files = snapshot_files(path, version)
-        if files is None or len({f.partition_values for f in files}) > settings.plain_read_max_partitions():
-            return None
-        return files
-
-    return cached_snapshot(("plain_files", path, version), make)
-
-
-def _plain_read(spark: SparkSession, dt: DeltaTable, files: list[ChangeFile]) -> DataFrame:
-    return read_files(spark, files, spark_schema_of(dt), list(dt.metadata().partition_columns), with_change_type=False)
+    return snapshot(path, version, role=f"Delta table {path}").files
 
 
 def read_files(
@@ -221,11 +248,12 @@ def read_source(spark: SparkSession, view: ViewDefinition, s: SourceRead, *, ver
     """Source ``s`` as the view's query reads it: a table at ``version``; an upstream view's contents at ``time``
     from its table at ``version`` (its ok rows, each repeated by its multiplicity, without hidden columns)."""
     role = f"view {view.name}: source '{s.name}'"
-    df = read_delta(spark, s.path, version=version, role=role)
+    snap = snapshot(s.path, version, role=role)
+    df = read_snapshot(spark, snap)
     if s.kind != "view":
         return df
     assert s.view is not None
-    up = ViewTable.open_path(s.path, s.view, version=version, check=False).frontier
+    up = ViewTable(s.path, s.view, snap.delta).frontier  # (the snapshot's handle: not opened again)
     if time < up.since:
         from mvsink.exceptions import SourceError
 

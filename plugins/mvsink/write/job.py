@@ -17,7 +17,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from mvsink.columns import DIFF, ERROR, is_hidden
-from mvsink.core import storage
 from mvsink.core.batch import BatchDescription, WriteReport
 from mvsink.core.checks import add_counts, counts_of
 from mvsink.core.commitinfo import format_reads
@@ -25,8 +24,8 @@ from mvsink.core.deltalog import snapshot_cache
 from mvsink.core.failpoints import failpoint
 from mvsink.core.schema import encode_schema
 from mvsink.core.sparklocation import spark_uri
-from mvsink.core.staging import batch_location, discard_batch, staged_files, write_intent, write_manifest
-from mvsink.core.table import ViewTable
+from mvsink.core.staging import Staging
+from mvsink.core.table import ViewTable, no_table
 from mvsink.definitions.view import ViewDefinition
 from mvsink.definitions.viewfile import load_view_file
 from mvsink.exceptions import MvSinkError, SchemaChangedError
@@ -35,9 +34,8 @@ from mvsink.incremental.modes.base import PlanFacts, WriteInputs
 from mvsink.incremental.modes.full import refresh_change
 from mvsink.incremental.modes.registry import REFRESH_MODES, Choice, choose
 from mvsink.incremental.pruning import current_reads, read_log
-from mvsink.location import Location, join
 from mvsink.spark.conf import apply_storage_conf
-from mvsink.spark.sources import arrow_table_schema, read_delta, register_sources, spark_schema_of
+from mvsink.spark.sources import Snapshot, arrow_table_schema, read_snapshot, register_sources
 from mvsink.spark.validation import analyse, compare_schema
 
 if TYPE_CHECKING:
@@ -121,10 +119,9 @@ def _run_write(spark: SparkSession, view: ViewDefinition, desc: BatchDescription
 
     t0 = time.monotonic()
     apply_storage_conf(spark, view)  # a shared session (in-process, Connect) may not have been started for it
+    register_sources(spark, view, desc)
     table = ViewTable.open_path(desc.target, view.name)
     fr = table.frontier
-
-    register_sources(spark, view, desc)
     result = analyse(spark, view)
     # Tables of views with checks carry _mv_error; a table that has it keeps it (checks removed later
     # retract the error rows); tables of views that never had checks stay as they were.
@@ -238,11 +235,14 @@ def _corrections(
 
     Corrections are a DataFrame, or an Arrow table when they were computed in the driver (few rows)."""
     fr = table.frontier
-    if table.exists:
-        compare_schema(view, result.schema, spark_schema_of(table.delta))
+    snap = Snapshot(table.path, fr.version, table.delta) if table.exists else None  # (the handle write opened)
+    if snap is not None:
+        compare_schema(view, result.schema, snap.schema)
 
     def table_df() -> DataFrame:  # the table as Spark reads it (once per write step), for the modes that do
-        return read_delta(spark, desc.target, version=fr.version, role=table.role)
+        if snap is None:
+            raise no_table(table.path, role=table.role)
+        return read_snapshot(spark, snap)
 
     base = desc.base_versions or {}
     inputs = WriteInputs(spark, view, desc, base, result, state, table, table_df, with_error, check_obs)
@@ -265,21 +265,6 @@ def _local_sizes(corr: pa.Table) -> dict[str, int]:
     return {"added": sum(d for d in diffs if d > 0), "retracted": -sum(d for d in diffs if d < 0)}
 
 
-def _write_local(corr: pa.Table, folder: Location) -> dict[str, int]:
-    """Write corrections held in the driver as the batch's one Parquet file (none when empty), as Spark would."""
-    import uuid
-
-    import pyarrow.parquet as pq
-
-    storage.delete_dir(folder)  # as Spark's overwrite: an earlier try's files go
-    if corr.num_rows:
-        fs, inner = storage.filesystem(join(folder, f"part-00000-{uuid.uuid4()}-c000.snappy.parquet"))
-        fs.create_dir(inner.rsplit("/", 1)[0], recursive=True)
-        with fs.open_output_stream(inner) as out:
-            pq.write_table(corr, out, compression="snappy")
-    return _local_sizes(corr)
-
-
 def _stage(
     view: ViewDefinition,
     desc: BatchDescription,
@@ -296,7 +281,7 @@ def _stage(
     from pyspark.sql import DataFrame as DataFrameType
     from pyspark.sql import Observation
 
-    folder = batch_location(desc.target, desc.batch_id)
+    staging = Staging.of(desc.target, desc.batch_id)
     # The batch folder is overwritten below. A try of this write orphaned by a killed Airflow task may
     # get here after a retry of the same batch committed: never overwrite a batch that can no longer
     # be staged (its files may be the table's now).
@@ -306,19 +291,20 @@ def _stage(
         )
         return dataclasses.replace(head, status="stale", seconds=time.monotonic() - t0)
     t_stage = time.monotonic()
-    write_intent(desc.target, desc.batch_id)
+    staging.write_intent()
     try:
         if isinstance(corr, DataFrameType):
             obs = Observation(f"mvsink_{desc.batch_id[-8:]}")
-            corr.observe(obs, *_sizes()).write.mode("overwrite").parquet(spark_uri(folder))
+            corr.observe(obs, *_sizes()).write.mode("overwrite").parquet(spark_uri(staging.folder))
             metrics = obs.get
         else:
-            metrics = _write_local(corr, folder)
+            staging.write_rows(corr)
+            metrics = _local_sizes(corr)
     except Exception:
         # A writer that won the race may have cleaned up this (now dead) batch under us.
         now = ViewTable.open_path(desc.target, view.name, check=False).frontier
         if now.upper > desc.lower:
-            discard_batch(desc.target, desc.batch_id)
+            staging.discard()
             log.warning(
                 "view %s: batch [%d, %d) went stale while staging (upper is now %d); staged nothing",
                 view.name,
@@ -328,7 +314,7 @@ def _stage(
             )
             return dataclasses.replace(head, status="stale", seconds=time.monotonic() - t0)
         raise
-    files = staged_files(desc.target, desc.batch_id)
+    files = staging.files()
     report = dataclasses.replace(
         head,
         status="staged" if files else "empty",
@@ -341,7 +327,7 @@ def _stage(
     )
     report = dataclasses.replace(report, phases={**report.phases, "stage": time.monotonic() - t_stage})
     if files:
-        write_manifest(desc.target, report)
+        staging.write_manifest(report)
         log.info(
             "view %s: staged %d file(s), %d bytes: +%d -%d rows in batch %s",
             view.name,
@@ -353,7 +339,7 @@ def _stage(
         )
         failpoint("write:after_staging", view=view.name)
     else:
-        discard_batch(desc.target, desc.batch_id)
+        staging.discard()
         log.info("view %s: no corrections; nothing staged", view.name)
     return report
 

@@ -53,10 +53,7 @@ class AggregateState:
     def run(self, inputs: WriteInputs, change: Change) -> Corrections | NotApplicable:
         assert inputs.state is not None
         corr, why = aggregate_corrections(
-            inputs.spark,
-            inputs.view,
-            inputs.desc,
-            base=inputs.base,
+            inputs.changes(change),
             plan=inputs.state,
             table=inputs.table,
             table_df=inputs.table_df,

@@ -14,6 +14,7 @@ import functools
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Literal, Protocol
 
+from mvsink.incremental.changeinputs import ChangeInputs
 from mvsink.spark.session import is_connect
 
 if TYPE_CHECKING:
@@ -144,6 +145,12 @@ class WriteInputs:
     table_df: Callable[[], DataFrame]
     with_error: bool
     check_obs: Observation | None
+
+    def changes(self, change: Change) -> ChangeInputs:
+        """What an incremental mode reads ``change`` with: its changed sources, in the description's order."""
+        names = set(change.sources)
+        changed = [s for s in self.desc.sources if s.name in names]
+        return ChangeInputs(self.spark, self.view, self.desc, self.base, changed)
 
 
 class RefreshMode(Protocol):

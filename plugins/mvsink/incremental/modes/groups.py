@@ -44,10 +44,7 @@ class AffectedGroups:
 
     def run(self, inputs: WriteInputs, change: Change) -> Corrections | NotApplicable:
         corr, why = group_corrections(
-            inputs.spark,
-            inputs.view,
-            inputs.desc,
-            base=inputs.base,
+            inputs.changes(change),
             desired=inputs.state.desired if inputs.state else inputs.result,
             table=inputs.table,
             table_df=inputs.table_df,

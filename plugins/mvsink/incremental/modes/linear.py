@@ -43,10 +43,7 @@ class Linear:
 
     def run(self, inputs: WriteInputs, change: Change) -> Corrections | NotApplicable:
         corr, reason = incremental_corrections(
-            inputs.spark,
-            inputs.view,
-            inputs.desc,
-            base=inputs.base,
+            inputs.changes(change),
             desired=inputs.result,
             with_error=inputs.with_error,
             observation=inputs.check_obs,

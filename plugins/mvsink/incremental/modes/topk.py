@@ -51,10 +51,7 @@ class TopK:
 
     def run(self, inputs: WriteInputs, change: Change) -> Corrections | NotApplicable:
         corr, why = topk_corrections(
-            inputs.spark,
-            inputs.view,
-            inputs.desc,
-            base=inputs.base,
+            inputs.changes(change),
             desired=inputs.result,
             table=inputs.table,
             table_df=inputs.table_df,
