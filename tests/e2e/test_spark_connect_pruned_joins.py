@@ -5,8 +5,6 @@ from __future__ import annotations
 
 import json
 import random
-import subprocess
-import sys
 
 import pytest
 from deltalake import DeltaTable
@@ -14,6 +12,7 @@ from deltalake import DeltaTable
 from mvsink.definitions.catalog import Catalog
 from mvsink.readers.arrow import read_view
 from tests.spark.test_pruned_joins import BAND, LINEAR, Q3, _dims, _lineitems, _orders
+from tests.support.cli import run_cli_process
 from tests.support.delta import BASE, HOUR, delete_at, write_at
 from tests.support.oracle import multiset, oracle
 from tests.support.viewfiles import write_view
@@ -45,26 +44,9 @@ def test_pruned_change_terms_through_spark_connect(env, tmp_path, monkeypatch, c
             delete_at(data / "orders", "o_orderkey <= 3", r - 40_000)
             delete_at(data / "lineitem", "l_orderkey <= 3", r - 30_000)
         for name, (query, sources, mode) in cases.items():
-            out = subprocess.run(
-                [
-                    sys.executable,
-                    "-m",
-                    "mvsink",
-                    "refresh",
-                    name,
-                    "--at",
-                    str(r),
-                    "--remote",
-                    connect_url,
-                    "--json",
-                    "--views-dir",
-                    str(views),
-                ],
-                capture_output=True,
-                text=True,
-                timeout=300,
+            out = run_cli_process(
+                views, "refresh", name, "--at", str(r), "--remote", connect_url, "--json", timeout=300
             )
-            assert out.returncode == 0, out.stderr[-3000:]
             res = json.loads(out.stdout)
             assert res["status"] == "appended" and res["mode"] == ("full" if k == 0 else mode), res
             assert multiset(read_view(catalog.get(name), as_of=r)) == oracle(

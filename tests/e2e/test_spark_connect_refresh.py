@@ -4,13 +4,12 @@ from __future__ import annotations
 
 import json
 import random
-import subprocess
-import sys
 
 import pytest
 
 from mvsink.definitions.catalog import Catalog
 from mvsink.readers.arrow import read_view
+from tests.support.cli import run_cli_process
 from tests.support.data import PROJECT, make_orders
 from tests.support.delta import BASE, HOUR, delete_at, staged_leftovers, write_at
 from tests.support.oracle import multiset, oracle
@@ -41,26 +40,7 @@ def test_refreshes_through_spark_connect_match_oracle(env, tmp_path, monkeypatch
             delete_at(orders, "id % 3 = 0", r - 30_000)
         for name, query, mode in (("proj", PROJECT, "incremental"), ("agg", AGGREGATE, "incremental:aggregate")):
             # a fresh process, as a CLI call or an Airflow task is (a classic session lives in this one)
-            out = subprocess.run(
-                [
-                    sys.executable,
-                    "-m",
-                    "mvsink",
-                    "refresh",
-                    name,
-                    "--at",
-                    str(r),
-                    "--remote",
-                    url,
-                    "--json",
-                    "--views-dir",
-                    str(views),
-                ],
-                capture_output=True,
-                text=True,
-                timeout=300,
-            )
-            assert out.returncode == 0, out.stderr[-3000:]
+            out = run_cli_process(views, "refresh", name, "--at", str(r), "--remote", url, "--json", timeout=300)
             res = json.loads(out.stdout)
             assert res["status"] == "appended" and res["upper"] == r + 1
             assert res["mode"] == ("full" if k == 0 else mode), res
