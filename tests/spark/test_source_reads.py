@@ -125,7 +125,8 @@ def test_a_snapshot_of_many_local_files_is_listed_without_a_spark_job(spark, tmp
         assert spark.conf.get("spark.sql.sources.parallelPartitionDiscovery.threshold") == "32"
         assert sorted(r["id"] for r in df.collect()) == list(range(40))
     finally:
-        spark.sparkContext.setJobGroup("", "")
+        spark.sparkContext.setLocalProperty("spark.jobGroup.id", None)  # no group again, as before the test
+        spark.sparkContext.setLocalProperty("spark.job.description", None)
 
 
 def _partitioned(path: str) -> None:

@@ -98,16 +98,18 @@ def _delta_log_jobs(spark: SparkSession, ids: set[int]) -> int:
 
 
 def _spark_jobs(spark: SparkSession) -> set[int] | None:
-    """The ids of the jobs Spark ran so far (outside job groups), or None where Spark cannot say (Connect)."""
+    """The ids of the jobs Spark ran so far in this thread's job group (none set: the jobs outside every group), or
+    None where Spark cannot say (Connect)."""
     try:
         sc = spark.sparkContext
+        group = sc.getLocalProperty("spark.jobGroup.id")  # a caller's job group holds the write step's jobs too
         tracker = sc.statusTracker()
         jtracker, jvm = getattr(tracker, "_jtracker", None), getattr(sc, "_jvm", None)
         if jtracker is None or jvm is None:
-            return set(tracker.getJobIdsForGroup())
+            return set(tracker.getJobIdsForGroup(group))
         # A Java int[] of up to spark.ui.retainedJobs ids, as text in one py4j call (pyspark's list() of the array
         # makes one call per element: 0.1 s for 400 jobs, twice a write step).
-        text = str(jvm.java.util.Arrays.toString(jtracker.getJobIdsForGroup(None)))
+        text = str(jvm.java.util.Arrays.toString(jtracker.getJobIdsForGroup(group)))
         return {int(x) for x in text.strip("[]").split(",") if x.strip()}
     except Exception:  # Spark Connect has no SparkContext
         return None
