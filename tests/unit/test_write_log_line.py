@@ -21,7 +21,8 @@ def _report(**kw) -> WriteReport:
 
 
 class ClassicSpark:
-    """What run_write asks of a classic session: its jobs (ids grow by three during the step)."""
+    """What run_write asks of a classic session: its job group (none) and its jobs (ids grow by three during the
+    step)."""
 
     def __init__(self):
         self.calls = 0
@@ -31,13 +32,17 @@ class ClassicSpark:
         outer = self
 
         class Tracker:
-            def getJobIdsForGroup(self):  # noqa: N802
+            def getJobIdsForGroup(self, jobGroup=None):  # noqa: N802, N803 (pyspark's names)
+                assert jobGroup is None
                 outer.calls += 1
                 return [0, 1] if outer.calls == 1 else [0, 1, 2, 3, 4]
 
         class Context:
             def statusTracker(self):  # noqa: N802
                 return Tracker()
+
+            def getLocalProperty(self, key):  # noqa: N802
+                return None
 
         return Context()
 
