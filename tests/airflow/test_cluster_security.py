@@ -19,6 +19,7 @@ from mvsink.devtools.localairflow import LocalAirflow, free_port
 from mvsink.spark.connect import start_server
 from tests.support.airflow import (
     dags_folder,
+    migrated_home,
     post_run,
     runs,
     task_log,
@@ -44,7 +45,13 @@ def cluster(tmp_path_factory, spark):
     write_view(dags / "views", "proj", query=PROJECT, sources={"orders": "orders"}, target="views/proj", as_of=BASE)
     saved = os.environ.pop("SPARK_LOCAL_IP", None)  # the project must bind loopback by itself
     try:
-        af = LocalAirflow(root / "home", dags, data_root=data, extra_env={"MVSINK_REPORTS_DIR": str(root / "reports")})
+        af = LocalAirflow(
+            root / "home",
+            dags,
+            data_root=data,
+            extra_env={"MVSINK_REPORTS_DIR": str(root / "reports")},
+            migrated_home=migrated_home(),
+        )
         af.env.pop("SPARK_LOCAL_IP", None)
         port = free_port()
         server = start_server(port=port, log_path=root / "connect.log")

@@ -26,6 +26,7 @@ from deltalake import DeltaTable
 from mvsink.devtools.demo import build_sources
 from mvsink.devtools.localairflow import LocalAirflow
 from mvsink.times import format_time, parse_time
+from tests.support.airflow import migrated_home
 from tests.support.browser import artifacts_dir, browser_page
 
 pytestmark = [pytest.mark.browser, pytest.mark.airflow, pytest.mark.slow]
@@ -85,6 +86,7 @@ def airflow(tmp_path_factory, connect_url):
         extra_env={"MVSINK_REPORTS_DIR": str(root / "reports")},
         spark="connect",
         connect_url=connect_url,
+        migrated_home=migrated_home(),
     )
     af.start()
     try:

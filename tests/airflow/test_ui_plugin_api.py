@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from mvsink.devtools.localairflow import LocalAirflow
+from tests.support.airflow import migrated_home
 from tests.support.refreshlog import BASE, HOUR, refresh, source, view_file
 
 pytestmark = [pytest.mark.airflow, pytest.mark.slow]
@@ -50,7 +51,7 @@ def airflow(tmp_path_factory):
         refresh(catalog, "later", BASE + HOUR, added=4, nbytes=2048)
     finally:
         os.environ.pop("MVSINK_DATA_ROOT")
-    af = LocalAirflow(root / "home", dags, data_root=data)
+    af = LocalAirflow(root / "home", dags, data_root=data, migrated_home=migrated_home())
     af.start(components=("api-server", "scheduler"))  # the plugin needs no DAG processor
     try:
         yield af, views

@@ -9,11 +9,13 @@
 
 from __future__ import annotations
 
+import atexit
 import json
 import shutil
 import sqlite3
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import closing, contextmanager
@@ -29,6 +31,20 @@ T = TypeVar("T")
 DAG_FILE = REPO / "dags" / "mvsink_views.py"
 
 
+_MIGRATED: list[Path] = []
+
+
+def migrated_home() -> Path:
+    """An Airflow home migrated once per test process (``airflow db migrate``); every installation of the tests
+    starts from a copy of its database and configuration (``LocalAirflow(migrated_home=...)``)."""
+    if not _MIGRATED:
+        home = Path(tempfile.mkdtemp(prefix="mvsink-airflow-home-"))
+        LocalAirflow(home, home / "dags").migrate()
+        atexit.register(shutil.rmtree, home, ignore_errors=True)
+        _MIGRATED.append(home)
+    return _MIGRATED[0]
+
+
 class AirflowHome(LocalAirflow):
     """LocalAirflow's environment without starting servers (DagBag, `airflow dags test`)."""
 
@@ -41,6 +57,7 @@ class AirflowHome(LocalAirflow):
             root / "dags",
             data_root=data_root,
             extra_env={"MVSINK_REPORTS_DIR": str(root / "reports")},
+            migrated_home=migrated_home(),
         )
         self.data = data_root
         self.env.pop("MVSINK_FAIL_POINTS", None)
@@ -52,10 +69,6 @@ class AirflowHome(LocalAirflow):
             {"conn_type": "spark_connect", "host": host, "port": port}
         )
         self.env["MVSINK_SPARK_CONN_ID"] = CONNECT_CONN_ID
-
-    def migrate(self) -> None:
-        self.home.mkdir(parents=True, exist_ok=True)
-        self.run("db", "migrate")
 
     def python(self, code: str) -> subprocess.CompletedProcess[str]:
         return subprocess.run([sys.executable, "-c", code], env=self.env, capture_output=True, text=True, timeout=300)
@@ -136,6 +149,7 @@ def running_airflow(
         extra_env={"MVSINK_REPORTS_DIR": str(root / "reports"), **(extra_env or {})},
         spark="connect" if connect_url else "submit",
         connect_url=connect_url,
+        migrated_home=migrated_home(),
     )
     af.start()
     try:

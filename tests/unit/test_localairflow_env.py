@@ -51,3 +51,36 @@ def test_a_running_connect_server_is_used_and_never_started_or_stopped(tmp_path)
     assert af.connect_server is None
     with pytest.raises(ValueError, match="connect_url is for spark='connect'"):
         LocalAirflow(tmp_path / "home", tmp_path / "dags", spark="submit", connect_url="sc://localhost:15999")
+
+
+def test_a_copied_home_has_its_own_paths_and_secrets(tmp_path):
+    """``copy_migrated_home``: the database byte for byte; the configuration with the new home's paths and new
+    secrets (a valid Fernet key), readable by its owner only; the migrated home is left as it was."""
+    import base64
+    import stat
+
+    from mvsink.devtools.localairflow import copy_migrated_home
+
+    migrated, home = tmp_path / "migrated", tmp_path / "home"
+    migrated.mkdir()
+    home.mkdir()
+    (migrated / "airflow.db").write_bytes(b"SQLite format 3\0rows")
+    cfg = (
+        f"[core]\ndags_folder = {migrated}/dags\nfernet_key = OLDFERNET=\n[database]\n"
+        f"sql_alchemy_conn = sqlite:///{migrated}/airflow.db\n[api]\nsecret_key = OLDSECRET==\n"
+        "[api_auth]\njwt_secret = OLDJWT==\n[aws]\naws_secret_key = kept\n"
+    )
+    (migrated / "airflow.cfg").write_text(cfg)
+    copy_migrated_home(migrated, home)
+    assert (home / "airflow.db").read_bytes() == b"SQLite format 3\0rows"
+    new = (home / "airflow.cfg").read_text()
+    assert str(migrated) not in new
+    assert f"dags_folder = {home}/dags" in new and f"sql_alchemy_conn = sqlite:///{home}/airflow.db" in new
+    values = dict(line.split(" = ", 1) for line in new.splitlines() if " = " in line)
+    assert {values["fernet_key"], values["secret_key"], values["jwt_secret"]}.isdisjoint(
+        {"OLDFERNET=", "OLDSECRET==", "OLDJWT=="}
+    )
+    assert len(base64.urlsafe_b64decode(values["fernet_key"])) == 32
+    assert values["aws_secret_key"] == "kept"
+    assert stat.S_IMODE((home / "airflow.cfg").stat().st_mode) == 0o600
+    assert (migrated / "airflow.cfg").read_text() == cfg
