@@ -29,7 +29,17 @@ $(JARS)/.fetched: spark_jobs/pom.xml
 	mvn -B -q -f spark_jobs/pom.xml dependency:copy-dependencies -DoutputDirectory=$(CURDIR)/$(JARS)
 	touch $@
 
-install: $(VENV)/.installed $(STORAGE_SERVERS)/azurite-blob $(STORAGE_SERVERS)/s3rver $(JARS)/.fetched
+# mvsink's Spark Connect plugin (spark_jobs/connect: a relation that answers a client's analysed plan, so a Connect
+# client reads the same plan facts as a classic session; docs/spark.md), compiled against pyspark's own jars
+PLUGIN_SRC := $(wildcard spark_jobs/connect/mvsink/connect/*.java)
+$(JARS)/mvsink-connect-plugin.jar: $(JARS)/.fetched $(VENV)/.installed $(PLUGIN_SRC)
+	rm -rf $(JARS)/.plugin-classes
+	javac --release 17 -nowarn -cp "$$($(PY) -c 'import os, pyspark; print(os.path.dirname(pyspark.__file__))')/jars/*" \
+		-d $(JARS)/.plugin-classes $(PLUGIN_SRC)
+	jar cf $@ -C $(JARS)/.plugin-classes .
+	rm -rf $(JARS)/.plugin-classes
+
+install: $(VENV)/.installed $(STORAGE_SERVERS)/azurite-blob $(STORAGE_SERVERS)/s3rver $(JARS)/.fetched $(JARS)/mvsink-connect-plugin.jar
 
 ## demo: source tables with 4 days of history, example views refreshed at several times
 demo: install

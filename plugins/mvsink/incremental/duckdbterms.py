@@ -27,7 +27,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, Final
 
 from mvsink.engines.duckdbsql import Untranslatable, duckdb_schema, duckdb_sql, unsupported
-from mvsink.spark.session import is_connect
+from mvsink.spark.connectplan import has_plan
 
 __all__ = ["DRIVER_SCAN_FACTOR", "MAX_TERM_BYTES", "delta_in_driver", "terms_in_driver", "unsupported"]
 
@@ -59,8 +59,8 @@ def terms_in_driver(ct: ChangeTerms, plan: Any, pruned: dict[str, list[PrunedRea
     spark, view = ct.spark, ct.view
     if not settings.incremental_driver_terms() or plan.input is None:
         return None
-    if is_connect(spark):  # (no typed plan over Spark Connect)
-        log.info("view %s: change terms by Spark: over Spark Connect the plan's types cannot be read", view.name)
+    if not has_plan(plan.input):  # (a Connect server without mvsink's plugin: no typed plan)
+        log.info("view %s: change terms by Spark: this Spark Connect server gives no typed plan", view.name)
         return None
     if str(spark.conf.get("spark.sql.ansi.enabled")).lower() != "true":  # (without it Spark wraps an overflow)
         log.info("view %s: change terms by Spark: Spark is not in ANSI mode", view.name)

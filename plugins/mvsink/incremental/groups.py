@@ -43,8 +43,8 @@ three steps (DESIGN.md section 8; the split is :func:`mvsink.plan.splits.aggrega
 
 Not eligible (the full diff, with the reason): views with checks (their totals cannot be counted from the
 affected groups alone), a global aggregate, a window without PARTITION BY, a key that is an expression or not
-in the view's output, an input C that is not linear, Spark Connect (its EXPLAIN text has no expression ids
-to prove the keys), and everything the linear path refuses. ``ORDER BY ... LIMIT`` is :mod:`mvsink.incremental.topk`.
+in the view's output, an input C that is not linear, a Spark Connect server without mvsink's plugin (its EXPLAIN
+text has no expression ids to prove the keys), and everything the linear path refuses. ``ORDER BY ... LIMIT`` is :mod:`mvsink.incremental.topk`.
 """
 
 from __future__ import annotations
@@ -55,6 +55,7 @@ from typing import TYPE_CHECKING, Any, Final
 
 from mvsink.columns import DIFF, ERROR, TIME
 from mvsink.engines.arrow import collect_small, same_equality
+from mvsink.spark.connectplan import has_plan
 from mvsink.spark.session import is_connect
 from mvsink.spark.transforms import null_safe_match
 from mvsink.spark.transforms import quote_name as _quote
@@ -152,14 +153,21 @@ def _inline_filter(rows: list[Any], key_columns: list[str], types: list[DataType
 def strip_operators(spark: SparkSession, df: DataFrame, chain: tuple[str, ...], drop: frozenset[int]) -> DataFrame:
     """``df`` without the operators at depths ``drop`` of ``chain`` (operator names from the plan's root down).
 
-    Works on the analysed plan object (classic Spark, over py4j): each dropped operator must keep its input's
-    columns (Filter, Sort, Distinct, limits), so the operators above it stay valid. Raises PlanFormatError
-    when the plan's top is not ``chain``.
+    Works on the analysed plan object (classic Spark over py4j; over Spark Connect in the server, by mvsink's
+    plugin): each dropped operator must keep its input's columns (Filter, Sort, Distinct, limits), so the
+    operators above it stay valid. Raises PlanFormatError when the plan's top is not ``chain``.
     """
     from pyspark.sql import DataFrame
 
     from mvsink.plan.tree import PlanFormatError
 
+    if is_connect(df):  # the same, by mvsink's plugin in the Connect server
+        from mvsink.spark import connectplan
+
+        try:
+            return connectplan.strip_operators(df, chain, drop)
+        except ValueError as exc:
+            raise PlanFormatError(str(exc).removeprefix("mvsink: ")) from None
     jvm = spark._jvm
     assert jvm is not None
     path = []
@@ -390,8 +398,8 @@ def _affected_keys(
     chain = (*split.chain, split.kind)
     # Filters (HAVING, rn <= k) and Sorts above P come off, and a Distinct itself (its input rows are its keys).
     drop = frozenset(i for i, name in enumerate(chain) if name in ("Filter", "Sort", "Distinct"))
-    if drop and is_connect(spark):
-        return "over Spark Connect the query's plan cannot be taken apart (its filters hide groups)"
+    if drop and not has_plan(spark.sql(view.query)):
+        return "over this Spark Connect server the query's plan cannot be taken apart (its filters hide groups)"
     signed = split.kind == "Distinct"
     frames: dict[str, tuple[DataFrame, DataFrame]] = prepared
     if not signed:  # (the net changes' keys are among the changes': the pruned reads still hold)

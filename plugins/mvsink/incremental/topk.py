@@ -49,7 +49,7 @@ from typing import TYPE_CHECKING, Final
 from mvsink.columns import DIFF, TIME
 from mvsink.engines.arrow import collect_small
 from mvsink.incremental.duckdbtopk import CHANGE_COUNT, refresh_in_driver, sort_column
-from mvsink.spark.session import is_connect
+from mvsink.spark.connectplan import has_plan
 from mvsink.spark.transforms import null_safe_match
 from mvsink.spark.transforms import quote_name as _quote
 
@@ -244,8 +244,8 @@ def topk_corrections(
     bad = [f.name for f in desired.schema.fields if not groupable(f.dataType)]
     if bad:
         return None, f"column {bad[0]!r} has a type Spark cannot group rows by"
-    if is_connect(spark):
-        return None, "over Spark Connect the query's plan cannot be taken apart"
+    if not has_plan(desired):
+        return None, "over this Spark Connect server the query's plan cannot be taken apart"
     frames = prepare_changes(ci, tree=lambda: tree)
     if isinstance(frames, str):
         return None, frames

@@ -22,7 +22,8 @@ hold none of the keys (:mod:`mvsink.incremental.pruning` does the reading). This
 
 Sources read more than once, through a CTE or a subquery, or with an attribute that cannot be traced, give
 no edge: the term then reads that source whole (failing closed costs time, never rows). The JSON plan
-(classic Spark) carries attribute ids; from the EXPLAIN text (Spark Connect) the parser keeps the
+(classic Spark; Spark Connect with mvsink's server plugin) carries attribute ids; from the EXPLAIN text (a
+Connect server without the plugin) the parser keeps the
 ``name#id`` references of View outputs, Project and Aggregate lists and equality conjuncts
 (:func:`mvsink.plan.read._add_text_refs`), which is all this reads.
 """

@@ -164,8 +164,8 @@ def linearity(
 ) -> dict[str, str | None]:
     """For each source: None if the query is linear in it, else why not.
 
-    Classic Spark reads the analyzed plan of ``desired`` (or analyses ``query``; nothing runs);
-    Spark Connect runs ``EXPLAIN EXTENDED`` (it has no plan objects on the client).
+    Classic Spark reads the analyzed plan of ``desired`` (or analyses ``query``; nothing runs); Spark Connect
+    the same plan from mvsink's server plugin, else ``EXPLAIN EXTENDED`` (:func:`mvsink.plan.read.plan_tree`).
     """
     try:
         tree = plan_tree(spark, query, desired=desired)

@@ -5,9 +5,11 @@ Reading the plan (all into one small typed tree, ``PlanNode`` / ``PlanExpr``)
       ``class`` and ``num-children``; expressions and subquery plans are nested likewise) -> ``tree_from_json``;
       if that fails, the plan object is walked over py4j (``tree_from_jvm``). Spark's own
       ``analyzed.deterministic()`` is recorded on the root and must be true as well.
-    * Spark Connect (no plan objects on the client): the analyzed section of ``EXPLAIN EXTENDED``
-      text -> ``tree_from_explain``. Only function names are visible there, so that path is coarser
-      (see below) but uses the same tables and the same analysis.
+    * Spark Connect (no plan objects on the client): the same JSON and flag from mvsink's plugin in the Connect
+      server (:mod:`mvsink.spark.connectplan`) -> ``tree_from_json``: the same tree as a classic session's.
+      A server without the plugin: the analyzed section of ``EXPLAIN EXTENDED`` text -> ``tree_from_explain``.
+      Only function names are visible there, so that path is coarser (see below) but uses the same tables and
+      the same analysis.
     The splits at a view's top operator (``aggregate_split``; the top-k split in ``mvsink.incremental.topk``) also
     need expression ids (not in the EXPLAIN text) and a Window's PARTITION BY, a Sort's directions and a
     limit's value (read from the JSON only); where a path lacks them, the split fails closed.
@@ -533,30 +535,55 @@ def _text_attrs(name: str, args: str) -> dict[str, Any]:
 def tree_of_dataframe(df: DataFrame) -> PlanNode:
     """The analyzed plan of a classic DataFrame: its JSON, else the plan object walked over py4j."""
     analyzed = df._jdf.queryExecution().analyzed()
+    return _tree_of_analyzed(str(analyzed.toJSON()), bool(analyzed.deterministic()), fallback=lambda: analyzed)
+
+
+def _tree_of_analyzed(doc: str, deterministic: bool, *, fallback: Any = None) -> PlanNode:
+    """The tree of an analysed plan's JSON, with Spark's ``deterministic`` on its root; if the JSON cannot be read
+    and ``fallback()`` gives the plan object (classic Spark), that object walked over py4j."""
     try:
-        tree = tree_from_json(str(analyzed.toJSON()))
+        tree = tree_from_json(doc)
     except Exception as json_exc:  # a plan whose JSON Spark cannot write, or that this module cannot read
+        if fallback is None:
+            raise PlanFormatError(f"its JSON could not be read ({json_exc})") from json_exc
         log.debug("reading the analyzed plan object over py4j: its JSON failed (%s)", json_exc)
         try:
-            tree = tree_from_jvm(analyzed)
+            tree = tree_from_jvm(fallback())
         except Exception as jvm_exc:
             raise PlanFormatError(
                 f"neither its JSON ({json_exc}) nor the plan object ({jvm_exc}) could be read"
             ) from jvm_exc
     attrs = dict(tree.attrs)
-    attrs["deterministic"] = bool(analyzed.deterministic())
+    attrs["deterministic"] = deterministic
     return dataclasses.replace(tree, attrs=attrs)
 
 
+def connect_tree(df: DataFrame) -> PlanNode | None:
+    """The analysed plan of a Spark Connect DataFrame as the classic path reads it (its JSON, from mvsink's server
+    plugin: :mod:`mvsink.spark.connectplan`), or None where the server has no plugin."""
+    from mvsink.spark.connectplan import analyzed_plan
+
+    got = analyzed_plan(df)
+    return None if got is None else _tree_of_analyzed(*got)
+
+
 def plan_tree(spark: SparkSession, query: str, *, desired: DataFrame | None = None) -> PlanNode:
-    """The analyzed plan of ``query`` (or of ``desired``, the query already analysed) as a tree."""
-    if not is_connect(spark) and (desired is None or not is_connect(desired)):
+    """The analyzed plan of ``query`` (or of ``desired``, the query already analysed) as a tree.
+
+    Within a write step an analysed DataFrame's plan is read once (a mode's ``applies`` and its ``run`` both ask).
+    The cache entry holds the DataFrame itself, so its id is not reused while the entry lives. Over Spark Connect
+    the tree comes from the server's plugin, else (a server without it) from the EXPLAIN text.
+    """
+    connect = is_connect(spark) or (desired is not None and is_connect(desired))
+    if not connect:
         if desired is None:
             return tree_of_dataframe(spark.sql(query))
-        # Within a write step an analysed DataFrame's plan is read once (a mode's ``applies`` and its ``run`` both
-        # ask). The entry holds the DataFrame itself, so its id is not reused while the entry lives.
         df = desired
         return cached_snapshot(("plan", id(df)), lambda: (df, tree_of_dataframe(df)))[1]
+    frame = desired if desired is not None else spark.sql(query)
+    tree = cached_snapshot(("plan", id(frame)), lambda: (frame, connect_tree(frame)))[1]
+    if tree is not None:
+        return tree
     text = spark.sql("EXPLAIN EXTENDED " + query).collect()[0][0]
     if ANALYZED not in text:
         raise PlanFormatError("EXPLAIN returned no analyzed plan")

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from mvsink.exceptions import MvSinkError, SparkConnectUnavailableError
+from mvsink.spark import jars
 from mvsink.spark.conf import DEFAULT_SPARK_CONF, master_conf
 from mvsink.spark.jars import DELTA_SESSION_CONF, require_delta
 from mvsink.spark.submit import spark_submit_binary, submit_env
@@ -33,6 +34,8 @@ SERVER_CLASS = "org.apache.spark.sql.connect.service.SparkConnectServer"
 DEFAULT_PORT = 15002
 # Session-level settings a Connect client may set (static ones are fixed at server start).
 SESSION_CONF_PREFIXES = ("spark.sql.", "spark.databricks.delta.")
+#: The server setting that registers Connect relation plugins (static).
+PLUGIN_CONF = "spark.connect.extensions.relation.classes"
 
 
 def server_command(
@@ -58,6 +61,12 @@ def server_command(
         "spark.connect.grpc.binding.port": str(port),
         **(conf or {}),
     }
+    plugin = jars.connect_plugin_jar()
+    if plugin is not None:  # the analysed plans of its clients' queries (spark_jobs/connect; plan/connectplan.py)
+        path = settings.get("spark.driver.extraClassPath")
+        settings["spark.driver.extraClassPath"] = f"{path}:{plugin}" if path else str(plugin)
+        classes = [c for c in settings.get(PLUGIN_CONF, "").split(",") if c]
+        settings[PLUGIN_CONF] = ",".join([*classes, jars.CONNECT_PLUGIN_CLASS])
     cmd = [spark_submit_binary(), "--master", master, "--name", "mvsink-connect", "--class", SERVER_CLASS]
     for k, v in sorted(settings.items()):
         cmd += ["--conf", f"{k}={v}"]

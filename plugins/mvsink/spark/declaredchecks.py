@@ -66,18 +66,22 @@ def validate_checks(view: ViewDefinition, result: DataFrame) -> None:
                 f"{where} is of type {dtype.simpleString()}, not boolean. Fix: write a condition "
                 "that is true for good rows, e.g. qty > 0."
             )
-        if plan_deterministic(probe) is False:  # None over Spark Connect: the lexical check at parse time applies
+        if plan_deterministic(probe) is False:  # None (a Connect server without the plugin): the lexical check applies
             raise QueryError(f"{where} is not deterministic. Fix: make the check a function of the row.")
 
 
 def plan_deterministic(df: DataFrame) -> bool | None:
-    """Whether ``df``'s analysed plan is deterministic; None over Spark Connect (no plan on the client).
+    """Whether ``df``'s analysed plan is deterministic (Spark's own ``analyzed.deterministic``); over Spark Connect
+    from mvsink's server plugin (:mod:`mvsink.spark.connectplan`), None where the server has none.
 
-    Over Connect only the lexical check made when the view file is parsed applies. Any other
-    failure to read the plan propagates: it must not pass for "deterministic".
+    Then only the lexical check made when the view file is parsed applies. Any other failure to read the plan
+    propagates: it must not pass for "deterministic".
     """
     if is_connect(df):
-        return None
+        from mvsink.spark.connectplan import analyzed_plan
+
+        got = analyzed_plan(df)
+        return None if got is None else got[1]
     return bool(df._jdf.queryExecution().analyzed().deterministic())
 
 

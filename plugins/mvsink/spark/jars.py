@@ -9,7 +9,8 @@ module only builds settings and checks files, before any JVM starts.
   naming a missing one); :func:`mvsink.spark.conf.session_conf` puts them into a session's settings;
 - :func:`check_connector`: a location's Hadoop connector is there and matches pyspark's Hadoop version,
   checked before Spark starts (a mismatch otherwise fails 25-45 s later, deep in the JVM);
-- :func:`require_delta`: a session mvsink did not start (someone's Connect server) has Delta, else a clear error.
+- :func:`require_delta`: a session mvsink did not start (someone's Connect server) has Delta, else a clear error;
+- :func:`connect_plugin_jar`: mvsink's Spark Connect plugin, compiled by ``make install`` (spark_jobs/connect).
 """
 
 from __future__ import annotations
@@ -118,6 +119,19 @@ def available_connector_jars() -> list[Path]:
     folder = jars_folder()
     names = _listing(str(folder))
     return [folder / n for n in names if n.startswith(S3A_JARS + AZURE_JARS)]
+
+
+#: mvsink's Spark Connect plugin (spark_jobs/connect), built by ``make install`` beside the fetched jars.
+CONNECT_PLUGIN_JAR = "mvsink-connect-plugin.jar"
+#: Its relation plugin class: a client's relation in, its analysed plan's JSON out (plan/connectplan.py).
+CONNECT_PLUGIN_CLASS = "mvsink.connect.AnalyzedPlanRelation"
+
+
+def connect_plugin_jar() -> Path | None:
+    """The plugin jar in the jars folder, or None (a Connect server then starts without it: the plan facts its
+    clients need are read from EXPLAIN text, coarser)."""
+    folder = jars_folder()
+    return folder / CONNECT_PLUGIN_JAR if CONNECT_PLUGIN_JAR in _listing(str(folder)) else None
 
 
 def pyspark_hadoop_version() -> str | None:

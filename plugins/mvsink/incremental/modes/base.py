@@ -15,7 +15,7 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Literal, Protocol
 
 from mvsink.incremental.changeinputs import ChangeInputs
-from mvsink.spark.session import is_connect
+from mvsink.spark.connectplan import has_plan
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -97,9 +97,11 @@ class PlanFacts:
         """The query the table holds: the state query (visible columns, then the state) or the view's."""
         return self.state.desired if self.state is not None else self.result
 
-    @property
-    def remote(self) -> bool:
-        return is_connect(self.spark)
+    @functools.cached_property
+    def plan_readable(self) -> bool:
+        """The query's analysed plan can be taken apart as in a classic session: always there; over Spark Connect
+        where the server has mvsink's plugin (:func:`mvsink.spark.connectplan.has_plan`)."""
+        return has_plan(self.result)
 
     @functools.cached_property
     def tree(self) -> PlanNode | str:

@@ -45,8 +45,8 @@ class TopK:
         bad = [f.name for f in plan.result.schema.fields if not groupable(f.dataType)]
         if bad:
             return NotApplicable(f"column {bad[0]!r} has a type Spark cannot group rows by", "shape")
-        if plan.remote:
-            return NotApplicable("over Spark Connect the query's plan cannot be taken apart", "shape")
+        if not plan.plan_readable:
+            return NotApplicable("over this Spark Connect server the query's plan cannot be taken apart", "shape")
         return None
 
     def run(self, inputs: WriteInputs, change: Change) -> Corrections | NotApplicable:
