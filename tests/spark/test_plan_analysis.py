@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import subprocess
 import sys
 import textwrap
+from typing import Any
 
 import pytest
 
@@ -196,31 +198,31 @@ def test_fixture_cases_hold_on_live_plans(spark, views):
             assert (got is None) if expected is None else (got is not None and expected in got), (name, source, got)
 
 
-@pytest.mark.slow
-def test_spark_connect_reads_the_explain_text(connect_url):
-    """A real Spark Connect server: linearity() takes the EXPLAIN EXTENDED path and agrees with classic Spark."""
-    script = textwrap.dedent(
-        f"""
-        import json
-        from mvsink.spark.connect import remote_session
-        from mvsink.plan.linearity import linearity
-        from tests.fixtures.plans.regenerate import CASES
-        spark = remote_session("{connect_url}")
-        assert type(spark).__module__.startswith("pyspark.sql.connect")
-        spark.createDataFrame([(1, 1, 2.5, "A")], "id long, cust int, amount double, status string") \\
-            .createOrReplaceTempView("orders")
-        spark.createDataFrame([(1, "eu")], "cust int, region string").createOrReplaceTempView("customers")
-        spark.createDataFrame([(1, 1, 2.5, "A")], "id long, cust int, amount double, status string") \\
-            .createOrReplaceTempView("porders")
-        out = {{}}
-        for name, case in CASES.items():
-            desired = spark.sql(case["query"])
-            out[name] = linearity(spark, case["query"], list(case["expect"]), desired=desired)
-        print(json.dumps(out))
-        """
-    )
+#: How a session holds ``createDataFrame`` rows: an RDD in a classic session, a LocalRelation over Connect.
+LOCAL_DATA = ("LogicalRDD", "LocalRelation")
+
+
+def plan_shape(tree: Any) -> Any:
+    """A plan tree without its session's expression ids and CTE ids: operators in pre-order with their attributes
+    and, per operator, its expressions (class, referenced name, attributes such as a literal's type and value)."""
+    out = []
+    for node in tree.walk():
+        attrs = sorted((k, str(v)) for k, v in node.attrs.items() if k != "cte_id")
+        if node.name in LOCAL_DATA:  # (the fixture's temp views: local rows, held in either form)
+            node, attrs = dataclasses.replace(node, name="local rows"), []
+        exprs = [
+            [e.name, e.ref[0] if e.ref else None, sorted((k, str(v)) for k, v in e.attrs.items())]
+            for e in node.all_expressions()
+        ]
+        out.append([node.name, attrs, exprs])
+    return json.loads(json.dumps(out))
+
+
+def run_connect_client(script: str) -> Any:
+    """Run ``script`` in a Spark Connect client process (it cannot share this process with the classic session);
+    the JSON of its last line of output."""
     res = subprocess.run(
-        [sys.executable, "-c", script],
+        [sys.executable, "-c", textwrap.dedent(script)],
         capture_output=True,
         text=True,
         timeout=300,
@@ -228,11 +230,132 @@ def test_spark_connect_reads_the_explain_text(connect_url):
         cwd=REPO,  # `python -c` imports from the working folder first: `tests` is importable
     )
     assert res.returncode == 0, res.stderr[-3000:]
-    got = json.loads(res.stdout.strip().splitlines()[-1])
+    return json.loads(res.stdout.strip().splitlines()[-1])
+
+
+@pytest.mark.slow
+def test_spark_connect_reads_the_same_plan_as_a_classic_session(spark, views, connect_url):
+    """A real Spark Connect server with mvsink's plugin: every case's analysed plan reaches the client as the same
+    tree (operators, expressions, types, literals; ids aside) a classic session reads, with Spark's determinism,
+    and linearity() agrees with the expected verdicts."""
+    got = run_connect_client(
+        f"""
+        import json, tempfile
+        from pathlib import Path
+        from mvsink.spark.connect import remote_session
+        from mvsink.plan.linearity import linearity
+        from mvsink.plan.read import connect_tree
+        from tests.fixtures.plans.regenerate import CASES, register
+        from tests.spark.test_plan_analysis import SUBQUERIES, plan_shape
+        spark = remote_session("{connect_url}")
+        assert type(spark).__module__.startswith("pyspark.sql.connect")
+        register(spark, Path(tempfile.mkdtemp()))
+        out = {{}}
+        for name, query in [*((n, c["query"]) for n, c in CASES.items()), *SUBQUERIES.items()]:
+            desired = spark.sql(query)
+            tree = connect_tree(desired)
+            out[name] = {{
+                "shape": plan_shape(tree) if tree is not None else None,
+                "deterministic": tree.attrs.get("deterministic") if tree is not None else None,
+                "linearity": linearity(spark, query, ["orders", "customers", "porders"], desired=desired),
+            }}
+        print(json.dumps(out))
+        """
+    )
+    for name, query in [*((n, c["query"]) for n, c in CASES.items()), *SUBQUERIES.items()]:
+        classic = plan_tree(spark, query)
+        assert got[name]["shape"] == plan_shape(classic), name
+        assert got[name]["deterministic"] is classic.attrs["deterministic"] is True, name
+        assert got[name]["linearity"] == linearity(spark, query, ["orders", "customers", "porders"]), name
     for name, case in CASES.items():
         for source, expected in case["expect"].items():
-            r = got[name][source]
+            r = got[name]["linearity"][source]
             assert (r is None) if expected is None else (r is not None and expected in r), (name, source, r)
+
+
+@pytest.mark.slow
+def test_spark_connect_refuses_what_is_not_deterministic(connect_url, tmp_path):
+    """Over Spark Connect the plan's determinism is Spark's own, as in a classic session: rand() and a
+    non-deterministic Python UDF are refused, current_timestamp() is read as depending on the time; a view over
+    such a UDF (which the view file's lexical check cannot see) fails its validation with a clear error; a
+    deterministic UDF passes (and is not incremental: a UDF is not known to be linear)."""
+    from tests.support.delta import BASE
+    from tests.support.viewfiles import write_view
+
+    write_view(
+        tmp_path,
+        "nd_view",
+        query="SELECT id, nd(id) AS x FROM orders",
+        sources={"orders": "orders"},
+        target="views/nd_view",
+        as_of=BASE,
+    )
+    write_view(
+        tmp_path,
+        "dd_view",
+        query="SELECT id, dd(id) AS x FROM orders",
+        sources={"orders": "orders"},
+        target="views/dd_view",
+        as_of=BASE,
+    )
+    got = run_connect_client(
+        f"""
+        import json
+        from pyspark.sql.functions import udf
+        from mvsink.definitions.catalog import Catalog
+        from mvsink.exceptions import QueryError
+        from mvsink.spark.connect import remote_session
+        from mvsink.spark.declaredchecks import plan_deterministic
+        from mvsink.spark.validation import analyse
+        spark = remote_session("{connect_url}")
+        spark.createDataFrame([(1, "a")], "id long, s string").createOrReplaceTempView("orders")
+        spark.udf.register("nd", udf(lambda x: x, "long").asNondeterministic())
+        spark.udf.register("dd", udf(lambda x: x, "long"))
+        from mvsink.plan.linearity import nonlinear_reason
+        from mvsink.plan.read import connect_tree
+        out = {{}}
+        for name, query in {{
+            "rand": "SELECT id, rand() AS r FROM orders",
+            "now": "SELECT id, current_timestamp() AS t FROM orders",
+            "nd udf": "SELECT id, nd(id) AS x FROM orders",
+            "nd udf in a filter": "SELECT id FROM orders WHERE nd(id) > 0",
+            "dd udf": "SELECT id, dd(id) AS x FROM orders",
+            "plain": "SELECT id, upper(s) AS u FROM orders",
+        }}.items():
+            desired = spark.sql(query)
+            out[name] = [plan_deterministic(desired), nonlinear_reason(connect_tree(desired), "orders")]
+        # what a server answers for an extension no plugin takes (ours declines other types): the words
+        # mvsink.spark.connectplan matches to fall back to the EXPLAIN text on a server without the plugin
+        from pyspark.sql.connect.dataframe import DataFrame
+        from mvsink.spark.connectplan import NO_HANDLER, _plan_class
+        try:
+            DataFrame(_plan_class()("type.googleapis.com/mvsink.Unknown", b""), spark).collect()
+            out["unknown"] = "answered"
+        except Exception as exc:
+            out["unknown"] = NO_HANDLER in str(exc)
+        catalog = Catalog({str(tmp_path)!r})
+        for name in ("nd_view", "dd_view"):
+            try:
+                analyse(spark, catalog.get(name))
+                out[name] = "ok"
+            except QueryError as exc:
+                out[name] = str(exc)
+        print(json.dumps(out))
+        """
+    )
+    # Spark's own verdict (analyzed.deterministic), as in a classic session: current_timestamp() is deterministic
+    # within a query for Spark; the plan's reading names it as depending on the time (and the view file's lexical
+    # check refuses it before any plan is read: tests/unit/test_view_file_errors.py)
+    assert got["rand"][0] is False and "not deterministic or depends on the time or session (Rand)" in got["rand"][1]
+    for name in ("nd udf", "nd udf in a filter"):
+        assert got[name][0] is False and "user-defined function (PythonUDF)" in got[name][1], (name, got[name])
+    assert got["now"][0] is True and "depends on the time or session (CurrentTimestamp)" in got["now"][1], got
+    assert got["dd udf"][0] is True and "user-defined function (PythonUDF)" in got["dd udf"][1], got
+    assert got["plain"] == [True, None], got
+    assert got["nd_view"].startswith("view nd_view: the query is not deterministic"), got
+    assert "Fix: make the view a function of its sources" in got["nd_view"], got
+    assert got["dd_view"] == "ok", got
+    assert got["unknown"] is True, got
 
 
 def test_user_defined_type_columns_are_read_from_the_json(spark, views):
