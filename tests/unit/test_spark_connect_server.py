@@ -23,6 +23,33 @@ def test_server_command_binds_loopback_and_carries_defaults():
 
 
 @pytest.mark.unit
+def test_server_command_registers_the_plugin_only_where_its_jar_is(tmp_path, monkeypatch):
+    """mvsink's Connect plugin: on the driver's class path beside the other jars and registered, added to a
+    user's own relation plugins; a jars folder without it starts a server without it."""
+    from mvsink.spark import jars
+
+    real = jars.jars_folder()
+    for jar in real.glob("*.jar"):
+        if jar.name != "mvsink-connect-plugin.jar":
+            (tmp_path / jar.name).symlink_to(jar)
+    monkeypatch.setenv("MVSINK_SPARK_JARS", str(tmp_path))
+    conf = dict(a.split("=", 1) for a in server_command(port=15999) if "=" in a)
+    assert "spark.connect.extensions.relation.classes" not in conf
+    assert "mvsink-connect-plugin.jar" not in conf["spark.driver.extraClassPath"]
+    (tmp_path / "mvsink-connect-plugin.jar").write_bytes(b"PK")
+    jars._listing.cache_clear()  # (a folder's listing is read once per process)
+    conf = dict(
+        a.split("=", 1)
+        for a in server_command(port=15999, conf={"spark.connect.extensions.relation.classes": "my.Plugin"})
+        if "=" in a
+    )
+    assert conf["spark.connect.extensions.relation.classes"] == "my.Plugin,mvsink.connect.AnalyzedPlanRelation"
+    path = conf["spark.driver.extraClassPath"].split(":")
+    assert path[-1] == str(tmp_path / "mvsink-connect-plugin.jar")
+    assert any(p.startswith(str(tmp_path / "delta-spark_")) for p in path)
+
+
+@pytest.mark.unit
 def test_remote_session_fails_fast_without_server():
     t0 = time.monotonic()
     with pytest.raises(SparkConnectUnavailableError, match="no Spark Connect server.*Fix:") as ei:
