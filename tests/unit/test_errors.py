@@ -179,14 +179,20 @@ class _ClassicFrame:
         raise RuntimeError("py4j.protocol.Py4JNetworkError: Answer from Java side is empty")
 
 
-def test_plan_determinism_failure_propagates():
+def test_plan_determinism_failure_propagates(monkeypatch):
+    from mvsink.spark import connectplan
     from mvsink.spark.declaredchecks import plan_deterministic
     from mvsink.spark.session import is_connect
 
     with pytest.raises(RuntimeError, match="Py4JNetworkError"):
         plan_deterministic(_ClassicFrame())  # type: ignore[arg-type]
     connect = type("DataFrame", (), {"__module__": "pyspark.sql.connect.dataframe"})()
-    assert is_connect(connect) and plan_deterministic(connect) is None  # Connect: no plan; not "deterministic"
+    assert is_connect(connect)
+    # over Connect: Spark's verdict from mvsink's server plugin; None (not "deterministic") from a server without it
+    monkeypatch.setattr(connectplan, "analyzed_plan", lambda df: ("[]", False))
+    assert plan_deterministic(connect) is False
+    monkeypatch.setattr(connectplan, "analyzed_plan", lambda df: None)
+    assert plan_deterministic(connect) is None
 
     class Frame:
         class _jdf:  # noqa: N801 - mimics py4j's object chain
