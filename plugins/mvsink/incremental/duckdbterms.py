@@ -16,7 +16,7 @@ TPC-H Q3/Q5), where DuckDB evaluates the same terms over the same files in ~0.2 
 each term's signed input query (the view's dialect, transpiled by sqlglot) runs in DuckDB over Arrow tables of
 exactly the rows Spark's term would read (decimals widened to DECIMAL(38, s):
 :func:`mvsink.engines.duckdbsql.duckdb_schema`), and the per-group Δ is summed there as
-:func:`mvsink.incremental.aggstate._delta_state` does; the result is cast to Spark's Δ types exactly. Anything else,
+:func:`mvsink.incremental.aggdelta._delta_state` does; the result is cast to Spark's Δ types exactly. Anything else,
 an error included (an overflow, a value that does not cast): None, and Spark computes the terms as before.
 """
 
@@ -86,7 +86,7 @@ def delta_in_driver(
     *,
     tree: PlanNode,
 ) -> pa.Table | str:
-    """Δ per affected group (the schema :func:`mvsink.incremental.aggstate._delta_state` has) from DuckDB, or why not."""
+    """Δ per affected group (the schema :func:`mvsink.incremental.aggdelta._delta_state` has) from DuckDB, or why not."""
     import pyarrow as pa
 
     from mvsink.columns import DIFF
@@ -242,7 +242,7 @@ def _run(con: Any, sql: str, tables: dict[str, pa.Table | str]) -> pa.Table | st
 
 
 def _state(con: Any, plan: Any, din: pa.Table) -> pa.Table | str:
-    """:func:`mvsink.incremental.aggstate._delta_state` over ``din`` in DuckDB, cast to Spark's types of it."""
+    """:func:`mvsink.incremental.aggdelta._delta_state` over ``din`` in DuckDB, cast to Spark's types of it."""
     import pyarrow as pa
     from pyspark.sql.pandas.types import to_arrow_type
     from pyspark.sql.types import _parse_datatype_string
