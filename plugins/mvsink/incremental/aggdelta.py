@@ -9,7 +9,7 @@ one place: it hands on a plain value, :class:`GroupDeltas`, that the merge with 
    guard (:func:`~mvsink.incremental.telescope.scan_guard`) decide whether the changes are worth using.
 1. Δin, the change of the aggregate's input, by the change terms of :mod:`mvsink.incremental.telescope`
    (signed by ``_mv_sign`` where the input query can carry it).
-2. Δ per group (:func:`_delta_state`): the signed row count, non-null counts and sums of Δin, in DuckDB in the
+2. Δ per group (:func:`_delta_sql`): the signed row count, non-null counts and sums of Δin, in DuckDB in the
    driver where it evaluates the terms exactly as Spark does (:mod:`mvsink.incremental.duckdbterms`), else by
    Spark and collected (the one Spark job) when there are at most
    :data:`~mvsink.engines.arrow.MAX_DRIVER_ROWS` groups.
@@ -30,7 +30,7 @@ from mvsink.spark.transforms import quote_name as _quote
 
 if TYPE_CHECKING:
     import pyarrow as pa
-    from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql import DataFrame
 
     from mvsink.core.table import ViewTable
     from mvsink.incremental.aggplan import StatePlan
@@ -59,16 +59,28 @@ class GroupDeltas:
 def group_deltas(ci: ChangeInputs, plan: StatePlan, table: ViewTable) -> GroupDeltas | str:
     """Δ per affected group of ``ci``'s changes, or why the changes are not used (the input not linear in a
     changed source, a change set refused, the scan guard). Leaves every source registered at the version
-    ``ci.desc`` reads."""
+    ``ci.desc`` reads.
+
+    DuckDB's Δ where it evaluated the change terms; else Spark's: one signed term per source where the input
+    query can carry the sign (the other sources scanned once), else the telescoping's terms of inserted and
+    deleted rows, summed per group by one SQL statement (:func:`_delta_sql`) and collected."""
+    from pyspark.sql import functions as F
+
+    from mvsink.incremental.telescope import telescope, telescope_signed
+
     t0 = time.monotonic()
+    q = plan.queries
+    per_group = _delta_sql(plan)
     ready = _changes(ci, plan, table)
     if isinstance(ready, str):
         return ready
     ct, in_driver = ready
     delta: DataFrame | None = None
     if in_driver is None:
-        terms = _spark_terms(ct, plan)
-        delta = _delta_state(ct.spark, plan, functools.reduce(lambda a, b: a.unionByName(b), terms))
+        terms = telescope_signed(ct, q.signed_input)
+        if terms is None:
+            terms = telescope(ct, lambda sign: ct.spark.sql(q.input_query).withColumn(DIFF, F.lit(sign)))
+        delta = ct.spark.sql(per_group, din=functools.reduce(lambda a, b: a.unionByName(b), terms))
     t1 = time.monotonic()
     collected = in_driver if delta is None else collect_small(delta)  # None: too many groups for the driver
     t2 = time.monotonic()
@@ -79,49 +91,44 @@ def group_deltas(ci: ChangeInputs, plan: StatePlan, table: ViewTable) -> GroupDe
 def _changes(ci: ChangeInputs, plan: StatePlan, table: ViewTable) -> tuple[ChangeTerms, pa.Table | None] | str:
     """The change terms' inputs (the changed sources, their change frames), and Δ per group when DuckDB computed
     it in the driver (:func:`~mvsink.incremental.duckdbterms.terms_in_driver`; else None: Spark's change terms
-    follow); or why not: the input not linear in a changed source, a change set refused, the scan guard."""
+    follow); or why not: the input not linear in a changed source, a change set refused, the scan guard.
+
+    The input's plan is read once: its linearity, the change terms' join edges and DuckDB's check are decided
+    on it."""
     from mvsink.incremental import duckdbterms
     from mvsink.incremental.linear import prepare_changes
-    from mvsink.incremental.telescope import scan_guard, term_reads
-    from mvsink.plan.linearity import linearity
+    from mvsink.incremental.telescope import scan_guards, term_reads
+    from mvsink.plan.linearity import nonlinear_reason
     from mvsink.plan.read import plan_tree
+    from mvsink.plan.tree import PlanFormatError
 
-    spark, q = ci.spark, plan.queries
     names = [s.name for s in ci.changed]
-    lin = {k: v for k, v in linearity(spark, q.input_query, names, desired=plan.input).items() if v}
-    if lin:
-        name, reason = next(iter(lin.items()))
-        return f"the aggregate's input is not linear in {name!r}: {reason}"
-    frames = prepare_changes(ci, tree=lambda: plan_tree(spark, q.input_query, desired=plan.input))
+    try:
+        tree = plan_tree(ci.spark, plan.queries.input_query, desired=plan.input)
+    except PlanFormatError as exc:  # (in every changed source: the first is named)
+        return f"the aggregate's input is not linear in {names[0]!r}: the plan could not be read: {exc}"
+    for name in names:
+        reason = nonlinear_reason(tree, name)
+        if reason:
+            return f"the aggregate's input is not linear in {name!r}: {reason}"
+    frames = prepare_changes(ci, tree=lambda: tree)
     if isinstance(frames, str):
         return frames
     ct = ci.terms(frames)
     pruned = term_reads(ct)
-    too_big = scan_guard(ct, table, pruned=pruned)
-    if too_big and scan_guard(ct, table, pruned=pruned, factor=duckdbterms.DRIVER_SCAN_FACTOR):
+    # (the guard's ratio, and its multiple within which DuckDB's scans of the terms still beat the full diff)
+    too_big, over_driver = scan_guards(ct, table, pruned=pruned, factors=(1.0, duckdbterms.DRIVER_SCAN_FACTOR))
+    if too_big and over_driver:
         return too_big
-    in_driver = duckdbterms.terms_in_driver(ct, plan, pruned)
+    in_driver = duckdbterms.terms_in_driver(ct, plan, pruned, tree=tree)
     if in_driver is None and too_big:  # (only DuckDB's scans of them beat the full diff)
         return too_big
     return ct, in_driver
 
 
-def _spark_terms(ct: ChangeTerms, plan: StatePlan) -> list[DataFrame]:
-    """Δin as Spark's change terms: one signed term per source where the input query can carry the sign (the
-    other sources scanned once), else the telescoping's terms of inserted and deleted rows."""
-    from pyspark.sql import functions as F
-
-    from mvsink.incremental.telescope import telescope, telescope_signed
-
-    q = plan.queries
-    signed = telescope_signed(ct, q.signed_input)
-    if signed is not None:
-        return signed
-    return telescope(ct, lambda sign: ct.spark.sql(q.input_query).withColumn(DIFF, F.lit(sign)))
-
-
-def _delta_state(spark: SparkSession, plan: StatePlan, din: DataFrame) -> DataFrame:
-    """Per affected group of Δin (rows of weight ±1): its signed row count, non-null counts and sums.
+def _delta_sql(plan: StatePlan) -> str:
+    """Spark SQL of Δ per affected group over Δin (``{din}``, rows of weight ±1): its signed row count, non-null
+    counts and sums.
 
     Keys are named as the view's. A group whose Δ is zero in every part is not affected (the ± pairs
     of a copy-on-write rewrite cancel here, as consolidating Δin first would make them). An overflowing
@@ -153,8 +160,7 @@ def _delta_state(spark: SparkSession, plan: StatePlan, din: DataFrame) -> DataFr
     select = [f"{k} AS {ident(name)}" for k, name in zip(keys, q.keys)] + aggs
     group = f" GROUP BY {', '.join(keys)}" if keys else ""
     # (a global aggregate over an empty Δin has one row of NULLs: nothing changed)
-    return spark.sql(
+    return (
         f"SELECT * FROM (SELECT {', '.join(select)} FROM {{din}}{group}) "
-        f"WHERE {ident(COUNT)} IS NOT NULL AND NOT coalesce({' AND '.join(zero)}, false)",
-        din=din,
+        f"WHERE {ident(COUNT)} IS NOT NULL AND NOT coalesce({' AND '.join(zero)}, false)"
     )

@@ -52,7 +52,8 @@ def merge_in_driver(
     from pyspark.sql import types as T
     from pyspark.sql.pandas.types import to_arrow_schema
 
-    from mvsink.engines.arrow import local_arrow
+    from mvsink.engines.arrow import local_arrow, table_rows
+    from mvsink.engines.duckdb import consolidated
     from mvsink.spark.sources import arrow_table_schema
 
     q = plan.queries
@@ -61,7 +62,9 @@ def merge_in_driver(
     out_schema = arrow_table_schema(schema)
     if not delta.num_rows:  # nothing changed (a global aggregate's one row included)
         return out_schema.empty_table(), 0
-    old = _persisted_groups(plan, delta, table, lower=lower)
+    # the table's consolidated rows (updates before ``lower``) of the groups in ``delta``: the view's columns
+    # (named as the query's) and ``_mv_diff``
+    old = consolidated(table_rows(table, cols, lower=lower), keys=delta, key_columns=q.keys)
     averages = plan.averages(precision_loss=precision_loss(spark)) if plan.decimal_averages else {}
     merged = _merge_rows(
         plan, delta, old, averages=averages, ansi=lambda: conf_true(spark, "spark.sql.ansi.enabled", "true")
@@ -92,16 +95,6 @@ def merge_in_driver(
             .cast(out_schema)
         )
     return pa.concat_tables(parts), n_keys
-
-
-def _persisted_groups(plan: StatePlan, delta: pa.Table, table: ViewTable, *, lower: int) -> pa.Table:
-    """The table's consolidated rows (updates before ``lower``) of the groups in ``delta``, read in the driver:
-    the view's columns (named as the query's) and ``_mv_diff``."""
-    from mvsink.engines.arrow import table_rows
-    from mvsink.engines.duckdb import consolidated
-
-    rows = table_rows(table, list(plan.desired.columns), lower=lower)
-    return consolidated(rows, keys=delta, key_columns=plan.queries.keys)
 
 
 def _merge_rows(

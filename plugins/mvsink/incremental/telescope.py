@@ -288,18 +288,32 @@ def scan_guard(
     statistics; change files are small next to them, the change-set guard sees to that), against
     ``MVSINK_INCREMENTAL_MAX_SCAN_RATIO``.
     """
+    return scan_guards(ct, table, pruned=pruned, factors=(factor,))[0]
+
+
+def scan_guards(
+    ct: ChangeTerms,
+    table: ViewTable,
+    *,
+    pruned: dict[str, list[PrunedRead]] | None = None,
+    factors: tuple[float, ...],
+) -> tuple[str | None, ...]:
+    """:func:`scan_guard` at each of ``factors``, the estimate made once."""
     from mvsink import settings
 
     terms, sources = scan_estimate(ct.desc, ct.base, ct.changed, pruned)
     full = sources + (active_bytes(table.path, table.version) if table.exists else 0)
     ratio = settings.incremental_max_scan_ratio()
-    if full and terms > factor * ratio * full:
-        return (
+    return tuple(
+        (
             f"the changes of {', '.join(s.name for s in ct.changed)} would be joined with {terms / 1e6:.1f} MB of "
             f"the other sources, more than the full diff reads ({full / 1e6:.1f} MB with the table; "
             f"{settings.INCREMENTAL_MAX_SCAN_RATIO.name}={ratio:g})"
         )
-    return None
+        if full and terms > factor * ratio * full
+        else None
+        for factor in factors
+    )
 
 
 def _source_frame(
