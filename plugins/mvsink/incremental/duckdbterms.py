@@ -82,7 +82,7 @@ def terms_in_driver(
 
 def delta_in_driver(
     ct: ChangeTerms,
-    plan: Any,  # mvsink.incremental.aggplan.StatePlan (not imported: aggstate imports this module)
+    plan: Any,  # mvsink.incremental.aggplan.StatePlan
     pruned: dict[str, list[PrunedRead]],
     *,
     tree: PlanNode,
