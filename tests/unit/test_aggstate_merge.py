@@ -7,8 +7,8 @@ from decimal import Decimal
 import pyarrow as pa
 import pytest
 
+from mvsink.incremental.aggmerge import _merge_rows, _sum_limit
 from mvsink.incremental.aggplan import StatePlan
-from mvsink.incremental.aggstate import _merge_rows, _sum_limit
 from mvsink.incremental.statequeries import state_queries
 
 pytestmark = pytest.mark.unit

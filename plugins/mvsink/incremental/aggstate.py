@@ -10,19 +10,19 @@ that takes the full diff rebuilds them.
 
 A refresh from the sources' changes then costs what the change costs:
 
-0. The scan guard (:func:`scan_guard`): the full diff when the change terms would read more than it.
+0. The scan guard (:func:`~mvsink.incremental.telescope.scan_guard`): the full diff when the change terms would read more than it.
 1. Δin, the change of the aggregate's input C (the *input query*: the keys and the aggregates'
    arguments over the query's FROM/WHERE), by the telescoping over change sets of
    :mod:`mvsink.incremental.linear` (one term per changed source, signed by ``_mv_sign``, where the
    source is read once directly in FROM/JOIN).
 2. Δ per group: the signed row count, non-null counts and sums of Δin; a group whose Δ is zero in
    every part (a copy-on-write rewrite's ± pairs) is not affected. Collected: the one Spark job.
-3. Up to :data:`~mvsink.engines.duckdb.MAX_DRIVER_ROWS` groups, in the driver (:func:`_merge_in_driver`): the persisted rows
+3. Up to :data:`~mvsink.engines.duckdb.MAX_DRIVER_ROWS` groups, in the driver (:func:`~mvsink.incremental.aggmerge.merge_in_driver`): the persisted rows
    of only those groups (pyarrow over the table's files, a null-safe key match in DuckDB), old ⊕ Δ in
    exact Python arithmetic, finalised by Spark over local rows with Spark's result types and NULL rules
    (SUM of no non-null value is NULL, AVG of integers is DOUBLE, AVG of DECIMAL(p,s) exactly Spark's AVG:
    :func:`~mvsink.incremental.statequeries.average_sql`); a group whose count reaches 0 disappears; a global aggregate keeps its one row. More groups:
-   the same by Spark (:func:`_new_state`).
+   the same by Spark (:func:`~mvsink.incremental.aggmerge.merge_by_spark`).
 4. Corrections = the old rows retracted, the new ones added (an Arrow table from the driver path,
    staged with pyarrow; a DataFrame from Spark's).
 
@@ -37,53 +37,26 @@ full diff on violation. Anything else falls back too, with the reason.
 
 from __future__ import annotations
 
-import functools
 import logging
 import time
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Final
 
-from mvsink.columns import DIFF, TIME
-from mvsink.engines.arrow import collect_small
-from mvsink.incremental.aggplan import (
-    StatePlan,
-    conf_true,
-    finalised,
-    formattable,
-    precision_loss,
-    spark_averages,
-)
-from mvsink.incremental.statequeries import (
-    ARG_COLUMN,
-    AVG_COLUMN,
-    COUNT,
-    KEY_COLUMN,
-    VALUES_COLUMN,
-    decimal_average,
-    decimal_type,
-    nonnull_column,
-    sum_column,
-)
-from mvsink.spark.transforms import null_safe_match
-from mvsink.spark.transforms import quote_name as _quote
+from mvsink.incremental.aggdelta import group_deltas
+from mvsink.incremental.aggmerge import merge_by_spark, merge_in_driver
 
 if TYPE_CHECKING:
-    import decimal
     from collections.abc import Callable
 
     import pyarrow as pa
-    from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql import DataFrame
 
-    from mvsink.core.batch import BatchDescription
     from mvsink.core.table import ViewTable
-    from mvsink.incremental.changeinputs import ChangeInputs, ChangeTerms
-    from mvsink.incremental.pruning import PrunedRead
+    from mvsink.incremental.aggplan import StatePlan
+    from mvsink.incremental.changeinputs import ChangeInputs
 
 log = logging.getLogger(__name__)
 
 MODE: Final = "incremental:aggregate"
-
-
-# ---------------------------------------------------------------- Spark side
 
 
 def aggregate_corrections(
@@ -99,30 +72,22 @@ def aggregate_corrections(
     read (delta-rs's handle; Spark's read of it, made only when needed). Leaves every source registered at the
     version ``ci.desc`` reads.
 
-    Up to :data:`~mvsink.engines.duckdb.MAX_DRIVER_ROWS` affected groups (the usual case) cost one Spark job: Δ per group is
+    Up to :data:`~mvsink.engines.arrow.MAX_DRIVER_ROWS` affected groups (the usual case) cost one Spark job: Δ per group is
     collected, the table's rows of those groups are read with delta-rs, and old ⊕ Δ is merged and checked
     in the driver; the corrections are then an Arrow table (staged without Spark).
     """
-    spark, desc = ci.spark, ci.desc
-    t0 = time.monotonic()
-    ready = _changes(ci, plan, table)
-    if isinstance(ready, str):
-        return None, ready
-    ct, in_driver = ready
-    delta: DataFrame | None = None
-    if in_driver is None:
-        terms = _spark_terms(ct, plan)
-        delta = _delta_state(spark, plan, functools.reduce(lambda a, b: a.unionByName(b), terms))
-    t1 = time.monotonic()
-    collected = in_driver if delta is None else collect_small(delta)  # None: too many groups for the driver
+    deltas = group_deltas(ci, plan, table)  # (the one place the changes are read)
+    if isinstance(deltas, str):
+        return None, deltas
+    lower, at = ci.desc.lower, ci.desc.time
     t2 = time.monotonic()
     merged: tuple[DataFrame | pa.Table, int] | str
-    if collected is not None:
-        merged = _merge_in_driver(spark, plan, collected, table, lower=desc.lower, at=desc.time)
+    if deltas.rows is not None:
+        merged = merge_in_driver(ci.spark, plan, deltas.rows, table, lower=lower, at=at)
         where = "in the driver"
     else:
-        assert delta is not None
-        merged = _merge_by_spark(spark, plan, delta, table_df, desc)
+        assert deltas.frame is not None
+        merged = merge_by_spark(ci.spark, plan, deltas.frame, table_df, lower=lower, at=at)
         where = "by Spark"
     if isinstance(merged, str):
         return None, merged
@@ -131,428 +96,12 @@ def aggregate_corrections(
         "view %s: aggregate state of %d affected group(s): planned in %.2fs, change in %.2fs, merged %s in %.2fs",
         ci.view.name,
         n_keys,
-        t1 - t0,
-        t2 - t1,
+        deltas.planned,
+        deltas.collected,
         where,
         time.monotonic() - t2,
     )
     return corr, (
-        f"{n_keys} affected group(s) updated from their state and the changes of {', '.join(s.name for s in ct.changed)}"
-        + (" (change terms evaluated in the driver)" if in_driver is not None else "")
+        f"{n_keys} affected group(s) updated from their state and the changes of {', '.join(deltas.sources)}"
+        + (" (change terms evaluated in the driver)" if deltas.in_driver else "")
     )
-
-
-def _changes(ci: ChangeInputs, plan: StatePlan, table: ViewTable) -> tuple[ChangeTerms, pa.Table | None] | str:
-    """The change terms' inputs (the changed sources, their change frames), and Δ per group when DuckDB computed
-    it in the driver (:func:`~mvsink.incremental.duckdbterms.terms_in_driver`; else None: Spark's change terms
-    follow); or why not: the input not linear in a changed source, a change set refused, the scan guard."""
-    from mvsink.incremental.duckdbterms import DRIVER_SCAN_FACTOR, terms_in_driver
-    from mvsink.incremental.linear import prepare_changes
-    from mvsink.incremental.telescope import term_reads
-    from mvsink.plan.linearity import linearity
-    from mvsink.plan.read import plan_tree
-
-    spark, q = ci.spark, plan.queries
-    names = [s.name for s in ci.changed]
-    lin = {k: v for k, v in linearity(spark, q.input_query, names, desired=plan.input).items() if v}
-    if lin:
-        name, reason = next(iter(lin.items()))
-        return f"the aggregate's input is not linear in {name!r}: {reason}"
-    frames = prepare_changes(ci, tree=lambda: plan_tree(spark, q.input_query, desired=plan.input))
-    if isinstance(frames, str):
-        return frames
-    ct = ci.terms(frames)
-    pruned = term_reads(ct)
-    too_big = scan_guard(ct, table, pruned=pruned)
-    if too_big and scan_guard(ct, table, pruned=pruned, factor=DRIVER_SCAN_FACTOR):
-        return too_big
-    in_driver = terms_in_driver(ct, plan, pruned)
-    if in_driver is None and too_big:  # (only DuckDB's scans of them beat the full diff)
-        return too_big
-    return ct, in_driver
-
-
-def _spark_terms(ct: ChangeTerms, plan: StatePlan) -> list[DataFrame]:
-    """Δin as Spark's change terms: one signed term per source where the input query can carry the sign (the
-    other sources scanned once), else the telescoping's terms of inserted and deleted rows."""
-    from pyspark.sql import functions as F
-
-    from mvsink.incremental.telescope import telescope, telescope_signed
-
-    q = plan.queries
-    signed = telescope_signed(ct, q.signed_input)
-    if signed is not None:
-        return signed
-    return telescope(ct, lambda sign: ct.spark.sql(q.input_query).withColumn(DIFF, F.lit(sign)))
-
-
-def _merge_by_spark(
-    spark: SparkSession, plan: StatePlan, delta: DataFrame, table_df: Callable[[], DataFrame], desc: BatchDescription
-) -> tuple[DataFrame, int] | str:
-    """Old ⊕ Δ by Spark (too many groups for the driver): the corrections (old rows retracted, new ones added)
-    and the number of affected groups, or why not."""
-    from pyspark.sql import functions as F
-
-    averages = spark_averages(spark, plan)
-    if isinstance(averages, str):
-        return averages
-    got = _new_state(plan, delta, table_df(), lower=desc.lower, averages=averages)
-    if isinstance(got, str):
-        return got
-    new, old, n_keys = got
-    corr = old.select(*old.columns[:-1], (-F.col(DIFF)).alias(DIFF)).unionByName(
-        new.select("*", F.lit(1).cast("bigint").alias(DIFF))
-    )
-    return corr.select(*new.columns, F.lit(desc.time).cast("bigint").alias(TIME), DIFF), n_keys
-
-
-def scan_guard(
-    ct: ChangeTerms,
-    table: ViewTable,
-    *,
-    pruned: dict[str, list[PrunedRead]] | None = None,
-    factor: float = 1.0,
-) -> str | None:
-    """Why the change terms would cost more than the full diff, or None (``factor``: the ratio's multiple).
-
-    Each change term reads every source that is not one of its changes (:mod:`mvsink.incremental.telescope`) — pruned
-    by the change's join keys where ``pruned`` (:func:`mvsink.incremental.telescope.term_reads`) says so, else whole — so with several
-    sources changed the terms can read more than the full diff, which reads each source once and the view's
-    table. Estimated in bytes of the active files (the Delta log's sizes and, for pruned reads, its per-file
-    statistics; change files are small next to them, the change-set guard sees to that), against
-    ``MVSINK_INCREMENTAL_MAX_SCAN_RATIO``.
-    """
-    from mvsink import settings
-    from mvsink.core.deltalog import active_bytes
-    from mvsink.incremental.telescope import scan_estimate
-
-    terms, sources = scan_estimate(ct.desc, ct.base, ct.changed, pruned)
-    full = sources + (active_bytes(table.path, table.version) if table.exists else 0)
-    ratio = settings.incremental_max_scan_ratio()
-    if full and terms > factor * ratio * full:
-        return (
-            f"the changes of {', '.join(s.name for s in ct.changed)} would be joined with {terms / 1e6:.1f} MB of "
-            f"the other sources, more than the full diff reads ({full / 1e6:.1f} MB with the table; "
-            f"{settings.INCREMENTAL_MAX_SCAN_RATIO.name}={ratio:g})"
-        )
-    return None
-
-
-def _merge_in_driver(
-    spark: SparkSession, plan: StatePlan, delta: pa.Table, table: ViewTable, *, lower: int, at: int
-) -> tuple[pa.Table, int] | str:
-    """:func:`_new_state` for few affected groups, without a Spark job: the old rows read with delta-rs,
-    old ⊕ Δ merged here, and the new rows finalised by Spark over local rows (a local relation: no job).
-
-    Returns (the corrections: −old, +new, stamped ``at``, in the table's Arrow schema; how many groups),
-    or a reason for the full diff.
-    """
-    import pyarrow as pa
-    from pyspark.sql import types as T
-    from pyspark.sql.pandas.types import to_arrow_schema
-
-    from mvsink.engines.arrow import local_arrow
-    from mvsink.spark.sources import arrow_table_schema
-
-    q = plan.queries
-    schema = plan.desired.schema
-    cols = list(plan.desired.columns)
-    out_schema = arrow_table_schema(schema)
-    if not delta.num_rows:  # nothing changed (a global aggregate's one row included)
-        return out_schema.empty_table(), 0
-    old = _persisted_groups(plan, delta, table, lower=lower)
-    averages = plan.averages(precision_loss=precision_loss(spark)) if plan.decimal_averages else {}
-    merged = _merge_rows(
-        plan, delta, old, averages=averages, ansi=lambda: conf_true(spark, "spark.sql.ansi.enabled", "true")
-    )
-    if isinstance(merged, str):
-        return merged
-    new_rows, n_keys = merged
-    in_python = [
-        T.StructField(AVG_COLUMN.format(i), T.DecimalType(*(decimal_type(plan.avg_types[i]) or (38, 18))))
-        for i, sql in averages.items()
-        if sql is None
-    ]
-    state_schema = T.StructType([schema[k] for k in q.keys] + [schema[c] for c in plan.state_columns] + in_python)
-    parts = [
-        old.select(cols)
-        .append_column(TIME, pa.array([at] * old.num_rows, pa.int64()))
-        .append_column(DIFF, pa.compute.negate(old.column(DIFF).cast(pa.int64())))
-        .cast(out_schema)
-    ]
-    if new_rows:
-        live = spark.createDataFrame(
-            pa.Table.from_pylist(new_rows, schema=to_arrow_schema(state_schema, timezone="UTC")), schema=state_schema
-        )
-        new = local_arrow(finalised(spark, plan, live, averages=averages))
-        parts.append(
-            new.append_column(TIME, pa.array([at] * new.num_rows, pa.int64()))
-            .append_column(DIFF, pa.array([1] * new.num_rows, pa.int64()))
-            .cast(out_schema)
-        )
-    return pa.concat_tables(parts), n_keys
-
-
-def _persisted_groups(plan: StatePlan, delta: pa.Table, table: ViewTable, *, lower: int) -> pa.Table:
-    """The table's consolidated rows (updates before ``lower``) of the groups in ``delta``, read in the driver:
-    the view's columns (named as the query's) and ``_mv_diff``."""
-    from mvsink.engines.arrow import table_rows
-    from mvsink.engines.duckdb import consolidated
-
-    rows = table_rows(table, list(plan.desired.columns), lower=lower)
-    return consolidated(rows, keys=delta, key_columns=plan.queries.keys)
-
-
-def _merge_rows(
-    plan: StatePlan,
-    delta: pa.Table,
-    old: pa.Table,
-    *,
-    averages: dict[int, tuple[str, decimal.Decimal] | None] | None = None,
-    ansi: Callable[[], bool] = lambda: False,
-) -> tuple[list[dict[str, Any]], int] | str:
-    """New state rows (keys and state columns) of the affected groups, old ⊕ Δ, or why the state cannot be
-    trusted (the full diff repairs it). Exact: Python integers and decimals, each sum checked against its type
-    (an overflow falls back, never wraps). Per decimal AVG of ``averages``: a sum outside its SQL's bound falls
-    back; one without SQL is computed here as Spark does (``_mv_avg<i>``): NULL where it overflows its type, as
-    Spark's, or under ANSI (``ansi()``) the full diff, which raises Spark's error."""
-    import decimal
-
-    q = plan.queries
-    keys = list(q.keys)
-    olds: dict[tuple[Any, ...], dict[str, Any]] = {}
-    for row in old.to_pylist():
-        k = tuple(row[c] for c in keys)
-        if row[DIFF] != 1 or k in olds:
-            return "an affected group has more than one live row in the table (the full diff repairs it)"
-        olds[k] = row
-    limits = [_sum_limit(t) for t in plan.sum_types]
-    out: list[dict[str, Any]] = []
-    with decimal.localcontext() as ctx:
-        ctx.prec = 120  # exact: sums of DECIMAL(38, s) values
-        for d in delta.to_pylist():
-            k = tuple(d[c] for c in keys)
-            o = olds.get(k)
-            count = (o[COUNT] if o else 0) + d[COUNT]
-            if count < 0:
-                return (
-                    "an affected group's row count would be negative "
-                    "(the table's state is damaged; the full diff repairs it)"
-                )
-            new: dict[str, Any] = {c: d[c] for c in keys}
-            new[COUNT] = count
-            for i, (_, with_sum) in enumerate(q.args):
-                n_col, s_col = nonnull_column(i), sum_column(i)
-                n = (o[n_col] if o else 0) + d[n_col]
-                if n < 0 or n > count:
-                    return "an affected group's state is inconsistent (the full diff repairs it)"
-                new[n_col] = n
-                if with_sum:
-                    if d[s_col] is None and d[VALUES_COLUMN.format(i)] > 0:
-                        return "a decimal sum of the change overflows (the full diff)"
-                    prev = o[s_col] if o else None
-                    if o and o[n_col] > 0 and prev is None:
-                        return "an affected group's state is inconsistent (the full diff repairs it)"
-                    total = (prev or 0) + (d[s_col] or 0)
-                    if abs(total) > limits[i]:
-                        return "an affected group's sum overflows its type (the full diff)"
-                    new[s_col] = total if n > 0 else None  # as SUM over no non-null value
-                    if averages and i in averages:
-                        got = _average(plan, i, averages[i], total if n > 0 else None, n, ansi)
-                        if isinstance(got, str):
-                            return got
-                        if averages[i] is None:
-                            new[AVG_COLUMN.format(i)] = got
-            if count > 0 or q.is_global:
-                out.append(new)
-        n_keys = delta.num_rows
-    return out, n_keys
-
-
-def _average(
-    plan: StatePlan,
-    i: int,
-    sql: tuple[str, decimal.Decimal] | None,
-    total: Any,
-    n: int,
-    ansi: Callable[[], bool],
-) -> decimal.Decimal | None | str:
-    """A group's decimal AVG of argument ``i`` where no SQL computes it (``sql`` None), else None; or why the full
-    diff (a sum beyond the SQL's bound; an overflow under ANSI)."""
-    import decimal
-
-    if total is None:
-        return None
-    if sql is not None:
-        return None if abs(total) < sql[1] else "an affected group's sum is too large for its AVG's exact division"
-    avg_t = decimal_type(plan.avg_types[i])
-    assert avg_t is not None
-    avg = decimal_average(decimal.Decimal(total), n, precision=avg_t[0], scale=avg_t[1])
-    if avg is None and ansi():
-        return "an affected group's AVG overflows its type (the full diff: Spark's error)"
-    return avg
-
-
-def _sum_limit(type_name: str | None) -> int | decimal.Decimal:
-    """The largest absolute value a sum of ``type_name`` (Spark's simple string) holds."""
-    import decimal
-    import re
-
-    m = re.fullmatch(r"decimal\((\d+),(\d+)\)", type_name or "")
-    if m:
-        p, sc = int(m.group(1)), int(m.group(2))
-        return decimal.Decimal(10) ** (p - sc) - decimal.Decimal(1).scaleb(-sc)
-    return 2**63 - 1
-
-
-def _delta_state(spark: SparkSession, plan: StatePlan, din: DataFrame) -> DataFrame:
-    """Per affected group of Δin (rows of weight ±1): its signed row count, non-null counts and sums.
-
-    Keys are named as the view's. A group whose Δ is zero in every part is not affected (the ± pairs
-    of a copy-on-write rewrite cancel here, as consolidating Δin first would make them). An overflowing
-    sum is NULL (``try_sum``), never a wrapped value. One SQL statement over ``din`` (one analysis of the
-    plan, where column expressions would cost one py4j round trip each).
-    """
-    q = plan.queries
-
-    def ident(name: str) -> str:
-        return formattable(_quote(name))
-
-    w = f"CAST({ident(DIFF)} AS BIGINT)"
-    aggs = [f"sum({w}) AS {ident(COUNT)}"]
-    zero = [f"{ident(COUNT)} = 0"]
-    for i, (_, with_sum) in enumerate(q.args):
-        a, n, s, v = (
-            ident(ARG_COLUMN.format(i)),
-            ident(nonnull_column(i)),
-            ident(sum_column(i)),
-            ident(VALUES_COLUMN.format(i)),
-        )
-        aggs.append(f"sum(CASE WHEN {a} IS NOT NULL THEN {w} ELSE 0 END) AS {n}")
-        zero.append(f"{n} = 0")
-        if with_sum:
-            aggs.append(f"try_sum(CASE WHEN {w} > 0 THEN {a} ELSE -{a} END) AS {s}")
-            aggs.append(f"count({a}) AS {v}")  # a NULL sum of values is an overflow
-            zero.append(f"({s} = 0 OR ({v} = 0 AND {s} IS NULL))")
-    keys = [ident(KEY_COLUMN.format(i)) for i in range(len(q.keys))]
-    select = [f"{k} AS {ident(name)}" for k, name in zip(keys, q.keys)] + aggs
-    group = f" GROUP BY {', '.join(keys)}" if keys else ""
-    # (a global aggregate over an empty Δin has one row of NULLs: nothing changed)
-    return spark.sql(
-        f"SELECT * FROM (SELECT {', '.join(select)} FROM {{din}}{group}) "
-        f"WHERE {ident(COUNT)} IS NOT NULL AND NOT coalesce({' AND '.join(zero)}, false)",
-        din=din,
-    )
-
-
-def _new_state(
-    plan: StatePlan,
-    delta: DataFrame,
-    table_df: DataFrame,
-    *,
-    lower: int,
-    averages: dict[int, tuple[str, decimal.Decimal] | None],
-) -> tuple[DataFrame, DataFrame, int] | str:
-    """(new rows of the affected groups, their persisted rows, how many groups), or a reason for the full diff.
-
-    One Spark job computes the affected groups' old and new state together (checkpointed: both the
-    invariant checks and the corrections read it).
-    """
-    from pyspark.sql import functions as F
-
-    from mvsink.spark.transforms import consolidate
-
-    q = plan.queries
-    cols = list(plan.desired.columns)
-    keys = list(q.keys)
-    # The affected groups first (small: at most the change's rows), so the table is read for them only and
-    # the old state joins them by broadcast (no shuffle of either side).
-    delta = delta.localCheckpoint(eager=True)
-    rows = table_df.select(*cols, TIME, DIFF)
-    if keys:
-        dk = delta.select(*[F.col(_quote(k)).alias(f"_mv_dk{i}") for i, k in enumerate(keys)])
-        match = null_safe_match(rows, dk, [(k, f"_mv_dk{i}") for i, k in enumerate(keys)])
-        rows = rows.join(F.broadcast(dk), match, "left_semi")
-    old = consolidate(rows, cols, before=lower)
-    o = old.select(*[F.col(_quote(c)).alias(f"_mv_o_{c}") for c in cols], F.col(DIFF).alias("_mv_o_diff"))
-    d = delta.select(*[F.col(_quote(c)).alias(f"_mv_d_{c}") for c in delta.columns])
-    if keys:
-        match = null_safe_match(d, o, [(f"_mv_d_{k}", f"_mv_o_{k}") for k in keys])
-        joined = d.join(F.broadcast(o), match, "left_outer")
-    else:  # a global aggregate: Δ has its one row (if anything changed), the table its one row
-        joined = d.join(F.broadcast(o), F.lit(True), "left_outer")
-    state = [F.coalesce(F.col(f"_mv_d_{k}"), F.col(f"_mv_o_{k}")).alias(k) for k in keys]
-    z = F.lit(0).cast("bigint")
-    state.append((F.coalesce(F.col(f"_mv_o_{COUNT}"), z) + F.coalesce(F.col(f"_mv_d_{COUNT}"), z)).alias(COUNT))
-    for i, (_, with_sum) in enumerate(q.args):
-        n, s = nonnull_column(i), sum_column(i)
-        state.append((F.coalesce(F.col(f"_mv_o_{n}"), z) + F.coalesce(F.col(f"_mv_d_{n}"), z)).alias(n))
-        if with_sum:
-            # DECIMAL(38, s) + DECIMAL(38, s) would be DECIMAL(38, s - 1) by Spark's precision-loss rule (a digit
-            # rounded away): add as DECIMAL(37, s) (a larger sum is NULL: the full diff, _violations)
-            dt = decimal_type(plan.sum_types[i])
-            narrow = f"decimal({min(dt[0], 37)},{dt[1]})" if dt else "bigint"
-            total = F.try_add(
-                F.coalesce(F.col(f"_mv_o_{s}"), F.lit(0)).try_cast(narrow),
-                F.coalesce(F.col(f"_mv_d_{s}"), F.lit(0)).try_cast(narrow),
-            )
-            state.append(total.try_cast(plan.sum_types[i] or "bigint").alias(s))
-    olds = [F.col(f"_mv_o_{c}") for c in cols] + [F.col("_mv_o_diff")]
-    overflow = [
-        (F.col(f"_mv_d_{VALUES_COLUMN.format(i)}") > 0) & F.col(f"_mv_d_{sum_column(i)}").isNull()
-        for i, (_, with_sum) in enumerate(q.args)
-        if with_sum
-    ]
-    lost = functools.reduce(lambda a, b: a | b, overflow) if overflow else F.lit(False)
-    merged = joined.select(*state, *olds, F.coalesce(lost, F.lit(False)).alias("_mv_overflow"))
-    merged = merged.localCheckpoint(eager=True)
-    problems = _violations(plan, merged, delta.count(), averages)
-    if isinstance(problems, str):
-        return problems
-    changed = merged
-    old_rows = changed.where(F.col("_mv_o_diff").isNotNull()).select(
-        *[F.col(f"_mv_o_{c}").alias(c) for c in cols], F.col("_mv_o_diff").alias(DIFF)
-    )
-    live = changed if q.is_global else changed.where(F.col(COUNT) > 0)
-    return finalised(changed.sparkSession, plan, live, averages=averages), old_rows, problems
-
-
-def _violations(
-    plan: StatePlan, merged: DataFrame, n_delta: int, averages: dict[int, tuple[str, decimal.Decimal] | None]
-) -> str | int:
-    """Why the affected groups' state cannot be trusted (the full diff then repairs it), else their number."""
-    from pyspark.sql import functions as F
-
-    q = plan.queries
-    conds = [
-        (F.col("_mv_o_diff").isNotNull() & (F.col("_mv_o_diff") != 1)).alias("dup"),
-        (F.col(COUNT) < 0).alias("neg"),
-        F.col("_mv_overflow").alias("overflow"),
-    ]
-    for i, (_, with_sum) in enumerate(q.args):
-        n = F.col(nonnull_column(i))
-        conds.append(((n < 0) | (n > F.col(COUNT))).alias(f"n{i}"))
-        if with_sum:
-            conds.append(((n > 0) & F.col(sum_column(i)).isNull()).alias(f"s{i}"))
-    for i, sql in averages.items():  # a sum too large for its AVG's exact SQL
-        if sql is not None and sql[1] < 10**38:  # (a bound of 10^38: no DECIMAL(38, s) sum reaches it)
-            big = F.abs(F.col(sum_column(i))) >= F.lit(sql[1])
-            conds.append(((F.col(nonnull_column(i)) > 0) & big).alias(f"a{i}"))
-    flags = [F.max(c.cast("int")).alias(f"f{j}") for j, c in enumerate(conds)]
-    row = merged.select(F.count(F.lit(1)).alias("groups"), *flags).collect()[0]
-    if row[1]:
-        return "an affected group has more than one live row in the table (the full diff repairs it)"
-    if row[0] != n_delta:
-        return "an affected group has two different rows in the table (the full diff repairs it)"
-    if row[2]:
-        return (
-            "an affected group's row count would be negative (the table's state is damaged; the full diff repairs it)"
-        )
-    if row[3]:
-        return "a decimal sum of the change overflows (the full diff)"
-    if any(row[j] for j in range(4, len(conds) + 1)):
-        return (
-            "an affected group's state is inconsistent or a decimal sum overflows its type or its AVG's exact "
-            "division (the full diff)"
-        )
-    return int(row[0])

@@ -16,7 +16,7 @@ TPC-H Q3/Q5), where DuckDB evaluates the same terms over the same files in ~0.2 
 each term's signed input query (the view's dialect, transpiled by sqlglot) runs in DuckDB over Arrow tables of
 exactly the rows Spark's term would read (decimals widened to DECIMAL(38, s):
 :func:`mvsink.engines.duckdbsql.duckdb_schema`), and the per-group Δ is summed there as
-:func:`mvsink.incremental.aggstate._delta_state` does; the result is cast to Spark's Δ types exactly. Anything else,
+:func:`mvsink.incremental.aggdelta._delta_sql` does; the result is cast to Spark's Δ types exactly. Anything else,
 an error included (an overflow, a value that does not cast): None, and Spark computes the terms as before.
 """
 
@@ -50,10 +50,12 @@ DRIVER_SCAN_FACTOR: Final = 2.0
 # ---------------------------------------------------------------- the terms
 
 
-def terms_in_driver(ct: ChangeTerms, plan: Any, pruned: dict[str, list[PrunedRead]]) -> pa.Table | None:
-    """Δ per group from :func:`delta_in_driver`, or None (Spark's terms; logged why): the aggregate mode's entry."""
+def terms_in_driver(
+    ct: ChangeTerms, plan: Any, pruned: dict[str, list[PrunedRead]], *, tree: PlanNode
+) -> pa.Table | None:
+    """Δ per group from :func:`delta_in_driver`, or None (Spark's terms; logged why): the aggregate mode's entry.
+    ``tree``: the input query's plan, as the mode read it."""
     from mvsink import settings
-    from mvsink.plan.read import plan_tree
     from mvsink.plan.tree import PlanFormatError
 
     spark, view = ct.spark, ct.view
@@ -66,7 +68,6 @@ def terms_in_driver(ct: ChangeTerms, plan: Any, pruned: dict[str, list[PrunedRea
         log.info("view %s: change terms by Spark: Spark is not in ANSI mode", view.name)
         return None
     try:
-        tree = plan_tree(spark, plan.queries.input_query, desired=plan.input)
         got = delta_in_driver(ct, plan, pruned, tree=tree)
     except PlanFormatError:
         return None
@@ -81,12 +82,12 @@ def terms_in_driver(ct: ChangeTerms, plan: Any, pruned: dict[str, list[PrunedRea
 
 def delta_in_driver(
     ct: ChangeTerms,
-    plan: Any,  # mvsink.incremental.aggplan.StatePlan (not imported: aggstate imports this module)
+    plan: Any,  # mvsink.incremental.aggplan.StatePlan
     pruned: dict[str, list[PrunedRead]],
     *,
     tree: PlanNode,
 ) -> pa.Table | str:
-    """Δ per affected group (the schema :func:`mvsink.incremental.aggstate._delta_state` has) from DuckDB, or why not."""
+    """Δ per affected group (the schema of :func:`mvsink.incremental.aggdelta._delta_sql`) from DuckDB, or why not."""
     import pyarrow as pa
 
     from mvsink.columns import DIFF
@@ -242,7 +243,7 @@ def _run(con: Any, sql: str, tables: dict[str, pa.Table | str]) -> pa.Table | st
 
 
 def _state(con: Any, plan: Any, din: pa.Table) -> pa.Table | str:
-    """:func:`mvsink.incremental.aggstate._delta_state` over ``din`` in DuckDB, cast to Spark's types of it."""
+    """:func:`mvsink.incremental.aggdelta._delta_sql` over ``din`` in DuckDB, cast to Spark's types of it."""
     import pyarrow as pa
     from pyspark.sql.pandas.types import to_arrow_type
     from pyspark.sql.types import _parse_datatype_string

@@ -37,6 +37,7 @@ if TYPE_CHECKING:
 
     from mvsink.core.batch import BatchDescription, SourceRead
     from mvsink.core.deltalog import ChangeSet
+    from mvsink.core.table import ViewTable
     from mvsink.incremental.changeinputs import ChangeInputs, ChangeTerms
     from mvsink.incremental.pruning import PrunedRead
     from mvsink.plan.tree import PlanNode
@@ -269,6 +270,50 @@ def scan_estimate(
         mine = {s.name for s in t.changes}
         terms += sum(reads.get(o.name, size(o, t.version(o, base))) for o in desc.sources if o.name not in mine)
     return terms, sum(size(s, s.version) for s in desc.sources)
+
+
+def scan_guard(
+    ct: ChangeTerms,
+    table: ViewTable,
+    *,
+    pruned: dict[str, list[PrunedRead]] | None = None,
+    factor: float = 1.0,
+) -> str | None:
+    """Why the change terms would cost more than the full diff, or None (``factor``: the ratio's multiple).
+
+    Each change term reads every source that is not one of its changes (this module's docstring) — pruned
+    by the change's join keys where ``pruned`` (:func:`term_reads`) says so, else whole — so with several
+    sources changed the terms can read more than the full diff, which reads each source once and the view's
+    table. Estimated in bytes of the active files (the Delta log's sizes and, for pruned reads, its per-file
+    statistics; change files are small next to them, the change-set guard sees to that), against
+    ``MVSINK_INCREMENTAL_MAX_SCAN_RATIO``.
+    """
+    return scan_guards(ct, table, pruned=pruned, factors=(factor,))[0]
+
+
+def scan_guards(
+    ct: ChangeTerms,
+    table: ViewTable,
+    *,
+    pruned: dict[str, list[PrunedRead]] | None = None,
+    factors: tuple[float, ...],
+) -> tuple[str | None, ...]:
+    """:func:`scan_guard` at each of ``factors``, the estimate made once."""
+    from mvsink import settings
+
+    terms, sources = scan_estimate(ct.desc, ct.base, ct.changed, pruned)
+    full = sources + (active_bytes(table.path, table.version) if table.exists else 0)
+    ratio = settings.incremental_max_scan_ratio()
+    return tuple(
+        (
+            f"the changes of {', '.join(s.name for s in ct.changed)} would be joined with {terms / 1e6:.1f} MB of "
+            f"the other sources, more than the full diff reads ({full / 1e6:.1f} MB with the table; "
+            f"{settings.INCREMENTAL_MAX_SCAN_RATIO.name}={ratio:g})"
+        )
+        if full and terms > factor * ratio * full
+        else None
+        for factor in factors
+    )
 
 
 def _source_frame(

@@ -1,0 +1,166 @@
+"""Δ per affected group of an aggregate view's refresh (steps 0 to 2 of :mod:`mvsink.incremental.aggstate`).
+
+:func:`group_deltas` is where the aggregate mode reads the refresh's changes (:class:`ChangeInputs`), and the
+one place: it hands on a plain value, :class:`GroupDeltas`, that the merge with the persisted state
+(:mod:`mvsink.incremental.aggmerge`) takes with the view's :class:`~mvsink.incremental.aggplan.StatePlan`.
+
+0. The aggregate's input must be linear in every changed source (on its plan, read once here for the change
+   terms' join edges and DuckDB's check too); the change frames, the change terms' pruned reads and the scan
+   guard (:func:`~mvsink.incremental.telescope.scan_guard`) decide whether the changes are worth using.
+1. Δin, the change of the aggregate's input, by the change terms of :mod:`mvsink.incremental.telescope`
+   (signed by ``_mv_sign`` where the input query can carry it).
+2. Δ per group (:func:`_delta_sql`): the signed row count, non-null counts and sums of Δin, in DuckDB in the
+   driver where it evaluates the terms exactly as Spark does (:mod:`mvsink.incremental.duckdbterms`), else by
+   Spark and collected (the one Spark job) when there are at most
+   :data:`~mvsink.engines.arrow.MAX_DRIVER_ROWS` groups.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import time
+from typing import TYPE_CHECKING
+
+from mvsink.columns import DIFF
+from mvsink.engines.arrow import collect_small
+from mvsink.incremental.aggplan import formattable
+from mvsink.incremental.statequeries import ARG_COLUMN, COUNT, KEY_COLUMN, VALUES_COLUMN, nonnull_column, sum_column
+from mvsink.spark.transforms import quote_name as _quote
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+    from pyspark.sql import DataFrame
+
+    from mvsink.core.table import ViewTable
+    from mvsink.incremental.aggplan import StatePlan
+    from mvsink.incremental.changeinputs import ChangeInputs, ChangeTerms
+
+
+@dataclasses.dataclass(frozen=True)
+class GroupDeltas:
+    """Δ per affected group of one refresh (keys named as the view's; ``_mv_agg_count``, and per argument its
+    non-null count, and for SUM and AVG its sum and count of values), as :func:`group_deltas` made it.
+
+    ``rows``: Δ collected into the driver (at most :data:`~mvsink.engines.arrow.MAX_DRIVER_ROWS` groups), else
+    None and ``frame`` is Spark's Δ (more groups: the merge is Spark's too); ``in_driver``: DuckDB evaluated the
+    change terms; ``sources``: the changed sources' names; ``planned`` and ``collected``: the seconds spent making
+    the change terms and collecting Δ.
+    """
+
+    rows: pa.Table | None
+    frame: DataFrame | None
+    in_driver: bool
+    sources: tuple[str, ...]
+    planned: float
+    collected: float
+
+
+def group_deltas(ci: ChangeInputs, plan: StatePlan, table: ViewTable) -> GroupDeltas | str:
+    """Δ per affected group of ``ci``'s changes, or why the changes are not used (the input not linear in a
+    changed source, a change set refused, the scan guard). Leaves every source registered at the version
+    ``ci.desc`` reads.
+
+    DuckDB's Δ where it evaluated the change terms; else Spark's: one signed term per source where the input
+    query can carry the sign (the other sources scanned once), else the telescoping's terms of inserted and
+    deleted rows, summed per group by one SQL statement (:func:`_delta_sql`) and collected."""
+    from pyspark.sql import functions as F
+
+    from mvsink.incremental.telescope import telescope, telescope_signed
+
+    t0 = time.monotonic()
+    q = plan.queries
+    per_group = _delta_sql(plan)
+    ready = _changes(ci, plan, table)
+    if isinstance(ready, str):
+        return ready
+    ct, in_driver = ready
+    delta: DataFrame | None = None
+    if in_driver is None:
+        terms = telescope_signed(ct, q.signed_input)
+        if terms is None:
+            terms = telescope(ct, lambda sign: ct.spark.sql(q.input_query).withColumn(DIFF, F.lit(sign)))
+        delta = ct.spark.sql(per_group, din=functools.reduce(lambda a, b: a.unionByName(b), terms))
+    t1 = time.monotonic()
+    collected = in_driver if delta is None else collect_small(delta)  # None: too many groups for the driver
+    t2 = time.monotonic()
+    names = tuple(s.name for s in ct.changed)
+    return GroupDeltas(collected, delta, in_driver is not None, names, planned=t1 - t0, collected=t2 - t1)
+
+
+def _changes(ci: ChangeInputs, plan: StatePlan, table: ViewTable) -> tuple[ChangeTerms, pa.Table | None] | str:
+    """The change terms' inputs (the changed sources, their change frames), and Δ per group when DuckDB computed
+    it in the driver (:func:`~mvsink.incremental.duckdbterms.terms_in_driver`; else None: Spark's change terms
+    follow); or why not: the input not linear in a changed source, a change set refused, the scan guard.
+
+    The input's plan is read once: its linearity, the change terms' join edges and DuckDB's check are decided
+    on it."""
+    from mvsink.incremental import duckdbterms
+    from mvsink.incremental.linear import prepare_changes
+    from mvsink.incremental.telescope import scan_guards, term_reads
+    from mvsink.plan.linearity import nonlinear_reason
+    from mvsink.plan.read import plan_tree
+    from mvsink.plan.tree import PlanFormatError
+
+    names = [s.name for s in ci.changed]
+    try:
+        tree = plan_tree(ci.spark, plan.queries.input_query, desired=plan.input)
+    except PlanFormatError as exc:  # (in every changed source: the first is named)
+        return f"the aggregate's input is not linear in {names[0]!r}: the plan could not be read: {exc}"
+    for name in names:
+        reason = nonlinear_reason(tree, name)
+        if reason:
+            return f"the aggregate's input is not linear in {name!r}: {reason}"
+    frames = prepare_changes(ci, tree=lambda: tree)
+    if isinstance(frames, str):
+        return frames
+    ct = ci.terms(frames)
+    pruned = term_reads(ct)
+    # (the guard's ratio, and its multiple within which DuckDB's scans of the terms still beat the full diff)
+    too_big, over_driver = scan_guards(ct, table, pruned=pruned, factors=(1.0, duckdbterms.DRIVER_SCAN_FACTOR))
+    if too_big and over_driver:
+        return too_big
+    in_driver = duckdbterms.terms_in_driver(ct, plan, pruned, tree=tree)
+    if in_driver is None and too_big:  # (only DuckDB's scans of them beat the full diff)
+        return too_big
+    return ct, in_driver
+
+
+def _delta_sql(plan: StatePlan) -> str:
+    """Spark SQL of Δ per affected group over Δin (``{din}``, rows of weight ±1): its signed row count, non-null
+    counts and sums.
+
+    Keys are named as the view's. A group whose Δ is zero in every part is not affected (the ± pairs
+    of a copy-on-write rewrite cancel here, as consolidating Δin first would make them). An overflowing
+    sum is NULL (``try_sum``), never a wrapped value. One SQL statement over ``din`` (one analysis of the
+    plan, where column expressions would cost one py4j round trip each).
+    """
+    q = plan.queries
+
+    def ident(name: str) -> str:
+        return formattable(_quote(name))
+
+    w = f"CAST({ident(DIFF)} AS BIGINT)"
+    aggs = [f"sum({w}) AS {ident(COUNT)}"]
+    zero = [f"{ident(COUNT)} = 0"]
+    for i, (_, with_sum) in enumerate(q.args):
+        a, n, s, v = (
+            ident(ARG_COLUMN.format(i)),
+            ident(nonnull_column(i)),
+            ident(sum_column(i)),
+            ident(VALUES_COLUMN.format(i)),
+        )
+        aggs.append(f"sum(CASE WHEN {a} IS NOT NULL THEN {w} ELSE 0 END) AS {n}")
+        zero.append(f"{n} = 0")
+        if with_sum:
+            aggs.append(f"try_sum(CASE WHEN {w} > 0 THEN {a} ELSE -{a} END) AS {s}")
+            aggs.append(f"count({a}) AS {v}")  # a NULL sum of values is an overflow
+            zero.append(f"({s} = 0 OR ({v} = 0 AND {s} IS NULL))")
+    keys = [ident(KEY_COLUMN.format(i)) for i in range(len(q.keys))]
+    select = [f"{k} AS {ident(name)}" for k, name in zip(keys, q.keys)] + aggs
+    group = f" GROUP BY {', '.join(keys)}" if keys else ""
+    # (a global aggregate over an empty Δin has one row of NULLs: nothing changed)
+    return (
+        f"SELECT * FROM (SELECT {', '.join(select)} FROM {{din}}{group}) "
+        f"WHERE {ident(COUNT)} IS NOT NULL AND NOT coalesce({' AND '.join(zero)}, false)"
+    )

@@ -1,0 +1,332 @@
+"""The aggregate state's merge: each affected group's persisted state ⊕ its Δ, checked, and finalised into the
+corrections (step 3 and 4 of :mod:`mvsink.incremental.aggstate`).
+
+It takes Δ per group (:class:`~mvsink.incremental.aggdelta.GroupDeltas`: collected as an Arrow table, or Spark's
+frame when there are more groups than the driver merges) and the view's :class:`~mvsink.incremental.aggplan.StatePlan`;
+it reads the table's rows of only those groups. Up to :data:`~mvsink.engines.arrow.MAX_DRIVER_ROWS` groups
+(:func:`merge_in_driver`): the persisted rows read with pyarrow and matched null-safely in DuckDB, old ⊕ Δ in exact
+Python arithmetic (:func:`_merge_rows`), the new rows finalised by Spark over local rows. More groups
+(:func:`merge_by_spark`): the same by Spark (:func:`_new_state`, its invariants checked by :func:`_violations`).
+A state that cannot be trusted (a broken invariant, an overflow) is a reason: the full diff repairs it.
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import TYPE_CHECKING, Any
+
+from mvsink.columns import DIFF, TIME
+from mvsink.incremental.aggplan import StatePlan, conf_true, finalised, precision_loss, spark_averages
+from mvsink.incremental.statequeries import (
+    AVG_COLUMN,
+    COUNT,
+    VALUES_COLUMN,
+    decimal_average,
+    decimal_type,
+    nonnull_column,
+    sum_column,
+)
+from mvsink.spark.transforms import null_safe_match
+from mvsink.spark.transforms import quote_name as _quote
+
+if TYPE_CHECKING:
+    import decimal
+    from collections.abc import Callable
+
+    import pyarrow as pa
+    from pyspark.sql import DataFrame, SparkSession
+
+    from mvsink.core.table import ViewTable
+
+
+def merge_in_driver(
+    spark: SparkSession, plan: StatePlan, delta: pa.Table, table: ViewTable, *, lower: int, at: int
+) -> tuple[pa.Table, int] | str:
+    """:func:`_new_state` for few affected groups, without a Spark job: the old rows read with delta-rs,
+    old ⊕ Δ merged here, and the new rows finalised by Spark over local rows (a local relation: no job).
+
+    Returns (the corrections: −old, +new, stamped ``at``, in the table's Arrow schema; how many groups),
+    or a reason for the full diff.
+    """
+    import pyarrow as pa
+    from pyspark.sql import types as T
+    from pyspark.sql.pandas.types import to_arrow_schema
+
+    from mvsink.engines.arrow import local_arrow, table_rows
+    from mvsink.engines.duckdb import consolidated
+    from mvsink.spark.sources import arrow_table_schema
+
+    q = plan.queries
+    schema = plan.desired.schema
+    cols = list(plan.desired.columns)
+    out_schema = arrow_table_schema(schema)
+    if not delta.num_rows:  # nothing changed (a global aggregate's one row included)
+        return out_schema.empty_table(), 0
+    # the table's consolidated rows (updates before ``lower``) of the groups in ``delta``: the view's columns
+    # (named as the query's) and ``_mv_diff``
+    old = consolidated(table_rows(table, cols, lower=lower), keys=delta, key_columns=q.keys)
+    averages = plan.averages(precision_loss=precision_loss(spark)) if plan.decimal_averages else {}
+    merged = _merge_rows(
+        plan, delta, old, averages=averages, ansi=lambda: conf_true(spark, "spark.sql.ansi.enabled", "true")
+    )
+    if isinstance(merged, str):
+        return merged
+    new_rows, n_keys = merged
+    in_python = [
+        T.StructField(AVG_COLUMN.format(i), T.DecimalType(*(decimal_type(plan.avg_types[i]) or (38, 18))))
+        for i, sql in averages.items()
+        if sql is None
+    ]
+    state_schema = T.StructType([schema[k] for k in q.keys] + [schema[c] for c in plan.state_columns] + in_python)
+    parts = [
+        old.select(cols)
+        .append_column(TIME, pa.array([at] * old.num_rows, pa.int64()))
+        .append_column(DIFF, pa.compute.negate(old.column(DIFF).cast(pa.int64())))
+        .cast(out_schema)
+    ]
+    if new_rows:
+        live = spark.createDataFrame(
+            pa.Table.from_pylist(new_rows, schema=to_arrow_schema(state_schema, timezone="UTC")), schema=state_schema
+        )
+        new = local_arrow(finalised(spark, plan, live, averages=averages))
+        parts.append(
+            new.append_column(TIME, pa.array([at] * new.num_rows, pa.int64()))
+            .append_column(DIFF, pa.array([1] * new.num_rows, pa.int64()))
+            .cast(out_schema)
+        )
+    return pa.concat_tables(parts), n_keys
+
+
+def _merge_rows(
+    plan: StatePlan,
+    delta: pa.Table,
+    old: pa.Table,
+    *,
+    averages: dict[int, tuple[str, decimal.Decimal] | None] | None = None,
+    ansi: Callable[[], bool] = lambda: False,
+) -> tuple[list[dict[str, Any]], int] | str:
+    """New state rows (keys and state columns) of the affected groups, old ⊕ Δ, or why the state cannot be
+    trusted (the full diff repairs it). Exact: Python integers and decimals, each sum checked against its type
+    (an overflow falls back, never wraps). Per decimal AVG of ``averages``: a sum outside its SQL's bound falls
+    back; one without SQL is computed here as Spark does (``_mv_avg<i>``): NULL where it overflows its type, as
+    Spark's, or under ANSI (``ansi()``) the full diff, which raises Spark's error."""
+    import decimal
+
+    q = plan.queries
+    keys = list(q.keys)
+    olds: dict[tuple[Any, ...], dict[str, Any]] = {}
+    for row in old.to_pylist():
+        k = tuple(row[c] for c in keys)
+        if row[DIFF] != 1 or k in olds:
+            return "an affected group has more than one live row in the table (the full diff repairs it)"
+        olds[k] = row
+    limits = [_sum_limit(t) for t in plan.sum_types]
+    out: list[dict[str, Any]] = []
+    with decimal.localcontext() as ctx:
+        ctx.prec = 120  # exact: sums of DECIMAL(38, s) values
+        for d in delta.to_pylist():
+            k = tuple(d[c] for c in keys)
+            o = olds.get(k)
+            count = (o[COUNT] if o else 0) + d[COUNT]
+            if count < 0:
+                return (
+                    "an affected group's row count would be negative "
+                    "(the table's state is damaged; the full diff repairs it)"
+                )
+            new: dict[str, Any] = {c: d[c] for c in keys}
+            new[COUNT] = count
+            for i, (_, with_sum) in enumerate(q.args):
+                n_col, s_col = nonnull_column(i), sum_column(i)
+                n = (o[n_col] if o else 0) + d[n_col]
+                if n < 0 or n > count:
+                    return "an affected group's state is inconsistent (the full diff repairs it)"
+                new[n_col] = n
+                if with_sum:
+                    if d[s_col] is None and d[VALUES_COLUMN.format(i)] > 0:
+                        return "a decimal sum of the change overflows (the full diff)"
+                    prev = o[s_col] if o else None
+                    if o and o[n_col] > 0 and prev is None:
+                        return "an affected group's state is inconsistent (the full diff repairs it)"
+                    total = (prev or 0) + (d[s_col] or 0)
+                    if abs(total) > limits[i]:
+                        return "an affected group's sum overflows its type (the full diff)"
+                    new[s_col] = total if n > 0 else None  # as SUM over no non-null value
+                    if averages and i in averages:
+                        got = _average(plan, i, averages[i], total if n > 0 else None, n, ansi)
+                        if isinstance(got, str):
+                            return got
+                        if averages[i] is None:
+                            new[AVG_COLUMN.format(i)] = got
+            if count > 0 or q.is_global:
+                out.append(new)
+        n_keys = delta.num_rows
+    return out, n_keys
+
+
+def _average(
+    plan: StatePlan,
+    i: int,
+    sql: tuple[str, decimal.Decimal] | None,
+    total: Any,
+    n: int,
+    ansi: Callable[[], bool],
+) -> decimal.Decimal | None | str:
+    """A group's decimal AVG of argument ``i`` where no SQL computes it (``sql`` None), else None; or why the full
+    diff (a sum beyond the SQL's bound; an overflow under ANSI)."""
+    import decimal
+
+    if total is None:
+        return None
+    if sql is not None:
+        return None if abs(total) < sql[1] else "an affected group's sum is too large for its AVG's exact division"
+    avg_t = decimal_type(plan.avg_types[i])
+    assert avg_t is not None
+    avg = decimal_average(decimal.Decimal(total), n, precision=avg_t[0], scale=avg_t[1])
+    if avg is None and ansi():
+        return "an affected group's AVG overflows its type (the full diff: Spark's error)"
+    return avg
+
+
+def _sum_limit(type_name: str | None) -> int | decimal.Decimal:
+    """The largest absolute value a sum of ``type_name`` (Spark's simple string) holds."""
+    import decimal
+    import re
+
+    m = re.fullmatch(r"decimal\((\d+),(\d+)\)", type_name or "")
+    if m:
+        p, sc = int(m.group(1)), int(m.group(2))
+        return decimal.Decimal(10) ** (p - sc) - decimal.Decimal(1).scaleb(-sc)
+    return 2**63 - 1
+
+
+def merge_by_spark(
+    spark: SparkSession, plan: StatePlan, delta: DataFrame, table_df: Callable[[], DataFrame], *, lower: int, at: int
+) -> tuple[DataFrame, int] | str:
+    """Old ⊕ Δ by Spark (too many groups for the driver): the corrections (old rows retracted, new ones added)
+    and the number of affected groups, or why not."""
+    from pyspark.sql import functions as F
+
+    averages = spark_averages(spark, plan)
+    if isinstance(averages, str):
+        return averages
+    got = _new_state(plan, delta, table_df(), lower=lower, averages=averages)
+    if isinstance(got, str):
+        return got
+    new, old, n_keys = got
+    corr = old.select(*old.columns[:-1], (-F.col(DIFF)).alias(DIFF)).unionByName(
+        new.select("*", F.lit(1).cast("bigint").alias(DIFF))
+    )
+    return corr.select(*new.columns, F.lit(at).cast("bigint").alias(TIME), DIFF), n_keys
+
+
+def _new_state(
+    plan: StatePlan,
+    delta: DataFrame,
+    table_df: DataFrame,
+    *,
+    lower: int,
+    averages: dict[int, tuple[str, decimal.Decimal] | None],
+) -> tuple[DataFrame, DataFrame, int] | str:
+    """(new rows of the affected groups, their persisted rows, how many groups), or a reason for the full diff.
+
+    One Spark job computes the affected groups' old and new state together (checkpointed: both the
+    invariant checks and the corrections read it).
+    """
+    from pyspark.sql import functions as F
+
+    from mvsink.spark.transforms import consolidate
+
+    q = plan.queries
+    cols = list(plan.desired.columns)
+    keys = list(q.keys)
+    # The affected groups first (small: at most the change's rows), so the table is read for them only and
+    # the old state joins them by broadcast (no shuffle of either side).
+    delta = delta.localCheckpoint(eager=True)
+    rows = table_df.select(*cols, TIME, DIFF)
+    if keys:
+        dk = delta.select(*[F.col(_quote(k)).alias(f"_mv_dk{i}") for i, k in enumerate(keys)])
+        match = null_safe_match(rows, dk, [(k, f"_mv_dk{i}") for i, k in enumerate(keys)])
+        rows = rows.join(F.broadcast(dk), match, "left_semi")
+    old = consolidate(rows, cols, before=lower)
+    o = old.select(*[F.col(_quote(c)).alias(f"_mv_o_{c}") for c in cols], F.col(DIFF).alias("_mv_o_diff"))
+    d = delta.select(*[F.col(_quote(c)).alias(f"_mv_d_{c}") for c in delta.columns])
+    if keys:
+        match = null_safe_match(d, o, [(f"_mv_d_{k}", f"_mv_o_{k}") for k in keys])
+        joined = d.join(F.broadcast(o), match, "left_outer")
+    else:  # a global aggregate: Δ has its one row (if anything changed), the table its one row
+        joined = d.join(F.broadcast(o), F.lit(True), "left_outer")
+    state = [F.coalesce(F.col(f"_mv_d_{k}"), F.col(f"_mv_o_{k}")).alias(k) for k in keys]
+    z = F.lit(0).cast("bigint")
+    state.append((F.coalesce(F.col(f"_mv_o_{COUNT}"), z) + F.coalesce(F.col(f"_mv_d_{COUNT}"), z)).alias(COUNT))
+    for i, (_, with_sum) in enumerate(q.args):
+        n, s = nonnull_column(i), sum_column(i)
+        state.append((F.coalesce(F.col(f"_mv_o_{n}"), z) + F.coalesce(F.col(f"_mv_d_{n}"), z)).alias(n))
+        if with_sum:
+            # DECIMAL(38, s) + DECIMAL(38, s) would be DECIMAL(38, s - 1) by Spark's precision-loss rule (a digit
+            # rounded away): add as DECIMAL(37, s) (a larger sum is NULL: the full diff, _violations)
+            dt = decimal_type(plan.sum_types[i])
+            narrow = f"decimal({min(dt[0], 37)},{dt[1]})" if dt else "bigint"
+            total = F.try_add(
+                F.coalesce(F.col(f"_mv_o_{s}"), F.lit(0)).try_cast(narrow),
+                F.coalesce(F.col(f"_mv_d_{s}"), F.lit(0)).try_cast(narrow),
+            )
+            state.append(total.try_cast(plan.sum_types[i] or "bigint").alias(s))
+    olds = [F.col(f"_mv_o_{c}") for c in cols] + [F.col("_mv_o_diff")]
+    overflow = [
+        (F.col(f"_mv_d_{VALUES_COLUMN.format(i)}") > 0) & F.col(f"_mv_d_{sum_column(i)}").isNull()
+        for i, (_, with_sum) in enumerate(q.args)
+        if with_sum
+    ]
+    lost = functools.reduce(lambda a, b: a | b, overflow) if overflow else F.lit(False)
+    merged = joined.select(*state, *olds, F.coalesce(lost, F.lit(False)).alias("_mv_overflow"))
+    merged = merged.localCheckpoint(eager=True)
+    problems = _violations(plan, merged, delta.count(), averages)
+    if isinstance(problems, str):
+        return problems
+    changed = merged
+    old_rows = changed.where(F.col("_mv_o_diff").isNotNull()).select(
+        *[F.col(f"_mv_o_{c}").alias(c) for c in cols], F.col("_mv_o_diff").alias(DIFF)
+    )
+    live = changed if q.is_global else changed.where(F.col(COUNT) > 0)
+    return finalised(changed.sparkSession, plan, live, averages=averages), old_rows, problems
+
+
+def _violations(
+    plan: StatePlan, merged: DataFrame, n_delta: int, averages: dict[int, tuple[str, decimal.Decimal] | None]
+) -> str | int:
+    """Why the affected groups' state cannot be trusted (the full diff then repairs it), else their number."""
+    from pyspark.sql import functions as F
+
+    q = plan.queries
+    conds = [
+        (F.col("_mv_o_diff").isNotNull() & (F.col("_mv_o_diff") != 1)).alias("dup"),
+        (F.col(COUNT) < 0).alias("neg"),
+        F.col("_mv_overflow").alias("overflow"),
+    ]
+    for i, (_, with_sum) in enumerate(q.args):
+        n = F.col(nonnull_column(i))
+        conds.append(((n < 0) | (n > F.col(COUNT))).alias(f"n{i}"))
+        if with_sum:
+            conds.append(((n > 0) & F.col(sum_column(i)).isNull()).alias(f"s{i}"))
+    for i, sql in averages.items():  # a sum too large for its AVG's exact SQL
+        if sql is not None and sql[1] < 10**38:  # (a bound of 10^38: no DECIMAL(38, s) sum reaches it)
+            big = F.abs(F.col(sum_column(i))) >= F.lit(sql[1])
+            conds.append(((F.col(nonnull_column(i)) > 0) & big).alias(f"a{i}"))
+    flags = [F.max(c.cast("int")).alias(f"f{j}") for j, c in enumerate(conds)]
+    row = merged.select(F.count(F.lit(1)).alias("groups"), *flags).collect()[0]
+    if row[1]:
+        return "an affected group has more than one live row in the table (the full diff repairs it)"
+    if row[0] != n_delta:
+        return "an affected group has two different rows in the table (the full diff repairs it)"
+    if row[2]:
+        return (
+            "an affected group's row count would be negative (the table's state is damaged; the full diff repairs it)"
+        )
+    if row[3]:
+        return "a decimal sum of the change overflows (the full diff)"
+    if any(row[j] for j in range(4, len(conds) + 1)):
+        return (
+            "an affected group's state is inconsistent or a decimal sum overflows its type or its AVG's exact "
+            "division (the full diff)"
+        )
+    return int(row[0])
