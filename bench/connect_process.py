@@ -150,6 +150,15 @@ def _inside(res: Mapping[str, Any]) -> float:
     return float(sum(timings.get(k, 0.0) for k in ("mint", "write", "append")))
 
 
+def mode_reason(view: Any) -> str | None:
+    """Why the view's last refresh took its mode, as its table's last commit records it (None if it does not)."""
+    from mvsink.core.table import ViewTable
+
+    history = ViewTable.open(view).history(limit=1)
+    info = history[0].info if history else None
+    return (info.mode_reason if info else None) or None
+
+
 def make_row(
     view: str,
     rnd: int,
@@ -194,6 +203,7 @@ def measure(args: argparse.Namespace, date: dt.datetime) -> tuple[list[dict[str,
     """The run (module docstring): its measured rows (warm-up rounds left out) and its metadata."""
     from bench.streams import make_stream
     from bench.tpch_refresh import DAY, _versions, generate, initial_files, machine, write_view_file
+    from mvsink.definitions.catalog import Catalog
     from mvsink.devtools.localairflow import free_port
     from mvsink.spark.connect import start_server
 
@@ -235,6 +245,8 @@ def measure(args: argparse.Namespace, date: dt.datetime) -> tuple[list[dict[str,
     }
     port = args.port or free_port()
     remote = f"sc://127.0.0.1:{port}"
+    catalog = Catalog(views_dir)
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # a stopped run stops its server too (finally below)
     server = start_server(port=port, conf=SERVER_CONF, log_path=work / "connect-server.log")
     rows: list[dict[str, Any]] = []
     try:
@@ -253,10 +265,12 @@ def measure(args: argparse.Namespace, date: dt.datetime) -> tuple[list[dict[str,
             t += DAY
             changed = stream.apply(rate, step, t - 3_600_000)
             for name in names:
+                measured = refresh(name, t, remote=remote, views_dir=views_dir)
+                why = mode_reason(catalog.get(name))  # before the no-change refresh commits
                 row = make_row(
                     name,
                     rnd,
-                    refresh=refresh(name, t, remote=remote, views_dir=views_dir),
+                    refresh=measured,
                     overwrite=overwrite_view(name),
                     nochange=refresh(name, t + NOCHANGE_MS, remote=remote, views_dir=views_dir),
                     pairs=meta["pairs"],
@@ -265,6 +279,7 @@ def measure(args: argparse.Namespace, date: dt.datetime) -> tuple[list[dict[str,
                     change=meta["change"],
                     changed=changed,
                 )
+                row["reason"] = row["reason"] or why
                 print(json.dumps({k: v for k, v in row.items() if k not in ("changed", "refresh_read")}), flush=True)
                 if rnd >= 0:
                     rows.append(row)
@@ -348,10 +363,10 @@ def report_lines(rows: list[dict[str, Any]], *, raw: str, meta: Mapping[str, Any
         "## Where the time goes",
         "",
         "Medians. Start-up: a process's wall time less the phases it timed itself (Python, imports; for the "
-        "refresh also reading its view file and opening the Connect session). Refresh: its phases as its `--json` "
-        "output reports them (`mint`; `write`, of which `plan`, `corrections`, `stage`; `append`) and the Spark "
-        "jobs its write step ran (– where the refresh does not know them). Overwrite: the Connect session opened, "
-        "the sources registered (Delta resolves each snapshot), the query computed and the table written.",
+        "refresh also reading its view file). Refresh: its phases as its `--json` output reports them (`mint`; "
+        "`write`, which opens the Connect session first, then `plan`, `corrections`, `stage`; `append`) and the "
+        "Spark jobs its write step ran (– where the refresh does not know them). Overwrite: the Connect session "
+        "opened, the sources registered (Delta resolves each snapshot), the query computed and the table written.",
         "",
         "| view | refresh start-up s | mint / write / append s | write: plan / corrections / stage s | Spark jobs "
         "| no-change start-up / inside s | overwrite start-up s | overwrite session / register / query + write s |",
@@ -367,11 +382,15 @@ def report_lines(rows: list[dict[str, Any]], *, raw: str, meta: Mapping[str, Any
             f"{_med(_rest(g, 'overwrite_s', 'overwrite_session_s', 'overwrite_register_s', 'overwrite_write_s'), 'x')}"
             f" | {_med(g, 'overwrite_session_s')} / {_med(g, 'overwrite_register_s')} / {_med(g, 'overwrite_write_s')} |"
         )
-    reasons = {view: sorted({str(r["reason"]) for r in g if r.get("reason")}) for view, g in by_view(rows)}
+    reasons = {view: [str(r["reason"]) for r in g if r.get("reason")] for view, g in by_view(rows)}
     if any(reasons.values()):
-        lines += ["", "Why a refresh took its mode, as it reports it:", ""]
-        lines += [f"- {view}: {'; '.join(why)}" for view, why in reasons.items() if why]
+        lines += ["", "Why each view's refresh took its mode (the last round's, as its table's commit records it):", ""]
+        lines += [f"- {view}: {_cut(why[-1])}" for view, why in reasons.items() if why]
     return lines
+
+
+def _cut(text: str, limit: int = 400) -> str:
+    return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
 def _rest(rows: list[dict[str, Any]], total: str, *parts: str) -> list[dict[str, Any]]:
