@@ -4,7 +4,7 @@ PY := $(VENV)/bin/python
 DATA_ROOT ?= $(CURDIR)/data
 export SPARK_LOCAL_IP ?= 127.0.0.1
 
-.PHONY: install demo test test-fast lint bench bench-scaling bench-airflow bench-formulations soak airflow cluster clean
+.PHONY: install demo test test-fast lint bench bench-scaling bench-connect bench-airflow bench-formulations soak airflow cluster clean
 
 $(VENV)/.installed: pyproject.toml
 	python3 -m venv $(VENV)
@@ -94,6 +94,16 @@ SFS ?= 0.1,1,3
 bench-scaling: install
 	$(VENV)/bin/pip install --quiet tpchgen-cli==4.0.0 matplotlib==3.11.2
 	$(PY) -m bench.scaling --sfs $(SFS) --stream $(STREAM) --file-mb $(FILE_MB)
+
+## bench-connect: a new process per refresh through one running Spark Connect server (the Airflow task's path) vs an
+## overwrite in a new process through it, on TPC-H (SF=0.1 by default) under STREAM, PAIRS RF1 + RF2 pairs per round,
+## REPEAT rounds; the report into bench/reports/connect-sf<SF>-<STREAM>.md, the run's raw rows into
+## bench/results/connect-<date>-sf<SF>-<STREAM>.json
+PAIRS ?= 1
+REPEAT ?= 3
+bench-connect: install
+	$(VENV)/bin/pip install --quiet tpchgen-cli==4.0.0
+	$(PY) -m bench.connect_process --sf $(SF) --stream $(STREAM) --pairs $(PAIRS) --repeat $(REPEAT) --file-mb $(FILE_MB)
 
 ## bench-airflow: refreshes end to end through Airflow (trigger -> success), Spark Connect vs spark-submit; the report
 ## into bench/reports/airflow.md, the run's raw rows into bench/results/airflow-<date>-sf<SF>.json

@@ -106,6 +106,25 @@ GROUP BY n_name""",
 DAY = 86_400_000
 
 
+def write_view_file(
+    views_dir: Path, name: str, view: tuple[str, list[str], list[str]], *, as_of: int, incremental: bool = True
+) -> None:
+    """The view file ``views_dir/<name>.yaml`` of ``view`` (query, sources, key as in :data:`VIEWS`): the sources
+    ``src/<table>`` and the target ``out/<name>`` under the data root, with the product's default settings
+    but ``incremental``."""
+    sql, sources, key = view
+    doc = {
+        "name": name,
+        "query": sql,
+        "sources": {s: f"src/{s}" for s in sources},
+        "target": f"out/{name}",
+        "as_of": as_of,
+        "key": key,
+        "incremental": incremental,
+    }
+    (views_dir / f"{name}.yaml").write_text(yaml.safe_dump(doc))
+
+
 def stamp(path: Path, ts: int) -> None:
     set_commit_time(str(path), ts)
 
@@ -435,21 +454,8 @@ def main() -> int:
     shutil.rmtree(root / "out", ignore_errors=True)
     views_dir.mkdir(parents=True)
     for name in names:
-        sql, sources, key = VIEWS[name]
         for suffix, incremental in (("", True), ("_full", False)):
-            (views_dir / f"{name}{suffix}.yaml").write_text(
-                yaml.safe_dump(
-                    {
-                        "name": f"{name}{suffix}",
-                        "query": sql,
-                        "sources": {s: f"src/{s}" for s in sources},
-                        "target": f"out/{name}{suffix}",
-                        "as_of": t0,
-                        "key": key,
-                        "incremental": incremental,
-                    }
-                )
-            )
+            write_view_file(views_dir, f"{name}{suffix}", VIEWS[name], as_of=t0, incremental=incremental)
 
     from mvsink.definitions.catalog import Catalog
     from mvsink.write.runners import local_session, refresh
@@ -505,7 +511,7 @@ def main() -> int:
         "date": f"{date:%Y-%m-%d %H:%M} UTC",
         "command": command("bench.tpch_refresh"),
         "minutes": (time.monotonic() - started) / 60,
-        "machine": f"{os.cpu_count()} cores; {platform.platform()}; Python {platform.python_version()}; Java {_java()}",
+        "machine": machine(),
         "versions": _versions(),
         "source_files_at_start": initial_files(root),
     }
@@ -792,6 +798,11 @@ def write_report(
             )
     out.write_text("\n".join(lines) + "\n")
     print(f"wrote {out}")
+
+
+def machine() -> str:
+    """Cores, OS, Python and Java of this machine (a report's machine line)."""
+    return f"{os.cpu_count()} cores; {platform.platform()}; Python {platform.python_version()}; Java {_java()}"
 
 
 def _java() -> str:
