@@ -10,6 +10,7 @@
 from __future__ import annotations
 
 import atexit
+import functools
 import json
 import shutil
 import sqlite3
@@ -31,18 +32,14 @@ T = TypeVar("T")
 DAG_FILE = REPO / "dags" / "mvsink_views.py"
 
 
-_MIGRATED: list[Path] = []
-
-
+@functools.cache
 def migrated_home() -> Path:
     """An Airflow home migrated once per test process (``airflow db migrate``); every installation of the tests
     starts from a copy of its database and configuration (``LocalAirflow(migrated_home=...)``)."""
-    if not _MIGRATED:
-        home = Path(tempfile.mkdtemp(prefix="mvsink-airflow-home-"))
-        LocalAirflow(home, home / "dags").migrate()
-        atexit.register(shutil.rmtree, home, ignore_errors=True)
-        _MIGRATED.append(home)
-    return _MIGRATED[0]
+    home = Path(tempfile.mkdtemp(prefix="mvsink-airflow-home-"))
+    LocalAirflow(home, home / "dags").migrate()
+    atexit.register(shutil.rmtree, home, ignore_errors=True)
+    return home
 
 
 class AirflowHome(LocalAirflow):
