@@ -217,7 +217,7 @@ def group_corrections(
     prepared = _guarded_changes(ci, table, desired=desired)
     if isinstance(prepared, str):
         return None, prepared
-    keys = _affected_keys(ci, split, key_columns, prepared=prepared)
+    keys = _affected_keys(ci, split, key_columns, prepared=prepared, desired=desired)
     if isinstance(keys, str):
         return None, keys
     recomputed = _recomputed(spark, desc, desired, table, table_df, keys, key_columns)
@@ -385,9 +385,11 @@ def _affected_keys(
     key_columns: list[str],
     *,
     prepared: dict[str, tuple[DataFrame, DataFrame]],
+    desired: DataFrame,
 ) -> DataFrame | str:
     """The keys (columns ``_mv_key_<i>``) of the groups whose rows of C the sources' changes touch (not run);
-    or why they cannot be found. Leaves every source registered at the version ``desc`` reads."""
+    or why they cannot be found. Leaves every source registered at the version ``desc`` reads. ``desired``: the
+    view's query, analysed (whether its plan can be taken apart is asked of it: already known)."""
     from pyspark.sql import functions as F
 
     from mvsink.incremental.telescope import ChangeFrames, telescope
@@ -397,7 +399,7 @@ def _affected_keys(
     chain = (*split.chain, split.kind)
     # Filters (HAVING, rn <= k) and Sorts above P come off, and a Distinct itself (its input rows are its keys).
     drop = frozenset(i for i, name in enumerate(chain) if name in ("Filter", "Sort", "Distinct"))
-    if drop and not has_plan(spark.sql(view.query)):
+    if drop and not has_plan(desired):
         return "over this Spark Connect server the query's plan cannot be taken apart (its filters hide groups)"
     signed = split.kind == "Distinct"
     frames: dict[str, tuple[DataFrame, DataFrame]] = prepared

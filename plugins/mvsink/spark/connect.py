@@ -62,7 +62,7 @@ def server_command(
         **(conf or {}),
     }
     plugin = jars.connect_plugin_jar()
-    if plugin is not None:  # the analysed plans of its clients' queries (spark_jobs/connect; plan/connectplan.py)
+    if plugin is not None:  # the analysed plans of its clients' queries (spark_jobs/connect; spark/connectplan.py)
         path = settings.get("spark.driver.extraClassPath")
         settings["spark.driver.extraClassPath"] = f"{path}:{plugin}" if path else str(plugin)
         classes = [c for c in settings.get(PLUGIN_CONF, "").split(",") if c]

@@ -123,7 +123,7 @@ def available_connector_jars() -> list[Path]:
 
 #: mvsink's Spark Connect plugin (spark_jobs/connect), built by ``make install`` beside the fetched jars.
 CONNECT_PLUGIN_JAR = "mvsink-connect-plugin.jar"
-#: Its relation plugin class: a client's relation in, its analysed plan's JSON out (plan/connectplan.py).
+#: Its relation plugin class: a client's relation in, its analysed plan's JSON out (spark/connectplan.py).
 CONNECT_PLUGIN_CLASS = "mvsink.connect.AnalyzedPlanRelation"
 
 
