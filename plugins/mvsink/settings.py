@@ -162,6 +162,12 @@ INCREMENTAL_AGGREGATE = Setting(
     "false (0, no, off) makes COUNT/SUM/AVG aggregate views take the full diff instead of refreshing from their "
     "hidden per-group state (mode incremental:aggregate); the state is kept either way",
 )
+SPARK_CDS = Setting(
+    "MVSINK_SPARK_CDS",
+    "true",
+    "false (0, no, off) starts Spark driver JVMs without the class-data sharing archive that make install builds "
+    "(python -m mvsink.spark.cds): each then loads its classes again, about twice the start-up CPU",
+)
 SPARK_CONN_ID = Setting(
     "MVSINK_SPARK_CONN_ID",
     "spark_default",
@@ -384,6 +390,11 @@ def incremental_driver_terms() -> bool:
 def incremental_aggregate() -> bool:
     """``MVSINK_INCREMENTAL_AGGREGATE``: may aggregates refresh from their hidden state (default true)?"""
     return _flag(INCREMENTAL_AGGREGATE, True)
+
+
+def spark_cds() -> bool:
+    """``MVSINK_SPARK_CDS``: may driver JVMs map the class-data archive of ``make install`` (default true)?"""
+    return _flag(SPARK_CDS, True)
 
 
 def views_dir_if_set() -> Path | None:

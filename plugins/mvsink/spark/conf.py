@@ -134,7 +134,16 @@ def spark_conf_for(
     by_master = master_conf(master) if master is not None else {}
     jvm = session_conf(master=master, schemes=view_schemes(view)) if master is not None else {}
     explicit = {**view.spark_conf, **(extra or {})}
-    return {**DEFAULT_SPARK_CONF, **by_master, **jvm, **_unless_set(storage_conf(view), explicit), **explicit}
+    conf = {**DEFAULT_SPARK_CONF, **by_master, **jvm, **_unless_set(storage_conf(view), explicit), **explicit}
+    return driver_conf(conf) if master is not None else conf
+
+
+def driver_conf(conf: dict[str, str]) -> dict[str, str]:
+    """``conf`` of a driver JVM mvsink starts, with the options that map the class-data archive where there is one
+    (:mod:`mvsink.spark.cds`; a user's own ``spark.driver.extraJavaOptions`` kept after them)."""
+    from mvsink.spark import cds
+
+    return cds.with_java_options(conf, cds.driver_java_options())
 
 
 _BUCKET_KEY = re.compile(r"^spark\.hadoop\.fs\.s3a\.bucket\.[^.]+\.(.+)$")

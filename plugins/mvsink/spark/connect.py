@@ -51,7 +51,7 @@ def server_command(
     ``bind`` is loopback unless told otherwise: the server has no authentication of its own,
     so bind another address only inside a private network (the compose file's).
     """
-    from mvsink.spark.conf import session_conf
+    from mvsink.spark.conf import driver_conf, session_conf
 
     settings = {
         **DEFAULT_SPARK_CONF,
@@ -68,7 +68,7 @@ def server_command(
         classes = [c for c in settings.get(PLUGIN_CONF, "").split(",") if c]
         settings[PLUGIN_CONF] = ",".join([*classes, jars.CONNECT_PLUGIN_CLASS])
     cmd = [spark_submit_binary(), "--master", master, "--name", "mvsink-connect", "--class", SERVER_CLASS]
-    for k, v in sorted(settings.items()):
+    for k, v in sorted(driver_conf(settings).items()):
         cmd += ["--conf", f"{k}={v}"]
     return cmd + ["spark-internal"]
 

@@ -170,10 +170,11 @@ def local_session(master: str = "local[2]", conf: Mapping[str, str] | None = Non
     settings.prepare_local_spark()
     from pyspark.sql import SparkSession
 
-    from mvsink.spark.conf import session_conf
+    from mvsink.spark.conf import driver_conf, session_conf
 
     builder = SparkSession.builder.master(master).appName("mvsink")
-    for k, v in {**DEFAULT_SPARK_CONF, **master_conf(master), **session_conf(master=master), **(conf or {})}.items():
+    merged = {**DEFAULT_SPARK_CONF, **master_conf(master), **session_conf(master=master), **(conf or {})}
+    for k, v in driver_conf(merged).items():
         builder = builder.config(k, v)
     return builder.getOrCreate()
 
