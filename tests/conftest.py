@@ -7,7 +7,7 @@ import pytest
 os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
 # Every JVM the tests start (the run's session and Connect server, each spark-submit, Airflow's tasks') compiles with
 # the JIT's first tier only: the same results, about a third less CPU for the suite's many short-lived drivers on 2
-# cores (README.md, "Tests"). A value set outside is kept.
+# cores (docs/spark.md, "The driver's class-data archive"). A value set outside is kept.
 os.environ.setdefault("SPARK_SUBMIT_OPTS", "-XX:TieredStopAtLevel=1")
 os.environ.pop("SPARK_HOME", None)
 
