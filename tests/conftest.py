@@ -1,15 +1,31 @@
 from __future__ import annotations
 
+import contextlib
 import os
 
 import pytest
 
 os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
-# Every JVM the tests start (the run's session and Connect server, each spark-submit, Airflow's tasks') compiles with
-# the JIT's first tier only: the same results, about a third less CPU for the suite's many short-lived drivers on 2
-# cores (docs/spark.md, "The driver's class-data archive"). A value set outside is kept.
-os.environ.setdefault("SPARK_SUBMIT_OPTS", "-XX:TieredStopAtLevel=1")
 os.environ.pop("SPARK_HOME", None)
+# The short-lived JVMs the tests start (each spark-submit write step, Airflow's write tasks, a test's own Connect
+# server) compile with the JIT's first tier only: the same results, about a third less CPU each on 2 cores
+# (docs/spark.md, "The driver's class-data archive"). The run's own session and Connect server, which serve
+# thousands of queries, keep both tiers (:func:`long_lived_jvm`). A value set outside is kept.
+SHORT_LIVED_JVM = "-XX:TieredStopAtLevel=1"
+os.environ.setdefault("SPARK_SUBMIT_OPTS", SHORT_LIVED_JVM)
+
+
+@contextlib.contextmanager
+def long_lived_jvm():
+    """``SPARK_SUBMIT_OPTS`` as it was outside the tests while a JVM that serves the whole test run starts."""
+    ours = os.environ.get("SPARK_SUBMIT_OPTS")
+    if ours == SHORT_LIVED_JVM:
+        del os.environ["SPARK_SUBMIT_OPTS"]
+    try:
+        yield
+    finally:
+        if ours is not None:
+            os.environ["SPARK_SUBMIT_OPTS"] = ours
 
 
 @pytest.fixture(scope="session")
@@ -17,7 +33,8 @@ def spark():
     """One SparkSession (local[2]) for the whole test run."""
     from mvsink.write.runners import local_session
 
-    session = local_session("local[2]", {"spark.driver.memory": "2g"})
+    with long_lived_jvm():
+        session = local_session("local[2]", {"spark.driver.memory": "2g"})
     yield session
     session.stop()
 
@@ -33,7 +50,8 @@ def connect_url(tmp_path_factory):
     from mvsink.spark.connect import start_server
 
     port = free_port()
-    proc = start_server(port=port, log_path=tmp_path_factory.mktemp("connect") / "connect.log")
+    with long_lived_jvm():
+        proc = start_server(port=port, log_path=tmp_path_factory.mktemp("connect") / "connect.log")
     yield f"sc://127.0.0.1:{port}"
     os.killpg(proc.pid, signal.SIGTERM)
     proc.wait(timeout=60)
