@@ -21,13 +21,14 @@ only the test suite sets (fail points, read by :mod:`mvsink.core.failpoints`).
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import math
 import os
 import re
 import sys
 import tempfile
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 
 from mvsink.exceptions import SettingsError
@@ -202,6 +203,7 @@ REGISTRY: tuple[Setting, ...] = (
     SPARK_JOB,
     SPARK_REMOTE,
     SPARK_JARS,
+    SPARK_CDS,
     SPARK_CONN_ID,
     MAX_RESCHEDULES,
     TASK_RETRIES,
@@ -524,6 +526,7 @@ ACCESSORS: dict[str, Callable[[], object]] = {
     SPARK_JOB.name: spark_job,
     SPARK_REMOTE.name: spark_remote,
     SPARK_JARS.name: spark_jars,
+    SPARK_CDS.name: spark_cds,
     REPORTS_DIR.name: reports_dir,
     STAGING_GRACE_SECONDS.name: staging_grace_seconds,
     COMPACT_MEMORY.name: compact_memory,
@@ -584,6 +587,25 @@ def prepare_local_spark() -> None:
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.pop("SPARK_HOME", None)
+
+
+def java_home() -> str | None:
+    """``JAVA_HOME`` (the JDK spark-submit runs), or None."""
+    return (os.environ.get("JAVA_HOME") or "").strip() or None
+
+
+@contextlib.contextmanager
+def data_root_set(folder: Path) -> Iterator[None]:
+    """``MVSINK_DATA_ROOT`` set to ``folder`` in this process (and the processes it starts) for the block."""
+    before = os.environ.get(DATA_ROOT.name)
+    os.environ[DATA_ROOT.name] = str(folder)
+    try:
+        yield
+    finally:
+        if before is None:
+            os.environ.pop(DATA_ROOT.name, None)
+        else:
+            os.environ[DATA_ROOT.name] = before
 
 
 def pyspark_python() -> str:

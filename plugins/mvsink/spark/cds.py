@@ -26,7 +26,6 @@ import functools
 import hashlib
 import importlib.util
 import logging
-import os
 import shutil
 from pathlib import Path
 
@@ -43,7 +42,7 @@ QUIET = "-Xlog:cds=off -Xlog:cds+dynamic=off"
 
 def java_binary() -> Path | None:
     """The ``java`` spark-submit runs: ``$JAVA_HOME/bin/java``, else the one on ``PATH`` (resolved), or None."""
-    home = os.environ.get("JAVA_HOME")
+    home = settings.java_home()
     found = str(Path(home) / "bin" / "java") if home else shutil.which("java")
     return Path(found).resolve() if found and Path(found).exists() else None
 

@@ -75,16 +75,9 @@ def _archive_refresh(root: Path, java_options: str) -> None:
     )
     write_deltalake(str(data / "customers"), pa.table({"id": list(range(5)), "region": ["n", "s", "e", "w", "n"]}))
     (views / "cds.yaml").write_text(_VIEW)
-    before = os.environ.get(settings.DATA_ROOT.name)
-    os.environ[settings.DATA_ROOT.name] = str(data)  # (the job's process loads the view file with it)
-    try:
+    with settings.data_root_set(data):  # (the job's process loads the view file with it)
         view = load_view_file(views / "cds.yaml", data_root=data)
         refresh(view, int(time.time() * 1000), spark_conf={"spark.driver.extraJavaOptions": java_options})
-    finally:
-        if before is None:
-            os.environ.pop(settings.DATA_ROOT.name, None)
-        else:
-            os.environ[settings.DATA_ROOT.name] = before
 
 
 def main(argv: list[str] | None = None) -> int:
