@@ -21,14 +21,13 @@ only the test suite sets (fail points, read by :mod:`mvsink.core.failpoints`).
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import math
 import os
 import re
 import sys
 import tempfile
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable
 from pathlib import Path
 
 from mvsink.exceptions import SettingsError
@@ -167,7 +166,7 @@ SPARK_CDS = Setting(
     "MVSINK_SPARK_CDS",
     "true",
     "false (0, no, off) starts Spark driver JVMs without the class-data sharing archive that make install builds "
-    "(python -m mvsink.spark.cds): each then loads its classes again, about twice the start-up CPU",
+    "(python -m mvsink.write.cdsarchive): each then loads its classes again, about 1.6 times the start-up CPU",
 )
 SPARK_CONN_ID = Setting(
     "MVSINK_SPARK_CONN_ID",
@@ -587,25 +586,6 @@ def prepare_local_spark() -> None:
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.pop("SPARK_HOME", None)
-
-
-def java_home() -> str | None:
-    """``JAVA_HOME`` (the JDK spark-submit runs), or None."""
-    return (os.environ.get("JAVA_HOME") or "").strip() or None
-
-
-@contextlib.contextmanager
-def data_root_set(folder: Path) -> Iterator[None]:
-    """``MVSINK_DATA_ROOT`` set to ``folder`` in this process (and the processes it starts) for the block."""
-    before = os.environ.get(DATA_ROOT.name)
-    os.environ[DATA_ROOT.name] = str(folder)
-    try:
-        yield
-    finally:
-        if before is None:
-            os.environ.pop(DATA_ROOT.name, None)
-        else:
-            os.environ[DATA_ROOT.name] = before
 
 
 def pyspark_python() -> str:

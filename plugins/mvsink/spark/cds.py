@@ -4,14 +4,14 @@ Every spark-submit write step (the CLI's default runner, the DAG's write task) s
 some 15,000 classes of Spark, Delta and Hadoop before its first query: on 2 cores about 30 CPU-seconds of a small
 refresh's 32. The JVM can map those classes, already parsed and verified, from an archive made by an earlier run
 (JDK's dynamic class-data sharing, ``-XX:ArchiveClassesAtExit`` then ``-XX:SharedArchiveFile``). Measured here
-(docs/spark.md): a small refresh through spark-submit 20 s wall / 32 CPU-s without, 10 s / 12 CPU-s with it
-(and the JIT compiler's first tier only, as the tests run).
+(docs/spark.md): a small refresh through spark-submit 20.0 s wall / 33 CPU-s without, 12.3 s / 20 CPU-s with it
+(10.5 s / 13 CPU-s with the JIT compiler's first tier only too, as the tests' short-lived drivers run).
 
 - :mod:`mvsink.write.cdsarchive` makes the archive once per machine and install (``make install`` runs it:
   ``python -m mvsink.write.cdsarchive``): a real refresh of a small view through spark-submit, its JVM told to
   archive the classes it loaded at exit. About 50 s.
 - :func:`driver_java_options` gives the option that maps it, for every driver JVM mvsink starts
-  (:func:`mvsink.spark.conf.session_conf`: spark-submit, the in-process session, the Spark Connect server), when an
+  (:func:`mvsink.spark.conf.driver_conf`: spark-submit, the in-process session, the Spark Connect server), when an
   archive of this JVM and these jars exists (``MVSINK_SPARK_CDS=false`` turns it off).
 
 The archive's name is a digest of what it depends on (the ``java`` binary, pyspark's jars, the jars folder's), so a
@@ -35,14 +35,14 @@ from mvsink.spark import jars
 log = logging.getLogger(__name__)
 
 ARCHIVE_DIR = "cds"  # beside the jars it was made of (jars.jars_folder())
-#: JVM options of a driver that maps the archive: the unified log's cds warnings (an archive the JVM cannot use,
-#: e.g. a class path changed since) go to stderr, where they cannot mix with what a job prints on stdout.
+#: JVM options beside the archive's: the unified log's cds messages off (a warning about an archive the JVM cannot
+#: use, e.g. a class path changed since, would go to stdout, among what a job prints there).
 QUIET = "-Xlog:cds=off -Xlog:cds+dynamic=off"
 
 
 def java_binary() -> Path | None:
     """The ``java`` spark-submit runs: ``$JAVA_HOME/bin/java``, else the one on ``PATH`` (resolved), or None."""
-    home = settings.java_home()
+    home = (settings.process_env().get("JAVA_HOME") or "").strip()
     found = str(Path(home) / "bin" / "java") if home else shutil.which("java")
     return Path(found).resolve() if found and Path(found).exists() else None
 

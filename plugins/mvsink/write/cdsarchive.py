@@ -34,16 +34,9 @@ key: [region]
 """
 
 
-def build(*, force: bool = False) -> Path | None:
-    """Make the archive (a refresh of a small join-and-aggregate view through spark-submit, its JVM archiving the
-    classes it loaded) unless it exists; its path, or None where it cannot be made here (no java or pyspark)."""
-    path = archive_path()
-    if path is None:
-        log.warning("no class-data archive: java or pyspark not found")
-        return None
-    if path.is_file() and not force:
-        log.info("class-data archive %s exists", path)
-        return path
+def build(path: Path) -> None:
+    """Make the archive at ``path`` (a refresh of a small join-and-aggregate view through spark-submit, its JVM
+    archiving the classes it loaded). Sets this process's data root: it is the command's own process."""
     path.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="mvsink-cds-") as tmp:
         partial = Path(tmp) / "driver.jsa"
@@ -56,7 +49,6 @@ def build(*, force: bool = False) -> Path | None:
     for old in path.parent.glob("driver-*.jsa"):  # archives of an earlier JVM or jar set
         if old != path:
             old.unlink(missing_ok=True)
-    return path
 
 
 def _archive_refresh(root: Path, java_options: str) -> None:
@@ -75,28 +67,30 @@ def _archive_refresh(root: Path, java_options: str) -> None:
     )
     write_deltalake(str(data / "customers"), pa.table({"id": list(range(5)), "region": ["n", "s", "e", "w", "n"]}))
     (views / "cds.yaml").write_text(_VIEW)
-    with settings.data_root_set(data):  # (the job's process loads the view file with it)
-        view = load_view_file(views / "cds.yaml", data_root=data)
-        refresh(view, int(time.time() * 1000), spark_conf={"spark.driver.extraJavaOptions": java_options})
+    settings.export(settings.DATA_ROOT, str(data))  # (the job's process loads the view file with it)
+    view = load_view_file(views / "cds.yaml", data_root=data)
+    refresh(view, int(time.time() * 1000), spark_conf={"spark.driver.extraJavaOptions": java_options})
 
 
 def main(argv: list[str] | None = None) -> int:
-    """``python -m mvsink.write.cdsarchive [--force]``: build the archive (``make install`` runs this)."""
+    """``python -m mvsink.write.cdsarchive [--force] [--quiet]``: build the archive unless it exists (``make install``
+    runs this)."""
     parser = argparse.ArgumentParser(prog="python -m mvsink.write.cdsarchive", description=__doc__.splitlines()[0])
     parser.add_argument("--force", action="store_true", help="build it again even if it exists")
     parser.add_argument("--quiet", action="store_true", help="say nothing when it exists already")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.WARNING if args.quiet else logging.INFO, format="%(message)s")
     t0 = time.monotonic()
-    existing = archive_path()
-    if existing is not None and existing.is_file() and not args.force:
+    path = archive_path()
+    if path is None:
+        log.warning("no class-data archive: java or pyspark not found")
+        return 1
+    if path.is_file() and not args.force:
         if not args.quiet:
-            print(f"class-data archive of the Spark driver: {existing} (exists)")
+            print(f"class-data archive of the Spark driver: {path} (exists)")
         return 0
     print("building the class-data archive of the Spark driver (one small refresh through spark-submit, ~50 s)")
-    path = build(force=args.force)
-    if path is None:
-        return 1
+    build(path)
     print(
         f"class-data archive of the Spark driver: {path} ({path.stat().st_size / 1e6:.0f} MB, "
         f"{time.monotonic() - t0:.0f} s)"
