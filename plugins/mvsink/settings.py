@@ -251,14 +251,6 @@ def is_set(setting: Setting) -> bool:
     return _raw(setting) is not None
 
 
-def by_name(name: str) -> Setting:
-    """The registered setting called ``name`` (KeyError if there is none)."""
-    for s in (*REGISTRY, *TEST_ONLY):
-        if s.name == name:
-            return s
-    raise KeyError(name)
-
-
 # ---------------------------------------------------------------- reading and parsing
 
 
@@ -596,17 +588,3 @@ def pyspark_python() -> str:
 def export(setting: Setting, value: str) -> None:
     """Set ``setting`` for this process and the children it starts (the demo sets its data root)."""
     os.environ[setting.name] = value
-
-
-# ---------------------------------------------------------------- documentation
-
-
-def markdown_table() -> str:
-    """The registry as the Markdown table of ``docs/configuration.md`` (variable | default | meaning)."""
-    lines = ["| variable | default | meaning |", "| --- | --- | --- |"]
-    for s in REGISTRY:
-        meaning = s.meaning + (
-            f" (also `[mvsink] {s.airflow_option}` in Airflow's configuration)" if s.airflow_option else ""
-        )
-        lines.append(f"| `{s.name}` | {s.default} | {meaning} |")
-    return "\n".join(lines)
