@@ -52,9 +52,12 @@ install: $(VENV)/.installed $(STORAGE_SERVERS)/azurite-blob $(STORAGE_SERVERS)/s
 demo: install
 	MVSINK_DATA_ROOT=$(DATA_ROOT) MVSINK_VIEWS_DIR=$(CURDIR)/dags/views $(PY) -m mvsink.devtools.demo
 
-## test: lint, type-check, then every test (unit, Spark integration, spark-submit end to end); the 25 slowest listed
+## test: lint, type-check, then every test (unit, Spark integration, spark-submit end to end); the 25 slowest listed.
+## Two pytest processes (pytest-xdist): one runs the Airflow tests, which mostly wait on a scheduler, while the other
+## keeps the cores busy; groups in tests/conftest.py, in collection order (TEST_PROCESSES=0: one process)
+TEST_PROCESSES ?= 2
 test: lint
-	$(PY) -m pytest -q --durations=25
+	$(PY) -m pytest -q --durations=25 $(if $(filter-out 0,$(TEST_PROCESSES)),-n $(TEST_PROCESSES) --dist loadgroup --no-loadscope-reorder)
 
 ## test-fast: unit tests only (no Spark)
 test-fast: install

@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+from pathlib import Path
 
 import pytest
 
@@ -26,6 +27,23 @@ def long_lived_jvm():
     finally:
         if ours is not None:
             os.environ["SPARK_SUBMIT_OPTS"] = ours
+
+
+TESTS = Path(__file__).resolve().parent
+# Folders whose tests form one group of ``make test``'s two processes (pytest-xdist ``--dist loadgroup``): the Airflow
+# tests mostly wait on a scheduler's loop and on wall-clock instants, so one process runs them while the other
+# keeps both cores busy with Spark; the object-storage tests share their servers. Every other file is a group.
+SHARED_GROUPS = ("airflow", "storage")
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(config, items):
+    """Each test's ``xdist_group``: its folder's in :data:`SHARED_GROUPS`, else its file (so a module's fixtures are
+    built once). Without ``--dist loadgroup`` the marks change nothing."""
+    for item in items:
+        rel = Path(str(item.path)).resolve().relative_to(TESTS)
+        group = rel.parts[0] if rel.parts[0] in SHARED_GROUPS else rel.as_posix()
+        item.add_marker(pytest.mark.xdist_group(group))
 
 
 @pytest.fixture(scope="session")
