@@ -30,20 +30,34 @@ def long_lived_jvm():
 
 
 TESTS = Path(__file__).resolve().parent
-# Folders whose tests form one group of ``make test``'s two processes (pytest-xdist ``--dist loadgroup``): the Airflow
-# tests mostly wait on a scheduler's loop and on wall-clock instants, so one process runs them while the other
-# keeps both cores busy with Spark; the object-storage tests share their servers. Every other file is a group.
+# ``make test`` runs the tests in two processes (pytest-xdist, ``--dist loadgroup``) in groups of files sent to one
+# process each, in collection order: the Airflow tests are one group, since they mostly wait on a scheduler's loop and
+# on wall-clock instants, so one process runs them while the other keeps both cores busy with Spark; the
+# object-storage tests are one group (their servers start once); every other file is a group of its own (its module
+# fixtures built once).
 SHARED_GROUPS = ("airflow", "storage")
 
 
-@pytest.hookimpl(tryfirst=True)
-def pytest_collection_modifyitems(config, items):
-    """Each test's ``xdist_group``: its folder's in :data:`SHARED_GROUPS`, else its file (so a module's fixtures are
-    built once). Without ``--dist loadgroup`` the marks change nothing."""
-    for item in items:
-        rel = Path(str(item.path)).resolve().relative_to(TESTS)
-        group = rel.parts[0] if rel.parts[0] in SHARED_GROUPS else rel.as_posix()
-        item.add_marker(pytest.mark.xdist_group(group))
+def test_group(nodeid: str) -> str:
+    """The group of a test's node id (``tests/<folder>/<file>::<name>``): its folder's in :data:`SHARED_GROUPS`,
+    else its file."""
+    path = nodeid.split("::", 1)[0]
+    parts = Path(path).parts
+    return parts[1] if len(parts) > 2 and parts[0] == TESTS.name and parts[1] in SHARED_GROUPS else path
+
+
+def pytest_xdist_make_scheduler(config, log):
+    """``--dist loadgroup`` by :func:`test_group` (xdist 3.8's own loadgroup reads ``xdist_group`` marks through a
+    node id suffix that pytest 9 no longer takes); other ``--dist`` modes as xdist makes them."""
+    if config.getvalue("dist") != "loadgroup":
+        return None
+    from xdist.scheduler import LoadScopeScheduling
+
+    class FolderGroups(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return test_group(nodeid)
+
+    return FolderGroups(config, log)
 
 
 @pytest.fixture(scope="session")
