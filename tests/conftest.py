@@ -38,7 +38,7 @@ TESTS = Path(__file__).resolve().parent
 SHARED_GROUPS = ("airflow", "storage")
 
 
-def test_group(nodeid: str) -> str:
+def group_of(nodeid: str) -> str:
     """The group of a test's node id (``tests/<folder>/<file>::<name>``): its folder's in :data:`SHARED_GROUPS`,
     else its file."""
     path = nodeid.split("::", 1)[0]
@@ -47,7 +47,7 @@ def test_group(nodeid: str) -> str:
 
 
 def pytest_xdist_make_scheduler(config, log):
-    """``--dist loadgroup`` by :func:`test_group` (xdist 3.8's own loadgroup reads ``xdist_group`` marks through a
+    """``--dist loadgroup`` by :func:`group_of` (xdist 3.8's own loadgroup reads ``xdist_group`` marks through a
     node id suffix that pytest 9 no longer takes); other ``--dist`` modes as xdist makes them."""
     if config.getvalue("dist") != "loadgroup":
         return None
@@ -55,7 +55,7 @@ def pytest_xdist_make_scheduler(config, log):
 
     class FolderGroups(LoadScopeScheduling):
         def _split_scope(self, nodeid: str) -> str:
-            return test_group(nodeid)
+            return group_of(nodeid)
 
     return FolderGroups(config, log)
 
