@@ -16,6 +16,11 @@ SHORT_LIVED_JVM = "-XX:TieredStopAtLevel=1"
 os.environ.setdefault("SPARK_SUBMIT_OPTS", SHORT_LIVED_JVM)
 
 
+# The run's own session and Connect server collect with the parallel collector: on 2 cores it measured ~8 % less CPU
+# and wall than G1 over tests/spark/test_incremental_shapes.py (190 vs 207 CPU-s, 121 vs 131 s; 2 runs each).
+LONG_LIVED_JVM_CONF = {"spark.driver.extraJavaOptions": "-XX:+UseParallelGC"}
+
+
 @contextlib.contextmanager
 def long_lived_jvm():
     """``SPARK_SUBMIT_OPTS`` as it was outside the tests while a JVM that serves the whole test run starts."""
@@ -66,7 +71,7 @@ def spark():
     from mvsink.write.runners import local_session
 
     with long_lived_jvm():
-        session = local_session("local[2]", {"spark.driver.memory": "2g"})
+        session = local_session("local[2]", {"spark.driver.memory": "2g", **LONG_LIVED_JVM_CONF})
     yield session
     session.stop()
 
@@ -83,7 +88,9 @@ def connect_url(tmp_path_factory):
 
     port = free_port()
     with long_lived_jvm():
-        proc = start_server(port=port, log_path=tmp_path_factory.mktemp("connect") / "connect.log")
+        proc = start_server(
+            port=port, conf=LONG_LIVED_JVM_CONF, log_path=tmp_path_factory.mktemp("connect") / "connect.log"
+        )
     yield f"sc://127.0.0.1:{port}"
     os.killpg(proc.pid, signal.SIGTERM)
     proc.wait(timeout=60)
