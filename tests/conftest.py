@@ -23,12 +23,13 @@ LONG_LIVED_JVM_CONF = {"spark.driver.extraJavaOptions": "-XX:+UseParallelGC"}
 
 @contextlib.contextmanager
 def long_lived_jvm():
-    """``SPARK_SUBMIT_OPTS`` as it was outside the tests while a JVM that serves the whole test run starts."""
+    """While a JVM that serves the whole test run starts: ``SPARK_SUBMIT_OPTS`` as it was outside the tests; yields
+    the Spark conf of such a JVM (:data:`LONG_LIVED_JVM_CONF`)."""
     ours = os.environ.get("SPARK_SUBMIT_OPTS")
     if ours == SHORT_LIVED_JVM:
         del os.environ["SPARK_SUBMIT_OPTS"]
     try:
-        yield
+        yield dict(LONG_LIVED_JVM_CONF)
     finally:
         if ours is not None:
             os.environ["SPARK_SUBMIT_OPTS"] = ours
@@ -70,8 +71,8 @@ def spark():
     """One SparkSession (local[2]) for the whole test run."""
     from mvsink.write.runners import local_session
 
-    with long_lived_jvm():
-        session = local_session("local[2]", {"spark.driver.memory": "2g", **LONG_LIVED_JVM_CONF})
+    with long_lived_jvm() as conf:
+        session = local_session("local[2]", {"spark.driver.memory": "2g", **conf})
     yield session
     session.stop()
 
@@ -87,10 +88,8 @@ def connect_url(tmp_path_factory):
     from mvsink.spark.connect import start_server
 
     port = free_port()
-    with long_lived_jvm():
-        proc = start_server(
-            port=port, conf=LONG_LIVED_JVM_CONF, log_path=tmp_path_factory.mktemp("connect") / "connect.log"
-        )
+    with long_lived_jvm() as conf:
+        proc = start_server(port=port, conf=conf, log_path=tmp_path_factory.mktemp("connect") / "connect.log")
     yield f"sc://127.0.0.1:{port}"
     os.killpg(proc.pid, signal.SIGTERM)
     proc.wait(timeout=60)
