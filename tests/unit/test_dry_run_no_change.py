@@ -34,3 +34,41 @@ def test_a_dry_run_of_a_batch_no_source_changed_reports_nothing_to_do(tmp_path, 
     assert res.status == "dry_run" and (res.rows_added, res.rows_retracted) == (0, 0) and res.mode == "unchanged"
     assert "would add 0 and retract 0 rows (no source changed); nothing written" in res.summary()
     assert len(os.listdir(data / "views" / "v" / "_delta_log")) == version  # nothing written
+
+
+def test_a_refresh_no_source_changed_imports_no_arrow_spark_or_duckdb(tmp_path, monkeypatch):
+    """The command line's refresh of a view no source changed since its last refresh (mint finds the batch empty:
+    one commit that moves the upper) runs with the storage layer's local paths only: it imports none of pyarrow,
+    numpy, pyspark, duckdb, and commits the new upper (issue 35: a new process per refresh costs little then)."""
+    import json
+    import subprocess
+    import sys
+
+    from mvsink.definitions.catalog import Catalog
+    from tests.support.refreshlog import HOUR, refresh, source, view_file
+
+    data, views = tmp_path / "data", tmp_path / "views"
+    data.mkdir()
+    views.mkdir()
+    source(data)
+    view_file(views, "v")
+    monkeypatch.setenv("MVSINK_DATA_ROOT", str(data))
+    now = int(time.time() * 1000)
+    refresh(Catalog(views), "v", now - HOUR, added=3)
+    log = data / "views" / "v" / "_delta_log"
+    before = len(os.listdir(log))
+    script = (
+        "import json, sys\n"
+        "from mvsink.cli.app import main\n"
+        f"code = main(['refresh', 'v', '--views-dir', {str(views)!r}, '--at', '{now}', '--json'])\n"
+        "heavy = sorted(m for m in ('pyarrow', 'numpy', 'pyspark', 'duckdb', 'pandas') if m in sys.modules)\n"
+        "print(json.dumps({'code': code, 'heavy': heavy}))\n"
+    )
+    env = {**os.environ, "MVSINK_DATA_ROOT": str(data)}
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env, timeout=120)
+    assert out.returncode == 0, out.stderr
+    *printed, last = out.stdout.strip().splitlines()
+    assert json.loads(last) == {"code": 0, "heavy": []}, out.stderr
+    result = json.loads("\n".join(printed))
+    assert (result["status"], result["reason"]) == ("appended", "no source changed: only the upper moved")
+    assert len(os.listdir(log)) == before + 1  # one commit: the new upper

@@ -377,7 +377,7 @@ class ViewTable:
         """Paths (relative to the table root, as in the log) of the active files; empty if missing."""
         if self._dt is None:
             return set()
-        actions = self.add_actions()
+        actions = self.delta.get_add_actions(flatten=True)  # arro3's table: no pyarrow import for this
         return set(actions.column("path").to_pylist()) if actions.num_rows else set()
 
     def file_uris(self) -> list[Location]:

@@ -121,10 +121,9 @@ def _run_write(spark: SparkSession, view: ViewDefinition, desc: BatchDescription
 
     t0 = time.monotonic()
     apply_storage_conf(spark, view)  # a shared session (in-process, Connect) may not have been started for it
+    register_sources(spark, view, desc)
     table = ViewTable.open_path(desc.target, view.name)
     fr = table.frontier
-
-    register_sources(spark, view, desc)
     result = analyse(spark, view)
     # Tables of views with checks carry _mv_error; a table that has it keeps it (checks removed later
     # retract the error rows); tables of views that never had checks stay as they were.
