@@ -19,12 +19,15 @@ import hmac
 import logging
 import uuid
 from base64 import b64decode, b64encode
-from email.utils import formatdate
+from typing import TYPE_CHECKING
 from urllib.parse import quote
 
-from mvsink.core import storage, storehttp
+from mvsink.core import storage
 from mvsink.exceptions import MvSinkError, StoreError, UnsafeStoreError
 from mvsink.location import Location, Where, parse
+
+if TYPE_CHECKING:
+    from mvsink.core import storehttp
 
 log = logging.getLogger(__name__)
 
@@ -84,6 +87,8 @@ def check_conditional_writes(where: Where) -> None:
             "writing there, then retry."
         )
     if 200 <= second < 300:
+        from mvsink.core import storehttp
+
         where = (
             opts.get("AWS_ENDPOINT_URL", "s3") if loc.kind == "s3" else storehttp.azure_endpoint(opts, _target(loc))[1]
         )
@@ -100,6 +105,8 @@ def check_conditional_writes(where: Where) -> None:
 
 def _s3_put(opts: dict[str, str], loc: Location, key: str) -> int:
     """PUT ``key`` with ``If-None-Match: *``, signed with AWS Signature Version 4; the HTTP status."""
+    from mvsink.core import storehttp
+
     return storehttp.s3_request(opts, _target(loc), key, "PUT", b"mvsink put-if-absent probe", {"if-none-match": "*"})[
         0
     ]
@@ -107,6 +114,10 @@ def _s3_put(opts: dict[str, str], loc: Location, key: str) -> int:
 
 def _azure_put(opts: dict[str, str], loc: Location, key: str) -> int:
     """Put Blob ``key`` with ``If-None-Match: *``, signed with the account's Shared Key; the HTTP status."""
+    from email.utils import formatdate
+
+    from mvsink.core import storehttp
+
     account = opts.get("AZURE_STORAGE_ACCOUNT_NAME") or loc.account
     scheme, host, prefix = storehttp.azure_endpoint(opts, _target(loc))
     path = f"{prefix}/{loc.bucket}/" + quote(key, safe="/-_.~")
@@ -129,10 +140,14 @@ def _azure_put(opts: dict[str, str], loc: Location, key: str) -> int:
 def create_container(where: Where) -> int:
     """Create the Azure container of a location (Shared Key; for tests against the emulator); the HTTP status
     (201 created, 409 already there)."""
+    from mvsink.core import storehttp
+
     loc = parse(where)
     opts = storage.delta_options(loc) or {}
     return storehttp.azure_container_request(opts, _target(loc), "PUT")[0]
 
 
 def _target(loc: Location) -> storehttp.Target:
+    from mvsink.core import storehttp
+
     return storehttp.Target(bucket=loc.bucket, account=loc.account, emulator_url=storage.emulator_url(loc))
