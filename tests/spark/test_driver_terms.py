@@ -273,3 +273,88 @@ def test_refreshed_with_driver_terms_equal_sparks_full_computation(spark, env, m
     for name, in_driver, said in reasons:  # (after the values: those are what the test is about)
         assert ("change terms evaluated in the driver" in said) is in_driver, (name, said)
     spark.catalog.dropTempView("items")
+
+
+LINEAR_VIEWS = {  # name: (query, sources, evaluated in the driver?)
+    "lin_join": (
+        "SELECT l_orderkey, l_line, l_qty, l_price, o_orderdate FROM orders JOIN lineitem ON l_orderkey = o_orderkey "
+        "WHERE l_qty IN (1, 2, 3) AND l_price > 20",
+        ("orders", "lineitem"),
+        True,
+    ),
+    "lin_q3": (
+        "SELECT l_orderkey, l_line, o_orderdate, l_price * (1 - l_qty) AS rev, c_mktsegment "
+        "FROM customer JOIN orders ON c_custkey = o_custkey JOIN lineitem ON l_orderkey = o_orderkey "
+        "WHERE c_mktsegment = 'B' AND o_orderdate < DATE '1995-02-15'",
+        ("customer", "orders", "lineitem"),
+        True,
+    ),
+    "lin_one": ("SELECT l_orderkey, l_line, l_qty + l_suppkey AS k FROM lineitem WHERE l_qty > 2", ("lineitem",), True),
+    "lin_div": ("SELECT l_orderkey, l_line, l_price / 3 AS third FROM lineitem", ("lineitem",), False),  # rounding
+    "lin_lower": (  # a string function
+        "SELECT o_orderkey, lower(c_mktsegment) AS seg FROM customer JOIN orders ON c_custkey = o_custkey",
+        ("customer", "orders"),
+        False,
+    ),
+}
+
+
+def test_a_linear_views_small_change_terms_run_in_duckdb_and_equal_sparks(spark, env, monkeypatch):
+    """The linear mode's change terms (issue 35: no Spark job for a small change's terms): where DuckDB evaluates the
+    view's query exactly as Spark does, its signed terms run in the driver and are consolidated there; every
+    refresh is incremental, exact against DuckDB's oracle and equal to the twin whose terms Spark computes
+    (``MVSINK_INCREMENTAL_DRIVER_TERMS=false``), and reports the same reads; a division or a string function keeps
+    Spark's terms."""
+    data, views = env
+    monkeypatch.setenv("MVSINK_INCREMENTAL_PRUNE_MIN_BYTES", "0")  # the test's tables are small
+    monkeypatch.setenv("MVSINK_INCREMENTAL_MAX_FRACTION", "0.9")
+    rng = random.Random(23)
+    _dims(data, rng)
+    for b in range(BANDS):
+        keys = range(1 + b * BAND, 1 + (b + 1) * BAND)
+        write_at(data / "orders", _orders(rng, keys), BASE)
+        write_at(data / "lineitem", _lineitems(rng, keys), BASE)
+    paths = {n: str(data / n) for n in ("customer", "orders", "lineitem")}
+    for name, (query, sources, _) in LINEAR_VIEWS.items():
+        for suffix in ("", "_spark"):
+            write_view(
+                views,
+                name + suffix,
+                query=query,
+                sources={s: s for s in sources},
+                target=f"views/{name}{suffix}",
+                as_of=BASE,
+            )
+    catalog = Catalog(views)
+    t = BASE + HOUR
+    for name in LINEAR_VIEWS:
+        for suffix in ("", "_spark"):
+            assert refresh(catalog.get(name + suffix), t, catalog=catalog, runner="inprocess", spark=spark).status
+    next_key, oldest = 1 + BANDS * BAND, 1
+    for step in range(3):
+        t += HOUR // 2
+        rf_pair(data, rng, range(next_key, next_key + 6), oldest, t)
+        if step == 1:  # an update too: a row's old and new values in one change
+            update_at(
+                data / "lineitem", {"l_qty": "l_qty + 1"}, f"l_orderkey BETWEEN {oldest} AND {oldest + 30}", t + 5
+            )
+        next_key, oldest = next_key + 6, oldest + 4
+        t += HOUR
+        for name, (query, sources, in_driver) in LINEAR_VIEWS.items():
+            monkeypatch.setenv("MVSINK_INCREMENTAL_DRIVER_TERMS", "true")
+            res = refresh(catalog.get(name), t, catalog=catalog, runner="inprocess", spark=spark)
+            monkeypatch.setenv("MVSINK_INCREMENTAL_DRIVER_TERMS", "false")
+            twin = refresh(catalog.get(name + "_spark"), t, catalog=catalog, runner="inprocess", spark=spark)
+            assert res.status == twin.status == "appended", (res, twin)
+            assert res.mode == twin.mode == "incremental", (name, step, res.reason, twin.reason)
+            got = multiset(read_view(catalog.get(name), as_of=t))
+            assert got == oracle(query, {s: paths[s] for s in sources}, t), (name, step)
+            assert got == multiset(read_view(catalog.get(name + "_spark"), as_of=t)), (name, step)
+            assert {s for s in sources if res.reads.get(s, {}).get("files")} == {
+                s for s in sources if twin.reads.get(s, {}).get("files")
+            }, (name, res.reads, twin.reads)
+            said = _reason(catalog.get(name))
+            assert ("change terms evaluated in the driver" in said) is in_driver, (name, said)
+            assert "change terms evaluated in the driver" not in _reason(catalog.get(name + "_spark"))
+            schema = ViewTable.open(catalog.get(name)).arrow_schema()
+            assert schema == ViewTable.open(catalog.get(name + "_spark")).arrow_schema(), name

@@ -23,16 +23,25 @@ an error included (an overflow, a value that does not cast): None, and Spark com
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, Final
 
 from mvsink.engines.duckdbsql import Untranslatable, duckdb_schema, duckdb_sql, unsupported
+from mvsink.plan.tree import PlanFormatError
 from mvsink.spark.connectplan import has_plan
 
-__all__ = ["DRIVER_SCAN_FACTOR", "MAX_TERM_BYTES", "delta_in_driver", "terms_in_driver", "unsupported"]
+__all__ = [
+    "DRIVER_SCAN_FACTOR",
+    "MAX_TERM_BYTES",
+    "delta_in_driver",
+    "terms_in_driver",
+    "unsupported",
+    "view_rows_in_driver",
+]
 
 if TYPE_CHECKING:
     import pyarrow as pa
+    from pyspark.sql import DataFrame
 
     from mvsink.core.batch import SourceRead
     from mvsink.incremental.changeinputs import ChangeTerms
@@ -56,16 +65,13 @@ def terms_in_driver(
     """Δ per group from :func:`delta_in_driver`, or None (Spark's terms; logged why): the aggregate mode's entry.
     ``tree``: the input query's plan, as the mode read it."""
     from mvsink import settings
-    from mvsink.plan.tree import PlanFormatError
 
-    spark, view = ct.spark, ct.view
+    view = ct.view
     if not settings.incremental_driver_terms() or plan.input is None:
         return None
-    if not has_plan(plan.input):  # (a Connect server without mvsink's plugin: no typed plan)
-        log.info("view %s: change terms by Spark: this Spark Connect server gives no typed plan", view.name)
-        return None
-    if str(spark.conf.get("spark.sql.ansi.enabled")).lower() != "true":  # (without it Spark wraps an overflow)
-        log.info("view %s: change terms by Spark: Spark is not in ANSI mode", view.name)
+    refused = _driver_refused(ct, plan.input)
+    if refused is not None:
+        log.info("view %s: change terms by Spark: %s", view.name, refused)
         return None
     try:
         got = delta_in_driver(ct, plan, pruned, tree=tree)
@@ -88,10 +94,102 @@ def delta_in_driver(
     tree: PlanNode,
 ) -> pa.Table | str:
     """Δ per affected group (the schema of :func:`mvsink.incremental.aggdelta._delta_sql`) from DuckDB, or why not."""
+    from mvsink.engines.arrow import MAX_DRIVER_ROWS
+    from mvsink.engines.duckdb import duckdb_cursor
+
+    q = plan.queries
+    din = _term_rows(ct, q.signed_input, _referenced(q.input_query), pruned, tree=tree)
+    if isinstance(din, str):
+        return din
+    got = _state(duckdb_cursor(), plan, din)
+    if not isinstance(got, str) and got.num_rows > MAX_DRIVER_ROWS:  # (as collect_small bounds Spark's Δ)
+        return f"{got.num_rows} affected groups, more than the driver merges ({MAX_DRIVER_ROWS})"
+    return got
+
+
+def view_rows_in_driver(
+    ct: ChangeTerms, desired: DataFrame, pruned: dict[str, list[PrunedRead]], *, tree: PlanNode
+) -> pa.Table | None:
+    """The linear mode's entry: the view's change terms (:func:`~mvsink.incremental.telescope.signed_query` of its
+    query, one per changed source) evaluated by DuckDB, as signed rows of the view's columns (Spark's types of
+    ``desired``, the query analysed) and ``_mv_diff``, not consolidated; or None (Spark's terms; logged why).
+    ``tree``: the query's plan, as the mode read it."""
+    from functools import partial
+
+    from mvsink.columns import DIFF
+    from mvsink.incremental.telescope import signed_query
+
+    view = ct.view
+    why = _driver_refused(ct, desired)
+    rows: pa.Table | str | None = None
+    if why is None:
+        sql = partial(signed_query, view.query, weight=DIFF)
+        try:
+            got = _term_rows(ct, sql, _referenced(view.query), pruned, tree=tree)
+            rows = got if isinstance(got, str) else _as_view_rows(got, desired)
+        except PlanFormatError as exc:
+            rows = f"the plan could not be read ({exc})"
+        except Exception:  # noqa: BLE001 (whatever went wrong here, Spark's terms give the answer)
+            log.warning("view %s: change terms by Spark: the driver's evaluation failed", view.name, exc_info=True)
+            return None
+        why = rows if isinstance(rows, str) else None
+    if why is not None or rows is None or isinstance(rows, str):
+        log.info("view %s: change terms by Spark: %s", view.name, why)
+        return None
+    return rows
+
+
+def _driver_refused(ct: ChangeTerms, analysed: DataFrame | None) -> str | None:
+    """Why DuckDB may not evaluate ``ct``'s terms at all (the setting, no typed plan, Spark not in ANSI mode), or
+    None."""
+    from mvsink import settings
+
+    if not settings.incremental_driver_terms():
+        return "MVSINK_INCREMENTAL_DRIVER_TERMS is off"
+    if analysed is None or not has_plan(analysed):  # (a Connect server without mvsink's plugin: no typed plan)
+        return "this Spark Connect server gives no typed plan"
+    if str(ct.spark.conf.get("spark.sql.ansi.enabled")).lower() != "true":  # (without it Spark wraps an overflow)
+        return "Spark is not in ANSI mode"
+    return None
+
+
+def _as_view_rows(din: pa.Table, desired: DataFrame) -> pa.Table | str:
+    """DuckDB's signed term rows cast to Spark's types of the view's columns (``desired``), or why not: other
+    columns than the query's, more rows than the driver takes, a value that does not cast exactly."""
     import pyarrow as pa
 
     from mvsink.columns import DIFF
-    from mvsink.engines.arrow import MAX_DRIVER_ROWS, change_rows
+    from mvsink.engines.arrow import MAX_DRIVER_ROWS
+    from mvsink.spark.sources import arrow_table_schema
+
+    want = list(desired.columns)
+    if din.column_names != [*want, DIFF]:
+        return f"the terms' columns {din.column_names} are not the query's"
+    if din.num_rows > MAX_DRIVER_ROWS:
+        return f"{din.num_rows} rows of change terms, more than the driver consolidates ({MAX_DRIVER_ROWS})"
+    schema = arrow_table_schema(desired.schema)
+    fields = [schema.field(c) for c in want] + [pa.field(DIFF, pa.int64())]
+    try:
+        return din.cast(pa.schema(fields))  # safe: a value that does not fit Spark's type fails here
+    except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError) as exc:
+        return f"a term's value does not cast to Spark's type ({exc})"
+
+
+def _term_rows(
+    ct: ChangeTerms,
+    signed_sql: Callable[[tuple[str, ...]], str | None],
+    columns: set[str],
+    pruned: dict[str, list[PrunedRead]],
+    *,
+    tree: PlanNode,
+) -> pa.Table | str:
+    """Every change term of ``ct`` run by DuckDB: ``signed_sql(changed names)`` (Spark SQL carrying the change sets'
+    signs as ``_mv_diff``) over the change sets' rows and the other sources' snapshots (their pruned reads; only
+    ``columns`` of each), the terms' coefficients multiplied in; their rows together, or why not."""
+    import pyarrow as pa
+
+    from mvsink.columns import DIFF
+    from mvsink.engines.arrow import change_rows
     from mvsink.engines.duckdb import duckdb_cursor
     from mvsink.incremental.telescope import SIGN, ChangeFrames, change_terms
 
@@ -105,8 +203,6 @@ def delta_in_driver(
     missing = [s.name for s in changed if s.name not in sets]
     if missing:
         return f"the change of {missing[0]!r} is not plain Parquet files"
-    q = plan.queries
-    columns = _referenced(q.input_query)
     zone = str(spark.conf.get("spark.sql.session.timeZone"))
     schemas = {s.name: duckdb_schema(spark.table(s.name).schema, columns, zone) for s in desc.sources}
     wanted = {n: list(sch.names) for n, sch in schemas.items()}
@@ -119,7 +215,7 @@ def delta_in_driver(
         changes[s.name] = rows
     terms: list[pa.Table] = []
     for t in change_terms(changed, base):
-        sql = q.signed_input(tuple(s.name for s in t.changes))
+        sql = signed_sql(tuple(s.name for s in t.changes))
         if sql is None:
             return "a term's sign could not be carried"
         reads = {r.source: r for r in pruned.get(t.key, [])}
@@ -142,13 +238,9 @@ def delta_in_driver(
             i = out.schema.get_field_index(DIFF)
             out = out.set_column(i, DIFF, pc.negate(out.column(DIFF)))
         terms.append(out)
-    din = pa.concat_tables(terms, promote_options="permissive") if terms else None
-    if din is None:
+    if not terms:
         return "no change term"
-    got = _state(duckdb_cursor(), plan, din)
-    if not isinstance(got, str) and got.num_rows > MAX_DRIVER_ROWS:  # (as collect_small bounds Spark's Δ)
-        return f"{got.num_rows} affected groups, more than the driver merges ({MAX_DRIVER_ROWS})"
-    return got
+    return pa.concat_tables(terms, promote_options="permissive")
 
 
 def _referenced(query: str) -> set[str]:

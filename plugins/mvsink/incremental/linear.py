@@ -365,10 +365,17 @@ def incremental_corrections(
         name, reason = next(iter(why.items()))
         return None, f"{NOT_LINEAR} {name!r}: {reason}"
     sizes: dict[str, int] = {}
-    frames = prepare_changes(ci, sizes=sizes, tree=lambda: plan_tree(spark, view.query, desired=desired))
+    tree = functools.cache(lambda: plan_tree(spark, view.query, desired=desired))
+    frames = prepare_changes(ci, sizes=sizes, tree=tree)
     if isinstance(frames, str):
         return None, frames
     ct = ci.terms(frames)
+    reason = f"from the changes of {', '.join(s.name for s in changed)}"
+    few = sum(sizes.values()) <= arrow.MAX_DRIVER_CHANGE_BYTES
+    if observation is None and not with_error and few and desired is not None:
+        in_driver = _terms_in_driver(ct, desired, tree)
+        if in_driver is not None:
+            return in_driver, f"{reason} ({in_driver.num_rows} correction(s) from change terms evaluated in the driver)"
     terms = _signed_terms(ct, desired=desired) or telescope(
         ct, lambda sign: spark.sql(view.query).select("*", F.lit(sign).cast("bigint").alias(DIFF))
     )
@@ -377,7 +384,6 @@ def incremental_corrections(
         union = union.unionByName(t)
     union = apply_checks(union, view, with_error=with_error, weight=DIFF, observation=observation)
     columns = [c for c in union.columns if c != DIFF]
-    reason = f"from the changes of {', '.join(s.name for s in changed)}"
     if (
         observation is None
         and not with_error
@@ -421,6 +427,36 @@ def _signed_terms(ct: ChangeTerms, *, desired: DataFrame | None) -> list[DataFra
         log.info("view %s: the signed change terms' columns differ from the query's: two terms per source", view.name)
         return None
     return terms
+
+
+def _terms_in_driver(ct: ChangeTerms, desired: DataFrame, tree: Callable[[], PlanNode]) -> pa.Table | None:
+    """The corrections of small changes whose terms DuckDB evaluates in the driver
+    (:func:`mvsink.incremental.duckdbterms.view_rows_in_driver`), consolidated there and stamped with the batch's
+    time, in the table's Arrow schema; or None (Spark's terms follow)."""
+    import pyarrow as pa
+
+    from mvsink.columns import DIFF, TIME
+    from mvsink.incremental.duckdbterms import view_rows_in_driver
+    from mvsink.incremental.telescope import term_reads
+    from mvsink.plan.tree import PlanFormatError
+    from mvsink.spark.sources import arrow_table_schema
+
+    if not all(arrow.same_equality(f.dataType) for f in desired.schema.fields):
+        return None
+    try:
+        rows = view_rows_in_driver(ct, desired, term_reads(ct), tree=tree())
+    except PlanFormatError:
+        return None
+    if rows is None:
+        return None
+    columns = list(desired.columns)
+    net = consolidated_rows(rows)
+    return (
+        net.select(columns)
+        .append_column(TIME, pa.array([ct.desc.time] * net.num_rows, pa.int64()))
+        .append_column(DIFF, net.column(DIFF))
+        .cast(arrow_table_schema(desired.schema))
+    )
 
 
 def _in_driver(union: DataFrame, columns: list[str], *, at: int) -> pa.Table | None:
