@@ -59,18 +59,17 @@ def _reason(view) -> str:
     return (info.mode_reason if info else None) or ""
 
 
-def test_small_change_terms_run_in_duckdb_and_equal_sparks(spark, env, monkeypatch):
+def _twin_lake(spark, env, rng: random.Random, views_: dict[str, tuple[str, tuple[str, ...], bool]]):
+    """The banded TPC-H-like lake, and each view of ``views_`` twice (``name`` and ``name_spark``), both refreshed at
+    ``BASE + HOUR``: the catalog, the sources' paths and that time."""
     data, views = env
-    monkeypatch.setenv("MVSINK_INCREMENTAL_PRUNE_MIN_BYTES", "0")  # the test's tables are small
-    monkeypatch.setenv("MVSINK_INCREMENTAL_MAX_FRACTION", "0.9")
-    rng = random.Random(11)
     _dims(data, rng)
     for b in range(BANDS):
         keys = range(1 + b * BAND, 1 + (b + 1) * BAND)
         write_at(data / "orders", _orders(rng, keys), BASE)
         write_at(data / "lineitem", _lineitems(rng, keys), BASE)
     paths = {n: str(data / n) for n in ("customer", "orders", "lineitem", "supplier", "nation", "region")}
-    for name, (query, sources, _) in VIEWS.items():
+    for name, (query, sources, _) in views_.items():
         for suffix in ("", "_spark"):
             write_view(
                 views,
@@ -82,10 +81,44 @@ def test_small_change_terms_run_in_duckdb_and_equal_sparks(spark, env, monkeypat
             )
     catalog = Catalog(views)
     t = BASE + HOUR
-    for name in VIEWS:
+    for name in views_:
         for suffix in ("", "_spark"):
             assert refresh(catalog.get(name + suffix), t, catalog=catalog, runner="inprocess", spark=spark).status
+    return catalog, paths, t
 
+
+def _refresh_twins(spark, catalog: Catalog, name: str, t: int, monkeypatch):
+    """``name`` refreshed with DuckDB's terms allowed, its ``_spark`` twin without: both results, both appended."""
+    monkeypatch.setenv("MVSINK_INCREMENTAL_DRIVER_TERMS", "true")
+    res = refresh(catalog.get(name), t, catalog=catalog, runner="inprocess", spark=spark)
+    monkeypatch.setenv("MVSINK_INCREMENTAL_DRIVER_TERMS", "false")
+    twin = refresh(catalog.get(name + "_spark"), t, catalog=catalog, runner="inprocess", spark=spark)
+    assert res.status == twin.status == "appended", (res, twin)
+    return res, twin
+
+
+def _same_as_twin(catalog: Catalog, name: str, res, twin, t: int, *, in_driver: bool, oracle_rows=None) -> None:
+    """``name`` holds what its ``_spark`` twin holds (and ``oracle_rows`` where given), reports the same sources
+    read, and says its terms ran in the driver exactly when ``in_driver`` (its twin never)."""
+    got = multiset(read_view(catalog.get(name), as_of=t))
+    if oracle_rows is not None:
+        assert got == oracle_rows, name
+    assert got == multiset(read_view(catalog.get(name + "_spark"), as_of=t)), name
+    sources = set(res.reads) | set(twin.reads)
+    assert {s for s in sources if res.reads.get(s, {}).get("files")} == {
+        s for s in sources if twin.reads.get(s, {}).get("files")
+    }, (name, res.reads, twin.reads)  # what was read is reported as for Spark's terms
+    said = _reason(catalog.get(name))
+    assert ("change terms evaluated in the driver" in said) is in_driver, (name, said)
+    assert "change terms evaluated in the driver" not in _reason(catalog.get(name + "_spark"))
+
+
+def test_small_change_terms_run_in_duckdb_and_equal_sparks(spark, env, monkeypatch):
+    data, _ = env
+    monkeypatch.setenv("MVSINK_INCREMENTAL_PRUNE_MIN_BYTES", "0")  # the test's tables are small
+    monkeypatch.setenv("MVSINK_INCREMENTAL_MAX_FRACTION", "0.9")
+    rng = random.Random(11)
+    catalog, paths, t = _twin_lake(spark, env, rng, VIEWS)
     next_key, oldest = 1 + BANDS * BAND, 1
     for step in range(3):
         t += HOUR // 2
@@ -93,22 +126,11 @@ def test_small_change_terms_run_in_duckdb_and_equal_sparks(spark, env, monkeypat
         next_key, oldest = next_key + 6, oldest + 4
         t += HOUR
         for name, (query, sources, in_driver) in VIEWS.items():
-            monkeypatch.setenv("MVSINK_INCREMENTAL_DRIVER_TERMS", "true")
-            res = refresh(catalog.get(name), t, catalog=catalog, runner="inprocess", spark=spark)
-            monkeypatch.setenv("MVSINK_INCREMENTAL_DRIVER_TERMS", "false")
-            twin = refresh(catalog.get(name + "_spark"), t, catalog=catalog, runner="inprocess", spark=spark)
-            assert res.status == twin.status == "appended", (res, twin)
+            res, twin = _refresh_twins(spark, catalog, name, t, monkeypatch)
             assert res.mode == twin.mode == "incremental:aggregate", (name, step, res.reason, twin.reason)
-            got = multiset(read_view(catalog.get(name), as_of=t))
-            if name != "round":  # (DuckDB's CAST to INT rounds where Spark's truncates: the oracle differs there)
-                assert got == oracle(query, {s: paths[s] for s in sources}, t), (name, step)
-            assert got == multiset(read_view(catalog.get(name + "_spark"), as_of=t)), (name, step)
-            assert {s for s in sources if res.reads.get(s, {}).get("files")} == {
-                s for s in sources if twin.reads.get(s, {}).get("files")
-            }, (name, res.reads, twin.reads)  # what was read is reported as for Spark's terms
-            said = _reason(catalog.get(name))
-            assert ("change terms evaluated in the driver" in said) is in_driver, (name, said)
-            assert "change terms evaluated in the driver" not in _reason(catalog.get(name + "_spark"))
+            # (DuckDB's CAST to INT rounds where Spark's truncates: the oracle differs for "round")
+            expected = oracle(query, {s: paths[s] for s in sources}, t) if name != "round" else None
+            _same_as_twin(catalog, name, res, twin, t, in_driver=in_driver, oracle_rows=expected)
 
 
 @pytest.mark.parametrize("factor", [1.0, 1000.0])
@@ -305,31 +327,11 @@ def test_a_linear_views_small_change_terms_run_in_duckdb_and_equal_sparks(spark,
     refresh is incremental, exact against DuckDB's oracle and equal to the twin whose terms Spark computes
     (``MVSINK_INCREMENTAL_DRIVER_TERMS=false``), and reports the same reads; a division or a string function keeps
     Spark's terms."""
-    data, views = env
+    data, _ = env
     monkeypatch.setenv("MVSINK_INCREMENTAL_PRUNE_MIN_BYTES", "0")  # the test's tables are small
     monkeypatch.setenv("MVSINK_INCREMENTAL_MAX_FRACTION", "0.9")
     rng = random.Random(23)
-    _dims(data, rng)
-    for b in range(BANDS):
-        keys = range(1 + b * BAND, 1 + (b + 1) * BAND)
-        write_at(data / "orders", _orders(rng, keys), BASE)
-        write_at(data / "lineitem", _lineitems(rng, keys), BASE)
-    paths = {n: str(data / n) for n in ("customer", "orders", "lineitem")}
-    for name, (query, sources, _) in LINEAR_VIEWS.items():
-        for suffix in ("", "_spark"):
-            write_view(
-                views,
-                name + suffix,
-                query=query,
-                sources={s: s for s in sources},
-                target=f"views/{name}{suffix}",
-                as_of=BASE,
-            )
-    catalog = Catalog(views)
-    t = BASE + HOUR
-    for name in LINEAR_VIEWS:
-        for suffix in ("", "_spark"):
-            assert refresh(catalog.get(name + suffix), t, catalog=catalog, runner="inprocess", spark=spark).status
+    catalog, paths, t = _twin_lake(spark, env, rng, LINEAR_VIEWS)
     next_key, oldest = 1 + BANDS * BAND, 1
     for step in range(3):
         t += HOUR // 2
@@ -341,20 +343,9 @@ def test_a_linear_views_small_change_terms_run_in_duckdb_and_equal_sparks(spark,
         next_key, oldest = next_key + 6, oldest + 4
         t += HOUR
         for name, (query, sources, in_driver) in LINEAR_VIEWS.items():
-            monkeypatch.setenv("MVSINK_INCREMENTAL_DRIVER_TERMS", "true")
-            res = refresh(catalog.get(name), t, catalog=catalog, runner="inprocess", spark=spark)
-            monkeypatch.setenv("MVSINK_INCREMENTAL_DRIVER_TERMS", "false")
-            twin = refresh(catalog.get(name + "_spark"), t, catalog=catalog, runner="inprocess", spark=spark)
-            assert res.status == twin.status == "appended", (res, twin)
+            res, twin = _refresh_twins(spark, catalog, name, t, monkeypatch)
             assert res.mode == twin.mode == "incremental", (name, step, res.reason, twin.reason)
-            got = multiset(read_view(catalog.get(name), as_of=t))
-            assert got == oracle(query, {s: paths[s] for s in sources}, t), (name, step)
-            assert got == multiset(read_view(catalog.get(name + "_spark"), as_of=t)), (name, step)
-            assert {s for s in sources if res.reads.get(s, {}).get("files")} == {
-                s for s in sources if twin.reads.get(s, {}).get("files")
-            }, (name, res.reads, twin.reads)
-            said = _reason(catalog.get(name))
-            assert ("change terms evaluated in the driver" in said) is in_driver, (name, said)
-            assert "change terms evaluated in the driver" not in _reason(catalog.get(name + "_spark"))
+            expected = oracle(query, {s: paths[s] for s in sources}, t)
+            _same_as_twin(catalog, name, res, twin, t, in_driver=in_driver, oracle_rows=expected)
             schema = ViewTable.open(catalog.get(name)).arrow_schema()
             assert schema == ViewTable.open(catalog.get(name + "_spark")).arrow_schema(), name
