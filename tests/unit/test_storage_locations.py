@@ -303,37 +303,3 @@ def test_a_view_file_takes_every_scheme_the_storage_layer_reaches(clean, scheme)
     clean.setenv("MVSINK_ALLOWED_LOCATIONS", f"{scheme}://lake/")
     v = parse(doc(target=f"{scheme}://lake/views/v", sources=f"{{orders: {scheme}://lake/src/o}}"))
     assert v.target == location.parse(f"{scheme}://lake/views/v") and not v.target.is_local
-
-
-def test_a_local_listing_is_pyarrows_without_pyarrow(tmp_path):
-    """``list_dir`` of a local folder lists what pyarrow's local filesystem lists (names, kinds, sizes, times), and a
-    missing folder is empty; ``delete_file`` of a missing local file is nothing, of a folder a store error."""
-    import os
-
-    import pyarrow.fs as pafs
-
-    (tmp_path / "sub").mkdir()
-    (tmp_path / "a.json").write_text("{}")
-    (tmp_path / "b.parquet").write_bytes(b"x" * 1234)
-    os.symlink(tmp_path / "b.parquet", tmp_path / "link")
-    os.symlink(tmp_path / "gone", tmp_path / "dangling")
-    got = sorted(storage.list_dir(str(tmp_path)), key=lambda e: e.name)
-    infos = pafs.LocalFileSystem().get_file_info(pafs.FileSelector(str(tmp_path)))
-    expected = sorted(
-        (
-            storage.Entry(i.base_name, i.type == pafs.FileType.Directory, int(i.size or 0), i.mtime_ns // 1_000_000)
-            for i in infos
-            if i.type != pafs.FileType.NotFound
-        ),
-        key=lambda e: e.name,
-    )
-    assert got == expected
-    assert [e.name for e in got] == ["a.json", "b.parquet", "link", "sub"]
-    assert storage.list_dir(str(tmp_path / "absent")) == []
-    with pytest.raises(StoreError, match="listing"):
-        storage.list_dir(str(tmp_path / "a.json"))
-    storage.delete_file(str(tmp_path / "absent.json"))
-    storage.delete_file(str(tmp_path / "a.json"))
-    assert not (tmp_path / "a.json").exists()
-    with pytest.raises(StoreError, match="deleting"):
-        storage.delete_file(str(tmp_path / "sub"))
