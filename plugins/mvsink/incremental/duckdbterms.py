@@ -120,23 +120,22 @@ def view_rows_in_driver(
     from mvsink.incremental.telescope import signed_query
 
     view = ct.view
-    why = _driver_refused(ct, desired)
-    rows: pa.Table | str | None = None
-    if why is None:
-        sql = partial(signed_query, view.query, weight=DIFF)
+    got: pa.Table | str | None = _driver_refused(ct, desired)
+    if got is None:
         try:
-            got = _term_rows(ct, sql, _referenced(view.query), pruned, tree=tree)
-            rows = got if isinstance(got, str) else _as_view_rows(got, desired)
+            rows = _term_rows(
+                ct, partial(signed_query, view.query, weight=DIFF), _referenced(view.query), pruned, tree=tree
+            )
+            got = rows if isinstance(rows, str) else _as_view_rows(rows, desired)
         except PlanFormatError as exc:
-            rows = f"the plan could not be read ({exc})"
+            got = f"the plan could not be read ({exc})"
         except Exception:  # noqa: BLE001 (whatever went wrong here, Spark's terms give the answer)
             log.warning("view %s: change terms by Spark: the driver's evaluation failed", view.name, exc_info=True)
             return None
-        why = rows if isinstance(rows, str) else None
-    if why is not None or rows is None or isinstance(rows, str):
-        log.info("view %s: change terms by Spark: %s", view.name, why)
+    if isinstance(got, str):
+        log.info("view %s: change terms by Spark: %s", view.name, got)
         return None
-    return rows
+    return got
 
 
 def _driver_refused(ct: ChangeTerms, analysed: DataFrame | None) -> str | None:

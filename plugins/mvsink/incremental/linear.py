@@ -433,13 +433,9 @@ def _terms_in_driver(ct: ChangeTerms, desired: DataFrame, tree: Callable[[], Pla
     """The corrections of small changes whose terms DuckDB evaluates in the driver
     (:func:`mvsink.incremental.duckdbterms.view_rows_in_driver`), consolidated there and stamped with the batch's
     time, in the table's Arrow schema; or None (Spark's terms follow)."""
-    import pyarrow as pa
-
-    from mvsink.columns import DIFF, TIME
     from mvsink.incremental.duckdbterms import view_rows_in_driver
     from mvsink.incremental.telescope import term_reads
     from mvsink.plan.tree import PlanFormatError
-    from mvsink.spark.sources import arrow_table_schema
 
     if not all(arrow.same_equality(f.dataType) for f in desired.schema.fields):
         return None
@@ -449,34 +445,34 @@ def _terms_in_driver(ct: ChangeTerms, desired: DataFrame, tree: Callable[[], Pla
         return None
     if rows is None:
         return None
-    columns = list(desired.columns)
-    net = consolidated_rows(rows)
-    return (
-        net.select(columns)
-        .append_column(TIME, pa.array([ct.desc.time] * net.num_rows, pa.int64()))
-        .append_column(DIFF, net.column(DIFF))
-        .cast(arrow_table_schema(desired.schema))
-    )
+    return _stamped(consolidated_rows(rows), list(desired.columns), at=ct.desc.time, schema=desired.schema)
 
 
 def _in_driver(union: DataFrame, columns: list[str], *, at: int) -> pa.Table | None:
     """The change terms' rows collected in one Spark job and consolidated in the driver (:mod:`mvsink.engines.duckdb`),
     as corrections stamped ``at`` in the table's Arrow schema; None when they are too many for that."""
-    import pyarrow as pa
     from pyspark.sql import types as T
 
-    from mvsink.columns import DIFF, TIME
-    from mvsink.spark.sources import arrow_table_schema
+    from mvsink.columns import DIFF
 
     raw = arrow.collect_small(union.select(*columns, DIFF))
     if raw is None:
         log.info("over %d rows of change terms: consolidated by Spark", arrow.MAX_DRIVER_ROWS)
         return None
-    net = consolidated_rows(raw)
-    schema = arrow_table_schema(T.StructType([union.schema[c] for c in columns]))
+    return _stamped(consolidated_rows(raw), columns, at=at, schema=T.StructType([union.schema[c] for c in columns]))
+
+
+def _stamped(net: pa.Table, columns: list[str], *, at: int, schema: StructType) -> pa.Table:
+    """Consolidated change rows (``columns`` and ``_mv_diff``) as corrections stamped ``at``, in the table's Arrow
+    schema of the view's columns ``schema``."""
+    import pyarrow as pa
+
+    from mvsink.columns import DIFF, TIME
+    from mvsink.spark.sources import arrow_table_schema
+
     return (
         net.select(columns)
         .append_column(TIME, pa.array([at] * net.num_rows, pa.int64()))
         .append_column(DIFF, net.column(DIFF))
-        .cast(schema)
+        .cast(arrow_table_schema(schema))
     )
