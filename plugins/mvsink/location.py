@@ -74,7 +74,7 @@ class Location:
         """The options the view file sets (an error then names the option to fix, not the variable)."""
         return frozenset(name for name, _, _ in self.storage_options)
 
-    def join(self, *parts: str) -> Location:
+    def joinpath(self, *parts: str) -> Location:
         """The location ``parts`` below this one, with the same options."""
         if self.is_local:
             path = os.path.join(self.key, *parts)
@@ -88,7 +88,7 @@ class Location:
         to it (below it, with its options), or absolute (``file://`` as a local path; with this location's
         options if it lies at or below it, else the environment's only)."""
         if not is_uri(path) and not path.startswith("/"):
-            return self.join(path)
+            return self.joinpath(path)
         loc = parse(path)
         root = self.key.rstrip("/")
         below = not root or loc.key == root or loc.key.startswith(root + "/")
@@ -230,14 +230,14 @@ def uri_of(where: Where) -> str:
 
 
 @overload
-def join(base: Location, *parts: str) -> Location: ...
+def joinpath(base: Location, *parts: str) -> Location: ...
 @overload
-def join(base: str, *parts: str) -> str: ...
-def join(base: Where, *parts: str) -> Where:
+def joinpath(base: str, *parts: str) -> str: ...
+def joinpath(base: Where, *parts: str) -> Where:
     """``base`` with ``parts`` appended, of ``base``'s type: a :class:`Location` keeps its options
     (``/``-separated for URIs; ``os.path`` rules for local paths)."""
     if isinstance(base, Location):
-        return base.join(*parts)
+        return base.joinpath(*parts)
     if not is_uri(base):
         return os.path.join(base, *parts)
     return posixpath.join(base.rstrip("/"), *(p.strip("/") for p in parts))

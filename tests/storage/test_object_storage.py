@@ -85,7 +85,7 @@ def test_protocol_end_to_end(store, tmp_path):
     assert operations(view.target) == ["create", "bump", "append"]
     _exact(view, orders, r1)
     assert staged_leftovers(view.target) == []
-    assert not storage.list_files(location.join(view.target, "_mvsink_probe")) or True  # probe objects removed
+    assert not storage.list_files(location.joinpath(view.target, "_mvsink_probe")) or True  # probe objects removed
     assert not [p for p, _ in storage.list_files(view.target) if "_mvsink_probe_" in p]
 
     # a retried refresh at the same time is a no-op
@@ -159,7 +159,7 @@ def test_protocol_end_to_end(store, tmp_path):
     _exact(view, orders, r6)
 
     # gc: a batch folder no manifest and no commit names (a crash between deleting files and manifest)
-    orphan = location.join(view.target, "batches", "proj__1_2__crashed-0123abcd", "part-0.parquet")
+    orphan = location.joinpath(view.target, "batches", "proj__1_2__crashed-0123abcd", "part-0.parquet")
     storage.write_bytes(orphan, b"junk")
     done = gc(view.target, upper=r6 + 1, active=set(), grace_seconds=0)
     assert done["orphans"] == ["proj__1_2__crashed-0123abcd"] and not storage.exists(orphan)
@@ -169,7 +169,7 @@ def test_protocol_end_to_end(store, tmp_path):
     vac = vacuum(view, retention_hours=0, enforce_retention=False)
     assert vac.deleted and not set(vac.deleted) & active_before
     for rel in vac.deleted:
-        assert not storage.exists(location.join(view.target, rel))
+        assert not storage.exists(location.joinpath(view.target, rel))
     _exact(view, orders, r6)
     assert multiset(read_view(view)) == oracle(PROJECT, {"orders": orders}, r6)
 

@@ -337,9 +337,9 @@ def staged_leftovers(target: str) -> list[str]:
     import json
 
     from mvsink.core import storage
-    from mvsink.location import join
+    from mvsink.location import joinpath
 
-    manifests = sorted(e.name for e in storage.list_dir(join(target, "_mv_staging")) if not e.is_dir)
+    manifests = sorted(e.name for e in storage.list_dir(joinpath(target, "_mv_staging")) if not e.is_dir)
     committed = {
         json.loads(h["mvsink.batch_id"])
         for h in delta_table(target).history()
@@ -347,8 +347,8 @@ def staged_leftovers(target: str) -> list[str]:
     }
     dirs = sorted(
         e.name
-        for e in storage.list_dir(join(target, "batches"))
-        if e.is_dir and e.name not in committed and storage.list_files(join(target, "batches", e.name))
+        for e in storage.list_dir(joinpath(target, "batches"))
+        if e.is_dir and e.name not in committed and storage.list_files(joinpath(target, "batches", e.name))
     )
     return manifests + dirs
 

@@ -89,7 +89,9 @@ def sparkfree_write(view: ViewDefinition, desc: BatchDescription) -> WriteReport
     folder = batch_location(desc.target, desc.batch_id)
     sink = pa.BufferOutputStream()
     pq.write_table(corr, sink)
-    storage.write_bytes(location.join(folder, f"part-00000-{uuid.uuid4().hex}.parquet"), sink.getvalue().to_pybytes())
+    storage.write_bytes(
+        location.joinpath(folder, f"part-00000-{uuid.uuid4().hex}.parquet"), sink.getvalue().to_pybytes()
+    )
     files = staged_files(desc.target, desc.batch_id)
     report = dataclasses.replace(
         head,

@@ -7,8 +7,8 @@ import datetime as dt
 
 import pytest
 
-from mvsink.incremental.pruning import key_ranges
-from mvsink.plan.joinkeys import Column, Edge, join_edges, pruned_reads
+from mvsink.incremental.pruning import key_ranges, pruned_reads
+from mvsink.plan.joinkeys import Column, Edge, join_edges
 from mvsink.plan.read import tree_from_explain
 
 pytestmark = pytest.mark.unit

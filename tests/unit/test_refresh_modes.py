@@ -41,7 +41,7 @@ class Fake:
     def reads(self, inputs: Any, change: Change) -> None:
         return None
 
-    def run(self, inputs: Any, change: Change) -> Corrections | NotApplicable:
+    def run(self, plan: Any, inputs: Any, change: Change) -> Corrections | NotApplicable:
         self.calls.append("run")
         assert self.result is not None
         return self.result
@@ -138,7 +138,7 @@ def test_decide_names_the_mode_a_change_would_take_without_running_it():
 class FakeFull(FullDiff):
     """The full diff, run without Spark: as if done in the driver."""
 
-    def run(self, inputs: Any, change: Change) -> Corrections:
+    def run(self, plan: Any, inputs: Any, change: Change) -> Corrections:
         return Corrections("all-rows", "a full diff in the driver: 3 correction(s)")
 
 

@@ -38,8 +38,8 @@ def test_locations_parse_and_join():
     az = location.parse("abfss://c@acct.dfs.core.windows.net/v/t")
     assert (az.kind, az.bucket, az.key, az.account) == ("azure", "c", "v/t", "acct")
     assert location.parse("gs://b/t").kind == "gcs"
-    assert location.join("s3://lake/t", "_mv_staging", "b.json") == "s3://lake/t/_mv_staging/b.json"
-    assert location.join("/data/t", "batches") == "/data/t/batches"
+    assert location.joinpath("s3://lake/t", "_mv_staging", "b.json") == "s3://lake/t/_mv_staging/b.json"
+    assert location.joinpath("/data/t", "batches") == "/data/t/batches"
     with pytest.raises(StoreError, match="hdfs:// is not supported"):
         location.parse("hdfs://nn/t")
 
@@ -69,7 +69,7 @@ def test_a_location_carries_its_options_and_keeps_them_when_joined(clean):
     clean.setenv("AWS_ACCESS_KEY_ID", "env-id")
     loc = location.parse("s3a://other-lake/views", {"aws_region": "eu-central-1"})
     assert storage.delta_options(loc) == {"AWS_REGION": "eu-central-1", "AWS_ACCESS_KEY_ID": "env-id"}
-    child = location.join(loc, "t", "_delta_log")
+    child = location.joinpath(loc, "t", "_delta_log")
     assert isinstance(child, location.Location) and child.uri == "s3://other-lake/views/t/_delta_log"
     assert child.key == "views/t/_delta_log" and storage.delta_options(child)["AWS_REGION"] == "eu-central-1"
     assert storage.delta_options("s3://other-lake/views/t")["AWS_REGION"] == "us-east-1"  # a plain URI: env only
@@ -105,7 +105,7 @@ def test_two_views_on_one_bucket_reach_it_with_their_own_options(clean):
             deltalog.absolute_path(orders, "part-0.parquet"),
             deltalog.absolute_path(orders, "s3a://one-lake/src/orders/p%3D1/part-1.parquet"),
             orders.file("s3://one-lake/src/orders/_change_data/cdc-0.parquet"),
-            staging.batch_location(v.target, "b1").join("part-0.parquet"),
+            staging.batch_location(v.target, "b1").joinpath("part-0.parquet"),
             staging.manifest_location(v.target, "b1"),
         ]
         for loc in derived:

@@ -9,6 +9,9 @@ Commit times are the commits' ``inCommitTimestamp`` when the table writes them (
 in-commit timestamps), else the commit files' modification times: on local disk the file's
 mtime (what :func:`set_commit_time` sets), on object storage the store's last-modified time.
 Local paths are read with ``os``; any other location through :mod:`mvsink.core.storage`.
+
+Per write step (:func:`snapshot_cache`, :func:`read_log`): each table version opened once, and what the step
+read of each source (bytes and files, estimated from the log's sizes: :func:`record`).
 """
 
 from __future__ import annotations
@@ -72,7 +75,7 @@ _COMMIT_NAME_LEN = 25  # 20 digits + ".json"
 
 def is_delta_table(path: Where) -> bool:
     """There is a Delta table at ``path`` (a ``_delta_log`` folder with at least one commit)."""
-    log_dir = parse(path).join(LOG_DIR)
+    log_dir = parse(path).joinpath(LOG_DIR)
     if not log_dir.is_local:
         return any(e.name.endswith(".json") for e in storage.list_dir(log_dir))
     local = Path(log_dir.key)
@@ -90,7 +93,7 @@ def _commit_name(version: int) -> str:
 def _listed_commits(loc: Location) -> dict[int, int]:
     """Version -> the commit file's modification time in ns, from one listing of the log folder."""
     out: dict[int, int] = {}
-    log_dir = loc.join(LOG_DIR)
+    log_dir = loc.joinpath(LOG_DIR)
     if not log_dir.is_local:
         for e in storage.list_dir(log_dir):
             if not e.is_dir and _is_commit_name(e.name):
@@ -107,7 +110,7 @@ def _listed_commits(loc: Location) -> dict[int, int]:
 
 
 def _commit_text(loc: Location, version: int) -> str | None:
-    file = loc.join(LOG_DIR, _commit_name(version))
+    file = loc.joinpath(LOG_DIR, _commit_name(version))
     if not file.is_local:
         return storage.read_text(file)
     try:
@@ -240,7 +243,7 @@ class Commit:
 def read_commit(path: Where, version: int) -> Commit | None:
     """The commit ``version`` of the table at ``path``; None if its file is gone (log cleanup)."""
     loc = parse(path)
-    file = loc.join(LOG_DIR, _commit_name(version))
+    file = loc.joinpath(LOG_DIR, _commit_name(version))
     if not file.is_local:
         text = storage.read_text(file)
         entry = storage.info(file) if text is not None else None
@@ -511,3 +514,52 @@ def snapshot_files(path: Where, version: int) -> list[ChangeFile] | None:
 def active_bytes(path: Where, version: int) -> int:
     """Total size of the table's active files at ``version`` (from delta-rs's add actions)."""
     return sum(_add_action_sizes(path, version).values())
+
+
+# ---------------------------------------------------------------- what a write step read (estimated from the log)
+
+
+@dataclasses.dataclass
+class ReadLog:
+    """Bytes and files read per source over one write step (estimated from the Delta log's statistics)."""
+
+    sources: dict[str, dict[str, int]] = dataclasses.field(default_factory=dict)
+
+    def add(self, source: str, *, bytes_read: int, files: int) -> None:
+        got = self.sources.setdefault(source, {"bytes": 0, "files": 0})
+        got["bytes"] += int(bytes_read)
+        got["files"] += int(files)
+
+
+_READS: contextvars.ContextVar[ReadLog | None] = contextvars.ContextVar("mvsink_reads", default=None)
+
+
+@contextlib.contextmanager
+def read_log() -> Iterator[ReadLog]:
+    """Collect what the write step reads (:func:`record`) into the yielded log."""
+    got = ReadLog()
+    token = _READS.set(got)
+    try:
+        yield got
+    finally:
+        _READS.reset(token)
+
+
+def current_reads() -> ReadLog | None:
+    """The log :func:`read_log` opened (None outside one)."""
+    return _READS.get()
+
+
+def record(source: str, *, bytes_read: int, files: int) -> None:
+    log_ = _READS.get()
+    if log_ is not None:
+        log_.add(source, bytes_read=bytes_read, files=files)
+
+
+def record_whole(source: str, path: Where, version: int) -> None:
+    """Source ``source`` (the table at ``path``) read whole at ``version``."""
+    stats = file_statistics(path, version, "")
+    if stats is None:
+        record(source, bytes_read=active_bytes(path, version), files=0)
+    else:
+        record(source, bytes_read=sum(f.size for f in stats), files=len(stats))

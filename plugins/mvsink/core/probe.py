@@ -74,7 +74,7 @@ def check_conditional_writes(where: Where) -> None:
     finally:
         if 200 <= first < 300:
             try:
-                storage.delete_file(loc.container().join(key))
+                storage.delete_file(loc.container().joinpath(key))
             except (StoreError, MvSinkError) as exc:
                 log.warning("location %s: could not remove the probe object: %s", uri, exc)
     if first == 404:

@@ -21,7 +21,7 @@ from mvsink import settings
 from mvsink.core import storage
 from mvsink.core.batch import StagedFile, WriteReport, parse_batch_id
 from mvsink.core.deltalog import batches_committed
-from mvsink.location import Location, Where, join, parse
+from mvsink.location import Location, Where, joinpath, parse
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -45,7 +45,7 @@ class Staging:
     @classmethod
     def of(cls, table: Where, batch_id: str) -> Staging:
         root = parse(table)
-        return cls(batch_id, root.join(BATCHES, batch_id), root.join(STAGING, f"{batch_id}.json"))
+        return cls(batch_id, root.joinpath(BATCHES, batch_id), root.joinpath(STAGING, f"{batch_id}.json"))
 
     def write_intent(self) -> None:
         """Record that the batch is being staged (before any file is written)."""
@@ -86,7 +86,7 @@ class Staging:
         for e in sorted(storage.list_dir(self.folder), key=lambda e: e.name):
             if e.is_dir:
                 continue
-            file = self.folder.join(e.name)
+            file = self.folder.joinpath(e.name)
             if not e.name.endswith(".parquet"):
                 storage.delete_file(file)
                 continue
@@ -146,7 +146,7 @@ def discard_batch(table: Where, batch_id: str) -> None:
 
 
 def list_staged(table: Where) -> list[str]:
-    entries = storage.list_dir(join(table, STAGING))
+    entries = storage.list_dir(joinpath(table, STAGING))
     return sorted(
         e.name[:-5] for e in entries if not e.is_dir and e.name.endswith(".json") and not e.name.startswith(".")
     )
@@ -240,7 +240,7 @@ def committed_in_log(table: Where, batch_ids: list[str], *, slack_seconds: float
 def staged_files_ok(table: Where, files: tuple[StagedFile, ...]) -> str | None:
     """None if every staged file exists with its recorded size, else what is wrong."""
     for f in files:
-        p = join(table, f.path)
+        p = joinpath(table, f.path)
         entry = storage.info(p)
         if entry is None:
             return f"staged file {p} is missing"

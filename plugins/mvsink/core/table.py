@@ -385,6 +385,33 @@ class ViewTable:
         root = parse(self.path)
         return [root.file(u) for u in self.delta.file_uris()]
 
+    def updates_before(self, columns: Sequence[str] | None, *, lower: int) -> pa.Table:
+        """The updates with ``_mv_time < lower``: the user columns (hidden state included) renamed to ``columns``
+        in order (None: none of them), and ``_mv_diff``; read with pyarrow over the active files, not
+        consolidated."""
+        import pyarrow as pa
+        import pyarrow.compute as pc
+        import pyarrow.dataset as ds
+
+        from mvsink.columns import DIFF, ERROR, TIME
+
+        names = [c for c in self.column_names if c not in (TIME, DIFF, ERROR)] if columns is not None else []
+        # A dataset over the active files (not delta-rs's to_pyarrow_dataset, whose fragments wrongly drop a
+        # filtered column's rows when the add action has no stats for it, as ours have none for strings).
+        uris = self.file_uris()
+        fs, _ = storage.filesystem(uris[0]) if uris else (None, "")
+        schema = pa.schema(
+            [
+                f.with_type(
+                    pa.string() if f.type == pa.string_view() else pa.binary() if f.type == pa.binary_view() else f.type
+                )
+                for f in self.arrow_schema()
+            ]
+        )  # delta-rs may give view types, which pyarrow's filters cannot compare with plain values
+        dataset = ds.dataset([storage.filesystem(u)[1] for u in uris], schema=schema, format="parquet", filesystem=fs)
+        rows = dataset.to_table(columns=[*names, DIFF], filter=pc.field(TIME) < lower)
+        return rows.rename_columns([*(columns or []), DIFF])
+
     def updates(self) -> pa.Table:
         """Every update at this version: user columns, ``_mv_time``, ``_mv_diff`` (and ``_mv_error``).
 

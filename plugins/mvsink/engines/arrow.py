@@ -1,7 +1,7 @@
 """Small results in the process, as Arrow, without a Spark job (the incremental modes' few-rows paths; DESIGN.md section 8).
 
-* :func:`table_rows`: a view table's updates before a time, read with pyarrow over its active files (delta-rs's
-  file list); :func:`change_rows`: a plain change set's rows; :func:`parquet_columns`: one file's columns;
+* :func:`change_rows`: a plain change set's rows (a view table's updates before a time:
+  :meth:`mvsink.core.table.ViewTable.updates_before`); :func:`parquet_columns`: one file's columns;
 * :func:`row_corrections`: :func:`mvsink.spark.transforms.corrections` of an Arrow desired and persisted;
 * :func:`full_diff`: the full diff of a small view (its query collected, its table read with pyarrow), and
   :func:`full_corrections`, its pure Arrow part;
@@ -20,7 +20,7 @@ import math
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, Final
 
-from mvsink.columns import DIFF, ERROR, TIME
+from mvsink.columns import DIFF, TIME
 from mvsink.core.deltalog import CHANGE_TYPE, MINUS_CHANGE_TYPES, PLUS_CHANGE_TYPES
 from mvsink.engines.duckdb import consolidated
 
@@ -67,33 +67,6 @@ def same_equality(dt: DataType) -> bool:
         dt,
         (T.IntegralType, T.DecimalType, T.BinaryType, T.BooleanType, T.DateType, T.TimestampType, T.TimestampNTZType),
     )
-
-
-def table_rows(table: ViewTable, columns: Sequence[str] | None, *, lower: int) -> pa.Table:
-    """The table's updates with ``_mv_time < lower``: its user columns (hidden state included) renamed to
-    ``columns`` in order (None: none of them), and ``_mv_diff``. Not consolidated."""
-    import pyarrow as pa
-    import pyarrow.compute as pc
-    import pyarrow.dataset as ds
-
-    from mvsink.core import storage
-
-    names = [c for c in table.column_names if c not in (TIME, DIFF, ERROR)] if columns is not None else []
-    # A dataset over the active files (not delta-rs's to_pyarrow_dataset, whose fragments wrongly drop a
-    # filtered column's rows when the add action has no stats for it, as ours have none for strings).
-    uris = table.file_uris()
-    fs, _ = storage.filesystem(uris[0]) if uris else (None, "")
-    schema = pa.schema(
-        [
-            f.with_type(
-                pa.string() if f.type == pa.string_view() else pa.binary() if f.type == pa.binary_view() else f.type
-            )
-            for f in table.arrow_schema()
-        ]
-    )  # delta-rs may give view types, which pyarrow's filters cannot compare with plain values
-    dataset = ds.dataset([storage.filesystem(u)[1] for u in uris], schema=schema, format="parquet", filesystem=fs)
-    rows = dataset.to_table(columns=[*names, DIFF], filter=pc.field(TIME) < lower)
-    return rows.rename_columns([*(columns or []), DIFF])
 
 
 class _NaN:
@@ -207,7 +180,7 @@ def full_diff(desired: DataFrame, table: ViewTable, schema: pa.Schema, *, lower:
     want = collect_small(desired)
     if want is None:
         return None
-    updates = table_rows(table, [f.name for f in fields], lower=lower)
+    updates = table.updates_before([f.name for f in fields], lower=lower)
     exact = all(same_equality(f.dataType) for f in fields)
     return full_corrections(want, updates, schema, at=at, exact=exact)
 

@@ -1,11 +1,11 @@
-"""Δ per affected group of an aggregate view's refresh (steps 0 to 2 of :mod:`mvsink.incremental.aggstate`).
+"""Δ per affected group of an aggregate view's refresh (steps 0 to 2 of :mod:`mvsink.incremental.modes.aggregate`).
 
 :func:`group_deltas` is where the aggregate mode reads the refresh's changes (:class:`ChangeInputs`), and the
 one place: it hands on a plain value, :class:`GroupDeltas`, that the merge with the persisted state
 (:mod:`mvsink.incremental.aggmerge`) takes with the view's :class:`~mvsink.incremental.aggplan.StatePlan`.
 
-0. The aggregate's input must be linear in every changed source (on its plan, read once here for the change
-   terms' join edges and DuckDB's check too); the change frames, the change terms' pruned reads and the scan
+0. The aggregate's input is linear in every changed source (on its plan, read once by the mode's ``fits`` and
+   handed here for the change terms' join edges and DuckDB's check); the change frames, the change terms' pruned reads and the scan
    guard (:func:`~mvsink.incremental.telescope.scan_guard`) decide whether the changes are worth using.
 1. Δin, the change of the aggregate's input, by the change terms of :mod:`mvsink.incremental.telescope`
    (signed by ``_mv_sign`` where the input query can carry it).
@@ -34,7 +34,8 @@ if TYPE_CHECKING:
 
     from mvsink.core.table import ViewTable
     from mvsink.incremental.aggplan import StatePlan
-    from mvsink.incremental.changeinputs import ChangeInputs, ChangeTerms
+    from mvsink.incremental.telescope import ChangeInputs, ChangeTerms
+    from mvsink.plan.tree import PlanNode
 
 
 @dataclasses.dataclass(frozen=True)
@@ -56,9 +57,9 @@ class GroupDeltas:
     collected: float
 
 
-def group_deltas(ci: ChangeInputs, plan: StatePlan, table: ViewTable) -> GroupDeltas | str:
-    """Δ per affected group of ``ci``'s changes, or why the changes are not used (the input not linear in a
-    changed source, a change set refused, the scan guard). Leaves every source registered at the version
+def group_deltas(ci: ChangeInputs, plan: StatePlan, tree: PlanNode, table: ViewTable) -> GroupDeltas | str:
+    """Δ per affected group of ``ci``'s changes, or why the changes are not used (a change set refused, the scan
+    guard); ``tree``: the aggregate input's plan, linear in every changed source. Leaves every source registered at the version
     ``ci.desc`` reads.
 
     DuckDB's Δ where it evaluated the change terms; else Spark's: one signed term per source where the input
@@ -71,7 +72,7 @@ def group_deltas(ci: ChangeInputs, plan: StatePlan, table: ViewTable) -> GroupDe
     t0 = time.monotonic()
     q = plan.queries
     per_group = _delta_sql(plan)
-    ready = _changes(ci, plan, table)
+    ready = _changes(ci, plan, tree, table)
     if isinstance(ready, str):
         return ready
     ct, in_driver = ready
@@ -88,29 +89,18 @@ def group_deltas(ci: ChangeInputs, plan: StatePlan, table: ViewTable) -> GroupDe
     return GroupDeltas(collected, delta, in_driver is not None, names, planned=t1 - t0, collected=t2 - t1)
 
 
-def _changes(ci: ChangeInputs, plan: StatePlan, table: ViewTable) -> tuple[ChangeTerms, pa.Table | None] | str:
+def _changes(
+    ci: ChangeInputs, plan: StatePlan, tree: PlanNode, table: ViewTable
+) -> tuple[ChangeTerms, pa.Table | None] | str:
     """The change terms' inputs (the changed sources, their change frames), and Δ per group when DuckDB computed
     it in the driver (:func:`~mvsink.incremental.duckdbterms.terms_in_driver`; else None: Spark's change terms
-    follow); or why not: the input not linear in a changed source, a change set refused, the scan guard.
+    follow); or why not: a change set refused, the scan guard.
 
-    The input's plan is read once: its linearity, the change terms' join edges and DuckDB's check are decided
-    on it."""
+    ``tree`` (the input's plan, read once by the mode) gives the change terms' join edges and DuckDB's check."""
     from mvsink.incremental import duckdbterms
     from mvsink.incremental.linear import prepare_changes
     from mvsink.incremental.telescope import scan_guards, term_reads
-    from mvsink.plan.linearity import nonlinear_reason
-    from mvsink.plan.read import plan_tree
-    from mvsink.plan.tree import PlanFormatError
 
-    names = [s.name for s in ci.changed]
-    try:
-        tree = plan_tree(ci.spark, plan.queries.input_query, desired=plan.input)
-    except PlanFormatError as exc:  # (in every changed source: the first is named)
-        return f"the aggregate's input is not linear in {names[0]!r}: the plan could not be read: {exc}"
-    for name in names:
-        reason = nonlinear_reason(tree, name)
-        if reason:
-            return f"the aggregate's input is not linear in {name!r}: {reason}"
     frames = prepare_changes(ci, tree=lambda: tree)
     if isinstance(frames, str):
         return frames

@@ -1,5 +1,5 @@
 """The aggregate state's merge: each affected group's persisted state ⊕ its Δ, checked, and finalised into the
-corrections (step 3 and 4 of :mod:`mvsink.incremental.aggstate`).
+corrections (step 3 and 4 of :mod:`mvsink.incremental.modes.aggregate`).
 
 It takes Δ per group (:class:`~mvsink.incremental.aggdelta.GroupDeltas`: collected as an Arrow table, or Spark's
 frame when there are more groups than the driver merges) and the view's :class:`~mvsink.incremental.aggplan.StatePlan`;
@@ -16,7 +16,7 @@ import functools
 from typing import TYPE_CHECKING, Any
 
 from mvsink.columns import DIFF, TIME
-from mvsink.incremental.aggplan import StatePlan, conf_true, finalised, precision_loss, spark_averages
+from mvsink.incremental.aggplan import StatePlan, formattable
 from mvsink.incremental.statequeries import (
     AVG_COLUMN,
     COUNT,
@@ -52,7 +52,7 @@ def merge_in_driver(
     from pyspark.sql import types as T
     from pyspark.sql.pandas.types import to_arrow_schema
 
-    from mvsink.engines.arrow import local_arrow, table_rows
+    from mvsink.engines.arrow import local_arrow
     from mvsink.engines.duckdb import consolidated
     from mvsink.spark.sources import arrow_table_schema
 
@@ -64,7 +64,7 @@ def merge_in_driver(
         return out_schema.empty_table(), 0
     # the table's consolidated rows (updates before ``lower``) of the groups in ``delta``: the view's columns
     # (named as the query's) and ``_mv_diff``
-    old = consolidated(table_rows(table, cols, lower=lower), keys=delta, key_columns=q.keys)
+    old = consolidated(table.updates_before(cols, lower=lower), keys=delta, key_columns=q.keys)
     averages = plan.averages(precision_loss=precision_loss(spark)) if plan.decimal_averages else {}
     merged = _merge_rows(
         plan, delta, old, averages=averages, ansi=lambda: conf_true(spark, "spark.sql.ansi.enabled", "true")
@@ -330,3 +330,85 @@ def _violations(
             "division (the full diff)"
         )
     return int(row[0])
+
+
+# ---------------------------------------------------------------- finalised into the view's columns
+
+
+def finalised(
+    spark: SparkSession, plan: StatePlan, live: DataFrame, *, averages: dict[int, tuple[str, decimal.Decimal] | None]
+) -> DataFrame:
+    """The view's rows (its columns, the state included, in the view's order) of state rows ``live``
+    (keys and state columns, and ``_mv_avg<i>`` for each decimal AVG ``averages`` has no SQL for, computed by
+    :func:`decimal_average`): each output column's finalising expression, cast to the view's type.
+
+    One SQL statement over ``live`` when every cast type is atomic (one analysis of the plan); column
+    expressions otherwise (a nested type's SQL name is not needed then).
+    """
+    from pyspark.sql import functions as F
+    from pyspark.sql import types as T
+
+    schema = plan.desired.schema
+    q = plan.queries
+    final = dict(q.finalise)
+    nested = (T.StructType, T.ArrayType, T.MapType, T.UserDefinedType)
+    if not any(isinstance(schema[name].dataType, nested) for name in final):
+        items = [
+            f"CAST(({formattable(_final_sql(plan, final[c], averages))}) AS {schema[c].dataType.simpleString()}) "
+            f"AS {formattable(_quote(c))}"
+            if c in final
+            else formattable(_quote(c))
+            for c in plan.desired.columns
+        ]
+        return spark.sql(f"SELECT {', '.join(items)} FROM {{live}}", live=live)
+    cols = [
+        F.expr(_final_sql(plan, final[c], averages)).cast(schema[c].dataType).alias(c)
+        if c in final
+        else F.col(_quote(c))
+        for c in plan.desired.columns
+    ]
+    return live.select(*cols)
+
+
+def _final_sql(plan: StatePlan, expr: str, averages: dict[int, tuple[str, decimal.Decimal] | None]) -> str:
+    """Replace the ``_mv_final_sum(i)``/``_mv_final_avg(i)`` markers with Spark SQL over the state.
+
+    A decimal AVG is Spark's exactly: ``averages``' SQL (:meth:`StatePlan.averages`), else the driver's
+    :func:`decimal_average` column. AVG of an integer is ``double(sum) / double(count)``: Spark's own AVG sums the
+    values as doubles, equal to it while the sum stays within 2^53 (beyond, Spark's value depends on its order of
+    summation).
+    """
+    import re
+
+    def sub(m: re.Match[str]) -> str:
+        fn, i = m.group(1).lower(), int(m.group(2))
+        n, s = nonnull_column(i), sum_column(i)
+        if fn == "sum":
+            return f"(CASE WHEN {n} > 0 THEN {s} END)"
+        if i in averages:
+            got = averages[i]
+            return f"(CASE WHEN {n} > 0 THEN {got[0]} END)" if got else AVG_COLUMN.format(i)
+        return f"(CASE WHEN {n} > 0 THEN CAST({s} AS DOUBLE) / CAST({n} AS DOUBLE) END)"
+
+    return re.sub(r"_MV_FINAL_(SUM|AVG)\((\d+)\)", sub, expr, flags=re.IGNORECASE)
+
+
+def conf_true(spark: SparkSession, key: str, default: str = "false") -> bool:
+    return str(spark.conf.get(key, default)).strip().lower() == "true"
+
+
+def precision_loss(spark: SparkSession) -> bool:
+    return conf_true(spark, "spark.sql.decimalOperations.allowPrecisionLoss", "true")
+
+
+def spark_averages(spark: SparkSession, plan: StatePlan) -> dict[int, tuple[str, decimal.Decimal] | None] | str:
+    """The view's decimal AVGs as Spark SQL over the state (:meth:`StatePlan.averages`), or why Spark cannot
+    finalise one exactly (the full diff then: such refreshes of many groups only)."""
+    averages = plan.averages(precision_loss=precision_loss(spark)) if plan.decimal_averages else {}
+    missing = [i for i, sql in averages.items() if sql is None]
+    if missing:
+        return (
+            f"AVG of {(plan.avg_types[missing[0]] or '').upper()} over more groups than the driver merges, with no "
+            "exact finalisation by Spark (spark.sql.decimalOperations.allowPrecisionLoss=false, or a scale over 34)"
+        )
+    return averages

@@ -44,8 +44,8 @@ if TYPE_CHECKING:
     from pyspark.sql import DataFrame
 
     from mvsink.core.batch import SourceRead
-    from mvsink.incremental.changeinputs import ChangeTerms
     from mvsink.incremental.pruning import PrunedRead
+    from mvsink.incremental.telescope import ChangeTerms
     from mvsink.plan.tree import PlanNode
 
 log = logging.getLogger(__name__)
@@ -282,7 +282,7 @@ def _snapshot(
         return f"source {o.name!r}: {size} bytes of files, over the driver's budget"
     if any(name in columns for f in files for name, _ in f.partition_values):
         return f"source {o.name!r}: a partition column"
-    from mvsink.incremental.pruning import record
+    from mvsink.core.deltalog import record
 
     sch = pa.schema([schema.field(c) for c in columns])
     rel = parquet_relation([f.path for f in files], [(c, c) for c in columns], sch)

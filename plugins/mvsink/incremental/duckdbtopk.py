@@ -207,7 +207,7 @@ def refresh_in_driver(
     import pyarrow as pa
     import pyarrow.compute as pc
 
-    from mvsink.engines.arrow import row_corrections, table_rows
+    from mvsink.engines.arrow import row_corrections
     from mvsink.engines.duckdb import consolidated
     from mvsink.spark.sources import arrow_table_schema
 
@@ -215,7 +215,7 @@ def refresh_in_driver(
     key_cols = [columns[p] for p in key]
     out_schema = arrow_table_schema(desired.schema)
     user = pa.schema([f for f in out_schema if f.name not in (TIME, DIFF)])
-    persisted = consolidated(table_rows(table, columns, lower=desc.lower))
+    persisted = consolidated(table.updates_before(columns, lower=desc.lower))
     n_t = persisted.num_rows
     broken = _not_a_top_k(persisted, delta, k, key_cols)
     if broken:

@@ -69,7 +69,7 @@ if TYPE_CHECKING:
 
     from mvsink.core.batch import BatchDescription
     from mvsink.core.table import ViewTable
-    from mvsink.incremental.changeinputs import ChangeInputs
+    from mvsink.incremental.telescope import ChangeInputs
     from mvsink.plan.splits import AggregateSplit
 
 log = logging.getLogger(__name__)
@@ -258,7 +258,6 @@ def _recomputed(
     affected groups, a recompute that fails). Many keys: checkpointed, counted and joined by Spark."""
     from pyspark.errors import PySparkException
 
-    from mvsink.engines.arrow import table_rows
     from mvsink.spark.messages import first_paragraph
 
     try:
@@ -266,7 +265,7 @@ def _recomputed(
         if few.num_rows > MAX_INLINE_KEYS:
             keys = keys.localCheckpoint(eager=True)
             n_keys = keys.count()
-            live = _live(table_rows(table, None, lower=desc.lower))
+            live = _live(table.updates_before(None, lower=desc.lower))
             return _too_many(n_keys, live) or (_by_spark(desired, table_df(), desc, keys, key_columns), n_keys, live)
         return _few_keys(spark, desc, desired, table, table_df, keys, few, key_columns)
     except PySparkException as exc:  # e.g. an expression a filter kept from failing (ANSI): the full diff
@@ -286,11 +285,11 @@ def _few_keys(
     """:func:`_recomputed` for up to :data:`MAX_INLINE_KEYS` keys (``few``, collected): the table's rows read in
     the driver, the groups recomputed by Spark and collected, and diffed here (by Spark when Spark and the
     driver compare the keys differently, or when the groups are large)."""
-    from mvsink.engines.arrow import row_corrections, table_rows
+    from mvsink.engines.arrow import row_corrections
     from mvsink.engines.duckdb import consolidated, matching
     from mvsink.spark.sources import arrow_table_schema
 
-    rows = table_rows(table, list(desired.columns), lower=desc.lower)
+    rows = table.updates_before(list(desired.columns), lower=desc.lower)
     n_keys, live = few.num_rows, _live(rows)
     big = _too_many(n_keys, live)
     if big:

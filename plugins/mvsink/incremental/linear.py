@@ -36,6 +36,7 @@ from mvsink.core.deltalog import (
     active_bytes,
     cached_snapshot,
     change_set,
+    record,
 )
 from mvsink.core.sparklocation import spark_uri
 from mvsink.core.viewchanges import ViewChanges, view_changes
@@ -54,7 +55,7 @@ if TYPE_CHECKING:
 
     from mvsink.core.batch import BatchDescription, SourceRead
     from mvsink.definitions.view import ViewDefinition
-    from mvsink.incremental.changeinputs import ChangeInputs, ChangeTerms
+    from mvsink.incremental.telescope import ChangeInputs, ChangeTerms
     from mvsink.location import Where
     from mvsink.plan.tree import PlanNode
 
@@ -209,7 +210,7 @@ def prepare_changes(
                     f"{vc.total_bytes} (over {fraction:.0%})"
                 )
             changes[s.name] = vc
-            pruning.record(s.name, bytes_read=vc.bytes, files=len(vc.files))
+            record(s.name, bytes_read=vc.bytes, files=len(vc.files))
             if sizes is not None:
                 sizes[s.name] = vc.bytes
             continue
@@ -220,7 +221,7 @@ def prepare_changes(
         if total and cs.bytes > fraction * total:
             return f"source {s.name!r} changed {cs.bytes} bytes of files against {total} (over {fraction:.0%}; {_cdf_hint(cs)})"
         changes[s.name] = cs
-        pruning.record(s.name, bytes_read=cs.bytes, files=len(cs.inserted) + len(cs.deleted) + len(cs.cdc))
+        record(s.name, bytes_read=cs.bytes, files=len(cs.inserted) + len(cs.deleted) + len(cs.cdc))
         if sizes is not None:
             sizes[s.name] = cs.bytes
     frames = ChangeFrames()
@@ -278,8 +279,8 @@ def view_change_frames(
 
     from mvsink.columns import DIFF, TIME
     from mvsink.core.table import open_readable
-    from mvsink.spark.sources import spark_schema_of, view_rows, visible_columns
-    from mvsink.spark.transforms import consolidate, expand
+    from mvsink.spark.sources import spark_schema_of
+    from mvsink.spark.transforms import expand, view_contents
 
     dt = open_readable(s.path, version=s.version, role=f"view {view.name}: source '{s.name}'")
     table_schema = spark_schema_of(dt)
@@ -288,7 +289,7 @@ def view_change_frames(
     else:
         updates = spark.createDataFrame([], table_schema)
     updates = updates.select(*table_schema.names).where((F.col(TIME) > F.lit(after)) & (F.col(TIME) <= F.lit(through)))
-    net = view_rows(consolidate(updates, visible_columns(updates.columns)), expand_rows=False)
+    net = view_contents(updates, expand_rows=False)
     plus = expand(net).select(*schema.names)
     minus = expand(net.select(*[c for c in net.columns if c != DIFF], (-F.col(DIFF)).alias(DIFF))).select(*schema.names)
     return plus, minus

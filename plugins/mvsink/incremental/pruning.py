@@ -15,19 +15,17 @@ the same statistics (:func:`mvsink.core.deltalog.file_statistics`): the scan gua
 
 from __future__ import annotations
 
-import contextlib
-import contextvars
 import dataclasses
 import datetime as dt
 import decimal
 import functools
 import logging
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
 from mvsink import settings
 from mvsink.core.deltalog import ChangeFile, FileStats, absolute_path, active_bytes, file_statistics
-from mvsink.plan.joinkeys import Edge, join_edges, pruned_reads
+from mvsink.plan.joinkeys import Edge, join_edges
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame, SparkSession
@@ -243,56 +241,32 @@ def _collect_keys(df: DataFrame, columns: list[str]) -> dict[str, list[Any]] | N
     return out
 
 
-# ---------------------------------------------------------------- what a refresh read
-
-
-@dataclasses.dataclass
-class ReadLog:
-    """Bytes and files read per source over one write step (estimated from the Delta log's statistics)."""
-
-    sources: dict[str, dict[str, int]] = dataclasses.field(default_factory=dict)
-
-    def add(self, source: str, *, bytes_read: int, files: int) -> None:
-        got = self.sources.setdefault(source, {"bytes": 0, "files": 0})
-        got["bytes"] += int(bytes_read)
-        got["files"] += int(files)
-
-
-_READS: contextvars.ContextVar[ReadLog | None] = contextvars.ContextVar("mvsink_reads", default=None)
-
-
-@contextlib.contextmanager
-def read_log() -> Iterator[ReadLog]:
-    """Collect what the write step reads (:func:`record`) into the yielded log."""
-    got = ReadLog()
-    token = _READS.set(got)
-    try:
-        yield got
-    finally:
-        _READS.reset(token)
-
-
-def current_reads() -> ReadLog | None:
-    """The log :func:`read_log` opened (None outside one)."""
-    return _READS.get()
-
-
-def record(source: str, *, bytes_read: int, files: int) -> None:
-    log_ = _READS.get()
-    if log_ is not None:
-        log_.add(source, bytes_read=bytes_read, files=files)
-
-
-def record_whole(s: SourceRead, version: int) -> None:
-    """Source ``s`` read whole at ``version``."""
-    stats = file_statistics(s.path, version, "")
-    if stats is None:
-        record(s.name, bytes_read=active_bytes(s.path, version), files=0)
-    else:
-        record(s.name, bytes_read=sum(f.size for f in stats), files=len(stats))
-
-
 # ---------------------------------------------------------------- a term's pruned reads
+
+
+def pruned_reads(edges: list[Edge], changed: str | Iterable[str]) -> list[Edge]:
+    """The edges a term of the change set(s) of ``changed`` uses, in the order their keys become known: first
+    those keyed by a changed source, then those keyed by a source already pruned (chained). A source is
+    pruned by the edges of the first round that reaches it (another column's keys from sources pruned
+    later, through it, would filter nothing more); a changed source is never a target."""
+    seeds = {changed.casefold()} if isinstance(changed, str) else {c.casefold() for c in changed}
+    known = set(seeds)
+    out: list[Edge] = []
+    pending = list(edges)
+    progress = True
+    while progress:
+        progress = False
+        for e in list(pending):
+            target = e.target.source.casefold()
+            if target in seeds or (target in known and all(o.target != e.target for o in out)):
+                pending.remove(e)  # (a source already pruned by another column is not filtered again)
+                continue
+            if e.keys.source.casefold() in known:
+                out.append(e)
+                pending.remove(e)
+                known.add(target)
+                progress = True
+    return out
 
 
 @dataclasses.dataclass(frozen=True)
@@ -329,9 +303,19 @@ def estimate(
     """(files, bytes) a read filtered by ``filters`` touches, the snapshot's (files, bytes), and the absolute
     paths of the files it touches; None if the log cannot tell."""
     per_column = {c: file_statistics(path, version, c) for c, _ in filters}
-    if any(v is None for v in per_column.values()):
-        return None
     first = next(iter(per_column.values()))
+    paths = [absolute_path(path, f.path) for f in first] if first is not None else []
+    return _estimate(per_column, paths, filters)
+
+
+def _estimate(
+    per_column: dict[str, list[FileStats] | None], paths: list[Location], filters: list[tuple[str, KeyRanges]]
+) -> tuple[int, int, int, int, tuple[Location, ...]] | None:
+    """:func:`estimate` from each filtered column's statistics (``per_column``, as :func:`file_statistics` gave them,
+    one entry per active file in the same order) and the files' absolute ``paths`` (in that order)."""
+    if any(per_column.get(c) is None for c, _ in filters):
+        return None
+    first = per_column[filters[0][0]]
     assert first is not None
     keep = [True] * len(first)
     for column, keys in filters:
@@ -340,8 +324,21 @@ def estimate(
             keep[i] = keep[i] and keys.may_hold(f.min, f.max)
     files = sum(keep)
     size = sum(f.size for f, k in zip(first, keep) if k)
-    paths = tuple(absolute_path(path, f.path) for f, k in zip(first, keep) if k)
-    return files, size, len(first), sum(f.size for f in first), paths
+    kept = tuple(p for p, k in zip(paths, keep, strict=True) if k)
+    return files, size, len(first), sum(f.size for f in first), kept
+
+
+@dataclasses.dataclass(frozen=True)
+class _TargetFiles:
+    """What the log says of a source a term may read pruned, at one version: its files if Spark reads them as plain
+    Parquet (:func:`mvsink.spark.sources.plain_files`, else None), each file's statistics per column an edge filters
+    it by (and ``""``: sizes only; :func:`file_statistics`), the files' absolute paths (in that order) and its
+    active bytes."""
+
+    listed: list[ChangeFile] | None
+    stats: dict[str, list[FileStats] | None]
+    paths: list[Location]
+    size: int
 
 
 class TermPruning:
@@ -366,14 +363,34 @@ class TermPruning:
         from mvsink.plan.tree import PlanFormatError
 
         self._keys: dict[str, dict[str, list[Any]] | None] = {}  # each change set's keys, once per refresh
+        self._files: dict[tuple[str, int], _TargetFiles] = {}  # each target's files at a version, read once
         try:
             self.edges = join_edges(tree() if tree is not None else plan_tree(spark, query))
         except PlanFormatError as exc:
             log.info("change terms read the other sources whole: the plan could not be read (%s)", exc)
 
     def _worth(self, target: str, read_at: dict[str, tuple[Lazy, int]]) -> bool:
+        """Can a key filter skip files of source ``target``: at least ``MVSINK_INCREMENTAL_PRUNE_MIN_BYTES`` in more
+        than one file (what its log says of its files is read here, once per version, for :meth:`_read` and
+        :meth:`_read_keys` too)."""
         s = self.sources[target]
-        return _worth_pruning(s.path, read_at[s.name][1], min_bytes=self.min_bytes)
+        f = self._target_files(s, read_at[s.name][1])
+        whole = f.stats[""]
+        return f.size >= self.min_bytes and (whole is None or len(whole) > 1)
+
+    def _target_files(self, s: SourceRead, version: int) -> _TargetFiles:
+        from mvsink.spark.sources import plain_files
+
+        key = (s.name.casefold(), version)
+        if key not in self._files:
+            listed = plain_files(s.path, version)
+            columns = sorted({e.target.name for e in self.edges if e.target.source.casefold() == key[0]})
+            stats = {c: file_statistics(s.path, version, c) for c in ["", *columns]}
+            whole = stats[""]
+            size = active_bytes(s.path, version) if whole is None else sum(f.size for f in whole)
+            paths = [absolute_path(s.path, f.path) for f in whole or []]
+            self._files[key] = _TargetFiles(listed, stats, paths, size)
+        return self._files[key]
 
     def reads(self, seeds: dict[str, Lazy], read_at: dict[str, tuple[Lazy, int]]) -> list[PrunedRead]:
         """The pruned reads of the term whose change sets are ``seeds`` (source name -> its change rows, made
@@ -476,10 +493,8 @@ class TermPruning:
     ) -> dict[str, list[Any]] | None:
         """``columns``' distinct values in pruned read ``r``'s rows, read in the driver from the files it keeps
         when they are plain Parquet (:func:`keys_in_driver`), else None."""
-        from mvsink.spark.sources import plain_files
-
         s = self.sources[r.source.casefold()]
-        listed = plain_files(s.path, read_at[s.name][1]) if r.paths is not None else None
+        listed = self._target_files(s, read_at[s.name][1]).listed
         if listed is None or r.paths is None:
             return None
         kept = set(r.paths)
@@ -492,7 +507,8 @@ class TermPruning:
 
     def _read(self, s: SourceRead, fs: list[tuple[str, KeyRanges]], at: tuple[Lazy, int]) -> PrunedRead:
         """Source ``s`` read by a term at ``at``'s version with its columns within ``fs`` (the log's estimate of it)."""
-        est = estimate(s.path, at[1], fs)
+        f = self._target_files(s, at[1])
+        est = _estimate(f.stats, f.paths, fs)
         files, size, total_files, total_bytes, paths = est if est is not None else (0, 0, 0, 0, None)
         return PrunedRead(s.name, tuple(fs), files, size, total_files, total_bytes, paths)
 
@@ -507,14 +523,6 @@ class TermPruning:
             self._keys[source] = got if got is not None else _collect_keys(delta(), wanted)
         got = self._keys[source]
         return None if got is None else {c: got[c] for c in columns}
-
-
-def _worth_pruning(path: Where, version: int, *, min_bytes: int) -> bool:
-    """A source a key filter can skip files of: at least ``min_bytes`` and more than one file."""
-    stats = file_statistics(path, version, "")
-    if stats is None:
-        return active_bytes(path, version) >= min_bytes
-    return len(stats) > 1 and sum(f.size for f in stats) >= min_bytes
 
 
 def _and(filters: list[tuple[str, KeyRanges]]) -> Column:

@@ -3,7 +3,7 @@
 Which select items are the group's keys and which are COUNT/SUM/AVG expressions over which arguments;
 the *input query* (keys and arguments over the query's FROM/WHERE), the *state query* (the user's query with
 the state aggregates appended) and the expressions that finalise each output column from the state.
-Classification only: :mod:`mvsink.incremental.aggstate` has Spark's analysis decide what is safe.
+Classification only: :mod:`mvsink.incremental.modes.aggregate` has Spark's analysis decide what is safe.
 """
 
 from __future__ import annotations

@@ -13,6 +13,8 @@ rebuilds an older one for every read (time travel), so this costs far less there
 small sets only. Over :data:`MAX_NEW_ONLY` changed sources (2^n - 1 terms), and where the old versions are
 read as plain file lists (an old version costs what the newest does), the telescoping is used: n terms.
 
+:class:`ChangeInputs` is what the modes make the terms of (the write step's reads, the changed sources) and
+:class:`ChangeTerms` adds the changed sources' change frames (:func:`mvsink.incremental.linear.prepare_changes`).
 :func:`telescope` makes a term per choice of inserted (+1) or deleted (-1) rows of each change set;
 :func:`telescope_signed` reads one change set with its sign, where the query can carry it (:func:`signed_query`).
 """
@@ -26,25 +28,51 @@ import logging
 import math
 from typing import TYPE_CHECKING, Any
 
-from mvsink.core.deltalog import active_bytes
+from mvsink.core.deltalog import active_bytes, record, record_whole
 from mvsink.incremental import pruning
 from mvsink.spark.session import is_connect
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterator
 
-    from pyspark.sql import DataFrame
+    from pyspark.sql import DataFrame, SparkSession
 
     from mvsink.core.batch import BatchDescription, SourceRead
     from mvsink.core.deltalog import ChangeSet
     from mvsink.core.table import ViewTable
-    from mvsink.incremental.changeinputs import ChangeInputs, ChangeTerms
+    from mvsink.definitions.view import ViewDefinition
     from mvsink.incremental.pruning import PrunedRead
     from mvsink.plan.tree import PlanNode
 
 log = logging.getLogger(__name__)
 
 MAX_NEW_ONLY = 3  # up to this many changed sources, terms read the others at their new versions only
+
+
+@dataclasses.dataclass(frozen=True)
+class ChangeInputs:
+    """What every incremental mode reads a refresh's source changes with, as one value: the session, the view,
+    the batch description (the versions and the time it reads), each source's version at the last refresh
+    (``base``) and the sources that changed since (in the description's order; the change already found usable:
+    :func:`mvsink.incremental.modes.full.refresh_change`)."""
+
+    spark: SparkSession
+    view: ViewDefinition
+    desc: BatchDescription
+    base: dict[str, int]
+    changed: list[SourceRead]
+
+    def terms(self, frames: dict[str, tuple[DataFrame, DataFrame]]) -> ChangeTerms:
+        """These reads with the changed sources' change frames."""
+        return ChangeTerms(self.spark, self.view, self.desc, self.base, self.changed, frames)
+
+
+@dataclasses.dataclass(frozen=True)
+class ChangeTerms(ChangeInputs):
+    """:class:`ChangeInputs` with the changed sources' change frames: (inserted rows, deleted rows) per changed
+    source (a :class:`ChangeFrames`, or a plain dict of them)."""
+
+    frames: dict[str, tuple[DataFrame, DataFrame]]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -191,9 +219,9 @@ def _telescoping(ct: ChangeTerms, choices: Callable[[Term], list[Choice]]) -> li
                 r = reads.get(o.name)
                 for _ in made:
                     if r is not None:
-                        pruning.record(o.name, bytes_read=r.bytes, files=r.files)
+                        record(o.name, bytes_read=r.bytes, files=r.files)
                     elif o.kind != "view":
-                        pruning.record_whole(o, t.version(o, base))
+                        record_whole(o.name, o.path, t.version(o, base))
                 state = (old, id(r) if r is not None else 0)
                 if current.get(o.name) != state:
                     _register_source(ct, o, old=old, read=r, cache=cache)

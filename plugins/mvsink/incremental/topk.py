@@ -63,8 +63,7 @@ if TYPE_CHECKING:
     from mvsink.core.batch import BatchDescription, SourceRead
     from mvsink.core.table import ViewTable
     from mvsink.definitions.view import ViewDefinition
-    from mvsink.incremental.changeinputs import ChangeInputs
-    from mvsink.incremental.telescope import ChangeFrames
+    from mvsink.incremental.telescope import ChangeFrames, ChangeInputs
     from mvsink.plan.tree import PlanNode
 
 MODE: Final = "incremental:topk"

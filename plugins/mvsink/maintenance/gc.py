@@ -8,7 +8,7 @@ from mvsink import settings
 from mvsink.core import storage
 from mvsink.core.batch import parse_batch_id
 from mvsink.core.staging import BATCHES, batch_location, collect_garbage, committed_in_log, list_staged
-from mvsink.location import Where, join
+from mvsink.location import Where, joinpath
 
 
 def orphan_dirs(table: Where, *, grace_seconds: float | None = None) -> list[str]:
@@ -20,7 +20,7 @@ def orphan_dirs(table: Where, *, grace_seconds: float | None = None) -> list[str
     ``mvsink gc``, not for every refresh.
     """
     grace = settings.staging_grace_seconds() if grace_seconds is None else grace_seconds
-    root = join(table, BATCHES)
+    root = joinpath(table, BATCHES)
     entries = storage.list_dir(root)
     if not entries:
         return []
@@ -31,7 +31,7 @@ def orphan_dirs(table: Where, *, grace_seconds: float | None = None) -> list[str
         if not d.is_dir or d.name in staged or parse_batch_id(d.name) is None:
             continue
         # an object store's "folder" has no time of its own: its files' last-modified times count
-        newest = max([d.mtime_ms, *(f.mtime_ms for f in storage.list_dir(join(root, d.name)))]) / 1000
+        newest = max([d.mtime_ms, *(f.mtime_ms for f in storage.list_dir(joinpath(root, d.name)))]) / 1000
         if now - newest >= grace:
             candidates.append(d.name)
     if not candidates:

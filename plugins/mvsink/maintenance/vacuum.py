@@ -10,7 +10,7 @@ from mvsink.core import storage
 from mvsink.core.table import ViewTable
 from mvsink.definitions.view import ViewDefinition
 from mvsink.exceptions import MvSinkError
-from mvsink.location import Where, is_uri, join, normalize
+from mvsink.location import Where, is_uri, joinpath, normalize
 
 log = logging.getLogger(__name__)
 
@@ -83,8 +83,8 @@ def vacuum(
         deleted.append(rel)
     if not dry_run:
         for rel in deleted:
-            storage.delete_file(join(view.target, rel))
-        _remove_empty_batch_dirs(join(view.target, BATCHES), in_flight)
+            storage.delete_file(joinpath(view.target, rel))
+        _remove_empty_batch_dirs(joinpath(view.target, BATCHES), in_flight)
     res = VacuumResult(view.name, dry_run, retention_hours, tuple(deleted), tuple(protected))
     log.info("%s", res.summary())
     return res
@@ -99,7 +99,7 @@ def _remove_empty_batch_dirs(batches: Where, in_flight: set[str], *, min_age_sec
 
     for d in storage.list_dir(batches):
         try:
-            folder = join(batches, d.name)
+            folder = joinpath(batches, d.name)
             if (
                 d.is_dir
                 and d.name not in in_flight

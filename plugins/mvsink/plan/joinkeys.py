@@ -31,7 +31,7 @@ Connect server without the plugin) the parser keeps the
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterator
 
 from mvsink.plan.tree import PlanExpr, PlanNode
 
@@ -277,28 +277,3 @@ def _add(edges: list[Edge], keys: Column | None, target: Column | None, once: se
     edge = Edge(keys, target)
     if edge not in edges:
         edges.append(edge)
-
-
-def pruned_reads(edges: list[Edge], changed: str | Iterable[str]) -> list[Edge]:
-    """The edges a term of the change set(s) of ``changed`` uses, in the order their keys become known: first
-    those keyed by a changed source, then those keyed by a source already pruned (chained). A source is
-    pruned by the edges of the first round that reaches it (another column's keys from sources pruned
-    later, through it, would filter nothing more); a changed source is never a target."""
-    seeds = {changed.casefold()} if isinstance(changed, str) else {c.casefold() for c in changed}
-    known = set(seeds)
-    out: list[Edge] = []
-    pending = list(edges)
-    progress = True
-    while progress:
-        progress = False
-        for e in list(pending):
-            target = e.target.source.casefold()
-            if target in seeds or (target in known and all(o.target != e.target for o in out)):
-                pending.remove(e)  # (a source already pruned by another column is not filtered again)
-                continue
-            if e.keys.source.casefold() in known:
-                out.append(e)
-                pending.remove(e)
-                known.add(target)
-                progress = True
-    return out

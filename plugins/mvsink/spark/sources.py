@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from mvsink import settings
-from mvsink.columns import DIFF, ERROR, TIME, is_hidden
+from mvsink.columns import DIFF, ERROR, TIME
 from mvsink.core.batch import BatchDescription, SourceRead
 from mvsink.core.deltalog import CHANGE_TYPE, ChangeFile, cached_snapshot, snapshot_files
 from mvsink.core.sparklocation import spark_uri
@@ -30,7 +30,7 @@ from mvsink.core.table import ViewTable, open_readable, plain_parquet_files
 from mvsink.definitions.view import ViewDefinition
 from mvsink.location import Location, Where, is_uri
 from mvsink.spark.session import is_connect
-from mvsink.spark.transforms import consolidate, expand
+from mvsink.spark.transforms import view_contents
 from mvsink.times import format_time
 
 if TYPE_CHECKING:
@@ -174,6 +174,11 @@ def read_files(
     from pyspark.sql import functions as F
     from pyspark.sql import types as T
 
+    if not files:  # a local relation (an empty RDD would be a scan of its own)
+        out_schema = T.StructType([schema[n] for n in schema.names])
+        if with_change_type:
+            out_schema = out_schema.add(CHANGE_TYPE, T.StringType())
+        return empty_frame(spark, out_schema)
     data_schema = T.StructType([f for f in schema.fields if f.name not in partition_columns])
     if with_change_type:
         data_schema = data_schema.add(CHANGE_TYPE, T.StringType())
@@ -191,11 +196,6 @@ def read_files(
         # (without partition columns the read's columns are already ``names``: no Project, which would cost every
         # plan over this source ~40 ms more to write as JSON, plan/read.py)
         frames.append(df.select(*names) if partition_columns else df)
-    if not frames:  # a local relation (an empty RDD would be a scan of its own)
-        out_schema = T.StructType([schema[n] for n in schema.names])
-        if with_change_type:
-            out_schema = out_schema.add(CHANGE_TYPE, T.StringType())
-        return empty_frame(spark, out_schema)
     return functools.reduce(lambda a, b: a.unionByName(b), frames)
 
 
@@ -262,20 +262,4 @@ def read_source(spark: SparkSession, view: ViewDefinition, s: SourceRead, *, ver
             f"({up.since}); it cannot be read at {format_time(time)}. Fix: refresh "
             f"at or after that time, or give {s.view} a longer retain_history."
         )
-    return view_rows(consolidate(df, visible_columns(df.columns), through=time), expand_rows=True)
-
-
-def visible_columns(columns: list[str]) -> list[str]:
-    """The columns of an upstream view's table that make a row: its own and ``_mv_error`` (not the hidden state)."""
-    return [c for c in columns if c not in (TIME, DIFF) and not is_hidden(c)]
-
-
-def view_rows(consolidated: DataFrame, *, expand_rows: bool) -> DataFrame:
-    """An upstream view's consolidated updates -> its ok rows (``_mv_error`` dropped), repeated by their
-    multiplicity (``expand_rows``), else kept with their ``_mv_diff``."""
-    from pyspark.sql import functions as F
-
-    df = consolidated
-    if ERROR in df.columns:  # a view reads another view's ok collection
-        df = df.where(F.col(ERROR).isNull()).drop(ERROR)
-    return expand(df) if expand_rows else df
+    return view_contents(df, through=time)

@@ -1,14 +1,14 @@
 """Pure DataFrame -> DataFrame transformations of the write step (no I/O).
 
 ``consolidate`` sums diffs per row, ``corrections`` turns persisted contents into desired ones,
-``expand`` repeats rows by their multiplicity.
+``expand`` repeats rows by their multiplicity, ``view_contents`` reads an upstream view's rows from its updates.
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from mvsink.columns import DIFF, TIME
+from mvsink.columns import DIFF, ERROR, TIME, is_hidden
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame
@@ -74,3 +74,25 @@ def expand(consolidated: DataFrame) -> DataFrame:
         .select(*columns, F.explode(F.sequence(F.lit(1).cast("bigint"), F.col(DIFF))).alias("_mv_n"))
         .drop("_mv_n")
     )
+
+
+def visible_columns(columns: list[str]) -> list[str]:
+    """The columns of an upstream view's table that make a row: its own and ``_mv_error`` (not the hidden state)."""
+    return [c for c in columns if c not in (TIME, DIFF) and not is_hidden(c)]
+
+
+def view_rows(consolidated: DataFrame, *, expand_rows: bool) -> DataFrame:
+    """An upstream view's consolidated updates -> its ok rows (``_mv_error`` dropped), repeated by their
+    multiplicity (``expand_rows``), else kept with their ``_mv_diff``."""
+    from pyspark.sql import functions as F
+
+    df = consolidated
+    if ERROR in df.columns:  # a view reads another view's ok collection
+        df = df.where(F.col(ERROR).isNull()).drop(ERROR)
+    return expand(df) if expand_rows else df
+
+
+def view_contents(updates: DataFrame, *, through: int | None = None, expand_rows: bool = True) -> DataFrame:
+    """An upstream view's updates (its table's rows, ``through`` a time if given) -> its ok rows: consolidated
+    over the columns a read sees (:func:`visible_columns`), then :func:`view_rows`."""
+    return view_rows(consolidate(updates, visible_columns(updates.columns), through=through), expand_rows=expand_rows)

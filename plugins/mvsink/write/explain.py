@@ -23,7 +23,8 @@ from mvsink.incremental.modes.full import NOT_INCREMENTAL
 from mvsink.incremental.modes.linear import Linear
 from mvsink.incremental.modes.registry import REFRESH_MODES, choose
 from mvsink.incremental.modes.topk import TopK
-from mvsink.plan.joinkeys import Edge, join_edges, pruned_reads
+from mvsink.incremental.pruning import pruned_reads
+from mvsink.plan.joinkeys import Edge, join_edges
 from mvsink.plan.splits import aggregate_split
 from mvsink.spark.conf import apply_storage_conf
 from mvsink.spark.sources import read_source

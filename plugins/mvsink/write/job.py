@@ -20,7 +20,7 @@ from mvsink.columns import DIFF, ERROR, is_hidden
 from mvsink.core.batch import BatchDescription, WriteReport
 from mvsink.core.checks import add_counts, counts_of
 from mvsink.core.commitinfo import format_reads
-from mvsink.core.deltalog import snapshot_cache
+from mvsink.core.deltalog import current_reads, read_log, snapshot_cache
 from mvsink.core.failpoints import failpoint
 from mvsink.core.schema import encode_schema
 from mvsink.core.sparklocation import spark_uri
@@ -33,7 +33,6 @@ from mvsink.incremental.aggplan import StatePlan, state_plan
 from mvsink.incremental.modes.base import PlanFacts, WriteInputs
 from mvsink.incremental.modes.full import refresh_change
 from mvsink.incremental.modes.registry import REFRESH_MODES, Choice, choose
-from mvsink.incremental.pruning import current_reads, read_log
 from mvsink.spark.conf import apply_storage_conf
 from mvsink.spark.sources import Snapshot, arrow_table_schema, read_snapshot, register_sources
 from mvsink.spark.validation import analyse, compare_schema
@@ -197,7 +196,7 @@ def _reads() -> dict[str, dict[str, int]]:
 def _state(
     spark: SparkSession, view: ViewDefinition, table: ViewTable, result: DataFrame, *, with_error: bool
 ) -> StatePlan | None:
-    """The view's accumulable aggregate state (incremental/aggstate.py), or None for a view without one.
+    """The view's accumulable aggregate state (incremental/modes/aggregate.py), or None for a view without one.
 
     A new table of an eligible view gets the state; a table keeps what it was created with: one without
     state stays without, one with state keeps the same state columns (or the refresh is refused).

@@ -1,18 +1,69 @@
-"""The aggregate-state mode (``incremental:aggregate``): COUNT/SUM/AVG views refreshed from the hidden state
-their table keeps (:func:`mvsink.incremental.aggstate.aggregate_corrections`)."""
+"""The aggregate-state mode (``incremental:aggregate``): COUNT/SUM/AVG views refreshed from accumulable hidden
+state their table keeps (DESIGN.md section 8).
+
+A view ``SELECT keys, f(COUNT/SUM/AVG(...)) ... FROM ... [WHERE ...] GROUP BY keys`` (or a global
+aggregate) keeps, beside each group's row in its own table, hidden columns with the group's
+accumulable state: its row count (``_mv_agg_count``) and, per aggregate argument, its non-null count
+(``_mv_agg_n<i>``) and, for SUM and AVG, its sum (``_mv_agg_s<i>``, in Spark's own SUM result type).
+They are written by the same appends as the visible columns: the full diff computes them with the
+view's query (the *state query*: the user's query with the state aggregates appended), so any refresh
+that takes the full diff rebuilds them.
+
+A refresh from the sources' changes then costs what the change costs:
+
+0. The scan guard (:func:`~mvsink.incremental.telescope.scan_guard`): the full diff when the change terms would read more than it.
+1. Δin, the change of the aggregate's input C (the *input query*: the keys and the aggregates'
+   arguments over the query's FROM/WHERE), by the telescoping over change sets of
+   :mod:`mvsink.incremental.linear` (one term per changed source, signed by ``_mv_sign``, where the
+   source is read once directly in FROM/JOIN).
+2. Δ per group: the signed row count, non-null counts and sums of Δin; a group whose Δ is zero in
+   every part (a copy-on-write rewrite's ± pairs) is not affected. Collected: the one Spark job.
+3. Up to :data:`~mvsink.engines.duckdb.MAX_DRIVER_ROWS` groups, in the driver (:func:`~mvsink.incremental.aggmerge.merge_in_driver`): the persisted rows
+   of only those groups (pyarrow over the table's files, a null-safe key match in DuckDB), old ⊕ Δ in
+   exact Python arithmetic, finalised by Spark over local rows with Spark's result types and NULL rules
+   (SUM of no non-null value is NULL, AVG of integers is DOUBLE, AVG of DECIMAL(p,s) exactly Spark's AVG:
+   :func:`~mvsink.incremental.statequeries.average_sql`); a group whose count reaches 0 disappears; a global aggregate keeps its one row. More groups:
+   the same by Spark (:func:`~mvsink.incremental.aggmerge.merge_by_spark`).
+4. Corrections = the old rows retracted, the new ones added (an Arrow table from the driver path,
+   staged with pyarrow; a DataFrame from Spark's).
+
+Classification is on sqlglot's tree of the query (which select items are keys and which are COUNT/SUM/AVG
+expressions); what decides safety is Spark: the input query must be linear in every changed source
+(:func:`mvsink.plan.linearity.linearity` on Spark's analysed plan, failing closed), the state query's visible
+columns must be exactly the user's (names and types), and SUM/AVG arguments must be integers or
+decimals (sums of FLOAT/DOUBLE are not exact under ``old + Δ``). Invariant checks on the affected
+groups (one live row per key, 0 <= non-null <= count, a decimal sum that fits its type) fall back to the
+full diff on violation. Anything else falls back too, with the reason.
+"""
 
 from __future__ import annotations
 
+import logging
+import time
 from typing import TYPE_CHECKING, Final
 
 from mvsink import settings
-from mvsink.incremental.aggstate import MODE, aggregate_corrections
+from mvsink.incremental.aggdelta import group_deltas
+from mvsink.incremental.aggmerge import merge_by_spark, merge_in_driver
 from mvsink.incremental.modes.base import NotApplicable, outcome, switched
 from mvsink.plan.linearity import nonlinear_reason
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    import pyarrow as pa
+    from pyspark.sql import DataFrame
+
     from mvsink.core.batch import WriteMode
+    from mvsink.core.table import ViewTable
+    from mvsink.incremental.aggplan import StatePlan
     from mvsink.incremental.modes.base import Change, Corrections, Decision, PlanFacts, WriteInputs
+    from mvsink.incremental.telescope import ChangeInputs
+    from mvsink.plan.tree import PlanNode
+
+log = logging.getLogger(__name__)
+
+MODE: Final = "incremental:aggregate"
 
 
 class AggregateState:
@@ -50,12 +101,64 @@ class AggregateState:
             return NotApplicable("the view has checks: its table keeps no usable aggregate state", "unrelated")
         return None
 
-    def run(self, inputs: WriteInputs, change: Change) -> Corrections | NotApplicable:
-        assert inputs.state is not None
+    def run(self, plan: PlanFacts, inputs: WriteInputs, change: Change) -> Corrections | NotApplicable:
+        tree = plan.input_tree  # (read and found linear in every changed source by ``fits``)
+        assert inputs.state is not None and not isinstance(tree, str)
         corr, why = aggregate_corrections(
             inputs.changes(change),
             plan=inputs.state,
+            tree=tree,
             table=inputs.table,
             table_df=inputs.table_df,
         )
         return outcome(corr, why)
+
+
+def aggregate_corrections(
+    ci: ChangeInputs,
+    *,
+    plan: StatePlan,
+    tree: PlanNode,
+    table: ViewTable,
+    table_df: Callable[[], DataFrame],
+) -> tuple[DataFrame | pa.Table | None, str]:
+    """Corrections of ``ci.desc`` from the accumulable state and the sources' changes, or (None, why not).
+
+    ``tree``: the aggregate input's analysed plan, linear in every changed source (the mode's ``fits`` read it).
+    ``table``/``table_df()``: the view's table (every column, the state included) at the version write
+    read (delta-rs's handle; Spark's read of it, made only when needed). Leaves every source registered at the
+    version ``ci.desc`` reads.
+
+    Up to :data:`~mvsink.engines.arrow.MAX_DRIVER_ROWS` affected groups (the usual case) cost one Spark job: Δ per group is
+    collected, the table's rows of those groups are read with delta-rs, and old ⊕ Δ is merged and checked
+    in the driver; the corrections are then an Arrow table (staged without Spark).
+    """
+    deltas = group_deltas(ci, plan, tree, table)  # (the one place the changes are read)
+    if isinstance(deltas, str):
+        return None, deltas
+    lower, at = ci.desc.lower, ci.desc.time
+    t2 = time.monotonic()
+    merged: tuple[DataFrame | pa.Table, int] | str
+    if deltas.rows is not None:
+        merged = merge_in_driver(ci.spark, plan, deltas.rows, table, lower=lower, at=at)
+        where = "in the driver"
+    else:
+        assert deltas.frame is not None
+        merged = merge_by_spark(ci.spark, plan, deltas.frame, table_df, lower=lower, at=at)
+        where = "by Spark"
+    if isinstance(merged, str):
+        return None, merged
+    corr, n_keys = merged
+    log.info(
+        "view %s: aggregate state of %d affected group(s): planned in %.2fs, change in %.2fs, merged %s in %.2fs",
+        ci.view.name,
+        n_keys,
+        deltas.planned,
+        deltas.collected,
+        where,
+        time.monotonic() - t2,
+    )
+    return corr, (
+        f"{n_keys} affected group(s) updated from their state and the changes of {', '.join(deltas.sources)}"
+        + (" (change terms evaluated in the driver)" if deltas.in_driver else "")
+    )

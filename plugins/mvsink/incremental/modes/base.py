@@ -14,7 +14,6 @@ import functools
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Literal, Protocol
 
-from mvsink.incremental.changeinputs import ChangeInputs
 from mvsink.spark.connectplan import has_plan
 
 if TYPE_CHECKING:
@@ -25,6 +24,7 @@ if TYPE_CHECKING:
     from mvsink.core.table import ViewTable
     from mvsink.definitions.view import ViewDefinition
     from mvsink.incremental.aggplan import StatePlan
+    from mvsink.incremental.telescope import ChangeInputs
     from mvsink.plan.tree import PlanNode
     from mvsink.settings import Setting
 
@@ -150,6 +150,8 @@ class WriteInputs:
 
     def changes(self, change: Change) -> ChangeInputs:
         """What an incremental mode reads ``change`` with: its changed sources, in the description's order."""
+        from mvsink.incremental.telescope import ChangeInputs
+
         names = set(change.sources)
         changed = [s for s in self.desc.sources if s.name in names]
         return ChangeInputs(self.spark, self.view, self.desc, self.base, changed)
@@ -191,7 +193,7 @@ class RefreshMode(Protocol):
         """``applies``, with the mode's setting taken as on (what turning it on would do)."""
         ...
 
-    def run(self, inputs: WriteInputs, change: Change) -> Corrections | NotApplicable:
+    def run(self, plan: PlanFacts, inputs: WriteInputs, change: Change) -> Corrections | NotApplicable:
         """The corrections, or why the mode declined after all."""
         ...
 

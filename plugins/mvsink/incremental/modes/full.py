@@ -14,11 +14,10 @@ from typing import TYPE_CHECKING, Final
 
 from mvsink.columns import DIFF, ERROR, TIME
 from mvsink.core.checks import add_counts
-from mvsink.core.deltalog import file_statistics
+from mvsink.core.deltalog import current_reads, file_statistics, record_whole
 from mvsink.engines.arrow import full_diff
 from mvsink.incremental.linear import changed_sources, source_check
 from mvsink.incremental.modes.base import Change, Corrections, Decision, NotApplicable, PlanFacts, WriteInputs
-from mvsink.incremental.pruning import current_reads, record_whole
 from mvsink.spark.declaredchecks import apply_checks
 from mvsink.spark.sources import arrow_table_schema
 from mvsink.spark.transforms import consolidate, corrections
@@ -50,7 +49,7 @@ class FullDiff:
     def fits(self, plan: PlanFacts, change: Change) -> Decision:
         return None
 
-    def run(self, inputs: WriteInputs, change: Change) -> Corrections:
+    def run(self, plan: PlanFacts, inputs: WriteInputs, change: Change) -> Corrections:
         """The corrections, computed in the refreshing process when the view is small and has no checks (its
         ``reason`` then says so), else by Spark (lazily: the stage runs it)."""
         _record_whole_reads(inputs)
@@ -128,7 +127,7 @@ def _record_whole_reads(inputs: WriteInputs) -> None:
     got.sources.clear()
     for s in inputs.desc.sources:
         if s.kind != "view":
-            record_whole(s, s.version)
+            record_whole(s.name, s.path, s.version)
     version = inputs.table.frontier.version if inputs.table.exists else -1
     table_files = file_statistics(inputs.desc.target, version, "") if version >= 0 else None
     if table_files is not None:

@@ -42,7 +42,7 @@ class AffectedGroups:
             return NotApplicable(got, "shape")
         return None
 
-    def run(self, inputs: WriteInputs, change: Change) -> Corrections | NotApplicable:
+    def run(self, plan: PlanFacts, inputs: WriteInputs, change: Change) -> Corrections | NotApplicable:
         corr, why = group_corrections(
             inputs.changes(change),
             desired=inputs.state.desired if inputs.state else inputs.result,

@@ -41,7 +41,7 @@ class Linear:
                 return NotApplicable(f"{NOT_LINEAR} {s!r}: {why}", "shape")
         return None
 
-    def run(self, inputs: WriteInputs, change: Change) -> Corrections | NotApplicable:
+    def run(self, plan: PlanFacts, inputs: WriteInputs, change: Change) -> Corrections | NotApplicable:
         corr, reason = incremental_corrections(
             inputs.changes(change),
             desired=inputs.result,

@@ -66,7 +66,7 @@ def choose(modes: Sequence[RefreshMode], plan: PlanFacts, change: Change, inputs
             if not run:
                 why = combined_reason(refusals) if full else ""
                 return Choice(None, mode.name, why, mode, tuple(refusals))
-            got = mode.run(inputs, change)
+            got = mode.run(plan, inputs, change)
             if not isinstance(got, NotApplicable):
                 why = _full_reason(refusals, got.reason) if full else got.reason
                 return Choice(got.data, mode.name, why, mode, tuple(refusals), got.counts_change)

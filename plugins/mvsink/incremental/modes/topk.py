@@ -49,7 +49,7 @@ class TopK:
             return NotApplicable("over this Spark Connect server the query's plan cannot be taken apart", "shape")
         return None
 
-    def run(self, inputs: WriteInputs, change: Change) -> Corrections | NotApplicable:
+    def run(self, plan: PlanFacts, inputs: WriteInputs, change: Change) -> Corrections | NotApplicable:
         corr, why = topk_corrections(
             inputs.changes(change),
             desired=inputs.result,
