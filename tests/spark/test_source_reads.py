@@ -102,7 +102,7 @@ def test_a_pruned_reads_keys_are_read_in_the_driver_as_spark_collects_them(spark
         frame = r.frame(spark, s, 9, read_delta(spark, path, version=9, role="test"))
         spark_keys = sorted({row["v"] for row in frame.collect()})
         tp = pruning.TermPruning.__new__(pruning.TermPruning)
-        tp.sources = {"src": s}
+        tp.sources, tp.edges, tp._files = {"src": s}, [], {}
         got = tp._read_keys(r, {"src": (lambda: frame, 9)}, ["v"])
         assert got is not None and sorted(got["v"]) == spark_keys
         ids = tp._read_keys(r, {"src": (lambda: frame, 9)}, ["id"])
