@@ -192,8 +192,18 @@ def _attempt(
                 f"the table changed after write read it (version {h.version}: {h.op or h.operation})",
                 res,
             )
+        failpoint(
+            "append:before_files_check",
+            view=view.name,
+            views_dir=str(Path(view.file).parent),
+            refresh_time=desc.refresh_time,
+        )
         problem = staged_files_ok(desc.target, files)
         if problem:
+            if _table(view, desc, check=False).frontier.upper != desc.lower:
+                # Another writer committed since the frontier above was read and cleaned up this batch, dead
+                # from that moment: re-validate, which finds the moved upper and reschedules.
+                return None
             raise StagingError(f"view {view.name}: {problem}. Fix: re-run the refresh; the batch will be restaged.")
         if report is not None and _needs_error_column(table, report):
             table.add_error_column(CommitInfo.for_batch(desc, "evolve"))

@@ -28,6 +28,7 @@ ENV = "MVSINK_FAIL_POINTS"
 POINTS = (
     "write:after_staging",
     "append:before_validate",
+    "append:before_files_check",
     "append:before_commit",
     "append:after_commit",
     "compact:before_commit",
