@@ -38,8 +38,8 @@ def test_a_dry_run_of_a_batch_no_source_changed_reports_nothing_to_do(tmp_path, 
 
 def test_a_refresh_no_source_changed_imports_no_spark_or_duckdb(tmp_path, monkeypatch):
     """The command line's refresh of a view no source changed since its last refresh (mint finds the batch empty:
-    one commit that moves the upper) imports none of pyspark, duckdb, pandas, and commits the new upper (issue 35:
-    a new process per refresh costs little then)."""
+    one commit that moves the upper) imports none of pyspark, duckdb, pandas, sqlglot, pyarrow, numpy, and commits
+    the new upper (issue 35: a new process per refresh costs little then)."""
     import json
     import subprocess
     import sys
@@ -61,7 +61,7 @@ def test_a_refresh_no_source_changed_imports_no_spark_or_duckdb(tmp_path, monkey
         "import json, sys\n"
         "from mvsink.cli.app import main\n"
         f"code = main(['refresh', 'v', '--views-dir', {str(views)!r}, '--at', '{now}', '--json'])\n"
-        "heavy = sorted(m for m in ('pyspark', 'duckdb', 'pandas', 'sqlglot') if m in sys.modules)\n"
+        "heavy = sorted(m for m in ('pyspark', 'duckdb', 'pandas', 'sqlglot', 'pyarrow', 'numpy') if m in sys.modules)\n"
         "print(json.dumps({'code': code, 'heavy': heavy}))\n"
     )
     env = {**os.environ, "MVSINK_DATA_ROOT": str(data)}

@@ -303,3 +303,32 @@ def test_a_view_file_takes_every_scheme_the_storage_layer_reaches(clean, scheme)
     clean.setenv("MVSINK_ALLOWED_LOCATIONS", f"{scheme}://lake/")
     v = parse(doc(target=f"{scheme}://lake/views/v", sources=f"{{orders: {scheme}://lake/src/o}}"))
     assert v.target == location.parse(f"{scheme}://lake/views/v") and not v.target.is_local
+
+
+def test_a_local_listing_and_delete_are_pyarrows_without_pyarrow(tmp_path):
+    """A local folder is listed and a local file deleted with ``os`` (a refresh with nothing to write then imports
+    no pyarrow): the same names, kinds, sizes and times as pyarrow's local filesystem gives; a missing folder lists
+    empty; a missing file deletes quietly."""
+    import pyarrow.fs as pafs
+
+    (tmp_path / "sub").mkdir()
+    (tmp_path / "a.parquet").write_bytes(b"x" * 123)
+    (tmp_path / ".hidden.json").write_text("{}")
+    (tmp_path / "sub" / "inner").write_text("not listed")
+    got = sorted(storage.list_dir(str(tmp_path)), key=lambda e: e.name)
+    infos = pafs.LocalFileSystem().get_file_info(pafs.FileSelector(str(tmp_path), recursive=False))
+    want = list(
+        storage.Entry(
+            i.base_name,
+            i.type == pafs.FileType.Directory,
+            int(i.size or 0) if i.type != pafs.FileType.Directory else 0,
+            (i.mtime_ns or 0) // 1_000_000,
+        )
+        for i in infos
+    )
+    want.sort(key=lambda e: e.name)
+    assert got == want and [e.name for e in got] == [".hidden.json", "a.parquet", "sub"]
+    assert storage.list_dir(str(tmp_path / "missing")) == []
+    storage.delete_file(str(tmp_path / "a.parquet"))
+    storage.delete_file(str(tmp_path / "a.parquet"))  # (gone: nothing to do)
+    assert sorted(e.name for e in storage.list_dir(str(tmp_path))) == [".hidden.json", "sub"]

@@ -343,9 +343,12 @@ def _not_found(exc: OSError) -> bool:
 
 def list_dir(where: Where) -> list[Entry]:
     """The entries directly under a location (empty if it does not exist; an error if its bucket does not)."""
+    loc = parse(where)
+    if loc.is_local:  # without pyarrow: a refresh with nothing to write imports none (issue 35)
+        return _list_local(where, loc.key)
     import pyarrow.fs as pafs
 
-    fs, path = filesystem(where)
+    fs, path = filesystem(loc)
     try:
         infos = fs.get_file_info(pafs.FileSelector(path, allow_not_found=True, recursive=False))
     except FileNotFoundError:
@@ -358,6 +361,28 @@ def list_dir(where: Where) -> list[Entry]:
     for i in infos:
         mtime = i.mtime_ns // 1_000_000 if i.mtime_ns is not None else 0
         out.append(Entry(i.base_name, i.type == pafs.FileType.Directory, int(i.size or 0), int(mtime)))
+    return out
+
+
+def _list_local(where: Where, path: str) -> list[Entry]:
+    """:func:`list_dir` of a local folder, as pyarrow's local filesystem lists it (a folder's size 0; a link's
+    target's size and time)."""
+    import os
+
+    out = []
+    try:
+        with os.scandir(path) as it:
+            for e in it:
+                try:
+                    st = e.stat()
+                except FileNotFoundError:  # a dangling link, or removed while listed
+                    continue
+                is_dir = e.is_dir()
+                out.append(Entry(e.name, is_dir, 0 if is_dir else st.st_size, st.st_mtime_ns // 1_000_000))
+    except FileNotFoundError:
+        return []
+    except OSError as exc:
+        raise _io(where, "listing", exc) from exc
     return out
 
 
@@ -506,7 +531,18 @@ def write_bytes(where: Where, data: bytes) -> None:
 
 def delete_file(where: Where) -> None:
     """Delete one file (nothing if it does not exist)."""
-    fs, path = filesystem(where)
+    loc = parse(where)
+    if loc.is_local:
+        import os
+
+        try:
+            os.remove(loc.key)
+        except FileNotFoundError:
+            return
+        except OSError as exc:
+            raise _io(loc, "deleting", exc) from exc
+        return
+    fs, path = filesystem(loc)
     try:
         fs.delete_file(path)
     except OSError as exc:
