@@ -1,12 +1,14 @@
-"""Δ per affected group of an aggregate view's refresh (steps 0 to 2 of :mod:`mvsink.incremental.modes.aggregate`).
+"""Δ per affected group of an aggregate view's refresh (steps 0 to 2 of
+:mod:`mvsink.incremental.modes.aggregate`).
 
 :func:`group_deltas` is where the aggregate mode reads the refresh's changes (:class:`ChangeInputs`), and the
 one place: it hands on a plain value, :class:`GroupDeltas`, that the merge with the persisted state
 (:mod:`mvsink.incremental.aggmerge`) takes with the view's :class:`~mvsink.incremental.aggplan.StatePlan`.
 
 0. The aggregate's input is linear in every changed source (on its plan, read once by the mode's ``fits`` and
-   handed here for the change terms' join edges and DuckDB's check); the change frames, the change terms' pruned reads and the scan
-   guard (:func:`~mvsink.incremental.telescope.scan_guard`) decide whether the changes are worth using.
+   handed here for the change terms' join edges and DuckDB's check); the change frames, the change terms' pruned
+   reads and the scan guard (:func:`~mvsink.incremental.telescope.scan_guard`) decide whether the changes are
+   worth using.
 1. Δin, the change of the aggregate's input, by the change terms of :mod:`mvsink.incremental.telescope`
    (signed by ``_mv_sign`` where the input query can carry it).
 2. Δ per group (:func:`_delta_sql`): the signed row count, non-null counts and sums of Δin, in DuckDB in the
@@ -59,8 +61,8 @@ class GroupDeltas:
 
 def group_deltas(ci: ChangeInputs, plan: StatePlan, tree: PlanNode, table: ViewTable) -> GroupDeltas | str:
     """Δ per affected group of ``ci``'s changes, or why the changes are not used (a change set refused, the scan
-    guard); ``tree``: the aggregate input's plan, linear in every changed source. Leaves every source registered at the version
-    ``ci.desc`` reads.
+    guard); ``tree``: the aggregate input's plan, linear in every changed source. Leaves every source registered at
+    the version ``ci.desc`` reads.
 
     DuckDB's Δ where it evaluated the change terms; else Spark's: one signed term per source where the input
     query can carry the sign (the other sources scanned once), else the telescoping's terms of inserted and

@@ -1,6 +1,7 @@
-"""An aggregate view's accumulable state typed by Spark (:class:`StatePlan`) and finalised into the view's columns
-exactly as Spark's own aggregates compute them (DESIGN.md section 10: a view holds what Spark computes, whichever
-mode wrote it). :mod:`mvsink.incremental.modes.aggregate` maintains the state; this module says what it is and what it shows.
+"""An aggregate view's accumulable state typed by Spark (:class:`StatePlan`): its queries, its SUM and AVG result
+types, and which decimal AVGs it shows. :mod:`mvsink.incremental.modes.aggregate` maintains the state and
+:mod:`mvsink.incremental.aggmerge` finalises it into the view's columns exactly as Spark's own aggregates compute
+them (DESIGN.md section 10: a view holds what Spark computes, whichever mode wrote it).
 """
 
 from __future__ import annotations
