@@ -4,7 +4,7 @@ PY := $(VENV)/bin/python
 DATA_ROOT ?= $(CURDIR)/data
 export SPARK_LOCAL_IP ?= 127.0.0.1
 
-.PHONY: install demo test test-fast lint bench bench-scaling bench-connect bench-airflow bench-formulations soak airflow cluster clean
+.PHONY: install demo test test-fast lint bench bench-inprocess bench-scaling bench-connect bench-airflow bench-formulations soak airflow cluster clean
 
 $(VENV)/.installed: pyproject.toml
 	python3 -m venv $(VENV)
@@ -86,37 +86,46 @@ CLUSTER_UI_PORT ?= 8090
 cluster: install
 	$(PY) -m mvsink.devtools.sparkcluster --dir $(CURDIR)/.spark-cluster --workers $(CLUSTER_WORKERS) --master-port $(CLUSTER_PORT) --ui-port $(CLUSTER_UI_PORT)
 
-## bench: refresh vs full overwrite vs MERGE vs the compute floor on TPC-H (SF=0.1 by default) under a change STREAM
-## (rf: TPC-H's RF1/RF2 pairs, the default; rf3: price updates of recent orders; scattered: o_orderkey % m), sources in
-## files of FILE_MB MB; the report into bench/reports/tpch-sf<SF>-<STREAM>.md (+ .png), the run's raw rows into
-## bench/results/tpch-<date>-sf<SF>-<STREAM>.json
+## bench: the headline: what an Airflow write task runs, a new process per refresh through one running Spark Connect
+## server, against an overwrite of the same query in a new process through the same server, and a no-change refresh;
+## on TPC-H (SF=0.1 by default) under a change STREAM (rf: TPC-H's RF1/RF2 pairs, PAIRS pairs per round, the default;
+## rf3: price updates of recent orders; scattered: o_orderkey % m), REPEAT rounds, sources in files of FILE_MB MB;
+## the report into bench/reports/connect-sf<SF>-<STREAM>.md, the run's raw rows ("path": "connect-process") into
+## bench/results/connect-<date>-sf<SF>-<STREAM>.json
 SF ?= 0.1
 STREAM ?= rf
 FILE_MB ?= 32
+PAIRS ?= 1
+REPEAT ?= 3
 bench: install
+	$(VENV)/bin/pip install --quiet tpchgen-cli==4.0.0
+	$(PY) -m bench.connect_process --sf $(SF) --stream $(STREAM) --pairs $(PAIRS) --repeat $(REPEAT) --file-mb $(FILE_MB)
+
+## bench-connect: the same as bench
+bench-connect: bench
+
+## bench-inprocess: warm, in-process: refresh vs full overwrite vs MERGE vs the compute floor in one warm Spark
+## (local[2]) on TPC-H (SF, STREAM, FILE_MB as for bench), then the Spark start-up per refresh by runner; the report
+## into bench/reports/tpch-sf<SF>-<STREAM>.md (+ .png), the run's raw rows into
+## bench/results/tpch-<date>-sf<SF>-<STREAM>.json
+bench-inprocess: install
 	$(VENV)/bin/pip install --quiet tpchgen-cli==4.0.0 matplotlib==3.11.2
 	$(PY) -m bench.tpch_refresh --sf $(SF) --stream $(STREAM) --file-mb $(FILE_MB)
 
-## bench-scaling: refresh vs overwrite vs the compute floor as the table grows: the same ~1,500 changed orders of the
-## STREAM per round at each TPC-H scale factor in SFS (0.1,1,3 by default; one Spark process per SF); the report into
-## bench/reports/scaling-<STREAM>.md (+ .png), the run's raw rows into bench/results/scaling-<date>-sf<SFS>-<STREAM>.json
+## bench-scaling: warm, in-process: refresh vs overwrite vs the compute floor as the table grows: the same ~1,500
+## changed orders of the STREAM per round at each TPC-H scale factor in SFS (0.1,1,3 by default; one warm Spark
+## process per SF); the report into bench/reports/scaling-<STREAM>.md (+ .png), the run's raw rows into
+## bench/results/scaling-<date>-sf<SFS>-<STREAM>.json
 SFS ?= 0.1,1,3
 bench-scaling: install
 	$(VENV)/bin/pip install --quiet tpchgen-cli==4.0.0 matplotlib==3.11.2
 	$(PY) -m bench.scaling --sfs $(SFS) --stream $(STREAM) --file-mb $(FILE_MB)
 
-## bench-connect: a new process per refresh through one running Spark Connect server (the Airflow task's path) vs an
-## overwrite in a new process through it, on TPC-H (SF=0.1 by default) under STREAM, PAIRS RF1 + RF2 pairs per round,
-## REPEAT rounds; the report into bench/reports/connect-sf<SF>-<STREAM>.md, the run's raw rows into
-## bench/results/connect-<date>-sf<SF>-<STREAM>.json
-PAIRS ?= 1
-REPEAT ?= 3
-bench-connect: install
-	$(VENV)/bin/pip install --quiet tpchgen-cli==4.0.0
-	$(PY) -m bench.connect_process --sf $(SF) --stream $(STREAM) --pairs $(PAIRS) --repeat $(REPEAT) --file-mb $(FILE_MB)
-
-## bench-airflow: refreshes end to end through Airflow (trigger -> success), Spark Connect vs spark-submit; the report
-## into bench/reports/airflow.md, the run's raw rows into bench/results/airflow-<date>-sf<SF>.json
+## bench-airflow: refreshes end to end through Airflow (trigger -> success, and trigger -> the append's commit split
+## into scheduling, task start and the refresh's work), Spark Connect vs spark-submit, for a 1 % change of wide; the
+## report into bench/reports/airflow.md, the run's raw rows into bench/results/airflow-<date>-sf<SF>.json (a one-pair
+## change of several views: python -m bench.airflow_e2e --stream rf --pairs 1 --view-names wide,q3,q1, in
+## docs/benchmarks.md)
 RUNS ?= 5
 VIEWS ?= 10
 bench-airflow: install

@@ -20,7 +20,7 @@ the next) with one warm in-process Spark local[2] (6 GB driver):
       overwrite  Spark computes the view, replaces a Delta table (Parquet + delta-rs overwrite commit)
       refresh    this project (mint, write, append), with the write step's phases and Spark job count.
     MERGE and ``incremental: false`` are not measured here (they do not bear on the question and
-    cost most of the time at large SFs): ``make bench SF=...`` has them.
+    cost most of the time at large SFs): ``make bench-inprocess SF=...`` has them.
 Writes a Markdown report (medians, min–max, growth from the smallest to the largest SF), the raw
 numbers as JSON and a log–log chart (time against the largest source's rows) beside it.
 """
@@ -203,7 +203,7 @@ def write_report(
         f"Sources in files of about {file_mb if file_mb is not None else '?'} MB. "
         f"Times are medians (min–max) in seconds. `floor`: the view evaluated into a noop sink; `overwrite`: "
         f"computed and written as a new Delta table version; `refresh`: this project. MERGE and "
-        f"`incremental: false` are not measured here (`make bench`). Whole run: {minutes:.1f} min. Raw numbers: "
+        f"`incremental: false` are not measured here (`make bench-inprocess`). Whole run: {minutes:.1f} min. Raw numbers: "
         f"{raw}; chart: `{out.with_suffix('.png').name}`.",
         "",
         "## Change per round",

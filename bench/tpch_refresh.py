@@ -1,4 +1,4 @@
-"""Refresh cost against full overwrite, MERGE on key and the compute-only floor (TPC-H).
+"""Warm, in-process: refresh cost against full overwrite, MERGE on key and the compute-only floor (TPC-H).
 
     python -m bench.tpch_refresh [--sf 0.1] [--stream rf|rf3|scattered] [--rates 0,0.001,0.01,0.1]
                                  [--pairs 1,10,100] [--repeat 3] [--warmup 1] [--file-mb 32]
@@ -30,6 +30,8 @@ Then, once: one refresh through spark-submit, through a running Spark Connect se
 warm in-process Spark (the start-up cost a user pays per refresh with each).
 Writes the raw rows (one JSON file per run, ``bench/results/tpch-<date>-sf<SF>-<stream>.json``) and the
 variant's current report, ``bench/reports/tpch-sf<SF>-<stream>.md`` (medians, min-max) with its PNG chart.
+``make bench-inprocess`` runs it; ``make bench``'s headline is bench/connect_process.py (a new process per refresh
+through a Spark Connect server, what an Airflow task runs).
 """
 
 from __future__ import annotations
@@ -621,7 +623,7 @@ def write_report(
     stream = str(meta.get("stream", "scattered"))
     files = ", ".join(f"{t} {n}" for t, n in (meta.get("source_files_at_start") or {}).items())
     lines = [
-        f"# Refresh vs overwrite vs MERGE vs the compute floor (TPC-H SF{sf}, stream `{stream}`)",
+        f"# Warm, in-process: refresh vs overwrite vs MERGE vs the compute floor (TPC-H SF{sf}, stream `{stream}`)",
         "",
         f"{meta.get('date', '?')}; {meta.get('machine', '?')}; {meta.get('versions', '?')}.",
         "",
