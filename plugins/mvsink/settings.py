@@ -156,6 +156,19 @@ INCREMENTAL_DRIVER_TERMS = Setting(
     "false (0, no, off) makes an aggregate's change terms always run as Spark jobs, never in DuckDB in the driver "
     "(where their inputs are small plain Parquet files and the query is of the kinds DuckDB evaluates as Spark does)",
 )
+SPARK_FREE = Setting(
+    "MVSINK_SPARK_FREE",
+    "true",
+    "false (0, no, off) makes every write step open a Spark session; by default an aggregate view's small refresh "
+    "whose plan facts a Spark refresh of the same definition and source schemas kept (the table's _mv_plans/) "
+    "runs in the refreshing process without Spark",
+)
+PLAN_FACTS_MAX_AGE = Setting(
+    "MVSINK_PLAN_FACTS_MAX_AGE",
+    "86400",
+    "seconds the plan facts a Spark refresh kept for refreshes without Spark are used; older ones are taken "
+    "again from Spark's analysis at the next refresh (a server's changed SQL settings are seen within this time)",
+)
 INCREMENTAL_AGGREGATE = Setting(
     "MVSINK_INCREMENTAL_AGGREGATE",
     "true",
@@ -217,6 +230,8 @@ REGISTRY: tuple[Setting, ...] = (
     PLAIN_READ_MAX_PARTITIONS,
     INCREMENTAL_AGGREGATE,
     INCREMENTAL_DRIVER_TERMS,
+    SPARK_FREE,
+    PLAN_FACTS_MAX_AGE,
     INCREMENTAL_GROUPS,
     INCREMENTAL_TOPK,
 )
@@ -380,6 +395,16 @@ def incremental_driver_terms() -> bool:
     return _flag(INCREMENTAL_DRIVER_TERMS, True)
 
 
+def spark_free() -> bool:
+    """``MVSINK_SPARK_FREE``: may a small refresh with kept plan facts run without Spark (default true)?"""
+    return _flag(SPARK_FREE, True)
+
+
+def plan_facts_max_age() -> float:
+    """``MVSINK_PLAN_FACTS_MAX_AGE``: seconds kept plan facts are used (default 86400)."""
+    return _float(PLAN_FACTS_MAX_AGE, 86400.0, minimum=0.0, example="3600")
+
+
 def incremental_aggregate() -> bool:
     """``MVSINK_INCREMENTAL_AGGREGATE``: may aggregates refresh from their hidden state (default true)?"""
     return _flag(INCREMENTAL_AGGREGATE, True)
@@ -531,6 +556,8 @@ ACCESSORS: dict[str, Callable[[], object]] = {
     TASK_RETRY_DELAY_SECONDS.name: task_retry_delay_seconds,
     MAX_RESCHEDULES.name: max_reschedules,
     INCREMENTAL_AGGREGATE.name: incremental_aggregate,
+    SPARK_FREE.name: spark_free,
+    PLAN_FACTS_MAX_AGE.name: plan_facts_max_age,
     INCREMENTAL_GROUPS.name: incremental_groups,
     INCREMENTAL_TOPK.name: incremental_topk,
     INCREMENTAL_DRIVER_TERMS.name: incremental_driver_terms,

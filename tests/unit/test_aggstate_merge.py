@@ -7,8 +7,8 @@ from decimal import Decimal
 import pyarrow as pa
 import pytest
 
+from mvsink.incremental.aggfacts import AggregateFacts
 from mvsink.incremental.aggmerge import _merge_rows, _sum_limit
-from mvsink.incremental.aggplan import StatePlan
 from mvsink.incremental.statequeries import state_queries
 
 pytestmark = pytest.mark.unit
@@ -17,10 +17,12 @@ Q = "SELECT k, count(*) AS n, sum(x) AS s FROM t GROUP BY k"
 STATE = ["_mv_agg_count", "_mv_agg_n0", "_mv_agg_s0"]
 
 
-def _plan(query: str = Q, sum_type: str = "decimal(4,2)") -> StatePlan:
+def _plan(query: str = Q, sum_type: str = "decimal(4,2)") -> AggregateFacts:
     q = state_queries(query)
     assert not isinstance(q, str)
-    return StatePlan(queries=q, desired=None, sum_types=(sum_type,), avg_types=(None,))  # type: ignore[arg-type]
+    args = tuple((with_sum, sum_type if with_sum else None, None) for _, with_sum in q.args)
+    schema = pa.schema([])
+    return AggregateFacts(q.keys, schema, args, (), schema, None, ansi=False)
 
 
 def _delta(rows: list[dict[str, object]], *, keyed: bool = True) -> pa.Table:

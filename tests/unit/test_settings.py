@@ -34,6 +34,8 @@ CASES = {
     "MVSINK_INCREMENTAL_TOPK": (settings.incremental_topk, True, "off", False, ["maybe", "2"]),
     "MVSINK_INCREMENTAL_DRIVER_TERMS": (settings.incremental_driver_terms, True, "off", False, ["maybe", "2"]),
     "MVSINK_INCREMENTAL_AGGREGATE": (settings.incremental_aggregate, True, "false", False, ["maybe", "2"]),
+    "MVSINK_SPARK_FREE": (settings.spark_free, True, "off", False, ["maybe", "2"]),
+    "MVSINK_PLAN_FACTS_MAX_AGE": (settings.plan_facts_max_age, 86400.0, "60", 60.0, ["-1", "nan", "1h"]),
     "MVSINK_SPARK_CDS": (settings.spark_cds, True, "no", False, ["maybe", "2"]),
     "MVSINK_VIEWS_DIR": (settings.views_dir, Path("dags/views"), "/srv/views", Path("/srv/views"), [A_FILE]),
     "MVSINK_SPARK_JOB": (

@@ -91,6 +91,9 @@ class ViewWriteOperator(SparkSubmitOperator):
 
         with no_retry_on_bad_input():
             view = Catalog(self.views_dir).get(self.view_name)
+            done = tasks.write_spark_free_step(self.view_name, self.views_dir, context)
+        if done is not None:  # a small refresh with kept plan facts: no Spark session, no JVM
+            return done
         if settings.is_set(settings.SPARK_REMOTE):
             self.log.warning(
                 "%s is set but the DAGs no longer read it (only the command line does): the write task uses "

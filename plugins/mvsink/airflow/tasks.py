@@ -82,6 +82,32 @@ def mint_step(view_name: str, views_dir: str, context: dict[str, Any]) -> list[s
     return ["append"] if desc.empty else ["write"]
 
 
+def write_spark_free_step(view_name: str, views_dir: str, context: dict[str, Any]) -> dict[str, Any] | None:
+    """The write step without Spark where it can run so (:mod:`mvsink.write.driver`): its summary, with the report
+    left where append reads it; else None (the write task then runs Spark)."""
+    from mvsink.write.driver import write_without_spark
+
+    view = Catalog(views_dir).get(view_name)
+    ti = context["ti"]
+    desc = BatchDescription.from_json(ti.xcom_pull(task_ids="mint", key="description"))
+    report = write_without_spark(view, desc)
+    if report is None:
+        return None
+    Path(ti.xcom_pull(task_ids="mint", key="report_path")).write_text(report.to_json())
+    return _summary(report)
+
+
+def _summary(report: WriteReport) -> dict[str, Any]:
+    return {
+        "status": report.status,
+        "rows_added": report.rows_added,
+        "rows_retracted": report.rows_retracted,
+        "bytes": report.bytes,
+        "files": len(report.files),
+        "seconds": round(report.seconds, 3),
+    }
+
+
 def write_connect_step(
     view_name: str,
     views_dir: str,
@@ -105,14 +131,7 @@ def write_connect_step(
     desc = BatchDescription.from_json(ti.xcom_pull(task_ids="mint", key="description"))
     report = run_write(remote_session(url, conf=conf, fix=fix), view, desc)
     Path(ti.xcom_pull(task_ids="mint", key="report_path")).write_text(report.to_json())
-    return {
-        "status": report.status,
-        "rows_added": report.rows_added,
-        "rows_retracted": report.rows_retracted,
-        "bytes": report.bytes,
-        "files": len(report.files),
-        "seconds": round(report.seconds, 3),
-    }
+    return _summary(report)
 
 
 def append_step(

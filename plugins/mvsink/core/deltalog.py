@@ -25,12 +25,15 @@ import logging
 import os
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
-from typing import Any, Final, TypeVar
+from typing import TYPE_CHECKING, Any, Final, TypeVar
 from urllib.parse import unquote
 
 from mvsink.core import storage
 from mvsink.core.commitinfo import META, CommitInfo
 from mvsink.location import Location, Where, parse
+
+if TYPE_CHECKING:
+    import pyarrow as pa
 
 CHANGE_TYPE: Final = "_change_type"  # the change data feed's column in its files
 # A change data feed row's ``_change_type``: the row inserted, or deleted (the feed's readers all use these).
@@ -399,8 +402,15 @@ class _ActiveSizes:
         return self._by_version[version].get(raw_path, 0)
 
 
-def _add_action_sizes(path: Where, version: int) -> dict[str, int]:
+def pyarrow_table(data: Any) -> pa.Table:
+    """delta-rs's arro3 table (its add actions) as a pyarrow table, through the Arrow C stream interface
+    (``pa.table()`` would first import pandas to ask whether it is a DataFrame: 0.3 s of a refresh's process)."""
     import pyarrow as pa
+
+    return pa.RecordBatchReader.from_stream(data).read_all()
+
+
+def _add_action_sizes(path: Where, version: int) -> dict[str, int]:
     from deltalake import DeltaTable
 
     try:
@@ -408,7 +418,7 @@ def _add_action_sizes(path: Where, version: int) -> dict[str, int]:
             ("delta", path, version),
             lambda: DeltaTable(path, version=version, storage_options=storage.delta_options(path)),
         )
-        actions = pa.table(dt.get_add_actions(flatten=True))
+        actions = pyarrow_table(dt.get_add_actions(flatten=True))
     except Exception:  # the version is gone or unreadable: the size stays unknown (0)
         return {}
     if not actions.num_rows:
@@ -460,12 +470,11 @@ def file_statistics(path: Where, version: int, column: str) -> list[FileStats] |
 
 def _add_actions(path: Where, version: int) -> Any:
     """delta-rs's flattened add actions of the snapshot at ``version`` (a pyarrow Table; cached per write step)."""
-    import pyarrow as pa
     from deltalake import DeltaTable
 
     return cached_snapshot(
         ("add_actions", path, version),
-        lambda: pa.table(
+        lambda: pyarrow_table(
             cached_snapshot(
                 ("delta", path, version),
                 lambda: DeltaTable(path, version=version, storage_options=storage.delta_options(path)),

@@ -369,9 +369,9 @@ class ViewTable:
 
     def add_actions(self) -> pa.Table:
         """The active files' add actions (path, size_bytes, num_records, min./max. stats), flattened."""
-        import pyarrow as pa
+        from mvsink.core.deltalog import pyarrow_table
 
-        return pa.table(self.delta.get_add_actions(flatten=True))
+        return pyarrow_table(self.delta.get_add_actions(flatten=True))
 
     def active_paths(self) -> set[str]:
         """Paths (relative to the table root, as in the log) of the active files; empty if missing."""

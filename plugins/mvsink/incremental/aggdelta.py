@@ -35,6 +35,7 @@ if TYPE_CHECKING:
     from pyspark.sql import DataFrame
 
     from mvsink.core.table import ViewTable
+    from mvsink.incremental.aggfacts import AggregateFacts
     from mvsink.incremental.aggplan import StatePlan
     from mvsink.incremental.telescope import ChangeInputs, ChangeTerms
     from mvsink.plan.tree import PlanNode
@@ -59,10 +60,12 @@ class GroupDeltas:
     collected: float
 
 
-def group_deltas(ci: ChangeInputs, plan: StatePlan, tree: PlanNode, table: ViewTable) -> GroupDeltas | str:
+def group_deltas(
+    ci: ChangeInputs, plan: StatePlan, tree: PlanNode, table: ViewTable, facts: AggregateFacts
+) -> GroupDeltas | str:
     """Δ per affected group of ``ci``'s changes, or why the changes are not used (a change set refused, the scan
-    guard); ``tree``: the aggregate input's plan, linear in every changed source. Leaves every source registered at
-    the version ``ci.desc`` reads.
+    guard); ``tree``: the aggregate input's plan, linear in every changed source; ``facts``: the state's types.
+    Leaves every source registered at the version ``ci.desc`` reads.
 
     DuckDB's Δ where it evaluated the change terms; else Spark's: one signed term per source where the input
     query can carry the sign (the other sources scanned once), else the telescoping's terms of inserted and
@@ -74,7 +77,7 @@ def group_deltas(ci: ChangeInputs, plan: StatePlan, tree: PlanNode, table: ViewT
     t0 = time.monotonic()
     q = plan.queries
     per_group = _delta_sql(plan)
-    ready = _changes(ci, plan, tree, table)
+    ready = _changes(ci, plan, tree, table, facts)
     if isinstance(ready, str):
         return ready
     ct, in_driver = ready
@@ -92,7 +95,7 @@ def group_deltas(ci: ChangeInputs, plan: StatePlan, tree: PlanNode, table: ViewT
 
 
 def _changes(
-    ci: ChangeInputs, plan: StatePlan, tree: PlanNode, table: ViewTable
+    ci: ChangeInputs, plan: StatePlan, tree: PlanNode, table: ViewTable, facts: AggregateFacts
 ) -> tuple[ChangeTerms, pa.Table | None] | str:
     """The change terms' inputs (the changed sources, their change frames), and Δ per group when DuckDB computed
     it in the driver (:func:`~mvsink.incremental.duckdbterms.terms_in_driver`; else None: Spark's change terms
@@ -112,7 +115,7 @@ def _changes(
     too_big, over_driver = scan_guards(ct, table, pruned=pruned, factors=(1.0, duckdbterms.DRIVER_SCAN_FACTOR))
     if too_big and over_driver:
         return too_big
-    in_driver = duckdbterms.terms_in_driver(ct, plan, pruned, tree=tree)
+    in_driver = duckdbterms.terms_in_driver(ct, plan, pruned, tree=tree, facts=facts)
     if in_driver is None and too_big:  # (only DuckDB's scans of them beat the full diff)
         return too_big
     return ct, in_driver

@@ -16,6 +16,7 @@ import functools
 from typing import TYPE_CHECKING, Any
 
 from mvsink.columns import DIFF, TIME
+from mvsink.incremental.aggfacts import AggregateFacts, finalised_rows
 from mvsink.incremental.aggplan import StatePlan, formattable
 from mvsink.incremental.statequeries import (
     AVG_COLUMN,
@@ -40,44 +41,42 @@ if TYPE_CHECKING:
 
 
 def merge_in_driver(
-    spark: SparkSession, plan: StatePlan, delta: pa.Table, table: ViewTable, *, lower: int, at: int
+    facts: AggregateFacts,
+    delta: pa.Table,
+    table: ViewTable,
+    *,
+    lower: int,
+    at: int,
+    spark: SparkSession | None = None,
+    plan: StatePlan | None = None,
 ) -> tuple[pa.Table, int] | str:
     """:func:`_new_state` for few affected groups, without a Spark job: the old rows read with delta-rs,
-    old ⊕ Δ merged here, and the new rows finalised by Spark over local rows (a local relation: no job).
+    old ⊕ Δ merged here, and the new rows finalised in Python where ``facts.finalise`` says how
+    (:func:`~mvsink.incremental.aggfacts.finalised_rows`), else by Spark over local rows (a local relation: no job;
+    ``spark`` and ``plan`` then given).
 
     Returns (the corrections: −old, +new, stamped ``at``, in the table's Arrow schema; how many groups),
     or a reason for the full diff.
     """
     import pyarrow as pa
-    from pyspark.sql import types as T
-    from pyspark.sql.pandas.types import to_arrow_schema
 
-    from mvsink.engines.arrow import local_arrow
     from mvsink.engines.duckdb import consolidated
-    from mvsink.spark.sources import arrow_table_schema
 
-    q = plan.queries
-    schema = plan.desired.schema
-    cols = list(plan.desired.columns)
-    out_schema = arrow_table_schema(schema)
+    cols = list(facts.columns)
+    out_schema = facts.schema
     if not delta.num_rows:  # nothing changed (a global aggregate's one row included)
         return out_schema.empty_table(), 0
     # the table's consolidated rows (updates before ``lower``) of the groups in ``delta``: the view's columns
     # (named as the query's) and ``_mv_diff``
-    old = consolidated(table.updates_before(cols, lower=lower), keys=delta, key_columns=q.keys)
-    averages = plan.averages(precision_loss=precision_loss(spark)) if plan.decimal_averages else {}
-    merged = _merge_rows(
-        plan, delta, old, averages=averages, ansi=lambda: conf_true(spark, "spark.sql.ansi.enabled", "true")
-    )
+    old = consolidated(table.updates_before(cols, lower=lower), keys=delta, key_columns=facts.keys)
+    averages: dict[int, tuple[str, decimal.Decimal] | None] = {}
+    if facts.finalise is None:
+        assert spark is not None and plan is not None
+        averages = plan.averages(precision_loss=precision_loss(spark)) if plan.decimal_averages else {}
+    merged = _merge_rows(facts, delta, old, averages=averages)
     if isinstance(merged, str):
         return merged
     new_rows, n_keys = merged
-    in_python = [
-        T.StructField(AVG_COLUMN.format(i), T.DecimalType(*(decimal_type(plan.avg_types[i]) or (38, 18))))
-        for i, sql in averages.items()
-        if sql is None
-    ]
-    state_schema = T.StructType([schema[k] for k in q.keys] + [schema[c] for c in plan.state_columns] + in_python)
     parts = [
         old.select(cols)
         .append_column(TIME, pa.array([at] * old.num_rows, pa.int64()))
@@ -85,10 +84,13 @@ def merge_in_driver(
         .cast(out_schema)
     ]
     if new_rows:
-        live = spark.createDataFrame(
-            pa.Table.from_pylist(new_rows, schema=to_arrow_schema(state_schema, timezone="UTC")), schema=state_schema
-        )
-        new = local_arrow(finalised(spark, plan, live, averages=averages))
+        if facts.finalise is not None:
+            new = finalised_rows(facts, new_rows)
+            if isinstance(new, str):
+                return new
+        else:
+            assert spark is not None and plan is not None
+            new = _finalised_locally(spark, plan, new_rows, averages)
         parts.append(
             new.append_column(TIME, pa.array([at] * new.num_rows, pa.int64()))
             .append_column(DIFF, pa.array([1] * new.num_rows, pa.int64()))
@@ -97,30 +99,55 @@ def merge_in_driver(
     return pa.concat_tables(parts), n_keys
 
 
-def _merge_rows(
+def _finalised_locally(
+    spark: SparkSession,
     plan: StatePlan,
+    new_rows: list[dict[str, Any]],
+    averages: dict[int, tuple[str, decimal.Decimal] | None],
+) -> pa.Table:
+    """New state rows finalised by Spark over a local relation (no job): :func:`finalised`."""
+    import pyarrow as pa
+    from pyspark.sql import types as T
+    from pyspark.sql.pandas.types import to_arrow_schema
+
+    from mvsink.engines.arrow import local_arrow
+
+    schema = plan.desired.schema
+    in_python = [
+        T.StructField(AVG_COLUMN.format(i), T.DecimalType(*(decimal_type(plan.avg_types[i]) or (38, 18))))
+        for i, sql in averages.items()
+        if sql is None
+    ]
+    q = plan.queries
+    state_schema = T.StructType([schema[k] for k in q.keys] + [schema[c] for c in plan.state_columns] + in_python)
+    live = spark.createDataFrame(
+        pa.Table.from_pylist(new_rows, schema=to_arrow_schema(state_schema, timezone="UTC")), schema=state_schema
+    )
+    return local_arrow(finalised(spark, plan, live, averages=averages))
+
+
+def _merge_rows(
+    facts: AggregateFacts,
     delta: pa.Table,
     old: pa.Table,
     *,
     averages: dict[int, tuple[str, decimal.Decimal] | None] | None = None,
-    ansi: Callable[[], bool] = lambda: False,
 ) -> tuple[list[dict[str, Any]], int] | str:
     """New state rows (keys and state columns) of the affected groups, old ⊕ Δ, or why the state cannot be
     trusted (the full diff repairs it). Exact: Python integers and decimals, each sum checked against its type
     (an overflow falls back, never wraps). Per decimal AVG of ``averages``: a sum outside its SQL's bound falls
     back; one without SQL is computed here as Spark does (``_mv_avg<i>``): NULL where it overflows its type, as
-    Spark's, or under ANSI (``ansi()``) the full diff, which raises Spark's error."""
+    Spark's, or under ANSI (``facts.ansi``) the full diff, which raises Spark's error."""
     import decimal
 
-    q = plan.queries
-    keys = list(q.keys)
+    keys = list(facts.keys)
     olds: dict[tuple[Any, ...], dict[str, Any]] = {}
     for row in old.to_pylist():
         k = tuple(row[c] for c in keys)
         if row[DIFF] != 1 or k in olds:
             return "an affected group has more than one live row in the table (the full diff repairs it)"
         olds[k] = row
-    limits = [_sum_limit(t) for t in plan.sum_types]
+    limits = [_sum_limit(t) for t in facts.sum_types]
     out: list[dict[str, Any]] = []
     with decimal.localcontext() as ctx:
         ctx.prec = 120  # exact: sums of DECIMAL(38, s) values
@@ -135,7 +162,7 @@ def _merge_rows(
                 )
             new: dict[str, Any] = {c: d[c] for c in keys}
             new[COUNT] = count
-            for i, (_, with_sum) in enumerate(q.args):
+            for i, (with_sum, _, _) in enumerate(facts.args):
                 n_col, s_col = nonnull_column(i), sum_column(i)
                 n = (o[n_col] if o else 0) + d[n_col]
                 if n < 0 or n > count:
@@ -152,24 +179,19 @@ def _merge_rows(
                         return "an affected group's sum overflows its type (the full diff)"
                     new[s_col] = total if n > 0 else None  # as SUM over no non-null value
                     if averages and i in averages:
-                        got = _average(plan, i, averages[i], total if n > 0 else None, n, ansi)
+                        got = _average(facts, i, averages[i], total if n > 0 else None, n)
                         if isinstance(got, str):
                             return got
                         if averages[i] is None:
                             new[AVG_COLUMN.format(i)] = got
-            if count > 0 or q.is_global:
+            if count > 0 or facts.is_global:
                 out.append(new)
         n_keys = delta.num_rows
     return out, n_keys
 
 
 def _average(
-    plan: StatePlan,
-    i: int,
-    sql: tuple[str, decimal.Decimal] | None,
-    total: Any,
-    n: int,
-    ansi: Callable[[], bool],
+    facts: AggregateFacts, i: int, sql: tuple[str, decimal.Decimal] | None, total: Any, n: int
 ) -> decimal.Decimal | None | str:
     """A group's decimal AVG of argument ``i`` where no SQL computes it (``sql`` None), else None; or why the full
     diff (a sum beyond the SQL's bound; an overflow under ANSI)."""
@@ -179,10 +201,10 @@ def _average(
         return None
     if sql is not None:
         return None if abs(total) < sql[1] else "an affected group's sum is too large for its AVG's exact division"
-    avg_t = decimal_type(plan.avg_types[i])
+    avg_t = decimal_type(facts.avg_types[i])
     assert avg_t is not None
     avg = decimal_average(decimal.Decimal(total), n, precision=avg_t[0], scale=avg_t[1])
-    if avg is None and ansi():
+    if avg is None and facts.ansi:
         return "an affected group's AVG overflows its type (the full diff: Spark's error)"
     return avg
 

@@ -22,6 +22,7 @@ an error included (an overflow, a value that does not cast): None, and Spark com
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, Final
@@ -33,7 +34,10 @@ from mvsink.spark.connectplan import has_plan
 __all__ = [
     "DRIVER_SCAN_FACTOR",
     "MAX_TERM_BYTES",
+    "TermInputs",
     "delta_in_driver",
+    "group_delta",
+    "run_terms",
     "terms_in_driver",
     "unsupported",
     "view_rows_in_driver",
@@ -43,7 +47,9 @@ if TYPE_CHECKING:
     import pyarrow as pa
     from pyspark.sql import DataFrame
 
-    from mvsink.core.batch import SourceRead
+    from mvsink.core.batch import BatchDescription, SourceRead
+    from mvsink.core.deltalog import ChangeSet
+    from mvsink.incremental.aggfacts import AggregateFacts
     from mvsink.incremental.pruning import PrunedRead
     from mvsink.incremental.telescope import ChangeTerms
     from mvsink.plan.tree import PlanNode
@@ -60,10 +66,10 @@ DRIVER_SCAN_FACTOR: Final = 2.0
 
 
 def terms_in_driver(
-    ct: ChangeTerms, plan: Any, pruned: dict[str, list[PrunedRead]], *, tree: PlanNode
+    ct: ChangeTerms, plan: Any, pruned: dict[str, list[PrunedRead]], *, tree: PlanNode, facts: AggregateFacts
 ) -> pa.Table | None:
     """Δ per group from :func:`delta_in_driver`, or None (Spark's terms; logged why): the aggregate mode's entry.
-    ``tree``: the input query's plan, as the mode read it."""
+    ``tree``: the input query's plan, as the mode read it; ``facts``: the state's types."""
     from mvsink import settings
 
     view = ct.view
@@ -74,7 +80,7 @@ def terms_in_driver(
         log.info("view %s: change terms by Spark: %s", view.name, refused)
         return None
     try:
-        got = delta_in_driver(ct, plan, pruned, tree=tree)
+        got = delta_in_driver(ct, plan, pruned, tree=tree, facts=facts)
     except PlanFormatError:
         return None
     except Exception:  # noqa: BLE001 (whatever went wrong here, Spark's terms give the answer)
@@ -92,16 +98,23 @@ def delta_in_driver(
     pruned: dict[str, list[PrunedRead]],
     *,
     tree: PlanNode,
+    facts: AggregateFacts,
 ) -> pa.Table | str:
     """Δ per affected group (the schema of :func:`mvsink.incremental.aggdelta._delta_sql`) from DuckDB, or why not."""
-    from mvsink.engines.arrow import MAX_DRIVER_ROWS
-    from mvsink.engines.duckdb import duckdb_cursor
-
     q = plan.queries
     din = _term_rows(ct, q.signed_input, _referenced(q.input_query), pruned, tree=tree)
     if isinstance(din, str):
         return din
-    got = _state(duckdb_cursor(), plan, din)
+    return group_delta(facts, din)
+
+
+def group_delta(facts: AggregateFacts, din: pa.Table) -> pa.Table | str:
+    """Δ per affected group of the signed input rows ``din`` (:func:`_state`), at most
+    :data:`~mvsink.engines.arrow.MAX_DRIVER_ROWS` groups; or why not."""
+    from mvsink.engines.arrow import MAX_DRIVER_ROWS
+    from mvsink.engines.duckdb import duckdb_cursor
+
+    got = _state(duckdb_cursor(), facts, din)
     if not isinstance(got, str) and got.num_rows > MAX_DRIVER_ROWS:  # (as collect_small bounds Spark's Δ)
         return f"{got.num_rows} affected groups, more than the driver merges ({MAX_DRIVER_ROWS})"
     return got
@@ -184,26 +197,60 @@ def _term_rows(
 ) -> pa.Table | str:
     """Every change term of ``ct`` run by DuckDB: ``signed_sql(changed names)`` (Spark SQL carrying the change sets'
     signs as ``_mv_diff``) over the change sets' rows and the other sources' snapshots (their pruned reads; only
-    ``columns`` of each), the terms' coefficients multiplied in; their rows together, or why not."""
-    import pyarrow as pa
+    ``columns`` of each), the terms' coefficients multiplied in; their rows together, or why not
+    (:func:`run_terms` with the term SQL translated and the sources' schemas from Spark)."""
+    from mvsink.incremental.telescope import ChangeFrames
 
-    from mvsink.columns import DIFF
-    from mvsink.engines.arrow import change_rows
-    from mvsink.engines.duckdb import duckdb_cursor
-    from mvsink.incremental.telescope import SIGN, ChangeFrames, change_terms
-
-    spark, desc, base, changed = ct.spark, ct.desc, ct.base, ct.changed
+    spark, desc = ct.spark, ct.desc
     why = unsupported(tree)
     if why:
         return f"DuckDB might not evaluate {why} as Spark does"
     if any(s.kind == "view" for s in desc.sources):
         return "a source is a view"
     sets = (ct.frames.sets if isinstance(ct.frames, ChangeFrames) else None) or {}
+    zone = str(spark.conf.get("spark.sql.session.timeZone"))
+    schemas = {s.name: duckdb_schema(spark.table(s.name).schema, columns, zone) for s in desc.sources}
+
+    def sql(names: tuple[str, ...]) -> str:
+        spark_sql = signed_sql(names)
+        if spark_sql is None:
+            raise Untranslatable("a term's sign could not be carried")
+        return _duckdb_sql(spark_sql)
+
+    return run_terms(TermInputs(desc, ct.base, ct.changed, sets, schemas), sql, pruned)
+
+
+@dataclasses.dataclass(frozen=True)
+class TermInputs:
+    """What DuckDB's change terms read: the batch's sources and versions (``desc``), the versions of the last
+    refresh (``base``), the changed sources, their plain change sets (``sets``) and the Arrow schema each source is
+    read as (:func:`~mvsink.engines.duckdbsql.duckdb_schema`: only the columns the query names)."""
+
+    desc: BatchDescription
+    base: dict[str, int]
+    changed: list[SourceRead]
+    sets: dict[str, ChangeSet]
+    schemas: dict[str, pa.Schema]
+
+
+def run_terms(
+    ti: TermInputs, duckdb_sql: Callable[[tuple[str, ...]], str], pruned: dict[str, list[PrunedRead]]
+) -> pa.Table | str:
+    """Every change term run by DuckDB: ``duckdb_sql(changed names)`` (DuckDB SQL carrying the change sets' signs
+    as ``_mv_diff``; :class:`~mvsink.engines.duckdbsql.Untranslatable` if there is none) over the change sets' rows
+    and the other sources' snapshots (their pruned reads), the terms' coefficients multiplied in; their rows
+    together, or why not. No Spark: the refreshes that open no Spark session run it too."""
+    import pyarrow as pa
+
+    from mvsink.columns import DIFF
+    from mvsink.engines.arrow import change_rows
+    from mvsink.engines.duckdb import duckdb_cursor
+    from mvsink.incremental.telescope import SIGN, change_terms
+
+    desc, base, changed, sets, schemas = ti.desc, ti.base, ti.changed, ti.sets, ti.schemas
     missing = [s.name for s in changed if s.name not in sets]
     if missing:
         return f"the change of {missing[0]!r} is not plain Parquet files"
-    zone = str(spark.conf.get("spark.sql.session.timeZone"))
-    schemas = {s.name: duckdb_schema(spark.table(s.name).schema, columns, zone) for s in desc.sources}
     wanted = {n: list(sch.names) for n, sch in schemas.items()}
     changes: dict[str, pa.Table] = {}
     for s in changed:
@@ -214,9 +261,10 @@ def _term_rows(
         changes[s.name] = rows
     terms: list[pa.Table] = []
     for t in change_terms(changed, base):
-        sql = signed_sql(tuple(s.name for s in t.changes))
-        if sql is None:
-            return "a term's sign could not be carried"
+        try:
+            sql = duckdb_sql(tuple(s.name for s in t.changes))
+        except Untranslatable as exc:
+            return f"the term's SQL does not translate to DuckDB exactly ({exc})"
         reads = {r.source: r for r in pruned.get(t.key, [])}
         tables: dict[str, pa.Table | str] = {s.name: changes[s.name] for s in t.changes}
         budget = MAX_TERM_BYTES
@@ -228,7 +276,7 @@ def _term_rows(
                 return got
             tables[o.name], used = got
             budget -= used
-        out = _run_translated(duckdb_cursor(), sql, tables)
+        out = _run(duckdb_cursor(), sql, tables)
         if isinstance(out, str):
             return out
         if t.coefficient < 0:
@@ -307,16 +355,6 @@ def _duckdb_sql(spark_sql: str) -> str:
     return duckdb_sql(spark_sql)
 
 
-def _run_translated(con: Any, spark_sql: str, tables: dict[str, pa.Table | str]) -> pa.Table | str:
-    """``spark_sql`` translated and run by DuckDB over ``tables``, or why not."""
-    try:
-        sql = _duckdb_sql(spark_sql)
-    except Untranslatable as exc:
-        con.close()
-        return f"the term's SQL does not translate to DuckDB exactly ({exc})"
-    return _run(con, sql, tables)
-
-
 def _run(con: Any, sql: str, tables: dict[str, pa.Table | str]) -> pa.Table | str:
     from mvsink.engines.duckdb import duckdb_identifier
 
@@ -333,14 +371,13 @@ def _run(con: Any, sql: str, tables: dict[str, pa.Table | str]) -> pa.Table | st
         con.close()
 
 
-def _state(con: Any, plan: Any, din: pa.Table) -> pa.Table | str:
+def _state(con: Any, facts: AggregateFacts, din: pa.Table) -> pa.Table | str:
     """:func:`mvsink.incremental.aggdelta._delta_sql` over ``din`` in DuckDB, cast to Spark's types of it."""
     import pyarrow as pa
-    from pyspark.sql.pandas.types import to_arrow_type
-    from pyspark.sql.types import _parse_datatype_string
 
     from mvsink.columns import DIFF
     from mvsink.engines.duckdb import duckdb_identifier
+    from mvsink.incremental.aggfacts import sum_arrow_type
     from mvsink.incremental.statequeries import (
         ARG_COLUMN,
         COUNT,
@@ -351,30 +388,27 @@ def _state(con: Any, plan: Any, din: pa.Table) -> pa.Table | str:
     )
 
     dq = duckdb_identifier
-    q = plan.queries
-    assert plan.input is not None
-    in_types = {f.name: f.dataType for f in plan.input.schema.fields}
     w = f"CAST({dq(DIFF)} AS BIGINT)"
-    select = [f"{dq(KEY_COLUMN.format(i))} AS {dq(k)}" for i, k in enumerate(q.keys)]
-    fields = [pa.field(k, to_arrow_type(in_types[KEY_COLUMN.format(i)])) for i, k in enumerate(q.keys)]
+    select = [f"{dq(KEY_COLUMN.format(i))} AS {dq(k)}" for i, k in enumerate(facts.keys)]
+    fields = [facts.key_schema.field(k) for k in facts.keys]
     select.append(f"sum({w}) AS {dq(COUNT)}")
     fields.append(pa.field(COUNT, pa.int64()))
     zero = [f"{dq(COUNT)} = 0"]
-    for i, (_, with_sum) in enumerate(q.args):
+    for i, (with_sum, sum_type, _) in enumerate(facts.args):
         a, n = dq(ARG_COLUMN.format(i)), nonnull_column(i)
         select.append(f"sum(CASE WHEN {a} IS NOT NULL THEN {w} ELSE 0 END) AS {dq(n)}")
         fields.append(pa.field(n, pa.int64()))
         zero.append(f"{dq(n)} = 0")
         if with_sum:
-            sum_type = plan.sum_types[i]
-            if sum_type is None:
+            arrow_sum = sum_arrow_type(sum_type)
+            if arrow_sum is None:
                 return "a sum of unknown type"
             s, v = sum_column(i), VALUES_COLUMN.format(i)
             select.append(f"sum(CASE WHEN {w} > 0 THEN {a} ELSE -{a} END) AS {dq(s)}")
             select.append(f"count({a}) AS {dq(v)}")
-            fields += [pa.field(s, to_arrow_type(_parse_datatype_string(sum_type))), pa.field(v, pa.int64())]
+            fields += [pa.field(s, arrow_sum), pa.field(v, pa.int64())]
             zero.append(f"({dq(s)} = 0 OR ({dq(v)} = 0 AND {dq(s)} IS NULL))")
-    group = f" GROUP BY {', '.join(dq(KEY_COLUMN.format(i)) for i in range(len(q.keys)))}" if q.keys else ""
+    group = f" GROUP BY {', '.join(dq(KEY_COLUMN.format(i)) for i in range(len(facts.keys)))}" if facts.keys else ""
     sql = (
         f"SELECT * FROM (SELECT {', '.join(select)} FROM din{group}) "
         f"WHERE {dq(COUNT)} IS NOT NULL AND NOT coalesce({' AND '.join(zero)}, false)"

@@ -194,7 +194,6 @@ def prepare_changes(
     files (the size guard). ``sizes`` receives each change set's bytes of files; ``tree()``: the query's plan
     as the mode already read it (the change terms' join edges are found on it, not on the query analysed again).
     """
-    from mvsink.core.table import open_delta, plain_parquet_files
 
     spark, view, desc, base, changed = ci.spark, ci.view, ci.desc, ci.base, ci.changed
     changes: dict[str, ChangeSet | ViewChanges] = {}
@@ -214,14 +213,10 @@ def prepare_changes(
             if sizes is not None:
                 sizes[s.name] = vc.bytes
             continue
-        cs = change_set(s.path, base[s.name], s.version)
+        cs = table_change(s, base[s.name], fraction)
         if isinstance(cs, str):
-            return f"source {s.name!r}: {cs}"
-        total = active_bytes(s.path, s.version)
-        if total and cs.bytes > fraction * total:
-            return f"source {s.name!r} changed {cs.bytes} bytes of files against {total} (over {fraction:.0%}; {_cdf_hint(cs)})"
+            return cs
         changes[s.name] = cs
-        record(s.name, bytes_read=cs.bytes, files=len(cs.inserted) + len(cs.deleted) + len(cs.cdc))
         if sizes is not None:
             sizes[s.name] = cs.bytes
     frames = ChangeFrames()
@@ -234,9 +229,7 @@ def prepare_changes(
                 spark, view, s, got, after=desc.base_time, through=desc.time, schema=spark.table(s.name).schema
             )
             continue
-        sdt = cached_snapshot(("delta", s.path, s.version), functools.partial(open_delta, s.path, version=s.version))
-        partition_columns = list(sdt.metadata().partition_columns) if sdt is not None else []
-        plain = sdt is not None and plain_parquet_files(sdt)
+        plain, partition_columns = plain_change(s)
         frames.defer(  # made when a term (or a key collection in Spark) first needs them
             s.name,
             functools.partial(
@@ -256,6 +249,29 @@ def prepare_changes(
             frames.files = {**(frames.files or {}), s.name: pruning.ChangeFiles(files, tuple(partition_columns))}
             frames.sets = {**(frames.sets or {}), s.name: got}
     return frames
+
+
+def table_change(s: SourceRead, base: int, fraction: float) -> ChangeSet | str:
+    """Table source ``s``'s change set since version ``base`` (logged as read), or why it cannot be used: unknown
+    (:func:`~mvsink.core.deltalog.change_set`), or over ``fraction`` of the source's files (the size guard)."""
+    cs = change_set(s.path, base, s.version)
+    if isinstance(cs, str):
+        return f"source {s.name!r}: {cs}"
+    total = active_bytes(s.path, s.version)
+    if total and cs.bytes > fraction * total:
+        return f"source {s.name!r} changed {cs.bytes} bytes of files against {total} (over {fraction:.0%}; {_cdf_hint(cs)})"
+    record(s.name, bytes_read=cs.bytes, files=len(cs.inserted) + len(cs.deleted) + len(cs.cdc))
+    return cs
+
+
+def plain_change(s: SourceRead) -> tuple[bool, list[str]]:
+    """(are table source ``s``'s files plain Parquet of its logical schema, read without Delta's reader
+    (:func:`~mvsink.core.table.plain_parquet_files`); its partition columns)."""
+    from mvsink.core.table import open_delta, plain_parquet_files
+
+    sdt = cached_snapshot(("delta", s.path, s.version), functools.partial(open_delta, s.path, version=s.version))
+    partition_columns = list(sdt.metadata().partition_columns) if sdt is not None else []
+    return sdt is not None and plain_parquet_files(sdt), partition_columns
 
 
 def view_change_frames(

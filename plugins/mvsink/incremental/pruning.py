@@ -20,7 +20,7 @@ import datetime as dt
 import decimal
 import functools
 import logging
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from mvsink import settings
@@ -43,6 +43,16 @@ MAX_DRIVER_KEY_BYTES = 64 << 20  # change files up to this size have their keys 
 
 
 Lazy = Callable[[], "DataFrame"]  # a frame made when first called (the same frame every call)
+
+
+class SparkNeeded(Exception):  # noqa: N818 (a signal, not a failure)
+    """A refresh without Spark reached something only Spark computes (a change set's keys that are not plain
+    Parquet files, a chained key read): it runs on Spark instead."""
+
+
+def spark_needed() -> DataFrame:
+    """A :data:`Lazy` frame of a refresh without Spark: raises :class:`SparkNeeded`."""
+    raise SparkNeeded("the change terms' pruned reads need a Spark job")
 
 
 def lazy(make: Callable[[], DataFrame]) -> Lazy:
@@ -347,12 +357,13 @@ class TermPruning:
 
     def __init__(
         self,
-        spark: SparkSession,
+        spark: SparkSession | None,
         query: str,
         sources: list[SourceRead],
         *,
         change_files: dict[str, ChangeFiles] | None = None,
         tree: Callable[[], PlanNode] | None = None,
+        edges: Sequence[Edge] | None = None,
     ) -> None:
         self.spark = spark
         self.change_files = {k.casefold(): v for k, v in (change_files or {}).items()}
@@ -364,6 +375,10 @@ class TermPruning:
 
         self._keys: dict[str, dict[str, list[Any]] | None] = {}  # each change set's keys, once per refresh
         self._files: dict[tuple[str, int], _TargetFiles] = {}  # each target's files at a version, read once
+        if edges is not None:  # (kept plan facts: a refresh without Spark)
+            self.edges = list(edges)
+            return
+        assert spark is not None
         try:
             self.edges = join_edges(tree() if tree is not None else plan_tree(spark, query))
         except PlanFormatError as exc:
@@ -503,6 +518,8 @@ class TermPruning:
         return keys_in_driver(ChangeFiles(files, parts), columns, where=r.filters)
 
     def _frame(self, r: PrunedRead, s: SourceRead, version: int, whole: Lazy) -> DataFrame:
+        if self.spark is None:
+            raise SparkNeeded("a chained pruned read needs a Spark job")
         return r.frame(self.spark, s, version, whole())
 
     def _read(self, s: SourceRead, fs: list[tuple[str, KeyRanges]], at: tuple[Lazy, int]) -> PrunedRead:

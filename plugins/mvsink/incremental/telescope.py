@@ -42,6 +42,7 @@ if TYPE_CHECKING:
     from mvsink.core.table import ViewTable
     from mvsink.definitions.view import ViewDefinition
     from mvsink.incremental.pruning import PrunedRead
+    from mvsink.plan.joinkeys import Edge
     from mvsink.plan.tree import PlanNode
 
 log = logging.getLogger(__name__)
@@ -252,22 +253,56 @@ def term_reads(ct: ChangeTerms) -> dict[str, list[PrunedRead]]:
         files = frames.files if isinstance(frames, ChangeFrames) else None
         tree = frames.tree if isinstance(frames, ChangeFrames) else None
         tp = pruning.TermPruning(ct.spark, ct.view.query, list(desc.sources), change_files=files, tree=tree)
-        if tp.edges:
-            cache: dict[tuple[str, bool], DataFrame] = {}
-            for t in change_terms(ct.changed, base):
-                mine = {s.name for s in t.changes}
-                read_at = {
-                    o.name: (
-                        pruning.lazy(functools.partial(_source_frame, ct, o, old=o.name in t.old, cache=cache)),
-                        t.version(o, base),
-                    )
-                    for o in desc.sources
-                    if o.name not in mine and o.kind != "view"
-                }
-                seeds = {s.name: pruning.lazy(functools.partial(_both, frames, s.name)) for s in t.changes}
-                out[t.key] = tp.reads(seeds, read_at)
+        cache: dict[tuple[str, bool], DataFrame] = {}
+        out = _pruned(
+            tp,
+            desc,
+            base,
+            ct.changed,
+            lambda o, old: functools.partial(_source_frame, ct, o, old=old, cache=cache),
+            lambda name: functools.partial(_both, frames, name),
+        )
     if isinstance(frames, ChangeFrames):
         frames.pruned = out
+    return out
+
+
+def driver_term_reads(
+    desc: BatchDescription,
+    base: dict[str, int],
+    changed: list[SourceRead],
+    files: dict[str, pruning.ChangeFiles],
+    edges: tuple[Edge, ...],
+) -> dict[str, list[PrunedRead]]:
+    """:func:`term_reads` without Spark, on the kept plan facts' join ``edges`` and the changed sources' plain change
+    ``files``; raises :class:`~mvsink.incremental.pruning.SparkNeeded` where a key set needs a Spark job."""
+    if len(desc.sources) < 2:
+        return {}
+    tp = pruning.TermPruning(None, "", list(desc.sources), change_files=files, edges=edges)
+    return _pruned(tp, desc, base, changed, lambda o, old: pruning.spark_needed, lambda name: pruning.spark_needed)
+
+
+def _pruned(
+    tp: pruning.TermPruning,
+    desc: BatchDescription,
+    base: dict[str, int],
+    changed: list[SourceRead],
+    source_frame: Callable[[SourceRead, bool], Callable[[], DataFrame]],
+    change_frame: Callable[[str], Callable[[], DataFrame]],
+) -> dict[str, list[PrunedRead]]:
+    """The loop of :func:`term_reads`: each term's pruned reads, with the frames a key collection may need."""
+    out: dict[str, list[PrunedRead]] = {}
+    if not tp.edges:
+        return out
+    for t in change_terms(changed, base):
+        mine = {s.name for s in t.changes}
+        read_at = {
+            o.name: (pruning.lazy(source_frame(o, o.name in t.old)), t.version(o, base))
+            for o in desc.sources
+            if o.name not in mine and o.kind != "view"
+        }
+        seeds = {s.name: pruning.lazy(change_frame(s.name)) for s in t.changes}
+        out[t.key] = tp.reads(seeds, read_at)
     return out
 
 
@@ -327,14 +362,27 @@ def scan_guards(
     factors: tuple[float, ...],
 ) -> tuple[str | None, ...]:
     """:func:`scan_guard` at each of ``factors``, the estimate made once."""
+    return scan_reasons(ct.desc, ct.base, ct.changed, table, pruned=pruned, factors=factors)
+
+
+def scan_reasons(
+    desc: BatchDescription,
+    base: dict[str, int],
+    changed: list[SourceRead],
+    table: ViewTable,
+    *,
+    pruned: dict[str, list[PrunedRead]] | None,
+    factors: tuple[float, ...],
+) -> tuple[str | None, ...]:
+    """:func:`scan_guards` of the changes of ``changed`` (no Spark)."""
     from mvsink import settings
 
-    terms, sources = scan_estimate(ct.desc, ct.base, ct.changed, pruned)
+    terms, sources = scan_estimate(desc, base, changed, pruned)
     full = sources + (active_bytes(table.path, table.version) if table.exists else 0)
     ratio = settings.incremental_max_scan_ratio()
     return tuple(
         (
-            f"the changes of {', '.join(s.name for s in ct.changed)} would be joined with {terms / 1e6:.1f} MB of "
+            f"the changes of {', '.join(s.name for s in changed)} would be joined with {terms / 1e6:.1f} MB of "
             f"the other sources, more than the full diff reads ({full / 1e6:.1f} MB with the table; "
             f"{settings.INCREMENTAL_MAX_SCAN_RATIO.name}={ratio:g})"
         )

@@ -173,7 +173,7 @@ def _run_write(spark: SparkSession, view: ViewDefinition, desc: BatchDescription
         if isinstance(corr, DataFrameType):
             row = corr.agg(*_sizes()).collect()[0].asDict()
         else:
-            row = _local_sizes(corr)
+            row = local_sizes(corr)
         log.info("view %s: dry run: %d rows to add, %d to retract", view.name, row["added"], row["retracted"])
         return dataclasses.replace(
             head,
@@ -183,7 +183,7 @@ def _run_write(spark: SparkSession, view: ViewDefinition, desc: BatchDescription
             checks=check_counts(),
             seconds=time.monotonic() - t0,
         )
-    return _stage(view, desc, corr, head, check_counts=check_counts, t0=t0)
+    return stage(view, desc, corr, head, check_counts=check_counts, t0=t0)
 
 
 def _reads() -> dict[str, dict[str, int]]:
@@ -260,13 +260,13 @@ def _sizes() -> tuple[Column, Column]:
     return added, retracted
 
 
-def _local_sizes(corr: pa.Table) -> dict[str, int]:
+def local_sizes(corr: pa.Table) -> dict[str, int]:
     """:func:`_sizes` of corrections held in the driver."""
     diffs = corr.column(DIFF).to_pylist()
     return {"added": sum(d for d in diffs if d > 0), "retracted": -sum(d for d in diffs if d < 0)}
 
 
-def _stage(
+def stage(
     view: ViewDefinition,
     desc: BatchDescription,
     corr: DataFrame | pa.Table,
@@ -277,10 +277,10 @@ def _stage(
 ) -> WriteReport:
     """Write the corrections as the batch's Parquet files and its manifest (``empty``: nothing to stage).
 
-    ``check_counts`` gives the check counts once the corrections were computed (by the write).
+    ``check_counts`` gives the check counts once the corrections were computed (by the write). Corrections held
+    in the driver (an Arrow table) are staged with pyarrow: no Spark (a refresh without Spark stages here too).
     """
-    from pyspark.sql import DataFrame as DataFrameType
-    from pyspark.sql import Observation
+    import pyarrow as pa
 
     staging = Staging.of(desc.target, desc.batch_id)
     # The batch folder is overwritten below. A try of this write orphaned by a killed Airflow task may
@@ -294,13 +294,15 @@ def _stage(
     t_stage = time.monotonic()
     staging.write_intent()
     try:
-        if isinstance(corr, DataFrameType):
+        if not isinstance(corr, pa.Table):
+            from pyspark.sql import Observation
+
             obs = Observation(f"mvsink_{desc.batch_id[-8:]}")
             corr.observe(obs, *_sizes()).write.mode("overwrite").parquet(spark_uri(staging.folder))
             metrics = obs.get
         else:
             staging.write_rows(corr)
-            metrics = _local_sizes(corr)
+            metrics = local_sizes(corr)
     except Exception:
         # A writer that won the race may have cleaned up this (now dead) batch under us.
         now = ViewTable.open_path(desc.target, view.name, check=False).frontier

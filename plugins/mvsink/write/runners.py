@@ -206,9 +206,10 @@ def write_step(
     spark_conf: Mapping[str, str] | None = None,
     remote: str | None = None,
 ) -> WriteStep:
-    """The write step of a refresh: through spark-submit, in this process, or on a Spark Connect server."""
+    """The write step of a refresh: without Spark where it can (:mod:`mvsink.write.driver`), else through
+    spark-submit, in this process, or on a Spark Connect server."""
     if runner == "submit":
-        return lambda view, desc: run_write_submit(view, desc, master=master, conf=spark_conf)
+        return spark_free_first(lambda view, desc: run_write_submit(view, desc, master=master, conf=spark_conf))
     if runner == "connect":
         if not remote:
             raise ValueError("runner='connect' needs remote='sc://host:port'")
@@ -220,8 +221,21 @@ def write_step(
             session = spark or remote_session(remote, conf={**view.spark_conf, **(spark_conf or {})})
             return run_write(session, view, desc)
 
-        return connect_write
-    return lambda view, desc: run_write_inprocess(view, desc, spark=spark, master=master, conf=spark_conf)
+        return spark_free_first(connect_write)
+    return spark_free_first(
+        lambda view, desc: run_write_inprocess(view, desc, spark=spark, master=master, conf=spark_conf)
+    )
+
+
+def spark_free_first(write: WriteStep) -> WriteStep:
+    """``write``, unless the write step runs without Spark (:func:`mvsink.write.driver.write_without_spark`)."""
+
+    def step(view: ViewDefinition, desc: BatchDescription) -> WriteReport:
+        from mvsink.write.driver import write_without_spark
+
+        return write_without_spark(view, desc) or write(view, desc)
+
+    return step
 
 
 def refresh(

@@ -44,7 +44,9 @@ from typing import TYPE_CHECKING, Final
 
 from mvsink import settings
 from mvsink.incremental.aggdelta import group_deltas
+from mvsink.incremental.aggfacts import aggregate_facts
 from mvsink.incremental.aggmerge import merge_by_spark, merge_in_driver
+from mvsink.incremental.driverfacts import remember
 from mvsink.incremental.modes.base import NotApplicable, outcome, switched
 from mvsink.plan.linearity import nonlinear_reason
 
@@ -133,14 +135,15 @@ def aggregate_corrections(
     collected, the table's rows of those groups are read with delta-rs, and old ⊕ Δ is merged and checked
     in the driver; the corrections are then an Arrow table (staged without Spark).
     """
-    deltas = group_deltas(ci, plan, tree, table)  # (the one place the changes are read)
+    facts = aggregate_facts(ci.spark, plan)
+    deltas = group_deltas(ci, plan, tree, table, facts)  # (the one place the changes are read)
     if isinstance(deltas, str):
         return None, deltas
     lower, at = ci.desc.lower, ci.desc.time
     t2 = time.monotonic()
     merged: tuple[DataFrame | pa.Table, int] | str
     if deltas.rows is not None:
-        merged = merge_in_driver(ci.spark, plan, deltas.rows, table, lower=lower, at=at)
+        merged = merge_in_driver(facts, deltas.rows, table, lower=lower, at=at, spark=ci.spark, plan=plan)
         where = "in the driver"
     else:
         assert deltas.frame is not None
@@ -149,6 +152,8 @@ def aggregate_corrections(
     if isinstance(merged, str):
         return None, merged
     corr, n_keys = merged
+    if deltas.in_driver and deltas.rows is not None:  # no Spark job: the next refreshes may need no Spark at all
+        remember(ci, plan, tree, facts, table)
     log.info(
         "view %s: aggregate state of %d affected group(s): planned in %.2fs, change in %.2fs, merged %s in %.2fs",
         ci.view.name,

@@ -1,0 +1,232 @@
+"""Plan facts kept for refreshes without Spark: what a small aggregate refresh in the driver needs of Spark's
+analysis, written by a Spark refresh beside the view's table and read by the next ones (this module owns the
+format: ``<target>/_mv_plans/<key>.json``).
+
+A refresh whose change terms DuckDB evaluated and whose state Python merged and finalised
+(:mod:`mvsink.incremental.modes.aggregate`) used, of Spark, only facts of the plan: the Arrow schema each source is
+read as, each change term's SQL (translated to DuckDB's, with the change sets' signs), the join edges that prune
+the terms' reads, which sources the aggregate's input is linear in, and the state's types
+(:class:`~mvsink.incremental.aggfacts.AggregateFacts`). :func:`remember` keeps them under a key of everything they
+were derived from — the view's query, options and Spark settings, each source's location and Delta schema
+(partition columns, column mapping), the table's columns and the facts' format — so the next refresh of the same
+definition over the same schemas finds them (:func:`recall`) and runs in the refreshing process
+(:mod:`mvsink.write.driver`) without a Spark session. What Spark's server decides on its own (ANSI mode) is
+taken again after ``MVSINK_PLAN_FACTS_MAX_AGE``. Facts that cannot be kept or read are not an error: the refresh
+runs on Spark.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import itertools
+import json
+import logging
+import time
+from typing import TYPE_CHECKING, Any, Final
+
+from mvsink.incremental.aggfacts import AggregateFacts
+from mvsink.location import joinpath
+from mvsink.plan.joinkeys import Column, Edge
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+
+    from mvsink.core.batch import BatchDescription, SourceRead, WriteMode
+    from mvsink.core.table import ViewTable
+    from mvsink.definitions.view import ViewDefinition
+    from mvsink.incremental.aggplan import StatePlan
+    from mvsink.incremental.telescope import ChangeInputs
+    from mvsink.location import Where
+    from mvsink.plan.tree import PlanNode
+
+log = logging.getLogger(__name__)
+
+FOLDER: Final = "_mv_plans"
+FORMAT: Final = 1  # bumped whenever what the facts mean changes: older files are then never found
+MODE: Final[WriteMode] = "incremental:aggregate"
+
+
+@dataclasses.dataclass(frozen=True)
+class DriverFacts:
+    """The plan facts of one view definition over given source schemas (the module's docstring).
+
+    ``terms``: per set of changed sources (their names joined by ``+`` in the view file's order) the DuckDB SQL of
+    that change term (None: its sign could not be carried); ``made_at``: when (epoch milliseconds).
+    """
+
+    key: str
+    made_at: int
+    mode: str
+    schemas: dict[str, pa.Schema]
+    edges: tuple[Edge, ...]
+    linear_in: tuple[str, ...]
+    terms: dict[str, str | None]
+    aggregate: AggregateFacts
+
+    def to_json(self) -> str:
+        from mvsink.core.schema import encode_schema
+
+        return json.dumps(
+            {
+                "format": FORMAT,
+                "key": self.key,
+                "made_at": self.made_at,
+                "mode": self.mode,
+                "schemas": {k: encode_schema(v) for k, v in self.schemas.items()},
+                "edges": [[e.keys.source, e.keys.name, e.target.source, e.target.name] for e in self.edges],
+                "linear_in": list(self.linear_in),
+                "terms": self.terms,
+                "aggregate": self.aggregate.to_json(),
+            },
+            indent=1,
+        )
+
+    @classmethod
+    def from_json(cls, text: str) -> DriverFacts:
+        from mvsink.core.schema import decode_schema
+
+        d = json.loads(text)
+        if d.get("format") != FORMAT:
+            raise ValueError(f"plan facts of format {d.get('format')!r}, not {FORMAT}")
+        return cls(
+            key=str(d["key"]),
+            made_at=int(d["made_at"]),
+            mode=str(d["mode"]),
+            schemas={k: decode_schema(v) for k, v in d["schemas"].items()},
+            edges=tuple(Edge(Column(a, b), Column(c, e)) for a, b, c, e in d["edges"]),
+            linear_in=tuple(d["linear_in"]),
+            terms={k: (None if v is None else str(v)) for k, v in d["terms"].items()},
+            aggregate=AggregateFacts.from_json(d["aggregate"]),
+        )
+
+
+def term_key(names: tuple[str, ...] | list[str]) -> str:
+    """The key of a change term's SQL in :attr:`DriverFacts.terms`: its changed sources' names."""
+    return "+".join(names)
+
+
+def facts_key(view: ViewDefinition, desc: BatchDescription, table: ViewTable) -> str | None:
+    """The key plan facts of ``view`` are kept under for the sources at ``desc``'s versions and the table as it is,
+    or None where a source is not a Delta table at a path (a view) or its log cannot be read here."""
+    sources: list[list[Any]] = []
+    for s in desc.sources:
+        if s.kind != "path" or s.version < 0:
+            return None
+        schema = _delta_schema(s)
+        if schema is None:
+            return None
+        sources.append([s.name, str(s.path), schema])
+    parts = {
+        "format": FORMAT,
+        "query": view.query,
+        "incremental": view.incremental,
+        "checks": len(view.checks),
+        "spark_conf": sorted(view.spark_conf.items()),
+        "sources": sources,
+        "table": list(table.column_names),
+    }
+    return hashlib.sha256(json.dumps(parts, sort_keys=True, default=str).encode()).hexdigest()[:32]
+
+
+def _delta_schema(s: SourceRead) -> list[Any] | None:
+    """Source ``s``'s Delta schema at the version read (its JSON, partition columns and table properties)."""
+    import functools
+
+    from mvsink.core.deltalog import cached_snapshot
+    from mvsink.core.table import open_delta
+
+    dt = cached_snapshot(("delta", s.path, s.version), functools.partial(open_delta, s.path, version=s.version))
+    if dt is None:
+        return None
+    meta = dt.metadata()
+    return [dt.schema().to_json(), list(meta.partition_columns), sorted((meta.configuration or {}).items())]
+
+
+def facts_path(target: Where, key: str) -> Where:
+    return joinpath(target, FOLDER, f"{key}.json")
+
+
+def recall(view: ViewDefinition, desc: BatchDescription, table: ViewTable) -> DriverFacts | str:
+    """The plan facts kept for ``view`` over the sources at ``desc``'s versions and ``table``, or why there are
+    none (none kept, older than ``MVSINK_PLAN_FACTS_MAX_AGE``, unreadable)."""
+    from mvsink import settings
+    from mvsink.core import storage
+
+    key = facts_key(view, desc, table)
+    if key is None:
+        return "a source is not a Delta table at a path"
+    try:
+        text = storage.read_text(facts_path(desc.target, key))
+    except Exception as exc:  # noqa: BLE001 (unreadable facts: Spark takes them again)
+        return f"the kept plan facts could not be read ({type(exc).__name__})"
+    if text is None:
+        return "no plan facts kept for this definition and these source schemas"
+    try:
+        facts = DriverFacts.from_json(text)
+    except (ValueError, KeyError, TypeError) as exc:
+        return f"the kept plan facts are not readable ({exc})"
+    age = time.time() - facts.made_at / 1000
+    if facts.key != key or age > settings.plan_facts_max_age():
+        return f"the kept plan facts are {age:.0f} s old (MVSINK_PLAN_FACTS_MAX_AGE)"
+    return facts
+
+
+def remember(
+    ci: ChangeInputs, plan: StatePlan, tree: PlanNode, facts: AggregateFacts, table: ViewTable
+) -> DriverFacts | None:
+    """Keep the plan facts of this aggregate refresh, whose change terms DuckDB evaluated and whose state Python
+    merged and finalised, for the next refreshes without Spark (unless fresh ones are kept already); the facts, or
+    None where they are not kept (logged; never an error)."""
+    from mvsink import settings
+    from mvsink.core import storage
+
+    if not settings.spark_free() or facts.finalise is None:
+        return None
+    key = facts_key(ci.view, ci.desc, table)
+    if key is None:
+        return None
+    try:
+        if not isinstance(recall(ci.view, ci.desc, table), str):
+            return None
+        made = _derive(ci, plan, tree, facts, key)
+        storage.write_text(facts_path(ci.desc.target, key), made.to_json())
+    except Exception:  # noqa: BLE001 (the refresh does not depend on them)
+        log.warning("view %s: plan facts not kept for refreshes without Spark", ci.view.name, exc_info=True)
+        return None
+    log.info("view %s: plan facts kept for refreshes without Spark (%s)", ci.view.name, key)
+    return made
+
+
+def _derive(ci: ChangeInputs, plan: StatePlan, tree: PlanNode, facts: AggregateFacts, key: str) -> DriverFacts:
+    """The facts, from Spark's analysis (the sources registered at ``ci.desc``'s versions)."""
+    from mvsink.engines.duckdbsql import Untranslatable, duckdb_schema, duckdb_sql
+    from mvsink.incremental.duckdbterms import _referenced
+    from mvsink.incremental.telescope import MAX_NEW_ONLY
+    from mvsink.plan.joinkeys import join_edges
+    from mvsink.plan.linearity import nonlinear_reason
+
+    spark, desc = ci.spark, ci.desc
+    q = plan.queries
+    columns = _referenced(q.input_query)
+    zone = str(spark.conf.get("spark.sql.session.timeZone"))
+    schemas = {s.name: duckdb_schema(spark.table(s.name).schema, columns, zone) for s in desc.sources}
+    names = [s.name for s in desc.sources]
+    terms: dict[str, str | None] = {}
+    for k in range(1, min(len(names), MAX_NEW_ONLY) + 1):
+        for subset in itertools.combinations(names, k):
+            sql = q.signed_input(subset)
+            try:
+                terms[term_key(subset)] = None if sql is None else duckdb_sql(sql)
+            except Untranslatable:
+                terms[term_key(subset)] = None
+    return DriverFacts(
+        key=key,
+        made_at=int(time.time() * 1000),
+        mode=MODE,
+        schemas=schemas,
+        edges=tuple(join_edges(tree)),
+        linear_in=tuple(n for n in names if not nonlinear_reason(tree, n)),
+        terms=terms,
+        aggregate=facts,
+    )

@@ -1,0 +1,194 @@
+"""The write step without Spark: a small refresh of an aggregate view computed and staged in the refreshing process.
+
+Where a Spark refresh of the same definition over the same source schemas kept its plan facts
+(:mod:`mvsink.incremental.driverfacts`), a small change is refreshed exactly as that refresh's aggregate mode did it
+(:mod:`mvsink.incremental.modes.aggregate`): the changed sources' change sets from their Delta logs, the change
+terms' reads pruned by the change's join keys, the terms evaluated by DuckDB, Δ per group summed there, merged with
+the persisted state of those groups and finalised in Python, the corrections staged with pyarrow. No Spark session
+is opened and no JVM started, whichever runner was asked for (spark-submit, Spark Connect, in-process).
+
+Anything the facts or the data do not allow — no facts kept, a change not usable incrementally, a change set Spark
+must read, the scan guard, a state invariant, more groups than the driver merges — is a reason, logged, and the
+write step runs on Spark as before, which decides the mode itself.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import time
+from typing import TYPE_CHECKING
+
+from mvsink import settings
+from mvsink.columns import DIFF, ERROR, TIME
+from mvsink.core.batch import BatchDescription, WriteReport
+from mvsink.core.deltalog import current_reads, read_log, snapshot_cache
+from mvsink.core.schema import encode_schema
+from mvsink.core.table import ViewTable
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+
+    from mvsink.definitions.view import ViewDefinition
+    from mvsink.incremental.driverfacts import DriverFacts
+
+log = logging.getLogger(__name__)
+
+ENGINE_NOTE = "change terms evaluated in the driver, without Spark"
+
+
+def write_without_spark(view: ViewDefinition, desc: BatchDescription) -> WriteReport | None:
+    """The write step's report for ``desc`` computed and staged without Spark, or None (the reason logged) where
+    the write step must run on Spark (the module's docstring)."""
+    if not settings.spark_free():
+        return None
+    t0 = time.monotonic()
+    with snapshot_cache(), read_log():
+        got = _write(view, desc, t0)
+    if isinstance(got, str):
+        log.info("view %s: the write step runs on Spark: %s", view.name, got)
+        return None
+    log.info("view %s: write step without Spark %.2fs (%s)", view.name, got.seconds, _phases(got))
+    return got
+
+
+def _phases(report: WriteReport) -> str:
+    return ", ".join(f"{k} {v:.2f}s" for k, v in report.phases.items()) or "-"
+
+
+def _write(view: ViewDefinition, desc: BatchDescription, t0: float) -> WriteReport | str:
+    from mvsink.incremental.driverfacts import MODE, recall
+
+    why = _refused(view, desc)
+    if why:
+        return why
+    table = ViewTable.open_path(desc.target, view.name)
+    fr = table.frontier
+    if not table.exists:
+        return "the view's table does not exist yet"
+    if fr.upper > desc.lower:
+        return "the batch is stale"
+    if ERROR in table.column_names:
+        return "the view's table keeps check results"
+    facts = recall(view, desc, table)
+    if isinstance(facts, str):
+        return facts
+    agg = facts.aggregate
+    if tuple(c for c in table.column_names if c not in (TIME, DIFF)) != agg.columns:
+        return "the table's columns are not those the plan facts were kept for"
+    t1 = time.monotonic()
+    got = _corrections(view, desc, table, facts)
+    if isinstance(got, str):
+        return got
+    corr, reason = got
+    log.info("view %s: %s diff (%s)", view.name, MODE, reason)
+    reads = current_reads()
+    head = WriteReport(
+        view=view.name,
+        batch_id=desc.batch_id,
+        lower=desc.lower,
+        upper=desc.upper,
+        status="stale",
+        read_version=fr.version,
+        table_upper=fr.upper,
+        schema=encode_schema(agg.schema),
+        mode=MODE,
+        mode_reason=reason,
+        phases={"plan": t1 - t0, "corrections": time.monotonic() - t1},
+        reads={} if reads is None else {k: dict(v) for k, v in reads.sources.items()},
+        spark_jobs=0,
+    )
+    from mvsink.write.job import local_sizes, stage
+
+    if desc.dry_run:
+        sizes = local_sizes(corr)
+        log.info("view %s: dry run: %d rows to add, %d to retract", view.name, sizes["added"], sizes["retracted"])
+        return dataclasses.replace(
+            head,
+            status="dry_run",
+            rows_added=sizes["added"],
+            rows_retracted=sizes["retracted"],
+            seconds=time.monotonic() - t0,
+        )
+    return stage(view, desc, corr, head, check_counts=dict, t0=t0)
+
+
+def _refused(view: ViewDefinition, desc: BatchDescription) -> str | None:
+    """Why this refresh cannot run without Spark, judged on the view and the batch alone, or None."""
+    if view.checks:
+        return "the view has checks (Spark counts them)"
+    if not view.incremental:
+        return "incremental: false in the view file"
+    if not settings.incremental_aggregate() or not settings.incremental_driver_terms():
+        return "the aggregate-state refresh or its change terms in the driver are off"
+    if desc.base_versions is None:
+        return "no earlier refresh of this definition to start from"
+    if any(s.kind != "path" for s in desc.sources):
+        return "a source is a view"
+    return None
+
+
+def _corrections(
+    view: ViewDefinition, desc: BatchDescription, table: ViewTable, facts: DriverFacts
+) -> tuple[pa.Table, str] | str:
+    """The corrections and the mode's reason, computed as the aggregate mode computes them in the driver, or why
+    not."""
+    from mvsink.engines.duckdbsql import Untranslatable
+    from mvsink.incremental import pruning
+    from mvsink.incremental.aggmerge import merge_in_driver
+    from mvsink.incremental.driverfacts import term_key
+    from mvsink.incremental.duckdbterms import DRIVER_SCAN_FACTOR, TermInputs, group_delta, run_terms
+    from mvsink.incremental.linear import changed_sources, max_fraction, plain_change, source_check, table_change
+    from mvsink.incremental.telescope import driver_term_reads, scan_reasons
+
+    base = desc.base_versions
+    assert base is not None
+    if table.frontier.version != desc.table_version:
+        return f"the table moved from version {desc.table_version} to {table.frontier.version} after mint"
+    why = source_check(desc, base)
+    if why:
+        return why
+    changed = changed_sources(desc, base)
+    if not changed:
+        return "no source changed"
+    bent = [s.name for s in changed if s.name not in facts.linear_in]
+    if bent:
+        return f"the aggregate's input is not linear in {bent[0]!r}"
+    fraction = max_fraction()
+    sets = {}
+    files = {}
+    for s in changed:
+        cs = table_change(s, base[s.name], fraction)
+        if isinstance(cs, str):
+            return cs
+        plain, partition_columns = plain_change(s)
+        if not plain or cs.deletion_vectors:
+            return f"the change of {s.name!r} is not plain Parquet files"
+        sets[s.name] = cs
+        files[s.name] = pruning.ChangeFiles(tuple(cs.inserted + cs.deleted + cs.cdc), tuple(partition_columns))
+    try:
+        pruned = driver_term_reads(desc, base, changed, files, facts.edges)
+    except pruning.SparkNeeded as exc:
+        return str(exc)
+    too_big, over_driver = scan_reasons(desc, base, changed, table, pruned=pruned, factors=(1.0, DRIVER_SCAN_FACTOR))
+    if too_big and over_driver:
+        return too_big
+
+    def sql(names: tuple[str, ...]) -> str:
+        got = facts.terms.get(term_key(names))
+        if got is None:
+            raise Untranslatable("no DuckDB SQL kept for this change term")
+        return got
+
+    din = run_terms(TermInputs(desc, base, changed, sets, facts.schemas), sql, pruned)
+    if isinstance(din, str):
+        return din
+    delta = group_delta(facts.aggregate, din)
+    if isinstance(delta, str):
+        return delta
+    merged = merge_in_driver(facts.aggregate, delta, table, lower=desc.lower, at=desc.time)
+    if isinstance(merged, str):
+        return merged
+    corr, n_keys = merged
+    names = ", ".join(s.name for s in changed)
+    return corr, f"{n_keys} affected group(s) updated from their state and the changes of {names} ({ENGINE_NOTE})"

@@ -1,0 +1,230 @@
+"""A small aggregate refresh without Spark (write/driver.py, incremental/driverfacts.py): after a Spark refresh kept
+the plan facts, the next refreshes of the same definition over the same source schemas compute and stage their
+corrections in the refreshing process. Each refresh is exact against DuckDB's oracle and leaves the table (visible
+columns and hidden state) equal to a twin refreshed by Spark (``MVSINK_SPARK_FREE=false``); the facts expire with
+a source's schema change and with ``MVSINK_PLAN_FACTS_MAX_AGE``; a command-line refresh without Spark imports no
+pyspark and needs no Spark Connect server."""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import subprocess
+import sys
+from collections import Counter
+
+import pyarrow as pa
+import pytest
+from deltalake import write_deltalake
+
+from mvsink.columns import DIFF, TIME
+from mvsink.core.table import ViewTable
+from mvsink.definitions.catalog import Catalog
+from mvsink.incremental.driverfacts import FOLDER
+from mvsink.readers.arrow import read_view
+from mvsink.write.runners import refresh
+from tests.spark.test_pruned_joins import BAND, BANDS, _dims, _lineitems, _orders, rf_pair
+from tests.support.delta import BASE, HOUR, delete_at, stamp, update_at, write_at
+from tests.support.oracle import multiset, oracle
+from tests.support.viewfiles import write_view
+
+pytestmark = pytest.mark.spark
+
+JOIN = """SELECT o_custkey, o_orderdate, sum(l_price * (1 - l_qty)) AS revenue, count(*) AS n, avg(l_price) AS p,
+       avg(l_qty) AS q, count(l_suppkey) AS s
+FROM customer JOIN orders ON c_custkey = o_custkey JOIN lineitem ON l_orderkey = o_orderkey
+WHERE c_mktsegment = 'B' AND l_price > 20
+GROUP BY o_custkey, o_orderdate"""
+GLOBAL = "SELECT count(*) AS n, sum(l_price) AS s, avg(l_price) AS p, avg(l_qty) AS q FROM lineitem"
+ONE = "SELECT l_suppkey, sum(l_qty) AS qty, count(*) AS n FROM lineitem WHERE l_qty > 1 GROUP BY l_suppkey"
+SCALED = """SELECT o_custkey, sum(l_price) * 2 AS p2 FROM orders JOIN lineitem ON l_orderkey = o_orderkey
+GROUP BY o_custkey"""
+
+VIEWS = {  # name: (query, sources, refreshed without Spark once facts are kept?)
+    "join": (JOIN, ("customer", "orders", "lineitem"), True),
+    "global": (GLOBAL, ("lineitem",), True),
+    "one": (ONE, ("lineitem",), True),
+    "scaled": (SCALED, ("orders", "lineitem"), False),  # an expression over a SUM: Spark finalises it
+}
+WITHOUT = "without Spark"
+
+
+def _reason(view) -> str:
+    info = ViewTable.open(view).history(limit=1)[0].info
+    return (info.mode_reason if info else None) or ""
+
+
+def _state(view, t: int) -> Counter:
+    """The table's consolidated rows at ``t``, hidden state included."""
+    table = ViewTable.open(view)
+    rows = table.updates_before([c for c in table.column_names if c not in (TIME, DIFF)], lower=t + 1)
+    return Counter({k: v for k, v in multiset_signed(rows).items() if v})
+
+
+def multiset_signed(rows: pa.Table) -> Counter:
+    out: Counter = Counter()
+    for r in rows.to_pylist():
+        d = r.pop(DIFF)
+        out[tuple(r.values())] += d
+    return out
+
+
+def _lake(data, views, rng: random.Random) -> tuple[Catalog, dict[str, str]]:
+    _dims(data, rng)
+    for b in range(BANDS):
+        keys = range(1 + b * BAND, 1 + (b + 1) * BAND)
+        write_at(data / "orders", _orders(rng, keys), BASE)
+        write_at(data / "lineitem", _lineitems(rng, keys), BASE)
+    for name, (query, sources, _) in VIEWS.items():
+        for suffix in ("", "_spark"):
+            write_view(
+                views,
+                name + suffix,
+                query=query,
+                sources={s: s for s in sources},
+                target=f"views/{name}{suffix}",
+                as_of=BASE,
+            )
+    return Catalog(views), {n: str(data / n) for n in ("customer", "orders", "lineitem")}
+
+
+def _refresh_both(spark, catalog: Catalog, name: str, t: int, monkeypatch):
+    monkeypatch.setenv("MVSINK_SPARK_FREE", "true")
+    res = refresh(catalog.get(name), t, catalog=catalog, runner="inprocess", spark=spark)
+    monkeypatch.setenv("MVSINK_SPARK_FREE", "false")
+    twin = refresh(catalog.get(name + "_spark"), t, catalog=catalog, runner="inprocess", spark=spark)
+    monkeypatch.setenv("MVSINK_SPARK_FREE", "true")
+    assert res.status == twin.status == "appended", (name, res, twin)
+    return res, twin
+
+
+def _check(catalog: Catalog, paths: dict[str, str], name: str, t: int) -> None:
+    query, sources, _ = VIEWS[name]
+    view, twin = catalog.get(name), catalog.get(name + "_spark")
+    got = multiset(read_view(view, as_of=t))
+    assert got == oracle(query, {s: paths[s] for s in sources}, t), name
+    assert got == multiset(read_view(twin, as_of=t)), name
+    assert read_view(view, as_of=t).schema == read_view(twin, as_of=t).schema, name
+    assert _state(view, t) == _state(twin, t), name  # the hidden state too
+    assert WITHOUT not in _reason(twin), name
+
+
+def test_small_aggregate_refreshes_run_without_spark_once_facts_are_kept(spark, env, monkeypatch):
+    data, views = env
+    monkeypatch.setenv("MVSINK_INCREMENTAL_PRUNE_MIN_BYTES", "0")  # the test's tables are small
+    monkeypatch.setenv("MVSINK_INCREMENTAL_MAX_FRACTION", "0.9")
+    rng = random.Random(23)
+    catalog, paths = _lake(data, views, rng)
+    t = BASE + HOUR
+    for name in VIEWS:  # the first refresh: the full diff (no facts kept)
+        res, twin = _refresh_both(spark, catalog, name, t, monkeypatch)
+        assert res.mode == twin.mode == "full"
+        assert not (data / "views" / name / FOLDER).exists()
+    next_key, oldest = 1 + BANDS * BAND, 1
+    for step in range(5):
+        t += HOUR // 2
+        if step == 3:  # an update: rows move between groups, sums change in place
+            where = f"l_line = 1 AND l_orderkey > {BAND} AND l_orderkey <= {2 * BAND}"  # (one band: one file)
+            update_at(data / "lineitem", {"l_price": "l_price + 1.25", "l_qty": "l_qty + 1"}, where, t)
+            delete_at(data / "lineitem", f"l_orderkey = {oldest + 5}", t + 1)
+        else:
+            rf_pair(data, rng, range(next_key, next_key + 6), oldest, t)
+            next_key, oldest = next_key + 6, oldest + 4
+        t += HOUR
+        for name, (_, _, spark_free) in VIEWS.items():
+            res, twin = _refresh_both(spark, catalog, name, t, monkeypatch)
+            assert res.mode == twin.mode == "incremental:aggregate", (name, step, res.reason, twin.reason)
+            said = _reason(catalog.get(name))
+            assert "change terms evaluated in the driver" in said, (name, said)
+            # the first incremental refresh is Spark's, and keeps the facts; the next ones need no Spark
+            assert (WITHOUT in said) is (spark_free and step > 0), (name, step, said)
+            assert (data / "views" / name / FOLDER).exists() is spark_free, name
+            if WITHOUT in said:
+                assert res.spark_jobs == 0 and res.timings.get("write.stage") is not None, res
+                assert set(res.reads) == set(twin.reads), (res.reads, twin.reads)
+            _check(catalog, paths, name, t)
+
+
+def test_kept_facts_expire_with_a_source_schema_change_and_their_max_age(spark, env, monkeypatch):
+    data, views = env
+    monkeypatch.setenv("MVSINK_INCREMENTAL_MAX_FRACTION", "0.9")
+    rng = random.Random(5)
+    catalog, paths = _lake(data, views, rng)
+    name = "join"
+    t = BASE + HOUR
+    _refresh_both(spark, catalog, name, t, monkeypatch)
+    next_key, oldest = 1 + BANDS * BAND, 1
+
+    def step(t: int) -> tuple[int, str]:
+        nonlocal next_key, oldest
+        rf_pair(data, rng, range(next_key, next_key + 6), oldest, t + HOUR // 2)
+        next_key, oldest = next_key + 6, oldest + 4
+        t += 2 * HOUR
+        _refresh_both(spark, catalog, name, t, monkeypatch)
+        _check(catalog, paths, name, t)
+        return t, _reason(catalog.get(name))
+
+    t, said = step(t)
+    assert WITHOUT not in said  # Spark's: keeps the facts
+    t, said = step(t)
+    assert WITHOUT in said
+    # a column added to customer: another schema, so other facts (Spark's refresh again, then without Spark)
+    extra = pa.table(
+        {
+            "c_custkey": pa.array([41], pa.int64()),
+            "c_nationkey": pa.array([3], pa.int64()),
+            "c_mktsegment": ["B"],
+            "c_note": ["new"],
+        }
+    )
+    write_deltalake(str(data / "customer"), extra, mode="append", schema_mode="merge")
+    stamp(data / "customer", t + HOUR // 2)
+    t += HOUR  # (the schema change's commit is in this range: the change set is unknown, so the full diff)
+    _refresh_both(spark, catalog, name, t, monkeypatch)
+    _check(catalog, paths, name, t)
+    t, said = step(t)
+    assert WITHOUT not in said and "evaluated in the driver" in said, said
+    t, said = step(t)
+    assert WITHOUT in said
+    assert len(list((data / "views" / name / FOLDER).iterdir())) == 2  # one per schema
+    monkeypatch.setenv("MVSINK_PLAN_FACTS_MAX_AGE", "0")
+    t, said = step(t)
+    assert WITHOUT not in said, said  # too old: Spark's refresh, which keeps them again
+    monkeypatch.delenv("MVSINK_PLAN_FACTS_MAX_AGE")
+    t, said = step(t)
+    assert WITHOUT in said
+
+
+def test_a_command_line_refresh_without_spark_imports_no_pyspark_and_needs_no_server(spark, env, monkeypatch):
+    """Issue 35: a refresh whose work runs outside Spark opens no Connect connection: the command line's refresh
+    through a Spark Connect address where nothing listens succeeds, importing neither pyspark nor sqlglot."""
+    data, views = env
+    monkeypatch.setenv("MVSINK_INCREMENTAL_MAX_FRACTION", "0.9")
+    rng = random.Random(8)
+    catalog, paths = _lake(data, views, rng)
+    view = catalog.get("join")
+    t = BASE + HOUR
+    next_key, oldest = 1 + BANDS * BAND, 1
+    for _ in range(2):  # the full diff, then Spark's incremental refresh, which keeps the facts
+        assert refresh(view, t, catalog=catalog, runner="inprocess", spark=spark).status == "appended"
+        rf_pair(data, rng, range(next_key, next_key + 6), oldest, t + HOUR // 2)
+        next_key, oldest = next_key + 6, oldest + 4
+        t += 2 * HOUR
+    script = (
+        "import json, sys\n"
+        "from mvsink.cli.app import main\n"
+        f"code = main(['refresh', 'join', '--views-dir', {str(views)!r}, '--at', '{t}', '--json',"
+        " '--remote', 'sc://127.0.0.1:9'])\n"
+        "heavy = sorted(m for m in ('pyspark', 'sqlglot', 'py4j', 'grpc') if m in sys.modules)\n"
+        "print(json.dumps({'code': code, 'heavy': heavy}))\n"
+    )
+    env_vars = {**os.environ, "MVSINK_DATA_ROOT": str(data), "MVSINK_INCREMENTAL_MAX_FRACTION": "0.9"}
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env_vars, timeout=120)
+    assert out.returncode == 0, out.stderr
+    *printed, last = out.stdout.strip().splitlines()
+    assert json.loads(last) == {"code": 0, "heavy": []}, out.stderr
+    result = json.loads("\n".join(printed))
+    assert (result["status"], result["mode"], result["spark_jobs"]) == ("appended", "incremental:aggregate", 0)
+    assert WITHOUT in _reason(view)
+    assert multiset(read_view(view, as_of=t)) == oracle(JOIN, paths, t)
