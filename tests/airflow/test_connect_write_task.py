@@ -159,3 +159,48 @@ def write_tries(home: AirflowHome) -> list[dict[str, object]]:
     line = next((x for x in proc.stdout.splitlines() if x.startswith("TRIES ")), None)
     assert line, proc.stderr[-3000:]
     return [{"try": n, "state": s, "seconds": sec} for n, s, sec in json.loads(line[len("TRIES ") :])]
+
+
+AGG = "SELECT status, count(*) AS n, sum(price) AS s, avg(qty) AS q FROM orders GROUP BY status"
+
+
+def test_a_small_refresh_runs_without_the_spark_connect_server_once_plan_facts_are_kept(
+    tmp_path, monkeypatch, connect_url
+):
+    """Issue 35: the write task of a small aggregate refresh whose plan facts an earlier refresh kept opens no Spark
+    session: with the connection pointing where nothing listens, the run still commits, exact against the oracle."""
+    data = tmp_path / "data"
+    data.mkdir()
+    home = AirflowHome(tmp_path, data)
+    rng = random.Random(43)
+    orders = str(data / "orders")
+    for part in range(4):  # several files: one appended file is a small change
+        write_at(orders, make_orders(rng, 20 * part, 20), BASE)
+    write_view(home.views, "agg", query=AGG, sources={"orders": "orders"}, target="views/agg", as_of=BASE)
+    home.env.pop("MVSINK_SPARK_REMOTE", None)
+    _, port = address(connect_url)
+    home.env["MVSINK_SPARK_CONN_ID"] = "spark_connect_default"
+    home.migrate()
+    home.run("dags", "reserialize")
+    outs = []
+    for hour in (1, 2, 3):  # the full diff; Spark's incremental refresh, which keeps the facts; without Spark
+        if hour > 1:
+            write_at(orders, make_orders(rng, 100 * hour, 5), BASE + hour * HOUR - HOUR // 2)
+        alive = hour < 3
+        home.env["AIRFLOW_CONN_SPARK_CONNECT_DEFAULT"] = connect_conn(port if alive else free_port())
+        run = home.run("dags", "test", "mv_agg", f"2026-01-01T0{hour}:00:00+00:00")
+        outs.append(run.stdout + run.stderr)
+        assert "appended [" in outs[-1], outs[-1][-3000:]
+    assert "writing through the Spark Connect server" in outs[1]
+    assert "write step without Spark" not in outs[1]
+    assert "write step without Spark" in outs[2], outs[2][-3000:]
+    assert "writing through the Spark Connect server" not in outs[2]
+    monkeypatch.setenv("MVSINK_DATA_ROOT", str(data))
+    view = Catalog(home.views).get("agg")
+    r = BASE + 3 * HOUR
+    assert operations(view.target) == ["create", "bump", "append", "append", "append"]
+    assert multiset(read_view(view, as_of=r)) == oracle(AGG, {"orders": orders}, r)
+    info = DeltaTable(view.target).history(1)[0]
+    assert json.loads(info["mvsink.mode"]) == "incremental:aggregate"
+    assert "without Spark" in json.loads(info["mvsink.mode_reason"])
+    assert staged_leftovers(view.target) == []

@@ -25,12 +25,16 @@ import logging
 import time
 from typing import TYPE_CHECKING, Any, Final
 
+from mvsink.columns import DIFF, TIME
 from mvsink.incremental.aggfacts import AggregateFacts
 from mvsink.location import joinpath
 from mvsink.plan.joinkeys import Column, Edge
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     import pyarrow as pa
+    from pyspark.sql import DataFrame
 
     from mvsink.core.batch import BatchDescription, SourceRead, WriteMode
     from mvsink.core.table import ViewTable
@@ -44,7 +48,8 @@ log = logging.getLogger(__name__)
 
 FOLDER: Final = "_mv_plans"
 FORMAT: Final = 1  # bumped whenever what the facts mean changes: older files are then never found
-MODE: Final[WriteMode] = "incremental:aggregate"
+AGGREGATE: Final[WriteMode] = "incremental:aggregate"
+LINEAR: Final[WriteMode] = "incremental"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -62,7 +67,16 @@ class DriverFacts:
     edges: tuple[Edge, ...]
     linear_in: tuple[str, ...]
     terms: dict[str, str | None]
-    aggregate: AggregateFacts
+    aggregate: AggregateFacts | None = None
+    schema: pa.Schema | None = None
+
+    @property
+    def columns(self) -> tuple[str, ...]:
+        """The table's columns of the view (visible, and an aggregate's hidden state)."""
+        if self.aggregate is not None:
+            return self.aggregate.columns
+        assert self.schema is not None
+        return tuple(c for c in self.schema.names if c not in (TIME, DIFF))
 
     def to_json(self) -> str:
         from mvsink.core.schema import encode_schema
@@ -77,7 +91,8 @@ class DriverFacts:
                 "edges": [[e.keys.source, e.keys.name, e.target.source, e.target.name] for e in self.edges],
                 "linear_in": list(self.linear_in),
                 "terms": self.terms,
-                "aggregate": self.aggregate.to_json(),
+                "aggregate": None if self.aggregate is None else self.aggregate.to_json(),
+                "schema": None if self.schema is None else encode_schema(self.schema),
             },
             indent=1,
         )
@@ -97,7 +112,8 @@ class DriverFacts:
             edges=tuple(Edge(Column(a, b), Column(c, e)) for a, b, c, e in d["edges"]),
             linear_in=tuple(d["linear_in"]),
             terms={k: (None if v is None else str(v)) for k, v in d["terms"].items()},
-            aggregate=AggregateFacts.from_json(d["aggregate"]),
+            aggregate=None if d.get("aggregate") is None else AggregateFacts.from_json(d["aggregate"]),
+            schema=None if d.get("schema") is None else decode_schema(d["schema"]),
         )
 
 
@@ -177,11 +193,37 @@ def remember(
 ) -> DriverFacts | None:
     """Keep the plan facts of this aggregate refresh, whose change terms DuckDB evaluated and whose state Python
     merged and finalised, for the next refreshes without Spark (unless fresh ones are kept already); the facts, or
-    None where they are not kept (logged; never an error)."""
+    None where they are not kept (logged; never an error). ``tree``: the aggregate input's plan."""
+    if facts.finalise is None:
+        return None
+    q = plan.queries
+    return _keep(
+        ci,
+        table,
+        lambda key: _derive(ci, key, AGGREGATE, q.input_query, q.signed_input, tree, aggregate=facts),
+    )
+
+
+def remember_linear(ci: ChangeInputs, desired: DataFrame, tree: PlanNode, table: ViewTable) -> DriverFacts | None:
+    """:func:`remember` for a linear view whose change terms DuckDB evaluated (``desired``: its query analysed,
+    ``tree``: its plan)."""
+    import functools
+
+    from mvsink.columns import DIFF
+    from mvsink.incremental.telescope import signed_query
+    from mvsink.spark.sources import arrow_table_schema
+
+    query = ci.view.query
+    signed = functools.partial(signed_query, query, weight=DIFF)
+    schema = arrow_table_schema(desired.schema)
+    return _keep(ci, table, lambda key: _derive(ci, key, LINEAR, query, signed, tree, schema=schema))
+
+
+def _keep(ci: ChangeInputs, table: ViewTable, derive: Callable[[str], DriverFacts]) -> DriverFacts | None:
     from mvsink import settings
     from mvsink.core import storage
 
-    if not settings.spark_free() or facts.finalise is None:
+    if not settings.spark_free() or not table.exists:
         return None
     key = facts_key(ci.view, ci.desc, table)
     if key is None:
@@ -189,7 +231,7 @@ def remember(
     try:
         if not isinstance(recall(ci.view, ci.desc, table), str):
             return None
-        made = _derive(ci, plan, tree, facts, key)
+        made = derive(key)
         storage.write_text(facts_path(ci.desc.target, key), made.to_json())
     except Exception:  # noqa: BLE001 (the refresh does not depend on them)
         log.warning("view %s: plan facts not kept for refreshes without Spark", ci.view.name, exc_info=True)
@@ -198,8 +240,20 @@ def remember(
     return made
 
 
-def _derive(ci: ChangeInputs, plan: StatePlan, tree: PlanNode, facts: AggregateFacts, key: str) -> DriverFacts:
-    """The facts, from Spark's analysis (the sources registered at ``ci.desc``'s versions)."""
+def _derive(
+    ci: ChangeInputs,
+    key: str,
+    mode: WriteMode,
+    query: str,
+    signed: Callable[[tuple[str, ...]], str | None],
+    tree: PlanNode,
+    *,
+    aggregate: AggregateFacts | None = None,
+    schema: pa.Schema | None = None,
+) -> DriverFacts:
+    """The facts, from Spark's analysis (the sources registered at ``ci.desc``'s versions): ``query`` is what the
+    change terms evaluate (an aggregate's input, or a linear view's query), ``signed`` its signed SQL per set of
+    changed sources, ``tree`` its plan."""
     from mvsink.engines.duckdbsql import Untranslatable, duckdb_schema, duckdb_sql
     from mvsink.incremental.duckdbterms import _referenced
     from mvsink.incremental.telescope import MAX_NEW_ONLY
@@ -207,15 +261,14 @@ def _derive(ci: ChangeInputs, plan: StatePlan, tree: PlanNode, facts: AggregateF
     from mvsink.plan.linearity import nonlinear_reason
 
     spark, desc = ci.spark, ci.desc
-    q = plan.queries
-    columns = _referenced(q.input_query)
+    columns = _referenced(query)
     zone = str(spark.conf.get("spark.sql.session.timeZone"))
     schemas = {s.name: duckdb_schema(spark.table(s.name).schema, columns, zone) for s in desc.sources}
     names = [s.name for s in desc.sources]
     terms: dict[str, str | None] = {}
     for k in range(1, min(len(names), MAX_NEW_ONLY) + 1):
         for subset in itertools.combinations(names, k):
-            sql = q.signed_input(subset)
+            sql = signed(subset)
             try:
                 terms[term_key(subset)] = None if sql is None else duckdb_sql(sql)
             except Untranslatable:
@@ -223,10 +276,11 @@ def _derive(ci: ChangeInputs, plan: StatePlan, tree: PlanNode, facts: AggregateF
     return DriverFacts(
         key=key,
         made_at=int(time.time() * 1000),
-        mode=MODE,
+        mode=mode,
         schemas=schemas,
         edges=tuple(join_edges(tree)),
         linear_in=tuple(n for n in names if not nonlinear_reason(tree, n)),
         terms=terms,
-        aggregate=facts,
+        aggregate=aggregate,
+        schema=schema,
     )

@@ -35,6 +35,7 @@ __all__ = [
     "DRIVER_SCAN_FACTOR",
     "MAX_TERM_BYTES",
     "TermInputs",
+    "as_view_rows",
     "delta_in_driver",
     "group_delta",
     "run_terms",
@@ -166,21 +167,25 @@ def _driver_refused(ct: ChangeTerms, analysed: DataFrame | None) -> str | None:
 
 
 def _as_view_rows(din: pa.Table, desired: DataFrame) -> pa.Table | str:
-    """DuckDB's signed term rows cast to Spark's types of the view's columns (``desired``), or why not: other
-    columns than the query's, more rows than the driver takes, a value that does not cast exactly."""
+    """DuckDB's signed term rows cast to Spark's types of the view's columns (``desired``): :func:`as_view_rows`."""
+    from mvsink.spark.sources import arrow_table_schema
+
+    return as_view_rows(din, list(desired.columns), arrow_table_schema(desired.schema))
+
+
+def as_view_rows(din: pa.Table, columns: list[str], schema: pa.Schema) -> pa.Table | str:
+    """DuckDB's signed term rows cast to the table's Arrow types (``schema``) of the view's ``columns``, or why not:
+    other columns than the query's, more rows than the driver takes, a value that does not cast exactly."""
     import pyarrow as pa
 
     from mvsink.columns import DIFF
     from mvsink.engines.arrow import MAX_DRIVER_ROWS
-    from mvsink.spark.sources import arrow_table_schema
 
-    want = list(desired.columns)
-    if din.column_names != [*want, DIFF]:
+    if din.column_names != [*columns, DIFF]:
         return f"the terms' columns {din.column_names} are not the query's"
     if din.num_rows > MAX_DRIVER_ROWS:
         return f"{din.num_rows} rows of change terms, more than the driver consolidates ({MAX_DRIVER_ROWS})"
-    schema = arrow_table_schema(desired.schema)
-    fields = [schema.field(c) for c in want] + [pa.field(DIFF, pa.int64())]
+    fields = [schema.field(c) for c in columns] + [pa.field(DIFF, pa.int64())]
     try:
         return din.cast(pa.schema(fields))  # safe: a value that does not fit Spark's type fails here
     except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError) as exc:

@@ -54,6 +54,7 @@ if TYPE_CHECKING:
     from pyspark.sql.types import StructType
 
     from mvsink.core.batch import BatchDescription, SourceRead
+    from mvsink.core.table import ViewTable
     from mvsink.definitions.view import ViewDefinition
     from mvsink.incremental.telescope import ChangeInputs, ChangeTerms
     from mvsink.location import Where
@@ -357,6 +358,7 @@ def incremental_corrections(
     desired: DataFrame | None = None,
     with_error: bool = False,
     observation: Observation | None = None,
+    table: ViewTable | None = None,
 ) -> tuple[DataFrame | pa.Table | None, str]:
     """Corrections of ``ci.desc`` computed from the sources' changes since ``ci.base``, or (None, why not).
 
@@ -364,7 +366,9 @@ def incremental_corrections(
     more as a DataFrame consolidated by Spark.
 
     The view's checks (a per-row projection and filter) are applied to the signed change terms;
-    ``observation`` then receives the change's signed check counts. Leaves every source registered
+    ``observation`` then receives the change's signed check counts; ``table``: the view's table, beside which the
+    plan facts of a refresh computed in the driver are kept (:mod:`mvsink.incremental.driverfacts`). Leaves every
+    source registered
     at the version ``desc`` reads, as the full diff expects. A reason that starts with
     :data:`NOT_LINEAR` means only the linearity failed (the affected-groups mode may still apply).
     """
@@ -390,7 +394,7 @@ def incremental_corrections(
     reason = f"from the changes of {', '.join(s.name for s in changed)}"
     few = sum(sizes.values()) <= arrow.MAX_DRIVER_CHANGE_BYTES
     if observation is None and not with_error and few and desired is not None:
-        in_driver = _terms_in_driver(ct, desired, tree)
+        in_driver = _terms_in_driver(ct, desired, tree, table)
         if in_driver is not None:
             return in_driver, f"{reason} ({in_driver.num_rows} correction(s) from change terms evaluated in the driver)"
     terms = _signed_terms(ct, desired=desired) or telescope(
@@ -446,7 +450,9 @@ def _signed_terms(ct: ChangeTerms, *, desired: DataFrame | None) -> list[DataFra
     return terms
 
 
-def _terms_in_driver(ct: ChangeTerms, desired: DataFrame, tree: Callable[[], PlanNode]) -> pa.Table | None:
+def _terms_in_driver(
+    ct: ChangeTerms, desired: DataFrame, tree: Callable[[], PlanNode], table: ViewTable | None = None
+) -> pa.Table | None:
     """The corrections of small changes whose terms DuckDB evaluates in the driver
     (:func:`mvsink.incremental.duckdbterms.view_rows_in_driver`), consolidated there and stamped with the batch's
     time, in the table's Arrow schema; or None (Spark's terms follow)."""
@@ -462,6 +468,10 @@ def _terms_in_driver(ct: ChangeTerms, desired: DataFrame, tree: Callable[[], Pla
         return None
     if rows is None:
         return None
+    if table is not None:  # no Spark job: the next refreshes may need no Spark at all
+        from mvsink.incremental.driverfacts import remember_linear
+
+        remember_linear(ct, desired, tree(), table)
     return _stamped(consolidated_rows(rows), list(desired.columns), at=ct.desc.time, schema=desired.schema)
 
 
@@ -482,14 +492,21 @@ def _in_driver(union: DataFrame, columns: list[str], *, at: int) -> pa.Table | N
 def _stamped(net: pa.Table, columns: list[str], *, at: int, schema: StructType) -> pa.Table:
     """Consolidated change rows (``columns`` and ``_mv_diff``) as corrections stamped ``at``, in the table's Arrow
     schema of the view's columns ``schema``."""
+    from mvsink.spark.sources import arrow_table_schema
+
+    return stamped(net, columns, at=at, schema=arrow_table_schema(schema))
+
+
+def stamped(net: pa.Table, columns: list[str], *, at: int, schema: pa.Schema) -> pa.Table:
+    """Consolidated change rows (``columns`` and ``_mv_diff``) as corrections stamped ``at``, in the table's Arrow
+    ``schema``."""
     import pyarrow as pa
 
     from mvsink.columns import DIFF, TIME
-    from mvsink.spark.sources import arrow_table_schema
 
     return (
         net.select(columns)
         .append_column(TIME, pa.array([at] * net.num_rows, pa.int64()))
         .append_column(DIFF, net.column(DIFF))
-        .cast(arrow_table_schema(schema))
+        .cast(schema)
     )

@@ -29,12 +29,15 @@ from mvsink.core.table import ViewTable
 if TYPE_CHECKING:
     import pyarrow as pa
 
+    from mvsink.core.batch import SourceRead
+    from mvsink.core.deltalog import ChangeSet
     from mvsink.definitions.view import ViewDefinition
     from mvsink.incremental.driverfacts import DriverFacts
+    from mvsink.incremental.pruning import ChangeFiles
 
 log = logging.getLogger(__name__)
 
-ENGINE_NOTE = "change terms evaluated in the driver, without Spark"
+ENGINE_NOTE = "change terms evaluated in the driver, without Spark"  # (the Spark refresh's note, and how)
 
 
 def write_without_spark(view: ViewDefinition, desc: BatchDescription) -> WriteReport | None:
@@ -57,7 +60,7 @@ def _phases(report: WriteReport) -> str:
 
 
 def _write(view: ViewDefinition, desc: BatchDescription, t0: float) -> WriteReport | str:
-    from mvsink.incremental.driverfacts import MODE, recall
+    from mvsink.incremental.driverfacts import AGGREGATE, LINEAR, recall
 
     why = _refused(view, desc)
     if why:
@@ -73,15 +76,17 @@ def _write(view: ViewDefinition, desc: BatchDescription, t0: float) -> WriteRepo
     facts = recall(view, desc, table)
     if isinstance(facts, str):
         return facts
-    agg = facts.aggregate
-    if tuple(c for c in table.column_names if c not in (TIME, DIFF)) != agg.columns:
+    if tuple(c for c in table.column_names if c not in (TIME, DIFF)) != facts.columns:
         return "the table's columns are not those the plan facts were kept for"
+    mode = AGGREGATE if facts.aggregate is not None else LINEAR
+    if facts.mode != mode:
+        return f"plan facts of mode {facts.mode!r}"
     t1 = time.monotonic()
     got = _corrections(view, desc, table, facts)
     if isinstance(got, str):
         return got
     corr, reason = got
-    log.info("view %s: %s diff (%s)", view.name, MODE, reason)
+    log.info("view %s: %s diff (%s)", view.name, mode, reason)
     reads = current_reads()
     head = WriteReport(
         view=view.name,
@@ -91,8 +96,8 @@ def _write(view: ViewDefinition, desc: BatchDescription, t0: float) -> WriteRepo
         status="stale",
         read_version=fr.version,
         table_upper=fr.upper,
-        schema=encode_schema(agg.schema),
-        mode=MODE,
+        schema=encode_schema(facts.aggregate.schema if facts.aggregate is not None else _table_schema(facts)),
+        mode=mode,
         mode_reason=reason,
         phases={"plan": t1 - t0, "corrections": time.monotonic() - t1},
         reads={} if reads is None else {k: dict(v) for k, v in reads.sources.items()},
@@ -113,14 +118,19 @@ def _write(view: ViewDefinition, desc: BatchDescription, t0: float) -> WriteRepo
     return stage(view, desc, corr, head, check_counts=dict, t0=t0)
 
 
+def _table_schema(facts: DriverFacts) -> pa.Schema:
+    assert facts.schema is not None
+    return facts.schema
+
+
 def _refused(view: ViewDefinition, desc: BatchDescription) -> str | None:
     """Why this refresh cannot run without Spark, judged on the view and the batch alone, or None."""
     if view.checks:
         return "the view has checks (Spark counts them)"
     if not view.incremental:
         return "incremental: false in the view file"
-    if not settings.incremental_aggregate() or not settings.incremental_driver_terms():
-        return "the aggregate-state refresh or its change terms in the driver are off"
+    if not settings.incremental_driver_terms():
+        return "the change terms in the driver are off (MVSINK_INCREMENTAL_DRIVER_TERMS)"
     if desc.base_versions is None:
         return "no earlier refresh of this definition to start from"
     if any(s.kind != "path" for s in desc.sources):
@@ -131,48 +141,36 @@ def _refused(view: ViewDefinition, desc: BatchDescription) -> str | None:
 def _corrections(
     view: ViewDefinition, desc: BatchDescription, table: ViewTable, facts: DriverFacts
 ) -> tuple[pa.Table, str] | str:
-    """The corrections and the mode's reason, computed as the aggregate mode computes them in the driver, or why
-    not."""
+    """The corrections and the mode's reason, computed as the aggregate mode (or the linear mode) computes them in
+    the driver, or why not."""
+    from mvsink.engines.arrow import MAX_DRIVER_CHANGE_BYTES
     from mvsink.engines.duckdbsql import Untranslatable
     from mvsink.incremental import pruning
     from mvsink.incremental.aggmerge import merge_in_driver
     from mvsink.incremental.driverfacts import term_key
     from mvsink.incremental.duckdbterms import DRIVER_SCAN_FACTOR, TermInputs, group_delta, run_terms
-    from mvsink.incremental.linear import changed_sources, max_fraction, plain_change, source_check, table_change
     from mvsink.incremental.telescope import driver_term_reads, scan_reasons
 
     base = desc.base_versions
     assert base is not None
     if table.frontier.version != desc.table_version:
         return f"the table moved from version {desc.table_version} to {table.frontier.version} after mint"
-    why = source_check(desc, base)
-    if why:
-        return why
-    changed = changed_sources(desc, base)
-    if not changed:
-        return "no source changed"
-    bent = [s.name for s in changed if s.name not in facts.linear_in]
-    if bent:
-        return f"the aggregate's input is not linear in {bent[0]!r}"
-    fraction = max_fraction()
-    sets = {}
-    files = {}
-    for s in changed:
-        cs = table_change(s, base[s.name], fraction)
-        if isinstance(cs, str):
-            return cs
-        plain, partition_columns = plain_change(s)
-        if not plain or cs.deletion_vectors:
-            return f"the change of {s.name!r} is not plain Parquet files"
-        sets[s.name] = cs
-        files[s.name] = pruning.ChangeFiles(tuple(cs.inserted + cs.deleted + cs.cdc), tuple(partition_columns))
+    got = _changes(desc, base, facts)
+    if isinstance(got, str):
+        return got
+    changed, sets, files = got
+    if facts.aggregate is None and sum(cs.bytes for cs in sets.values()) > MAX_DRIVER_CHANGE_BYTES:
+        return "the change is too large for the driver"  # (as the linear mode decides)
     try:
         pruned = driver_term_reads(desc, base, changed, files, facts.edges)
     except pruning.SparkNeeded as exc:
         return str(exc)
-    too_big, over_driver = scan_reasons(desc, base, changed, table, pruned=pruned, factors=(1.0, DRIVER_SCAN_FACTOR))
-    if too_big and over_driver:
-        return too_big
+    if facts.aggregate is not None:  # (the linear mode has no scan guard)
+        too_big, over_driver = scan_reasons(
+            desc, base, changed, table, pruned=pruned, factors=(1.0, DRIVER_SCAN_FACTOR)
+        )
+        if too_big and over_driver:
+            return too_big
 
     def sql(names: tuple[str, ...]) -> str:
         got = facts.terms.get(term_key(names))
@@ -183,6 +181,9 @@ def _corrections(
     din = run_terms(TermInputs(desc, base, changed, sets, facts.schemas), sql, pruned)
     if isinstance(din, str):
         return din
+    names = ", ".join(s.name for s in changed)
+    if facts.aggregate is None:
+        return _linear(facts, din, at=desc.time, names=names)
     delta = group_delta(facts.aggregate, din)
     if isinstance(delta, str):
         return delta
@@ -190,5 +191,54 @@ def _corrections(
     if isinstance(merged, str):
         return merged
     corr, n_keys = merged
-    names = ", ".join(s.name for s in changed)
     return corr, f"{n_keys} affected group(s) updated from their state and the changes of {names} ({ENGINE_NOTE})"
+
+
+def _changes(
+    desc: BatchDescription, base: dict[str, int], facts: DriverFacts
+) -> tuple[list[SourceRead], dict[str, ChangeSet], dict[str, ChangeFiles]] | str:
+    """The changed sources, their change sets and plain change files (as the modes' change sets: the size guard, the
+    log's sizes recorded as read), or why the refresh runs on Spark."""
+    from mvsink.incremental.linear import changed_sources, max_fraction, plain_change, source_check, table_change
+    from mvsink.incremental.pruning import ChangeFiles
+
+    why = source_check(desc, base)
+    if why:
+        return why
+    changed = changed_sources(desc, base)
+    if not changed:
+        return "no source changed"
+    bent = [s.name for s in changed if s.name not in facts.linear_in]
+    if bent:
+        return f"the query is not linear in {bent[0]!r}"
+    if facts.aggregate is not None and not settings.incremental_aggregate():
+        return "the aggregate-state refresh is off (MVSINK_INCREMENTAL_AGGREGATE)"
+    fraction = max_fraction()
+    sets: dict[str, ChangeSet] = {}
+    files: dict[str, ChangeFiles] = {}
+    for s in changed:
+        cs = table_change(s, base[s.name], fraction)
+        if isinstance(cs, str):
+            return cs
+        plain, partition_columns = plain_change(s)
+        if not plain or cs.deletion_vectors:
+            return f"the change of {s.name!r} is not plain Parquet files"
+        sets[s.name] = cs
+        files[s.name] = ChangeFiles(tuple(cs.inserted + cs.deleted + cs.cdc), tuple(partition_columns))
+    return changed, sets, files
+
+
+def _linear(facts: DriverFacts, din: pa.Table, *, at: int, names: str) -> tuple[pa.Table, str] | str:
+    """A linear view's corrections from its signed change rows ``din``: cast to the table's types, consolidated,
+    stamped ``at`` (as :func:`mvsink.incremental.linear.incremental_corrections` makes them in the driver)."""
+    from mvsink.engines.duckdb import consolidated
+    from mvsink.incremental.duckdbterms import as_view_rows
+    from mvsink.incremental.linear import stamped
+
+    schema = _table_schema(facts)
+    columns = list(facts.columns)
+    rows = as_view_rows(din, columns, schema)
+    if isinstance(rows, str):
+        return rows
+    corr = stamped(consolidated(rows), columns, at=at, schema=schema)
+    return corr, f"from the changes of {names} ({corr.num_rows} correction(s) from {ENGINE_NOTE})"

@@ -47,6 +47,7 @@ class Linear:
             desired=inputs.result,
             with_error=inputs.with_error,
             observation=inputs.check_obs,
+            table=inputs.table,
         )
         if corr is not None:  # (its check observation counted the change's rows)
             return Corrections(corr, reason, counts_change=True)
