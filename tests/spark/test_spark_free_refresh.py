@@ -24,8 +24,8 @@ from mvsink.definitions.catalog import Catalog
 from mvsink.incremental.driverfacts import FOLDER
 from mvsink.readers.arrow import read_view
 from mvsink.write.runners import refresh
-from tests.spark.test_pruned_joins import BAND, BANDS, _dims, _lineitems, _orders, rf_pair
-from tests.support.delta import BASE, HOUR, delete_at, stamp, update_at, write_at
+from tests.spark.test_pruned_joins import BAND, BANDS, banded_lake, rf_pair
+from tests.support.delta import BASE, HOUR, delete_at, stamp, update_at
 from tests.support.oracle import multiset, oracle
 from tests.support.viewfiles import write_view
 
@@ -74,11 +74,7 @@ def multiset_signed(rows: pa.Table) -> Counter:
 
 
 def _lake(data, views, rng: random.Random) -> tuple[Catalog, dict[str, str]]:
-    _dims(data, rng)
-    for b in range(BANDS):
-        keys = range(1 + b * BAND, 1 + (b + 1) * BAND)
-        write_at(data / "orders", _orders(rng, keys), BASE)
-        write_at(data / "lineitem", _lineitems(rng, keys), BASE)
+    banded_lake(data, rng, BANDS)  # (with the change data feed: updates and deletes leave change files)
     for name, (query, sources, _) in VIEWS.items():
         for suffix in ("", "_spark"):
             write_view(

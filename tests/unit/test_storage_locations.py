@@ -332,3 +332,17 @@ def test_a_local_listing_and_delete_are_pyarrows_without_pyarrow(tmp_path):
     storage.delete_file(str(tmp_path / "a.parquet"))
     storage.delete_file(str(tmp_path / "a.parquet"))  # (gone: nothing to do)
     assert sorted(e.name for e in storage.list_dir(str(tmp_path))) == [".hidden.json", "sub"]
+
+
+def test_a_local_read_is_pyarrows_without_pyarrow(tmp_path):
+    """A local file is read with ``open`` (a refresh without Spark reads its plan facts so): the same bytes as
+    pyarrow's local filesystem reads; a missing file, or one under a missing folder, reads None."""
+    import pyarrow.fs as pafs
+
+    (tmp_path / "f.json").write_bytes(b'{"a": 1}\n\xc3\xa9')
+    with pafs.LocalFileSystem().open_input_stream(str(tmp_path / "f.json")) as f:
+        assert storage.read_bytes(str(tmp_path / "f.json")) == bytes(f.read())
+    assert storage.read_text(str(tmp_path / "f.json")) == '{"a": 1}\né'
+    assert storage.read_bytes(str(tmp_path / "missing.json")) is None
+    assert storage.read_bytes(str(tmp_path / "gone" / "x.json")) is None
+    assert storage.read_bytes(str(tmp_path / "f.json" / "x")) is None  # (a file where a folder would be)

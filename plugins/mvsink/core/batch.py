@@ -205,6 +205,23 @@ class WriteReport:
     # from the Delta log's sizes and per-file statistics (the files Delta's data skipping keeps)
     reads: dict[str, dict[str, int]] = dataclasses.field(default_factory=dict)
 
+    @classmethod
+    def begun(
+        cls, desc: BatchDescription, *, view: str, read_version: int, table_upper: int, schema: str, **more: Any
+    ) -> WriteReport:
+        """The report of a write step of ``desc`` that has staged nothing yet (``stale`` until it does)."""
+        return cls(
+            view=view,
+            batch_id=desc.batch_id,
+            lower=desc.lower,
+            upper=desc.upper,
+            status="stale",
+            read_version=read_version,
+            table_upper=table_upper,
+            schema=schema,
+            **more,
+        )
+
     def to_json(self) -> str:
         return json.dumps(dataclasses.asdict(self), sort_keys=True)
 

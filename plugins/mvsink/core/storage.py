@@ -462,6 +462,15 @@ def read_bytes(where: Where) -> bytes | None:
     (:data:`READ_ATTEMPTS` in all, 50 ms doubling between them)."""
     import time
 
+    loc = parse(where)
+    if loc.is_local:  # (no pyarrow import for a local file: a refresh without Spark reads its plan facts so)
+        try:
+            with open(loc.key, "rb") as f:
+                return f.read()
+        except (FileNotFoundError, NotADirectoryError):
+            return None
+        except OSError as exc:
+            raise _io(where, "reading", exc) from exc
     fs, path = filesystem(where)
     for attempt in range(1, READ_ATTEMPTS + 1):
         try:

@@ -5,7 +5,8 @@ It takes Δ per group (:class:`~mvsink.incremental.aggdelta.GroupDeltas`: collec
 frame when there are more groups than the driver merges) and the view's :class:`~mvsink.incremental.aggplan.StatePlan`;
 it reads the table's rows of only those groups. Up to :data:`~mvsink.engines.arrow.MAX_DRIVER_ROWS` groups
 (:func:`merge_in_driver`): the persisted rows read with pyarrow and matched null-safely in DuckDB, old ⊕ Δ in exact
-Python arithmetic (:func:`_merge_rows`), the new rows finalised by Spark over local rows. More groups
+Python arithmetic (:func:`_merge_rows`), the new rows finalised in Python where
+:class:`~mvsink.incremental.aggfacts.AggregateFacts` says how, else by Spark over local rows. More groups
 (:func:`merge_by_spark`): the same by Spark (:func:`_new_state`, its invariants checked by :func:`_violations`).
 A state that cannot be trusted (a broken invariant, an overflow) is a reason: the full diff repairs it.
 """

@@ -88,12 +88,9 @@ def _write(view: ViewDefinition, desc: BatchDescription, t0: float) -> WriteRepo
     corr, reason = got
     log.info("view %s: %s diff (%s)", view.name, mode, reason)
     reads = current_reads()
-    head = WriteReport(
+    head = WriteReport.begun(
+        desc,
         view=view.name,
-        batch_id=desc.batch_id,
-        lower=desc.lower,
-        upper=desc.upper,
-        status="stale",
         read_version=fr.version,
         table_upper=fr.upper,
         schema=encode_schema(facts.aggregate.schema if facts.aggregate is not None else _table_schema(facts)),

@@ -128,12 +128,9 @@ def _run_write(spark: SparkSession, view: ViewDefinition, desc: BatchDescription
     # retract the error rows); tables of views that never had checks stay as they were.
     with_error = bool(view.checks) or ERROR in table.column_names
     state = _state(spark, view, table, result, with_error=with_error)
-    head = WriteReport(
+    head = WriteReport.begun(
+        desc,
         view=view.name,
-        batch_id=desc.batch_id,
-        lower=desc.lower,
-        upper=desc.upper,
-        status="stale",
         read_version=fr.version,
         table_upper=fr.upper,
         schema=encode_schema(arrow_table_schema((state.desired if state else result).schema, with_error=with_error)),

@@ -20,7 +20,8 @@ A refresh from the sources' changes then costs what the change costs:
    every part (a copy-on-write rewrite's ± pairs) is not affected. Collected: the one Spark job.
 3. Up to :data:`~mvsink.engines.duckdb.MAX_DRIVER_ROWS` groups, in the driver (:func:`~mvsink.incremental.aggmerge.merge_in_driver`): the persisted rows
    of only those groups (pyarrow over the table's files, a null-safe key match in DuckDB), old ⊕ Δ in
-   exact Python arithmetic, finalised by Spark over local rows with Spark's result types and NULL rules
+   exact Python arithmetic, finalised in Python (:mod:`mvsink.incremental.aggfacts`, where every column is a key or
+   a bare COUNT/SUM/AVG) or by Spark over local rows, with Spark's result types and NULL rules
    (SUM of no non-null value is NULL, AVG of integers is DOUBLE, AVG of DECIMAL(p,s) exactly Spark's AVG:
    :func:`~mvsink.incremental.statequeries.average_sql`); a group whose count reaches 0 disappears; a global aggregate keeps its one row. More groups:
    the same by Spark (:func:`~mvsink.incremental.aggmerge.merge_by_spark`).
