@@ -10,7 +10,8 @@ sources is refreshed step by step through the in-process runner on the shared Sp
   sources at the refresh time, cast to the view's expected Arrow types (Spark's type rules, written out here),
   values compared exactly (decimals as decimals), and the table's Arrow types are the expected ones;
 - the refresh was incremental (``incremental:aggregate``, ``incremental``), as the append's commit info records,
-  with its change terms evaluated in the driver;
+  with its change terms evaluated in the driver, and from the second incremental refresh on without Spark (the plan
+  facts the first one kept beside the table, on the store);
 - the refresh made exactly one append commit, and nothing is left staged.
 """
 
@@ -46,6 +47,7 @@ pytestmark = [pytest.mark.storage, pytest.mark.spark]
 SEEDS = {"seaweedfs": 3501, "azurite": 3502}  # one history per store (the seed is in the test's id)
 STEPS = 5  # refreshes after the first (full) one
 IN_DRIVER = "change terms evaluated in the driver"
+WITHOUT_SPARK = "without Spark"
 
 ORDERS = pa.schema([("o_id", pa.int64()), ("o_cust", pa.int32()), ("o_status", pa.string()), ("o_date", pa.date32())])
 ITEMS = pa.schema(
@@ -317,3 +319,8 @@ def test_random_changes_refreshed_with_driver_terms_are_exact(store, spark, tmp_
             # in the driver (as the append's commit info records)
             assert info["mode"] == res.mode == (mode if step else "full"), (where, info.get("mode_reason"))
             assert (IN_DRIVER in (info.get("mode_reason") or "")) is (step > 0), (where, info.get("mode_reason"))
+            # the first incremental refresh is Spark's and keeps the plan facts beside the table on the store; the
+            # later ones run without Spark (write/driver.py): no Spark job, the facts read from the store
+            assert (WITHOUT_SPARK in (info.get("mode_reason") or "")) is (step > 1), (where, info.get("mode_reason"))
+            if step > 1:
+                assert res.spark_jobs == 0, (where, res)
