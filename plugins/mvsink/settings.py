@@ -14,14 +14,13 @@ subpackage passes that section as ``fallback`` (see :mod:`mvsink.airflow.config`
 module never imports Airflow). Precedence, highest first: the ``MVSINK_*`` variable, the
 ``[mvsink]`` option, the default.
 
-:data:`REGISTRY` lists every setting (name, default, meaning); ``docs/configuration.md``
-documents each one and a test keeps the two in step. :data:`TEST_ONLY` lists the variables
+:data:`REGISTRY` (:mod:`mvsink.variables`, where every variable is declared) lists every setting (name, default,
+meaning); ``docs/configuration.md`` documents each one and a test keeps the two in step. :data:`TEST_ONLY` lists the variables
 only the test suite sets (fail points, read by :mod:`mvsink.core.failpoints`).
 """
 
 from __future__ import annotations
 
-import dataclasses
 import math
 import os
 import re
@@ -32,230 +31,43 @@ from pathlib import Path
 
 from mvsink.exceptions import SettingsError
 from mvsink.location import is_uri
-
-#: Looks an option of Airflow's ``[mvsink]`` section up (None when it is not set).
-Fallback = Callable[[str], "str | None"]
-
-
-@dataclasses.dataclass(frozen=True)
-class Setting:
-    """One environment variable: its name, its default as documented, and what it does."""
-
-    name: str
-    default: str
-    meaning: str
-    airflow_option: str | None = None  # option of Airflow's [mvsink] section that may set it too
-
-    @property
-    def airflow_env(self) -> str | None:
-        """The environment variable Airflow maps to the ``[mvsink]`` option (``AIRFLOW__MVSINK__...``)."""
-        return f"AIRFLOW__MVSINK__{self.airflow_option.upper()}" if self.airflow_option else None
-
-
-DATA_ROOT = Setting(
-    "MVSINK_DATA_ROOT",
-    "the view file's folder",
-    "folder that relative source and target paths resolve against, and that every path must stay inside",
-)
-ALLOW_OUTSIDE_DATA_ROOT = Setting(
-    "MVSINK_ALLOW_OUTSIDE_DATA_ROOT",
-    "false",
-    "true (1, yes, on) allows source and target paths outside the data root; an environment setting on "
-    "purpose: a view file cannot grant it to itself",
-)
-ALLOWED_LOCATIONS = Setting(
-    "MVSINK_ALLOWED_LOCATIONS",
-    "unset: only the data root",
-    "comma-separated location prefixes that source and target locations may lie under besides the data root "
-    "(e.g. s3://lake/,az://container/views/,/mnt/shared/); object-storage locations must be under one of them",
-)
-VIEWS_DIR = Setting(
-    "MVSINK_VIEWS_DIR", "dags/views", "folder of view files for the command line and the Python readers"
-)
-SPARK_JOB = Setting(
-    "MVSINK_SPARK_JOB",
-    "the entry script shipped in the package (mvsink/write/mv_write.py)",
-    "path of the write job script that spark-submit runs",
-)
-SPARK_REMOTE = Setting(
-    "MVSINK_SPARK_REMOTE",
-    "unset (spark-submit)",
-    "sc://host:port of a Spark Connect server: the CLI's default --remote. The DAGs do not read it: their "
-    "write task uses Spark Connect when its Spark connection is of type spark_connect",
-)
-SPARK_JARS = Setting(
-    "MVSINK_SPARK_JARS",
-    "the .jars folder of the source checkout (filled by make install)",
-    "folder of the JVM jars every Spark session gets (delta-spark, hadoop-aws, hadoop-azure: spark_jobs/pom.xml)",
-)
-REPORTS_DIR = Setting(
-    "MVSINK_REPORTS_DIR",
-    "mvsink-reports in the temporary directory",
-    "where the DAG's write task leaves its report for append; must be shared by both tasks' workers",
-)
-STAGING_GRACE_SECONDS = Setting(
-    "MVSINK_STAGING_GRACE_SECONDS",
-    "3600",
-    "age in seconds after which an unfinished staged write counts as crashed and may be cleaned up "
-    "(mvsink gc --grace-seconds overrides it)",
-)
-COMPACT_MEMORY = Setting(
-    "MVSINK_COMPACT_MEMORY",
-    "1GB",
-    "DuckDB memory limit of a compaction (e.g. 512MB, 2GiB, 50%); beyond it the aggregate spills to disk",
-)
-INCREMENTAL_MAX_FRACTION = Setting(
-    "MVSINK_INCREMENTAL_MAX_FRACTION",
-    "0.5",
-    "incremental refresh only while a changed source's change files are at most this fraction of its "
-    "size (a number >= 0); else the full diff",
-)
-INCREMENTAL_MAX_SCAN_RATIO = Setting(
-    "MVSINK_INCREMENTAL_MAX_SCAN_RATIO",
-    "1.0",
-    "an aggregate view refreshes from its state (or by affected groups) only while its change terms would read "
-    "at most this many times the bytes the full diff reads (its sources and its table; a number >= 0); else the "
-    "full diff",
-)
-INCREMENTAL_PRUNE_MIN_BYTES = Setting(
-    "MVSINK_INCREMENTAL_PRUNE_MIN_BYTES",
-    "8000000",
-    "a change term reads another source filtered by the change's join keys (Delta skips the files whose "
-    "statistics hold none) when that source's active files are over this many bytes (a whole number >= 0; "
-    "smaller sources are read whole, which costs less than collecting the keys)",
-)
-SOURCE_READS = Setting(
-    "MVSINK_SOURCE_READS",
-    "auto",
-    "how Spark reads a Delta snapshot: auto (its files as plain Parquet, partition values from the log, where the "
-    "table's files are plain: no deletion vectors, column mapping, type widening or VARIANT, at most "
-    "MVSINK_PLAIN_READ_MAX_PARTITIONS partition values; Delta's own reader otherwise) or delta (always Delta's reader)",
-)
-PLAIN_READ_MAX_PARTITIONS = Setting(
-    "MVSINK_PLAIN_READ_MAX_PARTITIONS",
-    "64",
-    "a partitioned snapshot is read as plain Parquet (MVSINK_SOURCE_READS=auto) only while its files hold at most "
-    "this many distinct partition values (one Parquet scan each); more go through Delta's reader",
-)
-INCREMENTAL_GROUPS = Setting(
-    "MVSINK_INCREMENTAL_GROUPS",
-    "false",
-    "true (1, yes, on) lets an aggregate (HAVING too), DISTINCT, UNION or per-group top-k view over a linear "
-    "query refresh by recomputing only the groups its sources' changes touch (mode incremental:groups); off by "
-    "default: affected groups measured slower than the full diff at TPC-H SF 0.1 and 1 (docs/benchmarks.md)",
-)
-INCREMENTAL_TOPK = Setting(
-    "MVSINK_INCREMENTAL_TOPK",
-    "true",
-    "false (0, no, off) makes an ORDER BY ... LIMIT view with a declared key take the full diff instead of "
-    "refreshing from its persisted top k (mode incremental:topk)",
-)
-INCREMENTAL_DRIVER_TERMS = Setting(
-    "MVSINK_INCREMENTAL_DRIVER_TERMS",
-    "true",
-    "false (0, no, off) makes an aggregate's change terms always run as Spark jobs, never in DuckDB in the driver "
-    "(where their inputs are small plain Parquet files and the query is of the kinds DuckDB evaluates as Spark does)",
-)
-SPARK_FREE = Setting(
-    "MVSINK_SPARK_FREE",
-    "true",
-    "false (0, no, off) makes every write step open a Spark session; by default an aggregate view's small refresh "
-    "whose plan facts a Spark refresh of the same definition and source schemas kept (the table's _mv_plans/) "
-    "runs in the refreshing process without Spark",
-)
-PLAN_FACTS_MAX_AGE = Setting(
-    "MVSINK_PLAN_FACTS_MAX_AGE",
-    "86400",
-    "seconds the plan facts a Spark refresh kept for refreshes without Spark are used; older ones are taken "
-    "again from Spark's analysis at the next refresh (a server's changed SQL settings are seen within this time)",
-)
-INCREMENTAL_AGGREGATE = Setting(
-    "MVSINK_INCREMENTAL_AGGREGATE",
-    "true",
-    "false (0, no, off) makes COUNT/SUM/AVG aggregate views take the full diff instead of refreshing from their "
-    "hidden per-group state (mode incremental:aggregate); the state is kept either way",
-)
-SPARK_CDS = Setting(
-    "MVSINK_SPARK_CDS",
-    "true",
-    "false (0, no, off) starts Spark driver JVMs without the class-data sharing archive that make install builds "
-    "(python -m mvsink.write.cdsarchive): each then loads its classes again, about 1.6 times the start-up CPU",
-)
-SPARK_CONN_ID = Setting(
-    "MVSINK_SPARK_CONN_ID",
-    "spark_default",
-    "Airflow: the Spark connection of the DAGs' write task (master and extra settings)",
-    airflow_option="spark_conn_id",
-)
-TASK_RETRIES = Setting(
-    "MVSINK_TASK_RETRIES",
-    "2",
-    "Airflow: retries of every task of a view's DAG after a runtime failure (bad input fails at once)",
-    airflow_option="task_retries",
-)
-TASK_RETRY_DELAY_SECONDS = Setting(
-    "MVSINK_TASK_RETRY_DELAY_SECONDS",
-    "10",
-    "Airflow: delay between those tries, in seconds",
-    airflow_option="task_retry_delay_seconds",
-)
-MAX_RESCHEDULES = Setting(
-    "MVSINK_MAX_RESCHEDULES",
-    "3",
-    "Airflow: new runs started for one refresh time after lost races, before append fails",
-    airflow_option="max_reschedules",
-)
-
-#: Every setting of the project, in the order the documentation lists them.
-REGISTRY: tuple[Setting, ...] = (
-    DATA_ROOT,
+from mvsink.variables import (  # noqa: F401 (the variables are the settings' too: settings.DATA_ROOT ...)
+    AIRFLOW_SETTINGS,
     ALLOW_OUTSIDE_DATA_ROOT,
     ALLOWED_LOCATIONS,
-    VIEWS_DIR,
-    SPARK_JOB,
-    SPARK_REMOTE,
-    SPARK_JARS,
-    SPARK_CDS,
-    SPARK_CONN_ID,
-    MAX_RESCHEDULES,
-    TASK_RETRIES,
-    TASK_RETRY_DELAY_SECONDS,
-    REPORTS_DIR,
-    STAGING_GRACE_SECONDS,
     COMPACT_MEMORY,
+    DATA_ROOT,
+    INCREMENTAL_AGGREGATE,
+    INCREMENTAL_DRIVER_TERMS,
+    INCREMENTAL_GROUPS,
     INCREMENTAL_MAX_FRACTION,
     INCREMENTAL_MAX_SCAN_RATIO,
     INCREMENTAL_PRUNE_MIN_BYTES,
-    SOURCE_READS,
-    PLAIN_READ_MAX_PARTITIONS,
-    INCREMENTAL_AGGREGATE,
-    INCREMENTAL_DRIVER_TERMS,
-    SPARK_FREE,
-    PLAN_FACTS_MAX_AGE,
-    INCREMENTAL_GROUPS,
     INCREMENTAL_TOPK,
+    MAX_RESCHEDULES,
+    NOT_VARIABLES,
+    PLAIN_READ_MAX_PARTITIONS,
+    PLAN_FACTS_MAX_AGE,
+    REGISTRY,
+    REPORTS_DIR,
+    SOURCE_READS,
+    SPARK_CDS,
+    SPARK_CONN_ID,
+    SPARK_FREE,
+    SPARK_JARS,
+    SPARK_JOB,
+    SPARK_JOB_ENV,
+    SPARK_REMOTE,
+    STAGING_GRACE_SECONDS,
+    TASK_RETRIES,
+    TASK_RETRY_DELAY_SECONDS,
+    TEST_ONLY,
+    VIEWS_DIR,
+    Setting,
 )
 
-#: Settings that Airflow's ``[mvsink]`` section may also set.
-AIRFLOW_SETTINGS: tuple[Setting, ...] = tuple(s for s in REGISTRY if s.airflow_option)
-
-#: Variables only the test suite sets; :mod:`mvsink.core.failpoints` reads them itself.
-TEST_ONLY: tuple[Setting, ...] = (
-    Setting("MVSINK_FAIL_POINTS", "unset", "tests only: fail points to arm (see mvsink.core.failpoints)"),
-    Setting("MVSINK_SYNC_DIR", "unset", "tests only: folder of the fail points' .ready, .go and .fired files"),
-)
-
-#: ``MVSINK_*`` words in the code that are not variables: line prefixes of the write job's output.
-NOT_VARIABLES: tuple[str, ...] = ("MVSINK_REPORT", "MVSINK_ERROR")
-
-#: Variables the spark-submit process of the DAG's write task inherits from the task.
-#: (spark-submit also inherits the task's whole environment; these are fixed when the DAG is parsed.)
-SPARK_JOB_ENV: tuple[str, ...] = (
-    DATA_ROOT.name,
-    ALLOWED_LOCATIONS.name,
-    REPORTS_DIR.name,
-    *(s.name for s in TEST_ONLY),
-)
+#: Looks an option of Airflow's ``[mvsink]`` section up (None when it is not set).
+Fallback = Callable[[str], "str | None"]
 
 _TRUE = ("1", "true", "yes", "on")
 _FALSE = ("0", "false", "no", "off")
