@@ -332,8 +332,13 @@ class ChangeSet:
         return any(f.deletion_vector for f in self.inserted + self.deleted)
 
     @property
+    def files(self) -> tuple[ChangeFile, ...]:
+        """Every changed file: inserted, deleted, then change data feed files."""
+        return tuple(self.inserted + self.deleted + self.cdc)
+
+    @property
     def bytes(self) -> int:
-        return sum(f.size for f in self.inserted + self.deleted + self.cdc)
+        return sum(f.size for f in self.files)
 
 
 def change_set(path: Where, from_version: int, to_version: int) -> ChangeSet | str:
@@ -364,7 +369,7 @@ def change_set(path: Where, from_version: int, to_version: int) -> ChangeSet | s
             # a removed file was active just before this commit; an added one from it on
             ref = _ref(path, action, sizes, v - 1 if kind == "remove" else v)
             (out.inserted if kind == "add" else out.deleted).append(ref)
-    missing = [f.path for f in out.inserted + out.deleted + out.cdc if not _file_exists(f.path)]
+    missing = [f.path for f in out.files if not _file_exists(f.path)]
     if missing:
         return f"{len(missing)} changed file(s) are gone (vacuumed?), e.g. {missing[0]}"
     return out

@@ -166,14 +166,19 @@ def facts_path(target: Where, key: str) -> Where:
 def recall(view: ViewDefinition, desc: BatchDescription, table: ViewTable) -> DriverFacts | str:
     """The plan facts kept for ``view`` over the sources at ``desc``'s versions and ``table``, or why there are
     none (none kept, older than ``MVSINK_PLAN_FACTS_MAX_AGE``, unreadable)."""
-    from mvsink import settings
-    from mvsink.core import storage
-
     key = facts_key(view, desc, table)
     if key is None:
         return "a source is not a Delta table at a path"
+    return _recall(desc.target, key)
+
+
+def _recall(target: Where, key: str) -> DriverFacts | str:
+    """:func:`recall` of the facts kept under ``key`` beside the table at ``target``."""
+    from mvsink import settings
+    from mvsink.core import storage
+
     try:
-        text = storage.read_text(facts_path(desc.target, key))
+        text = storage.read_text(facts_path(target, key))
     except Exception as exc:  # noqa: BLE001 (unreadable facts: Spark takes them again)
         return f"the kept plan facts could not be read ({type(exc).__name__})"
     if text is None:
@@ -229,7 +234,7 @@ def _keep(ci: ChangeInputs, table: ViewTable, derive: Callable[[str], DriverFact
     if key is None:
         return None
     try:
-        if not isinstance(recall(ci.view, ci.desc, table), str):
+        if not isinstance(_recall(ci.desc.target, key), str):  # (fresh facts are kept already)
             return None
         made = derive(key)
         storage.write_text(facts_path(ci.desc.target, key), made.to_json())

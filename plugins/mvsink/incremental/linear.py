@@ -246,8 +246,8 @@ def prepare_changes(
             ),
         )
         if plain and not got.deletion_vectors:  # the same files change_frames read: keys in the driver
-            files = tuple(got.inserted + got.deleted + got.cdc)
-            frames.files = {**(frames.files or {}), s.name: pruning.ChangeFiles(files, tuple(partition_columns))}
+            files = pruning.ChangeFiles(got.files, tuple(partition_columns))
+            frames.files = {**(frames.files or {}), s.name: files}
             frames.sets = {**(frames.sets or {}), s.name: got}
     return frames
 
@@ -261,7 +261,7 @@ def table_change(s: SourceRead, base: int, fraction: float) -> ChangeSet | str:
     total = active_bytes(s.path, s.version)
     if total and cs.bytes > fraction * total:
         return f"source {s.name!r} changed {cs.bytes} bytes of files against {total} (over {fraction:.0%}; {_cdf_hint(cs)})"
-    record(s.name, bytes_read=cs.bytes, files=len(cs.inserted) + len(cs.deleted) + len(cs.cdc))
+    record(s.name, bytes_read=cs.bytes, files=len(cs.files))
     return cs
 
 
@@ -368,8 +368,7 @@ def incremental_corrections(
     The view's checks (a per-row projection and filter) are applied to the signed change terms;
     ``observation`` then receives the change's signed check counts; ``table``: the view's table, beside which the
     plan facts of a refresh computed in the driver are kept (:mod:`mvsink.incremental.driverfacts`). Leaves every
-    source registered
-    at the version ``desc`` reads, as the full diff expects. A reason that starts with
+    source registered at the version ``desc`` reads, as the full diff expects. A reason that starts with
     :data:`NOT_LINEAR` means only the linearity failed (the affected-groups mode may still apply).
     """
     from pyspark.sql import functions as F

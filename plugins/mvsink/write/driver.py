@@ -221,7 +221,7 @@ def _changes(
         if not plain or cs.deletion_vectors:
             return f"the change of {s.name!r} is not plain Parquet files"
         sets[s.name] = cs
-        files[s.name] = ChangeFiles(tuple(cs.inserted + cs.deleted + cs.cdc), tuple(partition_columns))
+        files[s.name] = ChangeFiles(cs.files, tuple(partition_columns))
     return changed, sets, files
 
 
