@@ -202,7 +202,7 @@ def make_row(
 def measure(args: argparse.Namespace, date: dt.datetime) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     """The run (module docstring): its measured rows (warm-up rounds left out) and its metadata."""
     from bench.streams import make_stream
-    from bench.tpch_refresh import DAY, _versions, generate, initial_files, machine, write_view_file
+    from bench.tpch_refresh import DAY, _versions, compile_package, generate, initial_files, machine, write_view_file
     from mvsink.definitions.catalog import Catalog
     from mvsink.devtools.localairflow import free_port
     from mvsink.spark.connect import start_server
@@ -210,6 +210,7 @@ def measure(args: argparse.Namespace, date: dt.datetime) -> tuple[list[dict[str,
     views = all_views()
     names = args.views.split(",")
     started = time.monotonic()
+    compile_package()
     work = Path(args.root) / f"connect-sf{args.sf}"
     cache = Path(args.root) / f"sf{args.sf}" / "raw"  # tpch_refresh's tpchgen-cli output, shared
     shutil.rmtree(work, ignore_errors=True)

@@ -802,6 +802,15 @@ def write_report(
     print(f"wrote {out}")
 
 
+def compile_package() -> None:
+    """Compile the package's modules to bytecode, as a pip install does, so each measured process loads them
+    instead of compiling them again (an editable install under ``PYTHONDONTWRITEBYTECODE=1`` never writes them:
+    0.14 s of every refresh's process)."""
+    import compileall
+
+    compileall.compile_dir(str(Path(__file__).resolve().parent.parent / "plugins" / "mvsink"), quiet=1)
+
+
 def machine() -> str:
     """Cores, OS, Python and Java of this machine (a report's machine line)."""
     return f"{os.cpu_count()} cores; {platform.platform()}; Python {platform.python_version()}; Java {_java()}"

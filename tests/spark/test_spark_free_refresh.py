@@ -23,6 +23,7 @@ from mvsink.core.table import ViewTable
 from mvsink.definitions.catalog import Catalog
 from mvsink.incremental.driverfacts import FOLDER
 from mvsink.readers.arrow import read_view
+from mvsink.write.explain import explain_view
 from mvsink.write.runners import refresh
 from tests.spark.test_pruned_joins import BAND, BANDS, banded_lake, rf_pair
 from tests.support.delta import BASE, HOUR, delete_at, stamp, update_at
@@ -165,10 +166,18 @@ def test_kept_facts_expire_with_a_source_schema_change_and_their_max_age(spark, 
         _check(catalog, paths, name, t)
         return t, _reason(catalog.get(name))
 
+    def outlook() -> str:  # what `mvsink explain` says of the next small refresh
+        return explain_view(catalog.get(name), catalog=catalog, spark=spark).without_spark
+
+    assert outlook().startswith("no: no plan facts kept"), outlook()
     t, said = step(t)
     assert WITHOUT not in said  # Spark's: keeps the facts
+    assert outlook().startswith("yes: a small change of a source is refreshed without Spark"), outlook()
     t, said = step(t)
     assert WITHOUT in said
+    monkeypatch.setenv("MVSINK_SPARK_FREE", "false")
+    assert outlook() == "no: refreshes without Spark are off (MVSINK_SPARK_FREE)"
+    monkeypatch.setenv("MVSINK_SPARK_FREE", "true")
     # a column added to customer: another schema, so other facts (Spark's refresh again, then without Spark)
     extra = pa.table(
         {
@@ -180,6 +189,7 @@ def test_kept_facts_expire_with_a_source_schema_change_and_their_max_age(spark, 
     )
     write_deltalake(str(data / "customer"), extra, mode="append", schema_mode="merge")
     stamp(data / "customer", t + HOUR // 2)
+    assert outlook().startswith("no: no plan facts kept"), outlook()  # (another schema: another key)
     t += HOUR  # (the schema change's commit is in this range: the change set is unknown, so the full diff)
     _refresh_both(spark, catalog, name, t, monkeypatch)
     _check(catalog, paths, name, t)
@@ -189,6 +199,7 @@ def test_kept_facts_expire_with_a_source_schema_change_and_their_max_age(spark, 
     assert WITHOUT in said
     assert len(list((data / "views" / name / FOLDER).iterdir())) == 2  # one per schema
     monkeypatch.setenv("MVSINK_PLAN_FACTS_MAX_AGE", "0")
+    assert "MVSINK_PLAN_FACTS_MAX_AGE" in outlook() and outlook().startswith("no: "), outlook()
     t, said = step(t)
     assert WITHOUT not in said, said  # too old: Spark's refresh, which keeps them again
     monkeypatch.delenv("MVSINK_PLAN_FACTS_MAX_AGE")

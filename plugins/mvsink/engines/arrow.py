@@ -21,6 +21,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, Final
 
 from mvsink.columns import DIFF, TIME
+from mvsink.core.arrowvalues import array_of, empty_table, repeat_int64, scalar_of
 from mvsink.core.deltalog import CHANGE_TYPE, MINUS_CHANGE_TYPES, PLUS_CHANGE_TYPES
 from mvsink.engines.duckdb import consolidated
 
@@ -200,18 +201,23 @@ def local_arrow(df: DataFrame) -> pa.Table:
 
 
 def change_rows(
-    changes: ChangeSet, columns: Sequence[tuple[str, str]], schema: pa.Schema, *, weight: str
+    changes: ChangeSet,
+    columns: Sequence[tuple[str, str]],
+    schema: pa.Schema,
+    *,
+    weight: str,
+    max_bytes: int = MAX_DRIVER_CHANGE_BYTES,
 ) -> pa.Table | None:
     """A plain change set's rows read with pyarrow, as ``schema``: each ``(name, source column)`` of ``columns``
     and ``weight`` (+1 an inserted row, -1 a deleted one: an added or removed file's rows, a change data feed
     file's by its ``_change_type``); not consolidated. None where that is not sure: more than
     :data:`MAX_DRIVER_CHANGE_BYTES` of files, deletion vectors, a partition column, a file without a column, a
-    value that does not cast to ``schema`` exactly."""
+    value that does not cast to ``schema`` exactly. (``max_bytes``: another bound than that one.)"""
     import pyarrow as pa
     import pyarrow.compute as pc
 
     files = [(f, 1) for f in changes.inserted] + [(f, -1) for f in changes.deleted] + [(f, 0) for f in changes.cdc]
-    if changes.bytes > MAX_DRIVER_CHANGE_BYTES or changes.deletion_vectors:
+    if changes.bytes > max_bytes or changes.deletion_vectors:
         return None
     wanted = sorted({c for _, c in columns})
     out: list[pa.Table] = []
@@ -223,14 +229,15 @@ def change_rows(
             return None
         if sign == 0:
             kind = rows.column(CHANGE_TYPE)
+            one, zero, minus = (scalar_of(v, pa.int64()) for v in (1, 0, -1))
             signs = pc.if_else(
-                pc.is_in(kind, value_set=pa.array(PLUS_CHANGE_TYPES)),
-                1,
-                pc.if_else(pc.is_in(kind, value_set=pa.array(MINUS_CHANGE_TYPES)), -1, 0),
+                pc.is_in(kind, value_set=array_of(PLUS_CHANGE_TYPES, pa.string())),
+                one,
+                pc.if_else(pc.is_in(kind, value_set=array_of(MINUS_CHANGE_TYPES, pa.string())), minus, zero),
             )
-            rows = rows.append_column(weight, pc.cast(signs, pa.int64())).filter(pc.not_equal(signs, 0))
+            rows = rows.append_column(weight, signs).filter(pc.not_equal(signs, zero))
         else:
-            rows = rows.append_column(weight, pa.array([sign] * rows.num_rows, pa.int64()))
+            rows = rows.append_column(weight, repeat_int64(sign, rows.num_rows))
         try:
             out.append(
                 pa.table(
@@ -240,7 +247,7 @@ def change_rows(
             )
         except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError):
             return None
-    return pa.concat_tables(out) if out else schema.empty_table()
+    return pa.concat_tables(out) if out else empty_table(schema)
 
 
 def parquet_columns(path: Location, columns: Sequence[str]) -> pa.Table | None:

@@ -15,6 +15,7 @@ import re
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, Final, Literal
 
+from mvsink.core.arrowvalues import table_from_rows
 from mvsink.incremental.statequeries import COUNT, decimal_average, decimal_type, nonnull_column, sum_column
 
 if TYPE_CHECKING:
@@ -222,6 +223,6 @@ def finalised_rows(facts: AggregateFacts, rows: list[dict[str, Any]]) -> pa.Tabl
                     new[c] = avg
         out.append(new)
     try:
-        return pa.Table.from_pylist(out, schema=pa.schema([facts.schema.field(c) for c in facts.columns]))
+        return table_from_rows(out, pa.schema([facts.schema.field(c) for c in facts.columns]))
     except (pa.ArrowInvalid, pa.ArrowTypeError) as exc:
         return f"a finalised value does not fit the table's type ({exc})"

@@ -17,6 +17,7 @@ import functools
 from typing import TYPE_CHECKING, Any
 
 from mvsink.columns import DIFF, TIME
+from mvsink.core.arrowvalues import empty_table, repeat_int64
 from mvsink.incremental.aggfacts import AggregateFacts, finalised_rows
 from mvsink.incremental.aggplan import StatePlan, formattable
 from mvsink.incremental.statequeries import (
@@ -66,7 +67,7 @@ def merge_in_driver(
     cols = list(facts.columns)
     out_schema = facts.schema
     if not delta.num_rows:  # nothing changed (a global aggregate's one row included)
-        return out_schema.empty_table(), 0
+        return empty_table(out_schema), 0
     # the table's consolidated rows (updates before ``lower``) of the groups in ``delta``: the view's columns
     # (named as the query's) and ``_mv_diff``
     old = consolidated(table.updates_before(cols, lower=lower), keys=delta, key_columns=facts.keys)
@@ -80,7 +81,7 @@ def merge_in_driver(
     new_rows, n_keys = merged
     parts = [
         old.select(cols)
-        .append_column(TIME, pa.array([at] * old.num_rows, pa.int64()))
+        .append_column(TIME, repeat_int64(at, old.num_rows))
         .append_column(DIFF, pa.compute.negate(old.column(DIFF).cast(pa.int64())))
         .cast(out_schema)
     ]
@@ -93,8 +94,8 @@ def merge_in_driver(
             assert spark is not None and plan is not None
             new = _finalised_locally(spark, plan, new_rows, averages)
         parts.append(
-            new.append_column(TIME, pa.array([at] * new.num_rows, pa.int64()))
-            .append_column(DIFF, pa.array([1] * new.num_rows, pa.int64()))
+            new.append_column(TIME, repeat_int64(at, new.num_rows))
+            .append_column(DIFF, repeat_int64(1, new.num_rows))
             .cast(out_schema)
         )
     return pa.concat_tables(parts), n_keys

@@ -31,12 +31,12 @@ from mvsink.location import joinpath
 from mvsink.plan.joinkeys import Column, Edge
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
+    from collections.abc import Callable, Sequence
 
     import pyarrow as pa
     from pyspark.sql import DataFrame
 
-    from mvsink.core.batch import BatchDescription, SourceRead, WriteMode
+    from mvsink.core.batch import SourceRead, WriteMode
     from mvsink.core.table import ViewTable
     from mvsink.definitions.view import ViewDefinition
     from mvsink.incremental.aggplan import StatePlan
@@ -122,11 +122,11 @@ def term_key(names: tuple[str, ...] | list[str]) -> str:
     return "+".join(names)
 
 
-def facts_key(view: ViewDefinition, desc: BatchDescription, table: ViewTable) -> str | None:
-    """The key plan facts of ``view`` are kept under for the sources at ``desc``'s versions and the table as it is,
-    or None where a source is not a Delta table at a path (a view) or its log cannot be read here."""
+def facts_key(view: ViewDefinition, reads: Sequence[SourceRead], table: ViewTable) -> str | None:
+    """The key plan facts of ``view`` are kept under for the sources at the versions ``reads`` gives and the table
+    as it is, or None where a source is not a Delta table at a path (a view) or its log cannot be read here."""
     sources: list[list[Any]] = []
-    for s in desc.sources:
+    for s in reads:
         if s.kind != "path" or s.version < 0:
             return None
         schema = _delta_schema(s)
@@ -163,13 +163,13 @@ def facts_path(target: Where, key: str) -> Where:
     return joinpath(target, FOLDER, f"{key}.json")
 
 
-def recall(view: ViewDefinition, desc: BatchDescription, table: ViewTable) -> DriverFacts | str:
-    """The plan facts kept for ``view`` over the sources at ``desc``'s versions and ``table``, or why there are
-    none (none kept, older than ``MVSINK_PLAN_FACTS_MAX_AGE``, unreadable)."""
-    key = facts_key(view, desc, table)
+def recall(view: ViewDefinition, reads: Sequence[SourceRead], table: ViewTable) -> DriverFacts | str:
+    """The plan facts kept for ``view`` over the sources at the versions ``reads`` gives and ``table``, or why
+    there are none (none kept, older than ``MVSINK_PLAN_FACTS_MAX_AGE``, unreadable)."""
+    key = facts_key(view, reads, table)
     if key is None:
         return "a source is not a Delta table at a path"
-    return _recall(desc.target, key)
+    return _recall(table.path, key)
 
 
 def _recall(target: Where, key: str) -> DriverFacts | str:
@@ -230,7 +230,7 @@ def _keep(ci: ChangeInputs, table: ViewTable, derive: Callable[[str], DriverFact
 
     if not settings.spark_free() or not table.exists:
         return None
-    key = facts_key(ci.view, ci.desc, table)
+    key = facts_key(ci.view, ci.desc.sources, table)
     if key is None:
         return None
     try:

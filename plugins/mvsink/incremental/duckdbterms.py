@@ -11,7 +11,8 @@ TPC-H Q3/Q5), where DuckDB evaluates the same terms over the same files in ~0.2 
   needs no rounding, casts proven exact), and Spark runs in ANSI mode (an overflow fails in both engines),
 - every change set is plain Parquet the driver may read (:func:`mvsink.engines.duckdb.change_rows`), and every
   other source a plain snapshot (:func:`mvsink.spark.sources.plain_files`, its pruned read's files) of at most
-  :data:`MAX_TERM_BYTES` per term,
+  :data:`MAX_SCAN_BYTES` per term where DuckDB scans the files itself (local files; it reads only the columns
+  the term needs, as it streams), :data:`MAX_TERM_BYTES` where pyarrow reads them into memory (object stores),
 
 each term's signed input query (the view's dialect, transpiled by sqlglot) runs in DuckDB over Arrow tables of
 exactly the rows Spark's term would read (decimals widened to DECIMAL(38, s):
@@ -33,7 +34,9 @@ from mvsink.spark.connectplan import has_plan
 
 __all__ = [
     "DRIVER_SCAN_FACTOR",
+    "MAX_SCAN_BYTES",
     "MAX_TERM_BYTES",
+    "MAX_TERM_CHANGE_BYTES",
     "TermInputs",
     "as_view_rows",
     "delta_in_driver",
@@ -57,7 +60,11 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-MAX_TERM_BYTES: Final = 256 * 1024 * 1024  # files one term reads in the driver, at most
+MAX_TERM_BYTES: Final = 256 * 1024 * 1024  # files one term reads into the driver's memory (pyarrow), at most
+MAX_SCAN_BYTES: Final = 4 * 1024 * 1024 * 1024  # files one term's DuckDB scans read (only the columns used), at most
+# A change set's files read into the driver's memory for the terms, at most (their rows are inputs only: the terms'
+# output is Δ per group or the linear view's change, which the modes bound themselves)
+MAX_TERM_CHANGE_BYTES: Final = 64 * 1024 * 1024
 # Terms that read more than the full diff (the scan guard's ratio) are still taken where they run in DuckDB and
 # read at most this multiple of it: DuckDB scans and joins Parquet several times faster than Spark's full
 # diff on the same cores (TPC-H SF 1, scattered changes: docs/benchmarks.md).
@@ -260,7 +267,9 @@ def run_terms(
     changes: dict[str, pa.Table] = {}
     for s in changed:
         sch = pa.schema([schemas[s.name].field(c) for c in wanted[s.name]] + [pa.field(SIGN, pa.int64())])
-        rows = change_rows(sets[s.name], [(c, c) for c in wanted[s.name]], sch, weight=SIGN)
+        rows = change_rows(
+            sets[s.name], [(c, c) for c in wanted[s.name]], sch, weight=SIGN, max_bytes=MAX_TERM_CHANGE_BYTES
+        )
         if rows is None:
             return f"the change of {s.name!r} could not be read in the driver"
         changes[s.name] = rows
@@ -272,15 +281,14 @@ def run_terms(
             return f"the term's SQL does not translate to DuckDB exactly ({exc})"
         reads = {r.source: r for r in pruned.get(t.key, [])}
         tables: dict[str, pa.Table | str] = {s.name: changes[s.name] for s in t.changes}
-        budget = MAX_TERM_BYTES
+        budget = {"scan": MAX_SCAN_BYTES, "memory": MAX_TERM_BYTES}
         for o in desc.sources:
             if o.name in tables:
                 continue
             got = _snapshot(o, t.version(o, base), reads.get(o.name), wanted[o.name], schemas[o.name], budget)
             if isinstance(got, str):
                 return got
-            tables[o.name], used = got
-            budget -= used
+            tables[o.name] = got[0]
         out = _run(duckdb_cursor(), sql, tables)
         if isinstance(out, str):
             return out
@@ -309,13 +317,15 @@ def _snapshot(
     read: PrunedRead | None,
     columns: Sequence[str],
     schema: pa.Schema,
-    budget: int,
-) -> tuple[pa.Table | str, int] | str:
-    """Source ``o`` at ``version`` as the term reads it (its pruned read's files), ``columns`` only, with the bytes
-    of its files: DuckDB's read of the files (a subquery, :func:`mvsink.engines.duckdb.parquet_relation`) where
-    that is exact, else an Arrow table read with pyarrow; or why neither."""
+    budget: dict[str, int],
+) -> tuple[pa.Table | str] | str:
+    """Source ``o`` at ``version`` as the term reads it (its pruned read's files), ``columns`` only: DuckDB's read
+    of the files (a subquery, :func:`mvsink.engines.duckdb.parquet_relation`) where that is exact, else an Arrow
+    table read with pyarrow, in a 1-tuple; or why neither (a string). The files' bytes are taken from ``budget`` (``scan``: DuckDB's reads,
+    ``memory``: pyarrow's), which they must fit."""
     import pyarrow as pa
 
+    from mvsink.core.arrowvalues import empty_table
     from mvsink.engines.arrow import parquet_columns
     from mvsink.engines.duckdb import parquet_relation
     from mvsink.spark.sources import plain_files
@@ -331,7 +341,7 @@ def _snapshot(
         if len(files) != len(keep):  # the pruned read's files must be found among the snapshot's, every one
             return f"source {o.name!r}: its pruned read's files are not the snapshot's"
     size = sum(f.size for f in files)
-    if size > budget:
+    if size > max(budget.values()):
         return f"source {o.name!r}: {size} bytes of files, over the driver's budget"
     if any(name in columns for f in files for name, _ in f.partition_values):
         return f"source {o.name!r}: a partition column"
@@ -339,9 +349,13 @@ def _snapshot(
 
     sch = pa.schema([schema.field(c) for c in columns])
     rel = parquet_relation([f.path for f in files], [(c, c) for c in columns], sch)
+    kind = "scan" if rel is not None else "memory"
+    if size > budget[kind]:
+        return f"source {o.name!r}: {size} bytes of files, over the driver's budget"
+    budget[kind] -= size
     if rel is not None:  # DuckDB scans the files itself (its threads; the term's filters pushed into the scan)
         record(o.name, bytes_read=size, files=len(files))
-        return rel, size
+        return (rel,)
     parts = []
     for f in files:
         rows = parquet_columns(f.path, list(columns))
@@ -352,7 +366,7 @@ def _snapshot(
         except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError):
             return f"source {o.name!r}: a value that does not cast exactly"
     record(o.name, bytes_read=size, files=len(files))  # (the refresh's report of what it read, as Spark's terms do)
-    return (pa.concat_tables(parts) if parts else sch.empty_table()), size
+    return (pa.concat_tables(parts) if parts else empty_table(sch),)
 
 
 def _duckdb_sql(spark_sql: str) -> str:

@@ -499,13 +499,12 @@ def _stamped(net: pa.Table, columns: list[str], *, at: int, schema: StructType) 
 def stamped(net: pa.Table, columns: list[str], *, at: int, schema: pa.Schema) -> pa.Table:
     """Consolidated change rows (``columns`` and ``_mv_diff``) as corrections stamped ``at``, in the table's Arrow
     ``schema``."""
-    import pyarrow as pa
-
     from mvsink.columns import DIFF, TIME
+    from mvsink.core.arrowvalues import repeat_int64
 
     return (
         net.select(columns)
-        .append_column(TIME, pa.array([at] * net.num_rows, pa.int64()))
+        .append_column(TIME, repeat_int64(at, net.num_rows))
         .append_column(DIFF, net.column(DIFF))
         .cast(schema)
     )

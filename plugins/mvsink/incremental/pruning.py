@@ -24,6 +24,7 @@ from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from mvsink import settings
+from mvsink.core.arrowvalues import array_of, scalar_of
 from mvsink.core.deltalog import ChangeFile, FileStats, absolute_path, active_bytes, file_statistics
 from mvsink.plan.joinkeys import Edge, join_edges
 
@@ -227,17 +228,17 @@ def _within(column: Any, keys: KeyRanges) -> Any:
     import pyarrow.compute as pc
 
     if keys.empty:
-        return pa.array([False] * len(column), type=pa.bool_())
+        return array_of([False] * len(column), pa.bool_())
     if keys.values is not None:
-        return pc.is_in(column, value_set=pa.array(list(keys.values), type=column.type))
+        return pc.is_in(column, value_set=array_of(list(keys.values), column.type))
     masks = [
         pc.and_(
-            pc.greater_equal(column, pa.scalar(lo, type=column.type)),
-            pc.less_equal(column, pa.scalar(hi, type=column.type)),
+            pc.greater_equal(column, scalar_of(lo, column.type)),
+            pc.less_equal(column, scalar_of(hi, column.type)),
         )
         for lo, hi in keys.ranges
     ]
-    return pc.fill_null(functools.reduce(pc.or_, masks), False)
+    return pc.fill_null(functools.reduce(pc.or_, masks), scalar_of(False, pa.bool_()))
 
 
 def _collect_keys(df: DataFrame, columns: list[str]) -> dict[str, list[Any]] | None:

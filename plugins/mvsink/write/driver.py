@@ -27,6 +27,8 @@ from mvsink.core.schema import encode_schema
 from mvsink.core.table import ViewTable
 
 if TYPE_CHECKING:
+    from collections.abc import Sequence
+
     import pyarrow as pa
 
     from mvsink.core.batch import SourceRead
@@ -73,7 +75,7 @@ def _write(view: ViewDefinition, desc: BatchDescription, t0: float) -> WriteRepo
         return "the batch is stale"
     if ERROR in table.column_names:
         return "the view's table keeps check results"
-    facts = recall(view, desc, table)
+    facts = recall(view, desc.sources, table)
     if isinstance(facts, str):
         return facts
     if tuple(c for c in table.column_names if c not in (TIME, DIFF)) != facts.columns:
@@ -120,19 +122,55 @@ def _table_schema(facts: DriverFacts) -> pa.Schema:
     return facts.schema
 
 
-def _refused(view: ViewDefinition, desc: BatchDescription) -> str | None:
-    """Why this refresh cannot run without Spark, judged on the view and the batch alone, or None."""
+def view_refusal(view: ViewDefinition, sources: Sequence[SourceRead]) -> str | None:
+    """Why no refresh of ``view`` over ``sources`` runs without Spark, judged on the definition and the settings
+    alone, or None."""
+    if not settings.spark_free():
+        return "refreshes without Spark are off (MVSINK_SPARK_FREE)"
     if view.checks:
         return "the view has checks (Spark counts them)"
     if not view.incremental:
         return "incremental: false in the view file"
     if not settings.incremental_driver_terms():
         return "the change terms in the driver are off (MVSINK_INCREMENTAL_DRIVER_TERMS)"
-    if desc.base_versions is None:
-        return "no earlier refresh of this definition to start from"
-    if any(s.kind != "path" for s in desc.sources):
+    if any(s.kind != "path" for s in sources):
         return "a source is a view"
     return None
+
+
+def _refused(view: ViewDefinition, desc: BatchDescription) -> str | None:
+    """Why this refresh cannot run without Spark, judged on the view and the batch alone, or None."""
+    why = view_refusal(view, desc.sources)
+    if why:
+        return why
+    if desc.base_versions is None:
+        return "no earlier refresh of this definition to start from"
+    return None
+
+
+def spark_free_outlook(view: ViewDefinition, sources: Sequence[SourceRead], table: ViewTable) -> str:
+    """Whether the view's next small refresh over ``sources`` (as they are now) can run without Spark, in words
+    (for ``mvsink explain``): the plan facts kept for it, or why not."""
+    from mvsink.incremental.driverfacts import recall
+
+    why = view_refusal(view, sources)
+    if why is None and not table.exists:
+        why = "the view has no table yet"
+    if why is None:
+        facts = recall(view, sources, table)
+        if isinstance(facts, str):
+            why = (
+                f"{facts}; an incremental refresh on Spark whose change terms run in the driver keeps them"
+                if facts.startswith("no plan facts")
+                else facts
+            )
+        else:
+            age = max(0.0, time.time() - facts.made_at / 1000)
+            return (
+                f"yes: a small change of a source is refreshed without Spark (plan facts of mode {facts.mode} "
+                f"kept {age:.0f} s ago; the guards on the change still apply)"
+            )
+    return f"no: {why}"
 
 
 def _corrections(

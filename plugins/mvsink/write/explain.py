@@ -29,6 +29,7 @@ from mvsink.plan.splits import aggregate_split
 from mvsink.spark.conf import apply_storage_conf
 from mvsink.spark.sources import read_source
 from mvsink.spark.validation import analyse
+from mvsink.write.driver import spark_free_outlook
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -86,6 +87,8 @@ class ExplainReport:
     state_reason: str | None  # why the view keeps no aggregate state
     group_keys: tuple[str, ...]  # the keys of its top aggregate, DISTINCT or window (the affected-groups split)
     sources: tuple[SourceExplain, ...]
+    # can its next small refresh run without Spark ("yes: ..." or "no: why"; write/driver.py)
+    without_spark: str = ""
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -103,6 +106,8 @@ class ExplainReport:
             lines.append(f"  no aggregate state: {self.state_reason or 'none kept'}")
         if self.group_keys:
             lines.append(f"  groups by: {', '.join(self.group_keys)}")
+        if self.without_spark:
+            lines.append(f"  without Spark: {self.without_spark}")
         for s in self.sources:
             what = "view" if s.kind == "view" else "table"
             lines.append(f"  a change of `{s.source}` ({what}) → {s.label}")
@@ -141,6 +146,7 @@ def explain_view(view: ViewDefinition, *, catalog: Catalog, spark: SparkSession)
         state_reason=no_state,
         group_keys=_group_keys(plan),
         sources=sources,
+        without_spark=spark_free_outlook(view, reads, table),
     )
 
 
