@@ -139,12 +139,16 @@ def test_min_max_needs_the_groups_setting_and_says_so(spark, catalog, monkeypatc
     assert "half the view's rows" in str(r.sources[0].guard)
 
 
-def test_window_and_distinct_refresh_by_affected_groups(spark, catalog, monkeypatch):
+def test_a_window_refreshes_by_affected_groups_and_a_distinct_from_its_row_counts(spark, catalog, monkeypatch):
     monkeypatch.setenv(GROUPS, "true")
-    for name, keys in (("window", ("status",)), ("distinct", ("status",))):
-        r = _explain(spark, catalog, name)
-        assert _modes(r) == {"orders": "incremental:groups"}, (name, r)
-        assert r.group_keys == keys and r.sources[0].label == "affected groups"
+    r = _explain(spark, catalog, "window")
+    assert _modes(r) == {"orders": "incremental:groups"}, r
+    assert r.group_keys == ("status",) and r.sources[0].label == "affected groups"
+    for groups in ("true", "false"):  # a DISTINCT keeps each row's count of input rows: the aggregate state
+        monkeypatch.setenv(GROUPS, groups)
+        r = _explain(spark, catalog, "distinct")
+        assert _modes(r) == {"orders": "incremental:aggregate"}, r
+        assert r.state_columns == ("_mv_agg_count",) and r.group_keys == ("status",), r
 
 
 def test_top_k_needs_a_declared_key(spark, catalog, monkeypatch):

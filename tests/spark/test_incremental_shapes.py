@@ -1,5 +1,6 @@
-"""View shapes refreshed incrementally: HAVING, DISTINCT, UNION and per-group top-k by affected groups
-(mode incremental:groups), ORDER BY ... LIMIT (mode incremental:topk).
+"""View shapes refreshed incrementally: HAVING, UNION and per-group top-k by affected groups (mode
+incremental:groups), a DISTINCT of columns from its row counts (incremental:aggregate), ORDER BY ... LIMIT (mode
+incremental:topk).
 
 After every refresh: contents == the DuckDB oracle == the same view refreshed with ``incremental: false``
 (compared exactly), and every refresh after the first took the view's incremental mode.
@@ -29,7 +30,7 @@ from tests.support.viewfiles import parse, view_text, write_view
 
 pytestmark = pytest.mark.spark
 
-GROUPS, TOPK = "incremental:groups", "incremental:topk"
+GROUPS, TOPK, AGGREGATE = "incremental:groups", "incremental:topk", "incremental:aggregate"
 # name: (query, declared key, mode). NULL placement is spelled out: DuckDB's defaults differ from Spark's.
 SHAPES: dict[str, tuple[str, list[str], str]] = {
     # HAVING over small groups of a join (it crosses its threshold both ways; a customer changing region
@@ -42,7 +43,8 @@ SHAPES: dict[str, tuple[str, list[str], str]] = {
         [],
         GROUPS,
     ),
-    "distinct": ("SELECT DISTINCT c.region, o.status FROM orders o JOIN customers c ON o.cust = c.id", [], GROUPS),
+    # DISTINCT of columns: each row's count of input rows is its aggregate state
+    "distinct": ("SELECT DISTINCT c.region, o.status FROM orders o JOIN customers c ON o.cust = c.id", [], AGGREGATE),
     # UNION = DISTINCT over a bag union; a row can come from either side
     "union": (
         "SELECT status AS s, cust AS k FROM orders WHERE qty > 1 UNION SELECT seg, id FROM customers",
@@ -103,7 +105,7 @@ def plan_views(spark):
     spark.createDataFrame([(1, "eu", "x")], "id int, region string, seg string").createOrReplaceTempView("customers")
 
 
-@pytest.mark.parametrize("name", [n for n, (_, _, mode) in SHAPES.items() if mode == GROUPS])
+@pytest.mark.parametrize("name", [n for n, (_, _, mode) in SHAPES.items() if mode == GROUPS or n == "distinct"])
 def test_groups_split_finds_the_keys(spark, plan_views, name):
     q = SHAPES[name][0]
     split = groups_reason(plan_tree(spark, q), ["orders", "customers"] if "customers" in q else ["orders"])

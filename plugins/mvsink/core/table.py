@@ -422,7 +422,11 @@ class ViewTable:
                 [got.column(f.name).cast(f.type) if f.name in have else pa.nulls(n, f.type) for f in schema],
                 schema=schema,
             )
-            parts.append(got.filter(pc.less(got.column(TIME), scalar_of(lower, pa.int64()))).select(wanted))
+            times = got.column(TIME)
+            latest = pc.max(times).as_py()
+            if latest is not None and latest >= lower:  # (usually every update is before lower: no copy)
+                got = got.filter(pc.less(times, scalar_of(lower, pa.int64())))
+            parts.append(got.select(wanted))
         rows = pa.concat_tables(parts) if parts else empty_table(pa.schema([schema.field(c) for c in wanted]))
         return rows.rename_columns([*(columns or []), DIFF])
 

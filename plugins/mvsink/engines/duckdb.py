@@ -21,6 +21,8 @@ if TYPE_CHECKING:
     import duckdb
     import pyarrow as pa
 
+    from mvsink.core.table import ViewTable
+
 _DUCKDB: duckdb.DuckDBPyConnection | None = None
 
 
@@ -119,6 +121,55 @@ def _duckdb(rows: pa.Table, keys: pa.Table | None, key_columns: Sequence[str], *
         return con.sql(sql).to_arrow_table()
     finally:
         con.close()
+
+
+def consolidated_updates(
+    table: ViewTable, columns: Sequence[str], *, lower: int, keys: pa.Table, key_columns: Sequence[str]
+) -> pa.Table:
+    """``consolidated(table.updates_before(columns, lower=lower), keys=keys, key_columns=key_columns)``: the table's
+    consolidated rows (before ``lower``) whose ``key_columns`` match a row of ``keys``. Over local files DuckDB scans
+    them itself, decoding the other columns of matching rows only (a large view's table holds many more groups than
+    a small change touches); else, or where its types would differ from pyarrow's read, as written above."""
+    import pyarrow as pa
+
+    from mvsink.columns import ERROR, TIME
+
+    names = [c for c in table.column_names if c not in (TIME, DIFF, ERROR)]
+    want = table.arrow_schema()
+    plain = pa.schema(
+        [pa.field(c, _plain(want.field(n).type)) for c, n in zip(columns, names, strict=True)]
+        + [pa.field(DIFF, pa.int64())]
+    )
+    uris = table.file_uris()
+    if uris and all(u.is_local and "'" not in u.key for u in uris) and key_columns:
+        dq = duckdb_identifier
+        select = ", ".join(f"{dq(n)} AS {dq(c)}" for c, n in zip(columns, names, strict=True))
+        files = "[" + ", ".join(f"'{u.key}'" for u in uris) + "]"
+        match = " AND ".join(f"r.{dq(k)} IS NOT DISTINCT FROM d.{dq(k)}" for k in key_columns)
+        cols = "".join(f"r.{dq(c)}, " for c in columns)
+        sql = (
+            f"SELECT {cols}sum(r.{dq(DIFF)})::BIGINT AS {dq(DIFF)} FROM (SELECT {select}, {dq(DIFF)} "
+            f"FROM read_parquet({files}, union_by_name = true) WHERE {dq(TIME)} < {int(lower)}) r "
+            f"WHERE EXISTS (SELECT 1 FROM keys d WHERE {match}) GROUP BY ALL HAVING sum(r.{dq(DIFF)}) <> 0"
+        )
+        con = duckdb_cursor()
+        try:
+            con.register("keys", keys.select(list(key_columns)))
+            got = con.sql(sql).to_arrow_table()
+        finally:
+            con.close()
+        try:
+            if [f.name for f in got.schema] == plain.names:
+                return got.cast(plain, safe=True)
+        except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+            pass
+    return consolidated(table.updates_before(columns, lower=lower), keys=keys, key_columns=key_columns)
+
+
+def _plain(t: pa.DataType) -> pa.DataType:
+    import pyarrow as pa
+
+    return pa.string() if t == pa.string_view() else pa.binary() if t == pa.binary_view() else t
 
 
 def parquet_relation(paths: Sequence[Location], columns: Sequence[tuple[str, str]], schema: pa.Schema) -> str | None:

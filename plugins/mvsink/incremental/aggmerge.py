@@ -62,7 +62,7 @@ def merge_in_driver(
     """
     import pyarrow as pa
 
-    from mvsink.engines.duckdb import consolidated
+    from mvsink.engines.duckdb import consolidated_updates
 
     cols = list(facts.columns)
     out_schema = facts.schema
@@ -70,7 +70,7 @@ def merge_in_driver(
         return empty_table(out_schema), 0
     # the table's consolidated rows (updates before ``lower``) of the groups in ``delta``: the view's columns
     # (named as the query's) and ``_mv_diff``
-    old = consolidated(table.updates_before(cols, lower=lower), keys=delta, key_columns=facts.keys)
+    old = consolidated_updates(table, cols, lower=lower, keys=delta, key_columns=facts.keys)
     averages: dict[int, tuple[str, decimal.Decimal] | None] = {}
     if facts.finalise is None:
         assert spark is not None and plan is not None

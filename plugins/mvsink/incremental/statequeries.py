@@ -84,6 +84,7 @@ def state_queries(query: str) -> StateQueries | str:
         return f"the query could not be classified ({str(exc).splitlines()[0]})"
     if not isinstance(tree, exp.Select):
         return f"the query's top is a {type(tree).__name__}, not one SELECT ... GROUP BY"
+    tree = _distinct_as_group_by(tree)
     for part in ("having", "distinct", "limit", "offset", "qualify", "windows", "laterals"):
         if tree.args.get(part):
             return f"the query has {part.upper()} at its top"
@@ -138,6 +139,26 @@ def state_queries(query: str) -> StateQueries | str:
         state_query=state.sql(dialect="spark"),
         finalise=tuple(finalise),
     )
+
+
+def _distinct_as_group_by(tree: Any) -> Any:
+    """``SELECT DISTINCT cols FROM ...`` (no GROUP BY, no aggregate, not DISTINCT ON) as ``SELECT cols FROM ... GROUP
+    BY cols``: the same rows (Spark itself plans a DISTINCT as that aggregate), whose state is each row's count of
+    input rows; any other tree as it is."""
+    from sqlglot import exp
+
+    distinct = tree.args.get("distinct")
+    if (
+        not isinstance(distinct, exp.Distinct)
+        or distinct.args.get("on")
+        or tree.args.get("group")
+        or any(it.find(exp.AggFunc) for it in tree.expressions)
+    ):
+        return tree
+    out = tree.copy()
+    out.set("distinct", None)
+    out.set("group", exp.Group(expressions=[it.unalias().copy() for it in out.expressions]))
+    return out
 
 
 def _group_keys(tree: Any, items: list[Any]) -> tuple[set[int], list[str]] | str:
