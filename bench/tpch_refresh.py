@@ -139,9 +139,12 @@ def generate(root: Path, sf: float, t0: int, *, cdf: bool, file_mb: float = 32) 
     tables = ("lineitem", "orders", "customer", "supplier", "nation", "region")
     if not all((raw / f"{t}.parquet").exists() for t in tables):
         raw.mkdir(parents=True, exist_ok=True)
+        tool = Path(sys.executable).parent / "tpchgen-cli"
+        if not tool.exists():
+            raise SystemExit(f"no {tool}: pip install tpchgen-cli==4.0.0 (the make bench targets install it)")
         subprocess.run(
             [
-                str(Path(sys.executable).parent / "tpchgen-cli"),
+                str(tool),
                 "parquet",
                 "-s",
                 str(sf),
