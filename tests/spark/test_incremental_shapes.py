@@ -1,6 +1,6 @@
 """View shapes refreshed incrementally: HAVING, UNION and per-group top-k by affected groups (mode
-incremental:groups), a DISTINCT of columns from its row counts (incremental:aggregate), ORDER BY ... LIMIT (mode
-incremental:topk).
+incremental:groups), a DISTINCT of columns from its row counts (incremental:aggregate), a source read twice in a
+UNION ALL (incremental, and under an aggregate incremental:aggregate), ORDER BY ... LIMIT (mode incremental:topk).
 
 After every refresh: contents == the DuckDB oracle == the same view refreshed with ``incremental: false``
 (compared exactly), and every refresh after the first took the view's incremental mode.
@@ -45,6 +45,20 @@ SHAPES: dict[str, tuple[str, list[str], str]] = {
     ),
     # DISTINCT of columns: each row's count of input rows is its aggregate state
     "distinct": ("SELECT DISTINCT c.region, o.status FROM orders o JOIN customers c ON o.cust = c.id", [], AGGREGATE),
+    # one source read in two branches of a UNION ALL (a change term replaces both reads), as rows and aggregated
+    "union_all": (
+        "SELECT id, status, qty FROM orders WHERE qty > 2 "
+        "UNION ALL SELECT o.id, c.region, o.qty FROM orders o JOIN customers c ON o.cust = c.id",
+        [],
+        "incremental",
+    ),
+    "union_all_agg": (
+        "SELECT s, count(*) AS n, sum(q) AS t, count(q) AS nq FROM (SELECT status AS s, qty AS q FROM orders "
+        "UNION ALL SELECT c.region AS s, o.qty AS q FROM orders o JOIN customers c ON o.cust = c.id WHERE o.qty > 1) "
+        "GROUP BY s",
+        [],
+        AGGREGATE,
+    ),
     # UNION = DISTINCT over a bag union; a row can come from either side
     "union": (
         "SELECT status AS s, cust AS k FROM orders WHERE qty > 1 UNION SELECT seg, id FROM customers",

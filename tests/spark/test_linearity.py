@@ -53,7 +53,7 @@ def test_linear_plans(spark, plan_views, query, source):
         ("SELECT DISTINCT status FROM orders", "orders", "Distinct"),
         (INC_LEFT, "customers", "right side of a LeftOuter join"),
         ("SELECT o.id FROM orders o FULL JOIN customers c ON o.cust = c.id", "orders", "FullOuter"),
-        ("SELECT a.id FROM orders a JOIN orders b ON a.cust = b.cust", "orders", "read 2 times"),
+        ("SELECT a.id FROM orders a JOIN orders b ON a.cust = b.cust", "orders", "two reads meet in a Join"),
         ("SELECT id FROM orders WHERE cust IN (SELECT id FROM customers)", "customers", "subquery"),
         ("SELECT id, row_number() OVER (ORDER BY id) AS r FROM orders", "orders", "Window"),
         ("SELECT id FROM orders ORDER BY id LIMIT 3", "orders", "Limit"),

@@ -24,6 +24,10 @@ INNER = "SELECT o.id, o.amount, c.region FROM orders o JOIN customers c ON o.cus
 LEFT = "SELECT o.id, c.region FROM orders o LEFT JOIN customers c ON o.cust = c.cust"
 RIGHT = "SELECT o.id, c.region FROM orders o RIGHT JOIN customers c ON o.cust = c.cust"
 UNION_ALL = "SELECT status AS s FROM orders UNION ALL SELECT region AS s FROM customers"
+TWICE_UNION = (  # orders read twice: its reads meet only in the UNION ALL
+    "SELECT id, status AS s FROM orders WHERE amount > 1 "
+    "UNION ALL SELECT o.id, c.region AS s FROM orders o JOIN customers c ON o.cust = c.cust"
+)
 UNION = "SELECT status AS s FROM orders UNION SELECT region AS s FROM customers"
 CTE_ONCE = "WITH big AS (SELECT * FROM orders WHERE amount > 1) SELECT id FROM big"
 CTE_CHAIN = "WITH big AS (SELECT * FROM orders WHERE amount > 1), b2 AS (SELECT id FROM big) SELECT id FROM b2"
@@ -86,6 +90,11 @@ def _all_ways(spark, query: str, source: str) -> list[str | None]:
         ("SELECT /*+ REPARTITION(3, cust) */ * FROM orders DISTRIBUTE BY id SORT BY id", ORD),
         ("SELECT o.id, p.amount FROM orders o JOIN porders p ON o.id = p.id", "porders"),
         ("SELECT id FROM Orders WHERE CASE WHEN amount > 1 THEN true ELSE coalesce(status, 'x') = 'A' END", ORD),
+        # a source read in several branches of a UNION ALL: every row comes from one read
+        ("SELECT id FROM orders UNION ALL SELECT id FROM orders", ORD),
+        (TWICE_UNION, ORD),
+        (TWICE_UNION, CUS),
+        (f"SELECT a.id FROM ({TWICE_UNION}) a JOIN orders b ON a.id = b.id", CUS),
     ],
 )
 def test_linear(spark, views, query, source):
@@ -116,7 +125,7 @@ def test_linear(spark, views, query, source):
         (CTE_TWICE, ORD, "a CTE over 'orders' is read 2 times"),
         (CTE_CHAIN + " UNION ALL SELECT id FROM big", ORD, "a CTE over 'orders' is read 2 times"),
         ("SELECT a.id FROM orders a JOIN orders b ON a.cust = b.cust", ORD, "source 'orders' is read 2 times"),
-        ("SELECT id FROM orders UNION ALL SELECT id FROM orders", ORD, "read 2 times"),
+        (f"SELECT a.id FROM ({TWICE_UNION}) a JOIN orders b ON a.id = b.id", ORD, "two reads meet in a Join"),
         ("SELECT id FROM orders", CUS, "source 'customers' is not read"),
         # nondeterministic, or changing between evaluations
         ("SELECT id, rand() AS r FROM orders", ORD, "not deterministic or depends on the time or session (Rand)"),

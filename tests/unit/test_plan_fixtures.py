@@ -306,7 +306,16 @@ def test_nondeterministic_udf_and_spark_verdict():
 
 def test_reads_and_ctes():
     twice = PlanNode("Union", (project(view("orders")), project(view("orders"))))
-    assert nonlinear_reason(twice, "orders") == "source 'orders' is read 2 times"
+    assert nonlinear_reason(twice, "orders") is None  # reads that meet only in a UNION ALL
+    self_join = PlanNode("Join", (project(view("orders")), project(view("orders"))), attrs={"join_type": "Inner"})
+    assert nonlinear_reason(project(self_join), "orders") == (
+        "source 'orders' is read 2 times, and two reads meet in a Join"
+    )
+    both = PlanNode("Union", (project(view("orders")), project(self_join)))
+    assert "is read 3 times, and two reads meet in a Join" in (nonlinear_reason(both, "orders") or "")
+    ctes = PlanNode("CTERelationDef", (project(view("orders")),), attrs={"cte_id": "8"})
+    in_cte = PlanNode("WithCTE", (ctes, PlanNode("Union", (project(view("orders")), project(view("customers"))))))
+    assert nonlinear_reason(in_cte, "orders") == "source 'orders' is read 2 times, through a CTE"
     assert nonlinear_reason(project(view("orders")), "customers") == "source 'customers' is not read"
     cte = PlanNode("CTERelationDef", (project(view("orders")),), attrs={"cte_id": "7"})
 

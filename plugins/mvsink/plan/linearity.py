@@ -16,7 +16,9 @@ The analysis (``nonlinear_reason(tree, source)``; the source is the temp view ``
        a user-defined function (its determinism is only a promise) -> not linear;
        a nondeterministic expression, including ones that depend on the clock, the session or the
        Spark version (rand, uuid, current_timestamp, current_user, version, aes_encrypt ...) -> not linear.
-    2. The source must be read exactly once (a temp view matched by name, case-insensitively).
+    2. The source must be read (a temp view matched by name, case-insensitively); once, or several times where
+       every two reads meet only in a Union (UNION ALL: each row of the query comes from one read, and a change
+       term replaces every read at once), none through a CTE; reads meeting in a join (a self-join) are not linear.
     3. From that read up to the root, each operator must be linear in the input the path comes from:
        Project, Filter, SubqueryAlias, View, Union (bag union; UNION DISTINCT is a Distinct above it),
        Generate, Sort, Repartition, RepartitionByExpression, RebalancePartitions, ResolvedHint,
@@ -77,9 +79,30 @@ def nonlinear_reason(tree: PlanNode, source: str) -> str | None:
             refs.setdefault(str(node.attrs.get("cte_id")), []).append(node)
     want = source.casefold()
     hits = [n for n in tree.walk() if n.name == "View" and str(n.attrs.get("view") or "").casefold() == want]
-    if len(hits) != 1:
-        return f"source {source!r} is read {len(hits)} times" if hits else f"source {source!r} is not read"
-    node = hits[0]
+    if not hits:
+        return f"source {source!r} is not read"
+    if len(hits) > 1:
+        why = _reads_reason(hits, parents, source)
+        if why:
+            return why
+    for node in hits:
+        why = _path_reason(node, tree, parents, refs, source)
+        if why:
+            return why
+    for n in tree.walk():
+        if n.name in UNSTABLE_OPERATORS:
+            return f"{with_article(n.name)} may return different rows each time it is evaluated"
+    return None
+
+
+def _path_reason(
+    node: PlanNode,
+    tree: PlanNode,
+    parents: dict[int, tuple[PlanNode, int]],
+    refs: dict[str, list[PlanNode]],
+    source: str,
+) -> str | None:
+    """Why the path from read ``node`` of ``source`` up to the root is not linear (rule 3 of the module docstring)."""
     while id(node) in parents:
         parent, index = parents[id(node)]
         if parent.name == CTE_DEF:  # continue from the one place the CTE is used
@@ -94,9 +117,27 @@ def nonlinear_reason(tree: PlanNode, source: str) -> str | None:
         node = parent
     if node is not tree:  # a subquery plan's root: cannot happen once subqueries are refused
         return f"{source!r} is read somewhere this check cannot follow"
-    for n in tree.walk():
-        if n.name in UNSTABLE_OPERATORS:
-            return f"{with_article(n.name)} may return different rows each time it is evaluated"
+    return None
+
+
+def _reads_reason(hits: list[PlanNode], parents: dict[int, tuple[PlanNode, int]], source: str) -> str | None:
+    """Why a source read several times is not linear: its reads must meet only in a bag union (``UNION ALL``), so
+    that every row of the query comes from one read (the change terms replace every read at once: Q(A + ΔA) =
+    Q(A) + Q(ΔA)); reads meeting in a join (a self-join) or read through a CTE are not linear."""
+    paths: list[list[PlanNode]] = []
+    for node in hits:
+        path = [node]
+        while id(path[-1]) in parents:
+            path.append(parents[id(path[-1])][0])
+        if any(n.name in (CTE_DEF, CTE_REF) for n in path):
+            return f"source {source!r} is read {len(hits)} times, through a CTE"
+        paths.append(path)
+    for i, a in enumerate(paths):
+        on_a = {id(n) for n in a}
+        for b in paths[i + 1 :]:
+            meet = next(n for n in b if id(n) in on_a)  # (both paths end at the root)
+            if meet.name != "Union":
+                return f"source {source!r} is read {len(hits)} times, and two reads meet in {with_article(meet.name)}"
     return None
 
 
