@@ -10,8 +10,8 @@ TPC-H at ``--sf`` (bench/tpch_refresh.py's ``generate``: tpchgen-cli's Parquet, 
 ``<root>/sf<SF>/raw``, written as Delta sources with Change Data Feed into a fresh work folder
 ``<root>/connect-sf<SF>``, so the cache stays as it is). One Spark Connect server (local[2], 6 GB driver) is
 started once. The views are q1, q3, q5 and wide of bench/tpch_refresh.py plus TPC-H Q10 and Q18 without their
-ORDER BY ... LIMIT (aggregates) (``--views distinct``: a DISTINCT over orders and lineitem, not in the default
-run), in view files with the product's default settings (no MVSINK_INCREMENTAL_* guard set). Each view is refreshed once (not measured); then ``--warmup`` rounds (measured, dropped) and
+ORDER BY ... LIMIT (aggregates) (``--views distinct``: a DISTINCT over orders and lineitem; ``--views union``:
+orders read twice in a UNION ALL; neither in the default run), in view files with the product's default settings (no MVSINK_INCREMENTAL_* guard set). Each view is refreshed once (not measured); then ``--warmup`` rounds (measured, dropped) and
 ``--repeat`` rounds: each commits one change of the stream (bench/streams.py; rf: ``--pairs`` RF1 + RF2
 pairs) with delta-rs, then for each view, each in a new process:
 
@@ -84,6 +84,16 @@ GROUP BY c_name, c_custkey, o_orderkey, o_orderdate, o_totalprice""",
         """SELECT DISTINCT o_orderpriority, o_orderstatus, l_shipmode, l_returnflag
 FROM orders JOIN lineitem ON l_orderkey = o_orderkey""",
         ["orders", "lineitem"],
+        [],
+    ),
+    # orders read twice, in two branches of a UNION ALL (linear: refreshed from the change; not in the default run)
+    "union": (
+        """SELECT o_orderkey, o_custkey, o_totalprice, o_orderpriority AS tag FROM orders
+WHERE o_orderpriority = '1-URGENT'
+UNION ALL
+SELECT o_orderkey, c_custkey, o_totalprice, c_mktsegment AS tag FROM orders JOIN customer ON c_custkey = o_custkey
+WHERE c_mktsegment = 'BUILDING'""",
+        ["orders", "customer"],
         [],
     ),
 }
