@@ -395,19 +395,14 @@ class ViewTable:
 
         from mvsink.columns import DIFF, ERROR, TIME
         from mvsink.core.arrowvalues import empty_table, scalar_of
+        from mvsink.core.schema import plain_type
 
         names = [c for c in self.column_names if c not in (TIME, DIFF, ERROR)] if columns is not None else []
         # Each active file read on its own (not delta-rs's to_pyarrow_dataset, whose fragments wrongly drop a
         # filtered column's rows when the add action has no stats for it, as ours have none for strings; nor a
         # pyarrow dataset, whose module imports pandas: 0.2 s of a small refresh's process).
         schema = pa.schema(
-            [
-                f.with_type(
-                    pa.string() if f.type == pa.string_view() else pa.binary() if f.type == pa.binary_view() else f.type
-                )
-                for f in self.arrow_schema()
-                if f.name in (*names, DIFF, TIME)
-            ]
+            [f.with_type(plain_type(f.type)) for f in self.arrow_schema() if f.name in (*names, DIFF, TIME)]
         )  # delta-rs may give view types, which pyarrow's filters cannot compare with plain values
         wanted = [*names, DIFF]
         parts = []

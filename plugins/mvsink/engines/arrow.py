@@ -270,9 +270,8 @@ def without_view_types(table: pa.Table) -> pa.Table:
     pyarrow kernel takes (``take`` and ``filter`` have no view kernels)."""
     import pyarrow as pa
 
-    def plain(t: pa.DataType) -> pa.DataType:
-        return pa.string() if t == pa.string_view() else pa.binary() if t == pa.binary_view() else t
+    from mvsink.core.schema import plain_type
 
-    if not any(plain(f.type) != f.type for f in table.schema):
+    if not any(plain_type(f.type) != f.type for f in table.schema):
         return table
-    return table.cast(pa.schema([f.with_type(plain(f.type)) for f in table.schema]))
+    return table.cast(pa.schema([f.with_type(plain_type(f.type)) for f in table.schema]))

@@ -109,8 +109,7 @@ def _duckdb(rows: pa.Table, keys: pa.Table | None, key_columns: Sequence[str], *
         semi = ""
         if keys is not None and key_columns:
             con.register("keys", keys.select(list(key_columns)))
-            match = " AND ".join(f"r.{dq(k)} IS NOT DISTINCT FROM d.{dq(k)}" for k in key_columns)
-            semi = f"WHERE EXISTS (SELECT 1 FROM keys d WHERE {match})"
+            semi = _matching_keys(key_columns)
         if not consolidate:
             return con.sql(f"SELECT r.* FROM rows r {semi}").to_arrow_table()
         cols = "".join(f"r.{dq(c)}, " for c in rows.column_names if c != DIFF)
@@ -123,6 +122,13 @@ def _duckdb(rows: pa.Table, keys: pa.Table | None, key_columns: Sequence[str], *
         con.close()
 
 
+def _matching_keys(key_columns: Sequence[str]) -> str:
+    """The WHERE clause keeping the rows ``r`` whose ``key_columns`` match, NULLs included, a row of the registered
+    table ``keys``."""
+    match = " AND ".join(f"r.{duckdb_identifier(k)} IS NOT DISTINCT FROM d.{duckdb_identifier(k)}" for k in key_columns)
+    return f"WHERE EXISTS (SELECT 1 FROM keys d WHERE {match})"
+
+
 def consolidated_updates(
     table: ViewTable, columns: Sequence[str], *, lower: int, keys: pa.Table, key_columns: Sequence[str]
 ) -> pa.Table:
@@ -133,11 +139,12 @@ def consolidated_updates(
     import pyarrow as pa
 
     from mvsink.columns import ERROR, TIME
+    from mvsink.core.schema import plain_type
 
     names = [c for c in table.column_names if c not in (TIME, DIFF, ERROR)]
     want = table.arrow_schema()
     plain = pa.schema(
-        [pa.field(c, _plain(want.field(n).type)) for c, n in zip(columns, names, strict=True)]
+        [pa.field(c, plain_type(want.field(n).type)) for c, n in zip(columns, names, strict=True)]
         + [pa.field(DIFF, pa.int64())]
     )
     uris = table.file_uris()
@@ -145,12 +152,11 @@ def consolidated_updates(
         dq = duckdb_identifier
         select = ", ".join(f"{dq(n)} AS {dq(c)}" for c, n in zip(columns, names, strict=True))
         files = "[" + ", ".join(f"'{u.key}'" for u in uris) + "]"
-        match = " AND ".join(f"r.{dq(k)} IS NOT DISTINCT FROM d.{dq(k)}" for k in key_columns)
         cols = "".join(f"r.{dq(c)}, " for c in columns)
         sql = (
             f"SELECT {cols}sum(r.{dq(DIFF)})::BIGINT AS {dq(DIFF)} FROM (SELECT {select}, {dq(DIFF)} "
             f"FROM read_parquet({files}, union_by_name = true) WHERE {dq(TIME)} < {int(lower)}) r "
-            f"WHERE EXISTS (SELECT 1 FROM keys d WHERE {match}) GROUP BY ALL HAVING sum(r.{dq(DIFF)}) <> 0"
+            f"{_matching_keys(key_columns)} GROUP BY ALL HAVING sum(r.{dq(DIFF)}) <> 0"
         )
         con = duckdb_cursor()
         try:
@@ -164,12 +170,6 @@ def consolidated_updates(
         except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
             pass
     return consolidated(table.updates_before(columns, lower=lower), keys=keys, key_columns=key_columns)
-
-
-def _plain(t: pa.DataType) -> pa.DataType:
-    import pyarrow as pa
-
-    return pa.string() if t == pa.string_view() else pa.binary() if t == pa.binary_view() else t
 
 
 def parquet_relation(paths: Sequence[Location], columns: Sequence[tuple[str, str]], schema: pa.Schema) -> str | None:

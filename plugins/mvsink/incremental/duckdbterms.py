@@ -321,8 +321,8 @@ def _snapshot(
 ) -> tuple[pa.Table | str] | str:
     """Source ``o`` at ``version`` as the term reads it (its pruned read's files), ``columns`` only: DuckDB's read
     of the files (a subquery, :func:`mvsink.engines.duckdb.parquet_relation`) where that is exact, else an Arrow
-    table read with pyarrow, in a 1-tuple; or why neither (a string). The files' bytes are taken from ``budget`` (``scan``: DuckDB's reads,
-    ``memory``: pyarrow's), which they must fit."""
+    table read with pyarrow, in a 1-tuple; or why neither (a string). The files' bytes are taken from ``budget``
+    (``scan``: DuckDB's reads, ``memory``: pyarrow's), which they must fit."""
     import pyarrow as pa
 
     from mvsink.core.arrowvalues import empty_table
