@@ -8,6 +8,7 @@ pyspark and needs no Spark Connect server."""
 from __future__ import annotations
 
 import json
+import logging
 import os
 import random
 import subprocess
@@ -21,6 +22,7 @@ from deltalake import write_deltalake
 from mvsink.columns import DIFF, TIME
 from mvsink.core.table import ViewTable
 from mvsink.definitions.catalog import Catalog
+from mvsink.incremental import duckdbterms
 from mvsink.incremental.driverfacts import FOLDER
 from mvsink.readers.arrow import read_view
 from mvsink.write.explain import explain_view
@@ -110,9 +112,11 @@ def _check(catalog: Catalog, paths: dict[str, str], name: str, t: int) -> None:
     assert WITHOUT not in _reason(twin), name
 
 
-def test_small_aggregate_refreshes_run_without_spark_once_facts_are_kept(spark, env, monkeypatch):
+def test_small_aggregate_refreshes_run_without_spark_once_facts_are_kept(spark, env, monkeypatch, caplog):
     data, views = env
     monkeypatch.setenv("MVSINK_INCREMENTAL_PRUNE_MIN_BYTES", "0")  # the test's tables are small
+    monkeypatch.setattr(duckdbterms, "SHARE_MIN_BYTES", 0)  # (and customer, which two terms read, is read once)
+    caplog.set_level(logging.INFO, logger="mvsink.incremental")
     monkeypatch.setenv("MVSINK_INCREMENTAL_MAX_FRACTION", "0.9")
     rng = random.Random(23)
     catalog, paths = _lake(data, views, rng)
@@ -133,7 +137,10 @@ def test_small_aggregate_refreshes_run_without_spark_once_facts_are_kept(spark, 
             next_key, oldest = next_key + 6, oldest + 4
         t += HOUR
         for name, (_, _, spark_free) in VIEWS.items():
+            caplog.clear()
             res, twin = _refresh_both(spark, catalog, name, t, monkeypatch)
+            shared = "2 terms read customer once" in caplog.text
+            assert shared is (step != 3 and name in ("join", "linear")), (name, step, caplog.text)  # (3: one term)
             mode = "incremental" if name == "linear" else "incremental:aggregate"
             assert res.mode == twin.mode == mode, (name, step, res.reason, twin.reason)
             said = _reason(catalog.get(name))

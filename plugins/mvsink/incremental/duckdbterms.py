@@ -23,9 +23,11 @@ an error included (an overflow, a value that does not cast): None, and Spark com
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import logging
-from collections.abc import Callable, Sequence
+import uuid
+from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any, Final
 
 from mvsink.engines.duckdbsql import Untranslatable, duckdb_schema, duckdb_sql, unsupported
@@ -55,7 +57,9 @@ if TYPE_CHECKING:
     from mvsink.core.deltalog import ChangeSet
     from mvsink.incremental.aggfacts import AggregateFacts
     from mvsink.incremental.pruning import PrunedRead
-    from mvsink.incremental.telescope import ChangeTerms
+    from mvsink.incremental.telescope import ChangeTerms, Term
+    from mvsink.location import Location
+    from mvsink.plan.joinkeys import Edge
     from mvsink.plan.tree import PlanNode
 
 log = logging.getLogger(__name__)
@@ -65,6 +69,9 @@ MAX_SCAN_BYTES: Final = 4 * 1024 * 1024 * 1024  # files one term's DuckDB scans 
 # A change set's files read into the driver's memory for the terms, at most (their rows are inputs only: the terms'
 # output is Δ per group or the linear view's change, which the modes bound themselves)
 MAX_TERM_CHANGE_BYTES: Final = 64 * 1024 * 1024
+# A source's files that two terms or more scan are scanned once, filtered by their join keys, from this size
+# (:func:`_shared_reads`; below it a second scan costs less than the filtering query)
+SHARE_MIN_BYTES: Final = 16 * 1024 * 1024
 # Terms that read more than the full diff (the scan guard's ratio) are still taken where they run in DuckDB and
 # read at most this multiple of it: DuckDB scans and joins Parquet several times faster than Spark's full
 # diff on the same cores (TPC-H SF 1, scattered changes: docs/benchmarks.md).
@@ -229,20 +236,24 @@ def _term_rows(
             raise Untranslatable("a term's sign could not be carried")
         return _duckdb_sql(spark_sql)
 
-    return run_terms(TermInputs(desc, ct.base, ct.changed, sets, schemas), sql, pruned)
+    from mvsink.plan.joinkeys import join_edges
+
+    return run_terms(TermInputs(desc, ct.base, ct.changed, sets, schemas, tuple(join_edges(tree))), sql, pruned)
 
 
 @dataclasses.dataclass(frozen=True)
 class TermInputs:
     """What DuckDB's change terms read: the batch's sources and versions (``desc``), the versions of the last
     refresh (``base``), the changed sources, their plain change sets (``sets``) and the Arrow schema each source is
-    read as (:func:`~mvsink.engines.duckdbsql.duckdb_schema`: only the columns the query names)."""
+    read as (:func:`~mvsink.engines.duckdbsql.duckdb_schema`: only the columns the query names), and the query's
+    join edges, which let terms that scan the same large files scan them once (:func:`_shared_reads`)."""
 
     desc: BatchDescription
     base: dict[str, int]
     changed: list[SourceRead]
     sets: dict[str, ChangeSet]
     schemas: dict[str, pa.Schema]
+    edges: tuple[Edge, ...] = ()  # the query's join edges (:func:`~mvsink.plan.joinkeys.join_edges`): shared reads
 
 
 def run_terms(
@@ -273,7 +284,8 @@ def run_terms(
         if rows is None:
             return f"the change of {s.name!r} could not be read in the driver"
         changes[s.name] = rows
-    terms: list[pa.Table] = []
+    planned: list[tuple[Term, str, dict[str, pa.Table | str]]] = []
+    scans: dict[str, _Scan] = {}  # each DuckDB scan of a source's files (by its subquery)
     for t in change_terms(changed, base):
         try:
             sql = duckdb_sql(tuple(s.name for s in t.changes))
@@ -285,22 +297,210 @@ def run_terms(
         for o in desc.sources:
             if o.name in tables:
                 continue
-            got = _snapshot(o, t.version(o, base), reads.get(o.name), wanted[o.name], schemas[o.name], budget)
+            version = t.version(o, base)
+            got = _snapshot(o, version, reads.get(o.name), wanted[o.name], schemas[o.name], budget)
             if isinstance(got, str):
                 return got
             tables[o.name] = got[0]
-        out = _run(duckdb_cursor(), sql, tables)
-        if isinstance(out, str):
-            return out
-        if t.coefficient < 0:
-            import pyarrow.compute as pc
-
-            i = out.schema.get_field_index(DIFF)
-            out = out.set_column(i, DIFF, pc.negate(out.column(DIFF)))
-        terms.append(out)
-    if not terms:
+            if isinstance(got[0], str):
+                scans[got[0]] = _Scan(o.name, version, got[1])
+        planned.append((t, sql, tables))
+    if not planned:
         return "no change term"
+    users = [(tables, {c.name for c in t.changes}) for t, _, tables in planned]
+    with _shared_reads(users, scans, ti.edges, schemas) as shared:
+        terms: list[pa.Table] = []
+        for t, sql, tables in planned:
+            out = _run(
+                duckdb_cursor(), sql, {n: shared.get(v, v) if isinstance(v, str) else v for n, v in tables.items()}
+            )
+            if isinstance(out, str):
+                return out
+            if t.coefficient < 0:
+                import pyarrow.compute as pc
+
+                i = out.schema.get_field_index(DIFF)
+                out = out.set_column(i, DIFF, pc.negate(out.column(DIFF)))
+            terms.append(out)
     return pa.concat_tables(terms, promote_options="permissive")
+
+
+# Types whose equality is the same in Spark and DuckDB (a shared read filters by IN over the keys' values)
+_SHARE_KEY_TYPES: Final = ("int8", "int16", "int32", "int64", "string", "large_string", "date32[day]")
+
+
+@dataclasses.dataclass(frozen=True)
+class _KeyRead:
+    """One term's keys for a shared read: ``column`` of the term's source ``source``, that source's rows reduced
+    to those whose ``reduce`` columns are among the keys of the term's change sets (``(column, change set,
+    its column)``, each an edge of the plan)."""
+
+    source: str
+    column: str
+    reduce: tuple[tuple[str, str, str], ...]
+
+
+@dataclasses.dataclass(frozen=True)
+class _Scan:
+    """A term's DuckDB scan of source ``source`` at ``version``: its files and their sizes."""
+
+    source: str
+    version: int
+    files: tuple[tuple[Location, int], ...]
+
+
+@contextlib.contextmanager
+def _shared_reads(
+    terms: list[tuple[dict[str, pa.Table | str], set[str]]],
+    scans: dict[str, _Scan],
+    edges: Sequence[Edge],
+    schemas: dict[str, pa.Schema],
+) -> Iterator[dict[str, str]]:
+    """Terms (each: its tables by source name and its changed sources) that scan files of the same source at the
+    same version (at least :data:`SHARE_MIN_BYTES` together) scan them once. DuckDB keeps the rows of their files
+    whose join key is among the keys of the source each term joins them with (an edge of the plan, as for a pruned
+    read: a row with another key contributes to no term, and a file no term reads holds none of the keys), that
+    source itself reduced by the term's change sets where an edge allows, in a table of the process's database,
+    which those terms read instead. Yields the replacements (subquery by subquery); the tables are dropped on exit.
+    TPC-H Q10 at SF 10 (1,500 orders changed): customer's 138 MB of names, addresses and comments are decoded once
+    rather than once per term."""
+    from mvsink.engines.duckdb import duckdb_cursor, duckdb_identifier, parquet_relation
+
+    q = duckdb_identifier
+    out: dict[str, str] = {}
+    made: list[str] = []
+    groups: dict[tuple[str, int], list[str]] = {}
+    for rel, scan in scans.items():
+        groups.setdefault((scan.source, scan.version), []).append(rel)
+    try:
+        for (name, _), rels in groups.items():
+            users = [u for u in terms if any(isinstance(v, str) and v in rels for v in u[0].values())]
+            files = dict(f for rel in rels for f in scans[rel].files)
+            size = sum(files.values())
+            if len(users) < 2 or size < SHARE_MIN_BYTES:
+                continue
+            keys = _share_keys(name, users, edges, schemas)
+            sch = schemas[name]
+            union = parquet_relation(list(files), [(c, c) for c in sch.names], sch)
+            if keys is None or union is None:
+                continue
+            column, reads = keys
+            table = f"_mv_shared_{uuid.uuid4().hex}"
+            con = duckdb_cursor()
+            try:
+                selects = []
+                for i, ((tables, _), kr) in enumerate(zip(users, reads, strict=True)):
+                    aliases: dict[str, str] = {}
+                    for src in {kr.source, *(c for _, c, _ in kr.reduce)}:
+                        aliases[src] = f"_mv_keys_{i}_{len(aliases)}"
+                        v = tables[src]
+                        if isinstance(v, str):
+                            con.execute(f"CREATE TEMP VIEW {q(aliases[src])} AS {v}")
+                        else:
+                            con.register(aliases[src], v)
+                    where = " AND ".join(
+                        f"{q(col)} IN (SELECT {q(ccol)} FROM {q(aliases[change])})" for col, change, ccol in kr.reduce
+                    )
+                    selects.append(
+                        f"SELECT {q(kr.column)} AS k FROM {q(aliases[kr.source])}"
+                        + (f" WHERE {where}" if where else "")
+                    )
+                con.execute(
+                    f"CREATE TABLE {q(table)} AS SELECT * FROM {union} AS s WHERE s.{q(column)} IN "
+                    f"(SELECT k FROM ({' UNION ALL '.join(selects)}))"
+                )
+                made.append(table)
+                rows = con.execute(f"SELECT count(*) FROM {q(table)}").fetchone()
+            except Exception as exc:  # noqa: BLE001 (the terms then scan the files each, as before)
+                log.info("terms read %s each: its shared read failed (%s)", name, str(exc).splitlines()[0])
+                continue
+            finally:
+                con.close()
+            log.info(
+                "%d terms read %s once: %s row(s) of %d file(s), %.1f MB, whose %s is among their keys",
+                len(users),
+                name,
+                rows[0] if rows else "?",
+                len(files),
+                size / 1e6,
+                column,
+            )
+            for rel in rels:
+                out[rel] = f"(SELECT * FROM {q(table)})"
+        yield out
+    finally:
+        if made:
+            con = duckdb_cursor()
+            try:
+                for table in made:
+                    con.execute(f"DROP TABLE IF EXISTS {q(table)}")
+            finally:
+                con.close()
+
+
+def _share_keys(
+    name: str,
+    users: list[tuple[dict[str, pa.Table | str], set[str]]],
+    edges: Sequence[Edge],
+    schemas: dict[str, pa.Schema],
+) -> tuple[str, list[_KeyRead]] | None:
+    """For source ``name`` read by the terms ``users``: a column of it and, for each term, the source (and column)
+    whose values that column must take, of the same type (an edge of the plan); or None."""
+    by_column = _edges_into(name, edges)
+    for column in sorted(by_column):
+        target = _key_field(schemas, name, column)
+        if target is None:
+            continue
+        reads = []
+        for tables, changed in users:
+            names = {n.casefold(): n for n in tables}
+            found = None
+            for e in by_column[column]:
+                src = names.get(e.keys.source.casefold())
+                f = None if src is None else _key_field(schemas, src, e.keys.name)
+                if src is not None and f is not None and f.type == target.type:
+                    found = _KeyRead(src, f.name, _reduced(src, names, changed, edges, schemas))
+                    break
+            if found is None:
+                break
+            reads.append(found)
+        else:
+            return target.name, reads
+    return None
+
+
+def _key_field(schemas: dict[str, pa.Schema], source: str, column: str) -> pa.Field | None:
+    """Source ``source``'s field ``column`` (any case) where its type is one of :data:`_SHARE_KEY_TYPES`."""
+    f = {f.name.casefold(): f for f in schemas[source]}.get(column.casefold())
+    return f if f is not None and str(f.type) in _SHARE_KEY_TYPES else None
+
+
+def _edges_into(target: str, edges: Sequence[Edge]) -> dict[str, list[Edge]]:
+    """The edges that filter source ``target`` by another source's keys, by the column they filter (casefolded)."""
+    by: dict[str, list[Edge]] = {}
+    for e in edges:
+        if e.target.source.casefold() == target.casefold() and e.keys.source.casefold() != target.casefold():
+            by.setdefault(e.target.name.casefold(), []).append(e)
+    return by
+
+
+def _reduced(
+    src: str, names: dict[str, str], changed: set[str], edges: Sequence[Edge], schemas: dict[str, pa.Schema]
+) -> tuple[tuple[str, str, str], ...]:
+    """The filters of a term's source ``src`` by its change sets' keys (:attr:`_KeyRead.reduce`): none for a change
+    set itself."""
+    if src in changed:
+        return ()
+    out = []
+    for es in _edges_into(src, edges).values():
+        for e in es:
+            change = names.get(e.keys.source.casefold())
+            if change not in changed:
+                continue
+            mine, theirs = _key_field(schemas, src, e.target.name), _key_field(schemas, change, e.keys.name)
+            if mine is not None and theirs is not None and mine.type == theirs.type:
+                out.append((mine.name, change, theirs.name))
+    return tuple(out)
 
 
 def _referenced(query: str) -> set[str]:
@@ -318,10 +518,11 @@ def _snapshot(
     columns: Sequence[str],
     schema: pa.Schema,
     budget: dict[str, int],
-) -> tuple[pa.Table | str] | str:
+) -> tuple[pa.Table | str, tuple[tuple[Location, int], ...]] | str:
     """Source ``o`` at ``version`` as the term reads it (its pruned read's files), ``columns`` only: DuckDB's read
     of the files (a subquery, :func:`mvsink.engines.duckdb.parquet_relation`) where that is exact, else an Arrow
-    table read with pyarrow, in a 1-tuple; or why neither (a string). The files' bytes are taken from ``budget``
+    table read with pyarrow, with the files DuckDB scans and their sizes (none for pyarrow's); or why neither (a
+    string). The files' bytes are taken from ``budget``
     (``scan``: DuckDB's reads, ``memory``: pyarrow's), which they must fit."""
     import pyarrow as pa
 
@@ -355,7 +556,7 @@ def _snapshot(
     budget[kind] -= size
     if rel is not None:  # DuckDB scans the files itself (its threads; the term's filters pushed into the scan)
         record(o.name, bytes_read=size, files=len(files))
-        return (rel,)
+        return rel, tuple((f.path, f.size) for f in files)
     parts = []
     for f in files:
         rows = parquet_columns(f.path, list(columns))
@@ -366,7 +567,7 @@ def _snapshot(
         except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError):
             return f"source {o.name!r}: a value that does not cast exactly"
     record(o.name, bytes_read=size, files=len(files))  # (the refresh's report of what it read, as Spark's terms do)
-    return (pa.concat_tables(parts) if parts else empty_table(sch),)
+    return (pa.concat_tables(parts) if parts else empty_table(sch)), ()
 
 
 def _duckdb_sql(spark_sql: str) -> str:

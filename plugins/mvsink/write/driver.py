@@ -213,7 +213,7 @@ def _corrections(
             raise Untranslatable("no DuckDB SQL kept for this change term")
         return got
 
-    din = run_terms(TermInputs(desc, base, changed, sets, facts.schemas), sql, pruned)
+    din = run_terms(TermInputs(desc, base, changed, sets, facts.schemas, facts.edges), sql, pruned)
     if isinstance(din, str):
         return din
     names = ", ".join(s.name for s in changed)
