@@ -145,6 +145,7 @@ def test_small_aggregate_refreshes_run_without_spark_once_facts_are_kept(spark, 
             assert res.mode == twin.mode == mode, (name, step, res.reason, twin.reason)
             said = _reason(catalog.get(name))
             assert "change terms evaluated in the driver" in said, (name, said)
+            assert res.mode_reason == said and res.to_dict()["mode_reason"] == said  # (the CLI's JSON says it too)
             # the first incremental refresh is Spark's, and keeps the facts; the next ones need no Spark
             assert (WITHOUT in said) is (spark_free and step > 0), (name, step, said)
             assert (data / "views" / name / FOLDER).exists() is spark_free, name

@@ -213,6 +213,7 @@ SUMMARY_FIRST = (
     "rows_retracted",
     "bytes",
     "mode",
+    "mode_reason",
     "version",
     "reason",
 )

@@ -46,6 +46,7 @@ class RefreshResult:
     files: int = 0
     version: int | None = None
     mode: str = ""  # how write computed the corrections: full, incremental ("" when write did not run)
+    mode_reason: str = ""  # why that mode (the commit info's mvsink.mode_reason; "" when write did not run)
     checks: dict[str, Any] = dataclasses.field(default_factory=dict)  # {check: {"action", "rows"}}: totals at R
     reason: str = ""
     batch_id: str | None = None
@@ -118,6 +119,7 @@ def append(view: ViewDefinition, desc: BatchDescription, report: WriteReport | N
             rows_added=report.rows_added if report else 0,
             rows_retracted=report.rows_retracted if report else 0,
             mode=report.mode if report else "unchanged",
+            mode_reason=report.mode_reason if report else "",
             reads=report.reads if report else {},
             checks=_checks_of(desc, report),
         )
@@ -295,6 +297,7 @@ def _appended(
         bytes=report.bytes if report else 0,
         files=len(report.files) if report else 0,
         mode=report.mode if report else "",
+        mode_reason=report.mode_reason if report else "",
         reads=report.reads if report else {},
         checks=_checks_of(desc, report),
         reason=note or ("no source changed: only the upper moved" if desc.empty else ""),
