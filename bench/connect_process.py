@@ -11,7 +11,8 @@ TPC-H at ``--sf`` (bench/tpch_refresh.py's ``generate``: tpchgen-cli's Parquet, 
 ``<root>/connect-sf<SF>``, so the cache stays as it is). One Spark Connect server (local[2], 6 GB driver) is
 started once. The views are q1, q3, q5 and wide of bench/tpch_refresh.py plus TPC-H Q10 and Q18 without their
 ORDER BY ... LIMIT (aggregates) (``--views distinct``: a DISTINCT over orders and lineitem; ``--views union``:
-orders read twice in a UNION ALL; neither in the default run), in view files with the product's default settings (no MVSINK_INCREMENTAL_* guard set). Each view is refreshed once (not measured); then ``--warmup`` rounds (measured, dropped) and
+orders read twice in a UNION ALL; ``--views countdistinct,having,minmax``: aggregates no hidden state serves; none in
+the default run), in view files with the product's default settings (no MVSINK_INCREMENTAL_* guard set, unless ``--setting MVSINK_X=VALUE`` sets one for every refresh process: the report says so). Each view is refreshed once (not measured); then ``--warmup`` rounds (measured, dropped) and
 ``--repeat`` rounds: each commits one change of the stream (bench/streams.py; rf: ``--pairs`` RF1 + RF2
 pairs) with delta-rs, then for each view, each in a new process:
 
@@ -94,6 +95,23 @@ UNION ALL
 SELECT o_orderkey, c_custkey, o_totalprice, c_mktsegment AS tag FROM orders JOIN customer ON c_custkey = o_custkey
 WHERE c_mktsegment = 'BUILDING'""",
         ["orders", "customer"],
+        [],
+    ),
+    # aggregates no hidden state serves (the affected groups, or the full diff; not in the default run)
+    "countdistinct": (
+        """SELECT o_custkey, count(DISTINCT o_orderpriority) AS priorities, count(*) AS n FROM orders GROUP BY o_custkey""",
+        ["orders"],
+        [],
+    ),
+    "having": (
+        """SELECT l_orderkey, sum(l_quantity) AS qty FROM lineitem GROUP BY l_orderkey HAVING sum(l_quantity) > 150""",
+        ["lineitem"],
+        [],
+    ),
+    "minmax": (
+        """SELECT o_custkey, min(o_orderdate) AS first_order, max(o_totalprice) AS largest, count(*) AS n
+FROM orders GROUP BY o_custkey""",
+        ["orders"],
         [],
     ),
 }
@@ -257,6 +275,7 @@ def measure(args: argparse.Namespace, date: dt.datetime) -> tuple[list[dict[str,
         "server_conf": SERVER_CONF,
         "date": f"{date:%Y-%m-%d %H:%M} UTC",
         "command": command("bench.connect_process"),
+        "settings": dict(s.partition("=")[::2] for s in args.setting),
         "machine": machine(),
         "versions": _versions(),
         "source_files_at_start": initial_files(work),
@@ -343,6 +362,12 @@ def by_view(rows: list[dict[str, Any]]) -> list[tuple[str, list[dict[str, Any]]]
 def report_lines(rows: list[dict[str, Any]], *, raw: str, meta: Mapping[str, Any]) -> list[str]:
     """The report's Markdown lines."""
     sf, stream = meta.get("sf", "?"), meta.get("stream", "rf")
+    chosen = dict(meta.get("settings") or {})
+    settings = (
+        "Settings of every refresh process: " + ", ".join(f"`{k}={v}`" for k, v in chosen.items()) + ". "
+        if chosen
+        else "View files with the product's default settings (no `MVSINK_INCREMENTAL_*` guard set). "
+    )
     lines = [
         f"# New process per refresh through Spark Connect (TPC-H SF{sf}, stream `{stream}`)",
         "",
@@ -360,9 +385,8 @@ def report_lines(rows: list[dict[str, Any]], *, raw: str, meta: Mapping[str, Any
         "is refreshed, overwritten, and refreshed again 10 minutes later with no source commit in between (the "
         f"no-change refresh). {meta.get('warmup', 0)} warm-up round(s) measured and dropped, then "
         f"{meta.get('repeat', 0)} round(s); medians (min–max; refresh ÷ overwrite: of each round's ratio). "
-        "View files with the product's default settings "
-        f"(no `MVSINK_INCREMENTAL_*` guard set). Whole run: {float(meta.get('minutes', 0)):.1f} min. "
-        f"Raw rows: {raw}.",
+        + settings
+        + f"Whole run: {float(meta.get('minutes', 0)):.1f} min. Raw rows: {raw}.",
         "",
         "| view | mode | refresh s | overwrite s | refresh ÷ overwrite | no-change refresh s (mode) |",
         "|---|---|---|---|---|---|",
@@ -439,6 +463,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--repeat", type=int, default=3, help="measured rounds (medians are reported)")
     ap.add_argument("--warmup", type=int, default=1, help="rounds measured first and dropped")
     ap.add_argument("--views", default=",".join(DEFAULT_VIEWS))
+    ap.add_argument(
+        "--setting",
+        action="append",
+        default=[],
+        metavar="MVSINK_X=VALUE",
+        help="an mvsink setting for every refresh process (e.g. MVSINK_INCREMENTAL_GROUPS=true; the report says so)",
+    )
     ap.add_argument("--file-mb", type=float, default=32, help="size of the sources' files (0: one file per table)")
     ap.add_argument("--root", default="/tmp/mvsink-bench")
     ap.add_argument("--port", type=int, default=0, help="the Connect server's port (default: a free one)")
@@ -458,6 +489,11 @@ def main(argv: list[str] | None = None) -> int:
     unknown = sorted(set(args.views.split(",")) - set(all_views()))
     if unknown:
         ap.error(f"unknown views {unknown}: of {', '.join(all_views())}")
+    for setting in args.setting:
+        key, sep, value = setting.partition("=")
+        if not sep or not key.startswith("MVSINK_"):
+            ap.error(f"--setting {setting!r}: expected MVSINK_NAME=VALUE")
+        os.environ[key] = value  # (the refresh processes inherit it)
     date = dt.datetime.now(dt.UTC)
     rows, meta = measure(args, date)
     out = Path(args.out or REPORTS / f"connect-sf{args.sf:g}-{args.stream}.md")

@@ -44,6 +44,7 @@ __all__ = [
     "delta_in_driver",
     "group_delta",
     "run_terms",
+    "signed_rows_in_driver",
     "terms_in_driver",
     "unsupported",
     "view_rows_in_driver",
@@ -142,19 +143,33 @@ def view_rows_in_driver(
     query, one per changed source) evaluated by DuckDB, as signed rows of the view's columns (Spark's types of
     ``desired``, the query analysed) and ``_mv_diff``, not consolidated; or None (Spark's terms; logged why).
     ``tree``: the query's plan, as the mode read it."""
+    rows = signed_rows_in_driver(ct, ct.view.query, pruned, tree=tree, analysed=desired)
+    if rows is None:
+        return None
+    got = _as_view_rows(rows, desired)
+    if isinstance(got, str):
+        log.info("view %s: change terms by Spark: %s", ct.view.name, got)
+        return None
+    return got
+
+
+def signed_rows_in_driver(
+    ct: ChangeTerms, query: str, pruned: dict[str, list[PrunedRead]], *, tree: PlanNode, analysed: DataFrame
+) -> pa.Table | None:
+    """The change terms of ``query`` (one SELECT block over the view's sources, e.g. an aggregate's input: its
+    :func:`~mvsink.incremental.telescope.signed_query`, one per changed source) evaluated by DuckDB: their signed
+    rows (DuckDB's types, ``_mv_diff``), not consolidated; or None (Spark's terms; logged why). ``tree``: the plan
+    of what ``query`` computes, as the caller read it; ``analysed``: the view's query, analysed."""
     from functools import partial
 
     from mvsink.columns import DIFF
     from mvsink.incremental.telescope import signed_query
 
     view = ct.view
-    got: pa.Table | str | None = _driver_refused(ct, desired)
+    got: pa.Table | str | None = _driver_refused(ct, analysed)
     if got is None:
         try:
-            rows = _term_rows(
-                ct, partial(signed_query, view.query, weight=DIFF), _referenced(view.query), pruned, tree=tree
-            )
-            got = rows if isinstance(rows, str) else _as_view_rows(rows, desired)
+            got = _term_rows(ct, partial(signed_query, query, weight=DIFF), _referenced(query), pruned, tree=tree)
         except PlanFormatError as exc:
             got = f"the plan could not be read ({exc})"
         except Exception:  # noqa: BLE001 (whatever went wrong here, Spark's terms give the answer)

@@ -217,17 +217,24 @@ def group_corrections(
     prepared = _guarded_changes(ci, table, desired=desired)
     if isinstance(prepared, str):
         return None, prepared
-    keys = _affected_keys(ci, split, key_columns, prepared=prepared, desired=desired)
-    if isinstance(keys, str):
-        return None, keys
-    recomputed = _recomputed(spark, desc, desired, table, table_df, keys, key_columns)
+    few = _driver_keys(ci, split, key_columns, prepared=prepared, desired=desired)
+    if few is not None:  # the keys from DuckDB's change terms: no Spark job for them
+        recomputed = _few_keys(
+            spark, desc, desired, table, table_df, _key_schema(desired, key_columns), few, key_columns
+        )
+    else:
+        keys = _affected_keys(ci, split, key_columns, prepared=prepared, desired=desired)
+        if isinstance(keys, str):
+            return None, keys
+        recomputed = _recomputed(spark, desc, desired, table, table_df, keys, key_columns)
     if isinstance(recomputed, str):
         return None, recomputed
     corr, n_keys, live = recomputed
     what = {"Aggregate": "group(s)", "Distinct": "distinct row(s)", "Window": "window partition(s)"}[split.kind]
+    how = " (found by the change terms evaluated in the driver)" if few is not None else ""
     return corr, (
         f"recomputed {n_keys} affected {what} of {live} row(s) (keys {', '.join(key_columns)}) "
-        f"from the changes of {', '.join(s.name for s in changed)}"
+        f"from the changes of {', '.join(s.name for s in changed)}{how}"
     )
 
 
@@ -267,7 +274,7 @@ def _recomputed(
             n_keys = keys.count()
             live = _live(table.updates_before(None, lower=desc.lower))
             return _too_many(n_keys, live) or (_by_spark(desired, table_df(), desc, keys, key_columns), n_keys, live)
-        return _few_keys(spark, desc, desired, table, table_df, keys, few, key_columns)
+        return _few_keys(spark, desc, desired, table, table_df, keys.schema, few, key_columns)
     except PySparkException as exc:  # e.g. an expression a filter kept from failing (ANSI): the full diff
         return f"the affected keys could not be computed: {first_paragraph(exc)}"
 
@@ -278,11 +285,12 @@ def _few_keys(
     desired: DataFrame,
     table: ViewTable,
     table_df: Callable[[], DataFrame],
-    keys: DataFrame,
+    key_schema: StructType,
     few: pa.Table,
     key_columns: list[str],
 ) -> Recomputed | str:
-    """:func:`_recomputed` for up to :data:`MAX_INLINE_KEYS` keys (``few``, collected): the table's rows read in
+    """:func:`_recomputed` for up to :data:`MAX_INLINE_KEYS` keys (``few``, collected, of Spark's types
+    ``key_schema``, columns ``_mv_key_<i>``): the table's rows read in
     the driver, the groups recomputed by Spark and collected, and diffed here (by Spark when Spark and the
     driver compare the keys differently, or when the groups are large)."""
     from mvsink.engines.arrow import row_corrections
@@ -297,7 +305,7 @@ def _few_keys(
     out_schema = arrow_table_schema(desired.schema)
     if not n_keys:
         return out_schema.empty_table(), 0, live
-    local = spark.createDataFrame(few, schema=_nullable(keys.schema))
+    local = spark.createDataFrame(few, schema=_nullable(key_schema))
     values = list(zip(*[c.to_pylist() for c in few.columns]))
     types = [desired.schema[c].dataType for c in key_columns]
     if not all(same_equality(t) for t in types):  # keys Spark and the driver compare differently
@@ -313,6 +321,118 @@ def _few_keys(
     want = matching(recomputed, exact, key_columns)
     persisted = consolidated(rows, keys=exact, key_columns=key_columns)
     return row_corrections(want, persisted, out_schema, at=desc.time), n_keys, live
+
+
+def _key_schema(desired: DataFrame, key_columns: list[str]) -> StructType:
+    """Spark's types of the view's key columns, named ``_mv_key_<i>``."""
+    from pyspark.sql import types as T
+
+    return T.StructType(
+        [T.StructField(_KEY.format(i), desired.schema[c].dataType, True) for i, c in enumerate(key_columns)]
+    )
+
+
+def _driver_keys(
+    ci: ChangeInputs,
+    split: AggregateSplit,
+    key_columns: list[str],
+    *,
+    prepared: dict[str, tuple[DataFrame, DataFrame]],
+    desired: DataFrame,
+) -> pa.Table | None:
+    """Step 1 without a Spark job, where DuckDB evaluates the change terms exactly as Spark does
+    (:func:`~mvsink.incremental.duckdbterms.signed_rows_in_driver`): the keys (columns ``_mv_key_<i>``, Spark's
+    types) of the groups of an aggregate whose rows of C the changes touch, at most :data:`MAX_INLINE_KEYS`; else
+    None (Spark's terms find them).
+
+    C is the query's FROM/WHERE giving each key and every column its aggregates (and HAVING, ORDER BY) read
+    (:func:`keys_query`); the terms' signed rows of C are summed per row, and the keys of the rows whose sum is not
+    zero are the affected ones. Exact: two rows of C equal in the keys and in every column an aggregate reads
+    count the same in every aggregate, so a pair of them that cancels (a copy-on-write rewrite's unchanged row)
+    changes no group."""
+    import pyarrow as pa
+
+    from mvsink.core.arrowvalues import repeat_int64
+    from mvsink.engines.duckdb import consolidated
+    from mvsink.incremental import duckdbterms
+    from mvsink.incremental.telescope import term_reads
+    from mvsink.plan.read import plan_tree
+    from mvsink.plan.tree import PlanFormatError
+    from mvsink.spark.sources import arrow_table_schema
+
+    if split.kind != "Aggregate":
+        return None
+    sql = keys_query(ci.view.query, key_columns)
+    if sql is None:
+        return None
+    try:  # (C's own plan: what DuckDB must evaluate as Spark does, the columns its aggregates read included)
+        tree = plan_tree(ci.spark, sql)
+    except PlanFormatError:
+        return None
+    ct = ci.terms(prepared)
+    rows = duckdbterms.signed_rows_in_driver(ct, sql, term_reads(ct), tree=tree, analysed=desired)
+    if rows is None:
+        return None
+    names = [_KEY.format(i) for i in range(len(key_columns))]
+    changed = consolidated(rows)
+    keys = consolidated(changed.select(names).append_column(DIFF, repeat_int64(1, changed.num_rows)))
+    if keys.num_rows > MAX_INLINE_KEYS:
+        return None
+    table_types = arrow_table_schema(_key_schema(desired, key_columns))  # (with the table's time and diff)
+    types = pa.schema([table_types.field(n) for n in names])
+    try:
+        return keys.select(names).cast(types)  # safe: a key that does not fit Spark's type fails here
+    except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError) as exc:
+        log.info("view %s: affected keys by Spark: a key does not cast to Spark's type (%s)", ci.view.name, exc)
+        return None
+
+
+def keys_query(query: str, key_columns: list[str]) -> str | None:
+    """The rows of an aggregate's input C as one SELECT: each of ``key_columns`` (the view's columns that are its
+    grouping keys) as ``_mv_key_<i>`` and every column the aggregates of its select list, HAVING and ORDER BY read
+    (their FILTER clauses too) as ``_mv_col_<j>``, over the query's FROM and WHERE; None where the query is not one
+    plain ``SELECT ... GROUP BY`` of columns (a CTE, a set operation, DISTINCT, a window, a subquery, grouping sets)."""
+    import sqlglot
+    from sqlglot import exp
+
+    try:
+        tree = sqlglot.parse_one(query, dialect="spark")
+    except sqlglot.errors.ParseError:
+        return None
+    if not isinstance(tree, exp.Select) or not tree.args.get("group") or not tree.args.get("from_"):
+        return None
+    if any(tree.args.get(k) for k in ("with_", "distinct", "windows", "qualify", "laterals", "limit", "offset")):
+        return None
+    if tree.find(exp.Window, exp.Subquery, exp.Exists, exp.Union) is not None:
+        return None
+    group = tree.args["group"]
+    if any(group.args.get(k) for k in ("rollup", "cube", "grouping_sets")):
+        return None
+    grouped = {g.sql(dialect="spark").lower() for g in group.expressions if isinstance(g, exp.Column)}
+    if len(grouped) != len(group.expressions):
+        return None
+    keys = []
+    for name in key_columns:
+        items = [it for it in tree.expressions if it.alias_or_name == name]
+        key = items[0].unalias() if len(items) == 1 else None
+        if not isinstance(key, exp.Column) or key.sql(dialect="spark").lower() not in grouped:
+            return None
+        keys.append(key.copy())
+    read: dict[str, exp.Column] = {}  # (outside an aggregate a column is a key, or an output column's alias)
+    for part in [*tree.expressions, tree.args.get("having"), tree.args.get("order")]:
+        for agg in part.find_all(exp.AggFunc, exp.Filter) if part is not None else ():
+            if isinstance(agg, exp.AggFunc) or isinstance(agg.this, exp.AggFunc):
+                for c in agg.find_all(exp.Column):
+                    read.setdefault(c.sql(dialect="spark").lower(), c)
+    inp = tree.copy()
+    for k in ("group", "having", "order"):
+        inp.set(k, None)
+    inp.set(
+        "expressions",
+        [exp.alias_(k, _KEY.format(i)) for i, k in enumerate(keys)]
+        + [exp.alias_(c.copy(), f"_mv_col_{j}") for j, c in enumerate(read.values())],
+    )
+    return inp.sql(dialect="spark")
 
 
 def _guarded_changes(

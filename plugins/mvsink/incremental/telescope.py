@@ -453,7 +453,7 @@ def signed_query(query: str, source: str | tuple[str, ...], *, weight: str = "_m
         return None
     if (
         not isinstance(tree, exp.Select)
-        or tree.args.get("with")
+        or tree.args.get("with_")  # (sqlglot's key of a WITH clause)
         or any(isinstance(e, exp.Star) for e in tree.expressions)
     ):
         return None
