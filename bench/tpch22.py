@@ -10,7 +10,7 @@ MB). Every view is refreshed once (the full diff), then ``--pairs`` RF1 + RF2 pa
 (bench/streams.py), and each view is refreshed again: the mode, why, its time, and the time of an overwrite
 (Spark computes the query and replaces a Delta table) are recorded, and the view is checked exact against
 DuckDB evaluating the same query over the same source snapshot (delta-rs's read, not Spark's).
-``MVSINK_INCREMENTAL_GROUPS`` is on for the run (affected groups and top-k), off by default in mvsink.
+``MVSINK_INCREMENTAL_GROUPS`` is on for the run (affected groups; mvsink's default since 2026-11-29).
 Writes a Markdown table and the raw rows (JSON) beside it.
 """
 

@@ -193,8 +193,8 @@ def views_dir() -> Path:
 
 def incremental_groups() -> bool:
     """``MVSINK_INCREMENTAL_GROUPS``: may aggregate, DISTINCT and window views refresh by recomputing their affected
-    groups (default false)?"""
-    return _flag(INCREMENTAL_GROUPS, False)
+    groups (default true)?"""
+    return _flag(INCREMENTAL_GROUPS, True)
 
 
 def incremental_topk() -> bool:

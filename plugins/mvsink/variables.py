@@ -109,10 +109,11 @@ PLAIN_READ_MAX_PARTITIONS = Setting(
 )
 INCREMENTAL_GROUPS = Setting(
     "MVSINK_INCREMENTAL_GROUPS",
-    "false",
-    "true (1, yes, on) lets an aggregate (HAVING too), DISTINCT, UNION or per-group top-k view over a linear "
-    "query refresh by recomputing only the groups its sources' changes touch (mode incremental:groups); off by "
-    "default: affected groups measured slower than the full diff at TPC-H SF 0.1 and 1 (docs/benchmarks.md)",
+    "true",
+    "false (0, no, off) makes an aggregate (HAVING too), DISTINCT, UNION or per-group top-k view over a linear "
+    "query that no other mode serves take the full diff, where by default it refreshes by recomputing only the "
+    "groups its sources' changes touch (mode incremental:groups; 0.36-0.73x an overwrite at TPC-H SF 1, "
+    "docs/benchmarks.md)",
 )
 INCREMENTAL_TOPK = Setting(
     "MVSINK_INCREMENTAL_TOPK",

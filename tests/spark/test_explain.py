@@ -125,6 +125,7 @@ def test_an_accumulable_aggregate_keeps_state_and_refreshes_from_it(spark, catal
 
 
 def test_min_max_needs_the_groups_setting_and_says_so(spark, catalog, monkeypatch):
+    monkeypatch.setenv(GROUPS, "false")  # (on by default)
     r = _explain(spark, catalog, "minmax")
     s = r.sources[0]
     assert s.mode == "full" and not r.state_columns and r.state_reason
@@ -175,7 +176,7 @@ def test_a_session_function_or_a_subquery_takes_the_full_diff_with_a_rewrite(spa
 
 
 def test_checks_keep_an_aggregate_from_its_state_and_groups(spark, catalog, monkeypatch):
-    s = _explain(spark, catalog, "checked").sources[0]  # affected groups are off, and would not apply either
+    s = _explain(spark, catalog, "checked").sources[0]  # (affected groups would not apply either)
     assert s.mode == "full" and any("move the view's checks" in f for f in s.fixes), s.fixes
     monkeypatch.setenv(GROUPS, "true")
     r = _explain(spark, catalog, "checked")

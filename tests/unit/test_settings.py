@@ -30,7 +30,7 @@ CASES = {
         ("s3://lake/", "az://c/views", "/srv/shared"),
         ["lake", "s3://lake,relative/dir"],
     ),
-    "MVSINK_INCREMENTAL_GROUPS": (settings.incremental_groups, False, "true", True, ["maybe", "2"]),
+    "MVSINK_INCREMENTAL_GROUPS": (settings.incremental_groups, True, "off", False, ["maybe", "2"]),
     "MVSINK_INCREMENTAL_TOPK": (settings.incremental_topk, True, "off", False, ["maybe", "2"]),
     "MVSINK_INCREMENTAL_DRIVER_TERMS": (settings.incremental_driver_terms, True, "off", False, ["maybe", "2"]),
     "MVSINK_INCREMENTAL_AGGREGATE": (settings.incremental_aggregate, True, "false", False, ["maybe", "2"]),
