@@ -60,7 +60,8 @@ STATEFUL = {
 @pytest.mark.parametrize(
     "query,why",
     [
-        ("SELECT status, max(qty) AS m FROM orders GROUP BY status", "MAX(...)"),
+        ("SELECT status, stddev(qty) AS m FROM orders GROUP BY status", "STDDEV(...)"),
+        ("SELECT status, max(DISTINCT qty) AS m FROM orders GROUP BY status", "MAX(...)"),
         ("SELECT status, count(DISTINCT cust) AS k FROM orders GROUP BY status", "COUNT(DISTINCT"),
         ("SELECT status, count(*) AS n FROM orders GROUP BY status HAVING count(*) > 1", "HAVING"),
         ("SELECT DISTINCT status, count(*) AS n FROM orders GROUP BY status", "DISTINCT"),

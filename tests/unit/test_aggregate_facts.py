@@ -9,7 +9,7 @@ import pyarrow as pa
 import pytest
 
 from mvsink.incremental.aggfacts import AggregateFacts, finalised_rows, python_finalise, sum_arrow_type
-from mvsink.incremental.driverfacts import DriverFacts, term_key
+from mvsink.incremental.driverfacts import FORMAT, DriverFacts, term_key
 from mvsink.incremental.statequeries import state_queries
 from mvsink.plan.joinkeys import Column, Edge
 
@@ -148,4 +148,4 @@ def test_the_facts_file_round_trips():
     back = DriverFacts.from_json(facts.to_json())
     assert back == facts
     with pytest.raises(ValueError, match="format"):
-        DriverFacts.from_json(facts.to_json().replace('"format": 1', '"format": 0'))
+        DriverFacts.from_json(facts.to_json().replace(f'"format": {FORMAT}', '"format": 0'))
