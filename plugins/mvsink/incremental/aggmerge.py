@@ -269,7 +269,7 @@ def merge_extreme(
 def exhausted_reason(groups: dict[str, int]) -> str:
     """The refusal when the change deleted the kept MIN/MAX of some groups (``groups``: how many, per kind)."""
     what = " and ".join(f"the {kind.upper()} of {n} affected group(s)" for kind, n in sorted(groups.items()) if n)
-    return f"{what} was deleted: their new extreme is not in the state (the groups are recomputed)"
+    return f"every row holding {what} was deleted: the new extreme is not in the state (the groups are recomputed)"
 
 
 def _average(
