@@ -364,10 +364,10 @@ def _facts_rows(rng: random.Random, start: int, n: int, groups: list[str | None]
     return pa.Table.from_pylist(rows, schema=FACTS)
 
 
-def _facts_change(rng: random.Random, path: str, next_id: list[int], t: int) -> str:
-    """One change of the facts table at ``t``: what was done."""
+def _facts_change(rng: random.Random, path: str, next_id: list[int], t: int, op: str | None = None) -> str:
+    """One change of the facts table at ``t`` (``op``, else a random one): what was done."""
     rows = DeltaTable(path).to_pyarrow_table().to_pylist()
-    op = rng.choice(["insert", "delete_one", "delete_all", "update", "nulls", "kill", "revive", "insert"])
+    op = op or rng.choice(["insert", "delete_one", "delete_all", "update", "nulls", "kill", "revive", "insert"])
     col = rng.choice(list(EXTREMES))
     held = [r for r in rows if r[col] is not None]
     if op in ("delete_one", "delete_all") and held:
@@ -453,9 +453,10 @@ def test_min_max_from_state_match_oracle_and_full_diff(spark, env, monkeypatch, 
     ops: list[str] = []
     for step in range(6):
         if last is not None:
-            for _ in range(rng.randint(1, 2)):
+            for k in range(rng.randint(1, 2)):
                 t += rng.randint(1, 10) * 60_000
-                ops.append(_facts_change(rng, path, next_id, t))
+                forced = "delete_all" if step == 3 and k == 0 else None  # (some group's extreme goes)
+                ops.append(_facts_change(rng, path, next_id, t, forced))
             t += HOUR
         for name, q in MINMAX.items():
             exact = []
