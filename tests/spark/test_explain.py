@@ -27,6 +27,7 @@ SHAPES = {
     "left": INC_LEFT,
     "agg": "SELECT status, count(*) AS n, sum(qty) AS q, avg(qty) AS a FROM orders GROUP BY status",
     "minmax": "SELECT status AS st, min(qty) AS lo, max(qty) AS hi FROM orders GROUP BY status",
+    "cdistinct": "SELECT status AS st, count(DISTINCT qty) AS k, max(qty) AS hi FROM orders GROUP BY status",
     "topk": "SELECT id, status, qty FROM orders ORDER BY qty DESC NULLS LAST, id LIMIT 3",
     "window": (
         "SELECT id, status, qty, rn FROM (SELECT id, status, qty, row_number() OVER "
@@ -124,9 +125,15 @@ def test_an_accumulable_aggregate_keeps_state_and_refreshes_from_it(spark, catal
     assert (linear.mode, linear.applies, linear.kind) == ("incremental", False, "shape")
 
 
-def test_min_max_needs_the_groups_setting_and_says_so(spark, catalog, monkeypatch):
-    monkeypatch.setenv(GROUPS, "false")  # (on by default)
+def test_min_max_refresh_from_the_aggregate_state(spark, catalog):
     r = _explain(spark, catalog, "minmax")
+    assert _modes(r) == {"orders": "incremental:aggregate"}, r
+    assert {"_mv_agg_min0", "_mv_agg_minc0", "_mv_agg_max0", "_mv_agg_maxc0"} <= set(r.state_columns)
+
+
+def test_count_distinct_needs_the_groups_setting_and_says_so(spark, catalog, monkeypatch):
+    monkeypatch.setenv(GROUPS, "false")  # (on by default)
+    r = _explain(spark, catalog, "cdistinct")
     s = r.sources[0]
     assert s.mode == "full" and not r.state_columns and r.state_reason
     assert "not linear in 'orders'" in str(s.why)
@@ -135,7 +142,7 @@ def test_min_max_needs_the_groups_setting_and_says_so(spark, catalog, monkeypatc
     groups = next(d for d in s.decisions if d.mode == "incremental:groups")
     assert (groups.kind, groups.setting, groups.fits_when_on) == ("disabled", GROUPS, True)
     monkeypatch.setenv(GROUPS, "true")
-    r = _explain(spark, catalog, "minmax")
+    r = _explain(spark, catalog, "cdistinct")
     assert _modes(r) == {"orders": "incremental:groups"} and r.group_keys == ("st",)
     assert "half the view's rows" in str(r.sources[0].guard)
 

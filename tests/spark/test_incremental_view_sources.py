@@ -60,8 +60,12 @@ DOWN = {
         "up",
         "incremental:aggregate",
     ),
-    # MIN/MAX over the aggregate: affected groups recomputed
-    "grp": ("SELECT status, max(s) AS hi, min(n) AS lo FROM up GROUP BY status", "up", "incremental:groups"),
+    # MIN/MAX and COUNT(DISTINCT) over the aggregate: affected groups recomputed
+    "grp": (
+        "SELECT status, max(s) AS hi, min(n) AS lo, count(DISTINCT region) AS r FROM up GROUP BY status",
+        "up",
+        "incremental:groups",
+    ),
     # linear over the ok rows (with duplicates) of a view with checks
     "dup": ("SELECT status, qty * 2 AS q2 FROM upc WHERE status IS NOT NULL", "upc", "incremental"),
     # an aggregate over them

@@ -36,7 +36,8 @@ FROM customer, orders, lineitem, supplier, nation, region
 WHERE c_custkey = o_custkey AND l_orderkey = o_orderkey AND l_suppkey = s_suppkey
   AND c_nationkey = s_nationkey AND s_nationkey = n_nationkey AND n_regionkey = r_regionkey AND r_name = 'R1'
 GROUP BY n_name"""
-GROUPS = """SELECT o_custkey, max(l_price) AS top_price, count(*) AS n
+# (COUNT(DISTINCT) keeps no aggregate state: affected groups)
+GROUPS = """SELECT o_custkey, max(l_price) AS top_price, count(*) AS n, count(DISTINCT l_suppkey) AS suppliers
 FROM orders JOIN lineitem ON l_orderkey = o_orderkey GROUP BY o_custkey"""
 
 TOPK = """SELECT o_orderkey, l_line, o_custkey, l_price

@@ -43,6 +43,10 @@ GLOBAL = "SELECT count(*) AS n, sum(l_price) AS s, avg(l_price) AS p, avg(l_qty)
 ONE = "SELECT l_suppkey, sum(l_qty) AS qty, count(*) AS n FROM lineitem WHERE l_qty > 1 GROUP BY l_suppkey"
 SCALED = """SELECT o_custkey, sum(l_price) * 2 AS p2 FROM orders JOIN lineitem ON l_orderkey = o_orderkey
 GROUP BY o_custkey"""
+# MIN/MAX kept in the state (RF2 deletes the oldest orders: never a supplier's newest order nor all its lines of
+# its highest line number), finalised in Python
+MINMAX = """SELECT l_suppkey, max(l_orderkey) AS newest, max(l_line) AS top_line, min(l_qty) AS least_qty, count(*) AS n
+FROM lineitem GROUP BY l_suppkey"""
 LINEAR = """SELECT o_orderkey, o_custkey, o_orderdate, l_line, l_price * l_qty AS v, c_mktsegment
 FROM customer JOIN orders ON c_custkey = o_custkey JOIN lineitem ON l_orderkey = o_orderkey WHERE l_qty > 1"""
 
@@ -51,6 +55,7 @@ VIEWS = {  # name: (query, sources, refreshed without Spark once facts are kept?
     "global": (GLOBAL, ("lineitem",), True),
     "one": (ONE, ("lineitem",), True),
     "scaled": (SCALED, ("orders", "lineitem"), False),  # an expression over a SUM: Spark finalises it
+    "minmax": (MINMAX, ("lineitem",), True),
     "linear": (LINEAR, ("customer", "orders", "lineitem"), True),  # the linear mode
 }
 WITHOUT = "without Spark"

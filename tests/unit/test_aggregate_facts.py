@@ -3,13 +3,14 @@ Spark (incremental/driverfacts.py): which views Python finalises, its values, an
 
 from __future__ import annotations
 
+import datetime
 from decimal import Decimal
 
 import pyarrow as pa
 import pytest
 
 from mvsink.incremental.aggfacts import AggregateFacts, finalised_rows, python_finalise, sum_arrow_type
-from mvsink.incremental.driverfacts import DriverFacts, term_key
+from mvsink.incremental.driverfacts import FORMAT, DriverFacts, term_key
 from mvsink.incremental.statequeries import state_queries
 from mvsink.plan.joinkeys import Column, Edge
 
@@ -148,4 +149,49 @@ def test_the_facts_file_round_trips():
     back = DriverFacts.from_json(facts.to_json())
     assert back == facts
     with pytest.raises(ValueError, match="format"):
-        DriverFacts.from_json(facts.to_json().replace('"format": 1', '"format": 0'))
+        DriverFacts.from_json(facts.to_json().replace(f'"format": {FORMAT}', '"format": 0'))
+
+
+def test_a_bare_min_or_max_is_finalised_in_python_null_without_values():
+    query = "SELECT k, min(d) AS lo, max(d) AS hi, max(d) - min(d) AS span FROM t GROUP BY k"
+    q = state_queries(query)
+    assert not isinstance(q, str)
+    types = {"k": "string", "lo": "date", "hi": "date", "_mv_agg_min0": "date", "_mv_agg_max0": "date"}
+    assert python_finalise(q.finalise[:3], keys=q.keys, args=((False, None, None),), types=types) == (
+        ("k", "key", 0),
+        ("lo", "min", 0),
+        ("hi", "max", 0),
+    )
+    assert _finalise(query, args=((False, None, None),), types={**types, "span": "int"}) is None  # an expression
+    # a MIN of another type than its state's: left to Spark
+    assert (
+        python_finalise(q.finalise[:2], keys=q.keys, args=((False, None, None),), types={**types, "lo": "int"}) is None
+    )
+    day = datetime.date(2026, 1, 2)
+    facts = AggregateFacts(
+        keys=("k",),
+        key_schema=pa.schema([("k", pa.string())]),
+        args=((False, None, None),),
+        columns=("k", "lo", "_mv_agg_count", "_mv_agg_n0", "_mv_agg_min0", "_mv_agg_minc0"),
+        schema=pa.schema(
+            [
+                ("k", pa.string()),
+                ("lo", pa.date32()),
+                ("_mv_agg_count", pa.int64()),
+                ("_mv_agg_n0", pa.int64()),
+                ("_mv_agg_min0", pa.date32()),
+                ("_mv_agg_minc0", pa.int64()),
+            ]
+        ),
+        finalise=(("k", "key", 0), ("lo", "min", 0)),
+        ansi=True,
+        extremes=((0, "min"),),
+    )
+    rows = [
+        {"k": "a", "_mv_agg_count": 2, "_mv_agg_n0": 2, "_mv_agg_min0": day, "_mv_agg_minc0": 1},
+        {"k": "b", "_mv_agg_count": 2, "_mv_agg_n0": 0, "_mv_agg_min0": None, "_mv_agg_minc0": 0},
+    ]
+    got = finalised_rows(facts, rows)
+    assert not isinstance(got, str)
+    assert [(r["k"], r["lo"]) for r in got.to_pylist()] == [("a", day), ("b", None)]
+    assert AggregateFacts.from_json(facts.to_json()) == facts

@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING
 from mvsink.columns import DIFF
 from mvsink.engines.arrow import collect_small
 from mvsink.incremental.aggplan import formattable
-from mvsink.incremental.statequeries import ARG_COLUMN, COUNT, KEY_COLUMN, VALUES_COLUMN, nonnull_column, sum_column
+from mvsink.incremental.statequeries import delta_sql
 from mvsink.spark.transforms import quote_name as _quote
 
 if TYPE_CHECKING:
@@ -123,7 +123,7 @@ def _changes(
 
 def _delta_sql(plan: StatePlan) -> str:
     """Spark SQL of Δ per affected group over Δin (``{din}``, rows of weight ±1): its signed row count, non-null
-    counts and sums.
+    counts and sums, and per MIN/MAX its extreme value of non-zero net count and that count (:func:`~mvsink.incremental.statequeries.delta_sql`).
 
     Keys are named as the view's. A group whose Δ is zero in every part is not affected (the ± pairs
     of a copy-on-write rewrite cancel here, as consolidating Δin first would make them). An overflowing
@@ -131,31 +131,11 @@ def _delta_sql(plan: StatePlan) -> str:
     plan, where column expressions would cost one py4j round trip each).
     """
     q = plan.queries
-
-    def ident(name: str) -> str:
-        return formattable(_quote(name))
-
-    w = f"CAST({ident(DIFF)} AS BIGINT)"
-    aggs = [f"sum({w}) AS {ident(COUNT)}"]
-    zero = [f"{ident(COUNT)} = 0"]
-    for i, (_, with_sum) in enumerate(q.args):
-        a, n, s, v = (
-            ident(ARG_COLUMN.format(i)),
-            ident(nonnull_column(i)),
-            ident(sum_column(i)),
-            ident(VALUES_COLUMN.format(i)),
-        )
-        aggs.append(f"sum(CASE WHEN {a} IS NOT NULL THEN {w} ELSE 0 END) AS {n}")
-        zero.append(f"{n} = 0")
-        if with_sum:
-            aggs.append(f"try_sum(CASE WHEN {w} > 0 THEN {a} ELSE -{a} END) AS {s}")
-            aggs.append(f"count({a}) AS {v}")  # a NULL sum of values is an overflow
-            zero.append(f"({s} = 0 OR ({v} = 0 AND {s} IS NULL))")
-    keys = [ident(KEY_COLUMN.format(i)) for i in range(len(q.keys))]
-    select = [f"{k} AS {ident(name)}" for k, name in zip(keys, q.keys)] + aggs
-    group = f" GROUP BY {', '.join(keys)}" if keys else ""
-    # (a global aggregate over an empty Δin has one row of NULLs: nothing changed)
-    return (
-        f"SELECT * FROM (SELECT {', '.join(select)} FROM {{din}}{group}) "
-        f"WHERE {ident(COUNT)} IS NOT NULL AND NOT coalesce({' AND '.join(zero)}, false)"
+    return delta_sql(
+        q.keys,
+        [with_sum for _, with_sum in q.args],
+        q.extremes,
+        ident=lambda name: formattable(_quote(name)),
+        source="{din}",
+        sum_types=plan.sum_types,
     )

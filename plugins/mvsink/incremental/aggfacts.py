@@ -4,7 +4,7 @@ sum Δ per group, merge it into the persisted state and finalise the view's rows
 :func:`aggregate_facts` takes them from a :class:`~mvsink.incremental.aggplan.StatePlan` (Spark's analysis);
 :mod:`mvsink.incremental.driverfacts` keeps them beside the view's table for refreshes that open no Spark session.
 :func:`finalised_rows` computes the view's columns of new state rows in Python where every output column is a
-grouping key or a bare COUNT, SUM or AVG whose result Python gives exactly as Spark does (``finalise`` set); other
+grouping key or a bare COUNT, SUM, AVG, MIN or MAX whose result Python gives exactly as Spark does (``finalise`` set); other
 views are finalised by Spark (:func:`mvsink.incremental.aggmerge.finalised`).
 """
 
@@ -16,7 +16,15 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, Final, Literal
 
 from mvsink.core.arrowvalues import table_from_rows
-from mvsink.incremental.statequeries import COUNT, decimal_average, decimal_type, nonnull_column, sum_column
+from mvsink.incremental.statequeries import (
+    COUNT,
+    Extreme,
+    decimal_average,
+    decimal_type,
+    extreme_column,
+    nonnull_column,
+    sum_column,
+)
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -24,10 +32,11 @@ if TYPE_CHECKING:
 
     from mvsink.incremental.aggplan import StatePlan
 
-FinalKind = Literal["key", "count", "nonnull", "sum", "avg"]
+FinalKind = Literal["key", "count", "nonnull", "sum", "avg", "min", "max"]
 """How a view column is finalised from a group's state in Python: the key itself, the row count, argument ``i``'s
 non-null count, its SUM (NULL over no non-null value), its AVG (a double of an integer's sum, or Spark's decimal
-AVG: :func:`~mvsink.incremental.statequeries.decimal_average`)."""
+AVG: :func:`~mvsink.incremental.statequeries.decimal_average`), its MIN or MAX (the state's extreme; NULL over no
+non-null value)."""
 
 _DOUBLE_AVG_DIGITS: Final = 15  # a decimal AVG of at most this precision goes through DOUBLE in Spark: left to it
 
@@ -40,7 +49,8 @@ class AggregateFacts:
     argument (whether a sum is kept, Spark's SUM and AVG result types as simple strings, or None); ``columns``:
     the table's columns of the view (visible, then state) and ``schema`` their Arrow types; ``finalise``: per
     visible column, how Python finalises it (None: Spark finalises the view); ``ansi``: Spark's ANSI mode (an AVG
-    that overflows is then an error, so the full diff).
+    that overflows is then an error, so the full diff); ``extremes``: the MIN/MAX kept (argument index, kind; their
+    columns' types are ``schema``'s).
     """
 
     keys: tuple[str, ...]
@@ -50,6 +60,7 @@ class AggregateFacts:
     schema: pa.Schema
     finalise: tuple[tuple[str, FinalKind, int], ...] | None
     ansi: bool
+    extremes: tuple[Extreme, ...] = ()
 
     @property
     def is_global(self) -> bool:
@@ -79,6 +90,7 @@ class AggregateFacts:
             "schema": encode_schema(self.schema),
             "finalise": None if self.finalise is None else [list(f) for f in self.finalise],
             "ansi": self.ansi,
+            "extremes": [list(e) for e in self.extremes],
         }
 
     @classmethod
@@ -94,6 +106,7 @@ class AggregateFacts:
             schema=decode_schema(d["schema"]),
             finalise=None if fin is None else tuple((str(c), k, int(i)) for c, k, i in fin),
             ansi=bool(d["ansi"]),
+            extremes=tuple((int(i), str(k)) for i, k in d.get("extremes", [])),
         )
 
 
@@ -120,6 +133,7 @@ def aggregate_facts(spark: SparkSession, plan: StatePlan) -> AggregateFacts:
         schema=arrow_table_schema(schema),
         finalise=python_finalise(q.finalise, keys=q.keys, args=args, types=types),
         ansi=str(spark.conf.get("spark.sql.ansi.enabled", "true")).strip().lower() == "true",
+        extremes=q.extremes,
     )
 
 
@@ -128,6 +142,8 @@ _FORMS = (
     (re.compile(r"_mv_agg_n(\d+)", re.I), "nonnull"),
     (re.compile(r"_mv_final_sum\((\d+)\)", re.I), "sum"),
     (re.compile(r"_mv_final_avg\((\d+)\)", re.I), "avg"),
+    (re.compile(r"_mv_final_min\((\d+)\)", re.I), "min"),
+    (re.compile(r"_mv_final_max\((\d+)\)", re.I), "max"),
 )
 
 
@@ -157,6 +173,8 @@ def python_finalise(
                 want: str | None = "bigint"
             elif kind == "sum":
                 want = args[i][1]
+            elif kind in ("min", "max"):  # (the extreme's type is its argument's: the state column's)
+                want = types.get(extreme_column(kind, i))
             else:
                 want = args[i][2]
                 dt = decimal_type(want)
@@ -207,6 +225,8 @@ def finalised_rows(facts: AggregateFacts, rows: list[dict[str, Any]]) -> pa.Tabl
                 new[c] = row[COUNT]
             elif kind == "nonnull":
                 new[c] = row[nonnull_column(i)]
+            elif kind in ("min", "max"):
+                new[c] = row[extreme_column(kind, i)] if row[nonnull_column(i)] else None
             else:
                 n, total = row[nonnull_column(i)], row.get(sum_column(i))
                 if not n or total is None:

@@ -23,9 +23,12 @@ from mvsink.incremental.aggplan import StatePlan, formattable
 from mvsink.incremental.statequeries import (
     AVG_COLUMN,
     COUNT,
+    MULTIPLICITY_CAP,
     VALUES_COLUMN,
     decimal_average,
     decimal_type,
+    extreme_column,
+    multiplicity_column,
     nonnull_column,
     sum_column,
 )
@@ -143,14 +146,12 @@ def _merge_rows(
     import decimal
 
     keys = list(facts.keys)
-    olds: dict[tuple[Any, ...], dict[str, Any]] = {}
-    for row in old.to_pylist():
-        k = tuple(row[c] for c in keys)
-        if row[DIFF] != 1 or k in olds:
-            return "an affected group has more than one live row in the table (the full diff repairs it)"
-        olds[k] = row
+    olds = _live_rows(old, keys)
+    if isinstance(olds, str):
+        return olds
     limits = [_sum_limit(t) for t in facts.sum_types]
     out: list[dict[str, Any]] = []
+    exhausted: dict[str, set[tuple[Any, ...]]] = {}  # per kind: the groups whose kept extreme the change deleted
     with decimal.localcontext() as ctx:
         ctx.prec = 120  # exact: sums of DECIMAL(38, s) values
         for d in delta.to_pylist():
@@ -186,10 +187,89 @@ def _merge_rows(
                             return got
                         if averages[i] is None:
                             new[AVG_COLUMN.format(i)] = got
+            why = _merge_extremes(facts, o, d, new, exhausted)
+            if why:
+                return why
             if count > 0 or facts.is_global:
                 out.append(new)
         n_keys = delta.num_rows
-    return out, n_keys
+    return exhausted_reason({kind: len(g) for kind, g in exhausted.items()}) if exhausted else (out, n_keys)
+
+
+def _live_rows(old: pa.Table, keys: list[str]) -> dict[tuple[Any, ...], dict[str, Any]] | str:
+    """The table's live row of each affected group, by key, or why not (one group with two rows)."""
+    olds: dict[tuple[Any, ...], dict[str, Any]] = {}
+    for row in old.to_pylist():
+        k = tuple(row[c] for c in keys)
+        if row[DIFF] != 1 or k in olds:
+            return "an affected group has more than one live row in the table (the full diff repairs it)"
+        olds[k] = row
+    return olds
+
+
+def _merge_extremes(
+    facts: AggregateFacts,
+    o: dict[str, Any] | None,
+    d: dict[str, Any],
+    new: dict[str, Any],
+    exhausted: dict[str, set[tuple[Any, ...]]],
+) -> str | None:
+    """A group's MIN/MAX states merged into ``new`` (its non-null counts already there), or why the state cannot be
+    trusted; a group whose kept extreme the change deleted is added to ``exhausted`` (per kind)."""
+    for i, kind in facts.extremes:
+        x, c, n_col = extreme_column(kind, i), multiplicity_column(kind, i), nonnull_column(i)
+        kept = (o[x], o[c]) if o and o[n_col] > 0 else None
+        if o and o[n_col] > 0 and (o[x] is None or not o[c] or o[c] < 1):
+            return "an affected group's state is inconsistent (the full diff repairs it)"
+        merged = merge_extreme(kind, kept, (d[x], d[c]), new[n_col])
+        if merged == EXHAUSTED:
+            exhausted.setdefault(kind, set()).add(tuple(new[k] for k in facts.keys))
+            continue
+        if isinstance(merged, str):
+            return merged
+        new[x], new[c] = merged
+    return None
+
+
+EXHAUSTED = "exhausted"  # :func:`merge_extreme`: every row holding the kept extreme was deleted
+
+
+def merge_extreme(
+    kind: str, kept: tuple[Any, int] | None, delta: tuple[Any, int | None], n: int
+) -> tuple[Any, int] | str:
+    """A group's new MIN (``kind`` "min") or MAX state (value, how many rows hold it, capped at
+    :data:`~mvsink.incremental.statequeries.MULTIPLICITY_CAP`) from its kept state (None: it had no non-null
+    value) and Δ's extreme (the best value whose net count is not zero, and that count; None: no such value), ``n``
+    the group's new count of non-null values. :data:`EXHAUSTED` when the rows of the kept extreme are all deleted
+    (the new extreme is not in the state: the group is recomputed), a reason when the state cannot be trusted.
+
+    Δ's value better than the kept one: it is the new extreme (its count must be positive). Equal: the counts
+    add up (a capped count only grows: counting it down is unknown). Worse, or no Δ value: the kept state stays.
+    """
+    if n == 0:
+        return (None, 0)
+    value, count = delta
+    inconsistent = "an affected group's MIN/MAX state is inconsistent with the change (the full diff repairs it)"
+    if value is None:
+        return kept if kept is not None else inconsistent
+    if not count:
+        return inconsistent
+    if kept is None or (value < kept[0] if kind == "min" else value > kept[0]):
+        return (value, min(count, MULTIPLICITY_CAP)) if count > 0 else inconsistent
+    if value != kept[0]:
+        return kept
+    if kept[1] >= MULTIPLICITY_CAP:
+        return (kept[0], MULTIPLICITY_CAP) if count > 0 else EXHAUSTED
+    left = kept[1] + count
+    if left > 0:
+        return (kept[0], min(left, MULTIPLICITY_CAP))
+    return EXHAUSTED if left == 0 else inconsistent
+
+
+def exhausted_reason(groups: dict[str, int]) -> str:
+    """The refusal when the change deleted the kept MIN/MAX of some groups (``groups``: how many, per kind)."""
+    what = " and ".join(f"the {kind.upper()} of {n} affected group(s)" for kind, n in sorted(groups.items()) if n)
+    return f"every row holding {what} was deleted: the new extreme is not in the state (the groups are recomputed)"
 
 
 def _average(
@@ -295,6 +375,8 @@ def _new_state(
                 F.coalesce(F.col(f"_mv_d_{s}"), F.lit(0)).try_cast(narrow),
             )
             state.append(total.try_cast(plan.sum_types[i] or "bigint").alias(s))
+    extremes, flags = _extreme_states(q.extremes)
+    state += extremes
     olds = [F.col(f"_mv_o_{c}") for c in cols] + [F.col("_mv_o_diff")]
     overflow = [
         (F.col(f"_mv_d_{VALUES_COLUMN.format(i)}") > 0) & F.col(f"_mv_d_{sum_column(i)}").isNull()
@@ -302,7 +384,7 @@ def _new_state(
         if with_sum
     ]
     lost = functools.reduce(lambda a, b: a | b, overflow) if overflow else F.lit(False)
-    merged = joined.select(*state, *olds, F.coalesce(lost, F.lit(False)).alias("_mv_overflow"))
+    merged = joined.select(*state, *olds, F.coalesce(lost, F.lit(False)).alias("_mv_overflow"), *flags)
     merged = merged.localCheckpoint(eager=True)
     problems = _violations(plan, merged, delta.count(), averages)
     if isinstance(problems, str):
@@ -313,6 +395,50 @@ def _new_state(
     )
     live = changed if q.is_global else changed.where(F.col(COUNT) > 0)
     return finalised(changed.sparkSession, plan, live, averages=averages), old_rows, problems
+
+
+def _extreme_states(extremes: tuple[tuple[int, str], ...]) -> tuple[list[Any], list[Any]]:
+    """Spark's :func:`merge_extreme` over the joined old (``_mv_o_*``) and Δ (``_mv_d_*``) columns: the new extreme
+    and multiplicity columns, and per MIN/MAX two flags: ``_mv_x_bad<j>`` (the state cannot be trusted) and
+    ``_mv_x_gone<j>`` (the kept extreme was deleted)."""
+    from pyspark.sql import functions as F
+
+    z = F.lit(0).cast("bigint")
+    cap = F.lit(MULTIPLICITY_CAP).cast("bigint")
+    cols: list[Any] = []
+    flags: list[Any] = []
+    for j, (i, kind) in enumerate(extremes):
+        x, c, n = extreme_column(kind, i), multiplicity_column(kind, i), nonnull_column(i)
+        ox, oc, dx, dc = (F.col(f"_mv_o_{x}"), F.col(f"_mv_o_{c}"), F.col(f"_mv_d_{x}"), F.col(f"_mv_d_{c}"))
+        n_new = F.coalesce(F.col(f"_mv_o_{n}"), z) + F.coalesce(F.col(f"_mv_d_{n}"), z)
+        have = F.coalesce(F.col(f"_mv_o_{n}"), z) > 0
+        beats = (dx < ox) if kind == "min" else (dx > ox)
+        better = dx.isNotNull() & (~have | F.coalesce(beats, F.lit(False)))
+        equal = dx.isNotNull() & have & F.coalesce(dx == ox, F.lit(False))
+        capped = F.coalesce(oc, z) >= cap
+        left = F.coalesce(oc, z) + F.coalesce(dc, z)
+        live = n_new > 0
+        cols.append(F.when(~live, F.lit(None)).when(better, dx).otherwise(ox).alias(x))
+        cols.append(
+            F.when(~live, z)
+            .when(better, F.least(dc, cap))
+            .when(equal, F.when(capped, cap).otherwise(F.least(left, cap)))
+            .otherwise(oc)
+            .alias(c)
+        )
+        bad = live & (
+            (have & (ox.isNull() | (F.coalesce(oc, z) < 1)))
+            | (~have & dx.isNull())
+            | (dx.isNotNull() & (F.coalesce(dc, z) == 0))
+            | (better & (dc <= 0))
+            | (equal & ~capped & (left < 0))
+        )
+        gone = live & equal & ((capped & (dc < 0)) | (~capped & (left == 0)))
+        flags += [
+            F.coalesce(bad, F.lit(False)).alias(f"_mv_x_bad{j}"),
+            F.coalesce(gone, F.lit(False)).alias(f"_mv_x_gone{j}"),
+        ]
+    return cols, flags
 
 
 def _violations(
@@ -336,8 +462,20 @@ def _violations(
         if sql is not None and sql[1] < 10**38:  # (a bound of 10^38: no DECIMAL(38, s) sum reaches it)
             big = F.abs(F.col(sum_column(i))) >= F.lit(sql[1])
             conds.append(((F.col(nonnull_column(i)) > 0) & big).alias(f"a{i}"))
+    for j in range(len(q.extremes)):
+        conds.append(F.col(f"_mv_x_bad{j}").alias(f"x{j}"))
     flags = [F.max(c.cast("int")).alias(f"f{j}") for j, c in enumerate(conds)]
-    row = merged.select(F.count(F.lit(1)).alias("groups"), *flags).collect()[0]
+    # per kind: how many groups' kept MIN (MAX) the change deleted
+    kinds = sorted({kind for _, kind in q.extremes})
+    per_kind = [
+        F.sum(
+            functools.reduce(
+                lambda a, b: a | b, [F.col(f"_mv_x_gone{j}") for j, (_, k) in enumerate(q.extremes) if k == kind]
+            ).cast("int")
+        ).alias(f"k_{kind}")
+        for kind in kinds
+    ]
+    row = merged.select(F.count(F.lit(1)).alias("groups"), *flags, *per_kind).collect()[0]
     if row[1]:
         return "an affected group has more than one live row in the table (the full diff repairs it)"
     if row[0] != n_delta:
@@ -353,6 +491,9 @@ def _violations(
             "an affected group's state is inconsistent or a decimal sum overflows its type or its AVG's exact "
             "division (the full diff)"
         )
+    exhausted = {kind: int(row[f"k_{kind}"] or 0) for kind in kinds}
+    if any(exhausted.values()):
+        return exhausted_reason(exhausted)
     return int(row[0])
 
 
@@ -395,7 +536,8 @@ def finalised(
 
 
 def _final_sql(plan: StatePlan, expr: str, averages: dict[int, tuple[str, decimal.Decimal] | None]) -> str:
-    """Replace the ``_mv_final_sum(i)``/``_mv_final_avg(i)`` markers with Spark SQL over the state.
+    """Replace the ``_mv_final_sum(i)``/``_mv_final_avg(i)``/``_mv_final_min(i)``/``_mv_final_max(i)`` markers with
+    Spark SQL over the state (a MIN/MAX: the kept extreme, NULL over no non-null value).
 
     A decimal AVG is Spark's exactly: ``averages``' SQL (:meth:`StatePlan.averages`), else the driver's
     :func:`decimal_average` column. AVG of an integer is ``double(sum) / double(count)``: Spark's own AVG sums the
@@ -409,12 +551,14 @@ def _final_sql(plan: StatePlan, expr: str, averages: dict[int, tuple[str, decima
         n, s = nonnull_column(i), sum_column(i)
         if fn == "sum":
             return f"(CASE WHEN {n} > 0 THEN {s} END)"
+        if fn in ("min", "max"):
+            return f"(CASE WHEN {n} > 0 THEN {extreme_column(fn, i)} END)"
         if i in averages:
             got = averages[i]
             return f"(CASE WHEN {n} > 0 THEN {got[0]} END)" if got else AVG_COLUMN.format(i)
         return f"(CASE WHEN {n} > 0 THEN CAST({s} AS DOUBLE) / CAST({n} AS DOUBLE) END)"
 
-    return re.sub(r"_MV_FINAL_(SUM|AVG)\((\d+)\)", sub, expr, flags=re.IGNORECASE)
+    return re.sub(r"_MV_FINAL_(SUM|AVG|MIN|MAX)\((\d+)\)", sub, expr, flags=re.IGNORECASE)
 
 
 def conf_true(spark: SparkSession, key: str, default: str = "false") -> bool:

@@ -9,7 +9,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import logging
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from mvsink.incremental.statequeries import (
     ARG_COLUMN,
@@ -90,6 +90,10 @@ def state_plan(spark: SparkSession, view: ViewDefinition, result: DataFrame) -> 
             dt = inp.schema[ARG_COLUMN.format(i)].dataType
             if not isinstance(dt, (T.ByteType, T.ShortType, T.IntegerType, T.LongType, T.DecimalType)):
                 return f"a SUM/AVG argument is {dt.simpleString().upper()} (only integers and decimals are exact)"
+        for i, _ in q.extremes:
+            why = extreme_type_reason(inp.schema[ARG_COLUMN.format(i)].dataType)
+            if why:
+                return why
         aggs = [f(ARG_COLUMN.format(i)).alias(f"{f.__name__}{i}") for i in summed for f in (F.sum, F.avg)]
         types = inp.agg(*aggs).schema if aggs else None  # analysed only: one plan for every argument
         sum_types = [
@@ -102,6 +106,31 @@ def state_plan(spark: SparkSession, view: ViewDefinition, result: DataFrame) -> 
         log.info("view %s: no aggregate state: %s", view.name, exc)
         return "the state queries did not analyse"
     return StatePlan(queries=q, desired=desired, sum_types=tuple(sum_types), avg_types=tuple(avg_types), input=inp)
+
+
+def extreme_type_reason(dt: Any) -> str | None:
+    """Why a MIN/MAX argument of Spark type ``dt`` keeps no state, else None: only types whose order and equality
+    are total and the same in Spark, DuckDB and Python (integers, decimals, dates, timestamps, booleans, strings of
+    the binary collation). FLOAT/DOUBLE (NaN, -0.0), collated strings, binary and nested types fail closed."""
+    from pyspark.sql import types as T
+
+    exact = (
+        T.ByteType,
+        T.ShortType,
+        T.IntegerType,
+        T.LongType,
+        T.DecimalType,
+        T.DateType,
+        T.TimestampType,
+        T.TimestampNTZType,
+        T.BooleanType,
+    )
+    if isinstance(dt, exact) or (isinstance(dt, T.StringType) and dt.simpleString() == "string"):
+        return None
+    return (
+        f"a MIN/MAX argument is {dt.simpleString().upper()} (its order is not the same in Spark, DuckDB and Python; "
+        "only integers, decimals, dates, timestamps, booleans and strings of the binary collation are kept)"
+    )
 
 
 def formattable(sql: str) -> str:

@@ -47,7 +47,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 FOLDER: Final = "_mv_plans"
-FORMAT: Final = 1  # bumped whenever what the facts mean changes: older files are then never found
+FORMAT: Final = 2  # bumped whenever what the facts mean changes: older files are then never found
 AGGREGATE: Final[WriteMode] = "incremental:aggregate"
 LINEAR: Final[WriteMode] = "incremental"
 

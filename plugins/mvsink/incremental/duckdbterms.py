@@ -607,46 +607,39 @@ def _run(con: Any, sql: str, tables: dict[str, pa.Table | str]) -> pa.Table | st
 
 
 def _state(con: Any, facts: AggregateFacts, din: pa.Table) -> pa.Table | str:
-    """:func:`mvsink.incremental.aggdelta._delta_sql` over ``din`` in DuckDB, cast to Spark's types of it."""
+    """:func:`mvsink.incremental.statequeries.delta_sql` over ``din`` in DuckDB, cast to Spark's types of it."""
     import pyarrow as pa
 
-    from mvsink.columns import DIFF
     from mvsink.engines.duckdb import duckdb_identifier
     from mvsink.incremental.aggfacts import sum_arrow_type
     from mvsink.incremental.statequeries import (
-        ARG_COLUMN,
         COUNT,
-        KEY_COLUMN,
         VALUES_COLUMN,
+        delta_sql,
+        extreme_column,
+        multiplicity_column,
         nonnull_column,
         sum_column,
     )
 
-    dq = duckdb_identifier
-    w = f"CAST({dq(DIFF)} AS BIGINT)"
-    select = [f"{dq(KEY_COLUMN.format(i))} AS {dq(k)}" for i, k in enumerate(facts.keys)]
     fields = [facts.key_schema.field(k) for k in facts.keys]
-    select.append(f"sum({w}) AS {dq(COUNT)}")
     fields.append(pa.field(COUNT, pa.int64()))
-    zero = [f"{dq(COUNT)} = 0"]
     for i, (with_sum, sum_type, _) in enumerate(facts.args):
-        a, n = dq(ARG_COLUMN.format(i)), nonnull_column(i)
-        select.append(f"sum(CASE WHEN {a} IS NOT NULL THEN {w} ELSE 0 END) AS {dq(n)}")
-        fields.append(pa.field(n, pa.int64()))
-        zero.append(f"{dq(n)} = 0")
+        fields.append(pa.field(nonnull_column(i), pa.int64()))
         if with_sum:
             arrow_sum = sum_arrow_type(sum_type)
             if arrow_sum is None:
                 return "a sum of unknown type"
-            s, v = sum_column(i), VALUES_COLUMN.format(i)
-            select.append(f"sum(CASE WHEN {w} > 0 THEN {a} ELSE -{a} END) AS {dq(s)}")
-            select.append(f"count({a}) AS {dq(v)}")
-            fields += [pa.field(s, arrow_sum), pa.field(v, pa.int64())]
-            zero.append(f"({dq(s)} = 0 OR ({dq(v)} = 0 AND {dq(s)} IS NULL))")
-    group = f" GROUP BY {', '.join(dq(KEY_COLUMN.format(i)) for i in range(len(facts.keys)))}" if facts.keys else ""
-    sql = (
-        f"SELECT * FROM (SELECT {', '.join(select)} FROM din{group}) "
-        f"WHERE {dq(COUNT)} IS NOT NULL AND NOT coalesce({' AND '.join(zero)}, false)"
+            fields += [pa.field(sum_column(i), arrow_sum), pa.field(VALUES_COLUMN.format(i), pa.int64())]
+    for i, kind in facts.extremes:
+        x = extreme_column(kind, i)
+        fields += [facts.schema.field(x), pa.field(multiplicity_column(kind, i), pa.int64())]
+    sql = delta_sql(
+        facts.keys,
+        [with_sum for with_sum, _, _ in facts.args],
+        facts.extremes,
+        ident=duckdb_identifier,
+        source="din",
     )
     got = _run(con, sql, {"din": din})
     if isinstance(got, str):

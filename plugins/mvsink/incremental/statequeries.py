@@ -1,6 +1,6 @@
 """The state queries of an aggregate view, read from sqlglot's tree of its query (pure; no Spark).
 
-Which select items are the group's keys and which are COUNT/SUM/AVG expressions over which arguments;
+Which select items are the group's keys and which are COUNT/SUM/AVG/MIN/MAX expressions over which arguments;
 the *input query* (keys and arguments over the query's FROM/WHERE), the *state query* (the user's query with
 the state aggregates appended) and the expressions that finalise each output column from the state.
 Classification only: :mod:`mvsink.incremental.modes.aggregate` has Spark's analysis decide what is safe.
@@ -11,6 +11,7 @@ from __future__ import annotations
 import dataclasses
 import decimal
 import re
+from collections.abc import Callable, Sequence
 from typing import Any, Final
 
 from mvsink.columns import DIFF, STATE_PREFIX
@@ -36,6 +37,28 @@ def sum_column(i: int) -> str:
     return f"{STATE_PREFIX}s{i}"
 
 
+Extreme = tuple[int, str]
+"""A MIN or MAX kept in the state: (its argument's index, ``"min"`` or ``"max"``)."""
+
+# The multiplicity of a group's extreme is counted up to this many rows: the state query takes it from Spark's
+# ``min_by(a, a, k)``/``max_by(a, a, k)`` (the k extreme values of the group, a bounded buffer), since no Spark
+# aggregate counts the rows holding the extreme in one pass. A kept multiplicity of MULTIPLICITY_CAP means "at least
+# that many": deleting copies of such an extreme cannot be counted down (the refresh then recomputes the group).
+MULTIPLICITY_CAP: Final = 64
+
+
+def extreme_column(kind: str, i: int) -> str:
+    """The group's MIN (``kind`` "min") or MAX of argument ``i`` (NULL when it has no non-null value); in Δ: the
+    extreme value whose net count is not zero."""
+    return f"{STATE_PREFIX}{kind}{i}"
+
+
+def multiplicity_column(kind: str, i: int) -> str:
+    """How many rows of the group hold its extreme (capped at :data:`MULTIPLICITY_CAP`; 0 with no non-null value);
+    in Δ: the net count of Δ's extreme value."""
+    return f"{STATE_PREFIX}{kind}c{i}"
+
+
 @dataclasses.dataclass(frozen=True)
 class StateQueries:
     """What sqlglot's tree of a view's query gives (pure; no Spark): the queries and columns of the state.
@@ -51,6 +74,7 @@ class StateQueries:
     input_query: str
     state_query: str
     finalise: tuple[tuple[str, str], ...]
+    extremes: tuple[Extreme, ...] = ()
 
     @property
     def state_columns(self) -> tuple[str, ...]:
@@ -59,6 +83,8 @@ class StateQueries:
             cols.append(nonnull_column(i))
             if with_sum:
                 cols.append(sum_column(i))
+        for i, kind in self.extremes:
+            cols += [extreme_column(kind, i), multiplicity_column(kind, i)]
         return tuple(cols)
 
     @property
@@ -100,13 +126,14 @@ def state_queries(query: str) -> StateQueries | str:
     if not key_names and not any(it.find(exp.AggFunc) for it in items):
         return "the query has no aggregate"
     args: dict[str, bool] = {}
+    extremes: set[Extreme] = set()
     finalise: list[tuple[str, str]] = []
     for i, item in enumerate(items):
         name = item.alias_or_name
         if i in key_items:
             finalise.append((name, _quote(name)))
             continue
-        got = _finalise_item(item, args, set(key_names))
+        got = _finalise_item(item, args, set(key_names), extremes)
         if got.startswith("!"):
             return got[1:]
         finalise.append((name, got))
@@ -126,19 +153,52 @@ def state_queries(query: str) -> StateQueries | str:
         inp.set("expressions", [exp.alias_(exp.Literal.number(1), "_mv_one")])
     state = tree.copy()
     state.set("order", None)
-    extra = [f"count(*) AS {COUNT}"]
-    for i, (a, with_sum) in enumerate(arg_list):
-        extra.append(f"count({a}) AS {nonnull_column(i)}")
-        if with_sum:
-            extra.append(f"sum({a}) AS {sum_column(i)}")
-    state.set("expressions", list(state.expressions) + [sqlglot.parse_one(e, dialect="spark") for e in extra])
+    kept = tuple(sorted(extremes))
+    state.set("expressions", list(state.expressions) + _state_items(arg_list, kept))
     return StateQueries(
         keys=tuple(key_names),
         args=tuple(arg_list),
         input_query=inp.sql(dialect="spark"),
         state_query=state.sql(dialect="spark"),
         finalise=tuple(finalise),
+        extremes=kept,
     )
+
+
+def _state_items(args: list[tuple[str, bool]], extremes: tuple[Extreme, ...]) -> list[Any]:
+    """The state query's items appended to the user's: the row count, per argument its non-null count (and sum),
+    per MIN/MAX its extreme and multiplicity."""
+    import sqlglot
+
+    extra = [f"count(*) AS {COUNT}"]
+    for i, (a, with_sum) in enumerate(args):
+        extra.append(f"count({a}) AS {nonnull_column(i)}")
+        if with_sum:
+            extra.append(f"sum({a}) AS {sum_column(i)}")
+    parsed = [sqlglot.parse_one(e, dialect="spark") for e in extra]
+    for i, kind in extremes:
+        parsed += _extreme_state(args[i][0], i, kind)
+    return parsed
+
+
+def _extreme_state(arg: str, i: int, kind: str) -> list[Any]:
+    """The state query's items of a MIN/MAX of argument ``arg`` (index ``i``): the extreme, and how many rows hold it
+    (up to :data:`MULTIPLICITY_CAP`: of the ``k`` extreme values ``min_by(a, a, k)`` gives, those equal to it; 0
+    over no non-null value)."""
+    import sqlglot
+    from sqlglot import exp
+
+    a = sqlglot.parse_one(arg, dialect="spark")
+    # (built as an anonymous call: sqlglot drops min_by's third argument when it writes Spark SQL)
+    top = exp.Anonymous(this=f"{kind}_by", expressions=[a.copy(), a.copy(), exp.Literal.number(MULTIPLICITY_CAP)])
+    count = sqlglot.parse_one(
+        f"CAST(coalesce(size(filter(_mv_top, _mv_e -> _mv_e = {kind}({arg}))), 0) AS BIGINT)", dialect="spark"
+    )
+    count = count.transform(lambda n: top.copy() if isinstance(n, exp.Column) and n.name == "_mv_top" else n)
+    return [
+        exp.alias_(sqlglot.parse_one(f"{kind}({arg})", dialect="spark"), extreme_column(kind, i)),
+        exp.alias_(count, multiplicity_column(kind, i)),
+    ]
 
 
 def _distinct_as_group_by(tree: Any) -> Any:
@@ -191,8 +251,9 @@ def _group_keys(tree: Any, items: list[Any]) -> tuple[set[int], list[str]] | str
     return positions, names
 
 
-def _finalise_item(item: Any, args: dict[str, bool], keys: set[str]) -> str:
-    """The item as a Spark SQL expression over the state (its COUNT/SUM/AVG calls replaced), or why not.
+def _finalise_item(item: Any, args: dict[str, bool], keys: set[str], extremes: set[Extreme]) -> str:
+    """The item as a Spark SQL expression over the state (its COUNT/SUM/AVG/MIN/MAX calls replaced), or why not;
+    the MIN/MAX it uses are added to ``extremes``.
 
     A returned string starting with ``"!"`` is a reason; :func:`state_queries` maps it.
     """
@@ -225,6 +286,16 @@ def _finalise_item(item: Any, args: dict[str, bool], keys: set[str]) -> str:
                 i = arg_index(node.this, True)
                 fn = "sum" if isinstance(node, exp.Sum) else "avg"
                 return exp.Anonymous(this=f"_mv_final_{fn}", expressions=[exp.Literal.number(i)])
+            if (
+                isinstance(node, (exp.Min, exp.Max))
+                and not node.expressions
+                and node.this is not None
+                and not isinstance(node.this, exp.Distinct)
+            ):
+                i = arg_index(node.this, False)
+                kind = "min" if isinstance(node, exp.Min) else "max"
+                extremes.add((i, kind))
+                return exp.Anonymous(this=f"_mv_final_{kind}", expressions=[exp.Literal.number(i)])
             problems.append(node.sql(dialect="spark").split("(")[0].upper() + "(...)")
             return node
         if isinstance(node, (exp.Subquery, exp.Exists)):
@@ -240,6 +311,101 @@ def _finalise_item(item: Any, args: dict[str, bool], keys: set[str]) -> str:
     if outside:
         return "!" + f"column {item.alias_or_name!r} uses column {outside[0].sql()!r} outside an aggregate"
     return out.sql(dialect="spark")
+
+
+def delta_sql(
+    keys: Sequence[str],
+    sums: Sequence[bool],
+    extremes: Sequence[Extreme],
+    *,
+    ident: Callable[[str], str],
+    source: str,
+    sum_types: Sequence[str | None] | None = None,
+) -> str:
+    """Δ per affected group over the signed input rows ``source`` (keys ``_mv_k<i>``, arguments ``_mv_a<i>``,
+    weight ``_mv_diff``), in Spark SQL (``sum_types`` given: overflowing sums are NULL, cast to Spark's SUM types)
+    or DuckDB's (None: an overflow is an error); ``ident`` quotes a name; ``sums``: per argument, whether its sum is
+    kept; ``extremes``: the MIN/MAX kept.
+
+    Without MIN/MAX: one aggregation of the rows per group. With them: the rows are first summed per group and
+    value of the MIN/MAX arguments, each value's net count over the group taken (a window), then per group: the
+    smallest (MIN) or largest (MAX) value whose net count is not zero, and that count (NULL and NULL when every
+    value's count is zero), beside the other parts summed again (a sum that overflowed in the first step stays
+    NULL: its count of values says so).
+    """
+    spark = sum_types is not None
+    w = f"CAST({ident(DIFF)} AS BIGINT)"
+    key_cols = [ident(KEY_COLUMN.format(i)) for i in range(len(keys))]
+    zero = [f"{ident(COUNT)} = 0"]
+    for i, with_sum in enumerate(sums):
+        zero.append(f"{ident(nonnull_column(i))} = 0")
+        if with_sum:
+            s, v = ident(sum_column(i)), ident(VALUES_COLUMN.format(i))
+            zero.append(f"({s} = 0 OR ({v} = 0 AND {s} IS NULL))")
+    for i, kind in extremes:
+        zero.append(f"{ident(extreme_column(kind, i))} IS NULL")
+    total = "try_sum" if spark else "sum"
+
+    def parts() -> list[str]:
+        """The per-argument aggregates over the signed rows."""
+        out = []
+        for i, with_sum in enumerate(sums):
+            a = ident(ARG_COLUMN.format(i))
+            out.append(f"sum(CASE WHEN {a} IS NOT NULL THEN {w} ELSE 0 END) AS {ident(nonnull_column(i))}")
+            if with_sum:
+                out.append(f"{total}(CASE WHEN {w} > 0 THEN {a} ELSE -{a} END) AS {ident(sum_column(i))}")
+                # (a NULL sum of values is an overflow)
+                out.append(f"count({a}) AS {ident(VALUES_COLUMN.format(i))}")
+        return out
+
+    def where_changed(select: list[str], rows: str, group: list[str]) -> str:
+        by = f" GROUP BY {', '.join(group)}" if group else ""
+        # (a global aggregate over an empty Δin has one row of NULLs: nothing changed)
+        return (
+            f"SELECT * FROM (SELECT {', '.join(select)} FROM {rows}{by}) "
+            f"WHERE {ident(COUNT)} IS NOT NULL AND NOT coalesce({' AND '.join(zero)}, false)"
+        )
+
+    named = [f"{k} AS {ident(name)}" for k, name in zip(key_cols, keys)]
+    if not extremes:
+        return where_changed([*named, f"sum({w}) AS {ident(COUNT)}", *parts()], source, key_cols)
+    values = sorted({i for i, _ in extremes})
+    value_cols = [ident(ARG_COLUMN.format(i)) for i in values]
+    rows = ident("_mv_rows")
+    level1 = (
+        f"SELECT {', '.join([*key_cols, *value_cols, f'sum({w}) AS {rows}', *parts()])} "
+        f"FROM {source} GROUP BY {', '.join([*key_cols, *value_cols])}"
+    )
+    nets = [
+        f"sum({rows}) OVER (PARTITION BY {', '.join([*key_cols, ident(ARG_COLUMN.format(i))])}) "
+        f"AS {ident(f'_mv_net{i}')}"
+        for i in values
+    ]
+    level2 = f"(SELECT *, {', '.join(nets)} FROM ({level1}) AS _mv_l1) AS _mv_l2"
+
+    def summed(i: int) -> str:
+        s, v = ident(sum_column(i)), ident(VALUES_COLUMN.format(i))
+        if not spark:
+            return f"sum({s})"
+        lost = f"max(CASE WHEN {s} IS NULL AND {v} > 0 THEN 1 ELSE 0 END) = 1"
+        return f"try_cast(CASE WHEN {lost} THEN NULL ELSE try_sum({s}) END AS {(sum_types or [])[i] or 'bigint'})"
+
+    second = []
+    for i, with_sum in enumerate(sums):
+        second.append(f"sum({ident(nonnull_column(i))}) AS {ident(nonnull_column(i))}")
+        if with_sum:
+            second.append(f"{summed(i)} AS {ident(sum_column(i))}")
+            second.append(f"sum({ident(VALUES_COLUMN.format(i))}) AS {ident(VALUES_COLUMN.format(i))}")
+    for i, kind in extremes:
+        a, net = ident(ARG_COLUMN.format(i)), ident(f"_mv_net{i}")
+        live = f"{a} IS NOT NULL AND {net} <> 0"
+        by = f"{kind}_by" if spark else f"arg_{kind}"
+        second.append(f"{kind}(CASE WHEN {live} THEN {a} END) AS {ident(extreme_column(kind, i))}")
+        second.append(
+            f"{by}(CASE WHEN {live} THEN {net} END, CASE WHEN {live} THEN {a} END) "
+            f"AS {ident(multiplicity_column(kind, i))}"
+        )
+    return where_changed([*named, f"sum({rows}) AS {ident(COUNT)}", *second], level2, key_cols)
 
 
 # ---------------------------------------------------------------- Spark's AVG of decimals, from (sum, count)

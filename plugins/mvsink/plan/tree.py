@@ -216,7 +216,7 @@ _TABLES: dict[str, str] = {
     StddevSamp:stddev,stddev_samp,std StddevPop:stddev_pop VarianceSamp:variance,var_samp VariancePop:var_pop
     HyperLogLogPlusPlus:approx_count_distinct ApproximatePercentile:percentile_approx,approx_percentile
     Percentile:percentile Median:median CountIf:count_if BoolAnd:bool_and,every BoolOr:bool_or,any,some
-    MaxBy:max_by MinBy:min_by AnyValue:any_value Corr:corr CovPopulation:covar_pop CovSample:covar_samp
+    MaxBy:max_by MinBy:min_by MaxMinByK AnyValue:any_value Corr:corr CovPopulation:covar_pop CovSample:covar_samp
     Kurtosis:kurtosis Skewness:skewness ListAgg:listagg,string_agg BitAndAgg:bit_and BitOrAgg:bit_or
     BitXorAgg:bit_xor Mode:mode PivotFirst:pivotfirst Grouping:grouping GroupingID:grouping_id
     """,

@@ -1,10 +1,13 @@
-"""The aggregate-state mode (``incremental:aggregate``): COUNT/SUM/AVG views refreshed from accumulable hidden
-state their table keeps (DESIGN.md section 8).
+"""The aggregate-state mode (``incremental:aggregate``): COUNT/SUM/AVG/MIN/MAX views refreshed from hidden state
+their table keeps (DESIGN.md section 8).
 
 A view ``SELECT keys, f(COUNT/SUM/AVG(...)) ... FROM ... [WHERE ...] GROUP BY keys`` (or a global
 aggregate) keeps, beside each group's row in its own table, hidden columns with the group's
 accumulable state: its row count (``_mv_agg_count``) and, per aggregate argument, its non-null count
-(``_mv_agg_n<i>``) and, for SUM and AVG, its sum (``_mv_agg_s<i>``, in Spark's own SUM result type).
+(``_mv_agg_n<i>``) and, for SUM and AVG, its sum (``_mv_agg_s<i>``, in Spark's own SUM result type); for MIN
+(MAX) the extreme (``_mv_agg_min<i>``) and how many rows hold it (``_mv_agg_minc<i>``, up to
+:data:`~mvsink.incremental.statequeries.MULTIPLICITY_CAP`). A change that deletes every row of a group's kept
+extreme refuses the mode (the next extreme is not in the state): affected groups or the full diff recompute.
 They are written by the same appends as the visible columns: the full diff computes them with the
 view's query (the *state query*: the user's query with the state aggregates appended), so any refresh
 that takes the full diff rebuilds them.
