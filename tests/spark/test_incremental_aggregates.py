@@ -425,9 +425,11 @@ def test_min_max_from_state_match_oracle_and_full_diff(spark, env, monkeypatch, 
     """Randomized histories of inserts, deletes of a group's extreme (one copy, every copy), updates, NULLs and
     groups dying and coming back: after every refresh the view equals the oracle and its full-diff twin exactly;
     the mode is incremental:aggregate unless the change deleted every row of some group's kept extreme, when the
-    mode refuses with its reason and the full diff recomputes."""
+    mode refuses with its reason and the full diff recomputes (affected groups, on by default, are turned off here:
+    the full diff's reason then says why the state could not serve)."""
     monkeypatch.setenv("MVSINK_INCREMENTAL_MAX_FRACTION", "100")
     monkeypatch.setenv("MVSINK_INCREMENTAL_AGGREGATE", "true")
+    monkeypatch.setenv("MVSINK_INCREMENTAL_GROUPS", "false")
     if where == "spark":
         monkeypatch.setattr(driver, "MAX_DRIVER_ROWS", 0)
     elif where != "driver":
@@ -489,6 +491,7 @@ def test_min_max_modes_step_by_step(spark, env, monkeypatch):
     """A new extreme, one of two copies of the extreme deleted, a group gone: from the state; every copy deleted:
     the mode refuses (the full diff, or affected groups when they are on); a DOUBLE MIN keeps no state."""
     monkeypatch.setenv("MVSINK_INCREMENTAL_MAX_FRACTION", "100")
+    monkeypatch.setenv("MVSINK_INCREMENTAL_GROUPS", "false")  # (on by default; turned on below for one step)
     data, views = env
     path = str(data / "facts")
     rows = [
@@ -520,7 +523,7 @@ def test_min_max_modes_step_by_step(spark, env, monkeypatch):
     step(lambda at: delete_at(path, "id = 10", at), "full", "the MAX of 1 affected group(s) and the MIN of 1")
     monkeypatch.setenv("MVSINK_INCREMENTAL_GROUPS", "true")
     step(lambda at: update_at(path, {"i": "i + 10"}, "id = 2", at), "incremental:groups")  # a's MIN moves up
-    monkeypatch.delenv("MVSINK_INCREMENTAL_GROUPS")
+    monkeypatch.setenv("MVSINK_INCREMENTAL_GROUPS", "false")
     step(lambda at: delete_at(path, "id = 3", at), "incremental:aggregate")  # b's last row: the group is gone
     step(lambda at: update_at(path, {"i": "i - 10"}, "id = 4", at), "incremental:aggregate")  # a new MIN
     # a FLOAT argument: no state, the reason says why
