@@ -22,7 +22,7 @@ from deltalake import write_deltalake
 from mvsink.columns import DIFF, TIME
 from mvsink.core.table import ViewTable
 from mvsink.definitions.catalog import Catalog
-from mvsink.incremental import duckdbterms
+from mvsink.incremental import sharedreads
 from mvsink.incremental.driverfacts import FOLDER
 from mvsink.readers.arrow import read_view
 from mvsink.write.explain import explain_view
@@ -120,7 +120,7 @@ def _check(catalog: Catalog, paths: dict[str, str], name: str, t: int) -> None:
 def test_small_aggregate_refreshes_run_without_spark_once_facts_are_kept(spark, env, monkeypatch, caplog):
     data, views = env
     monkeypatch.setenv("MVSINK_INCREMENTAL_PRUNE_MIN_BYTES", "0")  # the test's tables are small
-    monkeypatch.setattr(duckdbterms, "SHARE_MIN_BYTES", 0)  # (and customer, which two terms read, is read once)
+    monkeypatch.setattr(sharedreads, "SHARE_MIN_BYTES", 0)  # (and customer, which two terms read, is read once)
     caplog.set_level(logging.INFO, logger="mvsink.incremental")
     monkeypatch.setenv("MVSINK_INCREMENTAL_MAX_FRACTION", "0.9")
     rng = random.Random(23)

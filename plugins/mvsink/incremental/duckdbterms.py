@@ -23,14 +23,13 @@ an error included (an overflow, a value that does not cast): None, and Spark com
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import logging
-import uuid
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, Final
 
 from mvsink.engines.duckdbsql import Untranslatable, duckdb_schema, duckdb_sql, unsupported
+from mvsink.incremental.sharedreads import Scan, shared_reads
 from mvsink.plan.tree import PlanFormatError
 from mvsink.spark.connectplan import has_plan
 
@@ -70,9 +69,6 @@ MAX_SCAN_BYTES: Final = 4 * 1024 * 1024 * 1024  # files one term's DuckDB scans 
 # A change set's files read into the driver's memory for the terms, at most (their rows are inputs only: the terms'
 # output is Δ per group or the linear view's change, which the modes bound themselves)
 MAX_TERM_CHANGE_BYTES: Final = 64 * 1024 * 1024
-# A source's files that two terms or more scan are scanned once, filtered by their join keys, from this size
-# (:func:`_shared_reads`; below it a second scan costs less than the filtering query)
-SHARE_MIN_BYTES: Final = 16 * 1024 * 1024
 # Terms that read more than the full diff (the scan guard's ratio) are still taken where they run in DuckDB and
 # read at most this multiple of it: DuckDB scans and joins Parquet several times faster than Spark's full
 # diff on the same cores (TPC-H SF 1, scattered changes: docs/benchmarks.md).
@@ -261,7 +257,8 @@ class TermInputs:
     """What DuckDB's change terms read: the batch's sources and versions (``desc``), the versions of the last
     refresh (``base``), the changed sources, their plain change sets (``sets``) and the Arrow schema each source is
     read as (:func:`~mvsink.engines.duckdbsql.duckdb_schema`: only the columns the query names), and the query's
-    join edges, which let terms that scan the same large files scan them once (:func:`_shared_reads`)."""
+    join edges, which let terms that scan the same large files scan them once
+    (:func:`~mvsink.incremental.sharedreads.shared_reads`)."""
 
     desc: BatchDescription
     base: dict[str, int]
@@ -300,7 +297,7 @@ def run_terms(
             return f"the change of {s.name!r} could not be read in the driver"
         changes[s.name] = rows
     planned: list[tuple[Term, str, dict[str, pa.Table | str]]] = []
-    scans: dict[str, _Scan] = {}  # each DuckDB scan of a source's files (by its subquery)
+    scans: dict[str, Scan] = {}  # each DuckDB scan of a source's files (by its subquery)
     for t in change_terms(changed, base):
         try:
             sql = duckdb_sql(tuple(s.name for s in t.changes))
@@ -318,12 +315,12 @@ def run_terms(
                 return got
             tables[o.name] = got[0]
             if isinstance(got[0], str):
-                scans[got[0]] = _Scan(o.name, version, got[1])
+                scans[got[0]] = Scan(o.name, version, got[1])
         planned.append((t, sql, tables))
     if not planned:
         return "no change term"
     users = [(tables, {c.name for c in t.changes}) for t, _, tables in planned]
-    with _shared_reads(users, scans, ti.edges, schemas) as shared:
+    with shared_reads(users, scans, ti.edges, schemas) as shared:
         terms: list[pa.Table] = []
         for t, sql, tables in planned:
             out = _run(
@@ -338,184 +335,6 @@ def run_terms(
                 out = out.set_column(i, DIFF, pc.negate(out.column(DIFF)))
             terms.append(out)
     return pa.concat_tables(terms, promote_options="permissive")
-
-
-# Types whose equality is the same in Spark and DuckDB (a shared read filters by IN over the keys' values)
-_SHARE_KEY_TYPES: Final = ("int8", "int16", "int32", "int64", "string", "large_string", "date32[day]")
-
-
-@dataclasses.dataclass(frozen=True)
-class _KeyRead:
-    """One term's keys for a shared read: ``column`` of the term's source ``source``, that source's rows reduced
-    to those whose ``reduce`` columns are among the keys of the term's change sets (``(column, change set,
-    its column)``, each an edge of the plan)."""
-
-    source: str
-    column: str
-    reduce: tuple[tuple[str, str, str], ...]
-
-
-@dataclasses.dataclass(frozen=True)
-class _Scan:
-    """A term's DuckDB scan of source ``source`` at ``version``: its files and their sizes."""
-
-    source: str
-    version: int
-    files: tuple[tuple[Location, int], ...]
-
-
-@contextlib.contextmanager
-def _shared_reads(
-    terms: list[tuple[dict[str, pa.Table | str], set[str]]],
-    scans: dict[str, _Scan],
-    edges: Sequence[Edge],
-    schemas: dict[str, pa.Schema],
-) -> Iterator[dict[str, str]]:
-    """Terms (each: its tables by source name and its changed sources) that scan files of the same source at the
-    same version (at least :data:`SHARE_MIN_BYTES` together) scan them once. DuckDB keeps the rows of their files
-    whose join key is among the keys of the source each term joins them with (an edge of the plan, as for a pruned
-    read: a row with another key contributes to no term, and a file no term reads holds none of the keys), that
-    source itself reduced by the term's change sets where an edge allows, in a table of the process's database,
-    which those terms read instead. Yields the replacements (subquery by subquery); the tables are dropped on exit.
-    TPC-H Q10 at SF 10 (1,500 orders changed): customer's 138 MB of names, addresses and comments are decoded once
-    rather than once per term."""
-    from mvsink.engines.duckdb import duckdb_cursor, duckdb_identifier, parquet_relation
-
-    q = duckdb_identifier
-    out: dict[str, str] = {}
-    made: list[str] = []
-    groups: dict[tuple[str, int], list[str]] = {}
-    for rel, scan in scans.items():
-        groups.setdefault((scan.source, scan.version), []).append(rel)
-    try:
-        for (name, _), rels in groups.items():
-            users = [u for u in terms if any(isinstance(v, str) and v in rels for v in u[0].values())]
-            files = dict(f for rel in rels for f in scans[rel].files)
-            size = sum(files.values())
-            if len(users) < 2 or size < SHARE_MIN_BYTES:
-                continue
-            keys = _share_keys(name, users, edges, schemas)
-            sch = schemas[name]
-            union = parquet_relation(list(files), [(c, c) for c in sch.names], sch)
-            if keys is None or union is None:
-                continue
-            column, reads = keys
-            table = f"_mv_shared_{uuid.uuid4().hex}"
-            con = duckdb_cursor()
-            try:
-                selects = []
-                for i, ((tables, _), kr) in enumerate(zip(users, reads, strict=True)):
-                    aliases: dict[str, str] = {}
-                    for src in {kr.source, *(c for _, c, _ in kr.reduce)}:
-                        aliases[src] = f"_mv_keys_{i}_{len(aliases)}"
-                        v = tables[src]
-                        if isinstance(v, str):
-                            con.execute(f"CREATE TEMP VIEW {q(aliases[src])} AS {v}")
-                        else:
-                            con.register(aliases[src], v)
-                    where = " AND ".join(
-                        f"{q(col)} IN (SELECT {q(ccol)} FROM {q(aliases[change])})" for col, change, ccol in kr.reduce
-                    )
-                    selects.append(
-                        f"SELECT {q(kr.column)} AS k FROM {q(aliases[kr.source])}"
-                        + (f" WHERE {where}" if where else "")
-                    )
-                con.execute(
-                    f"CREATE TABLE {q(table)} AS SELECT * FROM {union} AS s WHERE s.{q(column)} IN "
-                    f"(SELECT k FROM ({' UNION ALL '.join(selects)}))"
-                )
-                made.append(table)
-                rows = con.execute(f"SELECT count(*) FROM {q(table)}").fetchone()
-            except Exception as exc:  # noqa: BLE001 (the terms then scan the files each, as before)
-                log.info("terms read %s each: its shared read failed (%s)", name, str(exc).splitlines()[0])
-                continue
-            finally:
-                con.close()
-            log.info(
-                "%d terms read %s once: %s row(s) of %d file(s), %.1f MB, whose %s is among their keys",
-                len(users),
-                name,
-                rows[0] if rows else "?",
-                len(files),
-                size / 1e6,
-                column,
-            )
-            for rel in rels:
-                out[rel] = f"(SELECT * FROM {q(table)})"
-        yield out
-    finally:
-        if made:
-            con = duckdb_cursor()
-            try:
-                for table in made:
-                    con.execute(f"DROP TABLE IF EXISTS {q(table)}")
-            finally:
-                con.close()
-
-
-def _share_keys(
-    name: str,
-    users: list[tuple[dict[str, pa.Table | str], set[str]]],
-    edges: Sequence[Edge],
-    schemas: dict[str, pa.Schema],
-) -> tuple[str, list[_KeyRead]] | None:
-    """For source ``name`` read by the terms ``users``: a column of it and, for each term, the source (and column)
-    whose values that column must take, of the same type (an edge of the plan); or None."""
-    by_column = _edges_into(name, edges)
-    for column in sorted(by_column):
-        target = _key_field(schemas, name, column)
-        if target is None:
-            continue
-        reads = []
-        for tables, changed in users:
-            names = {n.casefold(): n for n in tables}
-            found = None
-            for e in by_column[column]:
-                src = names.get(e.keys.source.casefold())
-                f = None if src is None else _key_field(schemas, src, e.keys.name)
-                if src is not None and f is not None and f.type == target.type:
-                    found = _KeyRead(src, f.name, _reduced(src, names, changed, edges, schemas))
-                    break
-            if found is None:
-                break
-            reads.append(found)
-        else:
-            return target.name, reads
-    return None
-
-
-def _key_field(schemas: dict[str, pa.Schema], source: str, column: str) -> pa.Field | None:
-    """Source ``source``'s field ``column`` (any case) where its type is one of :data:`_SHARE_KEY_TYPES`."""
-    f = {f.name.casefold(): f for f in schemas[source]}.get(column.casefold())
-    return f if f is not None and str(f.type) in _SHARE_KEY_TYPES else None
-
-
-def _edges_into(target: str, edges: Sequence[Edge]) -> dict[str, list[Edge]]:
-    """The edges that filter source ``target`` by another source's keys, by the column they filter (casefolded)."""
-    by: dict[str, list[Edge]] = {}
-    for e in edges:
-        if e.target.source.casefold() == target.casefold() and e.keys.source.casefold() != target.casefold():
-            by.setdefault(e.target.name.casefold(), []).append(e)
-    return by
-
-
-def _reduced(
-    src: str, names: dict[str, str], changed: set[str], edges: Sequence[Edge], schemas: dict[str, pa.Schema]
-) -> tuple[tuple[str, str, str], ...]:
-    """The filters of a term's source ``src`` by its change sets' keys (:attr:`_KeyRead.reduce`): none for a change
-    set itself."""
-    if src in changed:
-        return ()
-    out = []
-    for es in _edges_into(src, edges).values():
-        for e in es:
-            change = names.get(e.keys.source.casefold())
-            if change not in changed:
-                continue
-            mine, theirs = _key_field(schemas, src, e.target.name), _key_field(schemas, change, e.keys.name)
-            if mine is not None and theirs is not None and mine.type == theirs.type:
-                out.append((mine.name, change, theirs.name))
-    return tuple(out)
 
 
 def _referenced(query: str) -> set[str]:

@@ -218,15 +218,10 @@ def group_corrections(
     if isinstance(prepared, str):
         return None, prepared
     few = _driver_keys(ci, split, key_columns, prepared=prepared, desired=desired)
-    if few is not None:  # the keys from DuckDB's change terms: no Spark job for them
-        recomputed = _few_keys(
-            spark, desc, desired, table, table_df, _key_schema(desired, key_columns), few, key_columns
-        )
-    else:
-        keys = _affected_keys(ci, split, key_columns, prepared=prepared, desired=desired)
-        if isinstance(keys, str):
-            return None, keys
-        recomputed = _recomputed(spark, desc, desired, table, table_df, keys, key_columns)
+    keys = few if few is not None else _affected_keys(ci, split, key_columns, prepared=prepared, desired=desired)
+    if isinstance(keys, str):
+        return None, keys
+    recomputed = _recomputed(spark, desc, desired, table, table_df, keys, key_columns)
     if isinstance(recomputed, str):
         return None, recomputed
     corr, n_keys, live = recomputed
@@ -258,16 +253,21 @@ def _recomputed(
     desired: DataFrame,
     table: ViewTable,
     table_df: Callable[[], DataFrame],
-    keys: DataFrame,
+    keys: DataFrame | pa.Table,
     key_columns: list[str],
 ) -> Recomputed | str:
     """Step 3: the groups of ``keys`` recomputed and diffed against their persisted rows, or why not (too many
-    affected groups, a recompute that fails). Many keys: checkpointed, counted and joined by Spark."""
+    affected groups, a recompute that fails). Many keys: checkpointed, counted and joined by Spark. ``keys``: Spark's
+    (not run), or the driver's (:func:`_driver_keys`: at most :data:`MAX_INLINE_KEYS`, of Spark's types)."""
+    import pyarrow as pa
     from pyspark.errors import PySparkException
 
     from mvsink.spark.messages import first_paragraph
 
     try:
+        if isinstance(keys, pa.Table):
+            key_schema = _key_schema(desired, key_columns)
+            return _few_keys(spark, desc, desired, table, table_df, key_schema, keys, key_columns)
         few = keys.limit(MAX_INLINE_KEYS + 1).toArrow()
         if few.num_rows > MAX_INLINE_KEYS:
             keys = keys.localCheckpoint(eager=True)
