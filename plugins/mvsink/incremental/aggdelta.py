@@ -38,6 +38,7 @@ if TYPE_CHECKING:
     from mvsink.incremental.aggfacts import AggregateFacts
     from mvsink.incremental.aggplan import StatePlan
     from mvsink.incremental.telescope import ChangeInputs, ChangeTerms
+    from mvsink.plan.partitioning import Partitioning
     from mvsink.plan.tree import PlanNode
 
 
@@ -61,7 +62,13 @@ class GroupDeltas:
 
 
 def group_deltas(
-    ci: ChangeInputs, plan: StatePlan, tree: PlanNode, table: ViewTable, facts: AggregateFacts
+    ci: ChangeInputs,
+    plan: StatePlan,
+    tree: PlanNode,
+    table: ViewTable,
+    facts: AggregateFacts,
+    *,
+    part: Partitioning | None = None,
 ) -> GroupDeltas | str:
     """Δ per affected group of ``ci``'s changes, or why the changes are not used (a change set refused, the scan
     guard); ``tree``: the aggregate input's plan, linear in every changed source; ``facts``: the state's types.
@@ -77,6 +84,8 @@ def group_deltas(
     t0 = time.monotonic()
     q = plan.queries
     per_group = _delta_sql(plan)
+    if part is not None:
+        return _partitioned(ci, plan, tree, table, part, per_group, t0)
     ready = _changes(ci, plan, tree, table, facts)
     if isinstance(ready, str):
         return ready
@@ -92,6 +101,29 @@ def group_deltas(
     t2 = time.monotonic()
     names = tuple(s.name for s in ct.changed)
     return GroupDeltas(collected, delta, in_driver is not None, names, planned=t1 - t0, collected=t2 - t1)
+
+
+def _partitioned(
+    ci: ChangeInputs, plan: StatePlan, tree: PlanNode, table: ViewTable, part: Partitioning, per_group: str, t0: float
+) -> GroupDeltas | str:
+    """:func:`group_deltas` by a partitioned recompute of the input (:mod:`mvsink.incremental.partitioned`)."""
+    from mvsink.incremental.linear import prepare_changes
+    from mvsink.incremental.partitioned import drop_views, partitioned_input
+
+    frames = prepare_changes(ci, tree=lambda: tree)
+    if isinstance(frames, str):
+        return frames
+    ct = ci.terms(frames)
+    din = partitioned_input(ct, part, plan.queries.input_query, table)
+    if isinstance(din, str):
+        return din
+    delta = ct.spark.sql(per_group, din=din)
+    t1 = time.monotonic()
+    collected = collect_small(delta)
+    if collected is not None:  # (else the merge reads ``delta``, over the views)
+        drop_views(ct)
+    names = tuple(s.name for s in ct.changed)
+    return GroupDeltas(collected, delta, False, names, planned=t1 - t0, collected=time.monotonic() - t1)
 
 
 def _changes(

@@ -53,6 +53,7 @@ from mvsink.incremental.aggmerge import merge_by_spark, merge_in_driver
 from mvsink.incremental.driverfacts import remember
 from mvsink.incremental.modes.base import NotApplicable, outcome, switched
 from mvsink.plan.linearity import nonlinear_reason
+from mvsink.plan.partitioning import partitioning
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -65,6 +66,7 @@ if TYPE_CHECKING:
     from mvsink.incremental.aggplan import StatePlan
     from mvsink.incremental.modes.base import Change, Corrections, Decision, PlanFacts, WriteInputs
     from mvsink.incremental.telescope import ChangeInputs
+    from mvsink.plan.partitioning import Partitioning
     from mvsink.plan.tree import PlanNode
 
 log = logging.getLogger(__name__)
@@ -95,7 +97,10 @@ class AggregateState:
         for s in change.sources:
             why = tree if isinstance(tree, str) else nonlinear_reason(tree, s)
             if why:
-                return NotApplicable(f"the aggregate's input is not linear in {s!r}: {why}", "shape")
+                part = None if isinstance(tree, str) else partitioning(tree, change.sources)
+                if part is None or isinstance(part, str):
+                    also = f"; and not partitioned by a key: {part}" if part else ""
+                    return NotApplicable(f"the aggregate's input is not linear in {s!r}: {why}{also}", "shape")
         return None
 
     @staticmethod
@@ -108,14 +113,20 @@ class AggregateState:
         return None
 
     def run(self, plan: PlanFacts, inputs: WriteInputs, change: Change) -> Corrections | NotApplicable:
-        tree = plan.input_tree  # (read and found linear in every changed source by ``fits``)
+        tree = plan.input_tree  # (read and found linear in, or partitioned on, every changed source by ``fits``)
         assert inputs.state is not None and not isinstance(tree, str)
+        part = None
+        if any(nonlinear_reason(tree, s) for s in change.sources):
+            got = partitioning(tree, change.sources)
+            assert not isinstance(got, str)
+            part = got
         corr, why = aggregate_corrections(
             inputs.changes(change),
             plan=inputs.state,
             tree=tree,
             table=inputs.table,
             table_df=inputs.table_df,
+            part=part,
         )
         return outcome(corr, why)
 
@@ -127,10 +138,12 @@ def aggregate_corrections(
     tree: PlanNode,
     table: ViewTable,
     table_df: Callable[[], DataFrame],
+    part: Partitioning | None = None,
 ) -> tuple[DataFrame | pa.Table | None, str]:
     """Corrections of ``ci.desc`` from the accumulable state and the sources' changes, or (None, why not).
 
-    ``tree``: the aggregate input's analysed plan, linear in every changed source (the mode's ``fits`` read it).
+    ``tree``: the aggregate input's analysed plan, linear in every changed source (the mode's ``fits`` read it), or
+    partitioned by ``part`` (Δin by a partitioned recompute: :mod:`mvsink.incremental.partitioned`).
     ``table``/``table_df()``: the view's table (every column, the state included) at the version write
     read (delta-rs's handle; Spark's read of it, made only when needed). Leaves every source registered at the
     version ``ci.desc`` reads.
@@ -140,7 +153,7 @@ def aggregate_corrections(
     in the driver; the corrections are then an Arrow table (staged without Spark).
     """
     facts = aggregate_facts(ci.spark, plan)
-    deltas = group_deltas(ci, plan, tree, table, facts)  # (the one place the changes are read)
+    deltas = group_deltas(ci, plan, tree, table, facts, part=part)  # (the one place the changes are read)
     if isinstance(deltas, str):
         return None, deltas
     lower, at = ci.desc.lower, ci.desc.time
@@ -170,4 +183,5 @@ def aggregate_corrections(
     return corr, (
         f"{n_keys} affected group(s) updated from their state and the changes of {', '.join(deltas.sources)}"
         + (" (change terms evaluated in the driver)" if deltas.in_driver else "")
+        + (f" (a partitioned recompute on {part.describe()})" if part is not None else "")
     )

@@ -1,0 +1,326 @@
+"""A partitioned recompute: the change of a query that is not linear in its changed sources but partitioned by a
+key (:mod:`mvsink.plan.partitioning`: TPC-H Q4's EXISTS, Q13's outer join under an aggregate, Q17's and Q22's
+correlated subqueries), as the query over the sources restricted to the changed keys, new minus old.
+
+    P(new) - P(old) = P(new restricted to K) - P(old restricted to K)
+
+K is every key value of the changed sources' changed rows (their class column; NULL included when a changed row
+has none). Each source whose every read is keyed is read with its class column within K — the kept files only,
+where Delta's statistics allow (:func:`mvsink.incremental.pruning.estimate`) — at its new version and, if it
+changed, at the version the last refresh read; every other source whole, at its one version. A superset of K is
+as exact (its extra partitions did not change, so they cancel), so the keys may be widened to ranges.
+
+One Spark job evaluates both restricted queries (the sources registered under names of their own and the query
+rewritten to read them, so nothing is re-registered while Spark Connect analyses it again at execution).
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+from typing import TYPE_CHECKING, Any, Final
+
+from mvsink.columns import DIFF
+from mvsink.core.deltalog import active_bytes
+from mvsink.incremental import pruning
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame
+
+    from mvsink.core.batch import SourceRead
+    from mvsink.core.table import ViewTable
+    from mvsink.incremental.telescope import ChangeTerms
+    from mvsink.plan.partitioning import Partitioning
+
+log = logging.getLogger(__name__)
+
+# The restricted queries may read at most this multiple of what the full diff reads (both terms together): their
+# rows are filtered at the scan, so the joins and aggregates above see a partition's rows only.
+SCAN_FACTOR: Final = 2.0
+_PREFIX: Final = "__mv_part"
+
+
+def partitioned_input(ct: ChangeTerms, part: Partitioning, query: str, table: ViewTable) -> DataFrame | str:
+    """Signed rows (``_mv_diff`` +1 and -1, not consolidated) of ``query``'s change over ``ct``'s changes, by a
+    partitioned recompute on ``part``; or why not (too many keys, a key type, the scan guard). Registers temp
+    views of its own (dropped by :func:`drop_views`); the sources' registrations are left as they were."""
+    from pyspark.sql import functions as F
+
+    keys = changed_keys(ct, part)
+    if isinstance(keys, str):
+        return keys
+    values, has_null = keys
+    ranges = pruning.key_ranges(values)
+    new_reads: dict[str, DataFrame] = {}
+    wheres: dict[str, str] = {}
+    read_bytes = 0
+    changed = {s.name for s in ct.changed}
+    for s in ct.desc.sources:
+        column = part.columns.get(s.name)
+        where = None if column is None else key_filter(column, values, ranges, nulls=has_null)
+        new, size = _restricted(
+            ct, s, old=False, version=s.version, where=where, column=column, ranges=ranges, nulls=has_null
+        )
+        new_reads[s.name] = new
+        # (a restricted read is materialised once for both terms; a whole one is scanned by each)
+        read_bytes += size if where is not None else 2 * size
+        if where is not None:
+            wheres[s.name] = where
+    full = sum(active_bytes(s.path, s.version) for s in ct.desc.sources if s.kind != "view")
+    full += active_bytes(table.path, table.version) if table.exists else 0
+    from mvsink import settings
+
+    limit = SCAN_FACTOR * settings.incremental_max_scan_ratio() * full
+    if full and read_bytes > limit:
+        return (
+            f"the partitioned recompute on {part.describe()} would read {read_bytes / 1e6:.1f} MB, more than "
+            f"{SCAN_FACTOR:g} times what the full diff reads ({full / 1e6:.1f} MB with the table)"
+        )
+    old_reads: dict[str, DataFrame] = {}
+    for s in ct.desc.sources:
+        if s.name not in wheres:
+            continue
+        new_reads[s.name] = new_reads[s.name].localCheckpoint(eager=True)  # (a partition's rows: few)
+        if s.name in changed:
+            before = _old_from_new(ct, s.name, new_reads[s.name], wheres[s.name])
+            if before is None:  # (the version the last refresh read, itself restricted)
+                before, _ = _restricted(
+                    ct,
+                    s,
+                    old=True,
+                    version=ct.base[s.name],
+                    where=wheres[s.name],
+                    column=part.columns[s.name],
+                    ranges=ranges,
+                    nulls=has_null,
+                )
+            old_reads[s.name] = before
+    names: dict[tuple[str, bool], str] = {}
+    for i, s in enumerate(ct.desc.sources):
+        for old, got in ((False, new_reads.get(s.name)), (True, old_reads.get(s.name))):
+            if got is None:
+                continue
+            name = f"{_PREFIX}_{'old' if old else 'new'}_{i}"
+            got.createOrReplaceTempView(name)
+            names[(s.name, old)] = name
+    new_sql = rename_tables(query, {s.name: names[(s.name, False)] for s in ct.desc.sources})
+    old_sql = rename_tables(query, {s.name: names.get((s.name, True), names[(s.name, False)]) for s in ct.desc.sources})
+    if new_sql is None or old_sql is None:
+        drop_views(ct)
+        return "the query's sources could not be renamed in its text"
+    spark = ct.spark
+    log.info(
+        "view %s: partitioned recompute on %s: %d key(s)%s, %.1f MB read",
+        ct.view.name,
+        part.describe(),
+        len(values),
+        " and NULL" if has_null else "",
+        read_bytes / 1e6,
+    )
+    return (
+        spark.sql(new_sql)
+        .withColumn(DIFF, F.lit(1).cast("bigint"))
+        .unionByName(spark.sql(old_sql).withColumn(DIFF, F.lit(-1).cast("bigint")))
+    )
+
+
+def drop_views(ct: ChangeTerms) -> None:
+    """Drop the temp views :func:`partitioned_input` registered."""
+    for i, _ in enumerate(ct.desc.sources):
+        for role in ("new", "old"):
+            ct.spark.catalog.dropTempView(f"{_PREFIX}_{role}_{i}")
+
+
+def changed_keys(ct: ChangeTerms, part: Partitioning) -> tuple[list[Any], bool] | str:
+    """The distinct non-null key values of every changed source's changed rows (inserted and deleted), and
+    whether one has a NULL key; or why they cannot be used (too many, of types that do not compare)."""
+    values: set[Any] = set()
+    has_null = False
+    for s in ct.changed:
+        column = part.columns.get(s.name)
+        if column is None:  # (the partitioning keys every changed source)
+            return f"the changed source {s.name!r} has no key column"
+        got: tuple[list[Any], bool] | str | None = _driver_keys(ct, s.name, column)
+        if got is None:
+            got = _spark_keys(ct, s.name, column)
+        if isinstance(got, str):
+            return got
+        vals, null = got
+        values |= set(vals)
+        has_null = has_null or null
+        if len(values) > pruning.MAX_KEYS:
+            return f"the changes hold over {pruning.MAX_KEYS} keys of {part.describe()}"
+    kinds = {type(v) for v in values}
+    if len(kinds) > 1 and not kinds <= {int, bool}:
+        return f"the changed keys of {part.describe()} are of several types ({', '.join(sorted(k.__name__ for k in kinds))})"
+    if values and not (kinds <= {int, str} or _dates(kinds)):
+        return f"the keys of {part.describe()} are of a type the file statistics may not compare ({next(iter(kinds)).__name__})"
+    return sorted(values), has_null
+
+
+def _dates(kinds: set[type]) -> bool:
+    import datetime as dt
+
+    return kinds == {dt.date}
+
+
+def _driver_keys(ct: ChangeTerms, name: str, column: str) -> tuple[list[Any], bool] | None:
+    """Source ``name``'s changed keys read from its plain change files with pyarrow (no Spark job), or None."""
+    import pyarrow as pa
+
+    from mvsink.engines.arrow import parquet_columns
+
+    files = getattr(ct.frames, "files", None) or {}
+    change = files.get(name)
+    if change is None or column in change.partition_columns or change.bytes > pruning.MAX_DRIVER_KEY_BYTES:
+        return None
+    found: set[Any] = set()
+    null = False
+    for f in change.files:
+        t = parquet_columns(f.path, [column])
+        if t is None:
+            return None
+        typ = t.schema.field(column).type
+        if not (pa.types.is_integer(typ) or pa.types.is_string(typ) or pa.types.is_date32(typ)):
+            return None
+        col = t.column(column)
+        null = null or col.null_count > 0
+        found.update(v for v in col.unique().to_pylist() if v is not None)
+    return sorted(found), null
+
+
+def _spark_keys(ct: ChangeTerms, name: str, column: str) -> tuple[list[Any], bool] | str:
+    """Source ``name``'s changed keys collected by Spark (one job)."""
+    from pyspark.sql import functions as F
+
+    plus, minus = ct.frames[name]
+    c = F.col(f"`{column}`")
+    rows = plus.select(c.alias("k")).unionByName(minus.select(c.alias("k"))).distinct().limit(pruning.MAX_KEYS + 1)
+    got = [r[0] for r in rows.collect()]
+    if len(got) > pruning.MAX_KEYS:
+        return f"the changes of {name!r} hold over {pruning.MAX_KEYS} keys"
+    return sorted(v for v in got if v is not None), any(v is None for v in got)
+
+
+def _restricted(
+    ct: ChangeTerms,
+    s: SourceRead,
+    *,
+    old: bool,
+    version: int,
+    where: str | None,
+    column: str | None,
+    ranges: pruning.KeyRanges,
+    nulls: bool,
+) -> tuple[DataFrame, int]:
+    """Source ``s`` at ``version`` (``old``: as the last refresh read it) filtered by ``where`` (None: whole) — only
+    the files whose statistics may hold one of the keys (``ranges``) where the log tells and no key is NULL — and
+    the bytes of files that read touches."""
+    from pyspark.sql import functions as F
+
+    from mvsink.incremental.telescope import _source_frame
+
+    whole = _source_frame(ct, s, old=old)
+    size = active_bytes(s.path, version) if s.kind != "view" else 0
+    if where is None:
+        return whole, size
+    if nulls or s.kind == "view" or ranges.empty or column is None:
+        return whole.where(F.expr(where)), size
+    filters = [(column, ranges)]
+    est = pruning.estimate(s.path, version, filters)
+    if est is None or est[4] is None:
+        return whole.where(F.expr(where)), size
+    files, kept, total_files, total, paths = est
+    read = pruning.PrunedRead(s.name, tuple(filters), files, kept, total_files, total, paths)
+    return read.frame(ct.spark, s, version, whole).where(F.expr(where)), kept
+
+
+def key_filter(column: str, values: list[Any], ranges: pruning.KeyRanges, *, nulls: bool) -> str:
+    """Spark SQL keeping the rows whose ``column`` is one of ``values`` (integers, strings or dates; ``nulls``: or
+    NULL): the keys' ranges (what Delta's and Parquet's statistics skip by) and the exact values (a hash lookup once
+    Spark makes the list an InSet)."""
+    c = "`" + column.replace("`", "``") + "`"
+    parts = []
+    if values:
+        within = ranges.sql(column)
+        listed = f"{c} IN ({', '.join(_literal(v) for v in values)})"
+        parts.append(f"({within} AND {listed})" if within else listed)
+    if nulls:
+        parts.append(f"{c} IS NULL")
+    return "(" + " OR ".join(parts) + ")" if parts else "FALSE"
+
+
+def _literal(v: Any) -> str:
+    import datetime as dt
+
+    if isinstance(v, bool) or not isinstance(v, int | str | dt.date):
+        raise TypeError(f"no key literal for {type(v).__name__}")
+    if isinstance(v, int):
+        return str(v)
+    if isinstance(v, dt.date):
+        return f"DATE '{v.isoformat()}'"
+    return "'" + v.replace("\\", "\\\\").replace("'", "\\'") + "'"
+
+
+def _old_from_new(ct: ChangeTerms, name: str, new: DataFrame, where: str | None) -> DataFrame | None:
+    """Changed source ``name`` as the last refresh read it, restricted like ``new`` (its restricted read now): ``new``
+    less the inserted rows plus the deleted ones (multisets: new = old - deleted + inserted), so the source is
+    scanned once; None where rows of its types may compare equal without being the same (floating point, whose
+    -0.0 and 0.0 Spark's EXCEPT ALL takes as one; nested types), or where it has no change frames."""
+    from pyspark.sql import functions as F
+    from pyspark.sql import types as T
+
+    atomic = (
+        T.BooleanType,
+        T.ByteType,
+        T.ShortType,
+        T.IntegerType,
+        T.LongType,
+        T.DecimalType,
+        T.StringType,
+        T.BinaryType,
+        T.DateType,
+        T.TimestampType,
+        T.TimestampNTZType,
+    )
+    if not all(isinstance(f.dataType, atomic) for f in new.schema.fields):
+        return None
+    plus, minus = ct.frames[name]
+    cols = [F.col(f"`{c}`") for c in new.columns]
+    if where is not None:
+        plus, minus = plus.where(F.expr(where)), minus.where(F.expr(where))
+    return new.exceptAll(plus.select(*cols)).unionByName(minus.select(*cols))
+
+
+@functools.cache
+def _sqlglot() -> Any:
+    import sqlglot
+
+    return sqlglot
+
+
+def rename_tables(query: str, names: dict[str, str]) -> str | None:
+    """``query`` (Spark SQL) reading table ``t`` as ``names[t]`` (an alias keeps the name its columns are qualified
+    by), or None where that is not sure: a name qualified by a database, a CTE of a source's name."""
+    sqlglot = _sqlglot()
+    from sqlglot import exp
+
+    try:
+        tree = sqlglot.parse_one(query, dialect="spark")
+    except sqlglot.errors.ParseError:
+        return None
+    lower = {k.casefold(): v for k, v in names.items()}
+    ctes = {c.alias_or_name.casefold() for c in tree.find_all(exp.CTE)}
+    if ctes & set(lower):
+        return None
+    for t in list(tree.find_all(exp.Table)):
+        new = lower.get(t.name.casefold())
+        if new is None:
+            continue
+        if t.args.get("db") or t.args.get("catalog"):
+            return None
+        alias = t.alias_or_name
+        t.set("this", exp.to_identifier(new))
+        if not t.alias:
+            t.set("alias", exp.TableAlias(this=exp.to_identifier(alias)))
+    return str(tree.sql(dialect="spark"))
