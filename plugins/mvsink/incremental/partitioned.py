@@ -7,7 +7,8 @@ correlated subqueries), as the query over the sources restricted to the changed 
 K is every key value of the changed sources' changed rows (their class column; NULL included when a changed row
 has none). Each source whose every read is keyed is read with its class column within K — the kept files only,
 where Delta's statistics allow (:func:`mvsink.incremental.pruning.estimate`) — at its new version and, if it
-changed, at the version the last refresh read; every other source whole, at its one version. A superset of K is
+changed, at the version the last refresh read; every other source whole, at its one version. The scan guard
+(:data:`SCAN_FACTOR`) takes the full diff where those reads would not be smaller than its own. A superset of K is
 as exact (its extra partitions did not change, so they cancel), so the keys may be widened to ranges.
 
 One Spark job evaluates both restricted queries (the sources registered under names of their own and the query
@@ -34,9 +35,11 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-# The restricted queries may read at most this multiple of what the full diff reads (both terms together): their
-# rows are filtered at the scan, so the joins and aggregates above see a partition's rows only.
-SCAN_FACTOR: Final = 2.0
+# The two restricted queries together may read at most this multiple of what the full diff reads (times
+# MVSINK_INCREMENTAL_MAX_SCAN_RATIO). Measured at TPC-H SF 1 in one warm Spark (Q4, Q13, Q22 after an RF pair): where
+# the keys skip no file (Q13's and Q22's customer keys, Q17's part keys: every file holds some) the two queries cost
+# about what the full diff does, each scanning the sources whole; where they skip most files (Q4's order keys) less.
+SCAN_FACTOR: Final = 1.0
 _PREFIX: Final = "__mv_part"
 
 
@@ -52,20 +55,19 @@ def partitioned_input(ct: ChangeTerms, part: Partitioning, query: str, table: Vi
     values, has_null = keys
     ranges = pruning.key_ranges(values)
     new_reads: dict[str, DataFrame] = {}
-    wheres: dict[str, str] = {}
+    old_reads: dict[str, DataFrame] = {}
     read_bytes = 0
     changed = {s.name for s in ct.changed}
     for s in ct.desc.sources:
         column = part.columns.get(s.name)
         where = None if column is None else key_filter(column, values, ranges, nulls=has_null)
-        new, size = _restricted(
-            ct, s, old=False, version=s.version, where=where, column=column, ranges=ranges, nulls=has_null
-        )
-        new_reads[s.name] = new
-        # (a restricted read is materialised once for both terms; a whole one is scanned by each)
-        read_bytes += size if where is not None else 2 * size
-        if where is not None:
-            wheres[s.name] = where
+        for old in (False, True) if s.name in changed else (False,):
+            version = ct.base[s.name] if old else s.version
+            df, size = _restricted(
+                ct, s, old=old, version=version, where=where, column=column, ranges=ranges, nulls=has_null
+            )
+            (old_reads if old else new_reads)[s.name] = df
+            read_bytes += size if s.name in changed else 2 * size  # (both terms read an unchanged source)
     full = sum(active_bytes(s.path, s.version) for s in ct.desc.sources if s.kind != "view")
     full += active_bytes(table.path, table.version) if table.exists else 0
     from mvsink import settings
@@ -74,27 +76,9 @@ def partitioned_input(ct: ChangeTerms, part: Partitioning, query: str, table: Vi
     if full and read_bytes > limit:
         return (
             f"the partitioned recompute on {part.describe()} would read {read_bytes / 1e6:.1f} MB, more than "
-            f"{SCAN_FACTOR:g} times what the full diff reads ({full / 1e6:.1f} MB with the table)"
+            f"the full diff reads ({full / 1e6:.1f} MB with the table; "
+            f"{settings.INCREMENTAL_MAX_SCAN_RATIO.name}={settings.incremental_max_scan_ratio():g})"
         )
-    old_reads: dict[str, DataFrame] = {}
-    for s in ct.desc.sources:
-        if s.name not in wheres:
-            continue
-        new_reads[s.name] = new_reads[s.name].localCheckpoint(eager=True)  # (a partition's rows: few)
-        if s.name in changed:
-            before = _old_from_new(ct, s.name, new_reads[s.name], wheres[s.name])
-            if before is None:  # (the version the last refresh read, itself restricted)
-                before, _ = _restricted(
-                    ct,
-                    s,
-                    old=True,
-                    version=ct.base[s.name],
-                    where=wheres[s.name],
-                    column=part.columns[s.name],
-                    ranges=ranges,
-                    nulls=has_null,
-                )
-            old_reads[s.name] = before
     names: dict[tuple[str, bool], str] = {}
     for i, s in enumerate(ct.desc.sources):
         for old, got in ((False, new_reads.get(s.name)), (True, old_reads.get(s.name))):
@@ -260,36 +244,6 @@ def _literal(v: Any) -> str:
     if isinstance(v, dt.date):
         return f"DATE '{v.isoformat()}'"
     return "'" + v.replace("\\", "\\\\").replace("'", "\\'") + "'"
-
-
-def _old_from_new(ct: ChangeTerms, name: str, new: DataFrame, where: str | None) -> DataFrame | None:
-    """Changed source ``name`` as the last refresh read it, restricted like ``new`` (its restricted read now): ``new``
-    less the inserted rows plus the deleted ones (multisets: new = old - deleted + inserted), so the source is
-    scanned once; None where rows of its types may compare equal without being the same (floating point, whose
-    -0.0 and 0.0 Spark's EXCEPT ALL takes as one; nested types), or where it has no change frames."""
-    from pyspark.sql import functions as F
-    from pyspark.sql import types as T
-
-    atomic = (
-        T.BooleanType,
-        T.ByteType,
-        T.ShortType,
-        T.IntegerType,
-        T.LongType,
-        T.DecimalType,
-        T.StringType,
-        T.BinaryType,
-        T.DateType,
-        T.TimestampType,
-        T.TimestampNTZType,
-    )
-    if not all(isinstance(f.dataType, atomic) for f in new.schema.fields):
-        return None
-    plus, minus = ct.frames[name]
-    cols = [F.col(f"`{c}`") for c in new.columns]
-    if where is not None:
-        plus, minus = plus.where(F.expr(where)), minus.where(F.expr(where))
-    return new.exceptAll(plus.select(*cols)).unionByName(minus.select(*cols))
 
 
 @functools.cache
