@@ -42,6 +42,7 @@ from mvsink.variables import (  # noqa: F401 (the variables are the settings' to
     INCREMENTAL_GROUPS,
     INCREMENTAL_MAX_FRACTION,
     INCREMENTAL_MAX_SCAN_RATIO,
+    INCREMENTAL_PARTITIONED,
     INCREMENTAL_PRUNE_MIN_BYTES,
     INCREMENTAL_TOPK,
     MAX_RESCHEDULES,
@@ -195,6 +196,12 @@ def incremental_groups() -> bool:
     """``MVSINK_INCREMENTAL_GROUPS``: may aggregate, DISTINCT and window views refresh by recomputing their affected
     groups (default true)?"""
     return _flag(INCREMENTAL_GROUPS, True)
+
+
+def incremental_partitioned() -> bool:
+    """``MVSINK_INCREMENTAL_PARTITIONED``: may a view partitioned by a key refresh by recomputing the changed keys'
+    partitions (default true)?"""
+    return _flag(INCREMENTAL_PARTITIONED, True)
 
 
 def incremental_topk() -> bool:
@@ -372,6 +379,7 @@ ACCESSORS: dict[str, Callable[[], object]] = {
     PLAN_FACTS_MAX_AGE.name: plan_facts_max_age,
     INCREMENTAL_GROUPS.name: incremental_groups,
     INCREMENTAL_TOPK.name: incremental_topk,
+    INCREMENTAL_PARTITIONED.name: incremental_partitioned,
     INCREMENTAL_DRIVER_TERMS.name: incremental_driver_terms,
 }
 

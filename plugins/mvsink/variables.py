@@ -121,6 +121,14 @@ INCREMENTAL_TOPK = Setting(
     "false (0, no, off) makes an ORDER BY ... LIMIT view with a declared key take the full diff instead of "
     "refreshing from its persisted top k (mode incremental:topk)",
 )
+INCREMENTAL_PARTITIONED = Setting(
+    "MVSINK_INCREMENTAL_PARTITIONED",
+    "true",
+    "false (0, no, off) makes a view whose query is not linear in a changed source but partitioned by a key (a "
+    "correlated EXISTS, IN or scalar subquery, an outer join or an inner aggregate on the join key) take the full "
+    "diff, where by default it recomputes the changed keys' partitions, new minus old (an aggregate with state "
+    "through incremental:aggregate, any other view as incremental:partitioned)",
+)
 INCREMENTAL_DRIVER_TERMS = Setting(
     "MVSINK_INCREMENTAL_DRIVER_TERMS",
     "true",
@@ -205,6 +213,7 @@ REGISTRY: tuple[Setting, ...] = (
     PLAN_FACTS_MAX_AGE,
     INCREMENTAL_GROUPS,
     INCREMENTAL_TOPK,
+    INCREMENTAL_PARTITIONED,
 )
 
 #: Settings that Airflow's ``[mvsink]`` section may also set.

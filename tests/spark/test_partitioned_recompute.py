@@ -149,6 +149,13 @@ VIEWS = {
     "in_having": "SELECT status, count(*) AS n, sum(qty) AS q FROM orders "
     "WHERE cust IN (SELECT cust FROM orders GROUP BY cust HAVING count(*) > 3) GROUP BY status",
 }
+# views with no aggregate state: incremental:partitioned
+PLAIN = {
+    "in_correlated": "SELECT c.id, c.region FROM customers c WHERE c.id IN (SELECT o.cust FROM orders o "
+    "WHERE o.qty > (SELECT count(*) FROM orders o2 WHERE o2.cust = o.cust AND o2.status = 'A'))",
+    "join_not_exists": "SELECT o.id, o.status, c.seg FROM orders o JOIN customers c ON o.cust = c.id "
+    "WHERE NOT EXISTS (SELECT 1 FROM orders o2 WHERE o2.cust = o.cust AND o2.qty > o.qty)",
+}
 NOT_PARTITIONED = {
     "uncorrelated": "SELECT status, count(*) AS n FROM orders WHERE qty > (SELECT avg(qty) FROM orders) GROUP BY status"
 }
@@ -175,7 +182,7 @@ def test_randomized_histories_match_the_oracle(spark, env, monkeypatch, seed, cd
     write_deltalake(customers, agg_customers(rng), configuration=CDF if cdf else None)
     stamp(customers, BASE + 1)
     srcs = {"orders": orders, "customers": customers}
-    queries = {**VIEWS, **NOT_PARTITIONED}
+    queries = {**VIEWS, **PLAIN, **NOT_PARTITIONED}
     for name, q in queries.items():
         used = {s: s for s in srcs if s in q}
         write_view(views, name, query=q, sources=used, target=f"views/{name}", as_of=BASE)
@@ -201,6 +208,12 @@ def test_randomized_histories_match_the_oracle(spark, env, monkeypatch, seed, cd
             if a["mode"] == "incremental:aggregate":
                 assert "a partitioned recompute on" in str(a["mode_reason"]), (name, a["mode_reason"])
         assert any(a["mode"] == "incremental:aggregate" for a in history), name
+    for name in PLAIN:
+        history = appends(str(data / "views" / name))
+        assert history[0]["mode"] == "full"
+        for a in history[1:]:
+            assert a["mode"] in ("incremental:partitioned", "unchanged"), (name, a["mode"], a["mode_reason"])
+        assert any(a["mode"] == "incremental:partitioned" for a in history), name
     for a in appends(str(data / "views" / "uncorrelated"))[1:]:
         assert a["mode"] != "incremental:aggregate", a
 

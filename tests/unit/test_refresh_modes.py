@@ -62,6 +62,7 @@ def test_the_modes_are_tried_in_the_documented_order_under_their_commit_names():
         "incremental:aggregate",
         "incremental:groups",
         "incremental:topk",
+        "incremental:partitioned",
         "full",
     ]
 
@@ -110,19 +111,22 @@ def test_disabled_modes_name_their_setting_and_one_setting_is_said_once(monkeypa
     monkeypatch.setenv(settings.INCREMENTAL_AGGREGATE.name, "false")
     monkeypatch.setenv(settings.INCREMENTAL_GROUPS.name, "false")
     monkeypatch.setenv(settings.INCREMENTAL_TOPK.name, "false")
+    monkeypatch.setenv(settings.INCREMENTAL_PARTITIONED.name, "false")
     plan = Plan(state=object())  # an aggregate with state: no plan tree is needed to refuse
     refusals = [(m, m.applies(plan, CHANGE)) for m in REFRESH_MODES]  # type: ignore[arg-type]
-    assert [d.kind for _, d in refusals if d] == ["shape", "disabled", "disabled", "disabled"]
+    assert [d.kind for _, d in refusals if d] == ["shape", "disabled", "disabled", "disabled", "disabled"]
     assert [d.setting for _, d in refusals[1:] if d] == [
         "MVSINK_INCREMENTAL_AGGREGATE",
         "MVSINK_INCREMENTAL_GROUPS",
         "MVSINK_INCREMENTAL_TOPK",
+        "MVSINK_INCREMENTAL_PARTITIONED",
     ]
     assert combined_reason([(m, d) for m, d in refusals if d]) == (
         "not linear in 'orders': the view's Aggregate is above it"
         " (the aggregate-state refresh is off; MVSINK_INCREMENTAL_AGGREGATE=true enables it)"
         " (the affected-groups refresh is off; MVSINK_INCREMENTAL_GROUPS=true enables it)"
         " (the top-k refresh is off; MVSINK_INCREMENTAL_TOPK=true enables it)"
+        " (the partitioned refresh is off; MVSINK_INCREMENTAL_PARTITIONED=true enables it)"
     )
 
 

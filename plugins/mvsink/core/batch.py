@@ -12,7 +12,9 @@ from mvsink.location import Location
 
 SourceKind = Literal["path", "view"]
 # how write computed the corrections
-WriteMode = Literal["full", "incremental", "incremental:groups", "incremental:aggregate", "incremental:topk"]
+WriteMode = Literal[
+    "full", "incremental", "incremental:groups", "incremental:aggregate", "incremental:topk", "incremental:partitioned"
+]
 
 
 @dataclasses.dataclass(frozen=True)

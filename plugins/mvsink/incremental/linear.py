@@ -410,7 +410,7 @@ def incremental_corrections(
         and sum(sizes.values()) <= arrow.MAX_DRIVER_CHANGE_BYTES
         and all(arrow.same_equality(f.dataType) for f in union.schema.fields)
     ):
-        small = _in_driver(union, columns, at=desc.time)
+        small = collected_corrections(union, columns, at=desc.time)
         if small is not None:
             return small, f"{reason} ({small.num_rows} correction(s) consolidated in the driver)"
     corr = consolidate(union, columns).select(*columns, F.lit(desc.time).cast("bigint").alias(TIME), DIFF)
@@ -474,7 +474,7 @@ def _terms_in_driver(
     return _stamped(consolidated_rows(rows), list(desired.columns), at=ct.desc.time, schema=desired.schema)
 
 
-def _in_driver(union: DataFrame, columns: list[str], *, at: int) -> pa.Table | None:
+def collected_corrections(union: DataFrame, columns: list[str], *, at: int) -> pa.Table | None:
     """The change terms' rows collected in one Spark job and consolidated in the driver (:mod:`mvsink.engines.duckdb`),
     as corrections stamped ``at`` in the table's Arrow schema; None when they are too many for that."""
     from pyspark.sql import types as T

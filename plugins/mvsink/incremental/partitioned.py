@@ -26,11 +26,12 @@ from mvsink.core.deltalog import active_bytes
 from mvsink.incremental import pruning
 
 if TYPE_CHECKING:
-    from pyspark.sql import DataFrame
+    import pyarrow as pa
+    from pyspark.sql import DataFrame, Observation
 
     from mvsink.core.batch import SourceRead
     from mvsink.core.table import ViewTable
-    from mvsink.incremental.telescope import ChangeTerms
+    from mvsink.incremental.telescope import ChangeInputs, ChangeTerms
     from mvsink.plan.partitioning import Partitioning
 
 log = logging.getLogger(__name__)
@@ -106,6 +107,46 @@ def partitioned_input(ct: ChangeTerms, part: Partitioning, query: str, table: Vi
         .withColumn(DIFF, F.lit(1).cast("bigint"))
         .unionByName(spark.sql(old_sql).withColumn(DIFF, F.lit(-1).cast("bigint")))
     )
+
+
+def partitioned_corrections(
+    ci: ChangeInputs,
+    part: Partitioning,
+    *,
+    with_error: bool,
+    observation: Observation | None,
+    table: ViewTable,
+) -> tuple[DataFrame | pa.Table | None, str]:
+    """Corrections of ``ci.desc``: the view's query over the changed keys' partitions, new minus old (the view's checks
+    applied to the signed rows, ``observation`` counting them), consolidated in the driver where few; or (None, why
+    not)."""
+    from pyspark.sql import functions as F
+
+    from mvsink.columns import TIME
+    from mvsink.engines import arrow
+    from mvsink.incremental.linear import collected_corrections, prepare_changes
+    from mvsink.spark.declaredchecks import apply_checks
+    from mvsink.spark.transforms import consolidate
+
+    frames = prepare_changes(ci)
+    if isinstance(frames, str):
+        return None, frames
+    ct = ci.terms(frames)
+    union = partitioned_input(ct, part, ci.view.query, table)
+    if isinstance(union, str):
+        return None, union
+    union = apply_checks(union, ci.view, with_error=with_error, weight=DIFF, observation=observation)
+    columns = [c for c in union.columns if c != DIFF]
+    reason = (
+        f"from the changes of {', '.join(s.name for s in ct.changed)} (a partitioned recompute on {part.describe()})"
+    )
+    if observation is None and not with_error and all(arrow.same_equality(f.dataType) for f in union.schema.fields):
+        small = collected_corrections(union, columns, at=ci.desc.time)
+        if small is not None:
+            drop_views(ct)
+            return small, f"{reason}: {small.num_rows} correction(s) consolidated in the driver"
+    corr = consolidate(union, columns).select(*columns, F.lit(ci.desc.time).cast("bigint").alias(TIME), DIFF)
+    return corr, reason
 
 
 def drop_views(ct: ChangeTerms) -> None:

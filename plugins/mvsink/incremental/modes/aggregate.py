@@ -97,7 +97,9 @@ class AggregateState:
         for s in change.sources:
             why = tree if isinstance(tree, str) else nonlinear_reason(tree, s)
             if why:
-                part = None if isinstance(tree, str) else partitioning(tree, change.sources)
+                part = None
+                if not isinstance(tree, str) and settings.incremental_partitioned():
+                    part = partitioning(tree, change.sources)
                 if part is None or isinstance(part, str):
                     also = f"; and not partitioned by a key: {part}" if part else ""
                     return NotApplicable(f"the aggregate's input is not linear in {s!r}: {why}{also}", "shape")

@@ -18,13 +18,21 @@ from mvsink.incremental.modes.base import Change, NotApplicable, PlanFacts, Refr
 from mvsink.incremental.modes.full import FullDiff
 from mvsink.incremental.modes.groups import AffectedGroups
 from mvsink.incremental.modes.linear import Linear
+from mvsink.incremental.modes.partitioned import Partitioned
 from mvsink.incremental.modes.topk import TopK
 
 if TYPE_CHECKING:
     from mvsink.core.batch import WriteMode
 
 FULL_DIFF = FullDiff()
-REFRESH_MODES: tuple[RefreshMode, ...] = (Linear(), AggregateState(), AffectedGroups(), TopK(), FULL_DIFF)
+REFRESH_MODES: tuple[RefreshMode, ...] = (
+    Linear(),
+    AggregateState(),
+    AffectedGroups(),
+    TopK(),
+    Partitioned(),
+    FULL_DIFF,
+)
 
 Refusals = tuple[tuple[RefreshMode, NotApplicable], ...]
 
