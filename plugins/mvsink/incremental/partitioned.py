@@ -26,6 +26,8 @@ from mvsink.core.deltalog import active_bytes
 from mvsink.incremental import pruning
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     import pyarrow as pa
     from pyspark.sql import DataFrame, Observation
 
@@ -44,10 +46,19 @@ SCAN_FACTOR: Final = 1.0
 _PREFIX: Final = "__mv_part"
 
 
-def partitioned_input(ct: ChangeTerms, part: Partitioning, query: str, table: ViewTable) -> DataFrame | str:
-    """Signed rows (``_mv_diff`` +1 and -1, not consolidated) of ``query``'s change over ``ct``'s changes, by a
-    partitioned recompute on ``part``; or why not (too many keys, a key type, the scan guard). Registers temp
-    views of its own (dropped by :func:`drop_views`); the sources' registrations are left as they were."""
+def partitioned_input(
+    ct: ChangeTerms,
+    part: Partitioning,
+    query: str,
+    table: ViewTable,
+    *,
+    frame: Callable[[str], DataFrame] | None = None,
+    weight: str = DIFF,
+) -> DataFrame | str:
+    """Signed rows (``weight`` +1 and -1, not consolidated) of ``query``'s change over ``ct``'s changes, by a
+    partitioned recompute on ``part``; or why not (too many keys, a key type, the scan guard). ``frame(sql)``: the
+    DataFrame of the query over the restricted sources (default: ``spark.sql``). Registers temp views of its own
+    (dropped by :func:`drop_views`); the sources' registrations are left as they were."""
     from pyspark.sql import functions as F
 
     keys = changed_keys(ct, part)
@@ -102,10 +113,11 @@ def partitioned_input(ct: ChangeTerms, part: Partitioning, query: str, table: Vi
         " and NULL" if has_null else "",
         read_bytes / 1e6,
     )
+    make = frame or spark.sql
     return (
-        spark.sql(new_sql)
-        .withColumn(DIFF, F.lit(1).cast("bigint"))
-        .unionByName(spark.sql(old_sql).withColumn(DIFF, F.lit(-1).cast("bigint")))
+        make(new_sql)
+        .withColumn(weight, F.lit(1).cast("bigint"))
+        .unionByName(make(old_sql).withColumn(weight, F.lit(-1).cast("bigint")))
     )
 
 

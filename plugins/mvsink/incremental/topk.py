@@ -1,8 +1,10 @@
 """Incremental refresh of a top-k view, ``... ORDER BY o LIMIT k`` (mode ``incremental:topk``; DESIGN.md section 8).
 
 A view whose analysed plan is ``[Project/SubqueryAlias/Sort]* -> GlobalLimit k -> LocalLimit k ->
-[Project/SubqueryAlias]* -> Sort(o) -> M``, with M linear in every changed source, keeps the first k rows of M in the order o. Write refreshes it from
-the sources' changes without recomputing M when that is exact:
+[Project/SubqueryAlias]* -> Sort(o) -> M``, with M linear in every changed source — or partitioned by a key
+(:mod:`mvsink.plan.partitioning`: an aggregate grouped by the join key, as TPC-H Q3 and Q18; Δ of M is then M over
+the changed keys' partitions, new rows +1 and old ones -1, :mod:`mvsink.incremental.partitioned`) — keeps the first k
+rows of M in the order o. Write refreshes it from the sources' changes without recomputing M when that is exact:
 
 1. *Δ*, the change of M in the view's columns: every change term of the telescoping
    (:func:`mvsink.incremental.telescope.telescope`) is run through the user's query with the limit and the sorts
@@ -35,7 +37,7 @@ sorted by the same columns, directions and NULL placement, by the same engine).
 
 Not eligible (the full diff, with the reason): no declared key, an ORDER BY without all key columns, an
 ORDER BY item that is an expression or not a column of the view, an OFFSET, a LIMIT without ORDER BY, a
-filter above the limit, views with checks, a view column Spark cannot group on, M not linear, Spark
+filter above the limit, views with checks, a view column Spark cannot group on, M neither linear nor partitioned, Spark
 Connect (its EXPLAIN text has neither expression ids nor sort directions), and everything the linear path
 refuses.
 """
@@ -64,6 +66,7 @@ if TYPE_CHECKING:
     from mvsink.core.table import ViewTable
     from mvsink.definitions.view import ViewDefinition
     from mvsink.incremental.telescope import ChangeFrames, ChangeInputs
+    from mvsink.plan.partitioning import Partitioning
     from mvsink.plan.tree import PlanNode
 
 MODE: Final = "incremental:topk"
@@ -82,11 +85,14 @@ class TopKSplit:
     order: tuple[tuple[int, bool, bool], ...]
     chain: tuple[str, ...]
     input: PlanNode
+    partitioned: Partitioning | None = None  # M not linear but partitioned by a key: Δ by a partitioned recompute
 
 
 def topk_split(tree: PlanNode, sources: list[str]) -> TopKSplit | str:
     """The split of a top-k plan over changes of ``sources``, or why it is not one (failing closed)."""
+    from mvsink import settings
     from mvsink.plan.linearity import nonlinear_reason, whole_plan_reason
+    from mvsink.plan.partitioning import partitioning
     from mvsink.plan.splits import output_columns, output_refs
     from mvsink.plan.tree import PlanExpr
 
@@ -127,12 +133,18 @@ def topk_split(tree: PlanNode, sources: list[str]) -> TopKSplit | str:
         if not at:
             return f"ORDER BY item #{i + 1} is not a column of the view"
         order.append((at[0], descending, nulls_first))
+    part = None
     for s in sources:
         why = nonlinear_reason(sort.children[0], s)
         if why:
-            return f"the ORDER BY's input is not linear in {s!r}: {why}"
+            got_part = partitioning(sort.children[0], sources) if settings.incremental_partitioned() else None
+            if got_part is None or isinstance(got_part, str):
+                also = f"; and not partitioned by a key: {got_part}" if got_part else ""
+                return f"the ORDER BY's input is not linear in {s!r}: {why}{also}"
+            part = got_part
+            break
     names = (*(n.name for n in chain), node.name, local.name, *(n.name for n in below), sort.name)
-    return TopKSplit(limit, tuple(order), names, sort.children[0])
+    return TopKSplit(limit, tuple(order), names, sort.children[0], part)
 
 
 def _order_by(sort: PlanNode) -> tuple[dict[int, int], list[tuple[bool, bool]]] | str:
@@ -249,7 +261,7 @@ def topk_corrections(
     if isinstance(frames, str):
         return None, frames
     names = ", ".join(s.name for s in changed)
-    projected = projection(desired, split, changed)
+    projected = projection(desired, split, changed) if split.partitioned is None else None
     got = _projected_change(desired, projected, frames)
 
     def in_driver(delta: pa.Table) -> tuple[DataFrame | pa.Table | None, str]:
@@ -259,9 +271,11 @@ def topk_corrections(
 
     if got is not None:  # no Spark job: Δ read from the change files
         return in_driver(got)
-    union = _change(ci, split, frames)
+    union = _change(ci, split, frames, table)
     if isinstance(union, str):
         return None, union
+    if split.partitioned is not None:
+        names += f" (a partitioned recompute on {split.partitioned.describe()})"
     try:
         got = _change_in_driver(desired, union)
         delta = _summed(union)
@@ -274,8 +288,10 @@ def topk_corrections(
         return None, f"the change of the ORDER BY's input could not be computed: {first_paragraph(exc)}"
 
 
-def _change(ci: ChangeInputs, split: TopKSplit, frames: ChangeFrames) -> DataFrame | str:
-    """The change terms of M in the view's columns, each row with its sign (``_mv_topk_n``); not run."""
+def _change(ci: ChangeInputs, split: TopKSplit, frames: ChangeFrames, table: ViewTable) -> DataFrame | str:
+    """The change terms of M in the view's columns, each row with its sign (``_mv_topk_n``); not run. Where M is
+    partitioned by a key (not linear), M over the changed keys' partitions, new rows +1 and old ones -1
+    (:func:`~mvsink.incremental.partitioned.partitioned_input`)."""
     from pyspark.sql import functions as F
 
     from mvsink.incremental.groups import strip_operators
@@ -291,6 +307,17 @@ def _change(ci: ChangeInputs, split: TopKSplit, frames: ChangeFrames) -> DataFra
         return out.select("*", F.lit(sign).cast("bigint").alias(_N))
 
     try:
+        if split.partitioned is not None:
+            from mvsink.incremental.partitioned import partitioned_input
+
+            return partitioned_input(
+                ci.terms(frames),
+                split.partitioned,
+                view.query,
+                table,
+                frame=lambda sql: strip_operators(spark, spark.sql(sql), chain, drop),
+                weight=_N,
+            )
         terms = telescope(ci.terms(frames), term)
     except PlanFormatError as exc:
         return f"the query's plan could not be taken apart: {exc}"

@@ -98,8 +98,8 @@ def partitioning(tree: PlanNode, changed: Iterable[str]) -> Partitioning | str:
     classes = _classes(tree)
     first: str | None = None
     tried: set[frozenset[int]] = set()
-    for attr in _candidates(reads, changed_set, classes):
-        cls = classes.get(attr)
+    for attr in _candidates(tree, reads, changed_set, classes):
+        cls = classes.get(attr, frozenset({attr}))
         if cls is None or cls in tried:
             continue
         tried.add(cls)
@@ -136,14 +136,15 @@ def _whole_reason(tree: PlanNode) -> str | None:
     return None
 
 
-def _candidates(reads: list[PlanNode], changed: set[str], classes: dict[int, frozenset[int]]) -> Iterator[int]:
-    """Attributes of the changed sources' reads that some equality ties to another (their class has several)."""
-    for n in reads:
-        if str(n.attrs["view"]).casefold() not in changed:
-            continue
-        for attr in output_ids(n):
-            if len(classes.get(attr, ())) > 1:
-                yield attr
+def _candidates(
+    tree: PlanNode, reads: list[PlanNode], changed: set[str], classes: dict[int, frozenset[int]]
+) -> Iterator[int]:
+    """Attributes of the changed sources' reads that some equality ties to another (their class has several), then
+    those an aggregate groups by (a GROUP BY over one source partitions it by itself)."""
+    mine = [a for n in reads if str(n.attrs["view"]).casefold() in changed for a in output_ids(n)]
+    yield from (a for a in mine if len(classes.get(a, ())) > 1)
+    grouped = {a for n in tree.walk() if n.name == "Aggregate" for a in _grouping(n)}
+    yield from (a for a in mine if a in grouped)
 
 
 def _check(tree: PlanNode, cls: frozenset[int], changed: set[str], reads: list[PlanNode]) -> Partitioning | str:
