@@ -1,7 +1,7 @@
 """How many of the 22 TPC-H queries refresh incrementally on TPC-H's own change stream (RF1 + RF2).
 
     python -m bench.tpch22 [--sf 1] [--pairs 1] [--queries 1,3,5] [--out bench/reports/tpch22-sf<SF>.md]
-                           [--results bench/results]
+                           [--results bench/results] [--path connect|inprocess]
 
 Each query (the specification's text with its validation parameters; an ORDER BY without LIMIT dropped,
 since a view is a multiset; an ORDER BY ... LIMIT kept, refreshed as a top-k with a declared key) becomes a
@@ -11,12 +11,16 @@ MB). Every view is refreshed once (the full diff), then ``--pairs`` RF1 + RF2 pa
 (Spark computes the query and replaces a Delta table) are recorded, and the view is checked exact against
 DuckDB evaluating the same query over the same source snapshot (delta-rs's read, not Spark's).
 ``MVSINK_INCREMENTAL_GROUPS`` is on for the run (affected groups; mvsink's default since 2026-11-29).
-Writes a Markdown table and the raw rows (JSON) beside it.
+By default (``--path connect``) every refresh is a new ``mvsink refresh --remote`` process and every overwrite a new
+process (bench.connect_process's), both through one Spark Connect server: the path an Airflow task takes.
+``--path inprocess`` runs both in this process's warm Spark. Writes a Markdown table and the raw rows (JSON) beside
+it.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import datetime as dt
 import decimal
 import json
@@ -24,9 +28,11 @@ import os
 import platform
 import re
 import shutil
+import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -315,6 +321,54 @@ def view_rows(view: Any, ts: int) -> list[tuple[Any, ...]]:
     return [tuple(_norm(r[c]) for c in cols) for r in t.select(cols).to_pylist()]
 
 
+@contextlib.contextmanager
+def _runner(
+    path: str, root: Path, views_dir: Path, catalog: Any
+) -> Iterator[tuple[Callable[[str, int, str], dict[str, Any]], Callable[[str, Any], float]]]:
+    """(refresh(view name, time, run id) -> its result as a dict, overwrite(view name, view) -> seconds) on ``path``:
+    ``connect``, each a new process through one Spark Connect server started here (bench.connect_process's); or
+    ``inprocess``, this process's Spark."""
+    if path == "connect":
+        from bench.connect_process import SERVER_CONF, overwrite, refresh
+        from bench.tpch_refresh import compile_package
+        from mvsink.devtools.localairflow import free_port
+        from mvsink.spark.connect import start_server
+
+        compile_package()
+        port = free_port()
+        remote = f"sc://127.0.0.1:{port}"
+        server = start_server(port=port, conf=SERVER_CONF, log_path=root / "connect-server.log")
+        try:
+
+            def refresh_one(name: str, t: int, run_id: str) -> dict[str, Any]:
+                return refresh(name, t, remote=remote, views_dir=views_dir)[1]
+
+            def overwrite_one(name: str, view: Any) -> float:
+                srcs = {s: root / "src" / s for s in sources_of(view.query)}
+                return overwrite(name, view.query, srcs, root / "overwrite" / name, remote=remote)[0]
+
+            yield refresh_one, overwrite_one
+        finally:
+            os.killpg(server.pid, signal.SIGTERM)
+            server.wait(timeout=60)
+        return
+    from mvsink.write.runners import local_session
+    from mvsink.write.runners import refresh as refresh_in
+
+    spark = local_session(conf={"spark.driver.memory": "6g"})
+    spark.sparkContext.setLogLevel("ERROR")
+    jvm_pid = int(spark.sparkContext._jvm.ProcessHandle.current().pid())  # type: ignore[union-attr]
+
+    def refresh_here(name: str, t: int, run_id: str) -> dict[str, Any]:
+        res = refresh_in(catalog.get(name), t, catalog=catalog, runner="inprocess", spark=spark, run_id=run_id)
+        return {"status": res.status, "mode": res.mode, "reason": res.reason, "reads": res.reads}
+
+    def overwrite_here(name: str, view: Any) -> float:
+        return float(_overwrite(spark, view, root / "overwrite" / name, jvm_pid)["overwrite_s"])
+
+    yield refresh_here, overwrite_here
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--sf", type=float, default=1.0)
@@ -323,6 +377,13 @@ def main() -> int:
     ap.add_argument("--root", default="/tmp/mvsink-tpch22")
     ap.add_argument("--out", help="the report (default: bench/reports/tpch22-sf<SF>.md)")
     ap.add_argument("--results", default=str(RESULTS), help="folder of the raw rows, one JSON file per run")
+    ap.add_argument(
+        "--path",
+        choices=("connect", "inprocess"),
+        default="connect",
+        help="connect (default): each refresh and each overwrite a new process through one Spark Connect server, "
+        "as an Airflow task runs it; inprocess: both in this process's warm Spark",
+    )
     args = ap.parse_args()
     numbers = [int(q) for q in args.queries.split(",")]
     root = Path(args.root) / f"sf{args.sf}"
@@ -351,42 +412,40 @@ def main() -> int:
         (views_dir / f"q{n}.yaml").write_text(yaml.safe_dump(doc))
 
     from mvsink.definitions.catalog import Catalog
-    from mvsink.write.runners import local_session, refresh
 
-    spark = local_session(conf={"spark.driver.memory": "6g"})
-    spark.sparkContext.setLogLevel("ERROR")
-    jvm_pid = int(spark.sparkContext._jvm.ProcessHandle.current().pid())  # type: ignore[union-attr]
     catalog = Catalog(views_dir)
     t1, t2 = t0 + day, t0 + 2 * day
-    for n in numbers:
-        res = refresh(catalog.get(f"q{n}"), t1, catalog=catalog, runner="inprocess", spark=spark)
-        print(f"q{n}: initial {res.status} {res.mode}", flush=True)
-    changed = make_stream("rf", root, args.sf).apply(args.pairs * 0.001, 1, t2 - 3_600_000)
-    rows = []
-    for n in numbers:
-        view = catalog.get(f"q{n}")
-        s = time.monotonic()
-        res = refresh(view, t2, catalog=catalog, runner="inprocess", spark=spark, run_id=f"rf-q{n}")
-        refresh_s = time.monotonic() - s
-        ow = _overwrite(spark, view, root / "overwrite" / f"q{n}", jvm_pid)
-        from mvsink.core.table import ViewTable
+    with _runner(args.path, root, views_dir, catalog) as (refresh_one, overwrite_one):
+        for n in numbers:
+            res = refresh_one(f"q{n}", t1, "initial")
+            print(f"q{n}: initial {res['status']} {res['mode']}", flush=True)
+        changed = make_stream("rf", root, args.sf).apply(args.pairs * 0.001, 1, t2 - 3_600_000)
+        rows = []
+        for n in numbers:
+            view = catalog.get(f"q{n}")
+            s = time.monotonic()
+            res = refresh_one(f"q{n}", t2, f"rf-q{n}")
+            refresh_s = time.monotonic() - s
+            ow_s = overwrite_one(f"q{n}", view)
+            from mvsink.core.table import ViewTable
 
-        info = ViewTable.open(view).history(limit=1)[0].info
-        exact = _close(view_rows(view, t2), oracle_rows(view.query, root, sources_of(view.query), t2))
-        row = {
-            "query": n,
-            "sf": args.sf,
-            "stream": "rf",
-            "view": f"q{n}",
-            "mode": mode_name(res.mode),
-            "reason": (info.mode_reason if info else "") or res.reason,
-            "refresh_s": refresh_s,
-            "overwrite_s": ow["overwrite_s"],
-            "reads": res.reads,
-            "exact": exact,
-        }
-        rows.append(row)
-        print(f"q{n}: {row['mode']} {refresh_s:.2f}s vs overwrite {ow['overwrite_s']:.2f}s exact={exact}", flush=True)
+            info = ViewTable.open(view).history(limit=1)[0].info
+            exact = _close(view_rows(view, t2), oracle_rows(view.query, root, sources_of(view.query), t2))
+            row = {
+                "query": n,
+                "sf": args.sf,
+                "stream": "rf",
+                "path": "connect-process" if args.path == "connect" else "in-process",
+                "view": f"q{n}",
+                "mode": mode_name(str(res["mode"] or "")),
+                "reason": (info.mode_reason if info else "") or res.get("reason") or "",
+                "refresh_s": refresh_s,
+                "overwrite_s": ow_s,
+                "reads": res.get("reads"),
+                "exact": exact,
+            }
+            rows.append(row)
+            print(f"q{n}: {row['mode']} {refresh_s:.2f}s vs overwrite {ow_s:.2f}s exact={exact}", flush=True)
     out = Path(args.out or REPORTS / f"tpch22-sf{args.sf:g}.md")
     out.parent.mkdir(parents=True, exist_ok=True)
     meta = {
@@ -396,6 +455,7 @@ def main() -> int:
         "versions": _versions(),
         "sf": args.sf,
         "pairs": args.pairs,
+        "path": args.path,
         "changed": changed,
     }
     raw_path = Path(args.results) / raw_name("tpch22", date, f"sf{args.sf:g}-rf")
@@ -408,7 +468,14 @@ def main() -> int:
         f"# The 22 TPC-H queries on RF1 + RF2 (SF {args.sf}, {args.pairs} pair(s))",
         "",
         f"{meta['date']}, {meta['machine']}; {meta['versions']}. `{meta['command']}`; "
-        "`MVSINK_INCREMENTAL_GROUPS=true`. One refresh each after the change (no "
+        "`MVSINK_INCREMENTAL_GROUPS=true`. "
+        + (
+            "Each refresh and each overwrite a new process through one Spark Connect server (the path an Airflow "
+            "task takes). "
+            if args.path == "connect"
+            else "Refreshes and overwrites in one warm in-process Spark. "
+        )
+        + "One refresh each after the change (no "
         "repeats: ratios are indicative), exact = the view equals DuckDB over the same snapshot.",
         "",
         f"Raw rows: {link(raw_path, out)}.",
