@@ -168,6 +168,12 @@ TOPK = {
         "GROUP BY o.cust, c.region ORDER BY q DESC NULLS LAST, o.cust NULLS LAST LIMIT 2",
         ["cust"],
     ),
+    # TPC-H Q18's shape: an IN over a grouped HAVING, the top-k above the aggregate
+    "topk_in_having": (
+        "SELECT cust, count(*) AS n FROM orders WHERE cust IN (SELECT cust FROM orders GROUP BY cust "
+        "HAVING count(*) > 3) GROUP BY cust ORDER BY n DESC, cust NULLS LAST LIMIT 2",
+        ["cust"],
+    ),
 }
 NOT_PARTITIONED = {
     "uncorrelated": "SELECT status, count(*) AS n FROM orders WHERE qty > (SELECT avg(qty) FROM orders) GROUP BY status"

@@ -90,9 +90,7 @@ class TopKSplit:
 
 def topk_split(tree: PlanNode, sources: list[str]) -> TopKSplit | str:
     """The split of a top-k plan over changes of ``sources``, or why it is not one (failing closed)."""
-    from mvsink import settings
-    from mvsink.plan.linearity import nonlinear_reason, whole_plan_reason
-    from mvsink.plan.partitioning import partitioning
+    from mvsink.plan.linearity import SUBQUERY_REASON, whole_plan_reason
     from mvsink.plan.splits import output_columns, output_refs
     from mvsink.plan.tree import PlanExpr
 
@@ -104,7 +102,7 @@ def topk_split(tree: PlanNode, sources: list[str]) -> TopKSplit | str:
     if node.name != "GlobalLimit":
         return f"{NOT_TOPK} ({node.name})"
     why = whole_plan_reason(tree)
-    if why:
+    if why and not why.startswith(SUBQUERY_REASON):  # (a subquery in M may still partition it: below)
         return why
     limit = _limit(node)
     local = node.children[0] if len(node.children) == 1 else None
@@ -133,18 +131,30 @@ def topk_split(tree: PlanNode, sources: list[str]) -> TopKSplit | str:
         if not at:
             return f"ORDER BY item #{i + 1} is not a column of the view"
         order.append((at[0], descending, nulls_first))
-    part = None
-    for s in sources:
-        why = nonlinear_reason(sort.children[0], s)
-        if why:
-            got_part = partitioning(sort.children[0], sources) if settings.incremental_partitioned() else None
-            if got_part is None or isinstance(got_part, str):
-                also = f"; and not partitioned by a key: {got_part}" if got_part else ""
-                return f"the ORDER BY's input is not linear in {s!r}: {why}{also}"
-            part = got_part
-            break
+    if why and any(x.plans for n in (*chain, node, local, *below, sort) for x in n.all_expressions()):
+        return why  # (a subquery above M)
+    part = _partitioned(sort.children[0], sources)
+    if isinstance(part, str):
+        return part
     names = (*(n.name for n in chain), node.name, local.name, *(n.name for n in below), sort.name)
     return TopKSplit(limit, tuple(order), names, sort.children[0], part)
+
+
+def _partitioned(m: PlanNode, sources: list[str]) -> Partitioning | str | None:
+    """None where M is linear in every changed source; else the key that partitions it, or why neither."""
+    from mvsink import settings
+    from mvsink.plan.linearity import nonlinear_reason
+    from mvsink.plan.partitioning import partitioning
+
+    for s in sources:
+        why = nonlinear_reason(m, s)
+        if why:
+            part = partitioning(m, sources) if settings.incremental_partitioned() else None
+            if part is None or isinstance(part, str):
+                also = f"; and not partitioned by a key: {part}" if part else ""
+                return f"the ORDER BY's input is not linear in {s!r}: {why}{also}"
+            return part
+    return None
 
 
 def _order_by(sort: PlanNode) -> tuple[dict[int, int], list[tuple[bool, bool]]] | str:

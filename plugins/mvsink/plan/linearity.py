@@ -62,6 +62,7 @@ if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
 _LEFT_PRESERVING = frozenset({"LeftOuter", "LeftSemi", "LeftAnti"})
+SUBQUERY_REASON = "the query has a subquery"  # (how :func:`whole_plan_reason`'s reason for one starts)
 _BOTH_SIDES = frozenset({"Inner", "Cross"})
 
 
@@ -153,7 +154,7 @@ def whole_plan_reason(tree: PlanNode) -> str | None:
             cat = expression_category(e.name)
             found.setdefault(cat or "expression", []).append(e.name)
     if found.get(SUBQUERY):
-        return f"the query has a subquery ({found[SUBQUERY][0]})"
+        return f"{SUBQUERY_REASON} ({found[SUBQUERY][0]})"
     if found.get("operator"):
         return f"the plan has an operator this check does not know: {found['operator'][0]}"
     if found.get("expression"):
