@@ -19,6 +19,7 @@ from tests.support.viewfiles import write_view
 
 GROUPS = "MVSINK_INCREMENTAL_GROUPS"
 TOPK = "MVSINK_INCREMENTAL_TOPK"
+PARTITIONED = "MVSINK_INCREMENTAL_PARTITIONED"
 
 SHAPES = {
     "proj": "SELECT id, status FROM orders WHERE qty > 1",
@@ -104,7 +105,8 @@ def test_linear_shapes_take_the_linear_mode_and_name_the_change_feed_fix(spark, 
     assert "reads `customers` where id is among the keys of orders.cust" in r.summary()
 
 
-def test_a_left_join_is_linear_in_its_preserved_side_only(spark, catalog):
+def test_a_left_join_is_linear_in_its_preserved_side_only(spark, catalog, monkeypatch):
+    monkeypatch.setenv(PARTITIONED, "false")  # (the null-supplying side: a partitioned recompute, below)
     r = _explain(spark, catalog, "left")
     by = {s.source: s for s in r.sources}
     assert by["orders"].mode == "incremental"
@@ -113,6 +115,9 @@ def test_a_left_join_is_linear_in_its_preserved_side_only(spark, catalog):
     assert "not linear in 'customers'" in str(c.why) and "LeftOuter join" in str(c.why)
     assert any("preserved side" in f for f in c.fixes), c.fixes
     assert by["orders"].pruned == ("`customers` where id is among the keys of orders.cust",)
+    monkeypatch.delenv(PARTITIONED)  # on by default: the join's key partitions the query
+    c = {s.source: s for s in _explain(spark, catalog, "left").sources}["customers"]
+    assert c.mode == "incremental:partitioned" and c.label == "partitioned recompute", c
 
 
 def test_an_accumulable_aggregate_keeps_state_and_refreshes_from_it(spark, catalog):
@@ -133,6 +138,7 @@ def test_min_max_refresh_from_the_aggregate_state(spark, catalog):
 
 def test_count_distinct_needs_the_groups_setting_and_says_so(spark, catalog, monkeypatch):
     monkeypatch.setenv(GROUPS, "false")  # (on by default)
+    monkeypatch.setenv(PARTITIONED, "false")  # (a GROUP BY of a column: partitioned by it, on by default)
     r = _explain(spark, catalog, "cdistinct")
     s = r.sources[0]
     assert s.mode == "full" and not r.state_columns and r.state_reason
@@ -173,16 +179,20 @@ def test_top_k_needs_a_declared_key(spark, catalog, monkeypatch):
     assert _modes(r) == {"orders": "incremental:topk"} and r.key == ("id",) and r.sources[0].label == "top-k"
 
 
-def test_a_session_function_or_a_subquery_takes_the_full_diff_with_a_rewrite(spark, catalog):
+def test_a_session_function_or_a_subquery_takes_the_full_diff_with_a_rewrite(spark, catalog, monkeypatch):
     s = _explain(spark, catalog, "session").sources[0]
     assert s.mode == "full" and "depends on the time or session" in str(s.why), s
     assert any("where the data is written" in f for f in s.fixes), s.fixes
+    monkeypatch.setenv(PARTITIONED, "false")
     r = _explain(spark, catalog, "subquery")
     assert set(_modes(r).values()) == {"full"}
     assert all("subquery" in str(s.why) and any("join" in f for f in s.fixes) for s in r.sources), r
+    monkeypatch.delenv(PARTITIONED)  # on by default: the IN's value and column partition the query
+    assert set(_modes(_explain(spark, catalog, "subquery")).values()) == {"incremental:partitioned"}
 
 
 def test_checks_keep_an_aggregate_from_its_state_and_groups(spark, catalog, monkeypatch):
+    monkeypatch.setenv(PARTITIONED, "false")  # (a GROUP BY of a column is partitioned by it: checks apply per row)
     s = _explain(spark, catalog, "checked").sources[0]  # (affected groups would not apply either)
     assert s.mode == "full" and any("move the view's checks" in f for f in s.fixes), s.fixes
     monkeypatch.setenv(GROUPS, "true")
@@ -193,7 +203,8 @@ def test_checks_keep_an_aggregate_from_its_state_and_groups(spark, catalog, monk
     assert any("move the view's checks" in f for f in s.fixes), s.fixes
 
 
-def test_a_view_over_a_view_and_the_cli(spark, catalog, capsys):
+def test_a_view_over_a_view_and_the_cli(spark, catalog, capsys, monkeypatch):
+    monkeypatch.setenv(PARTITIONED, "false")  # (the left join's null-supplying side would be partitioned)
     proj = catalog.get("proj")
     with pytest.raises(Exception, match="refresh proj first"):
         _explain(spark, catalog, "over")
