@@ -24,7 +24,14 @@ from typing import TYPE_CHECKING, Any
 from mvsink.columns import is_hidden
 from mvsink.core import storage
 from mvsink.core.commitinfo import CommitInfo
-from mvsink.core.deltalog import cached_snapshot, commit_times, is_delta_table
+from mvsink.core.deltalog import (
+    cached_snapshot,
+    commit_times,
+    is_delta_table,
+    keep_snapshot,
+    newest_commit,
+    snapshots_cached,
+)
 from mvsink.core.probe import check_conditional_writes
 from mvsink.definitions.view import since_app_id, upper_app_id
 from mvsink.exceptions import MvSinkError, ReadTimeError, SourceError, StoreError, UnsupportedFeatureError
@@ -61,10 +68,43 @@ def open_delta(path: Where, *, version: int | None = None) -> DeltaTable | None:
     :class:`SourceError` (bad input); a failure to reach its store (network, permissions, a
     timeout) is a :class:`StoreError`, which a retry may fix.
     """
-    from deltalake import DeltaTable
-
+    if snapshots_cached():
+        return _shared_delta(path, version)
     if not is_delta_table(path):
         return None
+    return _open_delta(path, version)
+
+
+def _shared_delta(path: Where, version: int | None) -> DeltaTable | None:
+    """:func:`open_delta` inside :func:`~mvsink.core.deltalog.snapshot_cache`: one handle per table version, shared
+    (a commit goes through a handle of its own: :meth:`ViewTable.commit_files`). The newest version is the newest
+    commit file the log's listing shows now (as a new handle would find it), its handle shared only while that
+    file is the same one (a table dropped and created again has new commit files)."""
+    if version is not None:
+        return cached_snapshot(("delta", path, version), lambda: open_delta_unshared(path, version))
+    newest = newest_commit(path)
+    if newest is None:
+        return None
+    v, mtime = newest
+
+    def make() -> DeltaTable | None:
+        dt = open_delta_unshared(path, v)
+        keep_snapshot(("delta", path, v), dt)
+        return dt
+
+    return cached_snapshot(("delta-newest", path, v, mtime), make)
+
+
+def open_delta_unshared(path: Where, version: int | None = None) -> DeltaTable | None:
+    """:func:`open_delta` as a handle of the caller's own, even inside a snapshot cache (a commit moves its handle)."""
+    if not is_delta_table(path):
+        return None
+    return _open_delta(path, version)
+
+
+def _open_delta(path: Where, version: int | None) -> DeltaTable:
+    from deltalake import DeltaTable
+
     opts = storage.delta_options(path)
     try:
         return DeltaTable(path, version=version, storage_options=opts)
@@ -301,11 +341,22 @@ class ViewTable:
 
     def reload(self) -> ViewTable:
         """Follow the table to its latest version (it may have been created since)."""
-        if self._dt is None:
+        if self._dt is None or snapshots_cached():  # (a shared handle is never moved: open_delta)
             self._dt = open_delta(self.path)
         else:
             self._dt.update_incremental()
         return self
+
+    def _own(self) -> DeltaTable:
+        """This table's handle to commit through: one of its own at this version where handles are shared (a commit
+        moves the handle it goes through to the new version)."""
+        dt = self.delta
+        if not snapshots_cached():
+            return dt
+        own = open_delta_unshared(self.path, self.version)
+        if own is None:
+            raise no_table(self.path, role=self.role)
+        return own
 
     def at_version(self, version: int) -> ViewTable:
         return ViewTable(self.path, self.name, open_delta(self.path, version=version))
@@ -473,7 +524,7 @@ class ViewTable:
         from deltalake.exceptions import CommitFailedError
         from deltalake.transaction import AddAction, CommitProperties, RemoveAction, Transaction
 
-        dt = self.delta
+        dt = self._own()
         now_ms = int(time.time() * 1000)
         actions: list[AddAction | RemoveAction] = [
             AddAction(
@@ -513,7 +564,7 @@ class ViewTable:
         from mvsink.columns import ERROR
 
         try:
-            self.delta.alter.add_columns(
+            self._own().alter.add_columns(
                 [Field(ERROR, PrimitiveType("string"), nullable=True)],
                 commit_properties=CommitProperties(custom_metadata=info.to_metadata(), max_commit_retries=0),
             )
@@ -544,7 +595,7 @@ class ViewTable:
         version = self.version + 1
         try:
             write_deltalake(
-                self.delta,
+                self._own(),
                 data,
                 mode="overwrite",
                 predicate=predicate,
