@@ -180,7 +180,7 @@ def test_open_refuses_unreadable_features_unless_asked_not_to_check(tmp_path):
     assert ViewTable.open(view, check=False).exists
 
 
-def test_one_refresh_shares_a_handle_per_version_and_commits_through_its_own(tmp_path):
+def test_one_refresh_shares_a_handle_per_version_that_no_commit_moves(tmp_path):
     view = _view(tmp_path)
     ViewTable.create(view, SCHEMA)
     bump = CommitInfo(operation="bump", view="v", lower=BASE, upper=BASE + 10, from_upper=0)
@@ -198,5 +198,8 @@ def test_one_refresh_shares_a_handle_per_version_and_commits_through_its_own(tmp
         assert first.reload().version == 1 and first.delta is newest.delta
         assert again.version == 0  # reloading one table moves no other's handle
         assert ViewTable.open(view, version=0).delta is again.delta
+        assert newest.add_error_column(CommitInfo(operation="evolve", view="v"))  # a write that moves its handle
+        assert newest.version == first.version == 1 and ERROR not in newest.column_names
+        assert ERROR in ViewTable.open(view).column_names
     outside = ViewTable.open(view)
     assert outside.delta is not ViewTable.open(view).delta  # outside a refresh, every open is new

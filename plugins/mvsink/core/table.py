@@ -77,9 +77,9 @@ def open_delta(path: Where, *, version: int | None = None) -> DeltaTable | None:
 
 def _shared_delta(path: Where, version: int | None) -> DeltaTable | None:
     """:func:`open_delta` inside :func:`~mvsink.core.deltalog.snapshot_cache`: one handle per table version, shared
-    (a commit goes through a handle of its own: :meth:`ViewTable.commit_files`). The newest version is the newest
-    commit file the log's listing shows now (as a new handle would find it), its handle shared only while that
-    file is the same one (a table dropped and created again has new commit files)."""
+    (a write that moves its handle goes through one of its own: :meth:`ViewTable._own`). The newest version is the
+    newest commit file the log's listing shows now (as a new handle would find it), its handle shared only while
+    that file is the same one (a table dropped and created again has new commit files)."""
     if version is not None:
         return cached_snapshot(("delta", path, version), lambda: open_delta_unshared(path, version))
     newest = newest_commit(path)
@@ -283,6 +283,7 @@ class ViewTable:
         self.app_id = upper_app_id(name)
         self.since_app_id = since_app_id(name)
         self._dt = dt
+        self._frontier: tuple[DeltaTable, Frontier] | None = None  # (the handle it was read from, it)
 
     def __repr__(self) -> str:
         return f"ViewTable({self.name!r}, {self.path!r}, version={self.version})"
@@ -348,8 +349,8 @@ class ViewTable:
         return self
 
     def _own(self) -> DeltaTable:
-        """This table's handle to commit through: one of its own at this version where handles are shared (a commit
-        moves the handle it goes through to the new version)."""
+        """This table's handle to write through: one of its own at this version where handles are shared (a write or
+        a schema change moves the handle it goes through to the new version)."""
         dt = self.delta
         if not snapshots_cached():
             return dt
@@ -397,15 +398,21 @@ class ViewTable:
 
     @property
     def frontier(self) -> Frontier:
-        """upper, since and the Delta version they were read at."""
+        """upper, since and the Delta version they were read at (read once per handle and version)."""
         dt = self._dt
         if dt is None:
             return MISSING
-        return Frontier(
+        version = int(dt.version())
+        kept = self._frontier
+        if kept is not None and kept[0] is dt and kept[1].version == version:
+            return kept[1]
+        fr = Frontier(
             upper=dt.transaction_version(self.app_id) or 0,
             since=dt.transaction_version(self.since_app_id) or 0,
-            version=int(dt.version()),
+            version=version,
         )
+        self._frontier = (dt, fr)
+        return fr
 
     @property
     def column_names(self) -> list[str]:
@@ -524,7 +531,7 @@ class ViewTable:
         from deltalake.exceptions import CommitFailedError
         from deltalake.transaction import AddAction, CommitProperties, RemoveAction, Transaction
 
-        dt = self._own()
+        dt = self.delta  # (delta-rs does not move a handle a transaction commits through: it may be shared)
         now_ms = int(time.time() * 1000)
         actions: list[AddAction | RemoveAction] = [
             AddAction(
