@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import datetime as dt
 from pathlib import Path
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -95,3 +96,93 @@ def test_a_key_type_pyarrow_may_read_unlike_spark_still_refuses_the_read(tmp_pat
     t = pa.table({"o": pa.array(range(4), pa.int64()), "c": pa.array([0.5, 1.5, 2.5, 3.5])})
     change = _files(tmp_path, t)
     assert scan_keys(change, ["c"], (), Cover({"c": [(0.0, 9.0)]})) is None
+
+
+# ---------------------------------------------------------------- a term's chained read (TermPruning)
+
+
+def _delta(path: Path, *parts: pa.Table) -> int:
+    from deltalake import write_deltalake
+
+    for t in parts:  # one file each
+        write_deltalake(str(path), t, mode="append")
+    return len(parts) - 1
+
+
+def _chain(tmp_path: Path, *, further: bool) -> tuple[Any, dict[str, Any], list[Any]]:
+    """Change set a (ak 0..99) prunes b (by bk); b's kept rows prune c (by ck, 4 files), and with ``further`` c prunes
+    d (by dk). b's kept file has c's keys 0..39 in its first 40 rows."""
+    from mvsink.core.batch import SourceRead
+    from mvsink.incremental.pruning import TermPruning, spark_needed
+    from mvsink.plan.joinkeys import Column, Edge
+
+    ints = pa.int64()
+    tmp_path.mkdir(exist_ok=True)
+    a = tmp_path / "a.parquet"
+    pq.write_table(pa.table({"ak": pa.array(range(100), ints)}), a)
+    change = ChangeFiles((ChangeFile(parse(str(a)), (), a.stat().st_size),), ())
+    vb = _delta(
+        tmp_path / "b",
+        pa.table({"bk": pa.array(range(100), ints), "ck": pa.array([i % 40 for i in range(100)], ints)}),
+        pa.table({"bk": pa.array(range(1000, 1100), ints), "ck": pa.array([0] * 100, ints)}),
+    )
+    vc = _delta(
+        tmp_path / "c",
+        *(
+            pa.table({"ck": pa.array(range(lo, lo + 10), ints), "dk": pa.array(range(lo, lo + 10), ints)})
+            for lo in (0, 10, 20, 30)
+        ),
+    )
+    vd = _delta(tmp_path / "d", *(pa.table({"dk": pa.array(range(lo, lo + 20), ints)}) for lo in (0, 20)))
+    sources = [
+        SourceRead("a", "path", parse(str(tmp_path / "a")), 1),
+        SourceRead("b", "path", parse(str(tmp_path / "b")), vb),
+        SourceRead("c", "path", parse(str(tmp_path / "c")), vc),
+        SourceRead("d", "path", parse(str(tmp_path / "d")), vd),
+    ]
+    edges = [Edge(Column("a", "ak"), Column("b", "bk")), Edge(Column("b", "ck"), Column("c", "ck"))]
+    if further:
+        edges.append(Edge(Column("c", "dk"), Column("d", "dk")))
+    tp = TermPruning(None, "", sources, change_files={"a": change}, edges=edges)
+    read_at = {s.name: (spark_needed, s.version) for s in sources[1:]}
+    return tp, read_at, edges
+
+
+def _counted(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, int]]:
+    """Each batch a key read that may stop early reads: (its table's folder name, rows)."""
+    from mvsink.engines import arrow
+
+    seen: list[tuple[str, int]] = []
+    real = arrow.parquet_column_batches
+
+    def counting(path: Any, columns: Any, rows: int) -> Any:
+        got = real(path, columns, rows)
+        return None if got is None else (seen.append((Path(path.key).parent.name, t.num_rows)) or t for t in got)
+
+    monkeypatch.setattr(arrow, "parquet_column_batches", counting)
+    return seen
+
+
+@pytest.mark.parametrize("further", [False, True])
+def test_a_chained_read_stops_once_its_keys_reach_every_file_it_alone_decides(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, further: bool
+) -> None:
+    from mvsink.incremental import pruning
+
+    monkeypatch.setenv("MVSINK_INCREMENTAL_PRUNE_MIN_BYTES", "0")
+    monkeypatch.setattr(keyreads, "COVER_BATCH_ROWS", 8)
+    seen = _counted(monkeypatch)
+    tp, read_at, _ = _chain(tmp_path, further=further)
+    got = tp.reads({"a": pruning.spark_needed}, read_at)
+    assert [r.source for r in got] == ["b"] and (got[0].files, got[0].total_files) == (1, 2)
+    from_b = [n for table, n in seen if table == "b"]
+    if further:  # c's keys lead on to d: b's keys are all read (c is then read whole: they skip none of its files)
+        assert from_b == []  # (no cover: that read is not batched; c's keys of d's files may stop early)
+    else:
+        assert 0 < sum(from_b) <= 48 and all(n <= 8 for n in from_b)  # c's 4 files reached by the 40th row of 100
+
+    monkeypatch.setattr(pruning.TermPruning, "_cover", lambda *a, **k: None)
+    tp, read_at, _ = _chain(tmp_path / "again", further=further)
+    assert [(r.source, r.files, r.total_files, r.filters) for r in tp.reads({"a": pruning.spark_needed}, read_at)] == [
+        (r.source, r.files, r.total_files, r.filters) for r in got
+    ]
