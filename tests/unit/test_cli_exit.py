@@ -46,3 +46,19 @@ def test_a_thread_still_running_gets_the_normal_exit_that_waits_for_it(tmp_path:
         "exit_now(0)\n"
     )
     assert got.returncode == 0 and done.exists()
+
+
+def test_a_profiled_command_gets_the_normal_exit_so_the_profile_is_written(tmp_path: Path) -> None:
+    import os
+
+    out, script = tmp_path / "prof", tmp_path / "cmd.py"
+    script.write_text("from mvsink.cli.app import exit_now\n\nexit_now(0)\n")
+    plugins = str(Path(__file__).resolve().parents[2] / "plugins")
+    got = subprocess.run(
+        [sys.executable, "-m", "cProfile", "-o", str(out), str(script)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**os.environ, "PYTHONPATH": plugins},
+    )
+    assert got.returncode == 0 and out.exists(), got.stderr

@@ -363,11 +363,14 @@ def exit_now(code: int) -> NoReturn:
     """End the command's process with ``code``: as a normal exit (other threads finished, the exit handlers run:
     logging's flush and close among them, the output flushed), but without the interpreter's teardown of every module
     and object (pyarrow's, numpy's and DuckDB's: ~0.05 s of a refresh's process). A thread still running (none of
-    ours) gets the normal exit, which waits for it."""
+    ours) gets the normal exit, which waits for it; so does a process run under a profiler or a tracer (``python -m
+    cProfile -o F -m mvsink ...`` writes F after the command)."""
     import atexit
     import os
     import threading
 
+    if sys.getprofile() is not None or sys.gettrace() is not None:
+        sys.exit(code)
     if any(t.is_alive() and not t.daemon for t in threading.enumerate() if t is not threading.main_thread()):
         sys.exit(code)
     try:
