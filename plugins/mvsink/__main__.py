@@ -1,7 +1,5 @@
 """``python -m mvsink``: the command line."""
 
-import sys
+from mvsink.cli.app import exit_now, main
 
-from mvsink.cli.app import main
-
-sys.exit(main())
+exit_now(main())

@@ -14,7 +14,7 @@ from deltalake import DeltaTable, write_deltalake
 
 from mvsink.core.batch import SourceRead
 from mvsink.core.deltalog import change_set, snapshot_cache
-from mvsink.incremental import pruning
+from mvsink.incremental import keyreads, pruning
 from mvsink.incremental.linear import change_frames
 from mvsink.location import parse
 from mvsink.spark.sources import delta_reader, plain_files, read_delta
@@ -77,7 +77,7 @@ def test_a_plain_snapshot_is_read_as_its_file_list_and_a_pruned_read_skips_files
         assert sorted(df.inputFiles()) == sorted(f"file://{p}" for p in DeltaTable(path).file_uris())
         assert _files_read(read_delta(spark, path, version=3, role="test")) == 4
         # a term's read pruned by keys 250 and 310-420: the log's min/max keep files 2, 3 and 4 only
-        keys = pruning.key_ranges([250, *range(310, 421)], max_ranges=2)
+        keys = keyreads.key_ranges([250, *range(310, 421)], max_ranges=2)
         est = pruning.estimate(path, 9, [("id", keys)])
         assert est is not None and est[0] == 3 and len(est[4]) == 3
         r = pruning.PrunedRead("src", (("id", keys),), *est)
@@ -93,8 +93,8 @@ def test_a_pruned_reads_keys_are_read_in_the_driver_as_spark_collects_them(spark
     path = str(tmp_path / "src")
     _ten_files(path, cdf=False)
     with snapshot_cache():
-        ranges = pruning.key_ranges(keys, max_ranges=2)
-        assert (ranges.values is None) is (len(keys) > pruning.MAX_INLINE)
+        ranges = keyreads.key_ranges(keys, max_ranges=2)
+        assert (ranges.values is None) is (len(keys) > keyreads.MAX_INLINE)
         est = pruning.estimate(path, 9, [("id", ranges)])
         assert est is not None
         r = pruning.PrunedRead("src", (("id", ranges),), *est)
@@ -196,18 +196,18 @@ def test_change_keys_are_read_in_the_driver_from_plain_change_files(tmp_path):
     _ten_files(path, cdf=True)
     changes = change_set(path, 7, 9)
     assert not isinstance(changes, str)
-    files = pruning.ChangeFiles(tuple(changes.inserted + changes.deleted + changes.cdc), ())
-    got = pruning.keys_in_driver(files, ["id", "v"])
+    files = keyreads.ChangeFiles(tuple(changes.inserted + changes.deleted + changes.cdc), ())
+    got = keyreads.keys_in_driver(files, ["id", "v"])
     assert got is not None
     assert sorted(got["id"]) == list(range(800, 1000)) and sorted(got["v"]) == list(range(7))
     # a partition column's values are in the log, a column no file has: Spark collects them instead
-    assert pruning.keys_in_driver(pruning.ChangeFiles(files.files, ("v",)), ["v"]) is None
-    assert pruning.keys_in_driver(files, ["nope"]) is None
+    assert keyreads.keys_in_driver(keyreads.ChangeFiles(files.files, ("v",)), ["v"]) is None
+    assert keyreads.keys_in_driver(files, ["nope"]) is None
     # a file of a type pyarrow and Spark may give differently (a double): not in the driver
     odd = tmp_path / "odd.parquet"
     pq.write_table(pa.table({"id": pa.array([1.5])}), odd)
     one = dataclasses.replace(files.files[0], path=parse(str(odd)), size=odd.stat().st_size)
-    assert pruning.keys_in_driver(pruning.ChangeFiles((one,), ()), ["id"]) is None
+    assert keyreads.keys_in_driver(keyreads.ChangeFiles((one,), ()), ["id"]) is None
 
 
 @pytest.mark.parametrize("cdf", [True, False])

@@ -68,3 +68,21 @@ def test_no_columns_sums_everything():
 )
 def test_same_equality(dt, ok):
     assert same_equality(dt) is ok
+
+
+def test_rows_match_keys_nulls_included_whether_or_not_the_keys_hold_a_null():
+    from mvsink.columns import DIFF
+    from mvsink.engines.duckdb import _matching_keys, matching
+
+    rows = pa.table({"k": pa.array([1, 2, None, 3], pa.int64()), "s": pa.array(["a", None, "c", "d"]), DIFF: [1] * 4})
+    no_null = pa.table({"k": pa.array([2, 3], pa.int64()), "s": pa.array([None, "d"])})
+    assert 'r."k" = d."k"' in _matching_keys(["k"], no_null)
+    assert "IS NOT DISTINCT FROM" in _matching_keys(["s"], no_null)
+    assert sorted(matching(rows, no_null, ["k"]).column("k").to_pylist()) == [2, 3]  # the NULL key matches none
+    with_null = pa.table({"k": pa.array([None, 1], pa.int64())})
+    assert "IS NOT DISTINCT FROM" in _matching_keys(["k"], with_null)
+    assert sorted(matching(rows, with_null, ["k"]).column("s").to_pylist()) == ["a", "c"]
+    both = matching(rows, no_null, ["k", "s"])  # the keys' NULL of "s" matches row 2's
+    assert sorted(both.column("k").to_pylist()) == [2, 3]
+    summed = consolidated(rows, keys=no_null, key_columns=["k"])
+    assert sorted(summed.column("k").to_pylist()) == [2, 3]

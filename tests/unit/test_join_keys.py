@@ -7,7 +7,8 @@ import datetime as dt
 
 import pytest
 
-from mvsink.incremental.pruning import key_ranges, pruned_reads
+from mvsink.incremental.keyreads import key_ranges
+from mvsink.incremental.pruning import pruned_reads
 from mvsink.plan.joinkeys import Column, Edge, join_edges
 from mvsink.plan.read import tree_from_explain
 
@@ -103,7 +104,7 @@ def test_keys_are_split_into_ranges_at_their_largest_gaps():
 
 
 def test_integer_keys_become_one_sql_predicate():
-    from mvsink.incremental.pruning import KeyRanges
+    from mvsink.incremental.keyreads import KeyRanges
 
     few = key_ranges([7, 1, 2, 3, 40], max_ranges=2)
     assert (

@@ -178,3 +178,28 @@ def test_open_refuses_unreadable_features_unless_asked_not_to_check(tmp_path):
     with pytest.raises(UnsupportedFeatureError, match="view v: target table: .* deletion vectors"):
         ViewTable.open(view)
     assert ViewTable.open(view, check=False).exists
+
+
+def test_one_refresh_shares_a_handle_per_version_that_no_commit_moves(tmp_path):
+    view = _view(tmp_path)
+    ViewTable.create(view, SCHEMA)
+    bump = CommitInfo(operation="bump", view="v", lower=BASE, upper=BASE + 10, from_upper=0)
+    with deltalog.snapshot_cache():
+        first = ViewTable.open(view)
+        again = ViewTable.open(view)
+        assert first.delta is again.delta  # the newest version, opened once
+        assert ViewTable.open(view, version=0).delta is first.delta  # and shared with an open at that version
+        with deltalog.snapshot_cache():  # a nested one is the same cache
+            assert ViewTable.open(view).delta is first.delta
+        assert again.commit_files(bump, (), upper=BASE) == 1
+        assert first.version == again.version == 0  # the shared handle did not move with the commit
+        newest = ViewTable.open(view)
+        assert newest.version == 1 and newest.frontier.upper == BASE and newest.delta is not first.delta
+        assert first.reload().version == 1 and first.delta is newest.delta
+        assert again.version == 0  # reloading one table moves no other's handle
+        assert ViewTable.open(view, version=0).delta is again.delta
+        assert newest.add_error_column(CommitInfo(operation="evolve", view="v"))  # a write that moves its handle
+        assert newest.version == first.version == 1 and ERROR not in newest.column_names
+        assert ERROR in ViewTable.open(view).column_names
+    outside = ViewTable.open(view)
+    assert outside.delta is not ViewTable.open(view).delta  # outside a refresh, every open is new

@@ -50,16 +50,31 @@ _SNAPSHOTS: contextvars.ContextVar[dict[tuple[Any, ...], Any] | None] = contextv
 
 @contextlib.contextmanager
 def snapshot_cache() -> Iterator[None]:
-    """Within it (one write step), what is read of a table at a fixed version is read once.
+    """Within it (one refresh, or one write step), what is read of a table at a fixed version is read once.
 
-    A Delta version never changes, so the handles and file lists of one write step may be shared; outside
-    a write step nothing is cached (a long-lived process always sees tables anew).
+    A Delta version never changes, so the handles and file lists of one refresh may be shared; outside
+    one nothing is cached (a long-lived process always sees tables anew). Nested, it is the outer one's cache.
     """
+    if _SNAPSHOTS.get() is not None:
+        yield
+        return
     token = _SNAPSHOTS.set({})
     try:
         yield
     finally:
         _SNAPSHOTS.reset(token)
+
+
+def snapshots_cached() -> bool:
+    """Is a :func:`snapshot_cache` active?"""
+    return _SNAPSHOTS.get() is not None
+
+
+def keep_snapshot(key: tuple[Any, ...], value: Any) -> None:
+    """Inside :func:`snapshot_cache`, ``value`` is what :func:`cached_snapshot` gives for ``key`` from now on."""
+    cache = _SNAPSHOTS.get()
+    if cache is not None:
+        cache[key] = value
 
 
 def cached_snapshot(key: tuple[Any, ...], make: Callable[[], _T]) -> _T:

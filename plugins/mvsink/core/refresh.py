@@ -9,6 +9,7 @@ from collections.abc import Callable
 
 from mvsink.core.append import RefreshResult, append
 from mvsink.core.batch import BatchDescription, NothingToDo, WriteReport
+from mvsink.core.deltalog import snapshot_cache
 from mvsink.core.mint import mint
 from mvsink.definitions.catalog import Catalog
 from mvsink.definitions.view import ViewDefinition
@@ -32,6 +33,19 @@ def run_refresh(
     ``write`` computes and stages the corrections of a batch (see :mod:`mvsink.write.runners`);
     it is not called when mint finds nothing to do or knows the corrections are empty.
     """
+    with snapshot_cache():  # each table version mint, write and append read is opened once
+        return _run_refresh(view, refresh_time, write=write, catalog=catalog, dry_run=dry_run, run_id=run_id)
+
+
+def _run_refresh(
+    view: ViewDefinition,
+    refresh_time: int,
+    *,
+    write: WriteStep,
+    catalog: Catalog | None,
+    dry_run: bool,
+    run_id: str | None,
+) -> RefreshResult:
     t0 = time.monotonic()
     desc = mint(view, refresh_time, catalog=catalog, run_id=run_id, dry_run=dry_run)
     t_mint = time.monotonic() - t0

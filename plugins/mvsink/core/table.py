@@ -24,7 +24,14 @@ from typing import TYPE_CHECKING, Any
 from mvsink.columns import is_hidden
 from mvsink.core import storage
 from mvsink.core.commitinfo import CommitInfo
-from mvsink.core.deltalog import cached_snapshot, commit_times, is_delta_table
+from mvsink.core.deltalog import (
+    cached_snapshot,
+    commit_times,
+    is_delta_table,
+    keep_snapshot,
+    newest_commit,
+    snapshots_cached,
+)
 from mvsink.core.probe import check_conditional_writes
 from mvsink.definitions.view import since_app_id, upper_app_id
 from mvsink.exceptions import MvSinkError, ReadTimeError, SourceError, StoreError, UnsupportedFeatureError
@@ -61,10 +68,43 @@ def open_delta(path: Where, *, version: int | None = None) -> DeltaTable | None:
     :class:`SourceError` (bad input); a failure to reach its store (network, permissions, a
     timeout) is a :class:`StoreError`, which a retry may fix.
     """
-    from deltalake import DeltaTable
-
+    if snapshots_cached():
+        return _shared_delta(path, version)
     if not is_delta_table(path):
         return None
+    return _open_delta(path, version)
+
+
+def _shared_delta(path: Where, version: int | None) -> DeltaTable | None:
+    """:func:`open_delta` inside :func:`~mvsink.core.deltalog.snapshot_cache`: one handle per table version, shared
+    (a write that moves its handle goes through one of its own: :meth:`ViewTable._own`). The newest version is the
+    newest commit file the log's listing shows now (as a new handle would find it), its handle shared only while
+    that file is the same one (a table dropped and created again has new commit files)."""
+    if version is not None:
+        return cached_snapshot(("delta", path, version), lambda: open_delta_unshared(path, version))
+    newest = newest_commit(path)
+    if newest is None:
+        return None
+    v, mtime = newest
+
+    def make() -> DeltaTable | None:
+        dt = open_delta_unshared(path, v)
+        keep_snapshot(("delta", path, v), dt)
+        return dt
+
+    return cached_snapshot(("delta-newest", path, v, mtime), make)
+
+
+def open_delta_unshared(path: Where, version: int | None = None) -> DeltaTable | None:
+    """:func:`open_delta` as a handle of the caller's own, even inside a snapshot cache (a commit moves its handle)."""
+    if not is_delta_table(path):
+        return None
+    return _open_delta(path, version)
+
+
+def _open_delta(path: Where, version: int | None) -> DeltaTable:
+    from deltalake import DeltaTable
+
     opts = storage.delta_options(path)
     try:
         return DeltaTable(path, version=version, storage_options=opts)
@@ -243,6 +283,7 @@ class ViewTable:
         self.app_id = upper_app_id(name)
         self.since_app_id = since_app_id(name)
         self._dt = dt
+        self._frontier: tuple[DeltaTable, Frontier] | None = None  # (the handle it was read from, it)
 
     def __repr__(self) -> str:
         return f"ViewTable({self.name!r}, {self.path!r}, version={self.version})"
@@ -301,11 +342,22 @@ class ViewTable:
 
     def reload(self) -> ViewTable:
         """Follow the table to its latest version (it may have been created since)."""
-        if self._dt is None:
+        if self._dt is None or snapshots_cached():  # (a shared handle is never moved: open_delta)
             self._dt = open_delta(self.path)
         else:
             self._dt.update_incremental()
         return self
+
+    def _own(self) -> DeltaTable:
+        """This table's handle to write through: one of its own at this version where handles are shared (a write or
+        a schema change moves the handle it goes through to the new version)."""
+        dt = self.delta
+        if not snapshots_cached():
+            return dt
+        own = open_delta_unshared(self.path, self.version)
+        if own is None:
+            raise no_table(self.path, role=self.role)
+        return own
 
     def at_version(self, version: int) -> ViewTable:
         return ViewTable(self.path, self.name, open_delta(self.path, version=version))
@@ -346,15 +398,21 @@ class ViewTable:
 
     @property
     def frontier(self) -> Frontier:
-        """upper, since and the Delta version they were read at."""
+        """upper, since and the Delta version they were read at (read once per handle and version)."""
         dt = self._dt
         if dt is None:
             return MISSING
-        return Frontier(
+        version = int(dt.version())
+        kept = self._frontier
+        if kept is not None and kept[0] is dt and kept[1].version == version:
+            return kept[1]
+        fr = Frontier(
             upper=dt.transaction_version(self.app_id) or 0,
             since=dt.transaction_version(self.since_app_id) or 0,
-            version=int(dt.version()),
+            version=version,
         )
+        self._frontier = (dt, fr)
+        return fr
 
     @property
     def column_names(self) -> list[str]:
@@ -473,7 +531,7 @@ class ViewTable:
         from deltalake.exceptions import CommitFailedError
         from deltalake.transaction import AddAction, CommitProperties, RemoveAction, Transaction
 
-        dt = self.delta
+        dt = self.delta  # (delta-rs does not move a handle a transaction commits through: it may be shared)
         now_ms = int(time.time() * 1000)
         actions: list[AddAction | RemoveAction] = [
             AddAction(
@@ -513,7 +571,7 @@ class ViewTable:
         from mvsink.columns import ERROR
 
         try:
-            self.delta.alter.add_columns(
+            self._own().alter.add_columns(
                 [Field(ERROR, PrimitiveType("string"), nullable=True)],
                 commit_properties=CommitProperties(custom_metadata=info.to_metadata(), max_commit_retries=0),
             )
@@ -544,7 +602,7 @@ class ViewTable:
         version = self.version + 1
         try:
             write_deltalake(
-                self.delta,
+                self._own(),
                 data,
                 mode="overwrite",
                 predicate=predicate,

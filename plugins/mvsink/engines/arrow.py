@@ -17,7 +17,7 @@ the change and the rest in the process is cheaper whenever the change is small.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING, Any, Final
 
 from mvsink.columns import DIFF, TIME
@@ -263,6 +263,34 @@ def parquet_columns(path: Location, columns: Sequence[str]) -> pa.Table | None:
         if any(c not in pf.schema_arrow.names for c in columns):
             return None
         return without_view_types(pf.read(columns=list(columns)))
+
+
+def parquet_column_batches(path: Location, columns: Sequence[str], rows: int) -> Iterator[pa.Table] | None:
+    """``columns`` of one Parquet file as :func:`parquet_columns` reads them, ``rows`` rows at a time (a reader that
+    stops early decodes no more of the file), or None if the file lacks one of them."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from mvsink.core import storage
+
+    fs, at = storage.filesystem(path)
+    handle = fs.open_input_file(at)
+    try:
+        pf = pq.ParquetFile(handle)
+        missing = any(c not in pf.schema_arrow.names for c in columns)
+    except BaseException:
+        handle.close()
+        raise
+    if missing:
+        handle.close()
+        return None
+
+    def batches() -> Iterator[pa.Table]:
+        with handle:
+            for batch in pf.iter_batches(batch_size=rows, columns=list(columns)):
+                yield without_view_types(pa.Table.from_batches([batch]))
+
+    return batches()
 
 
 def without_view_types(table: pa.Table) -> pa.Table:

@@ -108,8 +108,9 @@ def _duckdb(rows: pa.Table, keys: pa.Table | None, key_columns: Sequence[str], *
         con.register("rows", rows)
         semi = ""
         if keys is not None and key_columns:
-            con.register("keys", keys.select(list(key_columns)))
-            semi = _matching_keys(key_columns)
+            semi_keys = keys.select(list(key_columns))
+            con.register("keys", semi_keys)
+            semi = _matching_keys(key_columns, semi_keys)
         if not consolidate:
             return con.sql(f"SELECT r.* FROM rows r {semi}").to_arrow_table()
         cols = "".join(f"r.{dq(c)}, " for c in rows.column_names if c != DIFF)
@@ -122,10 +123,15 @@ def _duckdb(rows: pa.Table, keys: pa.Table | None, key_columns: Sequence[str], *
         con.close()
 
 
-def _matching_keys(key_columns: Sequence[str]) -> str:
+def _matching_keys(key_columns: Sequence[str], keys: pa.Table) -> str:
     """The WHERE clause keeping the rows ``r`` whose ``key_columns`` match, NULLs included, a row of the registered
-    table ``keys``."""
-    match = " AND ".join(f"r.{duckdb_identifier(k)} IS NOT DISTINCT FROM d.{duckdb_identifier(k)}" for k in key_columns)
+    table ``keys`` (the same columns). A column without NULLs in ``keys`` is matched by ``=``, the same there (a NULL
+    of ``r`` equals no key): DuckDB then filters the scan of ``r`` by the keys and decodes only matching rows."""
+    q = duckdb_identifier
+    match = " AND ".join(
+        f"r.{q(k)} = d.{q(k)}" if keys.column(k).null_count == 0 else f"r.{q(k)} IS NOT DISTINCT FROM d.{q(k)}"
+        for k in key_columns
+    )
     return f"WHERE EXISTS (SELECT 1 FROM keys d WHERE {match})"
 
 
@@ -153,14 +159,15 @@ def consolidated_updates(
         select = ", ".join(f"{dq(n)} AS {dq(c)}" for c, n in zip(columns, names, strict=True))
         files = "[" + ", ".join(f"'{u.key}'" for u in uris) + "]"
         cols = "".join(f"r.{dq(c)}, " for c in columns)
+        semi_keys = keys.select(list(key_columns))
         sql = (
             f"SELECT {cols}sum(r.{dq(DIFF)})::BIGINT AS {dq(DIFF)} FROM (SELECT {select}, {dq(DIFF)} "
             f"FROM read_parquet({files}, union_by_name = true) WHERE {dq(TIME)} < {int(lower)}) r "
-            f"{_matching_keys(key_columns)} GROUP BY ALL HAVING sum(r.{dq(DIFF)}) <> 0"
+            f"{_matching_keys(key_columns, semi_keys)} GROUP BY ALL HAVING sum(r.{dq(DIFF)}) <> 0"
         )
         con = duckdb_cursor()
         try:
-            con.register("keys", keys.select(list(key_columns)))
+            con.register("keys", semi_keys)
             got = con.sql(sql).to_arrow_table()
         finally:
             con.close()

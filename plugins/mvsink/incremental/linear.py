@@ -42,7 +42,7 @@ from mvsink.core.sparklocation import spark_uri
 from mvsink.core.viewchanges import ViewChanges, view_changes
 from mvsink.engines import arrow
 from mvsink.engines.duckdb import consolidated as consolidated_rows
-from mvsink.incremental import pruning
+from mvsink.incremental import keyreads
 from mvsink.incremental.telescope import ChangeFrames, signed_query, telescope, telescope_signed
 from mvsink.spark.sources import empty_frame, read_files
 
@@ -246,7 +246,7 @@ def prepare_changes(
             ),
         )
         if plain and not got.deletion_vectors:  # the same files change_frames read: keys in the driver
-            files = pruning.ChangeFiles(got.files, tuple(partition_columns))
+            files = keyreads.ChangeFiles(got.files, tuple(partition_columns))
             frames.files = {**(frames.files or {}), s.name: files}
             frames.sets = {**(frames.sets or {}), s.name: got}
     return frames

@@ -4,9 +4,9 @@ For a change term of the change set of A (or of several: :mod:`mvsink.incrementa
 :func:`mvsink.plan.joinkeys.join_edges` keyed by A (or by a source already pruned in this term: chained, as
 Q5's lineitem -> supplier) gives a filter on another source: its join column within the keys. The keys are
 read in the driver from plain Parquet files (a change set's change files; a pruned read's kept files) with
-pyarrow, else collected in one Spark job per key source (Δ of A is small, the change-set guard sees to that;
-a change set's keys once per refresh), compressed into at most :data:`MAX_RANGES` ranges (plus the
-exact list when it is short), and the read lists only the files whose min/max statistics may hold a key
+pyarrow (:mod:`mvsink.incremental.keyreads`), else collected in one Spark job per key source (Δ of A is small, the
+change-set guard sees to that; a change set's keys once per refresh), compressed into at most
+:data:`~mvsink.incremental.keyreads.MAX_RANGES` ranges (plus the exact list when it is short), and the read lists only the files whose min/max statistics may hold a key
 (Delta's data skipping does it for a read through Delta's reader). Frames are made only when a key
 collection or a term needs them (:data:`Lazy`), so the scan guard decides on the estimate alone. What each source's read will touch is estimated from
 the same statistics (:func:`mvsink.core.deltalog.file_statistics`): the scan guard and the refresh's
@@ -16,16 +16,14 @@ the same statistics (:func:`mvsink.core.deltalog.file_statistics`): the scan gua
 from __future__ import annotations
 
 import dataclasses
-import datetime as dt
-import decimal
 import functools
 import logging
 from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from mvsink import settings
-from mvsink.core.arrowvalues import array_of, scalar_of
 from mvsink.core.deltalog import ChangeFile, FileStats, absolute_path, active_bytes, file_statistics
+from mvsink.incremental.keyreads import MAX_KEYS, ChangeFiles, Cover, KeyRanges, key_ranges, keys_in_driver, scan_keys
 from mvsink.plan.joinkeys import Edge, join_edges
 
 if TYPE_CHECKING:
@@ -36,12 +34,6 @@ if TYPE_CHECKING:
     from mvsink.plan.tree import PlanNode
 
 log = logging.getLogger(__name__)
-
-MAX_KEYS = 200_000  # more distinct keys than this: the edge is not used (the source is read whole)
-MAX_INLINE = 1_000  # up to this many keys, the filter also lists them (rows outside them are dropped at once)
-MAX_RANGES = 32  # the keys as at most this many [lo, hi] ranges (what Delta's file skipping sees)
-MAX_DRIVER_KEY_BYTES = 64 << 20  # change files up to this size have their keys read in the driver (no Spark job)
-
 
 Lazy = Callable[[], "DataFrame"]  # a frame made when first called (the same frame every call)
 
@@ -60,185 +52,6 @@ def lazy(make: Callable[[], DataFrame]) -> Lazy:
     """``make`` called once, when first needed: building a frame costs Spark analysis, which an estimate
     alone does not need."""
     return functools.cache(make)
-
-
-# ---------------------------------------------------------------- key sets
-
-
-@dataclasses.dataclass(frozen=True)
-class KeyRanges:
-    """A column's keys as ranges (sorted, disjoint) and, when few, the exact values."""
-
-    ranges: tuple[tuple[Any, Any], ...]
-    values: tuple[Any, ...] | None
-
-    @property
-    def empty(self) -> bool:
-        return not self.ranges
-
-    def predicate(self, column: str) -> Column:
-        from pyspark.sql import functions as F
-
-        if self.empty:
-            return F.lit(False)
-        sql = self.sql(column)
-        if sql is not None:
-            return F.expr(sql)
-        c = F.col(f"`{column}`")
-        cond = None
-        for lo, hi in self.ranges:
-            term = c == F.lit(lo) if lo == hi else (c >= F.lit(lo)) & (c <= F.lit(hi))
-            cond = term if cond is None else cond | term
-        assert cond is not None
-        if self.values is not None and len(self.values) > len(self.ranges):
-            cond = cond & c.isin(list(self.values))
-        return cond
-
-    def sql(self, column: str) -> str | None:
-        """:meth:`predicate` as one SQL expression, for integer keys (a Column built over py4j costs a call per
-        literal: ~0.1 s for a thousand keys); None for other types."""
-        keys = [v for r in self.ranges for v in r] + list(self.values or ())
-        if not all(type(v) is int for v in keys):
-            return None
-        c = "`" + column.replace("`", "``") + "`"
-        cond = " OR ".join(f"{c} = {lo}" if lo == hi else f"({c} >= {lo} AND {c} <= {hi})" for lo, hi in self.ranges)
-        if self.values is not None and len(self.values) > len(self.ranges):
-            cond = f"({cond}) AND {c} IN ({', '.join(str(v) for v in self.values)})"
-        return f"({cond})"
-
-    def may_hold(self, lo: Any, hi: Any) -> bool:
-        """A file whose column lies in [lo, hi] may hold one of the keys (True where that cannot be told)."""
-        if lo is None or hi is None:
-            return True
-        try:
-            return any(not (b < lo or a > hi) for a, b in self.ranges)
-        except TypeError:  # statistics of another type than the keys (e.g. a partition value's string)
-            return True
-
-
-def _gap(a: Any, b: Any) -> float | None:
-    """How far apart two sorted keys are (None: the type has no distance; every gap counts the same)."""
-    if isinstance(a, bool):
-        return None
-    if isinstance(a, int | float | decimal.Decimal):
-        return float(b) - float(a)
-    if isinstance(a, dt.datetime):
-        return float((b - a).total_seconds())
-    if isinstance(a, dt.date):
-        return float((b - a).days)
-    return None
-
-
-def key_ranges(values: list[Any], *, max_ranges: int = MAX_RANGES) -> KeyRanges:
-    """The non-null ``values`` as at most ``max_ranges`` ranges: the largest gaps between sorted keys split them."""
-    keys = sorted({v for v in values if v is not None})
-    if not keys:
-        return KeyRanges((), ())
-    exact = tuple(keys) if len(keys) <= MAX_INLINE else None
-    splits = _int_splits(keys, max_ranges)
-    if splits is None:
-        gaps = [(_gap(keys[i], keys[i + 1]), i) for i in range(len(keys) - 1)]
-        if any(g is None for g, _ in gaps):
-            return KeyRanges(((keys[0], keys[-1]),), exact)
-        splits = sorted(i for _, i in sorted(gaps, key=lambda x: -(x[0] or 0.0))[: max_ranges - 1])
-    ranges = []
-    start = 0
-    for i in splits:
-        ranges.append((keys[start], keys[i]))
-        start = i + 1
-    ranges.append((keys[start], keys[-1]))
-    return KeyRanges(tuple(ranges), exact)
-
-
-def _int_splits(keys: list[Any], max_ranges: int) -> list[int] | None:
-    """For sorted integer ``keys`` (else None), the positions after which the ``max_ranges - 1`` largest gaps
-    fall, in order (numpy: a change set's keys run to hundreds of thousands at SF 10)."""
-    import numpy as np
-
-    if not all(type(k) is int for k in keys):
-        return None
-    try:
-        arr = np.fromiter(keys, dtype=np.int64, count=len(keys))
-    except OverflowError:
-        return None
-    gaps = np.diff(arr.astype(np.float64))
-    k = max_ranges - 1
-    if k <= 0 or not len(gaps):
-        return []
-    if len(gaps) <= k:
-        return list(range(len(gaps)))
-    top = np.argsort(-gaps, kind="stable")[:k]  # ties: the first gap, as the general path
-    return sorted(int(i) for i in top)
-
-
-@dataclasses.dataclass(frozen=True)
-class ChangeFiles:
-    """A change set's plain Parquet files (inserted, deleted and change data feed files alike: every row of them
-    is a changed row) and the table's partition columns (their values are in the log, not in the files)."""
-
-    files: tuple[ChangeFile, ...]
-    partition_columns: tuple[str, ...]
-
-    @property
-    def bytes(self) -> int:
-        return sum(f.size for f in self.files)
-
-
-def keys_in_driver(
-    change: ChangeFiles, columns: list[str], *, where: tuple[tuple[str, KeyRanges], ...] = ()
-) -> dict[str, list[Any]] | None:
-    """Each column's distinct values in the files' rows (those whose ``where`` columns are within their keys),
-    read with pyarrow in the driver (only those columns), or None where that is not sure (a partition
-    column, a file without the column, a type pyarrow and Spark may read differently, too many bytes or
-    keys): the caller then collects them with Spark."""
-    import pyarrow as pa
-    import pyarrow.compute as pc
-
-    from mvsink.engines.arrow import parquet_columns
-
-    wanted = sorted(set(columns) | {c for c, _ in where})
-    if change.bytes > MAX_DRIVER_KEY_BYTES or set(wanted) & set(change.partition_columns):
-        return None
-    found: dict[str, set[Any]] = {c: set() for c in columns}
-    for f in change.files:
-        table = parquet_columns(f.path, wanted)
-        if table is None:
-            return None
-        for c in wanted:  # types whose values pyarrow and Spark give alike (a Python int, str, date or Decimal)
-            t = table.schema.field(c).type
-            if not (pa.types.is_integer(t) or pa.types.is_string(t) or pa.types.is_date32(t) or pa.types.is_decimal(t)):
-                return None
-        if where:
-            try:
-                mask = functools.reduce(pc.and_, [_within(table.column(c), keys) for c, keys in where])
-            except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError, TypeError, ValueError):
-                return None
-            table = table.filter(mask)
-        for c in columns:
-            found[c].update(table.column(c).unique().to_pylist())
-    out = {c: [v for v in vals if v is not None] for c, vals in found.items()}
-    if any(len(v) > MAX_KEYS for v in out.values()):
-        return None
-    return out
-
-
-def _within(column: Any, keys: KeyRanges) -> Any:
-    """pyarrow's mask of ``column``'s values within ``keys`` (NULL: not within)."""
-    import pyarrow as pa
-    import pyarrow.compute as pc
-
-    if keys.empty:
-        return array_of([False] * len(column), pa.bool_())
-    if keys.values is not None:
-        return pc.is_in(column, value_set=array_of(list(keys.values), column.type))
-    masks = [
-        pc.and_(
-            pc.greater_equal(column, scalar_of(lo, column.type)),
-            pc.less_equal(column, scalar_of(hi, column.type)),
-        )
-        for lo, hi in keys.ranges
-    ]
-    return pc.fill_null(functools.reduce(pc.or_, masks), scalar_of(False, pa.bool_()))
 
 
 def _collect_keys(df: DataFrame, columns: list[str]) -> dict[str, list[Any]] | None:
@@ -459,9 +272,19 @@ class TermPruning:
                 if key_src in seed_names:  # a change set: every column any edge keys by, once per refresh
                     keys = self._seed_keys(key_src, frames[key_src], columns)
                 else:  # a pruned read's keys: in the driver where its files allow, else one Spark job
-                    keys = self._read_keys(reads[key_src], read_at, columns)
-                    if keys is None:
-                        keys = _collect_keys(frames[key_src](), columns)
+                    cover = self._cover(key_src, edges, by_source, pending, filters, read_at)
+                    got = self._read_keys(reads[key_src], read_at, columns, cover)
+                    if isinstance(got, Cover):
+                        for target in sorted({e.target.source.casefold() for e in edges}):
+                            skipped.add(target)
+                            log.info(
+                                "term of %s: %s read whole: keys of %s reach each of its file(s)",
+                                term,
+                                self.sources[target].name,
+                                key_src,
+                            )
+                        continue
+                    keys = got if got is not None else _collect_keys(frames[key_src](), columns)
                 if keys is None:
                     log.info("term of %s: over %d keys of %s; read whole where they lead", term, MAX_KEYS, key_src)
                     continue
@@ -505,10 +328,11 @@ class TermPruning:
         return out
 
     def _read_keys(
-        self, r: PrunedRead, read_at: dict[str, tuple[Lazy, int]], columns: list[str]
-    ) -> dict[str, list[Any]] | None:
+        self, r: PrunedRead, read_at: dict[str, tuple[Lazy, int]], columns: list[str], cover: Cover | None = None
+    ) -> dict[str, list[Any]] | Cover | None:
         """``columns``' distinct values in pruned read ``r``'s rows, read in the driver from the files it keeps
-        when they are plain Parquet (:func:`keys_in_driver`), else None."""
+        when they are plain Parquet (:func:`keys_in_driver`), else None; ``cover`` once the keys read reach every
+        file it names (the read then stops: :class:`Cover`)."""
         s = self.sources[r.source.casefold()]
         listed = self._target_files(s, read_at[s.name][1]).listed
         if listed is None or r.paths is None:
@@ -516,7 +340,38 @@ class TermPruning:
         kept = set(r.paths)
         files = tuple(f for f in listed if f.path in kept)
         parts = tuple(sorted({name for f in files for name, _ in f.partition_values}))
-        return keys_in_driver(ChangeFiles(files, parts), columns, where=r.filters)
+        return scan_keys(ChangeFiles(files, parts), columns, r.filters, cover)
+
+    def _cover(
+        self,
+        key_src: str,
+        edges: list[Edge],
+        by_source: dict[str, list[Edge]],
+        pending: list[Edge],
+        filters: dict[str, list[tuple[str, KeyRanges]]],
+        read_at: dict[str, tuple[Lazy, int]],
+    ) -> Cover | None:
+        """The :class:`Cover` of the targets of ``edges`` (keyed by pruned read ``key_src``) where their files are all
+        they decide: no target has another filter (earlier, from another key source of this round, or later) nor
+        keys another edge whose target is worth a filter (:meth:`_worth`), and the log has the statistics of every column
+        they filter; else None."""
+        targets = {e.target.source.casefold() for e in edges}
+        if targets & set(filters):
+            return None
+        if any(e.target.source.casefold() in targets for src, es in by_source.items() if src != key_src for e in es):
+            return None
+        later = [e for e in pending if self._worth(e.target.source.casefold(), read_at)]  # (others filter nothing)
+        if any(e.target.source.casefold() in targets or e.keys.source.casefold() in targets for e in later):
+            return None
+        spans: dict[str, list[tuple[Any, Any]]] = {}
+        for e in edges:
+            s = self.sources[e.target.source.casefold()]
+            f = self._target_files(s, read_at[s.name][1])
+            stats = f.stats.get(e.target.name)
+            if stats is None or f.stats[""] is None:
+                return None
+            spans.setdefault(e.keys.name, []).extend((x.min, x.max) for x in stats)
+        return Cover(spans)
 
     def _frame(self, r: PrunedRead, s: SourceRead, version: int, whole: Lazy) -> DataFrame:
         if self.spark is None:

@@ -29,7 +29,7 @@ import math
 from typing import TYPE_CHECKING, Any
 
 from mvsink.core.deltalog import active_bytes, record, record_whole
-from mvsink.incremental import pruning
+from mvsink.incremental import keyreads, pruning
 from mvsink.spark.session import is_connect
 
 if TYPE_CHECKING:
@@ -129,7 +129,7 @@ class ChangeFrames(dict[str, "tuple[DataFrame, DataFrame]"]):
     analysis, which the scan guard's estimate does not need)."""
 
     pruned: dict[str, list[PrunedRead]] | None = None
-    files: dict[str, pruning.ChangeFiles] | None = None
+    files: dict[str, keyreads.ChangeFiles] | None = None
     sets: dict[str, ChangeSet] | None = None  # the change sets behind ``files`` (inserted, deleted, change feed)
     tree: Callable[[], PlanNode] | None = None  # the query's plan as the mode read it (the terms' join edges)
 
@@ -271,7 +271,7 @@ def driver_term_reads(
     desc: BatchDescription,
     base: dict[str, int],
     changed: list[SourceRead],
-    files: dict[str, pruning.ChangeFiles],
+    files: dict[str, keyreads.ChangeFiles],
     edges: tuple[Edge, ...],
 ) -> dict[str, list[PrunedRead]]:
     """:func:`term_reads` without Spark, on the kept plan facts' join ``edges`` and the changed sources' plain change

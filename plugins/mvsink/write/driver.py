@@ -35,7 +35,7 @@ if TYPE_CHECKING:
     from mvsink.core.deltalog import ChangeSet
     from mvsink.definitions.view import ViewDefinition
     from mvsink.incremental.driverfacts import DriverFacts
-    from mvsink.incremental.pruning import ChangeFiles
+    from mvsink.incremental.keyreads import ChangeFiles
 
 log = logging.getLogger(__name__)
 
@@ -234,8 +234,8 @@ def _changes(
 ) -> tuple[list[SourceRead], dict[str, ChangeSet], dict[str, ChangeFiles]] | str:
     """The changed sources, their change sets and plain change files (as the modes' change sets: the size guard, the
     log's sizes recorded as read), or why the refresh runs on Spark."""
+    from mvsink.incremental.keyreads import ChangeFiles
     from mvsink.incremental.linear import changed_sources, max_fraction, plain_change, source_check, table_change
-    from mvsink.incremental.pruning import ChangeFiles
 
     why = source_check(desc, base)
     if why:
