@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any, Final
 
 from mvsink.columns import DIFF
 from mvsink.core.deltalog import active_bytes
-from mvsink.incremental import pruning
+from mvsink.incremental import keyreads, pruning
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -65,7 +65,7 @@ def partitioned_input(
     if isinstance(keys, str):
         return keys
     values, has_null = keys
-    ranges = pruning.key_ranges(values)
+    ranges = keyreads.key_ranges(values)
     new_reads: dict[str, DataFrame] = {}
     old_reads: dict[str, DataFrame] = {}
     read_bytes = 0
@@ -185,8 +185,8 @@ def changed_keys(ct: ChangeTerms, part: Partitioning) -> tuple[list[Any], bool] 
         vals, null = got
         values |= set(vals)
         has_null = has_null or null
-        if len(values) > pruning.MAX_KEYS:
-            return f"the changes hold over {pruning.MAX_KEYS} keys of {part.describe()}"
+        if len(values) > keyreads.MAX_KEYS:
+            return f"the changes hold over {keyreads.MAX_KEYS} keys of {part.describe()}"
     kinds = {type(v) for v in values}
     if len(kinds) > 1 and not kinds <= {int, bool}:
         return f"the changed keys of {part.describe()} are of several types ({', '.join(sorted(k.__name__ for k in kinds))})"
@@ -209,7 +209,7 @@ def _driver_keys(ct: ChangeTerms, name: str, column: str) -> tuple[list[Any], bo
 
     files = getattr(ct.frames, "files", None) or {}
     change = files.get(name)
-    if change is None or column in change.partition_columns or change.bytes > pruning.MAX_DRIVER_KEY_BYTES:
+    if change is None or column in change.partition_columns or change.bytes > keyreads.MAX_DRIVER_KEY_BYTES:
         return None
     found: set[Any] = set()
     null = False
@@ -232,10 +232,10 @@ def _spark_keys(ct: ChangeTerms, name: str, column: str) -> tuple[list[Any], boo
 
     plus, minus = ct.frames[name]
     c = F.col(f"`{column}`")
-    rows = plus.select(c.alias("k")).unionByName(minus.select(c.alias("k"))).distinct().limit(pruning.MAX_KEYS + 1)
+    rows = plus.select(c.alias("k")).unionByName(minus.select(c.alias("k"))).distinct().limit(keyreads.MAX_KEYS + 1)
     got = [r[0] for r in rows.collect()]
-    if len(got) > pruning.MAX_KEYS:
-        return f"the changes of {name!r} hold over {pruning.MAX_KEYS} keys"
+    if len(got) > keyreads.MAX_KEYS:
+        return f"the changes of {name!r} hold over {keyreads.MAX_KEYS} keys"
     return sorted(v for v in got if v is not None), any(v is None for v in got)
 
 
@@ -247,7 +247,7 @@ def _restricted(
     version: int,
     where: str | None,
     column: str | None,
-    ranges: pruning.KeyRanges,
+    ranges: keyreads.KeyRanges,
     nulls: bool,
 ) -> tuple[DataFrame, int]:
     """Source ``s`` at ``version`` (``old``: as the last refresh read it) filtered by ``where`` (None: whole) — only
@@ -272,7 +272,7 @@ def _restricted(
     return read.frame(ct.spark, s, version, whole).where(F.expr(where)), kept
 
 
-def key_filter(column: str, values: list[Any], ranges: pruning.KeyRanges, *, nulls: bool) -> str:
+def key_filter(column: str, values: list[Any], ranges: keyreads.KeyRanges, *, nulls: bool) -> str:
     """Spark SQL keeping the rows whose ``column`` is one of ``values`` (integers, strings or dates; ``nulls``: or
     NULL): the keys' ranges (what Delta's and Parquet's statistics skip by) and the exact values (a hash lookup once
     Spark makes the list an InSet)."""
