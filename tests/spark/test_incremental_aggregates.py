@@ -492,6 +492,7 @@ def test_min_max_modes_step_by_step(spark, env, monkeypatch):
     the mode refuses (the full diff, or affected groups when they are on); a DOUBLE MIN keeps no state."""
     monkeypatch.setenv("MVSINK_INCREMENTAL_MAX_FRACTION", "100")
     monkeypatch.setenv("MVSINK_INCREMENTAL_GROUPS", "false")  # (on by default; turned on below for one step)
+    monkeypatch.setenv("MVSINK_INCREMENTAL_PARTITIONED", "false")  # (a GROUP BY of a column: partitioned by it)
     data, views = env
     path = str(data / "facts")
     rows = [

@@ -192,10 +192,11 @@ def _side(join: PlanNode, attr: int) -> str | None:
     return None
 
 
-def _conjuncts(e: PlanExpr) -> Iterator[PlanExpr]:
+def conjuncts(e: PlanExpr) -> Iterator[PlanExpr]:
+    """The conjuncts of a condition (``a AND b AND c``: a, b, c)."""
     if e.name == "And":
         for c in e.children:
-            yield from _conjuncts(c)
+            yield from conjuncts(c)
     else:
         yield e
 
@@ -207,7 +208,7 @@ def _equalities(node: PlanNode) -> Iterator[tuple[int, int]]:
     if at is None and node.attrs.get("class") is None:  # EXPLAIN text without a readable equality
         return
     for e in node.expressions[at : at + 1] if at is not None else node.expressions[:1]:
-        for c in _conjuncts(e):
+        for c in conjuncts(e):
             if c.name != "EqualTo" or len(c.children) != 2:
                 continue
             a, b = c.children

@@ -36,7 +36,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Iterable, Iterator
 
-from mvsink.plan.joinkeys import output_ids
+from mvsink.plan.joinkeys import conjuncts, output_ids
 from mvsink.plan.linearity import with_article
 from mvsink.plan.tree import (
     KNOWN_OPERATORS,
@@ -245,18 +245,10 @@ def _in_pair(x: PlanExpr) -> tuple[int, int] | None:
 # ---------------------------------------------------------------- the check
 
 
-def _conjuncts(e: PlanExpr) -> Iterator[PlanExpr]:
-    if e.name == "And":
-        for c in e.children:
-            yield from _conjuncts(c)
-    else:
-        yield e
-
-
 def _equal_pairs(conds: Iterable[PlanExpr]) -> list[tuple[int, int]]:
     out = []
     for cond in conds:
-        for c in _conjuncts(cond):
+        for c in conjuncts(cond):
             if c.name == "EqualTo" and len(c.children) == 2:
                 a, b = (_attr(x, outer=False) for x in c.children)
                 if a is not None and b is not None:
@@ -363,7 +355,7 @@ def _passed(n: PlanNode, span_key: str, carry: frozenset[int], *, only: frozense
 def _correlates(conds: tuple[PlanExpr, ...], carry: frozenset[int], outer: frozenset[int]) -> bool:
     """Does a conjunct ``inner = outer(key)`` tie a key attribute of the input to the outer row's key?"""
     for cond in conds:
-        for c in _conjuncts(cond):
+        for c in conjuncts(cond):
             if c.name != "EqualTo" or len(c.children) != 2:
                 continue
             x, y = c.children
