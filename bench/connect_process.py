@@ -52,6 +52,7 @@ if not __package__:  # run as a script: import bench.* from the repository
 # Only light imports here: the overwrite's child process (--overwrite-one) imports this module too.
 from bench.layout import REPORTS, RESULTS, command, link, raw_name  # noqa: E402
 from bench.rows import mode_name, read_stats  # noqa: E402
+from bench.tpch22 import QUERIES as TPCH22  # noqa: E402
 
 PATH = "connect-process"
 REPO = Path(__file__).resolve().parent.parent
@@ -83,34 +84,9 @@ GROUP BY c_name, c_custkey, o_orderkey, o_orderdate, o_totalprice""",
     ),
     # TPC-H Q4, Q13 and Q22 (aggregates over an EXISTS, an outer join's aggregate, a NOT EXISTS: a partitioned
     # recompute where the change's keys skip files; not in the default run)
-    "q4": (
-        """SELECT o_orderpriority, count(*) AS order_count FROM orders
-WHERE o_orderdate >= DATE '1993-07-01' AND o_orderdate < DATE '1993-10-01'
-  AND EXISTS (SELECT * FROM lineitem WHERE l_orderkey = o_orderkey AND l_commitdate < l_receiptdate)
-GROUP BY o_orderpriority""",
-        ["orders", "lineitem"],
-        [],
-    ),
-    "q13": (
-        """SELECT c_count, count(*) AS custdist FROM (
-  SELECT c_custkey, count(o_orderkey) AS c_count FROM customer
-  LEFT OUTER JOIN orders ON c_custkey = o_custkey AND o_comment NOT LIKE '%special%requests%'
-  GROUP BY c_custkey) AS c_orders
-GROUP BY c_count""",
-        ["customer", "orders"],
-        [],
-    ),
-    "q22": (
-        """SELECT cntrycode, count(*) AS numcust, sum(c_acctbal) AS totacctbal FROM (
-  SELECT substring(c_phone, 1, 2) AS cntrycode, c_acctbal FROM customer
-  WHERE substring(c_phone, 1, 2) IN ('13', '31', '23', '29', '30', '18', '17')
-    AND c_acctbal > (SELECT avg(c_acctbal) FROM customer WHERE c_acctbal > 0.00
-      AND substring(c_phone, 1, 2) IN ('13', '31', '23', '29', '30', '18', '17'))
-    AND NOT EXISTS (SELECT * FROM orders WHERE o_custkey = c_custkey)) AS custsale
-GROUP BY cntrycode""",
-        ["customer", "orders"],
-        [],
-    ),
+    "q4": (TPCH22[4][0], ["orders", "lineitem"], []),
+    "q13": (TPCH22[13][0], ["customer", "orders"], []),
+    "q22": (TPCH22[22][0], ["customer", "orders"], []),
     # a DISTINCT of columns over a join (refreshed from each row's count of input rows; not in the default run)
     "distinct": (
         """SELECT DISTINCT o_orderpriority, o_orderstatus, l_shipmode, l_returnflag
