@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from mvsink.core.table import Frontier, check_read_time
+from mvsink.core.frontier import Frontier, check_read_time
 from mvsink.exceptions import ReadTimeError
 from mvsink.times import format_time
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from mvsink.core.table import Frontier
+from mvsink.core.frontier import Frontier
 from mvsink.definitions.view import DEFAULT_RETAIN_HISTORY_MS
 from mvsink.definitions.viewfile import parse_view
 from mvsink.exceptions import ViewDefinitionError

@@ -16,8 +16,9 @@ from mvsink.columns import DIFF, ERROR, TIME
 from mvsink.core import deltalog
 from mvsink.core.batch import StagedFile
 from mvsink.core.commitinfo import CommitInfo
+from mvsink.core.frontier import MISSING, Frontier
 from mvsink.core.staging import stats_json
-from mvsink.core.table import MISSING, Frontier, ViewTable
+from mvsink.core.table import ViewTable
 from mvsink.definitions.viewfile import parse_view
 from mvsink.exceptions import ReadTimeError, UnsupportedFeatureError
 

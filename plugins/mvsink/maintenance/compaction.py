@@ -48,8 +48,9 @@ from mvsink.columns import TIME
 from mvsink.core import storage
 from mvsink.core.commitinfo import CommitInfo
 from mvsink.core.failpoints import failpoint
+from mvsink.core.frontier import Frontier
 from mvsink.core.staging import collect_garbage
-from mvsink.core.table import Frontier, ViewTable
+from mvsink.core.table import ViewTable
 from mvsink.definitions.catalog import Catalog
 from mvsink.definitions.view import ViewDefinition
 from mvsink.exceptions import MvSinkError

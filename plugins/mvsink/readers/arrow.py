@@ -7,7 +7,8 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from mvsink.columns import DIFF, ERROR
 from mvsink.core.checks import check_errors_mode, view_errors, worst_check
-from mvsink.core.table import ViewTable, check_read_time
+from mvsink.core.frontier import check_read_time
+from mvsink.core.table import ViewTable
 from mvsink.definitions.catalog import resolve_view
 from mvsink.definitions.view import ViewDefinition
 from mvsink.exceptions import ReadTimeError

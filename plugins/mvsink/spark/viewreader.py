@@ -13,7 +13,8 @@ from typing import TYPE_CHECKING
 from mvsink.columns import DIFF, ERROR, TIME, is_hidden
 from mvsink.core.checks import check_errors_mode, view_errors, worst_check
 from mvsink.core.deltalog import is_delta_table
-from mvsink.core.table import ViewTable, check_read_time
+from mvsink.core.frontier import check_read_time
+from mvsink.core.table import ViewTable
 from mvsink.definitions.catalog import resolve_view
 from mvsink.definitions.view import ViewDefinition
 from mvsink.location import Location
