@@ -62,3 +62,12 @@ def copy(history, tmp_path, monkeypatch):
     shutil.copytree(root, data)
     catalog = project_views(data, tmp_path / "views")
     return catalog, catalog.get("proj"), data, times, dict(expected)
+
+
+@pytest.fixture
+def plan_views(spark):
+    """Temp views ``orders`` and ``customers`` of one row each, for the plan analyses' tests (analysed, not run)."""
+    spark.createDataFrame(
+        [(1, 1, "A", 1, 1.0)], "id long, cust int, status string, qty int, price double"
+    ).createOrReplaceTempView("orders")
+    spark.createDataFrame([(1, "eu", "x")], "id int, region string, seg string").createOrReplaceTempView("customers")

@@ -54,14 +54,6 @@ NOT_ELIGIBLE = {
 # ---------------------------------------------------------------- the split, on real Spark plans
 
 
-@pytest.fixture
-def plan_views(spark):
-    spark.createDataFrame(
-        [(1, 1, "A", 1, 1.0)], "id long, cust int, status string, qty int, price double"
-    ).createOrReplaceTempView("orders")
-    spark.createDataFrame([(1, "eu", "x")], "id int, region string, seg string").createOrReplaceTempView("customers")
-
-
 @pytest.mark.parametrize("name", sorted(ELIGIBLE))
 def test_split_finds_the_keys_in_the_output(spark, plan_views, name):
     q = ELIGIBLE[name]

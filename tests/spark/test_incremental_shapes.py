@@ -111,14 +111,6 @@ def eager(monkeypatch):
 # ---------------------------------------------------------------- the splits, on real Spark plans
 
 
-@pytest.fixture
-def plan_views(spark):
-    spark.createDataFrame(
-        [(1, 1, "A", 1, 1.0)], "id long, cust int, status string, qty int, price double"
-    ).createOrReplaceTempView("orders")
-    spark.createDataFrame([(1, "eu", "x")], "id int, region string, seg string").createOrReplaceTempView("customers")
-
-
 @pytest.mark.parametrize("name", [n for n, (_, _, mode) in SHAPES.items() if mode == GROUPS or n == "distinct"])
 def test_groups_split_finds_the_keys(spark, plan_views, name):
     q = SHAPES[name][0]

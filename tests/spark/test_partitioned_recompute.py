@@ -24,14 +24,6 @@ from tests.support.viewfiles import write_view
 pytestmark = pytest.mark.spark
 
 
-@pytest.fixture
-def plan_views(spark):
-    spark.createDataFrame(
-        [(1, 1, "A", 1, 1.0)], "id long, cust int, status string, qty int, price double"
-    ).createOrReplaceTempView("orders")
-    spark.createDataFrame([(1, "eu", "x")], "id int, region string, seg string").createOrReplaceTempView("customers")
-
-
 PARTITIONED = {
     "exists": (
         "SELECT c.region FROM customers c WHERE EXISTS (SELECT 1 FROM orders o WHERE o.cust = c.id AND o.qty > 1)",
