@@ -66,20 +66,29 @@ def partitioned_input(
         return keys
     values, has_null = keys
     ranges = keyreads.key_ranges(values)
-    new_reads: dict[str, DataFrame] = {}
-    old_reads: dict[str, DataFrame] = {}
-    read_bytes = 0
     changed = {s.name for s in ct.changed}
-    for s in ct.desc.sources:
-        column = part.columns.get(s.name)
-        where = None if column is None else key_filter(column, values, ranges, nulls=has_null)
-        for old in (False, True) if s.name in changed else (False,):
-            version = ct.base[s.name] if old else s.version
-            df, size = _restricted(
-                ct, s, old=old, version=version, where=where, column=column, ranges=ranges, nulls=has_null
-            )
-            (old_reads if old else new_reads)[s.name] = df
-            read_bytes += size if s.name in changed else 2 * size  # (both terms read an unchanged source)
+    reads = [
+        (i, s, old) for i, s in enumerate(ct.desc.sources) for old in ((False, True) if s.name in changed else (False,))
+    ]
+    names = {(s.name, old): f"{_PREFIX}_{'old' if old else 'new'}_{i}" for i, s, old in reads}
+    new_sql = rename_tables(query, {s.name: names[(s.name, False)] for s in ct.desc.sources})
+    old_sql = rename_tables(query, {s.name: names.get((s.name, True), names[(s.name, False)]) for s in ct.desc.sources})
+    if new_sql is None or old_sql is None:
+        return "the query's sources could not be renamed in its text"
+    wheres = {
+        s.name: key_filter(c, values, ranges, nulls=has_null)
+        for s in ct.desc.sources
+        if (c := part.columns.get(s.name))
+    }
+    # What each read touches, from the logs alone: no Spark plan is made for a recompute the scan guard refuses.
+    planned = {
+        (s.name, old): _planned_read(
+            s, ct.base[s.name] if old else s.version, part.columns.get(s.name), ranges, has_null
+        )
+        for _, s, old in reads
+    }
+    # (an unchanged source is read by both queries)
+    read_bytes = sum(planned[(s.name, old)][1] * (1 if s.name in changed else 2) for _, s, old in reads)
     full = sum(active_bytes(s.path, s.version) for s in ct.desc.sources if s.kind != "view")
     full += active_bytes(table.path, table.version) if table.exists else 0
     from mvsink import settings
@@ -91,19 +100,12 @@ def partitioned_input(
             f"the full diff reads ({full / 1e6:.1f} MB with the table; "
             f"{settings.INCREMENTAL_MAX_SCAN_RATIO.name}={settings.incremental_max_scan_ratio():g})"
         )
-    names: dict[tuple[str, bool], str] = {}
-    for i, s in enumerate(ct.desc.sources):
-        for old, got in ((False, new_reads.get(s.name)), (True, old_reads.get(s.name))):
-            if got is None:
-                continue
-            name = f"{_PREFIX}_{'old' if old else 'new'}_{i}"
-            got.createOrReplaceTempView(name)
-            names[(s.name, old)] = name
-    new_sql = rename_tables(query, {s.name: names[(s.name, False)] for s in ct.desc.sources})
-    old_sql = rename_tables(query, {s.name: names.get((s.name, True), names[(s.name, False)]) for s in ct.desc.sources})
-    if new_sql is None or old_sql is None:
-        drop_views(ct)
-        return "the query's sources could not be renamed in its text"
+    for _, s, old in reads:
+        read, _ = planned[(s.name, old)]
+        version = ct.base[s.name] if old else s.version
+        _restricted(ct, s, old=old, version=version, where=wheres.get(s.name), read=read).createOrReplaceTempView(
+            names[(s.name, old)]
+        )
     spark = ct.spark
     log.info(
         "view %s: partitioned recompute on %s: %d key(s)%s, %.1f MB read",
@@ -239,37 +241,37 @@ def _spark_keys(ct: ChangeTerms, name: str, column: str) -> tuple[list[Any], boo
     return sorted(v for v in got if v is not None), any(v is None for v in got)
 
 
+def _planned_read(
+    s: SourceRead, version: int, column: str | None, ranges: keyreads.KeyRanges, nulls: bool
+) -> tuple[pruning.PrunedRead | None, int]:
+    """Source ``s`` at ``version`` restricted by its class ``column`` (None: read whole): the read of only the files
+    whose statistics may hold one of the keys (``ranges``), where the log tells and no key is NULL (else None: every
+    file), and the bytes of files the read touches."""
+    size = active_bytes(s.path, version) if s.kind != "view" else 0
+    if column is None or nulls or s.kind == "view" or ranges.empty:
+        return None, size
+    filters = [(column, ranges)]
+    est = pruning.estimate(s.path, version, filters)
+    if est is None:
+        return None, size
+    files, kept, total_files, total, paths = est
+    return pruning.PrunedRead(s.name, tuple(filters), files, kept, total_files, total, paths), kept
+
+
 def _restricted(
-    ct: ChangeTerms,
-    s: SourceRead,
-    *,
-    old: bool,
-    version: int,
-    where: str | None,
-    column: str | None,
-    ranges: keyreads.KeyRanges,
-    nulls: bool,
-) -> tuple[DataFrame, int]:
-    """Source ``s`` at ``version`` (``old``: as the last refresh read it) filtered by ``where`` (None: whole) — only
-    the files whose statistics may hold one of the keys (``ranges``) where the log tells and no key is NULL — and
-    the bytes of files that read touches."""
+    ct: ChangeTerms, s: SourceRead, *, old: bool, version: int, where: str | None, read: pruning.PrunedRead | None
+) -> DataFrame:
+    """Source ``s`` at ``version`` (``old``: as the last refresh read it), only ``read``'s files where given, filtered
+    by ``where`` (None: whole)."""
     from pyspark.sql import functions as F
 
     from mvsink.incremental.telescope import _source_frame
 
     whole = _source_frame(ct, s, old=old)
-    size = active_bytes(s.path, version) if s.kind != "view" else 0
     if where is None:
-        return whole, size
-    if nulls or s.kind == "view" or ranges.empty or column is None:
-        return whole.where(F.expr(where)), size
-    filters = [(column, ranges)]
-    est = pruning.estimate(s.path, version, filters)
-    if est is None or est[4] is None:
-        return whole.where(F.expr(where)), size
-    files, kept, total_files, total, paths = est
-    read = pruning.PrunedRead(s.name, tuple(filters), files, kept, total_files, total, paths)
-    return read.frame(ct.spark, s, version, whole).where(F.expr(where)), kept
+        return whole
+    df = whole if read is None else read.frame(ct.spark, s, version, whole)
+    return df.where(F.expr(where))
 
 
 def key_filter(column: str, values: list[Any], ranges: keyreads.KeyRanges, *, nulls: bool) -> str:
