@@ -442,6 +442,8 @@ def main() -> int:
                 "refresh_s": refresh_s,
                 "overwrite_s": ow_s,
                 "reads": res.get("reads"),
+                "timings": res.get("timings"),
+                "spark_jobs": res.get("spark_jobs"),
                 "exact": exact,
             }
             rows.append(row)

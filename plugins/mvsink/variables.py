@@ -133,7 +133,8 @@ INCREMENTAL_DRIVER_TERMS = Setting(
     "MVSINK_INCREMENTAL_DRIVER_TERMS",
     "true",
     "false (0, no, off) makes an aggregate's change terms always run as Spark jobs, never in DuckDB in the driver "
-    "(where their inputs are small plain Parquet files and the query is of the kinds DuckDB evaluates as Spark does)",
+    "(where their inputs are small plain Parquet files and the query is of the kinds DuckDB evaluates as Spark does), "
+    "and a partitioned recompute's keyed sources always read by Spark, never filtered to the changed keys by DuckDB",
 )
 SPARK_FREE = Setting(
     "MVSINK_SPARK_FREE",

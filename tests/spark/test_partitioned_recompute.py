@@ -180,8 +180,13 @@ NOT_PARTITIONED = {
     ],
 )
 def test_randomized_histories_match_the_oracle(spark, env, monkeypatch, seed, cdf, doubles):
+    """Seed 5: the keyed sources' restricted rows read by DuckDB in the driver; seed 31: by Spark (the driver's
+    terms and reads off)."""
     monkeypatch.setenv("MVSINK_INCREMENTAL_MAX_SCAN_RATIO", "1000")  # (the scan guard has its own tests)
     monkeypatch.setenv("MVSINK_INCREMENTAL_MAX_FRACTION", "100")
+    driver_reads = _count_driver_reads(monkeypatch)
+    if seed == 31:
+        monkeypatch.setenv("MVSINK_INCREMENTAL_DRIVER_TERMS", "false")
     if not doubles:
         made = aggdata.agg_orders
         monkeypatch.setattr(aggdata, "agg_orders", lambda *a, **k: made(*a, **k).drop_columns(["price"]))
@@ -212,6 +217,16 @@ def test_randomized_histories_match_the_oracle(spark, env, monkeypatch, seed, cd
             assert res.status == "appended", res
             expected = oracle(q, {s: p for s, p in srcs.items() if s in q}, t)
             assert multiset(read_view(view, as_of=t)) == expected, (name, step, ops)
+    _assert_modes(data)
+    if seed == 31:
+        assert driver_reads == [], driver_reads
+    else:  # (rows of both versions of a changed source, and of an unchanged keyed one)
+        assert any(isinstance(r, tuple) and r[1] is not None for r in driver_reads), driver_reads
+        assert any(isinstance(r, tuple) and r[1] is None for r in driver_reads), driver_reads
+
+
+def _assert_modes(data) -> None:
+    """Each view of the randomized histories refreshed in its mode (the first refresh a full diff)."""
     for name in VIEWS:
         history = appends(str(data / "views" / name))
         assert history[0]["mode"] == "full"
@@ -237,9 +252,31 @@ def test_randomized_histories_match_the_oracle(spark, env, monkeypatch, seed, cd
         assert a["mode"] != "incremental:aggregate", a
 
 
-def test_scan_guard_takes_the_full_diff_where_the_keys_skip_no_file(spark, env, monkeypatch):
-    """Sources of one file each: the restricted queries would read every file twice, more than the full diff."""
+def _count_driver_reads(monkeypatch) -> list:
+    """What each call of :func:`mvsink.incremental.partreads.read_in_driver` gave: (new rows, old rows or None) as
+    row counts, or why not."""
+    from mvsink.incremental import partreads
+
+    got: list = []
+    real = partreads.read_in_driver
+
+    def counted(*args, **kwargs):
+        out = real(*args, **kwargs)
+        got.append(out if isinstance(out, str) else (out[0].count(), None if out[1] is None else out[1].count()))
+        return out
+
+    monkeypatch.setattr(partreads, "read_in_driver", counted)
+    return got
+
+
+@pytest.mark.parametrize("in_driver", [False, True])
+def test_scan_guard_takes_the_full_diff_where_the_keys_skip_no_file(spark, env, monkeypatch, in_driver):
+    """Sources of one file each: Spark's restricted queries would read every file twice, more than the full diff;
+    DuckDB's read in the driver reads each file once (at most half the cost by the guard's measure), so the
+    recompute runs."""
     monkeypatch.setenv("MVSINK_INCREMENTAL_GROUPS", "false")
+    monkeypatch.setenv("MVSINK_INCREMENTAL_DRIVER_TERMS", str(in_driver).lower())
+    driver_reads = _count_driver_reads(monkeypatch)
     data, views = env
     rng = random.Random(3)
     orders, customers = str(data / "orders"), str(data / "customers")
@@ -263,8 +300,16 @@ def test_scan_guard_takes_the_full_diff_where_the_keys_skip_no_file(spark, env, 
     t = BASE + 3 * HOUR
     assert refresh(view, t, catalog=catalog, runner="inprocess", spark=spark).status == "appended"
     last = appends(str(data / "views" / "exists"))[-1]
-    assert last["mode"] == "full", last
-    assert "the partitioned recompute on" in str(last["mode_reason"]), last["mode_reason"]
-    assert "would read" in str(last["mode_reason"]), last["mode_reason"]
+    if in_driver:
+        assert last["mode"] == "incremental:aggregate", last
+        assert "a partitioned recompute on" in str(last["mode_reason"]), last["mode_reason"]
+        # orders at both versions (40 rows, then 43), customers (unchanged) once: only the changed keys' rows
+        assert len(driver_reads) == 2, driver_reads
+        assert all(isinstance(r, tuple) for r in driver_reads), driver_reads
+    else:
+        assert last["mode"] == "full", last
+        assert "the partitioned recompute on" in str(last["mode_reason"]), last["mode_reason"]
+        assert "would read" in str(last["mode_reason"]), last["mode_reason"]
+        assert driver_reads == []
     expected = oracle(VIEWS["exists"], {"orders": orders, "customers": customers}, t)
     assert multiset(read_view(view, as_of=t)) == expected

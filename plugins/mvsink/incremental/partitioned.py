@@ -11,7 +11,9 @@ changed, at the version the last refresh read; every other source whole, at its 
 (:data:`SCAN_FACTOR`) takes the full diff where those reads would not be smaller than its own. A superset of K is
 as exact (its extra partitions did not change, so they cancel), so the keys may be widened to ranges.
 
-One Spark job evaluates both restricted queries (the sources registered under names of their own and the query
+A keyed source that is a plain Delta table on the local disk is filtered to K by DuckDB in the driver instead, both
+versions in one scan of its files, and reaches Spark as local relations (:mod:`mvsink.incremental.partreads`): where
+the keys skip no file, Spark's reads scan it twice. One Spark job evaluates both restricted queries (the sources registered under names of their own and the query
 rewritten to read them, so nothing is re-registered while Spark Connect analyses it again at execution).
 """
 
@@ -23,7 +25,7 @@ from typing import TYPE_CHECKING, Any, Final
 
 from mvsink.columns import DIFF
 from mvsink.core.deltalog import active_bytes
-from mvsink.incremental import keyreads, pruning
+from mvsink.incremental import keyreads, partreads, pruning
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -87,10 +89,98 @@ def partitioned_input(
         )
         for _, s, old in reads
     }
-    # (an unchanged source is read by both queries)
-    read_bytes = sum(planned[(s.name, old)][1] * (1 if s.name in changed else 2) for _, s, old in reads)
+    driver = _driver_reads(ct, part, planned, query) if wheres else {}
     full = sum(active_bytes(s.path, s.version) for s in ct.desc.sources if s.kind != "view")
     full += active_bytes(table.path, table.version) if table.exists else 0
+    refused = _scan_guard(part, _read_bytes(reads, planned, driver, changed), full)
+    if refused:
+        return refused
+    spark = ct.spark
+    for name, dr in list(driver.items()):
+        got = partreads.read_in_driver(spark, dr, column=part.columns[name], values=values, nulls=has_null)
+        if isinstance(got, str):  # (Spark reads it: the guard is asked again)
+            log.info("view %s: the partitioned recompute's source %s read by Spark: %s", ct.view.name, name, got)
+            del driver[name]
+            refused = _scan_guard(part, _read_bytes(reads, planned, driver, changed), full)
+            if refused:
+                return refused
+            continue
+        new_rows, old_rows = got
+        new_rows.createOrReplaceTempView(names[(name, False)])
+        if old_rows is not None:
+            old_rows.createOrReplaceTempView(names[(name, True)])
+    for _, s, old in reads:
+        if s.name in driver:
+            continue
+        read, _ = planned[(s.name, old)]
+        version = ct.base[s.name] if old else s.version
+        _restricted(ct, s, old=old, version=version, where=wheres.get(s.name), read=read).createOrReplaceTempView(
+            names[(s.name, old)]
+        )
+    log.info(
+        "view %s: partitioned recompute on %s: %d key(s)%s, %.1f MB read%s",
+        ct.view.name,
+        part.describe(),
+        len(values),
+        " and NULL" if has_null else "",
+        _read_bytes(reads, planned, driver, changed) / 1e6,
+        f" ({', '.join(driver)} in the driver)" if driver else "",
+    )
+    make = frame or spark.sql
+    return (
+        make(new_sql)
+        .withColumn(weight, F.lit(1).cast("bigint"))
+        .unionByName(make(old_sql).withColumn(weight, F.lit(-1).cast("bigint")))
+    )
+
+
+def _driver_reads(
+    ct: ChangeTerms, part: Partitioning, planned: dict[tuple[str, bool], tuple[Any, int]], query: str
+) -> dict[str, partreads.DriverRead]:
+    """The keyed sources DuckDB may read in the driver (:mod:`mvsink.incremental.partreads`), from their logs."""
+    from mvsink import settings
+
+    if not settings.incremental_driver_terms():
+        return {}
+    columns = partreads.named_columns(query)
+    changed = {s.name for s in ct.changed}
+    out: dict[str, partreads.DriverRead] = {}
+    for s in ct.desc.sources:
+        if s.name not in part.columns:
+            continue
+        old = ct.base[s.name] if s.name in changed else None
+        reads = {s.version: planned[(s.name, False)][0]}
+        if old is not None:
+            reads[old] = planned[(s.name, True)][0]
+        got = partreads.plan_driver_read(s, new_version=s.version, old_version=old, reads=reads, columns=columns)
+        if isinstance(got, str):
+            log.info("view %s: the partitioned recompute's source %s read by Spark: %s", ct.view.name, s.name, got)
+        else:
+            out[s.name] = got
+    return out
+
+
+def _read_bytes(
+    reads: list[tuple[int, SourceRead, bool]],
+    planned: dict[tuple[str, bool], tuple[Any, int]],
+    driver: dict[str, partreads.DriverRead],
+    changed: set[str],
+) -> float:
+    """What the two restricted queries read, by the scan guard's measure: Spark's reads (an unchanged source is
+    read by both queries) and the driver's (each file once), the latter as :data:`DRIVER_SCAN_FACTOR` times cheaper."""
+    from mvsink.incremental.duckdbterms import DRIVER_SCAN_FACTOR
+
+    total = 0.0
+    for _, s, old in reads:
+        if s.name in driver:
+            total += 0 if old else driver[s.name].bytes / DRIVER_SCAN_FACTOR
+        else:
+            total += planned[(s.name, old)][1] * (1 if s.name in changed else 2)
+    return total
+
+
+def _scan_guard(part: Partitioning, read_bytes: float, full: int) -> str | None:
+    """Why the restricted queries' reads (``read_bytes``) are too much against the full diff's (``full``), or None."""
     from mvsink import settings
 
     limit = SCAN_FACTOR * settings.incremental_max_scan_ratio() * full
@@ -100,27 +190,7 @@ def partitioned_input(
             f"the full diff reads ({full / 1e6:.1f} MB with the table; "
             f"{settings.INCREMENTAL_MAX_SCAN_RATIO.name}={settings.incremental_max_scan_ratio():g})"
         )
-    for _, s, old in reads:
-        read, _ = planned[(s.name, old)]
-        version = ct.base[s.name] if old else s.version
-        _restricted(ct, s, old=old, version=version, where=wheres.get(s.name), read=read).createOrReplaceTempView(
-            names[(s.name, old)]
-        )
-    spark = ct.spark
-    log.info(
-        "view %s: partitioned recompute on %s: %d key(s)%s, %.1f MB read",
-        ct.view.name,
-        part.describe(),
-        len(values),
-        " and NULL" if has_null else "",
-        read_bytes / 1e6,
-    )
-    make = frame or spark.sql
-    return (
-        make(new_sql)
-        .withColumn(weight, F.lit(1).cast("bigint"))
-        .unionByName(make(old_sql).withColumn(weight, F.lit(-1).cast("bigint")))
-    )
+    return None
 
 
 def partitioned_corrections(
