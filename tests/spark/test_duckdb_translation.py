@@ -153,6 +153,7 @@ INT_LITERALS = ["0", "1", "-1", "3", "-7", "2", "100", "2147483647", "-214748364
 DEC_LITERALS = ["3.5", "-0.5", "0.000001", "1.00", "-7.25", "2.5", "99999999999999999999.5",
                 "12345678901234567890123456789.123456789", "0.0", "-3.5"]  # fmt: skip
 STR_LITERALS = ["''", "'a '", "' a'", "'é'", "'日本'", "'ß'", "'A'", "'2020-01-01'", "'3.5'", "' 7 '", "'1995-1-1'"]
+LIKE_PATTERNS = ["'%'", "''", "'a%'", "'%a '", "'%日%'", "'_'", "'%_%'", "'ß'", "'A%'", "'% a'", "'%2020%01%'"]
 DATE_LITERALS = ["DATE '2020-01-01'", "DATE '1582-10-10'", "DATE '2020-1-1'", "DATE '0001-01-01'",
                  "DATE '9999-12-31'"]  # fmt: skip
 DEC_TYPES = ["DECIMAL(38,10)", "DECIMAL(18,6)", "DECIMAL(10,0)", "DECIMAL(5,2)", "DECIMAL(38,0)", "DECIMAL(38,37)",
@@ -216,8 +217,25 @@ class Gen:
         self.tags.add(f"CAST {src}->{cat} ({kind})")
         return f"CAST({inner} AS {target})"
 
+    def case_when(self, cat: str, depth: int) -> str:
+        """``CASE WHEN b THEN x [WHEN b THEN x] [ELSE x] END`` of category ``cat`` (an integer literal now and then
+        among decimals, as TPC-H's ``ELSE 0``)."""
+        self.tags.add(f"CASE {cat}")
+        parts = []
+        for _ in range(self.rng.randint(1, 2)):
+            value = "0" if cat == "dec" and self.rng.random() < 0.3 else self.expr(cat, depth)
+            parts.append(f"WHEN {self.expr('bool', depth)} THEN {value}")
+        if self.rng.random() < 0.7:
+            parts.append(f"ELSE {'0' if cat == 'dec' and self.rng.random() < 0.5 else self.expr(cat, depth)}")
+        return f"(CASE {' '.join(parts)} END)"
+
     def node_int(self, depth: int) -> str:
-        k = self.rng.randrange(8)
+        k = self.rng.randrange(10)
+        if k == 8:
+            return self.case_when("int", depth)
+        if k == 9:
+            self.tags.add("extract()")
+            return f"extract(YEAR FROM {self.expr('date', depth)})"
         if k < 3:
             a, b = self.rng.choice([("int", "int"), ("int", "small"), ("small", "small")])
             return self.arith(["+", "-", "*", "div", "%"], depth, a, b)
@@ -240,7 +258,9 @@ class Gen:
         return self.cast(depth, ["int", "small", "dec", "str", "dbl"], ["TINYINT", "SMALLINT"], "small")
 
     def node_dec(self, depth: int) -> str:
-        k = self.rng.randrange(9)
+        k = self.rng.randrange(10)
+        if k == 9:
+            return self.case_when("dec", depth)
         if k < 4:
             a, b = self.rng.choice([("dec", "dec"), ("dec", "int"), ("int", "dec"), ("dec", "small")])
             return self.arith(["+", "-", "*", "/", "%"], depth, a, b)
@@ -256,7 +276,9 @@ class Gen:
         return self.cast(depth, ["int", "dec", "str", "dbl", "small"], DEC_TYPES, "dec")
 
     def node_str(self, depth: int) -> str:
-        k = self.rng.randrange(4)
+        k = self.rng.randrange(5)
+        if k == 4:
+            return self.case_when("str", depth)
         if k < 2:
             f = self.pick(["upper", "lower", "trim", "substr", "concat"], "string function")
             self.tags.add(f"{f}()")
@@ -278,7 +300,11 @@ class Gen:
         return self.cast(depth, ["str", "ts", "tsn", "date"], ["DATE"], "date")
 
     def node_bool(self, depth: int) -> str:
-        k = self.rng.randrange(10)
+        k = self.rng.randrange(11)
+        if k == 10:
+            op = self.pick(["LIKE", "NOT LIKE"], "")
+            self.tags.add(op)
+            return f"({self.expr('str', depth)} {op} {self.pick(LIKE_PATTERNS, '')})"
         if k < 4:
             cat = self.rng.choice(["int", "dec", "str", "date", "bool", "dbl", "ts", "tsn", "num", "small"])
             op = self.rng.choice(["=", "<", "<=", ">", ">=", "<>", "<=>"])
@@ -570,6 +596,14 @@ def test_generated_expressions_accepted_are_evaluated_by_duckdb_as_by_spark(spar
         ("i32 = 3.5", False),
         ("i64 < 7", True),
         ("d18 IN (1, 2.5)", True),
+        ("extract(YEAR FROM dt)", True),
+        ("year(dt) * 1000000", False),  # DuckDB's year is a BIGINT: no overflow where Spark's INT fails
+        ("CASE WHEN i32 > 1 THEN d12 * d12 ELSE 0 END", True),
+        ("CASE WHEN i32 > 1 THEN d12 ELSE d18 END", False),  # DuckDB: DECIMAL(38,2) and (38,6) make a DOUBLE
+        ("CASE WHEN bo THEN s END", True),
+        ("s LIKE '%a%'", True),
+        ("s NOT LIKE 'a_'", False),  # (what one character is differs)
+        ("s LIKE 'a!%' ESCAPE '!'", None),  # (the plan does not carry the escape)
     ],
 )
 def test_targeted_cases(spark, awkward, expr, accepted):

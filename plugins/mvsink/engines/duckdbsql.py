@@ -106,7 +106,80 @@ def spark_type(e: PlanExpr) -> str:
         return "boolean"
     if name in ("Add", "Subtract", "Multiply", "UnaryMinus"):
         return _arithmetic(e, kids)
+    if name == "Year":  # (DuckDB's is a BIGINT, cast back; arithmetic over it is refused: _year)
+        return "integer" if kids == ["date"] else f"!year() of {', '.join(kids)}"
+    if name == "Extract":  # EXTRACT(YEAR FROM d): its replacement first, then the field and the source
+        return kids[0] if e.children and e.children[0].name == "Year" else "!an EXTRACT of another field than YEAR"
+    if name == "CaseWhen":
+        return _case_when(e)
+    if name == "Like":
+        return _like(e, kids)
     return f"!the expression {name}"
+
+
+def _same(a: PlanExpr, b: PlanExpr) -> bool:
+    """Whether two expressions are the same tree (name, reference, attributes and children)."""
+    return (
+        a.name == b.name
+        and a.ref == b.ref
+        and dict(a.attrs) == dict(b.attrs)
+        and len(a.children) == len(b.children)
+        and all(_same(x, y) for x, y in zip(a.children, b.children, strict=True))
+    )
+
+
+def _like(e: PlanExpr, kids: list[str]) -> str:
+    """``s LIKE 'pattern'``: equal in both engines for a literal pattern of literal characters and ``%`` only (``_``
+    and the escape character are left out: what each engine counts as one character, and its escapes, differ)."""
+    if len(e.children) != 2 or kids[0] != "string" or e.children[1].name != "Literal":
+        return "!a LIKE of another form than a string and a literal pattern"
+    value = e.children[1].attrs.get("value")
+    if not isinstance(value, str) or "_" in value or "\\" in value:  # (an ESCAPE clause: :func:`duckdb_sql`)
+        return "!a LIKE pattern with _ or an escape"
+    return "boolean"
+
+
+def _case_when(e: PlanExpr) -> str:
+    """``CASE WHEN c THEN v ... [ELSE v] END``: the values' one type, where DuckDB's is the same or, for decimals, a
+    DECIMAL(38, the same scale) (each decimal value of that scale once Spark's implicit casts are set aside, or an
+    integer literal: DuckDB would widen other mixes beyond 38 digits to a DOUBLE)."""
+    kids = list(e.children)
+    half = len(kids) // 2
+    # (mvsink.plan.read gives its children, then its branches again and an ELSE again: anything else, fail closed)
+    if not kids or len(kids) % 2 or not all(_same(a, b) for a, b in zip(kids[:half], kids[half:], strict=True)):
+        return "!a CASE whose branches could not be told apart"
+    kids = kids[:half]
+    conds = kids[0 : len(kids) - len(kids) % 2 : 2]
+    values = kids[1 : len(kids) - len(kids) % 2 : 2] + (kids[-1:] if len(kids) % 2 else [])
+    for c in conds:
+        t = spark_type(c)
+        if t.startswith("!"):
+            return t
+        if t not in ("boolean", "void"):
+            return f"!a CASE condition of type {t}"
+    types = {spark_type(v) for v in values}
+    bad = next((t for t in types if t.startswith("!")), None)
+    if bad:
+        return bad
+    types.discard("void")
+    if len(types) != 1:
+        return f"!a CASE of the types {', '.join(sorted(types))}"
+    (result,) = types
+    dec = _decimal(result)
+    if dec is None:
+        return result
+    for v in values:
+        inner = v
+        while inner.name == "Cast" and len(inner.children) == 1:
+            inner = inner.children[0]
+        it = spark_type(inner)
+        d = _decimal(it)
+        if _null(inner) or (d is not None and d[1] == dec[1]):
+            continue
+        if inner.name == "Literal" and it == "integer" and MAX_PRECISION - dec[1] >= _INTEGRAL_DIGITS["integer"]:
+            continue
+        return f"!a CASE of {result} with a value of {it}"
+    return result
 
 
 def _allowed(t: Any, *, literal: bool = False) -> str:
@@ -199,6 +272,8 @@ def _arithmetic(e: PlanExpr, kids: list[str]) -> str:
     label = f"{name} of {', '.join(kids)}"
     if any(k in ("byte", "short") or _narrow_cast(c) for k, c in zip(kids, e.children, strict=True)):
         return f"!{label} (a byte or short operand)"
+    if any(_year(c) for c in e.children):  # (DuckDB's year is a BIGINT: no overflow where Spark's INT has one)
+        return f"!{label} (over a year)"
     if any(_null(c) for c in e.children):  # DuckDB types NULL + x by the NULL, not as Spark does
         return f"!{label} (a NULL operand)"
     if all(k in ("integer", "long") for k in kids):  # integers: both engines fail on an overflow ...
@@ -247,6 +322,13 @@ def _null(e: PlanExpr) -> bool:
     return e.name == "Literal" and e.attrs.get("type") == "void"
 
 
+def _year(e: PlanExpr) -> bool:
+    """A year (``year(d)``, ``EXTRACT(YEAR FROM d)``), through casts and aliases: a BIGINT in DuckDB."""
+    while e.name in ("Cast", "Alias") and len(e.children) == 1:
+        e = e.children[0]
+    return e.name in ("Year", "Extract")
+
+
 def _narrow_cast(e: PlanExpr) -> bool:
     """A cast (by Spark's analyser) of a byte or short expression, which DuckDB's SQL text does not carry."""
     return e.name == "Cast" and bool(e.children) and spark_type(e.children[0]) in ("byte", "short")
@@ -259,13 +341,16 @@ def duckdb_sql(spark_sql: str) -> str:
     """``spark_sql`` in DuckDB's dialect, or :class:`Untranslatable`. Spark's CAST stays a CAST (an invalid literal
     fails, as in ANSI Spark). Refused: a backslash anywhere (Spark's string escapes are not DuckDB's), a number
     beyond a long (Spark's analyser turns ``i64 < 12345678901234567890`` into ``false``, even where i64 is NULL), a date
-    literal or a string cast to a date other than ``'YYYY-MM-DD'`` (the parsers differ beyond it)."""
+    literal or a string cast to a date other than ``'YYYY-MM-DD'`` (the parsers differ beyond it), a LIKE's ``ESCAPE``
+    clause (Spark's plan does not carry the escape character that :func:`unsupported` would check)."""
     import sqlglot
     from sqlglot import exp
 
     if "\\" in spark_sql:
         raise Untranslatable("a backslash (string escapes differ)")
     tree = sqlglot.parse_one(spark_sql, dialect="spark")
+    if any(isinstance(n, exp.Escape) for n in tree.walk()):  # (the plan does not carry a LIKE's escape character)
+        raise Untranslatable("a LIKE with an ESCAPE clause")
     tree = tree.transform(
         lambda n: exp.Cast(this=n.this, to=n.args["to"]) if isinstance(n, exp.TryCast) else n, copy=False
     )
@@ -308,7 +393,8 @@ def duckdb_schema(schema: StructType, columns: set[str] | None, timezone: str) -
 
 def as_spark_types(table: pa.Table, schema: pa.Schema) -> pa.Table | str:
     """DuckDB's ``table`` cast to Spark's ``schema``, or why it does not cast exactly: the same types, but a decimal
-    of Spark's scale at another precision and a string view; a value out of the type's range fails."""
+    of Spark's scale at another precision, an integer of another width (DuckDB's year is a BIGINT) and a string view;
+    a value out of the type's range fails."""
     import pyarrow as pa
 
     from mvsink.engines.arrow import without_view_types
@@ -318,6 +404,8 @@ def as_spark_types(table: pa.Table, schema: pa.Schema) -> pa.Table | str:
         if have.type == want.type:
             continue
         if pa.types.is_decimal(have.type) and pa.types.is_decimal(want.type) and have.type.scale == want.type.scale:
+            continue
+        if pa.types.is_integer(have.type) and pa.types.is_integer(want.type):  # (a year: DuckDB's BIGINT)
             continue
         return f"DuckDB's type {have.type} of {want.name!r} is not Spark's {want.type}"
     try:
