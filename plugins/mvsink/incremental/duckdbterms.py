@@ -7,7 +7,7 @@ TPC-H Q3/Q5), where DuckDB evaluates the same terms over the same files in ~0.2 
 
 - the aggregate's input is made only of what DuckDB evaluates exactly as Spark does
   (:func:`mvsink.engines.duckdbsql.unsupported`: inner and cross joins, filters, projections; column references,
-  literals, comparisons, AND/OR/NOT, IS [NOT] NULL, IN lists, ``+ - *`` on int, long and decimals whose Spark result
+  literals, comparisons, AND/OR/NOT, IS [NOT] NULL, IN lists, year(), CASE WHEN, LIKE '%...', ``+ - *`` on int, long and decimals whose Spark result
   needs no rounding, casts proven exact), and Spark runs in ANSI mode (an overflow fails in both engines),
 - every change set is plain Parquet the driver may read (:func:`mvsink.engines.duckdb.change_rows`), and every
   other source a plain snapshot (:func:`mvsink.spark.sources.plain_files`, its pruned read's files) of at most
