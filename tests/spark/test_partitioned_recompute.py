@@ -269,13 +269,19 @@ def _count_driver_reads(monkeypatch) -> list:
     return got
 
 
-@pytest.mark.parametrize("in_driver", [False, True])
+@pytest.mark.parametrize("in_driver", [False, True, "too many rows"])
 def test_scan_guard_takes_the_full_diff_where_the_keys_skip_no_file(spark, env, monkeypatch, in_driver):
     """Sources of one file each: Spark's restricted queries would read every file twice, more than the full diff;
     DuckDB's read in the driver reads each file once (at most half the cost by the guard's measure), so the
-    recompute runs."""
+    recompute runs — unless the changed keys hold too many of the rows, when Spark's reads (and so the full diff)
+    follow."""
+    from mvsink.incremental import partreads
+
     monkeypatch.setenv("MVSINK_INCREMENTAL_GROUPS", "false")
-    monkeypatch.setenv("MVSINK_INCREMENTAL_DRIVER_TERMS", str(in_driver).lower())
+    monkeypatch.setenv("MVSINK_INCREMENTAL_DRIVER_TERMS", str(bool(in_driver)).lower())
+    if in_driver == "too many rows":
+        monkeypatch.setattr(partreads, "MAX_ROWS_ALWAYS", 0)
+        monkeypatch.setattr(partreads, "MAX_ROWS_FRACTION", 0.01)
     driver_reads = _count_driver_reads(monkeypatch)
     data, views = env
     rng = random.Random(3)
@@ -300,7 +306,14 @@ def test_scan_guard_takes_the_full_diff_where_the_keys_skip_no_file(spark, env, 
     t = BASE + 3 * HOUR
     assert refresh(view, t, catalog=catalog, runner="inprocess", spark=spark).status == "appended"
     last = appends(str(data / "views" / "exists"))[-1]
-    if in_driver:
+    if in_driver == "too many rows":
+        assert last["mode"] == "full", last
+        assert "would read" in str(last["mode_reason"]), last["mode_reason"]
+        assert {str(r) for r in driver_reads} <= {
+            f"source '{s}': more than 1% of its rows hold a changed key" for s in ("orders", "customers")
+        }, driver_reads
+        assert driver_reads, driver_reads
+    elif in_driver:
         assert last["mode"] == "incremental:aggregate", last
         assert "a partitioned recompute on" in str(last["mode_reason"]), last["mode_reason"]
         # orders at both versions (40 rows, then 43), customers (unchanged) once: only the changed keys' rows
