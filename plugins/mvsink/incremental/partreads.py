@@ -35,11 +35,14 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 # The restricted rows of one source (both versions) held in the driver and sent to Spark, at most: this share of
-# the rows of the files scanned (the recompute then saves little: TPC-H Q20's supplier keys, a change of 0.1 % of
-# lineitem touching half of the suppliers, took 7x the overwrite through Connect), and this many bytes
+# the rows of the files scanned (else the recompute saves little: TPC-H Q20's supplier keys, a change of 0.1 % of
+# lineitem touching half of the suppliers, took 7x the overwrite through Connect), never more than MAX_ROWS (Spark
+# runs a query over local relations ~3x slower than over Parquet files: Q17's 350,000 lineitem rows of its 11,726
+# changed part keys took longer than the full diff), and this many bytes
 MAX_ROWS_FRACTION: Final = 0.1
+MAX_ROWS: Final = 100_000
 MAX_ROWS_ALWAYS: Final = 10_000  # (up to this many rows, whatever their share: a small table)
-MAX_ROWS_BYTES: Final = 256 * 1024 * 1024
+MAX_ROWS_BYTES: Final = 64 * 1024 * 1024
 _SIDE: Final = "__mv_side"  # 0: a file both versions hold, 1: only the new one, 2: only the old one
 _KEYS: Final = "__mv_keys"
 
@@ -151,7 +154,8 @@ def read_in_driver(
     key_type = target.field(column).type
     keys = pa.table({"k": pa.array(values, type=key_type)})
     where = f"{c} IN (SELECT k FROM {_KEYS})" + (f" OR {c} IS NULL" if nulls else "")
-    cap = max(MAX_ROWS_ALWAYS, int(MAX_ROWS_FRACTION * _rows(p for _, paths in groups for p in paths)))
+    share = int(MAX_ROWS_FRACTION * _rows(p for _, paths in groups for p in paths))
+    cap = max(MAX_ROWS_ALWAYS, min(MAX_ROWS, share))
     con = duckdb_cursor()
     try:
         con.register(_KEYS, keys)
@@ -161,7 +165,8 @@ def read_in_driver(
     finally:
         con.close()
     if got.num_rows > cap:
-        return f"source {dr.source.name!r}: more than {MAX_ROWS_FRACTION:.0%} of its rows hold a changed key"
+        what = f"{MAX_ROWS_FRACTION:.0%} of its rows" if cap == share else f"{cap} of its rows"
+        return f"source {dr.source.name!r}: more than {what} hold a changed key"
     if got.nbytes > MAX_ROWS_BYTES:
         return f"source {dr.source.name!r}: {got.nbytes} bytes of restricted rows, over the driver's budget"
     record(dr.source.name, bytes_read=dr.bytes, files=len({*new, *old}))
