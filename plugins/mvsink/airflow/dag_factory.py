@@ -127,9 +127,15 @@ def _dag_params() -> dict[str, Any]:
 
 
 def _dag(view: ViewDefinition, views: dict[str, ViewDefinition], dag_id: str) -> Any:
-    """The (empty) DAG of one view: its schedule, dates, documentation, retries and parameters."""
+    """The (empty) DAG of one view: its schedule, dates, documentation, retries, parameters and the callbacks of
+    its ``notify:`` (:mod:`mvsink.airflow.notifications`)."""
     from airflow.sdk import DAG
 
+    callbacks: dict[str, Any] = {}
+    if view.notify:
+        from mvsink.airflow.notifications import dag_callbacks
+
+        callbacks = dag_callbacks(view)
     return DAG(
         dag_id=dag_id,
         schedule=timetable_for(view.schedule, views, view.file),
@@ -143,6 +149,7 @@ def _dag(view: ViewDefinition, views: dict[str, ViewDefinition], dag_id: str) ->
         default_args=task_retries(),
         params=_dag_params(),
         render_template_as_native_obj=False,
+        **callbacks,
     )
 
 
