@@ -150,3 +150,27 @@ def test_an_empty_or_missing_folder(spark, tmp_path, capsys):
     assert rc == 0 and "0 view file(s) checked" in out
     rc, _, err = _check(capsys, str(tmp_path / "nope"))
     assert rc == 2 and "does not exist" in err
+
+
+def test_a_query_whose_columns_no_longer_fit_its_table(spark, folder, capsys):
+    from mvsink.definitions.catalog import Catalog
+    from mvsink.write.runners import refresh
+
+    catalog = Catalog(folder)
+    assert refresh(catalog.get("good"), BASE + 3_600_000, catalog=catalog, runner="inprocess", spark=spark).status == (
+        "appended"
+    )
+    rc, out, _ = _check(capsys, str(folder))
+    assert rc == 0, out
+    write_view(  # the same view, its count renamed: the next refresh would be refused
+        folder,
+        "good",
+        query="SELECT status, count(*) AS how_many FROM orders GROUP BY status",
+        sources={"orders": "orders"},
+        target="views/good",
+        as_of=BASE,
+    )
+    rc, out, _ = _check(capsys, str(folder))
+    assert rc == 2
+    line = next(x for x in out.splitlines() if x.startswith("FAIL"))
+    assert line.startswith(f"FAIL {folder}/good.yaml: view good: the query now returns columns") and "Fix:" in line

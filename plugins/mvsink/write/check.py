@@ -19,7 +19,8 @@ from mvsink.core.table import ViewTable
 from mvsink.definitions.catalog import Catalog
 from mvsink.exceptions import MvSinkError
 from mvsink.spark.conf import apply_storage_conf, check_connectors
-from mvsink.spark.validation import analyse
+from mvsink.spark.sources import Snapshot
+from mvsink.spark.validation import analyse, compare_schema
 from mvsink.write.explain import _register_sources, explain_view
 
 if TYPE_CHECKING:
@@ -161,6 +162,7 @@ def _check_one(
             return ViewCheck(file=file, view=view.name, note=note)
         report = explain_view(view, catalog=catalog, spark=spark)
         schemas[view.name] = _result_schema(spark, view)
+        _same_columns_as_table(view, schemas[view.name])
         modes = tuple(
             f"a change of `{s.source}` → {s.label}" + (f" ({s.why})" if s.why else "") for s in report.sources
         )
@@ -182,6 +184,14 @@ def _check_one(
 def _result_schema(spark: SparkSession, view: ViewDefinition) -> StructType:
     """The view's result columns (its sources are registered: the query analyses again, cheaply)."""
     return spark.sql(view.query).schema
+
+
+def _same_columns_as_table(view: ViewDefinition, result: StructType) -> None:
+    """Refuse a query whose columns differ from its existing table's, as the next refresh would."""
+    table = ViewTable.open(view)
+    if table.exists:
+        snap = Snapshot(table.path, table.frontier.version, table.delta)
+        compare_schema(view, result, snap.schema)
 
 
 def _analyse_with_stand_ins(
