@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import random
+import subprocess
 
 import pytest
 
@@ -174,3 +175,34 @@ def test_a_query_whose_columns_no_longer_fit_its_table(spark, folder, capsys):
     assert rc == 2
     line = next(x for x in out.splitlines() if x.startswith("FAIL"))
     assert line.startswith(f"FAIL {folder}/good.yaml: view good: the query now returns columns") and "Fix:" in line
+
+
+@pytest.mark.slow
+def test_over_spark_connect_the_same_verdicts(folder, connect_url):
+    """``--remote``: the analysis on a Spark Connect server (a client process of its own), the same verdicts."""
+    from tests.support.cli import CLI
+
+    write_view(
+        folder,
+        "unknown_column",
+        query="SELECT id, no_such_col FROM orders",
+        sources={"orders": "orders"},
+        as_of=BASE,
+        target="x1",
+    )
+    write_view(
+        folder,
+        "quoted_rand",
+        query="SELECT id, `rand`() AS r FROM orders",
+        sources={"orders": "orders"},
+        as_of=BASE,
+        target="x4",
+    )
+    proc = subprocess.run(
+        [*CLI, "check", str(folder), "--remote", connect_url], capture_output=True, text=True, timeout=300
+    )
+    assert proc.returncode == 2, proc.stdout + proc.stderr[-3000:]
+    fails = sorted(line.split(":", 1)[0] for line in proc.stdout.splitlines() if line.startswith("FAIL"))
+    assert fails == [f"FAIL {folder}/quoted_rand.yaml", f"FAIL {folder}/unknown_column.yaml"], proc.stdout
+    assert "view quoted_rand: the query is not deterministic" in proc.stdout
+    assert "no_such_col" in proc.stdout and "a change of `orders` → aggregate state" in proc.stdout
