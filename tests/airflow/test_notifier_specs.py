@@ -60,3 +60,26 @@ def test_callbacks_by_event_and_the_file_notifiers_line(tmp_path: Path) -> None:
         }
     ]
     assert dag_callbacks(parse(doc())) == {}
+
+
+def test_the_stale_callback_tells_only_when_the_view_is_past_max_lag(tmp_path: Path, monkeypatch) -> None:
+    """A view with nothing final yet is stale once as_of + max_lag has passed; without max_lag never."""
+    from airflow.sdk import DAG
+
+    from mvsink.airflow.notifications import dag_callbacks
+
+    monkeypatch.setenv("MVSINK_DATA_ROOT", str(tmp_path))
+    out = tmp_path / "n.jsonl"
+    spec = f"[{{notifier: {FILE_NOTIFIER}, args: {{path: '{out}'}}, events: [stale]}}]"
+
+    class Run:
+        run_id = "r2"
+
+    context = {"dag_run": Run(), "dag": DAG("mv_v", schedule=None)}
+    for lag in ("36500d", None):  # as_of 1970 + 100 years: not yet; no max_lag: never
+        dag_callbacks(parse(doc(notify=spec, max_lag=lag), root=tmp_path))["on_success_callback"](context)
+    assert not out.exists()
+    dag_callbacks(parse(doc(notify=spec, max_lag="1h"), root=tmp_path))["on_success_callback"](context)
+    (line,) = [json.loads(x) for x in out.read_text().splitlines()]
+    assert (line["event"], line["run_id"]) == ("stale", "r2")
+    assert line["message"] == "view v is stale after run r2: nothing final yet, past its max_lag 1h 00m"

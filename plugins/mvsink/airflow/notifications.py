@@ -74,6 +74,8 @@ class ViewCallback:
                 "run_id": run_id,
                 "message": f"view {self.view.name}: run {run_id} failed ({reason}); see its failed task's log",
             }
+        if self.view.max_lag_ms is None:  # no freshness target: never stale
+            return None
         from mvsink.readers.status import view_status
 
         st = view_status(self.view, last=1)
