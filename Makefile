@@ -4,7 +4,7 @@ PY := $(VENV)/bin/python
 DATA_ROOT ?= $(CURDIR)/data
 export SPARK_LOCAL_IP ?= 127.0.0.1
 
-.PHONY: install demo test test-fast lint bench bench-inprocess bench-scaling bench-connect bench-airflow bench-formulations soak airflow cluster clean
+.PHONY: install demo test test-fast lint check-views bench bench-inprocess bench-scaling bench-connect bench-airflow bench-formulations soak airflow cluster clean
 
 $(VENV)/.installed: pyproject.toml
 	python3 -m venv $(VENV)
@@ -56,12 +56,19 @@ demo: install
 ## Two pytest processes (pytest-xdist): one runs the Airflow tests, which mostly wait on a scheduler, while the other
 ## keeps the cores busy; groups in tests/conftest.py, in collection order (TEST_PROCESSES=0: one process)
 TEST_PROCESSES ?= 2
-test: lint
+test: lint check-views
 	$(PY) -m pytest -q --durations=25 $(if $(filter-out 0,$(TEST_PROCESSES)),-n $(TEST_PROCESSES) --dist loadgroup --no-loadscope-reorder)
 
 ## test-fast: unit tests only (no Spark)
 test-fast: install
 	$(PY) -m pytest -q -m unit
+
+## check-views: `mvsink check dags/views` (docs/cli.md), over the demo's source tables (their schemas, no history)
+## written into a temporary data root: every example view parses, analyses on Spark and is deterministic
+check-views: install
+	@root=$$(mktemp -d) && trap 'rm -rf "$$root"' EXIT && \
+	$(PY) -c 'import sys, pathlib; from mvsink.devtools.demo import build_sources; build_sources(pathlib.Path(sys.argv[1]))' "$$root" && \
+	MVSINK_DATA_ROOT="$$root" $(PY) -m mvsink check dags/views
 
 lint: install
 	$(VENV)/bin/ruff check plugins tests spark_jobs dags bench

@@ -64,3 +64,27 @@ def test_outside_a_dag_processor_it_warns() -> None:
         warnings.simplefilter("always")
         report_broken_view_file(Path("/x/broken.yaml"), ValueError("bad view"))
     assert [str(w.message) for w in caught] == ["mvsink: bad view"]
+
+
+def test_the_task_runner_parses_the_dag_file_in_parse() -> None:
+    """A task's process loads the DAG file in ``task_runner.parse`` (a ``BundleDagBag``): the frame
+    ``parsing_for_a_task`` looks for."""
+    from airflow.sdk.execution_time import task_runner
+
+    from mvsink.airflow.import_errors import TASK_RUNNER_MODULE
+
+    assert task_runner.__name__ == TASK_RUNNER_MODULE
+    assert "BundleDagBag(" in inspect.getsource(task_runner.parse)
+
+
+def test_parsing_for_a_task_is_true_only_under_the_task_runners_parse() -> None:
+    from mvsink.airflow.import_errors import TASK_RUNNER_MODULE, parsing_for_a_task
+
+    def probe() -> bool:
+        return parsing_for_a_task()
+
+    assert probe() is False
+    scope: dict[str, object] = {"__name__": TASK_RUNNER_MODULE, "probe": probe}
+    exec("def parse():\n    return probe()\n\ndef startup():\n    return probe()\n", scope)
+    assert scope["parse"]() is True  # type: ignore[operator]
+    assert scope["startup"]() is False  # type: ignore[operator]

@@ -1,7 +1,8 @@
-"""Issue 23 item 3 through real Airflow: with ``apache-airflow-providers-openlineage`` writing to its ``file``
-transport (no server), ``airflow dags test`` of a refresh emits the refresh's lineage: the source at the Delta
-version read at the refresh time (not its newest), the view's table at the version committed; exactly one
-such event per refresh, and none from a second run at the same refresh time (mint finds nothing to do)."""
+"""Issue 23 item 3 and issue 39 item 8 through real Airflow: with ``apache-airflow-providers-openlineage`` writing to
+its ``file`` transport (no server), ``airflow dags test`` of a refresh emits the refresh's lineage: the source at the
+Delta version read at the refresh time (not its newest), the view's table at the version committed, each with its
+schema facet, the output's column lineage and the job's SQL facet; exactly one such event per refresh, and none from
+a second run at the same refresh time (mint finds nothing to do)."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ import random
 import pytest
 from deltalake import DeltaTable
 
-from tests.support.data import make_orders
+from tests.support.data import PROJECT, make_orders
 from tests.support.delta import BASE, HOUR, version_at, write_at
 
 pytestmark = pytest.mark.airflow
@@ -58,6 +59,23 @@ def test_a_refresh_emits_its_lineage_once_with_versions(af, tmp_path, monkeypatc
     assert [(i["namespace"], i["name"], i["facets"]["version"]["datasetVersion"]) for i in ev["inputs"]] == [
         ("file", str(orders), str(read))
     ]
+    # schema facets: the source's columns at the version read, the view table's columns as committed
+    (inp,) = ev["inputs"]
+    assert [(f["name"], f["type"]) for f in inp["facets"]["schema"]["fields"]] == [
+        ("id", "long"),
+        ("cust_id", "integer"),
+        ("status", "string"),
+        ("qty", "integer"),
+        ("price", "decimal(10,2)"),
+    ]
+    out_fields = [f["name"] for f in out["facets"]["schema"]["fields"]]
+    assert out_fields[:3] == ["cust_id", "status", "qty"] and {"_mv_time", "_mv_diff"} <= set(out_fields)
+    # the SQL facet: the view's query; column lineage: each view column from its source column
+    assert ev["job"]["facets"]["sql"]["query"] == PROJECT
+    lineage_fields = out["facets"]["columnLineage"]["fields"]
+    assert {
+        col: [(i["namespace"], i["name"], i["field"]) for i in f["inputFields"]] for col, f in lineage_fields.items()
+    } == {col: [("file", str(orders), col)] for col in ("cust_id", "status", "qty")}
     # the run's tasks reported too (mint's START and COMPLETE), without datasets
     assert {e["job"]["name"] for e in first} >= {"mv_proj.mint", "mv_proj.append"}
 

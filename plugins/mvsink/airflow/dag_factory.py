@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from mvsink.airflow import config
-from mvsink.airflow.import_errors import report_broken_view_file
+from mvsink.airflow.import_errors import parsing_for_a_task, report_broken_view_file
 from mvsink.definitions.catalog import load_views
 from mvsink.definitions.schedule import first_at_or_after, is_timed
 from mvsink.definitions.view import Schedule, ViewDefinition
@@ -127,9 +127,15 @@ def _dag_params() -> dict[str, Any]:
 
 
 def _dag(view: ViewDefinition, views: dict[str, ViewDefinition], dag_id: str) -> Any:
-    """The (empty) DAG of one view: its schedule, dates, documentation, retries and parameters."""
+    """The (empty) DAG of one view: its schedule, dates, documentation, retries, parameters and the callbacks of
+    its ``notify:`` (:mod:`mvsink.airflow.notifications`)."""
     from airflow.sdk import DAG
 
+    callbacks: dict[str, Any] = {}
+    if view.notify:
+        from mvsink.airflow.notifications import dag_callbacks
+
+        callbacks = dag_callbacks(view)
     return DAG(
         dag_id=dag_id,
         schedule=timetable_for(view.schedule, views, view.file),
@@ -143,6 +149,7 @@ def _dag(view: ViewDefinition, views: dict[str, ViewDefinition], dag_id: str) ->
         default_args=task_retries(),
         params=_dag_params(),
         render_template_as_native_obj=False,
+        **callbacks,
     )
 
 
@@ -231,7 +238,8 @@ def build_dags(namespace: dict[str, Any], *, views_dir: str | Path) -> dict[str,
     """Build one DAG per view file of ``views_dir`` into ``namespace`` (a DAG file's globals()).
 
     A broken view file becomes an import error naming that file and the fix; every other
-    view's DAG still loads.
+    view's DAG still loads. When a task's process parses the DAG file to find its task, a broken file is
+    reported nowhere (at DEBUG): its error is the DAG processor's import error, not a line in other views' task logs.
     """
     views, errors = load_views(views_dir)
     broken: dict[Path, Exception] = {Path(f): exc for f, exc in errors.items()}
@@ -243,7 +251,10 @@ def build_dags(namespace: dict[str, Any], *, views_dir: str | Path) -> dict[str,
             broken[Path(v.file)] = exc
             continue
         namespace[dag.dag_id] = built[dag.dag_id] = dag
+    quiet = bool(broken) and parsing_for_a_task()
     for f, err in broken.items():
-        log.error("mvsink: %s", err)
-        report_broken_view_file(f, err)
+        if quiet:
+            log.debug("mvsink: skipped view file %s (its DAG's import error says why)", f)
+        else:
+            report_broken_view_file(f, err)
     return built

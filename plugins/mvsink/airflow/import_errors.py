@@ -6,6 +6,10 @@ the other DAGs keep loading. Airflow 3.3 has no public API for that, so
 :func:`report_broken_view_file` finds the ``DagImportResult`` of the DAG processor that is
 parsing the DAG file on the call stack and appends a ``DagImportError`` under the view file's
 path. Outside a DAG processor (a plain import, ``dag.test()``) it falls back to a warning.
+
+A task's process parses the DAG file again to find its task (Airflow 3.3's task runner, ``parse``, through a
+``BundleDagBag``): :func:`parsing_for_a_task` tells the factory so, and it then reports nothing. The broken file's
+error is the DAG processor's import error, once, not an ERROR line in every other view's task log.
 ``AIRFLOW_VERSION`` names the version this was written against; a test pins it.
 """
 
@@ -21,6 +25,19 @@ from typing import Any
 log = logging.getLogger(__name__)
 
 AIRFLOW_VERSION = "3.3.2"  # the DagImportResult / DagImportError shapes this relies on
+
+
+TASK_RUNNER_MODULE = "airflow.sdk.execution_time.task_runner"  # its ``parse`` loads the DAG file for a task
+
+
+def parsing_for_a_task() -> bool:
+    """True while Airflow's task runner parses the DAG file to find the task it runs (not the DAG processor)."""
+    frame = sys._getframe(1)
+    while frame is not None:
+        if frame.f_globals.get("__name__") == TASK_RUNNER_MODULE and frame.f_code.co_name == "parse":
+            return True
+        frame = frame.f_back  # type: ignore[assignment]
+    return False
 
 
 def report_broken_view_file(path: Path, error: Exception) -> None:

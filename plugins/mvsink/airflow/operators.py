@@ -206,7 +206,7 @@ class ViewAppendOperator(BaseBranchOperator):
         self.asset = asset
         self.alias = alias
         self.max_reschedules = max_reschedules
-        self._lineage_input: tuple[Any, Any] = (None, None)
+        self._lineage_input: tuple[Any, Any, Any] = (None, None, None)
 
     def choose_branch(self, context: Any) -> list[str]:
         with no_retry_on_bad_input():
@@ -220,18 +220,35 @@ class ViewAppendOperator(BaseBranchOperator):
             )
         # kept for get_openlineage_facets_on_complete, which the provider's listener calls in a forked
         # process that must not talk to the supervisor (an XCom read there hangs until it is killed)
+        # (and the facets that read the tables' schemas and parse the query: gathered here, not in that process,
+        # only when the provider is configured to send events)
         ti = context["ti"]
-        self._lineage_input = (
+        raw, summary = (
             ti.xcom_pull(task_ids="mint", key="description"),
             ti.xcom_pull(task_ids=self.task_id, key="summary"),
         )
+        self._lineage_input = (raw, summary, self._lineage_extras(raw, summary))
         return branches
+
+    def _lineage_extras(self, raw: Any, summary: Any) -> dict[str, Any]:
+        from mvsink.airflow.lineage import lineage_enabled, lineage_extras
+
+        if not raw or not summary or not lineage_enabled():
+            return {}
+        try:
+            description = json.loads(raw) if isinstance(raw, str) else raw
+            summary = json.loads(summary) if isinstance(summary, str) else summary
+            view = Catalog(self.views_dir).get(self.view_name)
+            return lineage_extras(view.query, description, summary)
+        except Exception:  # the append is committed: lineage's extras never fail it
+            self.log.warning("mvsink: no schema or column lineage facets for this refresh", exc_info=True)
+            return {}
 
     def get_openlineage_facets_on_complete(self, task_instance: Any) -> Any:
         from mvsink.airflow.lineage import operator_lineage
 
-        raw, summary = getattr(self, "_lineage_input", (None, None))
+        raw, summary, extras = getattr(self, "_lineage_input", (None, None, None))
         description = json.loads(raw) if isinstance(raw, str) else raw
         if isinstance(summary, str):
             summary = json.loads(summary)
-        return operator_lineage(description, summary)
+        return operator_lineage(description, summary, extras)

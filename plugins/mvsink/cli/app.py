@@ -1,4 +1,4 @@
-"""Command line: ``mvsink refresh|read|changes|status|explain|compact|vacuum|gc``.
+"""Command line: ``mvsink refresh|read|changes|status|explain|check|compact|vacuum|gc``.
 
 Errors print one line, ``mvsink: error: ...``, and exit 2 for bad input (:class:`MvSinkError`)
 or 1 for a runtime failure (:class:`MvSinkRuntimeError`, or anything unexpected); ``-v`` also
@@ -168,6 +168,22 @@ def _add_explain(sub: Any) -> None:
     )
 
 
+def _add_check(sub: Any) -> None:
+    ck = sub.add_parser(
+        "check",
+        help="check every view file of a folder before deploying it: parsed, its query analysed against its "
+        "sources (one Spark session), deterministic, and each source's refresh mode (as explain); exit 2 if any fails",
+    )
+    ck.add_argument("views_dir", nargs="?", help=f"folder of view files (default: ${VIEWS_DIR_ENV} or dags/views)")
+    ck.add_argument("--views-dir", dest="views_dir_opt", help=argparse.SUPPRESS)
+    ck.add_argument("--json", action="store_true", help="print the report as a JSON object")
+    _spark_args(
+        ck,
+        master_help="Spark master of the in-process session (default local[2])",
+        remote_help="analyse on a running Spark Connect server instead (env MVSINK_SPARK_REMOTE)",
+    )
+
+
 def _add_status(sub: Any) -> None:
     st = sub.add_parser("status", help="since, upper, as_of, freshness and the last refreshes (--all: every view)")
     st.add_argument("view", nargs="?", help="view name (from its view file); omit with --all")
@@ -195,6 +211,7 @@ def build_parser() -> argparse.ArgumentParser:
         _add_maintenance,
         _add_connect_server,
         _add_explain,
+        _add_check,
         _add_status,
     ):
         add(sub)
@@ -248,6 +265,30 @@ def _explain_session(view: Any, args: argparse.Namespace) -> Any:
 
     check_connectors(view, role="in-process Spark")
     return local_session(args.master, {**storage_conf(view), **view.spark_conf, **_spark_conf(args)})
+
+
+def _check(args: argparse.Namespace) -> int:
+    """``mvsink check``: every view file of the folder; exit 2 when any has a problem (one line each)."""
+    from mvsink.write.check import check_views, session_conf
+
+    catalog = Catalog(args.views_dir or args.views_dir_opt)
+    remote = args.remote or settings.spark_remote()
+    spark: Any = None
+    if catalog.views and remote:
+        from mvsink.spark.connect import remote_session
+
+        spark = remote_session(remote, conf=_spark_conf(args))
+    elif catalog.views:
+        from mvsink.write.runners import local_session
+
+        spark = local_session(args.master, {**session_conf(catalog), **_spark_conf(args)})
+    report = check_views(catalog, spark=spark)
+    print(json.dumps(report.to_dict(), sort_keys=True) if args.json else report.summary())
+    if report.ok:
+        return 0
+    bad = sum(not c.ok for c in report.checks)
+    print(f"mvsink: error: {bad} view file(s) have problems (the FAIL lines above)", file=sys.stderr)
+    return BAD_INPUT_EXIT
 
 
 def _connect_server(args: argparse.Namespace) -> int:
@@ -407,6 +448,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 def _run(args: argparse.Namespace) -> int:
     if args.command == "connect-server":
         return _connect_server(args)
+    if args.command == "check":
+        return _check(args)
     if args.command == "status" and (args.all == bool(args.view)):
         print("mvsink: error: status needs a view name or --all (not both)", file=sys.stderr)
         return BAD_INPUT_EXIT

@@ -68,6 +68,19 @@ class Check:
     action: Literal["error", "drop", "warn"] = "error"
 
 
+NOTIFY_EVENTS = ("failure", "stale")
+
+
+@dataclasses.dataclass(frozen=True)
+class Notify:
+    """A notifier of the view (``notify:``): an Airflow ``BaseNotifier`` by import path, its keyword arguments, and
+    the events it is told of: ``failure`` (a run failed) and ``stale`` (a run left the view past its ``max_lag``)."""
+
+    notifier: str
+    args: Mapping[str, Any] = dataclasses.field(default_factory=dict)
+    events: tuple[str, ...] = NOTIFY_EVENTS
+
+
 @dataclasses.dataclass(frozen=True)
 class Schedule:
     """When the view refreshes. Airflow turns this into a timetable."""
@@ -109,6 +122,8 @@ class ViewDefinition:
     full_refresh_every: tuple[Literal["ms", "refreshes"], int] | None = None
     # Store settings of the view's locations: option -> ("value", text) or ("env", variable name).
     storage_options: Mapping[str, tuple[str, str]] = dataclasses.field(default_factory=dict)
+    # Who is told of a failed run or a breach of max_lag (Airflow notifiers; see docs/airflow.md)
+    notify: tuple[Notify, ...] = ()
 
     def __post_init__(self) -> None:
         if isinstance(self.target, str):
