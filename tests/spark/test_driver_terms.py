@@ -45,7 +45,16 @@ WHERE lower(c_mktsegment) = 'b' GROUP BY o_custkey"""
 ROUNDING = """SELECT o_custkey, sum(CAST(l_price AS INT)) AS p, count(*) AS n
 FROM orders JOIN lineitem ON l_orderkey = o_orderkey GROUP BY o_custkey"""
 
+# TPC-H Q7/Q8/Q9/Q12/Q14's constructs: EXTRACT(YEAR), CASE WHEN (decimal with ELSE 0, integer), LIKE / NOT LIKE
+YEARS = """SELECT y, sum(CASE WHEN seg = 'B' THEN rev ELSE 0 END) AS b_rev, sum(early) AS early, count(*) AS n FROM (
+  SELECT extract(year FROM o_orderdate) AS y, c_mktsegment AS seg, l_price * (1 - l_qty) AS rev,
+    CASE WHEN o_orderdate < DATE '1995-02-15' OR c_mktsegment <> 'A' THEN 1 ELSE 0 END AS early
+  FROM customer JOIN orders ON c_custkey = o_custkey JOIN lineitem ON l_orderkey = o_orderkey
+  WHERE c_mktsegment LIKE '%B%' OR c_mktsegment NOT LIKE 'A%') AS t
+GROUP BY y"""
+
 VIEWS = {  # name: (query, sources, evaluated in the driver?)
+    "years": (YEARS, ("customer", "orders", "lineitem"), True),
     "q3": (Q3, ("customer", "orders", "lineitem"), False),  # a division (decimal rounding): Spark's terms
     "q3x": (Q3_EXACT, ("customer", "orders", "lineitem"), True),
     "q5": (Q5, ("customer", "orders", "lineitem", "supplier", "nation", "region"), True),

@@ -30,7 +30,14 @@ def test_an_unaliased_source_and_explode():
         "SELECT id FROM orders UNION ALL SELECT id FROM orders_archive",  # a set operation
         "WITH x AS (SELECT id FROM orders) SELECT id FROM x",  # a CTE
         "SELECT a.id FROM orders a JOIN orders b ON a.id = b.parent",  # read twice
-        "SELECT id FROM (SELECT id FROM orders) t",  # in a subquery
+        "SELECT id FROM (SELECT id FROM orders GROUP BY id) t",  # under an aggregate
+        "SELECT id FROM (SELECT sum(id) AS id FROM orders) t",
+        "SELECT id, count(*) AS n FROM (SELECT id FROM orders) t GROUP BY id",
+        "SELECT DISTINCT id FROM (SELECT id FROM orders) t",
+        "SELECT id FROM (SELECT id FROM orders LIMIT 3) t",
+        "SELECT t.id FROM (SELECT id FROM orders) t JOIN customers c ON t.id = c.id",  # a join beside it
+        "SELECT id FROM (SELECT id FROM orders) t WHERE id IN (SELECT id FROM orders)",  # read twice
+        "SELECT id FROM (SELECT id FROM (SELECT id, 1 AS x FROM customers) u) t",  # not read
         "SELECT id FROM db.orders",  # another catalog's table
         "SELECT id FROM customers",  # not read at all
         "SELECT id FROM orders WHERE",  # does not parse
@@ -38,6 +45,25 @@ def test_an_unaliased_source_and_explode():
 )
 def test_refused(query):
     assert signed_query(query, "orders") is None
+
+
+def test_a_derived_table_carries_the_sign_through_its_alias():
+    """TPC-H Q7/Q8/Q9's shape: a projection (and filter) of one SELECT block over the sources."""
+    got = signed_query(
+        "SELECT y, CASE WHEN n = 'B' THEN v ELSE 0 END AS a FROM (SELECT extract(year FROM o.d) AS y, c.n, o.v "
+        "FROM orders o JOIN customers c ON o.cust = c.id WHERE o.v > 1) AS t WHERE y > 1990",
+        ("orders", "customers"),
+    )
+    assert got == (
+        "SELECT y, CASE WHEN n = 'B' THEN v ELSE 0 END AS a, t._mv_diff AS _mv_diff FROM (SELECT EXTRACT(YEAR FROM "
+        "o.d) AS y, c.n, o.v, o._mv_sign * c._mv_sign AS _mv_diff FROM orders AS o JOIN customers AS c ON o.cust = "
+        "c.id WHERE o.v > 1) AS t WHERE y > 1990"
+    )
+    nested = signed_query("SELECT id FROM (SELECT id FROM (SELECT id FROM orders) u) t", "orders")
+    assert (
+        nested
+        == "SELECT id, t._mv_diff AS _mv_diff FROM (SELECT id, u._mv_diff AS _mv_diff FROM (SELECT id, orders._mv_sign AS _mv_diff FROM orders) AS u) AS t"
+    )
 
 
 def test_several_sources_carry_the_product_of_their_signs():

@@ -440,7 +440,8 @@ def signed_query(query: str, source: str | tuple[str, ...], *, weight: str = "_m
     For the one-term-per-source telescoping (:func:`telescope_signed`): the query must be one SELECT block
     (no set operation, no ``*`` that would pick the sign column up, no CTE) that reads each source once,
     directly in its FROM/JOIN (not in a subquery); with several sources, no NATURAL join (it would join on
-    the sign columns). A rewrite of sqlglot's tree: its result is checked by Spark's analysis against the
+    the sign columns); or a projection and filter of one such block, a derived table (TPC-H Q7, Q8, Q9: ``SELECT ...
+    FROM (SELECT ... FROM the sources) AS t``), the sign carried out through its alias. A rewrite of sqlglot's tree: its result is checked by Spark's analysis against the
     query's own columns before use (:func:`_signed_terms`).
     """
     import sqlglot
@@ -459,6 +460,18 @@ def signed_query(query: str, source: str | tuple[str, ...], *, weight: str = "_m
         return None
     if any(isinstance(e, exp.Column) and isinstance(e.this, exp.Star) for e in tree.expressions):
         return None
+    derived = _derived_table(tree)
+    if derived is not None:  # SELECT ... FROM (SELECT ... FROM the sources) AS t [WHERE ...]: signed within
+        inner, alias = derived
+        for name in sources:  # (read once in all: not again in the outer block's filter)
+            if sum(1 for t in tree.find_all(exp.Table) if t.name.lower() == name.lower()) != 1:
+                return None
+        signed = signed_query(inner.sql(dialect="spark"), sources, weight=weight)
+        if signed is None:
+            return None
+        inner.replace(sqlglot.parse_one(signed, dialect="spark"))
+        tree.set("expressions", [*tree.expressions, exp.alias_(exp.column(weight, table=alias), weight)])
+        return tree.sql(dialect="spark")
     if len(sources) > 1 and any("NATURAL" in str(j.args.get("method") or "").upper() for j in tree.find_all(exp.Join)):
         return None
     sign: exp.Expression | None = None
@@ -474,6 +487,28 @@ def signed_query(query: str, source: str | tuple[str, ...], *, weight: str = "_m
         return None
     tree.set("expressions", [*tree.expressions, exp.alias_(sign, weight)])
     return tree.sql(dialect="spark")
+
+
+def _derived_table(tree: Any) -> tuple[Any, str] | None:
+    """The one SELECT block ``tree`` reads from, and its alias, where ``tree`` is a projection (and filter) of it
+    alone: ``SELECT ... FROM (SELECT ...) AS t [WHERE ...]`` (no join, aggregate, DISTINCT, window or limit in
+    ``tree``, none in the inner block but its joins and filters); else None."""
+    from sqlglot import exp
+
+    src = tree.args.get("from_") or tree.args.get("from")
+    if src is None or not isinstance(src.this, exp.Subquery) or tree.args.get("joins"):
+        return None
+    inner = src.this.this
+    alias = src.this.alias_or_name
+    plain = ("group", "having", "distinct", "limit", "offset", "order", "qualify", "windows", "with_", "laterals")
+    for block in (tree, inner):
+        if not isinstance(block, exp.Select) or any(block.args.get(k) for k in plain):
+            return None
+        if any(isinstance(e, exp.Window | exp.AggFunc) for x in block.expressions for e in x.walk()):
+            return None
+    if not alias:
+        return None
+    return inner, alias
 
 
 def telescope_signed(
