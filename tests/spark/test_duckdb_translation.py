@@ -300,7 +300,12 @@ class Gen:
         return self.cast(depth, ["str", "ts", "tsn", "date"], ["DATE"], "date")
 
     def node_bool(self, depth: int) -> str:
-        k = self.rng.randrange(11)
+        k = self.rng.randrange(12)
+        if k == 11:
+            cat = self.rng.choice(["int", "dec", "str", "date", "num", "small"])
+            self.tags.add(f"BETWEEN {cat}")
+            a, b, c = (self.num(depth) if cat == "num" else self.expr(cat, depth) for _ in range(3))
+            return f"({a} {self.rng.choice(['', 'NOT '])}BETWEEN {b} AND {c})"
         if k == 10:
             op = self.pick(["LIKE", "NOT LIKE"], "")
             self.tags.add(op)
@@ -604,6 +609,10 @@ def test_generated_expressions_accepted_are_evaluated_by_duckdb_as_by_spark(spar
         ("s LIKE '%a%'", True),
         ("s NOT LIKE 'a_'", False),  # (what one character is differs)
         ("s LIKE 'a!%' ESCAPE '!'", None),  # (the plan does not carry the escape)
+        ("dt BETWEEN DATE '1995-01-01' AND DATE '1996-12-31'", True),
+        ("d12 BETWEEN 0.05 AND 0.07", True),
+        ("i32 NOT BETWEEN 1 AND d18", True),
+        ("i8 BETWEEN 1 AND 2", True),
     ],
 )
 def test_targeted_cases(spark, awkward, expr, accepted):

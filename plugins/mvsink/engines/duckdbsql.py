@@ -1,7 +1,7 @@
 """What DuckDB evaluates exactly as Spark does, and Spark SQL translated for it (:mod:`mvsink.incremental.duckdbterms`).
 
 :func:`unsupported` reads Spark's analysed plan (its implicit casts included) and fails closed: it accepts column
-references, literals, comparisons, AND/OR/NOT, IS [NOT] NULL, IN lists, year(), CASE WHEN, LIKE '%...', ``+ - *`` and negation on int, long and
+references, literals, comparisons, AND/OR/NOT, IS [NOT] NULL, IN lists, BETWEEN, year(), CASE WHEN, LIKE '%...', ``+ - *`` and negation on int, long and
 decimals whose Spark result needs at most 38 digits, and casts proven exact in both engines; over integers, longs,
 decimals, strings, dates and booleans only. Everything else is refused, so Spark computes it.
 
@@ -20,6 +20,8 @@ from decimal import Decimal, InvalidOperation, localcontext
 from typing import TYPE_CHECKING, Any, Final
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     import pyarrow as pa
     from pyspark.sql.types import StructType
 
@@ -83,6 +85,9 @@ def spark_type(e: PlanExpr) -> str:
     """Spark's type of ``e`` (as its plan prints it: ``integer``, ``decimal(12,2)``) where DuckDB computes the same
     value, else ``!why``."""
     name = e.name
+    form = _FORMS.get(name)
+    if form is not None:  # (judged on their own terms: BETWEEN's common expression, CASE's branches twice)
+        return form(e)
     kids = [spark_type(c) for c in e.children]
     bad = next((k for k in kids if k.startswith("!")), None)
     if bad:
@@ -106,15 +111,41 @@ def spark_type(e: PlanExpr) -> str:
         return "boolean"
     if name in ("Add", "Subtract", "Multiply", "UnaryMinus"):
         return _arithmetic(e, kids)
-    if name == "Year":  # (DuckDB's is a BIGINT, cast back; arithmetic over it is refused: _year)
-        return "integer" if kids == ["date"] else f"!year() of {', '.join(kids)}"
-    if name == "Extract":  # EXTRACT(YEAR FROM d): its replacement first, then the field and the source
-        return kids[0] if e.children and e.children[0].name == "Year" else "!an EXTRACT of another field than YEAR"
-    if name == "CaseWhen":
-        return _case_when(e)
-    if name == "Like":
-        return _like(e, kids)
     return f"!the expression {name}"
+
+
+def _year_of(e: PlanExpr) -> str:
+    """``year(d)`` of a date: DuckDB's is a BIGINT, cast back; arithmetic over it is refused (:func:`_year`)."""
+    kids = [spark_type(c) for c in e.children]
+    return "integer" if kids == ["date"] else f"!year() of {', '.join(kids)}"
+
+
+def _extract(e: PlanExpr) -> str:
+    """``EXTRACT(YEAR FROM d)``: its replacement first, then the field and the source."""
+    if not e.children or e.children[0].name != "Year":
+        return "!an EXTRACT of another field than YEAR"
+    return _year_of(e.children[0])
+
+
+def _between(e: PlanExpr) -> str:
+    """``x BETWEEN a AND b``: Spark's replacement, ``x >= a AND x <= b`` over one common ``x`` (its casts
+    included), judged with ``x`` put back in (one common expression only; anything else, fail closed)."""
+    import dataclasses
+
+    with_ = e.children[0] if e.children else None
+    if with_ is None or with_.name != "With" or len(with_.children) != 2:
+        return "!a BETWEEN of unknown form"
+    body, common = with_.children
+    if common.name != "CommonExpressionDef" or len(common.children) != 1:
+        return "!a BETWEEN of unknown form"
+
+    def put_back(x: PlanExpr) -> PlanExpr:
+        if x.name == "CommonExpressionRef":
+            return common.children[0]
+        return dataclasses.replace(x, children=tuple(put_back(c) for c in x.children))
+
+    got = spark_type(put_back(body))
+    return got if got.startswith("!") or got == "boolean" else f"!a BETWEEN of type {got}"
 
 
 def _same(a: PlanExpr, b: PlanExpr) -> bool:
@@ -128,9 +159,13 @@ def _same(a: PlanExpr, b: PlanExpr) -> bool:
     )
 
 
-def _like(e: PlanExpr, kids: list[str]) -> str:
+def _like(e: PlanExpr) -> str:
     """``s LIKE 'pattern'``: equal in both engines for a literal pattern of literal characters and ``%`` only (``_``
     and the escape character are left out: what each engine counts as one character, and its escapes, differ)."""
+    kids = [spark_type(c) for c in e.children]
+    bad = next((k for k in kids if k.startswith("!")), None)
+    if bad:
+        return bad
     if len(e.children) != 2 or kids[0] != "string" or e.children[1].name != "Literal":
         return "!a LIKE of another form than a string and a literal pattern"
     value = e.children[1].attrs.get("value")
@@ -180,6 +215,15 @@ def _case_when(e: PlanExpr) -> str:
             continue
         return f"!a CASE of {result} with a value of {it}"
     return result
+
+
+_FORMS: Final[dict[str, Callable[[PlanExpr], str]]] = {
+    "Year": _year_of,
+    "Extract": _extract,
+    "CaseWhen": _case_when,
+    "Like": _like,
+    "Between": _between,
+}
 
 
 def _allowed(t: Any, *, literal: bool = False) -> str:
