@@ -24,7 +24,7 @@ from mvsink.incremental.linear import changed_sources, source_check
 from mvsink.incremental.modes.base import Change, Corrections, Decision, NotApplicable, PlanFacts, WriteInputs
 from mvsink.spark.declaredchecks import apply_checks
 from mvsink.spark.sources import arrow_table_schema
-from mvsink.spark.transforms import consolidate, corrections, quote_name
+from mvsink.spark.transforms import corrections, quote_name
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -99,8 +99,8 @@ def refresh_change(inputs: WriteInputs) -> Change:
 
 
 def spark_full_diff(inputs: WriteInputs, desired: DataFrame) -> DataFrame:
-    """The full diff by Spark: ``desired`` (with the view's checks applied) against the table's rows before the
-    batch, consolidated (an empty table when there is none yet)."""
+    """The full diff by Spark: ``desired`` (with the view's checks applied) against the table's updates before the
+    batch (an empty table when there is none yet), summed per row in one group-by."""
     from pyspark.sql import functions as F
 
     view, desc, with_error = inputs.view, inputs.desc, inputs.with_error
@@ -120,7 +120,9 @@ def spark_full_diff(inputs: WriteInputs, desired: DataFrame) -> DataFrame:
             TIME,
             DIFF,
         )
-        persisted = consolidate(renamed, [c for c in renamed.columns if c not in (TIME, DIFF)], before=desc.lower)
+        # the table's updates before the batch, not consolidated first: the comparison's one group-by sums them
+        # with the desired rows (a sum's order does not matter), one shuffle of the table's rows instead of two
+        persisted = renamed.where(F.col(TIME) < F.lit(desc.lower)).drop(TIME)
     checked = apply_checks(desired, view, with_error=with_error, observation=inputs.check_obs)
     if persisted is None:
         persisted = inputs.spark.createDataFrame([], checked.schema).withColumn(DIFF, F.lit(0).cast("bigint"))
