@@ -45,7 +45,8 @@ def consolidate(
 
 
 def corrections(desired: DataFrame, persisted: DataFrame, *, time: int) -> DataFrame:
-    """Updates at ``time`` that turn ``persisted`` (consolidated, with ``_mv_diff``) into ``desired``.
+    """Updates at ``time`` that turn ``persisted`` (rows with ``_mv_diff``: consolidated, or a table's raw updates,
+    several per row) into ``desired``.
 
     Union + group-by over all columns: NULLs group together, duplicates are counted, and
     damaged persisted state (negative or spurious multiplicities) is repaired.

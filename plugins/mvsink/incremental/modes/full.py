@@ -6,6 +6,10 @@ tried — why the refresh's change cannot be used at all (:func:`refresh_change`
 moved, no check counts to start from, ``incremental: false``, a source's change unknown). Two engines compute it:
 the refreshing process (:func:`mvsink.engines.arrow.full_diff`) for a small view without checks, else Spark
 (:func:`spark_full_diff`).
+
+A first build — no table yet, or none of its updates below the batch's ``lower`` (:func:`nothing_persisted`) — has
+``desired - persisted = desired``: :func:`first_build` writes the query's rows (after the view's checks) as they
+are, each with ``_mv_diff = 1``, without a comparison, a shuffle or a read of the table.
 """
 
 from __future__ import annotations
@@ -20,17 +24,20 @@ from mvsink.incremental.linear import changed_sources, source_check
 from mvsink.incremental.modes.base import Change, Corrections, Decision, NotApplicable, PlanFacts, WriteInputs
 from mvsink.spark.declaredchecks import apply_checks
 from mvsink.spark.sources import arrow_table_schema
-from mvsink.spark.transforms import consolidate, corrections
+from mvsink.spark.transforms import corrections, quote_name
 
 if TYPE_CHECKING:
+    import pyarrow as pa
     from pyspark.sql import DataFrame
 
     from mvsink.core.batch import WriteMode
+    from mvsink.core.table import ViewTable
     from mvsink.settings import Setting
 
 NO_EARLIER = "no earlier refresh of this definition to start from"
 NOT_INCREMENTAL = "incremental: false in the view file"
 NO_CHECK_COUNTS = "the last refresh recorded no check counts to start from"
+FIRST_BUILD = "a first build: the table holds nothing yet, the query's rows written as they are"
 
 
 class FullDiff:
@@ -54,6 +61,8 @@ class FullDiff:
         ``reason`` then says so), else by Spark (lazily: the stage runs it)."""
         _record_whole_reads(inputs)
         desired = inputs.state.desired if inputs.state else inputs.result
+        if nothing_persisted(inputs.table, lower=inputs.desc.lower):
+            return Corrections(first_build(inputs, desired), FIRST_BUILD)
         if inputs.table.exists and not inputs.with_error:  # (checks are counted by Spark observations)
             desc = inputs.desc
             local = full_diff(desired, inputs.table, arrow_table_schema(desired.schema), lower=desc.lower, at=desc.time)
@@ -90,8 +99,8 @@ def refresh_change(inputs: WriteInputs) -> Change:
 
 
 def spark_full_diff(inputs: WriteInputs, desired: DataFrame) -> DataFrame:
-    """The full diff by Spark: ``desired`` (with the view's checks applied) against the table's rows before the
-    batch, consolidated (an empty table when there is none yet)."""
+    """The full diff by Spark: ``desired`` (with the view's checks applied) against the table's updates before the
+    batch (an empty table when there is none yet), summed per row in one group-by."""
     from pyspark.sql import functions as F
 
     view, desc, with_error = inputs.view, inputs.desc, inputs.with_error
@@ -111,11 +120,45 @@ def spark_full_diff(inputs: WriteInputs, desired: DataFrame) -> DataFrame:
             TIME,
             DIFF,
         )
-        persisted = consolidate(renamed, [c for c in renamed.columns if c not in (TIME, DIFF)], before=desc.lower)
+        # the table's updates before the batch, not consolidated first: the comparison's one group-by sums them
+        # with the desired rows (a sum's order does not matter), one shuffle of the table's rows instead of two
+        persisted = renamed.where(F.col(TIME) < F.lit(desc.lower)).drop(TIME)
     checked = apply_checks(desired, view, with_error=with_error, observation=inputs.check_obs)
     if persisted is None:
         persisted = inputs.spark.createDataFrame([], checked.schema).withColumn(DIFF, F.lit(0).cast("bigint"))
     return corrections(checked, persisted, time=desc.time)
+
+
+def nothing_persisted(table: ViewTable, *, lower: int) -> bool:
+    """Does ``table`` hold no update below ``lower`` (no table; no active file; every file's ``_mv_time`` at or
+    past ``lower`` by its statistics)? Read from the log alone: files without those statistics count as holding
+    updates."""
+    return not table.exists or no_updates_before(table.add_actions(), lower=lower)
+
+
+def no_updates_before(actions: pa.Table, *, lower: int) -> bool:
+    """Do the add actions ``actions`` (flattened: ``num_records``, ``min._mv_time``) hold no update below
+    ``lower``? A file with no row count or no ``_mv_time`` minimum may hold some."""
+    if actions.num_rows == 0:
+        return True
+    names = actions.column_names
+    counts = actions.column("num_records").to_pylist() if "num_records" in names else [None] * actions.num_rows
+    lows = actions.column(f"min.{TIME}").to_pylist() if f"min.{TIME}" in names else [None] * actions.num_rows
+    return all(n == 0 or (n is not None and lo is not None and lo >= lower) for n, lo in zip(counts, lows))
+
+
+def first_build(inputs: WriteInputs, desired: DataFrame) -> DataFrame:
+    """The corrections of a table that holds nothing before the batch: each row of ``desired`` (the view's checks
+    applied, the hidden aggregate state included) once, at the batch's time with ``_mv_diff = 1``; duplicates stay
+    separate rows (DESIGN.md section 2 counts them the same). A projection: no shuffle, no read of the table."""
+    from pyspark.sql import functions as F
+
+    checked = apply_checks(desired, inputs.view, with_error=inputs.with_error, observation=inputs.check_obs)
+    return checked.select(
+        *[F.col(quote_name(c)) for c in checked.columns],
+        F.lit(inputs.desc.time).cast("bigint").alias(TIME),
+        F.lit(1).cast("bigint").alias(DIFF),
+    )
 
 
 def _record_whole_reads(inputs: WriteInputs) -> None:
