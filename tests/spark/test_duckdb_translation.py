@@ -613,6 +613,11 @@ def test_generated_expressions_accepted_are_evaluated_by_duckdb_as_by_spark(spar
         ("d12 BETWEEN 0.05 AND 0.07", True),
         ("i32 NOT BETWEEN 1 AND d18", True),
         ("i8 BETWEEN 1 AND 2", True),
+        ("((i32 * 0) * i32) + 2", False),  # Spark: (i32 * i32) * 0, an overflow (seed 11 found it)
+        ("(i32 + 1) + i32", False),
+        ("i32 * i32 * 2", False),
+        ("(i32 * 2) + i32", True),
+        ("extract(YEAR FROM CAST(CAST(NULL AS DATE) AS DATE))", False),  # DuckDB: a DOUBLE
     ],
 )
 def test_targeted_cases(spark, awkward, expr, accepted):

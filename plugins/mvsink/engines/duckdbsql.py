@@ -115,7 +115,10 @@ def spark_type(e: PlanExpr) -> str:
 
 
 def _year_of(e: PlanExpr) -> str:
-    """``year(d)`` of a date: DuckDB's is a BIGINT, cast back; arithmetic over it is refused (:func:`_year`)."""
+    """``year(d)`` of a date: DuckDB's is a BIGINT, cast back; arithmetic over it is refused (:func:`_year`); of
+    NULL, DuckDB's is a DOUBLE."""
+    if any(_null(c) for c in e.children):
+        return "!year() of NULL"
     kids = [spark_type(c) for c in e.children]
     return "integer" if kids == ["date"] else f"!year() of {', '.join(kids)}"
 
@@ -323,6 +326,8 @@ def _arithmetic(e: PlanExpr, kids: list[str]) -> str:
     if all(k in ("integer", "long") for k in kids):  # integers: both engines fail on an overflow ...
         if not any(x.name == "AttributeReference" for x in e.walk()):  # ... but DuckDB widens constants' types
             return f"!{label} of constants"
+        if _reordered(e):
+            return f"!{label} (Spark's optimiser may reorder it, and overflow where DuckDB does not)"
         return kids[0] if len(set(kids)) == 1 else f"!{label}"
     decimals = [_decimal(k) for k in kids]
     if any(d is None for d in decimals):
@@ -364,6 +369,23 @@ def _null(e: PlanExpr) -> bool:
     if e.name == "Cast" and len(e.children) == 1:
         return _null(e.children[0])
     return e.name == "Literal" and e.attrs.get("type") == "void"
+
+
+def _reordered(e: PlanExpr) -> bool:
+    """Whether Spark's optimiser (ReorderAssociativeOperator) may regroup an integer chain of ``+`` or ``*``: one
+    with a constant and two other operands (``(i * 0) * i`` runs as ``(i * i) * 0``, which overflows)."""
+    if e.name not in ("Add", "Multiply"):
+        return False
+    operands: list[PlanExpr] = []
+    stack = [e]
+    while stack:
+        x = stack.pop()
+        if x.name == e.name:
+            stack.extend(x.children)
+        else:
+            operands.append(x)
+    constants = sum(1 for x in operands if not any(y.name == "AttributeReference" for y in x.walk()))
+    return constants >= 1 and len(operands) - constants >= 2
 
 
 def _year(e: PlanExpr) -> bool:
