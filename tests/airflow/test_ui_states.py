@@ -49,6 +49,14 @@ SHOTS = (  # the screenshots this test writes (docs/img/ui-<name>.png)
     "lag-chart",
     "overview-390",
     "view-390",
+    "paused",
+    "mode-reason",
+    "overview-390-airflow",
+    "view-390-airflow",
+)
+REASON = (  # the reason the gap view's full refreshes record (as the modes' combined reason reads)
+    "the query is not linear: rand() is not deterministic (the linear refresh is off; "
+    "MVSINK_INCREMENTAL_LINEAR=true enables it)"
 )
 HELD = "append-before_validate@running"  # the fail point holding the running view's run before its commit
 ISO = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$")
@@ -85,6 +93,7 @@ def history(catalog: Catalog, data: Path, name: str, times: list[int]) -> None:
             nbytes=4096 + 512 * i,
             mode=("incremental", "full")[i % 4 == 0],
             seconds=2.0 + i % 3,
+            reason=REASON if i % 4 == 0 else "",
         )
         newest = max(int(p.name[:20]) for p in (target / "_delta_log").glob("*.json"))
         for k, v in enumerate(range(done + 1, newest + 1)):
@@ -110,6 +119,10 @@ def built(tmp_path_factory):
         "gap": ("max_lag: 1d\n", gap_times),
         "running": ("max_lag: 2h\n", [now - 5 * HOUR, now - 3 * HOUR, now - HOUR]),
         "dry": ("max_lag: 6h\n", [now - 4 * HOUR, now - 2 * HOUR]),
+        "paused": (
+            f'max_lag: 30d\nschedule: {{at: ["{format_time(next_at)}"]}}\n',
+            [now - 3 * HOUR, now - 2 * HOUR],
+        ),
     }
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("MVSINK_DATA_ROOT", str(data))
@@ -127,7 +140,7 @@ def airflow(built, connect_url):
     sync = built["root"] / "sync"
     sync.mkdir()
     env = {"MVSINK_FAIL_POINTS": "append:before_validate@running:sync", "MVSINK_SYNC_DIR": str(sync)}
-    wanted = {f"mv_{v}" for v in ("fresh", "stale", "gap", "running", "dry", "failed")}
+    wanted = {f"mv_{v}" for v in ("fresh", "stale", "gap", "running", "dry", "failed", "paused")}
     try:
         with running_airflow(
             built["root"], built["dags"], built["data"], wanted=wanted, extra_env=env, connect_url=connect_url
@@ -171,7 +184,7 @@ def overview(page, af):
 
     page.goto(f"{af.url}/plugin/materialized-views")
     frame = page.frame_locator("iframe[title='Materialized views']")
-    expect(frame.locator("tr[data-view]")).to_have_count(6)
+    expect(frame.locator("tr[data-view]")).to_have_count(7)
     return frame
 
 
@@ -467,6 +480,92 @@ def test_readable_at_390_px(airflow, triggered, ui, artifacts):
         )
     finally:
         ui.set_viewport_size({"width": 1280, "height": 800})
+
+
+def test_a_paused_view_says_paused_and_shows_no_next_run(airflow, built, ui, artifacts):
+    """Issue 39: a paused view (paused in Airflow) says so and shows no "next in …" on the overview and its tab."""
+    from playwright.sync_api import expect
+
+    af, _ = airflow
+    status, body = af.api("PATCH", "/api/v2/dags/mv_paused", {"is_paused": True}, token=af.token())
+    assert status == 200 and body["is_paused"] is True, body
+    frame = overview(ui, af)
+    row = frame.locator("tr[data-view='paused']")
+    expect(row.locator("td[data-col='schedule'] [data-paused-note]")).to_contain_text("paused")
+    expect(row.locator("time[data-next-run]")).to_have_count(0)
+    expect(frame.locator("tr[data-view='fresh'] time[data-next-run]")).to_have_count(1)  # the same schedule, unpaused
+    tab = view_tab(ui, af, "paused")
+    card = tab.locator("[data-card='schedule']")
+    expect(card.locator("[data-paused-note]")).to_contain_text("no scheduled runs until it is resumed")
+    expect(card.locator("time[data-next-run]")).to_have_count(0)
+    shot(ui, artifacts, "paused")
+
+
+def test_the_mode_reason_and_its_fix_on_the_views_tab(airflow, built, ui, artifacts):
+    from playwright.sync_api import expect
+
+    af, _ = airflow
+    tab = view_tab(ui, af, "gap")
+    why = tab.locator(".why[data-card='mode']")
+    expect(why).to_be_visible()
+    expect(why).to_have_attribute("data-mode-kind", "full")
+    expect(why.locator("[data-mode-reason]")).to_have_text(REASON)
+    expect(why.locator("li[data-fix]").first).to_have_text(
+        "set MVSINK_INCREMENTAL_LINEAR=true (a setting of the refresh's environment)"
+    )
+    shot(why, artifacts, "mode-reason")
+
+
+def test_a_failed_runs_view_says_since_when_its_data_is_stale(airflow, triggered, ui):
+    from playwright.sync_api import expect
+
+    af, _ = airflow
+    tab = view_tab(ui, af, "failed")
+    failing = tab.locator("[data-card='lag'] .failing")
+    expect(failing).to_have_attribute("data-failing", triggered["failed"])
+    expect(failing).to_contain_text("never refreshed")  # its source never existed: no refresh ever committed
+
+
+def test_at_390_px_inside_airflow_nothing_is_clipped(airflow, triggered, ui, artifacts):
+    """Issue 39: at 390 px, inside Airflow's frames (the page and a view's tab), the frame's document is no wider
+    than the frame (scrollWidth <= clientWidth)."""
+    af, _ = airflow
+    ui.set_viewport_size({"width": 390, "height": 844})
+    try:
+        for title, path, name in (
+            ("Materialized views", "/plugin/materialized-views", "overview-390-airflow"),
+            ("View", "/dags/mv_gap/plugin/mvsink-view", "view-390-airflow"),
+        ):
+            ui.goto(af.url + path)
+            frame = ui.frame_locator(f"iframe[title='{title}']")
+            frame.locator("h1").first.wait_for()
+            ui.wait_for_timeout(500)
+            widths = frame.locator("body").evaluate(
+                """b => { const d = b.ownerDocument.documentElement;
+                          const wide = [...b.ownerDocument.querySelectorAll('body *')]
+                            .filter(e => e.getBoundingClientRect().right > d.clientWidth + 0.5
+                                         && !e.closest('div.chart, div.scroll, pre'))
+                            .slice(0, 5).map(e => e.tagName + '.' + e.className + ' ' + e.getBoundingClientRect().right);
+                          return [d.scrollWidth, d.clientWidth, wide]; }"""
+            )
+            assert widths[0] <= widths[1] and widths[2] == [], (name, widths)
+            shot(ui, artifacts, name)
+    finally:
+        ui.set_viewport_size({"width": 1280, "height": 800})
+
+
+def test_at_1280_the_tables_scrollbar_is_above_the_fold(airflow, triggered, ui):
+    af, _ = airflow
+    ui.set_viewport_size({"width": 1280, "height": 800})
+    frame = overview(ui, af)
+    ui.wait_for_timeout(500)
+    box = frame.locator("div.scroll").evaluate(
+        """d => { const f = d.ownerDocument.defaultView.frameElement.getBoundingClientRect();
+                  const r = d.getBoundingClientRect();
+                  return [f.top + r.bottom, d.scrollWidth > d.clientWidth, window.innerHeight]; }"""
+    )
+    assert box[1], box  # the table is wider than the page at 1280: it scrolls sideways in its box
+    assert box[0] <= 800, box  # ... and that box, with its scrollbar, ends above the fold
 
 
 def test_the_docs_show_these_screenshots():

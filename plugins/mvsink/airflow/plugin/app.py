@@ -3,7 +3,8 @@
 Routes (every one read-only, every one authenticated with Airflow's own auth manager; anything but GET: 405):
 
 - ``GET /mvsink/``                     the "Materialized views" page (``?sort=COLUMN&order=asc|desc``)
-- ``GET /mvsink/dags/{dag_id}``        a view's tab (the DAG page's "View" tab points here)
+- ``GET /mvsink/dags/{dag_id}``        a view's tab (the DAG page's "View" tab points here; its runs:
+                                        ``?state=queued|running|success|failed&page=N``)
 - ``GET /mvsink/api/views``            the overview as JSON (the same rows as ``mvsink status --all --json``)
 - ``GET /mvsink/api/dags/{dag_id}``    a view's detail as JSON
 
@@ -129,6 +130,33 @@ def airflow_runs(dag_ids: list[str], now: int) -> dict[str, dict[str, Any]]:
         return {}
 
 
+def airflow_history(dag_id: str, d: dict[str, Any], *, now: int, state: str, page: int) -> dict[str, Any]:
+    """A page of the DAG's runs joined with the view's commits (:func:`mvsink.airflow.plugin.runs.run_history`);
+    ``{"error": ...}`` if Airflow's database cannot be read (the rest of the page still shows)."""
+    from mvsink.airflow.plugin.runs import run_history
+
+    try:
+        return run_history(dag_id, now=now, commits=d.get("last_commits") or [], state=state, page=page)
+    except Exception as exc:  # the page must not fail on Airflow's database
+        import logging
+
+        logging.getLogger(__name__).warning("mvsink page: cannot read the runs of %s", dag_id, exc_info=True)
+        return {"error": str(exc)}
+
+
+def failures_24h(dag_ids: list[str], now: int) -> dict[str, int] | None:
+    """Failed runs per DAG over the last 24 hours (None if Airflow's database cannot be read)."""
+    from mvsink.airflow.plugin.runs import DAY_MS, failures_since
+
+    try:
+        return failures_since(dag_ids, since=now - DAY_MS)
+    except Exception:
+        import logging
+
+        logging.getLogger(__name__).warning("mvsink page: cannot count the views' failed runs", exc_info=True)
+        return None
+
+
 def detail(dag_id: str) -> tuple[dict[str, Any] | None, str]:
     """A view's page data by its DAG id, or (None, why it is not a view of the folder)."""
     name = view_name_of(dag_id)
@@ -188,6 +216,7 @@ def create_app() -> Any:
                 views_dir=folder,
                 runs=runs,
                 can_trigger=triggerable(user, dag_ids),
+                failures=failures_24h(dag_ids, now),
             ),
             nonce,
         )
@@ -198,16 +227,22 @@ def create_app() -> Any:
         return JSONResponse(rows, headers={"Cache-Control": "no-store"})
 
     @app.get("/dags/{dag_id}", response_class=HTMLResponse, dependencies=[Depends(requires_access_dag("GET"))])
-    def view_page(request: Request, dag_id: str, user: GetUserDep) -> HTMLResponse:
+    def view_page(request: Request, dag_id: str, user: GetUserDep, state: str = "", page: int = 1) -> HTMLResponse:
         d, why = detail(dag_id)
         nonce = secrets.token_urlsafe(16)
         if d is None:
             return html(render.not_found_page(why, links=links(request), nonce=nonce), nonce, status=404)
-        runs = airflow_runs([dag_id], now_ms()).get(dag_id)
-        page = render.view_page(
-            d, links=links(request), nonce=nonce, runs=runs, can_trigger=dag_id in triggerable(user, [dag_id])
+        now = now_ms()
+        runs = airflow_runs([dag_id], now).get(dag_id)
+        body = render.view_page(
+            d,
+            links=links(request),
+            nonce=nonce,
+            runs=runs,
+            can_trigger=dag_id in triggerable(user, [dag_id]),
+            history=airflow_history(dag_id, d, now=now, state=state, page=page),
         )
-        return html(page, nonce)
+        return html(body, nonce)
 
     @app.get("/api/dags/{dag_id}", dependencies=[Depends(requires_access_dag("GET"))])
     def view_json(dag_id: str) -> JSONResponse:

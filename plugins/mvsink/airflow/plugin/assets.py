@@ -32,7 +32,7 @@ th a { color: inherit; text-decoration: none; } th a:hover { text-decoration: un
 td.num { text-align: right; font-variant-numeric: tabular-nums; white-space: nowrap; }
 td.time, span.time, time.rel { font-variant-numeric: tabular-nums; }
 time.rel { white-space: nowrap; border-bottom: 1px dotted #9aa3ad; cursor: help; }
-div.scroll { overflow-x: auto; max-width: 100%; }
+div.scroll { overflow: auto; max-width: 100%; }
 a { color: #1f5fa8; }
 .muted { color: var(--muted); }
 .badge { display: inline-block; border-radius: 9px; padding: 0 7px; font-size: 11px; font-weight: 600;
@@ -68,6 +68,16 @@ ul.plain { margin: 0; padding-left: 18px; }
 .actions button:disabled { color: var(--muted); cursor: default; }
 .trigger-result { font-size: 12px; white-space: normal; overflow-wrap: anywhere; }
 .trigger-result.error { color: var(--stale); }
+.failing { margin-top: 3px; font-size: 12px; color: var(--stale); }
+.why { margin: 8px 0 4px; padding: 6px 10px; background: var(--head); border-left: 3px solid #9aa3ad;
+       overflow-wrap: anywhere; }
+.why b { display: block; font-size: 11px; color: var(--muted); font-weight: 600; }
+.why .fixes { margin-top: 3px; } .why .fixes li::marker { content: "fix: "; color: var(--muted); }
+table#sample th .type { font-weight: 400; color: var(--muted); font-size: 11px; }
+table#sample td { white-space: pre-wrap; overflow-wrap: anywhere; max-width: 28em; font-size: 12px; }
+.filters a, .filters b { white-space: nowrap; } .pager a { margin: 0 6px; }
+.badge.run-uptodate { background: #6b8f71; } .badge.run-dry { background: #6b4fa8; }
+.badge.run-skipped { background: #8a96a3; }
 h1 .actions { display: inline-block; margin: 0 0 0 10px; font-size: 13px; font-weight: 400; vertical-align: 2px; }
 """
 NARROW_CSS = """
@@ -153,6 +163,7 @@ function mvsinkTrigger(b) {
 // Size Airflow's frame to this page's content, so the page scrolls with Airflow's panel rather than inside
 // a frame of its own (a same-origin parent: the frame's sandbox allows same-origin access).
 function mvsinkFit() {
+  mvsinkFold();
   try {
     var f = window.frameElement;
     if (!f) return;
@@ -162,6 +173,24 @@ function mvsinkFit() {
       f.style.minHeight = h + 'px';
     }
   } catch (err) { /* not framed, or framed elsewhere: nothing to size */ }
+}
+// A table wider than the page scrolls sideways in its own box: that box ends above the fold of the window the
+// person sees (Airflow's, around the frame), so its horizontal scrollbar is in sight; its rows then scroll in
+// it under the sticky header.
+function mvsinkFold() {
+  var view = window, top = 0;
+  try {
+    if (window.frameElement && window.top.location.origin === window.location.origin) {
+      view = window.top; top = window.frameElement.getBoundingClientRect().top;
+    }
+  } catch (err) { view = window; top = 0; }
+  document.querySelectorAll('div.scroll').forEach(function (box) {
+    box.style.maxHeight = '';
+    if (box.scrollWidth <= box.clientWidth) return;  // nothing to scroll sideways: no box of its own
+    var at = top + box.getBoundingClientRect().top;
+    var room = Math.floor(view.innerHeight - Math.max(at, 0) - 8);
+    box.style.maxHeight = Math.max(room, 240) + 'px';
+  });
 }
 window.addEventListener('load', mvsinkFit);
 window.addEventListener('resize', mvsinkFit);
