@@ -15,6 +15,10 @@ or the UI's ``_token`` cookie) is refused with 401 (none or expired) or 403 (inv
 also needs read access to its DAG (``requires_access_dag("GET")``, the auth manager decides). The
 overview lists only the views whose DAGs the user may read.
 
+The view tab's controls (issue 39: **Pause**/**Resume**, **Refresh at** a chosen time, **Backfill** a range) add
+no route either: the page's script calls Airflow's own ``PATCH /api/v2/dags/{dag_id}``, ``POST .../dagRuns`` and
+``POST /api/v2/backfills`` in the same way, after the person confirms in the page.
+
 The pages' **Refresh** and **Dry run** buttons add no route here: the page's script posts to Airflow's own
 trigger endpoint (``POST /api/v2/dags/{dag_id}/dagRuns``, JSON, the UI's session cookie), so Airflow's auth,
 permission check (``POST`` on the DAG's runs) and CSRF defences apply exactly as to its own trigger button: the
@@ -114,6 +118,30 @@ def triggerable(user: Any, dag_ids: list[str]) -> set[str]:
         except Exception:  # the auth manager could not say: leave the button on, Airflow decides on the request
             out.add(dag_id)
     return out
+
+
+def pausable(user: Any, dag_id: str) -> bool:
+    """Whether the user may pause / resume the DAG (``PUT`` on it, as Airflow's ``PATCH dags/<dag_id>`` requires);
+    only to disable the button: Airflow checks the request itself."""
+    from airflow.api_fastapi.app import get_auth_manager
+    from airflow.api_fastapi.auth.managers.models.resource_details import DagDetails
+
+    try:
+        return bool(get_auth_manager().is_authorized_dag(method="PUT", details=DagDetails(id=dag_id), user=user))
+    except Exception:  # the auth manager could not say: leave the button on, Airflow decides on the request
+        return True
+
+
+def data_sample(dag_id: str) -> dict[str, Any]:
+    """The view's schema and first rows (:func:`mvsink.readers.sample.view_sample`); ``{"error"}`` when unreadable."""
+    from mvsink.readers.sample import view_sample
+
+    name = view_name_of(dag_id)
+    try:
+        catalog = Catalog(views_dir())
+        return view_sample(catalog.views[name or ""])
+    except (MvSinkError, KeyError, OSError) as exc:
+        return {"error": str(exc)}
 
 
 def airflow_runs(dag_ids: list[str], now: int) -> dict[str, dict[str, Any]]:
@@ -227,7 +255,7 @@ def create_app() -> Any:
         return JSONResponse(rows, headers={"Cache-Control": "no-store"})
 
     @app.get("/dags/{dag_id}", response_class=HTMLResponse, dependencies=[Depends(requires_access_dag("GET"))])
-    def view_page(request: Request, dag_id: str, user: GetUserDep, state: str = "", page: int = 1) -> HTMLResponse:
+    def view_page(request: Request, dag_id: str, user: GetUserDep, state: str = "", page: str = "1") -> HTMLResponse:
         d, why = detail(dag_id)
         nonce = secrets.token_urlsafe(16)
         if d is None:
@@ -240,7 +268,9 @@ def create_app() -> Any:
             nonce=nonce,
             runs=runs,
             can_trigger=dag_id in triggerable(user, [dag_id]),
-            history=airflow_history(dag_id, d, now=now, state=state, page=page),
+            history=airflow_history(dag_id, d, now=now, state=state, page=int(page) if page.isdigit() else 1),
+            sample=data_sample(dag_id),
+            can_pause=pausable(user, dag_id),
         )
         return html(body, nonce)
 

@@ -71,6 +71,10 @@ class Links:
         """Airflow's own endpoint that triggers a run of the view's DAG (the REST API's, as the UI's trigger)."""
         return f"{self.airflow_root}api/v2/dags/{dag_id_for(view)}/dagRuns"
 
+    def api(self) -> str:
+        """Airflow's REST API root (its own auth and permission checks apply to every call the page makes)."""
+        return f"{self.airflow_root}api/v2/"
+
     def task_log(self, view: str, run_id: str, task_id: str, try_number: int) -> str:
         return f"{self.run(view, run_id)}/tasks/{quote(task_id, safe='')}?try_number={int(try_number)}"
 
@@ -555,7 +559,11 @@ def mode_reason_html(d: dict[str, Any]) -> str:
     why = (
         f"<span data-mode-reason>{esc(reason)}</span>"
         if reason
-        else '<span class="muted" data-mode-reason>(no reason recorded)</span>'
+        else (
+            '<span class="muted" data-mode-reason>(no reason recorded)</span>'
+            if last.get("mode_kind") == "full"
+            else '<span class="muted" data-mode-reason></span>'
+        )
     )
     fix = "".join(f"<li data-fix>{esc(f)}</li>" for f in fixes)
     hint = (
@@ -647,6 +655,7 @@ def view_page(
     can_trigger: bool = True,
     history: dict[str, Any] | None = None,
     sample: dict[str, Any] | None = None,
+    can_pause: bool | None = None,
 ) -> str:
     """A view's tab: status, refresh history chart, since/upper over time, last commits, lineage (``runs``:
     Airflow's last run and last dry run of the view's DAG, as :func:`mvsink.airflow.plugin.runs.last_runs`;
@@ -667,8 +676,21 @@ def view_page(
         + (f" · as of {esc(format_time(now))}" if now is not None else "")
         + "</span></p>"
         f"{cards_html}"
-        + (f"<h2>Runs</h2>{history_html(name, history, links, now=now)}" if history is not None else "")
-        + (f"<h2>Data</h2>{sample_html(sample, now=now)}" if sample is not None else "")
+        + (
+            controls_html(name, links, paused=bool(runs.get("paused")), can_trigger=can_trigger, can_pause=can_pause)
+            if can_pause is not None
+            else ""
+        )
+        + (
+            f'<section id="run-history"><h2>Runs</h2>{history_html(name, history, links, now=now)}</section>'
+            if history is not None
+            else ""
+        )
+        + (
+            f'<section id="view-data"><h2>Data</h2>{sample_html(sample, now=now)}</section>'
+            if sample is not None
+            else ""
+        )
         + f'<h2>Refresh history</h2>{legend()}<div class="chart">{refresh_chart(d["history"])}</div>'
         f"<h2>Freshness lag over time</h2>"
         f'<div class="chart">{lag_chart(d["history"], max_lag_ms=d["max_lag_ms"], now=now or 0)}</div>'
@@ -842,4 +864,29 @@ def sample_html(sample: dict[str, Any], *, now: int | None) -> str:
     return (
         f'{lead}<div class="scroll sample"><table id="sample"><thead><tr>{head}</tr></thead>'
         f"<tbody>{body}</tbody></table></div>"
+    )
+
+
+def controls_html(view: str, links: Links, *, paused: bool, can_trigger: bool, can_pause: bool) -> str:
+    """The view's controls, each a call to Airflow's own REST API (its auth and permission checks), each asked to
+    be confirmed in the page first: **Pause** / **Resume** (``PATCH dags/<dag_id>``, ``is_paused``), **Refresh
+    at** a chosen time (``POST dags/<dag_id>/dagRuns``, conf ``refresh_time``), **Backfill** a range of refresh
+    times (``POST backfills``: Airflow's backfill, one run per schedule time in the range). Disabled when the user
+    may not make that call (Airflow would answer 403)."""
+    dag_id = dag_id_for(view)
+    no_pause = "" if can_pause else ' disabled title="you may not edit this DAG"'
+    no_run = "" if can_trigger else ' disabled title="you may not trigger runs of this DAG"'
+    return (
+        f'<div class="controls" data-controls="{esc(view)}" data-dag="{esc(dag_id)}" data-api="{esc(links.api())}" '
+        f'data-runs="{esc(links.runs(view))}" data-paused="{str(paused).lower()}">'
+        f'<button type="button" data-control="pause"{no_pause}>{"Resume" if paused else "Pause"}</button>'
+        f' <span class="ctl"><label>refresh time (UTC) <input type="datetime-local" step="1" name="refresh_at">'
+        f'</label> <button type="button" data-control="refresh_at"{no_run}>Refresh at</button></span>'
+        f' <span class="ctl"><label>backfill from <input type="datetime-local" step="1" name="backfill_from"></label>'
+        f' <label>to <input type="datetime-local" step="1" name="backfill_to"></label> (UTC)'
+        f' <button type="button" data-control="backfill"{no_run}>Backfill</button></span>'
+        f'<div class="confirm" hidden><span class="confirm-text"></span> '
+        f'<button type="button" data-confirm="yes">Confirm</button> '
+        f'<button type="button" data-confirm="no">Cancel</button></div>'
+        f'<div class="control-result" role="status"></div></div>'
     )

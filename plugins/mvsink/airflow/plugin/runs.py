@@ -273,7 +273,7 @@ def run_history(
     page: int = 1,
     size: int = PAGE_SIZE,
 ) -> dict[str, Any]:
-    """A page of the DAG's runs, newest first (``state``: only runs in that Airflow state), each joined with the
+    """A page of the DAG's runs, the newest made first (``state``: only runs in that Airflow state), each joined with the
     view's commit it made (``commits``: the view's commit log, by run id), and the counts by state:
     ``{"runs": [...], "total": n, "page": p, "pages": k, "state": s, "counts": {state: n}}``."""
     from airflow.models.dagrun import DagRun
@@ -296,7 +296,8 @@ def run_history(
         q = select(DagRun).where(DagRun.dag_id == dag_id)
         if state:
             q = q.where(DagRun.state == state)
-        rows = session.scalars(q.order_by(DagRun.run_after.desc()).offset((page - 1) * size).limit(size)).all()
+        # newest made first (a backfill's runs have old run_after times but are new)
+        rows = session.scalars(q.order_by(DagRun.id.desc()).offset((page - 1) * size).limit(size)).all()
         ids = [r.run_id for r in rows]
         failed: dict[str, list[Any]] = {}
         for ti in session.scalars(
