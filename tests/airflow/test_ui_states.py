@@ -716,6 +716,10 @@ def test_the_controls_call_airflow_and_the_run_history_shows_every_run(airflow, 
     expect(tab.locator("table#runs tr[data-run]")).to_have_attribute("data-run", ops_runs["failed"])
     frame = overview(ui, af)
     expect(frame.locator("tr[data-view='ops'] [data-failures-24h]")).to_have_attribute("data-failures-24h", "1")
+    # its last run (the backfill's) says what it did: up to date, not a bare "success"
+    expect(frame.locator("tr[data-view='ops'] td[data-col='last_run'] [data-outcome]")).to_have_attribute(
+        "data-outcome", "up to date"
+    )
 
 
 def test_the_views_schema_and_first_rows(airflow, built, ui, artifacts):

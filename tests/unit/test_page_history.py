@@ -54,6 +54,10 @@ def _run(run_id: str, state: str, *, run_type: str = "manual", dry: bool = False
             {"append": {"status": "appended", "mode": "unchanged", "rows_added": 0, "rows_retracted": 0}},
             ("up to date", "no source changed: +0 −0 rows"),
         ),
+        (
+            {"append": {"status": "appended", "rows_added": 0, "rows_retracted": 0}},  # an empty append: no mode
+            ("up to date", "no source changed: +0 −0 rows"),
+        ),
         ({"dry_run": True, "append": {"status": "dry_run"}}, ("dry run", "")),
         (
             {"commit": {"mode": "incremental", "rows_added": 4, "rows_retracted": 1, "version": 7}},
@@ -117,3 +121,12 @@ def test_the_history_table_filters_and_pages():
     empty = render.history_html("v", _hist([], state="queued"), LINKS, now=T)
     assert "No runs in state queued yet." in empty
     assert "cannot be read" in render.history_html("v", {"error": "x"}, LINKS, now=T)
+
+
+def test_the_last_run_says_what_it_did():
+    """A no-op run is "up to date", not a bare "success" (the overview's Last run and the tab's last run)."""
+    run = {**_run("manual__n", "success"), "outcome": "up to date", "detail": "no source changed: +0 −0 rows"}
+    html = render.run_html("v", run, LINKS, now=T + 60_000)
+    assert 'data-state="success"' in html and 'data-outcome="up to date"' in html and "no source changed" in html
+    assert "data-outcome" not in render.run_html("v", {**run, "outcome": "dry run", "dry_run": True}, LINKS)
+    assert "data-outcome" not in render.run_html("v", _run("manual__x", "failed"), LINKS)

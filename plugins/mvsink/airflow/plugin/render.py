@@ -138,6 +138,13 @@ def run_html(
         + f'<a data-top href="{esc(links.run(view, run["run_id"]))}" title="{esc(run["run_id"])}">'
         f"{esc(time_text or 'run')}</a>" + (' <span class="muted">dry run</span>' if run["dry_run"] else "") + "</span>"
     )
+    outcome = run.get("outcome")
+    if outcome in ("refreshed", "up to date", "skipped", "rescheduled") and not run["dry_run"]:
+        detail = run.get("detail") or ""
+        out += (
+            f'<div class="muted" data-outcome="{esc(outcome)}"><span class="badge {OUTCOME_BADGE[outcome]}">'
+            f"{esc(outcome)}</span> {esc(detail)}</div>"
+        )
     for t in run["failed_tasks"]:
         error = t.get("error")
         out += (

@@ -134,7 +134,7 @@ def last_runs(dag_ids: Collection[str], *, now: int) -> dict[str, dict[str, Any]
                     XComModel.key == "report",
                 )
             )
-            return run_summary(
+            shaped = run_summary(
                 run_id=run.run_id,
                 state=str(run.state) if run.state is not None else None,
                 run_type=str(run.run_type) if run.run_type is not None else None,
@@ -147,6 +147,23 @@ def last_runs(dag_ids: Collection[str], *, now: int) -> dict[str, dict[str, Any]
                 now=now,
                 errors={ti.task_id: task_error(ti) for ti in failed_tis},
             )
+            summaries = {
+                str(t): _json(v)
+                for t, v in session.execute(
+                    select(XComModel.task_id, XComModel.value).where(
+                        XComModel.dag_id == run.dag_id, XComModel.run_id == run.run_id, XComModel.key == "summary"
+                    )
+                ).all()
+            }
+            mint, append = summaries.get("mint"), summaries.get("append")
+            shaped["outcome"], shaped["detail"] = run_outcome(  # what it did: a no-op is "up to date", not "success"
+                state=shaped["state"],
+                dry_run=shaped["dry_run"],
+                mint=mint if isinstance(mint, Mapping) else None,
+                append=append if isinstance(append, Mapping) else None,
+                commit=None,
+            )
+            return shaped
 
         paused = dict(
             session.execute(select(DagModel.dag_id, DagModel.is_paused).where(DagModel.dag_id.in_(list(dag_ids)))).all()
@@ -218,7 +235,9 @@ def run_outcome(
         return "rescheduled", str((append or {}).get("reason") or "")
     c = commit or append or {}
     added, retracted = int(c.get("rows_added") or 0), int(c.get("rows_retracted") or 0)
-    if c.get("mode") == "unchanged" or (commit is not None and added == retracted == 0 and not c.get("mode")):
+    if c.get("mode") == "unchanged" or (
+        (commit or append) is not None and added == retracted == 0 and not c.get("mode")
+    ):
         return "up to date", "no source changed: +0 −0 rows"
     if commit is None and append is None:
         return state, ""
