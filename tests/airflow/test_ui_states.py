@@ -25,14 +25,19 @@ import urllib.request
 from pathlib import Path
 from urllib.parse import quote
 
+import pyarrow as pa
 import pytest
+from deltalake import write_deltalake
 
+from mvsink.core.deltalog import set_commit_time
+from mvsink.core.refresh import run_refresh
 from mvsink.definitions.catalog import Catalog
-from mvsink.times import format_time
+from mvsink.times import format_time, parse_time
 from tests.support import REPO
-from tests.support.airflow import dags_folder, running_airflow, runs, wait_for, wait_run
+from tests.support.airflow import backfills, dags_folder, running_airflow, runs, wait_for, wait_run
 from tests.support.browser import artifacts_dir, browser_page
 from tests.support.refreshlog import HOUR, refresh, source, view_file
+from tests.support.sparkfree import sparkfree_write
 
 pytestmark = [pytest.mark.browser, pytest.mark.airflow, pytest.mark.slow]
 
@@ -49,6 +54,17 @@ SHOTS = (  # the screenshots this test writes (docs/img/ui-<name>.png)
     "lag-chart",
     "overview-390",
     "view-390",
+    "paused",
+    "mode-reason",
+    "overview-390-airflow",
+    "view-390-airflow",
+    "history",
+    "data",
+    "controls",
+)
+REASON = (  # the reason the gap view's full refreshes record (as the modes' combined reason reads)
+    "the query is not linear: rand() is not deterministic (the linear refresh is off; "
+    "MVSINK_INCREMENTAL_LINEAR=true enables it)"
 )
 HELD = "append-before_validate@running"  # the fail point holding the running view's run before its commit
 ISO = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$")
@@ -85,6 +101,7 @@ def history(catalog: Catalog, data: Path, name: str, times: list[int]) -> None:
             nbytes=4096 + 512 * i,
             mode=("incremental", "full")[i % 4 == 0],
             seconds=2.0 + i % 3,
+            reason=REASON if i % 4 == 0 else "",
         )
         newest = max(int(p.name[:20]) for p in (target / "_delta_log").glob("*.json"))
         for k, v in enumerate(range(done + 1, newest + 1)):
@@ -110,16 +127,43 @@ def built(tmp_path_factory):
         "gap": ("max_lag: 1d\n", gap_times),
         "running": ("max_lag: 2h\n", [now - 5 * HOUR, now - 3 * HOUR, now - HOUR]),
         "dry": ("max_lag: 6h\n", [now - 4 * HOUR, now - 2 * HOUR]),
+        "paused": (
+            f'max_lag: 30d\nschedule: {{at: ["{format_time(next_at)}"]}}\n',
+            [now - 3 * HOUR, now - 2 * HOUR],
+        ),
     }
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("MVSINK_DATA_ROOT", str(data))
         for name, (extra, _) in plan.items():
             view_file(views, name, extra=extra, sources=f"{{orders: src_{name}}}")
         view_file(views, "failed", extra="max_lag: 1h\n", sources="{orders: no_such_table}")
+        view_file(
+            views,
+            "ops",
+            # twice a year: the scheduler runs the latest past fire (July 1) at once, the backfill takes January 1
+            extra='max_lag: 1d\nschedule: "0 0 1 1,7 *"\n',
+            sources="{orders: src_ops}",
+            query="SELECT id, qty, note FROM orders",
+        )
         catalog = Catalog(views)
         for name, (_, times) in plan.items():
             history(catalog, data, name, times)
-    return {"root": root, "data": data, "dags": dags, "next_at": next_at, "gap_times": gap_times, "plan": plan}
+        # ops: a real refresh (the Spark-free write step), so its tab shows real rows
+        rows = pa.table(
+            {"id": list(range(30)), "qty": [i * 3 for i in range(30)], "note": [f"order {i}" for i in range(30)]}
+        )
+        write_deltalake(str(data / "src_ops"), rows, mode="append")
+        set_commit_time(str(data / "src_ops"), now - 3 * HOUR - 10 * MINUTE)
+        run_refresh(catalog.get("ops"), now - 3 * HOUR, write=sparkfree_write, catalog=catalog, run_id="cli-ops")
+    return {
+        "root": root,
+        "data": data,
+        "dags": dags,
+        "now": now,
+        "next_at": next_at,
+        "gap_times": gap_times,
+        "plan": plan,
+    }
 
 
 @pytest.fixture(scope="module")
@@ -127,7 +171,8 @@ def airflow(built, connect_url):
     sync = built["root"] / "sync"
     sync.mkdir()
     env = {"MVSINK_FAIL_POINTS": "append:before_validate@running:sync", "MVSINK_SYNC_DIR": str(sync)}
-    wanted = {f"mv_{v}" for v in ("fresh", "stale", "gap", "running", "dry", "failed")}
+    wanted = {f"mv_{v}" for v in ("fresh", "stale", "gap", "running", "dry", "failed", "paused", "ops")}
+    env["AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS"] = "admin:admin,viewer:viewer"  # viewer: read-only
     try:
         with running_airflow(
             built["root"], built["dags"], built["data"], wanted=wanted, extra_env=env, connect_url=connect_url
@@ -171,7 +216,7 @@ def overview(page, af):
 
     page.goto(f"{af.url}/plugin/materialized-views")
     frame = page.frame_locator("iframe[title='Materialized views']")
-    expect(frame.locator("tr[data-view]")).to_have_count(6)
+    expect(frame.locator("tr[data-view]")).to_have_count(8)
     return frame
 
 
@@ -467,6 +512,274 @@ def test_readable_at_390_px(airflow, triggered, ui, artifacts):
         )
     finally:
         ui.set_viewport_size({"width": 1280, "height": 800})
+
+
+def test_a_paused_view_says_paused_and_shows_no_next_run(airflow, built, ui, artifacts):
+    """Issue 39: a paused view (paused in Airflow) says so and shows no "next in …" on the overview and its tab."""
+    from playwright.sync_api import expect
+
+    af, _ = airflow
+    status, body = af.api("PATCH", "/api/v2/dags/mv_paused", {"is_paused": True}, token=af.token())
+    assert status == 200 and body["is_paused"] is True, body
+    frame = overview(ui, af)
+    row = frame.locator("tr[data-view='paused']")
+    expect(row.locator("td[data-col='schedule'] [data-paused-note]")).to_contain_text("paused")
+    expect(row.locator("time[data-next-run]")).to_have_count(0)
+    expect(frame.locator("tr[data-view='fresh'] time[data-next-run]")).to_have_count(1)  # the same schedule, unpaused
+    tab = view_tab(ui, af, "paused")
+    card = tab.locator("[data-card='schedule']")
+    expect(card.locator("[data-paused-note]")).to_contain_text("no scheduled runs until it is resumed")
+    expect(card.locator("time[data-next-run]")).to_have_count(0)
+    shot(ui, artifacts, "paused")
+
+
+def test_the_mode_reason_and_its_fix_on_the_views_tab(airflow, built, ui, artifacts):
+    from playwright.sync_api import expect
+
+    af, _ = airflow
+    tab = view_tab(ui, af, "gap")
+    why = tab.locator(".why[data-card='mode']")
+    expect(why).to_be_visible()
+    expect(why).to_have_attribute("data-mode-kind", "full")
+    expect(why.locator("[data-mode-reason]")).to_have_text(REASON)
+    expect(why.locator("li[data-fix]").first).to_have_text(
+        "set MVSINK_INCREMENTAL_LINEAR=true (a setting of the refresh's environment)"
+    )
+    shot(why, artifacts, "mode-reason")
+
+
+def test_a_failed_runs_view_says_since_when_its_data_is_stale(airflow, triggered, ui):
+    from playwright.sync_api import expect
+
+    af, _ = airflow
+    tab = view_tab(ui, af, "failed")
+    failing = tab.locator("[data-card='lag'] .failing")
+    expect(failing).to_have_attribute("data-failing", triggered["failed"])
+    expect(failing).to_contain_text("never refreshed")  # its source never existed: no refresh ever committed
+
+
+def test_at_390_px_inside_airflow_nothing_is_clipped(airflow, triggered, ui, artifacts):
+    """Issue 39: at 390 px, inside Airflow's frames (the page and a view's tab), the frame's document is no wider
+    than the frame (scrollWidth <= clientWidth)."""
+    af, _ = airflow
+    ui.set_viewport_size({"width": 390, "height": 844})
+    try:
+        for title, path, name in (
+            ("Materialized views", "/plugin/materialized-views", "overview-390-airflow"),
+            ("View", "/dags/mv_gap/plugin/mvsink-view", "view-390-airflow"),
+        ):
+            ui.goto(af.url + path)
+            frame = ui.frame_locator(f"iframe[title='{title}']")
+            frame.locator("h1").first.wait_for()
+            ui.wait_for_timeout(500)
+            widths = frame.locator("body").evaluate(
+                """b => { const d = b.ownerDocument.documentElement;
+                          const wide = [...b.ownerDocument.querySelectorAll('body *')]
+                            .filter(e => e.getBoundingClientRect().right > d.clientWidth + 0.5
+                                         && !e.closest('div.chart, div.scroll, pre'))
+                            .slice(0, 5).map(e => e.tagName + '.' + e.className + ' ' + e.getBoundingClientRect().right);
+                          return [d.scrollWidth, d.clientWidth, wide]; }"""
+            )
+            assert widths[0] <= widths[1] and widths[2] == [], (name, widths)
+            shot(ui, artifacts, name)
+    finally:
+        ui.set_viewport_size({"width": 1280, "height": 800})
+
+
+def test_at_1280_the_tables_scrollbar_is_above_the_fold(airflow, triggered, ui):
+    af, _ = airflow
+    ui.set_viewport_size({"width": 1280, "height": 800})
+    frame = overview(ui, af)
+    ui.wait_for_timeout(500)
+    box = frame.locator("div.scroll").evaluate(
+        """d => { const f = d.ownerDocument.defaultView.frameElement.getBoundingClientRect();
+                  const r = d.getBoundingClientRect();
+                  return [f.top + r.bottom, d.scrollWidth > d.clientWidth, window.innerHeight]; }"""
+    )
+    assert box[1], box  # the table is wider than the page at 1280: it scrolls sideways in its box
+    assert box[0] <= 800, box  # ... and that box, with its scrollbar, ends above the fold
+
+
+def control(tab, which: str) -> dict[str, str | None]:
+    """Click a control of the view's tab, confirm it in the page; the answer's attributes once Airflow answered."""
+    from playwright.sync_api import expect
+
+    box = tab.locator(".controls")
+    box.locator(f"button[data-control='{which}']").click()
+    expect(box.locator(".confirm")).to_be_visible()
+    box.locator("button[data-confirm='yes']").click()
+    out = box.locator(".control-result")
+    expect(out).to_have_attribute("data-status", re.compile(r"^(\d+|error)$"))
+    return {k: out.get_attribute(k) for k in ("data-status", "data-run-id", "data-backfill-id")} | {
+        "text": out.inner_text()
+    }
+
+
+def local_input(ms: int) -> str:
+    """A ``datetime-local`` input's value for a UTC instant."""
+    return format_time(ms)[:19]
+
+
+@pytest.fixture(scope="module")
+def ops_runs(airflow, built, ui, artifacts):
+    """mv_ops' runs of every kind, made from its tab (its controls and its Refresh button) and the REST API: a
+    failed one, a refresh at a chosen time, a no-op refresh, a backfill; and pause then resume. {kind: run id}."""
+    from playwright.sync_api import expect
+
+    af, _ = airflow
+    ids: dict[str, str] = {}
+    status, body = af.api(
+        "POST",
+        "/api/v2/dags/mv_ops/dagRuns",
+        {"logical_date": None, "conf": {"refresh_time": "not-a-time"}},
+        token=af.token(),
+    )
+    assert status in (200, 201), body
+    ids["failed"] = body["dag_run_id"]
+    assert wait_run(af, "mv_ops", ids["failed"], timeout=240)["state"] == "failed"
+    tab = view_tab(ui, af, "ops")
+    # pause, then resume: Airflow's PATCH, confirmed in the page
+    assert control(tab, "pause")["data-status"] == "200"
+    assert af.api("GET", "/api/v2/dags/mv_ops", token=af.token())[1]["is_paused"] is True
+    expect(tab.locator(".controls button[data-control='pause']")).to_have_text("Resume")
+    assert control(tab, "pause")["data-status"] == "200"
+    assert af.api("GET", "/api/v2/dags/mv_ops", token=af.token())[1]["is_paused"] is False
+    # cancelling a confirmation makes no call
+    tab.locator(".controls button[data-control='pause']").click()
+    tab.locator(".controls button[data-confirm='no']").click()
+    expect(tab.locator(".controls .control-result")).to_have_attribute("data-status", "cancelled")
+    assert af.api("GET", "/api/v2/dags/mv_ops", token=af.token())[1]["is_paused"] is False
+    at = (built["now"] - HOUR) // 1000 * 1000
+    tab.locator(".controls input[name=refresh_at]").fill(local_input(at))
+    got = control(tab, "refresh_at")
+    assert got["data-status"] == "200" and got["data-run-id"], got
+    ids["refresh_at"] = str(got["data-run-id"])
+    assert wait_run(af, "mv_ops", ids["refresh_at"], timeout=240)["state"] == "success"
+    status, run_id = click(tab, "h1", "refresh")
+    assert status == "200" and run_id, status
+    ids["noop"] = str(run_id)
+    assert wait_run(af, "mv_ops", ids["noop"], timeout=240)["state"] == "success"
+    tab = view_tab(ui, af, "ops")
+    tab.locator(".controls input[name=backfill_from]").fill("2025-12-31T00:00:00")
+    tab.locator(".controls input[name=backfill_to]").fill("2026-01-02T00:00:00")
+    got = control(tab, "backfill")
+    assert got["data-status"] == "200" and got["data-backfill-id"], got
+    shot(tab.locator(".controls"), artifacts, "controls")
+
+    def backfill_run():
+        rs = [r for r in runs(af, "mv_ops") if r["run_type"] == "backfill"]
+        return rs[0] if rs and rs[0]["state"] in ("success", "failed") else None
+
+    try:
+        ids["backfill"] = wait_for("the backfill's run", backfill_run, timeout=420)["dag_run_id"]
+    except AssertionError as exc:
+        raise AssertionError(f"{exc}; runs {runs(af, 'mv_ops')}; backfills {backfills(af, 'mv_ops')}") from None
+    return ids
+
+
+def test_the_controls_call_airflow_and_the_run_history_shows_every_run(airflow, built, ops_runs, ui, artifacts):
+    """Issue 39: every run of mv_ops in its tab's history (the scheduler's own run, a failed one with its error's
+    first line, a refresh at a chosen time, a no-op refresh, a backfill), filterable by state; the overview counts
+    the failures of 24 h."""
+    from playwright.sync_api import expect
+
+    af, _ = airflow
+    made = {r["dag_run_id"]: r for r in runs(af, "mv_ops")}
+    assert made[ops_runs["backfill"]]["run_type"] == "backfill" and made[ops_runs["backfill"]]["state"] == "success"
+    at = (built["now"] - HOUR) // 1000 * 1000
+    assert made[ops_runs["refresh_at"]]["conf"] == {"refresh_time": format_time(at)[:19] + "Z", "dry_run": False}
+    tab = view_tab(ui, af, "ops")
+    rows = tab.locator("table#runs tr[data-run]")
+    expect(rows).to_have_count(5)
+    got = {
+        r["run"]: r
+        for r in rows.evaluate_all(
+            "trs => trs.map(tr => ({...tr.dataset, text: tr.innerText,"
+            " refresh: tr.querySelector('[data-col=refresh_time]').dataset.value}))"
+        )
+    }
+    failed = got[ops_runs["failed"]]
+    assert failed["state"] == "failed" and failed["outcome"] == "failed" and "not-a-time" in failed["text"], failed
+    assert got[ops_runs["noop"]]["outcome"] == "up to date" and got[ops_runs["noop"]]["runType"] == "manual"
+    assert got[ops_runs["refresh_at"]]["outcome"] == "up to date"
+    assert got[ops_runs["refresh_at"]]["refresh"] == str(at)
+    (scheduled,) = [r for r in got.values() if r["runType"] == "scheduled"]  # the July 1 fire, before the upper
+    assert scheduled["outcome"] == "up to date" and scheduled["refresh"] == str(parse_time("2026-07-01T00:00:00Z"))
+    back = got[ops_runs["backfill"]]
+    assert back["runType"] == "backfill" and "backfill" in back["text"] and back["outcome"] == "up to date", back
+    # the no-op committed an empty append: its commit is linked in the history
+    assert re.search(r"^v\d+$", str(tab.locator(f"tr[data-run='{ops_runs['noop']}'] td[data-col=commit]").inner_text()))
+    assert rows.evaluate_all("trs => trs.map(tr => tr.dataset.run)")[0] == ops_runs["backfill"]  # newest made first
+    shot(tab.locator("#run-history"), artifacts, "history")
+    tab.locator("a[data-filter='failed']").click()
+    expect(tab.locator("table#runs tr[data-run]")).to_have_count(1)
+    expect(tab.locator("table#runs tr[data-run]")).to_have_attribute("data-run", ops_runs["failed"])
+    frame = overview(ui, af)
+    expect(frame.locator("tr[data-view='ops'] [data-failures-24h]")).to_have_attribute("data-failures-24h", "1")
+    # its last run (the backfill's) says what it did: up to date, not a bare "success"
+    expect(frame.locator("tr[data-view='ops'] td[data-col='last_run'] [data-outcome]")).to_have_attribute(
+        "data-outcome", "up to date"
+    )
+
+
+def test_the_views_schema_and_first_rows(airflow, built, ui, artifacts):
+    from playwright.sync_api import expect
+
+    af, _ = airflow
+    # the history's filter and page come from the query string: values it does not know change nothing
+    for query in ("?state=bogus&page=abc", "?page=-1", "?state=failed&page=99"):
+        response = ui.goto(f"{af.url}/mvsink/dags/mv_ops{query}")
+        assert response is not None and response.status == 200, query
+    tab = view_tab(ui, af, "ops")
+    cols = tab.locator("table#sample th").evaluate_all("ths => ths.map(th => [th.dataset.column, th.dataset.type])")
+    assert cols == [["id", "int64"], ["qty", "int64"], ["note", "string"]]
+    expect(tab.locator("table#sample tr[data-sample-row]")).to_have_count(20)
+    expect(tab.locator("[data-sample-as-of]")).to_contain_text("first 20 of 30 rows")
+    first = tab.locator("table#sample tr[data-sample-row]").first.locator("td").all_inner_texts()
+    assert len(first) == 3 and first[2].startswith("order "), first
+    shot(tab.locator("#view-data"), artifacts, "data")
+
+
+def test_a_forbidden_user_gets_airflows_403_and_anonymous_401(airflow, ops_runs, ui):
+    """A read-only user (Airflow's viewer) sees the controls disabled; forced on, Airflow refuses them (403) and
+    nothing changes; a forged cookie gets 403 and no cookie 401."""
+    import jwt
+    from playwright.sync_api import expect
+
+    af, _ = airflow
+    before = len(runs(af, "mv_ops"))
+    context = ui.context.browser.new_context(viewport={"width": 1280, "height": 800})
+    page = context.new_page()
+    try:
+        page.goto(f"{af.url}/")
+        page.get_by_label("Username").fill("viewer")
+        page.get_by_label("Password").fill(af.password("viewer"))
+        page.get_by_role("button", name="Sign in").click()
+        page.wait_for_url(re.compile(r".*/$"))
+        tab = view_tab(page, af, "ops")
+        for which in ("pause", "refresh_at", "backfill"):
+            expect(tab.locator(f".controls button[data-control='{which}']")).to_be_disabled()
+        tab.locator(".controls button").evaluate_all("bs => bs.forEach(b => { b.disabled = false; })")
+        tab.locator(".controls input[name=refresh_at]").fill("2026-06-01T00:00:00")
+        tab.locator(".controls input[name=backfill_from]").fill("2025-12-31T00:00:00")
+        tab.locator(".controls input[name=backfill_to]").fill("2026-01-02T00:00:00")
+        for which in ("pause", "refresh_at", "backfill"):
+            got = control(tab, which)
+            assert got["data-status"] == "403" and "refused: HTTP 403" in str(got["text"]), (which, got)
+        forged = jwt.encode(
+            {"sub": "admin", "role": "ADMIN", "exp": int(time.time()) + 600, "iat": int(time.time())},
+            "not-the-server-secret-" * 4,
+            algorithm="HS512",
+        )
+        context.clear_cookies()
+        context.add_cookies([{"name": "_token", "value": forged, "url": af.url}])
+        assert control(tab, "pause")["data-status"] == "403"
+        context.clear_cookies()
+        assert control(tab, "refresh_at")["data-status"] == "401"
+    finally:
+        context.close()
+    assert len(runs(af, "mv_ops")) == before
+    assert af.api("GET", "/api/v2/dags/mv_ops", token=af.token())[1]["is_paused"] is False
 
 
 def test_the_docs_show_these_screenshots():

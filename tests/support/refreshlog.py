@@ -60,6 +60,7 @@ def refresh(
     mode: str = "full",
     seconds: float = 0.5,
     checks: dict[str, Any] | None = None,
+    reason: str = "",
 ) -> RefreshResult | None:
     """One refresh at ``at`` through mint and append; a no-change batch (no source moved) writes nothing."""
     view = catalog.get(name)
@@ -83,6 +84,7 @@ def refresh(
             bytes=nbytes,
             seconds=seconds,
             mode=mode,
+            mode_reason=reason,
             checks=checks or {},
         )
     )  # type: ignore[arg-type]

@@ -209,7 +209,10 @@ def test_view_page_chart_has_one_bar_group_per_refresh_matching_the_log(catalog)
     assert len(uppers) == len(commits) == len(el.find_class("circle", "since"))
     assert int(uppers[-1]["data-upper"]) == d["upper"] == BASE + 2 * HOUR + 1
     # the last commits as mvsink status prints them; lineage
-    assert f"append [{BASE + HOUR + 1}, {BASE + 2 * HOUR + 1}) at {format_time(BASE + 2 * HOUR)}" in page
+    # (issue 39: the data range as times, not epoch milliseconds; the raw bounds in data-lower / data-upper)
+    assert f"append data after 2026-01-01 01:00 through 02:00 at {format_time(BASE + 2 * HOUR)}" in page
+    assert f'data-lower="{BASE + HOUR + 1}" data-upper="{BASE + 2 * HOUR + 1}"' in page
+    assert f"[{BASE + HOUR + 1}, " not in page
     assert 'data-downstream="fresh"' in page and 'Upstream views: <span class="muted">none</span>' in page
     assert "STALE" in page and "<h2>Checks (last refresh)</h2>" in page
     assert '<td data-col="checks" data-value="3" class="errors">' in page  # error rows highlighted
@@ -239,7 +242,7 @@ def test_pages_for_nothing_yet(env):
     page = render.view_page(d, links=LINKS, nonce="x")
     assert "No refreshes yet." in page and "never refreshed" in page
     overview = render.overview_page(all_views(cat), links=LINKS, nonce="x")
-    assert "never" in _row(overview, "new") and "(nothing final)" in _row(overview, "new")
+    assert "never" in _row(overview, "new") and "nothing final yet" in _row(overview, "new")
     assert "No views you may read" in render.overview_page([], links=LINKS, nonce="x")
     nf = render.not_found_page("DAG 'x<y>' is not a view", links=LINKS, nonce="x")
     assert "x&lt;y&gt;" in nf

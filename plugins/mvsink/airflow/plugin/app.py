@@ -3,7 +3,8 @@
 Routes (every one read-only, every one authenticated with Airflow's own auth manager; anything but GET: 405):
 
 - ``GET /mvsink/``                     the "Materialized views" page (``?sort=COLUMN&order=asc|desc``)
-- ``GET /mvsink/dags/{dag_id}``        a view's tab (the DAG page's "View" tab points here)
+- ``GET /mvsink/dags/{dag_id}``        a view's tab (the DAG page's "View" tab points here; its runs:
+                                        ``?state=queued|running|success|failed&page=N``)
 - ``GET /mvsink/api/views``            the overview as JSON (the same rows as ``mvsink status --all --json``)
 - ``GET /mvsink/api/dags/{dag_id}``    a view's detail as JSON
 
@@ -13,6 +14,10 @@ dependencies, so every route here declares Airflow's own security dependencies
 or the UI's ``_token`` cookie) is refused with 401 (none or expired) or 403 (invalid), and a view's page
 also needs read access to its DAG (``requires_access_dag("GET")``, the auth manager decides). The
 overview lists only the views whose DAGs the user may read.
+
+The view tab's controls (issue 39: **Pause**/**Resume**, **Refresh at** a chosen time, **Backfill** a range) add
+no route either: the page's script calls Airflow's own ``PATCH /api/v2/dags/{dag_id}``, ``POST .../dagRuns`` and
+``POST /api/v2/backfills`` in the same way, after the person confirms in the page.
 
 The pages' **Refresh** and **Dry run** buttons add no route here: the page's script posts to Airflow's own
 trigger endpoint (``POST /api/v2/dags/{dag_id}/dagRuns``, JSON, the UI's session cookie), so Airflow's auth,
@@ -115,6 +120,30 @@ def triggerable(user: Any, dag_ids: list[str]) -> set[str]:
     return out
 
 
+def pausable(user: Any, dag_id: str) -> bool:
+    """Whether the user may pause / resume the DAG (``PUT`` on it, as Airflow's ``PATCH dags/<dag_id>`` requires);
+    only to disable the button: Airflow checks the request itself."""
+    from airflow.api_fastapi.app import get_auth_manager
+    from airflow.api_fastapi.auth.managers.models.resource_details import DagDetails
+
+    try:
+        return bool(get_auth_manager().is_authorized_dag(method="PUT", details=DagDetails(id=dag_id), user=user))
+    except Exception:  # the auth manager could not say: leave the button on, Airflow decides on the request
+        return True
+
+
+def data_sample(dag_id: str) -> dict[str, Any]:
+    """The view's schema and first rows (:func:`mvsink.readers.sample.view_sample`); ``{"error"}`` when unreadable."""
+    from mvsink.readers.sample import view_sample
+
+    name = view_name_of(dag_id)
+    try:
+        catalog = Catalog(views_dir())
+        return view_sample(catalog.views[name or ""])
+    except (MvSinkError, KeyError, OSError) as exc:
+        return {"error": str(exc)}
+
+
 def airflow_runs(dag_ids: list[str], now: int) -> dict[str, dict[str, Any]]:
     """Airflow's last run (and last dry run) of each DAG; empty if the metadata database cannot be read (the
     page still shows what the Delta logs say)."""
@@ -127,6 +156,33 @@ def airflow_runs(dag_ids: list[str], now: int) -> dict[str, dict[str, Any]]:
 
         logging.getLogger(__name__).warning("mvsink page: cannot read the views' runs", exc_info=True)
         return {}
+
+
+def airflow_history(dag_id: str, d: dict[str, Any], *, now: int, state: str, page: int) -> dict[str, Any]:
+    """A page of the DAG's runs joined with the view's commits (:func:`mvsink.airflow.plugin.runs.run_history`);
+    ``{"error": ...}`` if Airflow's database cannot be read (the rest of the page still shows)."""
+    from mvsink.airflow.plugin.runs import run_history
+
+    try:
+        return run_history(dag_id, now=now, commits=d.get("last_commits") or [], state=state, page=page)
+    except Exception as exc:  # the page must not fail on Airflow's database
+        import logging
+
+        logging.getLogger(__name__).warning("mvsink page: cannot read the runs of %s", dag_id, exc_info=True)
+        return {"error": str(exc)}
+
+
+def failures_24h(dag_ids: list[str], now: int) -> dict[str, int] | None:
+    """Failed runs per DAG over the last 24 hours (None if Airflow's database cannot be read)."""
+    from mvsink.airflow.plugin.runs import DAY_MS, failures_since
+
+    try:
+        return failures_since(dag_ids, since=now - DAY_MS)
+    except Exception:
+        import logging
+
+        logging.getLogger(__name__).warning("mvsink page: cannot count the views' failed runs", exc_info=True)
+        return None
 
 
 def detail(dag_id: str) -> tuple[dict[str, Any] | None, str]:
@@ -188,6 +244,7 @@ def create_app() -> Any:
                 views_dir=folder,
                 runs=runs,
                 can_trigger=triggerable(user, dag_ids),
+                failures=failures_24h(dag_ids, now),
             ),
             nonce,
         )
@@ -198,16 +255,24 @@ def create_app() -> Any:
         return JSONResponse(rows, headers={"Cache-Control": "no-store"})
 
     @app.get("/dags/{dag_id}", response_class=HTMLResponse, dependencies=[Depends(requires_access_dag("GET"))])
-    def view_page(request: Request, dag_id: str, user: GetUserDep) -> HTMLResponse:
+    def view_page(request: Request, dag_id: str, user: GetUserDep, state: str = "", page: str = "1") -> HTMLResponse:
         d, why = detail(dag_id)
         nonce = secrets.token_urlsafe(16)
         if d is None:
             return html(render.not_found_page(why, links=links(request), nonce=nonce), nonce, status=404)
-        runs = airflow_runs([dag_id], now_ms()).get(dag_id)
-        page = render.view_page(
-            d, links=links(request), nonce=nonce, runs=runs, can_trigger=dag_id in triggerable(user, [dag_id])
+        now = now_ms()
+        runs = airflow_runs([dag_id], now).get(dag_id)
+        body = render.view_page(
+            d,
+            links=links(request),
+            nonce=nonce,
+            runs=runs,
+            can_trigger=dag_id in triggerable(user, [dag_id]),
+            history=airflow_history(dag_id, d, now=now, state=state, page=int(page) if page.isdigit() else 1),
+            sample=data_sample(dag_id),
+            can_pause=pausable(user, dag_id),
         )
-        return html(page, nonce)
+        return html(body, nonce)
 
     @app.get("/api/dags/{dag_id}", dependencies=[Depends(requires_access_dag("GET"))])
     def view_json(dag_id: str) -> JSONResponse:

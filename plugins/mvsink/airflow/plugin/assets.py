@@ -32,7 +32,7 @@ th a { color: inherit; text-decoration: none; } th a:hover { text-decoration: un
 td.num { text-align: right; font-variant-numeric: tabular-nums; white-space: nowrap; }
 td.time, span.time, time.rel { font-variant-numeric: tabular-nums; }
 time.rel { white-space: nowrap; border-bottom: 1px dotted #9aa3ad; cursor: help; }
-div.scroll { overflow-x: auto; max-width: 100%; }
+div.scroll { overflow: auto; max-width: 100%; }
 a { color: #1f5fa8; }
 .muted { color: var(--muted); }
 .badge { display: inline-block; border-radius: 9px; padding: 0 7px; font-size: 11px; font-weight: 600;
@@ -68,6 +68,25 @@ ul.plain { margin: 0; padding-left: 18px; }
 .actions button:disabled { color: var(--muted); cursor: default; }
 .trigger-result { font-size: 12px; white-space: normal; overflow-wrap: anywhere; }
 .trigger-result.error { color: var(--stale); }
+.failing { margin-top: 3px; font-size: 12px; color: var(--stale); }
+.why { margin: 8px 0 4px; padding: 6px 10px; background: var(--head); border-left: 3px solid #9aa3ad;
+       overflow-wrap: anywhere; }
+.why b { display: block; font-size: 11px; color: var(--muted); font-weight: 600; }
+.why .fixes { margin-top: 3px; } .why .fixes li::marker { content: "fix: "; color: var(--muted); }
+table#sample th .type { font-weight: 400; color: var(--muted); font-size: 11px; }
+table#sample td { white-space: pre-wrap; overflow-wrap: anywhere; max-width: 28em; font-size: 12px; }
+.filters a, .filters b { white-space: nowrap; } .pager a { margin: 0 6px; }
+.badge.run-uptodate { background: #6b8f71; } .badge.run-dry { background: #6b4fa8; }
+.badge.run-skipped { background: #8a96a3; }
+.controls { margin: 10px 0 4px; padding: 6px 8px; border: 1px solid var(--line); border-radius: 4px; }
+.controls .ctl { display: inline-block; margin: 2px 0; }
+.controls button { font: inherit; font-size: 12px; padding: 1px 8px; border: 1px solid #9aa3ad; border-radius: 4px;
+                   background: #fff; color: var(--fg); cursor: pointer; }
+.controls button:disabled { color: var(--muted); cursor: default; }
+.controls input { font: inherit; font-size: 12px; max-width: 100%; }
+.confirm { margin-top: 6px; padding: 4px 6px; background: #fff8e1; border-left: 3px solid #e0862b; }
+.control-result { font-size: 12px; margin-top: 4px; overflow-wrap: anywhere; }
+.control-result.error { color: var(--stale); }
 h1 .actions { display: inline-block; margin: 0 0 0 10px; font-size: 13px; font-weight: 400; vertical-align: 2px; }
 """
 NARROW_CSS = """
@@ -98,6 +117,8 @@ SCRIPT = """
 document.addEventListener('click', function (e) {
   var b = e.target.closest ? e.target.closest('button[data-trigger]') : null;
   if (b) { e.preventDefault(); mvsinkTrigger(b); return; }
+  var c = e.target.closest ? e.target.closest('button[data-control], button[data-confirm]') : null;
+  if (c) { e.preventDefault(); mvsinkControl(c); return; }
   var a = e.target.closest ? e.target.closest('a[data-top]') : null;
   if (!a || e.ctrlKey || e.metaKey || e.shiftKey || e.button !== 0) return;
   // Opens links marked data-top in the Airflow window around the plugin's frame (a same-origin parent):
@@ -150,9 +171,92 @@ function mvsinkTrigger(b) {
     out.textContent = ' not triggered: ' + err;
   }).then(function () { buttons.forEach(function (x) { x.disabled = false; }); });
 }
+// The view's controls: each asks to be confirmed in the page, then calls Airflow's REST API (its auth, its
+// permission check, the UI's session cookie); the answer is shown below them.
+var mvsinkPending = null;
+function mvsinkUtc(v) { return v ? (v.length === 16 ? v + ':00' : v) + 'Z' : null; }
+function mvsinkControl(b) {
+  var box = b.closest('.controls');
+  var out = box.querySelector('.control-result');
+  var ask = box.querySelector('.confirm');
+  var dag = box.getAttribute('data-dag'), api = box.getAttribute('data-api');
+  if (b.hasAttribute('data-confirm')) {
+    ask.hidden = true;
+    var call = mvsinkPending; mvsinkPending = null;
+    if (b.getAttribute('data-confirm') === 'yes' && call) mvsinkCall(box, out, call);
+    else { out.className = 'control-result'; out.textContent = 'cancelled'; out.setAttribute('data-status', 'cancelled'); }
+    return;
+  }
+  var what = b.getAttribute('data-control'), call = null;
+  out.className = 'control-result'; out.removeAttribute('data-status'); out.textContent = '';
+  if (what === 'pause') {
+    var pause = box.getAttribute('data-paused') !== 'true';
+    call = {what: what, method: 'PATCH', url: api + 'dags/' + encodeURIComponent(dag), body: {is_paused: pause},
+            text: (pause ? 'Pause ' + dag + '? Its scheduled runs stop until it is resumed.'
+                         : 'Resume ' + dag + '? Its scheduled runs start again.')};
+  } else if (what === 'refresh_at') {
+    var at = mvsinkUtc(box.querySelector('input[name=refresh_at]').value);
+    if (!at) { out.className = 'control-result error'; out.textContent = 'choose a refresh time first'; return; }
+    call = {what: what, method: 'POST', url: api + 'dags/' + encodeURIComponent(dag) + '/dagRuns',
+            body: {logical_date: null, conf: {refresh_time: at, dry_run: false}},
+            text: 'Refresh ' + dag + ' at ' + at + '?'};
+  } else if (what === 'backfill') {
+    var from = mvsinkUtc(box.querySelector('input[name=backfill_from]').value);
+    var to = mvsinkUtc(box.querySelector('input[name=backfill_to]').value);
+    if (!from || !to || from > to) {
+      out.className = 'control-result error'; out.textContent = 'choose a range: from at or before to'; return;
+    }
+    call = {what: what, method: 'POST', url: api + 'backfills',
+            body: {dag_id: dag, from_date: from, to_date: to, max_active_runs: 1, reprocess_behavior: 'none',
+                   run_backwards: false, dag_run_conf: {}},
+            text: 'Backfill ' + dag + ': one run per schedule time from ' + from + ' to ' + to + '?'};
+  }
+  if (!call) return;
+  mvsinkPending = call;
+  ask.querySelector('.confirm-text').textContent = call.text;
+  ask.hidden = false;
+  out.setAttribute('data-status', 'confirm');
+}
+function mvsinkCall(box, out, call) {
+  out.textContent = 'calling Airflow\u2026';
+  fetch(call.url, {
+    method: call.method, credentials: 'same-origin', cache: 'no-store',
+    headers: {'Content-Type': 'application/json', 'Accept': 'application/json'}, body: JSON.stringify(call.body)
+  }).then(function (r) {
+    return r.json().catch(function () { return {}; }).then(function (j) { return [r.status, j]; });
+  }).then(function (res) {
+    var status = res[0], j = res[1] || {};
+    out.setAttribute('data-status', String(status));
+    out.setAttribute('data-control', call.what);
+    if (status === 200 || status === 201) {
+      if (call.what === 'pause') {
+        box.setAttribute('data-paused', String(!!j.is_paused));
+        box.querySelector('button[data-control=pause]').textContent = j.is_paused ? 'Resume' : 'Pause';
+        out.textContent = j.is_paused ? 'paused' : 'resumed';
+      } else if (call.what === 'refresh_at') {
+        out.setAttribute('data-run-id', j.dag_run_id);
+        out.textContent = 'refresh ' + (j.state || 'queued') + ': ';
+        var a = document.createElement('a');
+        a.href = box.getAttribute('data-runs') + encodeURIComponent(j.dag_run_id);
+        a.setAttribute('data-top', ''); a.textContent = j.dag_run_id; out.appendChild(a);
+      } else {
+        out.setAttribute('data-backfill-id', String(j.id));
+        out.textContent = 'backfill ' + j.id + ' created: ' + j.from_date + ' to ' + j.to_date;
+      }
+    } else {
+      var why = typeof j.detail === 'string' ? j.detail : JSON.stringify(j.detail || j);
+      out.className = 'control-result error';
+      out.textContent = 'refused: HTTP ' + status + (why && why !== '{}' ? ' ' + why : '');
+    }
+  }).catch(function (err) {
+    out.className = 'control-result error'; out.setAttribute('data-status', 'error');
+    out.textContent = 'refused: ' + err;
+  });
+}
 // Size Airflow's frame to this page's content, so the page scrolls with Airflow's panel rather than inside
 // a frame of its own (a same-origin parent: the frame's sandbox allows same-origin access).
 function mvsinkFit() {
+  mvsinkFold();
   try {
     var f = window.frameElement;
     if (!f) return;
@@ -162,6 +266,24 @@ function mvsinkFit() {
       f.style.minHeight = h + 'px';
     }
   } catch (err) { /* not framed, or framed elsewhere: nothing to size */ }
+}
+// A table wider than the page scrolls sideways in its own box: that box ends above the fold of the window the
+// person sees (Airflow's, around the frame), so its horizontal scrollbar is in sight; its rows then scroll in
+// it under the sticky header.
+function mvsinkFold() {
+  var view = window, top = 0;
+  try {
+    if (window.frameElement && window.top.location.origin === window.location.origin) {
+      view = window.top; top = window.frameElement.getBoundingClientRect().top;
+    }
+  } catch (err) { view = window; top = 0; }
+  document.querySelectorAll('div.scroll').forEach(function (box) {
+    box.style.maxHeight = '';
+    if (box.scrollWidth <= box.clientWidth) return;  // nothing to scroll sideways: no box of its own
+    var at = top + box.getBoundingClientRect().top;
+    var room = Math.floor(view.innerHeight - Math.max(at, 0) - 8);
+    box.style.maxHeight = Math.max(room, 240) + 'px';
+  });
 }
 window.addEventListener('load', mvsinkFit);
 window.addEventListener('resize', mvsinkFit);

@@ -49,6 +49,40 @@ class TimeAxis:
         return "".join(parts)
 
 
+TICK_STEPS = (  # candidate steps of a time axis's ticks, in milliseconds
+    1_000,
+    5_000,
+    15_000,
+    60_000,
+    300_000,
+    900_000,
+    1_800_000,
+    3_600_000,
+    3 * 3_600_000,
+    6 * 3_600_000,
+    12 * 3_600_000,
+    86_400_000,
+    7 * 86_400_000,
+    30 * 86_400_000,
+    365 * 86_400_000,
+)
+
+
+def time_ticks(t0: int, t1: int, *, max_ticks: int = 5) -> list[int]:
+    """Round UTC instants spanning ``[t0, t1]`` for a time axis's labels: the smallest step of
+    :data:`TICK_STEPS` giving at most ``max_ticks`` of them (so their labels never collide), from the last
+    multiple of the step at or before ``t0`` to the first at or after ``t1``."""
+    if t1 <= t0:
+        t0, t1 = t0 - 1_800_000, t0 + 1_800_000
+    for step in TICK_STEPS:
+        first, last = t0 // step * step, -(-t1 // step) * step
+        if (last - first) // step + 1 <= max_ticks:
+            return list(range(first, last + 1, step))
+    step = TICK_STEPS[-1] * -(-(t1 - t0) // (TICK_STEPS[-1] * (max_ticks - 1)))
+    first = t0 // step * step
+    return list(range(first, -(-t1 // step) * step + 1, step))
+
+
 def lag_points(history: list[dict[str, Any]], now: int) -> list[tuple[int, int]]:
     """The view's freshness lag over wall-clock time (pure): after each append committed at ``t`` with upper
     ``u`` the lag is ``t - (u - 1)`` and grows by one every millisecond until the next append (or ``now``).
@@ -72,7 +106,7 @@ def lag_chart(history: list[dict[str, Any]], *, max_lag_ms: int | None, now: int
     pts = lag_points(history, now)
     if not pts:
         return '<p class="muted" id="lag-chart">No refreshes yet.</p>'
-    left, right, top, height = 70, 14, 16, 200
+    left, right, top, height = 70, 14, 20, 204
     bottom = height - 44
     axis = TimeAxis(pts[0][0], pts[-1][0], left, width - right)
     top_lag = max(max(v for _, v in pts), max_lag_ms or 0, 1)
@@ -86,7 +120,9 @@ def lag_chart(history: list[dict[str, Any]], *, max_lag_ms: int | None, now: int
         f'viewBox="0 0 {width} {height}" role="img" aria-label="freshness lag over time">',
         f'<text x="{left}" y="{top - 4}">freshness lag (now {esc(format_duration(pts[-1][1]))})</text>',
         f'<text x="{left - 6}" y="{bottom + 4:.1f}" text-anchor="end">0</text>',
-        f'<text x="{left - 6}" y="{top + 8:.1f}" text-anchor="end">{esc(format_duration(top_lag))}</text>',
+        f'<text x="{left - 6}" y="{top + 8:.1f}" text-anchor="end">{esc(format_duration(top_lag))}</text>'
+        if bottom - top > 24
+        else "",
         f'<path class="lag" d="{d}" fill="none" stroke="#2f74c0" stroke-width="2"/>',
     ]
     for t, v in pts[::2]:  # each append
@@ -95,12 +131,14 @@ def lag_chart(history: list[dict[str, Any]], *, max_lag_ms: int | None, now: int
             f'data-time="{t}" data-lag-ms="{v}"><title>{esc(short_time(t))}: lag {esc(format_duration(v))}'
             f"</title></circle>"
         )
-    if max_lag_ms is not None:
+    if max_lag_ms is not None:  # its label above the plot (where no line is drawn), a dashed key beside it
+        key = width - right - 8 * (9 + len(format_duration(max_lag_ms)))
         parts.append(
             f'<line class="max-lag" data-max-lag="{max_lag_ms}" x1="{left}" x2="{width - right}" '
             f'y1="{y(max_lag_ms):.1f}" y2="{y(max_lag_ms):.1f}" stroke="#b3261e" stroke-dasharray="6 4"/>'
-            f'<text x="{width - right}" y="{y(max_lag_ms) - 4:.1f}" text-anchor="end" fill="#b3261e">'
-            f"max_lag {esc(format_duration(max_lag_ms))}</text>"
+            f'<line x1="{key - 26}" x2="{key - 4}" y1="{top - 8}" y2="{top - 8}" stroke="#b3261e" '
+            f'stroke-dasharray="6 4"/><text class="max-lag-label" x="{width - right}" y="{top - 4}" '
+            f'text-anchor="end" fill="#b3261e">max_lag {esc(format_duration(max_lag_ms))}</text>'
         )
     parts.append(axis.svg(bottom))
     parts.append("</svg>")
@@ -173,11 +211,15 @@ def frontier_chart(history: list[dict[str, Any]], *, width: int = 900, height: i
     """since and upper after each commit (oldest first, a step at each commit's time on a real UTC time axis),
     one ``<circle class="point">`` per commit and frontier, its value in ``data-*``."""
     pts = history
-    ys = [v for p in pts for v in (p["since"], p["upper"]) if v > 0]
-    if not pts or not ys:
+    uppers = [p["upper"] for p in pts if p["upper"] > 0]
+    if not pts or not uppers:
         return '<p class="muted" id="frontier-chart">No frontiers yet.</p>'
-    left, right, top, bottom = 170, 14, 14, 44
-    y0, y1 = min(ys), max(ys)
+    left, right, top, bottom = 150, 14, 14, 44
+    # the y axis spans the data (the uppers, and a since among them), not from as_of: steps minutes apart show
+    lo, hi = min(uppers), max(uppers)
+    lo = min([lo] + [p["since"] for p in pts if p["since"] > 0 and p["since"] >= lo - (hi - lo)])
+    ticks = time_ticks(lo, hi, max_ticks=max(2, (height - top - bottom) // 30))
+    y0, y1 = min(ticks[0], lo), max(ticks[-1], hi)
     span_y = max(1, y1 - y0)
     # a real time axis of commit times when every commit has one (else one step per commit, as before)
     times = [t for p in pts if isinstance(t := p.get("committed_ms"), int)]
@@ -196,10 +238,17 @@ def frontier_chart(history: list[dict[str, Any]], *, width: int = 900, height: i
         f'<svg id="frontier-chart" xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
         f'viewBox="0 0 {width} {height}" role="img" aria-label="since and upper after each commit">'
     ]
-    for v in sorted({y0, y1}):
+    for v in ticks:
         parts.append(
             f'<line class="grid" x1="{left}" x2="{width - right}" y1="{sy(v):.1f}" y2="{sy(v):.1f}"/>'
-            f'<text x="{left - 6}" y="{sy(v) + 4:.1f}" text-anchor="end">{esc(format_time(v))}</text>'
+            f'<text class="ytick" data-tick="{v}" x="{left - 6}" y="{sy(v) + 4:.1f}" text-anchor="end">'
+            f"{esc(short_time(v))}</text>"
+        )
+    below = [p["since"] for p in pts if p["since"] < y0]
+    if below:  # a since before the axis (as_of, typically): drawn on its lower edge, its value said there
+        parts.append(
+            f'<text class="since-below" data-since="{below[-1]}" x="{left + 4}" y="{sy(y0) - 4:.1f}" fill="#b3261e">'
+            f"since {esc(short_time(below[-1]))} (below the axis)</text>"
         )
     for key, colour in (("upper", "#2f74c0"), ("since", "#b3261e")):
         d = [f"M{sx(0):.1f},{sy(pts[0][key]):.1f}"] + [f"H{sx(i):.1f}V{sy(p[key]):.1f}" for i, p in enumerate(pts)][1:]
