@@ -148,3 +148,26 @@ def _decode(raw: Any) -> Any:
         except json.JSONDecodeError:
             return raw
     return raw
+
+
+# A recorded mode reason's words -> what would let the refresh take an incremental mode (for a refusal of the linear
+# path): the hints `mvsink explain` and the UI page (mvsink.readers.modefix) give; presentation only, the modes'
+# choice never reads the reasons
+REASON_HINTS: tuple[tuple[tuple[str, ...], str], ...] = (
+    (
+        ("not deterministic", "depends on the time"),
+        "compute that value where the data is written (a column of the source) instead of in the query: the "
+        "query must be a function of its sources",
+    ),
+    (("subquery",), "rewrite the subquery as a join (a correlated or scalar subquery is not linear)"),
+    (("user-defined function",), "use built-in functions instead of the UDF (its determinism is only a promise)"),
+    (
+        ("side of a",),
+        "an inner join, or the changing source on the preserved side of the outer join, refreshes incrementally",
+    ),
+    (("is read 2 times", "CTE over"), "read the source once (e.g. join a derived table instead of a self-join)"),
+    (
+        ("does not know",),
+        "the plan check does not know that operator or function yet: rewrite with built-in functions, or report it",
+    ),
+)

@@ -11,25 +11,8 @@ from __future__ import annotations
 
 import re
 
-# the reason's words -> the fix (the same hints as mvsink.write.explain's, for a refusal of the linear path)
-REWRITES: tuple[tuple[tuple[str, ...], str], ...] = (
-    (
-        ("not deterministic", "depends on the time"),
-        "compute that value where the data is written (a column of the source) instead of in the query: the "
-        "query must be a function of its sources",
-    ),
-    (("subquery",), "rewrite the subquery as a join (a correlated or scalar subquery is not linear)"),
-    (("user-defined function",), "use built-in functions instead of the UDF (its determinism is only a promise)"),
-    (
-        ("side of a",),
-        "an inner join, or the changing source on the preserved side of the outer join, refreshes incrementally",
-    ),
-    (("is read 2 times", "CTE over"), "read the source once (e.g. join a derived table instead of a self-join)"),
-    (
-        ("does not know",),
-        "the plan check does not know that operator or function yet: rewrite with built-in functions, or report it",
-    ),
-)
+from mvsink.core.commitinfo import REASON_HINTS
+
 _ENABLES = re.compile(r"\b([A-Z][A-Z0-9_]+)=true enables")
 NOT_INCREMENTAL = "incremental: false"
 
@@ -47,7 +30,7 @@ def mode_fixes(reason: str | None) -> list[str]:
             "move the view's checks to a view over this one: a view with checks refreshes incrementally only "
             "when its query is linear"
         )
-    for words, hint in REWRITES:
+    for words, hint in REASON_HINTS:
         if any(w in text for w in words):
             out.append(hint)
             break

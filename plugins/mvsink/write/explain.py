@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from mvsink import settings
 from mvsink.columns import ERROR, is_hidden
+from mvsink.core.commitinfo import REASON_HINTS
 from mvsink.core.table import ViewTable, open_readable
 from mvsink.exceptions import SourceError
 from mvsink.incremental.aggplan import StatePlan, state_plan
@@ -277,28 +278,6 @@ def _change_data_feed(view: ViewDefinition, s: SourceRead) -> bool | None:
     return str(dt.metadata().configuration.get(CDF, "false")).lower() == "true"
 
 
-# Hints for a query the linear path refuses, by what its reason names (presentation only: the modes'
-# choice never reads these reasons).
-_REWRITES = (
-    (
-        ("not deterministic", "depends on the time"),
-        "compute that value where the data is written (a column of the source) instead of in the query: the "
-        "query must be a function of its sources",
-    ),
-    (("subquery",), "rewrite the subquery as a join (a correlated or scalar subquery is not linear)"),
-    (("user-defined function",), "use built-in functions instead of the UDF (its determinism is only a promise)"),
-    (
-        ("side of a",),
-        "an inner join, or the changing source on the preserved side of the outer join, refreshes incrementally",
-    ),
-    (("is read 2 times", "CTE over"), "read the source once (e.g. join a derived table instead of a self-join)"),
-    (
-        ("does not know",),
-        "the plan check does not know that operator or function yet: rewrite with built-in functions, or report it",
-    ),
-)
-
-
 def _fixes(
     view: ViewDefinition,
     plan: PlanFacts,
@@ -332,7 +311,7 @@ def _fixes(
     elif topk is not None and "key column" in topk.reason:
         out.append(f"list every key column ({', '.join(view.key)}) in the ORDER BY, as plain columns of the view{also}")
     linear = refusals[0][1].reason if refusals else ""
-    for words, hint in _REWRITES:
+    for words, hint in REASON_HINTS:
         if any(w in linear for w in words):
             out.append(hint)
             break
