@@ -21,7 +21,7 @@ from mvsink.readers.arrow import read_view
 from mvsink.write.runners import refresh
 from tests.support.aggdata import CDF
 from tests.support.delta import BASE, HOUR, delete_at, mvsink_history, stamp, update_at, write_at
-from tests.support.oracle import multiset, oracle
+from tests.support.oracle import multiset, ok_rows_query, oracle, zero_signs
 from tests.support.viewfiles import write_view
 
 pytestmark = pytest.mark.spark
@@ -73,22 +73,6 @@ def _consolidated(target: str) -> Counter[tuple[Any, ...]]:
     return Counter({k: v for k, v in out.items() if v})
 
 
-def _zero(rows: Counter) -> Counter:
-    """-0.0 written as 0.0 (SQL equality makes them one value; DuckDB's projection keeps -0.0)."""
-    out: Counter = Counter()
-    for row, n in rows.items():
-        out[tuple("0.000000" if v == "-0.000000" else v for v in row)] += n
-    return out
-
-
-def _duck(query: str, checks: list[dict[str, str]] | None) -> str:
-    """The view's ok rows in DuckDB: its query without the rows a check drops or marks as errors."""
-    if not checks:
-        return query
-    keep = " AND ".join(f"coalesce(({c['expr']}), false)" for c in checks)
-    return f"SELECT * FROM ({query}) q WHERE {keep}"
-
-
 @pytest.mark.parametrize("seed", [3, 11])
 def test_first_builds_write_the_query_directly(spark, env, monkeypatch, seed):
     data, views = env
@@ -120,8 +104,8 @@ def test_first_builds_write_the_query_directly(spark, env, monkeypatch, seed):
         assert rows.num_rows == direct.rows_added and direct.rows_retracted == 0, (name, direct)
         assert (direct.rows_added, direct.checks) == (old.rows_added, old.checks), (name, direct, old)
         assert _consolidated(target) == _consolidated(old_target), name  # hidden state and errors included
-        got = _zero(multiset(read_view(catalog.get(name), as_of=t, errors="ignore")))
-        assert got == _zero(oracle(_duck(shape["query"], shape.get("checks")), {"items": src}, t)), name
+        got = zero_signs(multiset(read_view(catalog.get(name), as_of=t, errors="ignore")))
+        assert got == zero_signs(oracle(ok_rows_query(shape["query"], shape.get("checks")), {"items": src}, t)), name
         if name == "dupes":
             assert max(_consolidated(target).values()) > 1  # the draw has duplicates, kept as separate rows
         if name == "agg":
@@ -143,8 +127,11 @@ def test_first_builds_write_the_query_directly(spark, env, monkeypatch, seed):
                 assert res.mode == "incremental:aggregate", res  # the hidden state the first build wrote
             if name == "dupes":
                 assert res.mode == "incremental", res.mode_reason
-            got = _zero(multiset(read_view(catalog.get(name), as_of=t, errors="ignore")))
-            assert got == _zero(oracle(_duck(shape["query"], shape.get("checks")), {"items": src}, t)), (name, step)
+            got = zero_signs(multiset(read_view(catalog.get(name), as_of=t, errors="ignore")))
+            assert got == zero_signs(oracle(ok_rows_query(shape["query"], shape.get("checks")), {"items": src}, t)), (
+                name,
+                step,
+            )
         # the aggregate's state equals what a first build of the same sources now writes
         fresh = f"agg_fresh{step}"
         write_view(views, fresh, sources={"items": "items"}, target=f"views/{fresh}", as_of=BASE, **SHAPES["agg"])

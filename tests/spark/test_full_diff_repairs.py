@@ -24,7 +24,7 @@ from mvsink.spark.declaredchecks import apply_checks
 from mvsink.spark.transforms import consolidate, corrections
 from mvsink.write.runners import refresh
 from tests.support.delta import BASE, HOUR, delete_at, mvsink_history, update_at, write_at
-from tests.support.oracle import multiset, oracle
+from tests.support.oracle import multiset, ok_rows_query, oracle, zero_signs
 from tests.support.viewfiles import write_view
 
 pytestmark = pytest.mark.spark
@@ -91,20 +91,6 @@ def _summed(rows: list[dict[str, Any]]) -> Counter[tuple[Any, ...]]:
 def _batch(target: str, t: int) -> Counter[tuple[Any, ...]]:
     """The updates the refresh at ``t`` wrote, summed per row (hidden state and ``_mv_error`` included)."""
     return _summed([r for r in DeltaTable(target).to_pyarrow_table().to_pylist() if r[TIME] == t])
-
-
-def _zero(rows: Counter) -> Counter:
-    out: Counter = Counter()
-    for row, n in rows.items():
-        out[tuple("0.000000" if v == "-0.000000" else v for v in row)] += n
-    return out
-
-
-def _duck(query: str, checks: list[dict[str, str]] | None) -> str:
-    if not checks:
-        return query
-    keep = " AND ".join(f"coalesce(({c['expr']}), false)" for c in checks)
-    return f"SELECT * FROM ({query}) q WHERE {keep}"
 
 
 EDITS = ("delete", "junk", "duplicate", "alter", "negative")
@@ -189,8 +175,8 @@ def test_hand_edits_are_repaired_like_the_former_comparison(spark, env, monkeypa
             else:
                 assert len(compared) == 1 and compared[0][0] == compared[0][1], (name, step, compared)
                 assert _batch(target, t) == compared[0][0], (name, step)
-            got = _zero(multiset(read_view(catalog.get(name), as_of=t, errors="ignore")))
-            want = _zero(oracle(_duck(shape["query"], shape.get("checks")), {"items": src}, t))
+            got = zero_signs(multiset(read_view(catalog.get(name), as_of=t, errors="ignore")))
+            want = zero_signs(oracle(ok_rows_query(shape["query"], shape.get("checks")), {"items": src}, t))
             assert got == want, (name, step)
             # every row's count at t is exactly the query's (no negative or spurious counts left)
             table = DeltaTable(target).to_pyarrow_table().to_pylist()

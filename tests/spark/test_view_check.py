@@ -17,6 +17,20 @@ from tests.support.viewfiles import write_view
 pytestmark = pytest.mark.spark
 
 GOOD = "SELECT status, count(*) AS n FROM orders GROUP BY status"
+BAD = {  # name: (query, target)
+    "unknown_column": ("SELECT id, no_such_col FROM orders", "x1"),
+    "unknown_source": ("SELECT o.id FROM orders o JOIN ordrs r ON o.id = r.id", "x2"),
+    "rand_view": ("SELECT id, rand() AS r FROM orders", "x3"),
+    # a function the view file's lexical check does not see (a quoted name): Spark's analysed plan refuses it
+    "quoted_rand": ("SELECT id, `rand`() AS r FROM orders", "x4"),
+}
+
+
+def _write_bad(folder, *names: str) -> None:
+    """The views of :data:`BAD` named, over ``orders``, in ``folder``."""
+    for name in names:
+        query, target = BAD[name]
+        write_view(folder, name, query=query, sources={"orders": "orders"}, as_of=BASE, target=target)
 
 
 @pytest.fixture
@@ -70,39 +84,7 @@ def test_a_folder_of_good_views_passes_with_each_sources_mode(spark, folder, cap
 
 
 def test_each_bad_view_gets_its_own_line_and_exit_2(spark, folder, capsys):
-    write_view(
-        folder,
-        "unknown_column",
-        query="SELECT id, no_such_col FROM orders",
-        sources={"orders": "orders"},
-        as_of=BASE,
-        target="x1",
-    )
-    write_view(
-        folder,
-        "unknown_source",
-        query="SELECT o.id FROM orders o JOIN ordrs r ON o.id = r.id",
-        sources={"orders": "orders"},
-        as_of=BASE,
-        target="x2",
-    )
-    write_view(
-        folder,
-        "rand_view",
-        query="SELECT id, rand() AS r FROM orders",
-        sources={"orders": "orders"},
-        as_of=BASE,
-        target="x3",
-    )
-    # a function the view file's lexical check does not see (a quoted name): Spark's analysed plan refuses it
-    write_view(
-        folder,
-        "quoted_rand",
-        query="SELECT id, `rand`() AS r FROM orders",
-        sources={"orders": "orders"},
-        as_of=BASE,
-        target="x4",
-    )
+    _write_bad(folder, "unknown_column", "unknown_source", "rand_view", "quoted_rand")
     write_view(folder, "missing_table", query="SELECT id FROM t", sources={"t": "nowhere"}, as_of=BASE, target="x5")
     (folder / "broken.yaml").write_text("name: broken\nquery: [unclosed\n")
     # the view over `good` still checks: the bad views do not spoil the good ones
@@ -182,22 +164,7 @@ def test_over_spark_connect_the_same_verdicts(folder, connect_url):
     """``--remote``: the analysis on a Spark Connect server (a client process of its own), the same verdicts."""
     from tests.support.cli import CLI
 
-    write_view(
-        folder,
-        "unknown_column",
-        query="SELECT id, no_such_col FROM orders",
-        sources={"orders": "orders"},
-        as_of=BASE,
-        target="x1",
-    )
-    write_view(
-        folder,
-        "quoted_rand",
-        query="SELECT id, `rand`() AS r FROM orders",
-        sources={"orders": "orders"},
-        as_of=BASE,
-        target="x4",
-    )
+    _write_bad(folder, "unknown_column", "quoted_rand")
     proc = subprocess.run(
         [*CLI, "check", str(folder), "--remote", connect_url], capture_output=True, text=True, timeout=300
     )

@@ -55,3 +55,20 @@ def minus(a: Counter[tuple[Any, ...]], b: Counter[tuple[Any, ...]]) -> Counter[t
     for k, v in b.items():
         out[k] -= v
     return Counter({k: v for k, v in out.items() if v})
+
+
+def zero_signs(rows: Counter[tuple[Any, ...]]) -> Counter[tuple[Any, ...]]:
+    """``rows`` (normalised) with -0.0 written as 0.0: SQL equality makes them one value, and DuckDB's projection keeps
+    -0.0 where Spark's grouping may not."""
+    out: Counter[tuple[Any, ...]] = Counter()
+    for row, n in rows.items():
+        out[tuple("0.000000" if v == "-0.000000" else v for v in row)] += n
+    return out
+
+
+def ok_rows_query(query: str, checks: list[dict[str, str]] | None) -> str:
+    """A view's ok rows for the oracle: its query without the rows a check (``expr``) drops or marks as errors."""
+    if not checks:
+        return query
+    keep = " AND ".join(f"coalesce(({c['expr']}), false)" for c in checks)
+    return f"SELECT * FROM ({query}) q WHERE {keep}"
