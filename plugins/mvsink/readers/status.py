@@ -81,12 +81,7 @@ def format_commit(c: dict[str, Any]) -> str:
         return (
             f"v{c['version']:<5} {c['committed']}  append [{c['lower']}, {c['upper']}) at "
             f"{format_time(c['refresh_time'])}: +{c.get('rows_added', 0)} -{c.get('rows_retracted', 0)}"
-            f" rows, {c.get('bytes', 0)} bytes"
-            + (f", {mode_label(c['mode'])}" if c.get("mode") else "")
-            + (f", {format_duration(c['duration_ms'])}" if c.get("duration_ms") is not None else "")
-            + f", run {c['run_id']}"
-            + (f"; checks: {format_counts(c['checks'])}" if c.get("checks") else "")
-            + (f"; read {format_reads(c['reads'])}" if c.get("reads") else "")
+            f" rows, {c.get('bytes', 0)} bytes" + append_details(c)
         )
     if c.get("operation") == "compact":
         return (
@@ -95,4 +90,15 @@ def format_commit(c: dict[str, Any]) -> str:
         )
     return f"v{c['version']:<5} {c['committed']}  {c.get('operation')}" + (
         f" upper -> {c['lower']}" if c.get("operation") == "bump" else ""
+    )
+
+
+def append_details(c: dict[str, Any]) -> str:
+    """What an append's line says after its rows and bytes: its mode, duration, run, checks and reads."""
+    return (
+        (f", {mode_label(c['mode'])}" if c.get("mode") else "")
+        + (f", {format_duration(c['duration_ms'])}" if c.get("duration_ms") is not None else "")
+        + f", run {c['run_id']}"
+        + (f"; checks: {format_counts(c['checks'])}" if c.get("checks") else "")
+        + (f"; read {format_reads(c['reads'])}" if c.get("reads") else "")
     )

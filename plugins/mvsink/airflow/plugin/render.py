@@ -25,11 +25,9 @@ from mvsink.airflow.plugin.assets import page
 from mvsink.airflow.plugin.charts import frontier_chart, lag_chart, legend, refresh_chart
 from mvsink.airflow.plugin.common import MODE_COLOURS, esc, human_bytes, iso_html, short_time, when_html
 from mvsink.airflow.plugin.runs import RUN_STATES
-from mvsink.core.checks import format_counts
-from mvsink.core.commitinfo import format_reads
 from mvsink.readers.freshness import mode_label
 from mvsink.readers.modefix import mode_fixes
-from mvsink.readers.status import format_commit
+from mvsink.readers.status import append_details, format_commit
 from mvsink.times import format_duration, format_time
 
 __all__ = [
@@ -613,12 +611,7 @@ def commit_line(c: dict[str, Any]) -> str:
     return (
         f"v{c['version']:<5} {c['committed']}  append {data_range(int(c['lower']), int(c['upper']))} at "
         f"{format_time(c['refresh_time'])}: +{c.get('rows_added', 0)} -{c.get('rows_retracted', 0)}"
-        f" rows, {human_bytes(c.get('bytes') or 0)}"
-        + (f", {mode_label(c['mode'])}" if c.get("mode") else "")
-        + (f", {format_duration(c['duration_ms'])}" if c.get("duration_ms") is not None else "")
-        + f", run {c['run_id']}"
-        + (f"; checks: {format_counts(c['checks'])}" if c.get("checks") else "")
-        + (f"; read {format_reads(c['reads'])}" if c.get("reads") else "")
+        f" rows, {human_bytes(c.get('bytes') or 0)}" + append_details(c)
     )
 
 
