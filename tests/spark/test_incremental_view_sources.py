@@ -437,7 +437,7 @@ def test_the_reason_of_a_full_diff_over_a_view_states_the_real_cause(spark, env,
 
     refresh(up, t, catalog=catalog, runner="inprocess", spark=spark)
     refresh(d, t, catalog=catalog, runner="inprocess", spark=spark)
-    assert appends(d.target)[0]["mode_reason"] == "no earlier refresh of this definition to start from"
+    assert appends(d.target)[0]["mode_reason"].startswith("no earlier refresh of this definition to start from")
     # not linear in its view source (and no aggregate state for a DISTINCT of an expression): says so
     step("full", "not linear in 'up'")
     # the downstream's own table edited by hand

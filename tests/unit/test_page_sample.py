@@ -14,7 +14,7 @@ from mvsink.core.refresh import run_refresh
 from mvsink.definitions.catalog import Catalog
 from mvsink.readers.arrow import read_view
 from mvsink.readers.overview import view_detail
-from mvsink.readers.sample import bounded_rows, view_sample
+from mvsink.readers.sample import bounded_rows, in_order, view_sample
 from tests.support.refreshlog import BASE, HOUR
 from tests.support.sparkfree import sparkfree_write
 
@@ -43,7 +43,7 @@ def test_the_sample_is_what_mvsink_read_reads_bounded(view):
     assert s["as_of"] == BASE and s["total_rows"] == 25
     assert s["columns"] == [{"name": "id", "type": "int64"}, {"name": "note", "type": "string"}]
     assert len(s["rows"]) == 20
-    full = read_view(v, as_of=BASE).slice(0, 20).to_pylist()  # the same rows, in the same order, as mvsink read
+    full = in_order(read_view(v, as_of=BASE)).slice(0, 20).to_pylist()  # mvsink read's rows, in the columns' order
     assert [r[0] for r in s["rows"]] == [str(r["id"]) for r in full]
     long = next(r for r in s["rows"] if r[0] == "3")
     assert len(long[1]) == 120 and long[1].endswith("…") and s["cut_cells"] == 1

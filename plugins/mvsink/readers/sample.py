@@ -5,12 +5,15 @@ large table never makes a large page."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from mvsink.core.table import ViewTable
 from mvsink.definitions.view import ViewDefinition
 from mvsink.exceptions import MvSinkError
 from mvsink.readers.arrow import read_view
+
+if TYPE_CHECKING:
+    import pyarrow as pa
 
 SAMPLE_ROWS = 20
 CELL_CHARS = 120  # a longer value is cut, an ellipsis after it
@@ -64,7 +67,7 @@ def view_sample(view: ViewDefinition, *, rows: int = SAMPLE_ROWS) -> dict[str, A
     except MvSinkError as exc:
         return {"error": str(exc)}
     keep = [n for n in data.column_names if not n.startswith(HIDDEN_PREFIX)]
-    data = data.select(keep)
+    data = in_order(data.select(keep))
     head = data.slice(0, rows).to_pylist()
     shown, cuts = bounded_rows([[r[c] for c in keep] for r in head])
     return {
@@ -74,3 +77,14 @@ def view_sample(view: ViewDefinition, *, rows: int = SAMPLE_ROWS) -> dict[str, A
         "total_rows": data.num_rows,
         "cut_cells": cuts,
     }
+
+
+def in_order(data: pa.Table) -> pa.Table:
+    """``data`` sorted by its columns, left to right (the first rows then stay the same from one read to the next:
+    a read's row order is not fixed); as it is where a column's type does not sort."""
+    import pyarrow as pa
+
+    try:
+        return data.sort_by([(c, "ascending") for c in data.column_names]) if data.num_columns else data
+    except (pa.ArrowNotImplementedError, pa.ArrowTypeError, pa.ArrowInvalid):
+        return data
