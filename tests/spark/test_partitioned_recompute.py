@@ -4,11 +4,13 @@ query over the changed keys' partitions, new minus old; exact against DuckDB's o
 
 from __future__ import annotations
 
+import os
 import random
 
 import pytest
 from deltalake import write_deltalake
 
+from mvsink.core.staging import Staging
 from mvsink.definitions.catalog import Catalog
 from mvsink.incremental.partitioned import rename_tables
 from mvsink.plan.partitioning import Partitioning, partitioning
@@ -185,6 +187,7 @@ def test_randomized_histories_match_the_oracle(spark, env, monkeypatch, seed, cd
     monkeypatch.setenv("MVSINK_INCREMENTAL_MAX_SCAN_RATIO", "1000")  # (the scan guard has its own tests)
     monkeypatch.setenv("MVSINK_INCREMENTAL_MAX_FRACTION", "100")
     driver_reads = _count_driver_reads(monkeypatch)
+    written = _written_reads(monkeypatch)
     if seed == 31:
         monkeypatch.setenv("MVSINK_INCREMENTAL_DRIVER_TERMS", "false")
     if not doubles:
@@ -223,6 +226,30 @@ def test_randomized_histories_match_the_oracle(spark, env, monkeypatch, seed, cd
     else:  # (rows of both versions of a changed source, and of an unchanged keyed one)
         assert any(isinstance(r, tuple) and r[1] is not None for r in driver_reads), driver_reads
         assert any(isinstance(r, tuple) and r[1] is None for r in driver_reads), driver_reads
+        # handed to Spark as Parquet files under the view table's staging folder, deleted when the write step ended
+        assert written, written
+        assert all("/_mv_staging/reads/" in p and not os.path.exists(p) for p in written), written
+        for name in queries:
+            reads = data / "views" / name / "_mv_staging" / "reads"
+            assert not reads.exists() or not any(reads.iterdir()), (name, list(reads.iterdir()))
+
+
+def _written_reads(monkeypatch) -> list[str]:
+    """The files :meth:`mvsink.core.staging.Staging.write_read` wrote (local paths)."""
+    from mvsink.core.staging import Staging
+
+    got: list[str] = []
+    real = Staging.write_read
+
+    def spied(self, name, rows):
+        out = real(self, name, rows)
+        if out is not None:
+            assert os.path.exists(out.key)
+            got.append(out.key)
+        return out
+
+    monkeypatch.setattr(Staging, "write_read", spied)
+    return got
 
 
 def _assert_modes(data) -> None:
@@ -283,6 +310,9 @@ def test_scan_guard_takes_the_full_diff_where_the_keys_skip_no_file(spark, env, 
         monkeypatch.setattr(partreads, "MAX_ROWS_ALWAYS", 0)
         monkeypatch.setattr(partreads, "MAX_ROWS_FRACTION", 0.01)
     driver_reads = _count_driver_reads(monkeypatch)
+    if in_driver is True:  # the rows reach Spark as local relations, as for a table not on the local disk
+        monkeypatch.setattr(Staging, "write_read", lambda self, name, rows: None)
+    written = _written_reads(monkeypatch)
     data, views = env
     rng = random.Random(3)
     orders, customers = str(data / "orders"), str(data / "customers")
@@ -314,6 +344,7 @@ def test_scan_guard_takes_the_full_diff_where_the_keys_skip_no_file(spark, env, 
         }, driver_reads
         assert driver_reads, driver_reads
     elif in_driver:
+        assert written == [], written  # (a table elsewhere than on the local disk: local relations)
         assert last["mode"] == "incremental:aggregate", last
         assert "a partitioned recompute on" in str(last["mode_reason"]), last["mode_reason"]
         # orders at both versions (40 rows, then 43), customers (unchanged) once: only the changed keys' rows

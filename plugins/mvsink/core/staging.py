@@ -5,6 +5,12 @@ files by path; they are never moved). Its manifest (the write report) lives apar
 in ``<table>/_mv_staging/<batch_id>.json``, from before Spark writes until append has
 committed the files or thrown them away; so the staging folder lists exactly the
 batches that are in flight or were abandoned by a crash.
+
+Rows the write step computed in the refreshing process and hands Spark as input (a partitioned recompute's
+restricted reads: :mod:`mvsink.incremental.partreads`) are Parquet files under
+``<table>/_mv_staging/reads/<batch_id>/``, a local table's only: Spark reads files faster than rows sent as local
+relations. The write step deletes them once it is done (:meth:`Staging.drop_reads`); a crash leaves them to
+:func:`collect_garbage`.
 """
 
 from __future__ import annotations
@@ -13,6 +19,7 @@ import dataclasses
 import json
 import logging
 import posixpath
+import shutil
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -30,6 +37,7 @@ log = logging.getLogger(__name__)
 
 BATCHES = "batches"
 STAGING = "_mv_staging"
+READS = "reads"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -41,11 +49,17 @@ class Staging:
     batch_id: str
     folder: Location
     manifest: Location
+    reads: Location  # the input rows the write step handed Spark as files (see the module docstring)
 
     @classmethod
     def of(cls, table: Where, batch_id: str) -> Staging:
         root = parse(table)
-        return cls(batch_id, root.joinpath(BATCHES, batch_id), root.joinpath(STAGING, f"{batch_id}.json"))
+        return cls(
+            batch_id,
+            root.joinpath(BATCHES, batch_id),
+            root.joinpath(STAGING, f"{batch_id}.json"),
+            root.joinpath(STAGING, READS, batch_id),
+        )
 
     def write_intent(self) -> None:
         """Record that the batch is being staged (before any file is written)."""
@@ -64,6 +78,25 @@ class Staging:
         """Delete a batch that will never be committed: its files, then its manifest."""
         storage.delete_dir(self.folder)
         storage.delete_file(self.manifest)
+        self.drop_reads()
+
+    def write_read(self, name: str, rows: pa.Table) -> Location | None:
+        """Write ``rows`` as ``<reads>/<name>.parquet`` for Spark to read; None (nothing written) unless the table
+        is on the local disk, where the Spark that stages the batch reads it too."""
+        import pyarrow.parquet as pq
+
+        if not self.reads.is_local:
+            return None
+        folder = Path(self.reads.key)
+        folder.mkdir(parents=True, exist_ok=True)
+        path = folder / f"{name}.parquet"
+        pq.write_table(rows, str(path), compression="snappy")
+        return self.reads.joinpath(f"{name}.parquet")
+
+    def drop_reads(self) -> None:
+        """Delete the batch's input rows written by :meth:`write_read` (none on another store than the local disk)."""
+        if self.reads.is_local:
+            shutil.rmtree(self.reads.key, ignore_errors=True)
 
     def write_rows(self, rows: pa.Table) -> None:
         """Write rows held in the driver as the batch's one Parquet file (none when empty), as Spark would: an
@@ -219,7 +252,26 @@ def collect_garbage(
             done["discarded"].append(batch_id)
     if (done["discarded"] or done["settled"]) and not dry_run:
         log.info("table %s: cleaned up staged batches %s", table, done)
+    if not dry_run:
+        _drop_dead_reads(table, upper=upper, keep=keep)
     return done
+
+
+def _drop_dead_reads(table: Where, *, upper: int, keep: str | None) -> None:
+    """Delete the input rows (:meth:`Staging.write_read`) of batches that can no longer commit (their ``lower`` is
+    below the table's ``upper``): those a crashed write step left behind."""
+    root = joinpath(table, STAGING, READS)
+    if not parse(root).is_local:
+        return
+    gone = []
+    for e in storage.list_dir(root):
+        parsed = parse_batch_id(e.name)
+        if not e.is_dir or e.name == keep or parsed is None or parsed[1] >= upper:
+            continue
+        Staging.of(table, e.name).drop_reads()
+        gone.append(e.name)
+    if gone:
+        log.info("table %s: deleted the input rows of dead batches %s", table, gone)
 
 
 def committed_in_log(table: Where, batch_ids: list[str], *, slack_seconds: float = 3600) -> set[str]:

@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any, Final
 
 from mvsink.columns import DIFF
 from mvsink.core.deltalog import active_bytes
+from mvsink.core.staging import Staging
 from mvsink.incremental import keyreads, partreads, pruning
 
 if TYPE_CHECKING:
@@ -97,7 +98,15 @@ def partitioned_input(
         return refused
     spark = ct.spark
     for name, dr in list(driver.items()):
-        got = partreads.read_in_driver(spark, dr, column=part.columns[name], values=values, nulls=has_null)
+        got = partreads.read_in_driver(
+            spark,
+            dr,
+            column=part.columns[name],
+            values=values,
+            nulls=has_null,
+            staging=Staging.of(ct.desc.target, ct.desc.batch_id),
+            name="source_" + names[(name, False)].removeprefix(_PREFIX + "_new_"),
+        )
         if isinstance(got, str):  # (Spark reads it: the guard is asked again)
             log.info("view %s: the partitioned recompute's source %s read by Spark: %s", ct.view.name, name, got)
             del driver[name]

@@ -5,8 +5,11 @@ twice (once per restricted query) wherever the keys skip no file (TPC-H Q13's an
 Q17's part keys in lineitem), which made the recompute cost more than the full diff. Here DuckDB scans the files
 once, in the refreshing process, for both versions at once (the files both versions hold, those only the new one
 holds, those only the old one holds), keeping the rows whose key is among the changed keys (integers, strings and
-dates: equal in both engines), only the columns the query names; and Spark gets the rows as local relations of the
-source's own Spark types. Spark still evaluates the whole query: only the key filter runs elsewhere.
+dates: equal in both engines), only the columns the query names; and Spark gets the rows as Parquet files of the
+source's own Spark types under the view table's staging folder (:meth:`mvsink.core.staging.Staging.write_read`,
+deleted when the write step ends), or as local relations where the table is not on the local disk (Spark runs a
+query over local relations ~3x slower than over the same rows in Parquet). Spark still evaluates the whole query:
+only the key filter runs elsewhere.
 
 Only a plain Delta table on the local disk (plain Parquet files, no partition columns, the same schema at both
 versions) of types DuckDB reads exactly (:func:`mvsink.engines.duckdb.parquet_relation`) is read so, where the
@@ -29,6 +32,7 @@ if TYPE_CHECKING:
 
     from mvsink.core.batch import SourceRead
     from mvsink.core.deltalog import ChangeFile
+    from mvsink.core.staging import Staging
     from mvsink.incremental.pruning import PrunedRead
     from mvsink.location import Location
 
@@ -36,11 +40,13 @@ log = logging.getLogger(__name__)
 
 # The restricted rows of one source (both versions) held in the driver and sent to Spark, at most: this share of
 # the rows of the files scanned (else the recompute saves little: TPC-H Q20's supplier keys, a change of 0.1 % of
-# lineitem touching half of the suppliers, took 7x the overwrite through Connect), never more than MAX_ROWS (Spark
-# runs a query over local relations ~3x slower than over Parquet files: Q17's 350,000 lineitem rows of its 11,726
-# changed part keys took longer than the full diff), and this many bytes
+# lineitem touching half of the suppliers, took 7x the overwrite through Connect), never more than MAX_FILE_ROWS
+# written as Parquet files or MAX_ROWS sent as local relations (Spark runs a query over local relations ~3x slower
+# than over Parquet files: Q17's 350,000 lineitem rows of its 11,726 changed part keys took longer than the full
+# diff that way), and MAX_ROWS_BYTES
 MAX_ROWS_FRACTION: Final = 0.1
 MAX_ROWS: Final = 100_000
+MAX_FILE_ROWS: Final = 1_000_000
 MAX_ROWS_ALWAYS: Final = 10_000  # (up to this many rows, whatever their share: a small table)
 MAX_ROWS_BYTES: Final = 64 * 1024 * 1024
 _SIDE: Final = "__mv_side"  # 0: a file both versions hold, 1: only the new one, 2: only the old one
@@ -116,10 +122,19 @@ def plan_driver_read(
 
 
 def read_in_driver(
-    spark: SparkSession, dr: DriverRead, *, column: str, values: list[Any], nulls: bool
+    spark: SparkSession,
+    dr: DriverRead,
+    *,
+    column: str,
+    values: list[Any],
+    nulls: bool,
+    staging: Staging | None = None,
+    name: str = "rows",
 ) -> tuple[DataFrame, DataFrame | None] | str:
     """The rows of ``dr``'s source whose ``column`` is one of ``values`` (``nulls``: or NULL), at the new version
-    and (for a changed source) the old one, as Spark local relations of the source's types; or why not."""
+    and (for a changed source) the old one, as Spark DataFrames of the source's types; or why not. With
+    ``staging`` (a table on the local disk) they are Parquet files ``<name>_new``, ``<name>_old`` of the batch's
+    input rows, else local relations."""
     import pyarrow as pa
     import pyarrow.compute as pc
     from pyspark.sql.pandas.types import to_arrow_schema
@@ -146,7 +161,7 @@ def read_in_driver(
             return f"DuckDB may not read source {dr.source.name!r} exactly"
         parts.append(f"SELECT *, {side} AS {_SIDE} FROM {rel}")
     if not parts:
-        return _frames(spark, dr, None, empty_frame)
+        return _frames(spark, dr, None, empty_frame, staging=None, name=name)
     column = next((f.name for f in dr.schema.fields if f.name.casefold() == column.casefold()), column)
     if column not in target.names:
         return f"source {dr.source.name!r}: its key column {column!r} is not read"
@@ -155,7 +170,8 @@ def read_in_driver(
     keys = pa.table({"k": pa.array(values, type=key_type)})
     where = f"{c} IN (SELECT k FROM {_KEYS})" + (f" OR {c} IS NULL" if nulls else "")
     share = int(MAX_ROWS_FRACTION * _rows(p for _, paths in groups for p in paths))
-    cap = max(MAX_ROWS_ALWAYS, min(MAX_ROWS, share))
+    files = staging is not None and staging.reads.is_local
+    cap = max(MAX_ROWS_ALWAYS, min(MAX_FILE_ROWS if files else MAX_ROWS, share))
     con = duckdb_cursor()
     try:
         con.register(_KEYS, keys)
@@ -178,7 +194,7 @@ def read_in_driver(
         }
     except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError):
         return f"source {dr.source.name!r}: a value that does not cast exactly"
-    return _frames(spark, dr, rows, empty_frame)
+    return _frames(spark, dr, rows, empty_frame, staging=staging if files else None, name=name)
 
 
 def _rows(paths: Iterable[Location]) -> int:
@@ -189,13 +205,24 @@ def _rows(paths: Iterable[Location]) -> int:
 
 
 def _frames(
-    spark: SparkSession, dr: DriverRead, rows: dict[str, pa.Table] | None, empty: Any
+    spark: SparkSession,
+    dr: DriverRead,
+    rows: dict[str, pa.Table] | None,
+    empty: Any,
+    *,
+    staging: Staging | None,
+    name: str,
 ) -> tuple[DataFrame, DataFrame | None]:
-    def frame(t: pa.Table | None) -> DataFrame:
+    from mvsink.core.sparklocation import spark_uri
+
+    def frame(t: pa.Table | None, role: str) -> DataFrame:
         if t is None or t.num_rows == 0:
             return empty(spark, dr.schema)  # type: ignore[no-any-return]
+        written = staging.write_read(f"{name}_{role}", t) if staging is not None else None
+        if written is not None:
+            return spark.read.schema(dr.schema).parquet(spark_uri(written))
         return spark.createDataFrame(t, schema=dr.schema)
 
-    new = frame(rows["new"] if rows else None)
-    old = frame(rows["old"] if rows else None) if dr.old is not None else None
+    new = frame(rows["new"] if rows else None, "new")
+    old = frame(rows["old"] if rows else None, "old") if dr.old is not None else None
     return new, old

@@ -59,8 +59,11 @@ def run_write(spark: SparkSession, view: ViewDefinition, desc: BatchDescription)
 
     require_delta(spark, role=f"view {view.name}")
     jobs_before = _spark_jobs(spark)
-    with snapshot_cache(), read_log():  # each table version the step reads is opened once
-        report = _run_write(spark, view, desc)
+    try:
+        with snapshot_cache(), read_log():  # each table version the step reads is opened once
+            report = _run_write(spark, view, desc)
+    finally:  # the input rows the step handed Spark as files (a partitioned recompute's restricted reads)
+        Staging.of(desc.target, desc.batch_id).drop_reads()
     jobs_after = _spark_jobs(spark)
     if jobs_before is not None and jobs_after is not None:
         delta_jobs = _delta_log_jobs(spark, jobs_after - jobs_before)
