@@ -1,4 +1,4 @@
-"""Change streams of the TPC-H benchmarks: ``rf`` (TPC-H's refresh functions), ``rf3`` and ``scattered``.
+"""Change streams of the TPC-H benchmarks: ``rf`` (TPC-H's refresh functions), ``rf3``, ``scattered`` and ``dims``.
 
 ``rf``: RF1 + RF2 pairs as the TPC-H specification (clause 2.27) and its reference generator dbgen define
 them. RF1 inserts SF * 1,500 new orders (0.1 % of ORDERS) with 1-7 lineitems each; RF2 deletes SF * 1,500
@@ -27,6 +27,11 @@ supplier keys outside this SF's tables.
 ``rf3``: UPDATEs of ``l_extendedprice`` (+1 %) and ``l_discount`` (+0.01, back to 0.00 past 0.10) of
 every lineitem of the most recent orders (the highest order keys: a narrow band), one commit per round.
 
+``dims``: a price list update of the dimensions TPC-H's refresh functions leave alone: ``p_retailprice`` (+1 %) of a
+band of parts, ``ps_supplycost`` (+1 %) and ``ps_availqty`` (-1, at least 1) of those parts' partsupp rows, and
+``s_acctbal`` (+1.00) of a band of suppliers; ``rate`` of each table's parts and suppliers (at least one), the band
+moving on each round; three commits (UPDATEs through delta-rs, rewriting the files that hold the band).
+
 ``scattered``: the benchmark's earlier change, kept as the adversarial case: the orders with
 ``o_orderkey % m`` equal to one residue updated, those of the next residue deleted (with their
 lineitems), and copies of the next inserted under new keys: keys scattered over every file.
@@ -41,7 +46,10 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-STREAMS = ("rf", "rf3", "scattered")
+STREAMS = ("rf", "rf3", "scattered")  # (changes of orders and lineitem: every benchmark's tables hold them)
+DIMENSION_STREAMS = ("dims",)  # (part, partsupp and supplier: bench.tpch22's tables)
+PARTS_PER_SF = 200_000
+SUPPLIERS_PER_SF = 10_000
 
 # dbgen: dss.h and driver.c
 SPARSE_BITS = 2
@@ -486,8 +494,67 @@ def scattered_change(root: Path, rate: float, step: int, ts: int) -> None:
         _stamp(root / "src" / t, ts + 2)
 
 
+class DimsStream(Stream):
+    """Price updates of parts, their partsupp rows and suppliers (module docstring): ``rate`` of the parts and of
+    the suppliers, a band of keys that moves on each round (``step``)."""
+
+    name = "dims"
+
+    def label(self, rate: float) -> str:
+        return f"{rate:.1%} of parts, their partsupp rows and suppliers"
+
+    def bands(self, rate: float, step: int) -> tuple[tuple[int, int], tuple[int, int]]:
+        """The round's [first, last] part keys and supplier keys."""
+        out = []
+        for per_sf in (PARTS_PER_SF, SUPPLIERS_PER_SF):
+            total = max(1, int(round(per_sf * self.sf)))
+            count = max(1, int(round(rate * total)))
+            first = (step - 1) * count % total + 1
+            out.append((first, min(total, first + count - 1)))
+        return out[0], out[1]
+
+    def apply(self, rate: float, step: int, ts: int) -> dict[str, Any]:
+        from deltalake import DeltaTable
+
+        (p_lo, p_hi), (s_lo, s_hi) = self.bands(rate, step)
+        src = self.root / "src"
+        parts = DeltaTable(str(src / "part")).update(
+            updates={"p_retailprice": "CAST(p_retailprice * 1.01 AS DECIMAL(15,2))"},
+            predicate=f"p_partkey >= {p_lo} AND p_partkey <= {p_hi}",
+        )
+        _stamp(src / "part", ts)
+        partsupp = DeltaTable(str(src / "partsupp")).update(
+            updates={
+                "ps_supplycost": "CAST(ps_supplycost * 1.01 AS DECIMAL(15,2))",
+                "ps_availqty": "CASE WHEN ps_availqty > 1 THEN ps_availqty - 1 ELSE ps_availqty END",
+            },
+            predicate=f"ps_partkey >= {p_lo} AND ps_partkey <= {p_hi}",
+        )
+        _stamp(src / "partsupp", ts + 1)
+        suppliers = DeltaTable(str(src / "supplier")).update(
+            updates={"s_acctbal": "CAST(s_acctbal + 1 AS DECIMAL(15,2))"},
+            predicate=f"s_suppkey >= {s_lo} AND s_suppkey <= {s_hi}",
+        )
+        _stamp(src / "supplier", ts + 2)
+        return {
+            "orders_updated": 0,
+            "orders_deleted": 0,
+            "orders_inserted": 0,
+            "parts_updated": int(parts.get("num_updated_rows", -1)),
+            "partsupp_updated": int(partsupp.get("num_updated_rows", -1)),
+            "suppliers_updated": int(suppliers.get("num_updated_rows", -1)),
+            "part_keys": [p_lo, p_hi],
+            "supplier_keys": [s_lo, s_hi],
+        }
+
+
 def make_stream(name: str, root: Path, sf: float) -> Stream:
-    kinds: dict[str, type[Stream]] = {"rf": RFStream, "rf3": RF3Stream, "scattered": ScatteredStream}
+    kinds: dict[str, type[Stream]] = {
+        "rf": RFStream,
+        "rf3": RF3Stream,
+        "scattered": ScatteredStream,
+        "dims": DimsStream,
+    }
     if name not in kinds:
-        raise ValueError(f"unknown change stream {name!r}: one of {', '.join(STREAMS)}")
+        raise ValueError(f"unknown change stream {name!r}: one of {', '.join(STREAMS + DIMENSION_STREAMS)}")
     return kinds[name](root, sf)

@@ -1,13 +1,16 @@
-"""How many of the 22 TPC-H queries refresh incrementally on TPC-H's own change stream (RF1 + RF2).
+"""How many of the 22 TPC-H queries refresh incrementally on TPC-H's own change stream (RF1 + RF2), or on a price
+update of parts, partsupp and suppliers (``--stream dims``, bench/streams.py).
 
-    python -m bench.tpch22 [--sf 1] [--pairs 1] [--queries 1,3,5] [--out bench/reports/tpch22-sf<SF>.md]
-                           [--results bench/results] [--path connect|inprocess]
+    python -m bench.tpch22 [--sf 1] [--pairs 1] [--stream rf|dims] [--queries 1,3,5]
+                           [--out bench/reports/tpch22-sf<SF>[-dims].md] [--results bench/results]
+                           [--path connect|inprocess]
 
 Each query (the specification's text with its validation parameters; an ORDER BY without LIMIT dropped,
 since a view is a multiset; an ORDER BY ... LIMIT kept, refreshed as a top-k with a declared key) becomes a
 view over Delta sources made by tpchgen-cli (bench/tpch_refresh.py's layout: key order, files of about 32
 MB). Every view is refreshed once (the full diff), then ``--pairs`` RF1 + RF2 pairs are committed
-(bench/streams.py), and each view is refreshed again: the mode, why, its time, and the time of an overwrite
+(bench/streams.py; ``--stream dims``: ``--pairs`` x 0.1 % of the parts, their partsupp rows and the suppliers
+updated), and each view is refreshed again: the mode, why, its time, and the time of an overwrite
 (Spark computes the query and replaces a Delta table) are recorded, and the view is checked exact against
 DuckDB evaluating the same query over the same source snapshot (delta-rs's read, not Spark's).
 ``MVSINK_INCREMENTAL_GROUPS`` is on for the run (affected groups; mvsink's default since 2026-11-29).
@@ -373,6 +376,13 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--sf", type=float, default=1.0)
     ap.add_argument("--pairs", type=int, default=1, help="RF1 + RF2 pairs committed before the measured refresh")
+    ap.add_argument(
+        "--stream",
+        choices=("rf", "dims"),
+        default="rf",
+        help="rf: TPC-H's RF1 + RF2; dims: --pairs x 0.1%% of the parts, their partsupp rows and the suppliers "
+        "updated (bench/streams.py)",
+    )
     ap.add_argument("--queries", default=",".join(str(q) for q in QUERIES))
     ap.add_argument("--root", default="/tmp/mvsink-tpch22")
     ap.add_argument("--out", help="the report (default: bench/reports/tpch22-sf<SF>.md)")
@@ -419,7 +429,7 @@ def main() -> int:
         for n in numbers:
             res = refresh_one(f"q{n}", t1, "initial")
             print(f"q{n}: initial {res['status']} {res['mode']}", flush=True)
-        changed = make_stream("rf", root, args.sf).apply(args.pairs * 0.001, 1, t2 - 3_600_000)
+        changed = make_stream(args.stream, root, args.sf).apply(args.pairs * 0.001, 1, t2 - 3_600_000)
         rows = []
         for n in numbers:
             view = catalog.get(f"q{n}")
@@ -434,7 +444,7 @@ def main() -> int:
             row = {
                 "query": n,
                 "sf": args.sf,
-                "stream": "rf",
+                "stream": args.stream,
                 "path": "connect-process" if args.path == "connect" else "in-process",
                 "view": f"q{n}",
                 "mode": mode_name(str(res["mode"] or "")),
@@ -448,7 +458,8 @@ def main() -> int:
             }
             rows.append(row)
             print(f"q{n}: {row['mode']} {refresh_s:.2f}s vs overwrite {ow_s:.2f}s exact={exact}", flush=True)
-    out = Path(args.out or REPORTS / f"tpch22-sf{args.sf:g}.md")
+    tail = "" if args.stream == "rf" else f"-{args.stream}"
+    out = Path(args.out or REPORTS / f"tpch22-sf{args.sf:g}{tail}.md")
     out.parent.mkdir(parents=True, exist_ok=True)
     meta = {
         "date": date.isoformat(timespec="seconds"),
@@ -457,17 +468,24 @@ def main() -> int:
         "versions": _versions(),
         "sf": args.sf,
         "pairs": args.pairs,
+        "stream": args.stream,
         "path": args.path,
         "changed": changed,
     }
-    raw_path = Path(args.results) / raw_name("tpch22", date, f"sf{args.sf:g}-rf")
+    raw_path = Path(args.results) / raw_name("tpch22", date, f"sf{args.sf:g}-{args.stream}")
     raw_path.parent.mkdir(parents=True, exist_ok=True)
     raw_path.write_text(json.dumps({**meta, "rows": rows}, indent=1, default=str))
     print(f"wrote {raw_path}", flush=True)
     incremental = [r for r in rows if r["mode"] not in ("full", "", "unchanged")]
     unchanged = len(rows) - len(incremental) - sum(1 for r in rows if r["mode"] == "full")
     lines = [
-        f"# The 22 TPC-H queries on RF1 + RF2 (SF {args.sf}, {args.pairs} pair(s))",
+        (
+            f"# The 22 TPC-H queries on RF1 + RF2 (SF {args.sf}, {args.pairs} pair(s))"
+            if args.stream == "rf"
+            else f"# The 22 TPC-H queries on a price update of {changed.get('parts_updated')} parts, "
+            f"{changed.get('partsupp_updated')} partsupp rows and {changed.get('suppliers_updated')} suppliers "
+            f"(SF {args.sf})"
+        ),
         "",
         f"{meta['date']}, {meta['machine']}; {meta['versions']}. `{meta['command']}`; "
         "`MVSINK_INCREMENTAL_GROUPS=true`. "
@@ -482,8 +500,8 @@ def main() -> int:
         "",
         f"Raw rows: {link(raw_path, out)}.",
         "",
-        f"**{len(incremental)} of {len(rows)}** refresh incrementally ({unchanged} unchanged: RF touches none "
-        "of their sources); "
+        f"**{len(incremental)} of {len(rows)}** refresh incrementally ({unchanged} unchanged: the change touches "
+        "none of their sources); "
         f"{sum(1 for r in rows if r['exact'])} of {len(rows)} exact.",
         "",
         "| query | mode | refresh s | overwrite s | ratio | exact | why not incremental |",

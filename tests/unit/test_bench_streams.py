@@ -172,3 +172,49 @@ def test_read_stats_come_from_the_reports_reads():
         "aggregate",
         "topk",
     ]
+
+
+def test_dims_updates_a_moving_band_of_parts_partsupp_rows_and_suppliers(tmp_path):
+    from decimal import Decimal
+
+    import pyarrow as pa
+    from deltalake import DeltaTable, write_deltalake
+
+    from bench.streams import make_stream
+
+    dec = pa.decimal128(15, 2)
+    parts = pa.table(
+        {"p_partkey": pa.array(range(1, 2001), pa.int64()), "p_retailprice": pa.array([Decimal("100.00")] * 2000, dec)}
+    )
+    ps = pa.table(
+        {
+            "ps_partkey": pa.array([k for k in range(1, 2001) for _ in range(4)], pa.int64()),
+            "ps_suppkey": pa.array([s for _ in range(1, 2001) for s in range(1, 5)], pa.int64()),
+            "ps_availqty": pa.array([1, 5, 5, 5] * 2000, pa.int32()),
+            "ps_supplycost": pa.array([Decimal("10.00")] * 8000, dec),
+        }
+    )
+    sup = pa.table(
+        {"s_suppkey": pa.array(range(1, 101), pa.int64()), "s_acctbal": pa.array([Decimal("-5.00")] * 100, dec)}
+    )
+    for name, t in (("part", parts), ("partsupp", ps), ("supplier", sup)):
+        write_deltalake(str(tmp_path / "src" / name), t)
+    stream = make_stream("dims", tmp_path, 0.01)  # 2,000 parts, 100 suppliers
+    assert stream.bands(0.001, 1) == ((1, 2), (1, 1))
+    assert stream.bands(0.001, 2) == ((3, 4), (2, 2))  # (the band moves on)
+    got = stream.apply(0.001, 2, 1_767_225_600_000)
+    assert (got["parts_updated"], got["partsupp_updated"], got["suppliers_updated"]) == (2, 8, 1)
+    p = DeltaTable(str(tmp_path / "src" / "part")).to_pyarrow_table().sort_by("p_partkey")
+    assert p.column("p_retailprice").to_pylist()[:5] == [Decimal("100.00")] * 2 + [Decimal("101.00")] * 2 + [
+        Decimal("100.00")
+    ]
+    q = (
+        DeltaTable(str(tmp_path / "src" / "partsupp"))
+        .to_pyarrow_table()
+        .sort_by([("ps_partkey", "ascending"), ("ps_suppkey", "ascending")])
+    )
+    assert q.column("ps_supplycost").to_pylist()[8:16] == [Decimal("10.10")] * 8
+    assert q.column("ps_supplycost").to_pylist()[16] == Decimal("10.00")
+    assert q.column("ps_availqty").to_pylist()[8:12] == [1, 4, 4, 4]  # (never below 1)
+    s = DeltaTable(str(tmp_path / "src" / "supplier")).to_pyarrow_table().sort_by("s_suppkey")
+    assert s.column("s_acctbal").to_pylist()[:3] == [Decimal("-5.00"), Decimal("-4.00"), Decimal("-5.00")]
