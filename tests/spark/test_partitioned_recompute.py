@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 import random
 
+import pyarrow as pa
 import pytest
 from deltalake import write_deltalake
 
@@ -357,3 +358,90 @@ def test_scan_guard_takes_the_full_diff_where_the_keys_skip_no_file(spark, env, 
         assert driver_reads == []
     expected = oracle(VIEWS["exists"], {"orders": orders, "customers": customers}, t)
     assert multiset(read_view(view, as_of=t)) == expected
+
+
+CONSTANT_VIEWS = {
+    # TPC-H Q22's shape: customers compared with their own average (unchanged while only orders change), and no order
+    "above_average": "SELECT seg, count(*) AS n, sum(id) AS ids FROM (SELECT c.seg, c.id FROM customers c "
+    "WHERE c.id >= (SELECT avg(CAST(id AS DECIMAL(10, 2))) FROM customers WHERE region IS NOT NULL) "
+    "AND NOT EXISTS (SELECT 1 FROM orders o WHERE o.cust = c.id)) t GROUP BY seg",
+    "above_average_rows": "SELECT c.seg, c.id FROM customers c WHERE c.id > (SELECT avg(id) - 2 FROM customers) "
+    "AND NOT EXISTS (SELECT 1 FROM orders o WHERE o.cust = c.id AND o.qty > 1)",
+}
+
+
+def test_a_scalar_subquery_over_unchanged_sources_is_evaluated_once(spark, env, monkeypatch, caplog):
+    """Where the scan guard refuses a partitioned recompute that reads a source whole because an uncorrelated scalar
+    subquery reads it too (TPC-H Q22), that subquery is evaluated once and written in as a literal, the source is
+    then restricted to the keys, and the recompute runs; not where the subquery's source changed (the full diff).
+    The guard is made to refuse every recompute that reads customers whole, so that both paths are taken."""
+    import logging
+
+    from mvsink.incremental import partitioned
+    from tests.support.delta import delete_at, update_at, write_at
+
+    real_guard = partitioned._scan_guard
+
+    def guard(part, read_bytes, full):
+        if "customers" not in part.columns:
+            return "customers would be read whole (this test's guard)"
+        return real_guard(part, read_bytes, full)
+
+    monkeypatch.setattr(partitioned, "_scan_guard", guard)
+    monkeypatch.setenv("MVSINK_INCREMENTAL_GROUPS", "false")
+    monkeypatch.setenv("MVSINK_INCREMENTAL_MAX_FRACTION", "100")  # (a delete rewrites the whole small file)
+    monkeypatch.setenv("MVSINK_INCREMENTAL_MAX_SCAN_RATIO", "1000")  # (but for the guard above)
+    caplog.set_level(logging.INFO, logger="mvsink.incremental.partitioned")
+    data, views = env
+    rng = random.Random(11)
+    orders, customers = str(data / "orders"), str(data / "customers")
+    write_deltalake(orders, aggdata.agg_orders(rng, 0, 30))
+    stamp(orders, BASE)
+    write_deltalake(customers, agg_customers(rng))
+    stamp(customers, BASE + 1)
+    for name, q in CONSTANT_VIEWS.items():
+        write_view(
+            views,
+            name,
+            query=q,
+            sources={"orders": "orders", "customers": "customers"},
+            target=f"views/{name}",
+            as_of=BASE,
+        )
+    catalog = Catalog(views)
+    t = BASE + HOUR
+
+    def some(cust: int, qty: int, first: int) -> pa.Table:
+        return pa.Table.from_pylist(
+            [{"id": first + i, "cust": cust, "status": "A", "qty": qty, "price": 1.0} for i in range(2)],
+            schema=aggdata.ORDERS,
+        )
+
+    steps = [
+        lambda ts: delete_at(orders, "cust = 3", ts),  # (customer 3 has no order now: it appears)
+        lambda ts: delete_at(orders, "cust = 4", ts),
+        lambda ts: write_at(orders, some(3, 5, 100), ts),  # (and goes again)
+        lambda ts: update_at(customers, {"region": "'eu'"}, "id = 3", ts),  # (the subquery's source changed)
+        lambda ts: write_at(orders, some(4, 0, 200), ts),  # (gone from the first view, not the second: qty 0)
+    ]
+    for step, change in enumerate([None, *steps]):
+        if change is not None:
+            change(t - 1)
+        for name, q in CONSTANT_VIEWS.items():
+            view = catalog.get(name)
+            assert (
+                refresh(view, t, catalog=catalog, runner="inprocess", spark=spark, run_id=f"s{step}").status
+                == "appended"
+            )
+            expected = oracle(q, {"orders": orders, "customers": customers}, t)
+            assert multiset(read_view(view, as_of=t)) == expected, (name, step)
+        t += HOUR
+    evaluated = [r.getMessage() for r in caplog.records if "the scalar subquery evaluated once" in r.getMessage()]
+    assert len(evaluated) == 2 * 4, evaluated  # (both views, the four steps that changed orders only)
+    assert any("AS DECIMAL(14,6))" in m for m in evaluated), evaluated
+    assert any("AS DOUBLE)" in m for m in evaluated), evaluated
+    for name, mode in (("above_average", "incremental:aggregate"), ("above_average_rows", "incremental:partitioned")):
+        history = appends(str(data / "views" / name))
+        assert [a["mode"] for a in history] == ["full", mode, mode, mode, "full", mode], (name, history)
+        assert "not linear in 'customers'" in str(history[4]["mode_reason"]), history[4]  # (not partitioned)
+        assert sum(a["rows_added"] + a["rows_retracted"] for a in history[1:4]) >= 3, history  # (rows moved)

@@ -57,11 +57,16 @@ def partitioned_input(
     *,
     frame: Callable[[str], DataFrame] | None = None,
     weight: str = DIFF,
+    constants: bool = True,
 ) -> DataFrame | str:
     """Signed rows (``weight`` +1 and -1, not consolidated) of ``query``'s change over ``ct``'s changes, by a
     partitioned recompute on ``part``; or why not (too many keys, a key type, the scan guard). ``frame(sql)``: the
     DataFrame of the query over the restricted sources (default: ``spark.sql``). Registers temp views of its own
-    (dropped by :func:`drop_views`); the sources' registrations are left as they were."""
+    (dropped by :func:`drop_views`); the sources' registrations are left as they were.
+
+    Where the scan guard refuses and the query has a scalar subquery over unchanged sources only
+    (:mod:`mvsink.incremental.scalars`; ``constants``), that subquery is evaluated once and written in as a literal,
+    and the query partitioned again: a source it read whole may now be restricted to the keys (TPC-H Q22)."""
     from pyspark.sql import functions as F
 
     keys = changed_keys(ct, part)
@@ -94,6 +99,9 @@ def partitioned_input(
     full = sum(active_bytes(s.path, s.version) for s in ct.desc.sources if s.kind != "view")
     full += active_bytes(table.path, table.version) if table.exists else 0
     refused = _scan_guard(part, _read_bytes(reads, planned, driver, changed), full)
+    if refused and constants and (alt := _with_constants(ct, part, query)) is not None:
+        log.info("view %s: %s; trying again with %s", ct.view.name, refused, alt[2])
+        return partitioned_input(ct, alt[0], alt[1], table, frame=frame, weight=weight, constants=False)
     if refused:
         return refused
     spark = ct.spark
@@ -141,6 +149,35 @@ def partitioned_input(
         .withColumn(weight, F.lit(1).cast("bigint"))
         .unionByName(make(old_sql).withColumn(weight, F.lit(-1).cast("bigint")))
     )
+
+
+def _with_constants(ct: ChangeTerms, part: Partitioning, query: str) -> tuple[Partitioning, str, str] | None:
+    """``query`` with its scalar subqueries over unchanged sources evaluated (:mod:`mvsink.incremental.scalars`) and
+    its partitioning on that text, where it restricts a source ``part`` reads whole; with what was replaced, in
+    words. None otherwise."""
+    from mvsink.incremental.scalars import constant_scalars, has_scalar_subquery
+    from mvsink.plan.partitioning import partitioning
+    from mvsink.plan.read import plan_tree
+    from mvsink.plan.tree import PlanFormatError
+
+    if not has_scalar_subquery(query):
+        return None
+    changed = {s.name.casefold() for s in ct.changed}
+    unchanged = {s.name.casefold() for s in ct.desc.sources} - changed
+    if not unchanged:
+        return None
+    columns = {s.name.casefold(): {c.casefold() for c in ct.spark.table(s.name).columns} for s in ct.desc.sources}
+    try:
+        got = constant_scalars(ct.spark, query, columns, unchanged)
+        if got is None:
+            return None
+        again = partitioning(plan_tree(ct.spark, got.query), [s.name for s in ct.changed])
+    except PlanFormatError:
+        return None
+    if isinstance(again, str) or set(again.columns) <= set(part.columns):
+        return None
+    said = "; ".join(f"({text}) = {lit}" for text, lit in got.replaced)
+    return again, got.query, f"the scalar subquery evaluated once: {said}"
 
 
 def _driver_reads(
