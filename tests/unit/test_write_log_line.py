@@ -5,6 +5,7 @@ no guess)."""
 from __future__ import annotations
 
 import logging
+from types import SimpleNamespace
 
 import pytest
 
@@ -56,14 +57,15 @@ class ConnectSpark:
 
 
 @pytest.fixture
-def step(monkeypatch):
+def step(monkeypatch, tmp_path):
     monkeypatch.setattr("mvsink.spark.jars.require_delta", lambda spark, role: None)
     monkeypatch.setattr(job, "_run_write", lambda spark, view, desc: _report(seconds=1.5, phases={"plan": 0.5}))
 
     class View:
         name = "v"
 
-    return lambda spark: job.run_write(spark, View(), None)  # type: ignore[arg-type]
+    desc = SimpleNamespace(target=str(tmp_path / "t"), batch_id="b")  # (where its input rows would be: none)
+    return lambda spark: job.run_write(spark, View(), desc)  # type: ignore[arg-type]
 
 
 def test_a_classic_session_logs_its_job_count(step, caplog):

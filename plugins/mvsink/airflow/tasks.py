@@ -123,13 +123,14 @@ def write_connect_step(
     Connect session). A server that does not answer fails within seconds naming ``fix``
     (:class:`~mvsink.exceptions.SparkConnectUnavailableError`, a runtime failure: retried).
     """
-    from mvsink.spark.connect import remote_session
+    from mvsink.spark.connect import released_session
     from mvsink.write.job import run_write
 
     view = Catalog(views_dir).get(view_name)
     ti = context["ti"]
     desc = BatchDescription.from_json(ti.xcom_pull(task_ids="mint", key="description"))
-    report = run_write(remote_session(url, conf=conf, fix=fix), view, desc)
+    with released_session(url, conf=conf, fix=fix) as session:  # (the server keeps nothing of this task's)
+        report = run_write(session, view, desc)
     Path(ti.xcom_pull(task_ids="mint", key="report_path")).write_text(report.to_json())
     return _summary(report)
 

@@ -280,7 +280,12 @@ def partitioned_corrections(
 
 
 def drop_views(ct: ChangeTerms) -> None:
-    """Drop the temp views :func:`partitioned_input` registered."""
+    """Drop the temp views :func:`partitioned_input` registered (not one by one in a Spark Connect session released
+    when the write step ends, which takes them with it: each drop is a round trip to the server)."""
+    from mvsink.spark.connect import released_at_end
+
+    if released_at_end(ct.spark):
+        return
     for i, _ in enumerate(ct.desc.sources):
         for role in ("new", "old"):
             ct.spark.catalog.dropTempView(f"{_PREFIX}_{role}_{i}")

@@ -9,13 +9,15 @@ files as the client (same machine, or the same shared volume).
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import re
 import socket
 import subprocess
 import time
 import urllib.parse
-from collections.abc import Mapping
+import weakref
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -158,21 +160,61 @@ CLIENT_MAX_BACKOFF_MS = 1000
 
 
 def remote_session(
-    url: str, *, conf: Mapping[str, str] | None = None, probe_timeout: float = 3.0, fix: str = DEFAULT_FIX
+    url: str,
+    *,
+    conf: Mapping[str, str] | None = None,
+    probe_timeout: float = 3.0,
+    fix: str = DEFAULT_FIX,
+    new: bool = False,
 ) -> SparkSession:
     """A Spark Connect session that fails fast if the server is down (default: retries 10+ minutes).
 
     The server's address is probed first (:func:`probe`; ``fix`` ends its message), and the
-    client's retry policy is cut to a few tries within seconds before its first call.
+    client's retry policy is cut to a few tries within seconds before its first call. ``new``: a new session
+    (it becomes the process's default), not one an earlier call made (:func:`released_session`).
     """
     from pyspark.sql import SparkSession
-    from pyspark.sql.connect.client.retries import DefaultPolicy
 
     probe(url, timeout=probe_timeout, fix=fix)
-    spark = SparkSession.builder.remote(url).getOrCreate()
+    builder = SparkSession.builder.remote(url)
+    spark = builder.create() if new else builder.getOrCreate()
+    return _prepared(spark, url, conf)
+
+
+def _prepared(spark: SparkSession, url: str, conf: Mapping[str, str] | None) -> SparkSession:
+    """``spark`` with the fast-failing retry policy, Delta checked on the server, and ``conf``'s session settings."""
+    from pyspark.sql.connect.client.retries import DefaultPolicy
+
     spark.client.set_retry_policies([DefaultPolicy(max_retries=CLIENT_MAX_RETRIES, max_backoff=CLIENT_MAX_BACKOFF_MS)])
     require_delta(spark, role=f"Spark Connect server {redact_url(url)}")
     for k, v in {**DEFAULT_SPARK_CONF, **(conf or {})}.items():
         if k.startswith(SESSION_CONF_PREFIXES) and k not in DELTA_SESSION_CONF:
             spark.conf.set(k, v)
     return spark
+
+
+_RELEASED_AT_END: weakref.WeakSet[SparkSession] = weakref.WeakSet()
+
+
+@contextlib.contextmanager
+def released_session(
+    url: str, *, conf: Mapping[str, str] | None = None, fix: str = DEFAULT_FIX
+) -> Iterator[SparkSession]:
+    """A new Spark Connect session for one write step (:func:`remote_session`), released on the server when the
+    step ends: its temp views (the sources, a recompute's restricted reads) and cached relations go with it, where
+    a session left open holds them until the server's session timeout. What the step registers need not be
+    dropped one by one (:func:`released_at_end`)."""
+    spark = remote_session(url, conf=conf, fix=fix, new=True)
+    _RELEASED_AT_END.add(spark)
+    try:
+        yield spark
+    finally:
+        spark.stop()
+
+
+def released_at_end(spark: SparkSession) -> bool:
+    """Is ``spark`` a :func:`released_session`, whose temp views go when it ends?"""
+    try:
+        return spark in _RELEASED_AT_END
+    except TypeError:  # (a session that cannot be weakly referenced is not one)
+        return False

@@ -215,11 +215,13 @@ def write_step(
             raise ValueError("runner='connect' needs remote='sc://host:port'")
 
         def connect_write(view: ViewDefinition, desc: BatchDescription) -> WriteReport:
-            from mvsink.spark.connect import remote_session
+            from mvsink.spark.connect import released_session
             from mvsink.write.job import run_write
 
-            session = spark or remote_session(remote, conf={**view.spark_conf, **(spark_conf or {})})
-            return run_write(session, view, desc)
+            if spark is not None:
+                return run_write(spark, view, desc)
+            with released_session(remote, conf={**view.spark_conf, **(spark_conf or {})}) as session:
+                return run_write(session, view, desc)
 
         return spark_free_first(connect_write)
     return spark_free_first(
