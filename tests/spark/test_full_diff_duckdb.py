@@ -23,7 +23,7 @@ from deltalake import DeltaTable, write_deltalake
 from mvsink.columns import DIFF, TIME
 from mvsink.definitions.catalog import Catalog
 from mvsink.engines import arrow as driver
-from mvsink.incremental.modes import duckdbdiff
+from mvsink.incremental.modes import duckdbdiff, full
 from mvsink.readers.arrow import read_view
 from mvsink.write.runners import refresh
 from tests.support.delta import BASE, HOUR, delete_at, mvsink_history, stamp, update_at, write_at
@@ -134,8 +134,17 @@ def test_randomized_history_equals_spark_and_the_oracle(spark, env, monkeypatch,
         )
     catalog = Catalog(views)
     t = BASE + HOUR
-    for name in ("duck", "twin"):
-        _refresh(catalog, name, t, spark)  # a first build
+    _refresh(catalog, "duck", t, spark)  # a first build: the query's rows by DuckDB, the table not read
+    with monkeypatch.context() as mp:
+        mp.setenv("MVSINK_DUCKDB_FULL_DIFF", "false")
+        _refresh(catalog, "twin", t, spark)  # Spark's first build
+    for name, by_duckdb in (("duck", True), ("twin", False)):
+        reason = str(mvsink_history(str(data / "views" / name))[0]["mode_reason"])
+        assert full.FIRST_BUILD in reason and reason.endswith(", by DuckDB)") is by_duckdb, (name, reason)
+    assert _rows(str(data / "views" / "duck")) == _rows(str(data / "views" / "twin"))
+    assert multiset(read_view(catalog.get("duck"), as_of=t)) == oracle(
+        QUERY, {"orders": orders, "customers": customers}, t
+    )
     next_id = 1000
     edits = {name: random.Random(seed * 7) for name in ("duck", "twin")}  # the same edits on both tables
     for step in range(6):
@@ -159,6 +168,9 @@ def test_randomized_history_equals_spark_and_the_oracle(spark, env, monkeypatch,
             _refresh(catalog, "twin", t, spark)
         twin_reason = str(mvsink_history(str(data / "views" / "twin"))[0]["mode_reason"])
         assert twin_reason == "incremental: false in the view file", twin_reason
+        reads = [mvsink_history(str(data / "views" / n))[0]["reads"] for n in ("duck", "twin")]
+        assert set(reads[0]) == {"orders", "customers", "_table"}, reads
+        assert all(reads[0][s] == reads[1][s] for s in ("orders", "customers")), reads  # each source once, whole
         duck, twin = str(data / "views" / "duck"), str(data / "views" / "twin")
         assert _batch(duck, t) == _batch(twin, t), (step, op)
         assert _rows(duck) == _rows(twin), (step, op)

@@ -53,14 +53,16 @@ _CORR: Final = "_mv_corrections"
 _D: Final = "_mv_d"
 
 
-def duckdb_full_diff(plan: PlanFacts, inputs: WriteInputs) -> pa.Table | str:
+def duckdb_full_diff(plan: PlanFacts, inputs: WriteInputs, *, first_build: bool = False) -> pa.Table | str:
     """The full diff's corrections computed by DuckDB (the table's Arrow schema, ``_mv_time`` the batch's time), or
-    why not (see the module docstring); an error is a reason too, never raised."""
+    why not (see the module docstring); an error is a reason too, never raised. ``first_build``: the table holds
+    nothing before the batch, so the corrections are the query's rows as they are (``_mv_diff = 1``), the table
+    not read."""
     why = full_diff_refused(plan, inputs)
     if why:
         return why
     try:
-        return _compute(plan, inputs)
+        return _compute(plan, inputs, first_build=first_build)
     except Exception as exc:  # noqa: BLE001 (any failure here: Spark's full diff gives the answer, or its error)
         first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
         return f"DuckDB failed ({type(exc).__name__}: {first})"
@@ -105,7 +107,7 @@ def _groupable(dt: DataType) -> bool:
     return isinstance(dt, (T.IntegralType, T.DecimalType, T.DateType, T.BooleanType))
 
 
-def _compute(plan: PlanFacts, inputs: WriteInputs) -> pa.Table | str:
+def _compute(plan: PlanFacts, inputs: WriteInputs, *, first_build: bool) -> pa.Table | str:
     """:func:`duckdb_full_diff` once refusals from the plan are ruled out: the reads checked, then DuckDB's run."""
     import shutil
     import tempfile
@@ -124,8 +126,8 @@ def _compute(plan: PlanFacts, inputs: WriteInputs) -> pa.Table | str:
         return f"the query does not translate to DuckDB exactly ({exc})"
     desired = plan.result
     schema = arrow_table_schema(desired.schema)
-    table = _table_relation(inputs, schema)
-    if table.startswith("!"):
+    table = None if first_build else _table_relation(inputs, schema)
+    if table is not None and table.startswith("!"):
         return table[1:]
     columns = None if _selects_star(view.query) else _referenced(view.query)
     zone = str(spark.conf.get("spark.sql.session.timeZone"))
@@ -183,10 +185,10 @@ def _table_relation(inputs: WriteInputs, schema: pa.Schema) -> str:
 
 
 def _run(
-    con: Any, sources: dict[str, Any], query: str, table: str, schema: pa.Schema, *, lower: int, at: int
+    con: Any, sources: dict[str, Any], query: str, table: str | None, schema: pa.Schema, *, lower: int, at: int
 ) -> pa.Table | str:
     """The comparison in DuckDB of ``query`` over ``sources`` (subqueries over files, or Arrow tables) with the
-    table's updates before ``lower``, counted before it is fetched; the corrections cast to the table's Arrow
+    table's updates before ``lower`` (None: no table, the query's rows as they are), counted before it is fetched; the corrections cast to the table's Arrow
     ``schema``, stamped ``at``."""
     from mvsink.engines.duckdb import _duckdb_type
     from mvsink.engines.duckdb import duckdb_identifier as q
@@ -205,6 +207,9 @@ def _run(
             return f"column {f.name!r}: {why}"
     typed = ", ".join(f"CAST({c} AS {_duckdb_type(f.type)}) AS {c}" for c, f in zip(cols, user, strict=True))
     listed = ", ".join(cols)
+    if table is None:
+        con.sql(f"CREATE TEMP TABLE {_CORR} AS SELECT {typed}, 1::BIGINT AS {_D} FROM ({query}) AS _q({listed})")
+        return _fetch(con, user, schema, at=at)
     con.sql(
         f"CREATE TEMP TABLE {_CORR} AS SELECT {listed}, sum({_D})::BIGINT AS {_D} FROM ("
         f"SELECT {typed}, 1::BIGINT AS {_D} FROM ({query}) AS _q({listed}) "

@@ -69,12 +69,16 @@ class FullDiff:
         _record_whole_reads(inputs)
         desired = inputs.state.desired if inputs.state else inputs.result
         if nothing_persisted(inputs.table, lower=inputs.desc.lower):
+            built = duckdb_full_diff(plan, inputs, first_build=True)
+            if not isinstance(built, str):
+                return Corrections(built, f"{FIRST_BUILD}, by DuckDB")
+            log.info("view %s: the first build not in DuckDB: %s", inputs.view.name, built)
             return Corrections(first_build(inputs, desired), FIRST_BUILD)
+        in_duckdb = duckdb_full_diff(plan, inputs)  # (it refuses views with checks: Spark observations count them)
+        if not isinstance(in_duckdb, str):
+            return Corrections(in_duckdb, f"a full diff in DuckDB: {in_duckdb.num_rows} correction(s)")
+        log.info("view %s: the full diff not in DuckDB: %s", inputs.view.name, in_duckdb)
         if inputs.table.exists and not inputs.with_error:  # (checks are counted by Spark observations)
-            in_duckdb = duckdb_full_diff(plan, inputs)
-            if not isinstance(in_duckdb, str):
-                return Corrections(in_duckdb, f"a full diff in DuckDB: {in_duckdb.num_rows} correction(s)")
-            log.info("view %s: the full diff not in DuckDB: %s", inputs.view.name, in_duckdb)
             desc = inputs.desc
             local = full_diff(desired, inputs.table, arrow_table_schema(desired.schema), lower=desc.lower, at=desc.time)
             if local is not None:
