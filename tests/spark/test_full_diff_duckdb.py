@@ -236,3 +236,31 @@ def test_refusals_fall_back_to_spark(spark, env, monkeypatch, caplog):
         if name != "dv":  # (the oracle reads delta-rs snapshots: no deletion vectors)
             got = zero_signs(multiset(read_view(catalog.get(name), as_of=t, errors="ignore")))
             assert got == zero_signs(oracle(q, src, t)), name
+
+
+def test_over_spark_connect_the_same_path(env, connect_url):
+    """Through a Spark Connect server (a fresh CLI process, as a DAG's task): the first build and the full diff after
+    a source change and a hand edit run in DuckDB in the client process, exact against the oracle."""
+    import json
+
+    from tests.support.cli import run_cli_process
+
+    data, views = env
+    rng = random.Random(8)
+    orders, customers = str(data / "orders"), str(data / "customers")
+    write_at(orders, _orders(rng, 0, 50), BASE)
+    write_at(customers, _customers(), BASE)
+    sources = {"orders": "orders", "customers": "customers"}
+    write_view(views, "v", query=QUERY, sources=sources, target="views/v", as_of=BASE, incremental=False)
+    catalog = Catalog(views)
+    for k, t in enumerate((BASE + HOUR, BASE + 2 * HOUR)):
+        if k:
+            write_at(orders, _orders(rng, 500, 5), t - 60_000)
+            _hand_edit(random.Random(1), str(data / "views" / "v"), t - HOUR - 5, "duplicate")  # below the upper
+        out = run_cli_process(views, "refresh", "v", "--at", str(t), "--remote", connect_url, "--json", timeout=300)
+        assert json.loads(out.stdout)["mode"] == "full"
+        reason = str(mvsink_history(str(data / "views" / "v"))[0]["mode_reason"])
+        assert reason.endswith(", by DuckDB)") if k == 0 else DUCK_REASON in reason, reason
+        assert multiset(read_view(catalog.get("v"), as_of=t)) == oracle(
+            QUERY, {"orders": orders, "customers": customers}, t
+        )
