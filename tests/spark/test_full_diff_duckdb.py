@@ -200,6 +200,7 @@ def test_refusals_fall_back_to_spark(spark, env, monkeypatch, caplog):
         ),
         "dv": dict(query="SELECT note, amount FROM orders", sources={"orders": "dv"}),
         "many": dict(query=QUERY, sources=sources),
+        "failing": dict(query=QUERY, sources=sources),
         "plain": dict(query=QUERY, sources=sources),
     }
     for name, spec in kinds.items():
@@ -217,16 +218,23 @@ def test_refusals_fall_back_to_spark(spark, env, monkeypatch, caplog):
         "double": "column 'price' is of type double",
         "checked": "the view has checks",
         "dv": "source 'orders' needs Delta's reader",
-        "many": "corrections",
+        "many": "corrections (~0 MiB), more than the process holds",
+        "failing": "DuckDB failed",
     }
     for name in kinds:
         caplog.clear()
         with monkeypatch.context() as mp, caplog.at_level(logging.INFO, logger="mvsink.incremental.modes.full"):
-            if name == "many":
+            if name == "many":  # (and not small enough for the driver's diff: Spark's)
                 mp.setattr(duckdbdiff, "MAX_CORRECTION_ROWS", 0)
+                mp.setattr(driver, "MAX_DRIVER_ROWS", 0)
+            if name == "failing":  # a DuckDB error (its memory limit too small to run at all): Spark's diff
+                mp.setattr(duckdbdiff, "MEMORY_LIMIT", "1KB")
+                mp.setattr(driver, "MAX_DRIVER_ROWS", 0)
             _refresh(catalog, name, t, spark)
         reason = str(mvsink_history(str(data / "views" / name))[0]["mode_reason"])
         assert (DUCK_REASON in reason) is (name == "plain"), (name, reason)
+        if name in ("many", "failing"):
+            assert reason == "incremental: false in the view file", (name, reason)  # Spark's diff
         if name in why:
             assert any(why[name] in r.getMessage() for r in caplog.records), (
                 name,
