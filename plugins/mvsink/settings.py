@@ -37,6 +37,7 @@ from mvsink.variables import (  # noqa: F401 (the variables are the settings' to
     ALLOWED_LOCATIONS,
     COMPACT_MEMORY,
     DATA_ROOT,
+    DUCKDB_FULL_DIFF,
     INCREMENTAL_AGGREGATE,
     INCREMENTAL_DRIVER_TERMS,
     INCREMENTAL_GROUPS,
@@ -214,6 +215,11 @@ def incremental_driver_terms() -> bool:
     return _flag(INCREMENTAL_DRIVER_TERMS, True)
 
 
+def duckdb_full_diff() -> bool:
+    """``MVSINK_DUCKDB_FULL_DIFF``: may a full diff run in DuckDB in the refreshing process (default true)?"""
+    return _flag(DUCKDB_FULL_DIFF, True)
+
+
 def spark_free() -> bool:
     """``MVSINK_SPARK_FREE``: may a small refresh with kept plan facts run without Spark (default true)?"""
     return _flag(SPARK_FREE, True)
@@ -381,6 +387,7 @@ ACCESSORS: dict[str, Callable[[], object]] = {
     INCREMENTAL_TOPK.name: incremental_topk,
     INCREMENTAL_PARTITIONED.name: incremental_partitioned,
     INCREMENTAL_DRIVER_TERMS.name: incremental_driver_terms,
+    DUCKDB_FULL_DIFF.name: duckdb_full_diff,
 }
 
 

@@ -136,6 +136,13 @@ INCREMENTAL_DRIVER_TERMS = Setting(
     "(where their inputs are small plain Parquet files and the query is of the kinds DuckDB evaluates as Spark does), "
     "and a partitioned recompute's keyed sources always read by Spark, never filtered to the changed keys by DuckDB",
 )
+DUCKDB_FULL_DIFF = Setting(
+    "MVSINK_DUCKDB_FULL_DIFF",
+    "true",
+    "false (0, no, off) makes every full diff run in Spark; by default the full diff of a select-project-join view "
+    "over plain local Delta sources and of the kinds DuckDB evaluates as Spark does (integers, decimals, strings, "
+    "dates, booleans; no checks) is computed by DuckDB in the refreshing process, without a shuffle",
+)
 SPARK_FREE = Setting(
     "MVSINK_SPARK_FREE",
     "true",
@@ -210,6 +217,7 @@ REGISTRY: tuple[Setting, ...] = (
     PLAIN_READ_MAX_PARTITIONS,
     INCREMENTAL_AGGREGATE,
     INCREMENTAL_DRIVER_TERMS,
+    DUCKDB_FULL_DIFF,
     SPARK_FREE,
     PLAN_FACTS_MAX_AGE,
     INCREMENTAL_GROUPS,

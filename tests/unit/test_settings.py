@@ -34,6 +34,7 @@ CASES = {
     "MVSINK_INCREMENTAL_TOPK": (settings.incremental_topk, True, "off", False, ["maybe", "2"]),
     "MVSINK_INCREMENTAL_PARTITIONED": (settings.incremental_partitioned, True, "no", False, ["perhaps"]),
     "MVSINK_INCREMENTAL_DRIVER_TERMS": (settings.incremental_driver_terms, True, "off", False, ["maybe", "2"]),
+    "MVSINK_DUCKDB_FULL_DIFF": (settings.duckdb_full_diff, True, "off", False, ["maybe", "2"]),
     "MVSINK_INCREMENTAL_AGGREGATE": (settings.incremental_aggregate, True, "false", False, ["maybe", "2"]),
     "MVSINK_SPARK_FREE": (settings.spark_free, True, "off", False, ["maybe", "2"]),
     "MVSINK_PLAN_FACTS_MAX_AGE": (settings.plan_facts_max_age, 86400.0, "60", 60.0, ["-1", "nan", "1h"]),

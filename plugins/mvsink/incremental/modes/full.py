@@ -3,9 +3,11 @@ tried last (:data:`mvsink.incremental.modes.registry.REFRESH_MODES`).
 
 Its reason is why no incremental mode ran: the other modes' refusals, or — its own decision, before any mode is
 tried — why the refresh's change cannot be used at all (:func:`refresh_change`: no earlier refresh, the table
-moved, no check counts to start from, ``incremental: false``, a source's change unknown). Two engines compute it:
-the refreshing process (:func:`mvsink.engines.arrow.full_diff`) for a small view without checks, else Spark
-(:func:`spark_full_diff`).
+moved, no check counts to start from, ``incremental: false``, a source's change unknown). Three engines compute it,
+tried in this order: DuckDB in the refreshing process (:func:`mvsink.incremental.modes.duckdbdiff.duckdb_full_diff`) for a
+select-project-join view without checks over plain local sources, of any size within its bounds; the refreshing
+process (:func:`mvsink.engines.arrow.full_diff`, the query collected from Spark) for a small view without checks;
+else Spark (:func:`spark_full_diff`).
 
 A first build — no table yet, or none of its updates below the batch's ``lower`` (:func:`nothing_persisted`) — has
 ``desired - persisted = desired``: :func:`first_build` writes the query's rows (after the view's checks) as they
@@ -14,6 +16,7 @@ are, each with ``_mv_diff = 1``, without a comparison, a shuffle or a read of th
 
 from __future__ import annotations
 
+import logging
 from typing import TYPE_CHECKING, Final
 
 from mvsink.columns import DIFF, ERROR, TIME
@@ -22,6 +25,7 @@ from mvsink.core.deltalog import current_reads, file_statistics, record_whole
 from mvsink.engines.arrow import full_diff
 from mvsink.incremental.linear import changed_sources, source_check
 from mvsink.incremental.modes.base import Change, Corrections, Decision, NotApplicable, PlanFacts, WriteInputs
+from mvsink.incremental.modes.duckdbdiff import duckdb_full_diff
 from mvsink.spark.declaredchecks import apply_checks
 from mvsink.spark.sources import arrow_table_schema
 from mvsink.spark.transforms import corrections, quote_name
@@ -33,6 +37,8 @@ if TYPE_CHECKING:
     from mvsink.core.batch import WriteMode
     from mvsink.core.table import ViewTable
     from mvsink.settings import Setting
+
+log = logging.getLogger(__name__)
 
 NO_EARLIER = "no earlier refresh of this definition to start from"
 NOT_INCREMENTAL = "incremental: false in the view file"
@@ -57,12 +63,21 @@ class FullDiff:
         return None
 
     def run(self, plan: PlanFacts, inputs: WriteInputs, change: Change) -> Corrections:
-        """The corrections, computed in the refreshing process when the view is small and has no checks (its
-        ``reason`` then says so), else by Spark (lazily: the stage runs it)."""
+        """The corrections, computed in the refreshing process by DuckDB where it evaluates the view exactly, or
+        (the query collected) when the view is small and has no checks (its ``reason`` then says so), else by Spark
+        (lazily: the stage runs it)."""
         _record_whole_reads(inputs)
         desired = inputs.state.desired if inputs.state else inputs.result
         if nothing_persisted(inputs.table, lower=inputs.desc.lower):
+            built = duckdb_full_diff(plan, inputs, first_build=True)
+            if not isinstance(built, str):
+                return Corrections(built, f"{FIRST_BUILD}, by DuckDB")
+            log.info("view %s: the first build not in DuckDB: %s", inputs.view.name, built)
             return Corrections(first_build(inputs, desired), FIRST_BUILD)
+        in_duckdb = duckdb_full_diff(plan, inputs)  # (it refuses views with checks: Spark observations count them)
+        if not isinstance(in_duckdb, str):
+            return Corrections(in_duckdb, f"a full diff in DuckDB: {in_duckdb.num_rows} correction(s)")
+        log.info("view %s: the full diff not in DuckDB: %s", inputs.view.name, in_duckdb)
         if inputs.table.exists and not inputs.with_error:  # (checks are counted by Spark observations)
             desc = inputs.desc
             local = full_diff(desired, inputs.table, arrow_table_schema(desired.schema), lower=desc.lower, at=desc.time)

@@ -1,0 +1,260 @@
+"""The full diff of a select-project-join view computed by DuckDB in the refreshing process (issue 38).
+
+Spark's full diff (:func:`mvsink.incremental.modes.full.spark_full_diff`) shuffles the query's rows and the table's
+in one group-by: ~3.3x an overwrite for a large projection. Where DuckDB evaluates the query exactly as Spark does
+over local Parquet files, it computes the same ``desired - persisted`` in the refreshing process, without a shuffle::
+
+    SELECT cols, sum(d) FROM (SELECT cols, 1 AS d FROM <query>
+                              UNION ALL SELECT cols, -_mv_diff FROM <table's files> WHERE _mv_time < lower)
+    GROUP BY cols HAVING sum(d) <> 0
+
+The corrections come back as Arrow in the table's schema (as :func:`mvsink.engines.arrow.full_diff` returns them), so
+staging and the append are unchanged. :func:`duckdb_full_diff` fails closed: it refuses (a reason; Spark's diff
+follows) a view with checks or hidden aggregate state, a column DuckDB groups otherwise than Spark (floating point,
+collated strings, nested types, timestamps), a plan :func:`mvsink.engines.duckdbsql.unsupported` refuses or a query
+text that does not translate, Spark not in ANSI mode, a source that is not a plain local Delta path
+(:func:`mvsink.incremental.duckdbterms._snapshot`: no deletion vectors, no partition column read), more than
+:data:`MAX_SCAN_BYTES` of source files, a table file not local or not of the query's types, more than
+:data:`MAX_CORRECTION_ROWS` corrections or :data:`MAX_CORRECTION_BYTES` of them (counted in DuckDB before they are
+fetched), and any DuckDB error (an overflow included: Spark raises its own). DuckDB runs in a database of its own,
+limited to :data:`MEMORY_LIMIT`, spilling to a temporary folder beyond it.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING, Any, Final
+
+from mvsink.columns import DIFF, ERROR, TIME
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+    from pyspark.sql.types import DataType
+
+    from mvsink.incremental.modes.base import PlanFacts, WriteInputs
+
+__all__ = [
+    "MAX_CORRECTION_BYTES",
+    "MAX_CORRECTION_ROWS",
+    "MAX_SCAN_BYTES",
+    "MEMORY_LIMIT",
+    "duckdb_full_diff",
+    "full_diff_refused",
+]
+
+log = logging.getLogger(__name__)
+
+MAX_SCAN_BYTES: Final = 4 * 1024 * 1024 * 1024  # the sources' files one full diff scans in DuckDB, at most
+MAX_CORRECTION_ROWS: Final = 2_000_000  # corrections fetched into the process's memory, at most ...
+MAX_CORRECTION_BYTES: Final = 256 * 1024 * 1024  # ... and their bytes (fixed widths and string lengths), at most
+MEMORY_LIMIT: Final = "2GB"  # DuckDB's memory for the comparison; beyond it the group-by spills to disk
+
+_CORR: Final = "_mv_corrections"
+_D: Final = "_mv_d"
+
+
+def duckdb_full_diff(plan: PlanFacts, inputs: WriteInputs, *, first_build: bool = False) -> pa.Table | str:
+    """The full diff's corrections computed by DuckDB (the table's Arrow schema, ``_mv_time`` the batch's time), or
+    why not (see the module docstring); an error is a reason too, never raised. ``first_build``: the table holds
+    nothing before the batch, so the corrections are the query's rows as they are (``_mv_diff = 1``), the table
+    not read."""
+    why = full_diff_refused(plan, inputs)
+    if why:
+        return why
+    try:
+        return _compute(plan, inputs, first_build=first_build)
+    except Exception as exc:  # noqa: BLE001 (any failure here: Spark's full diff gives the answer, or its error)
+        first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        return f"DuckDB failed ({type(exc).__name__}: {first})"
+
+
+def full_diff_refused(plan: PlanFacts, inputs: WriteInputs) -> str | None:
+    """Why DuckDB may not compute this view's full diff, from the view, its plan and the session alone (no data
+    read), or None."""
+    from mvsink import settings
+    from mvsink.engines.duckdbsql import unsupported
+
+    view = inputs.view
+    if not settings.duckdb_full_diff():
+        return "MVSINK_DUCKDB_FULL_DIFF is off"
+    if view.checks or inputs.with_error:
+        return "the view has checks (their counts are Spark observations)"
+    if plan.state is not None:
+        return "the view keeps aggregate state"
+    for f in plan.result.schema.fields:
+        if not _groupable(f.dataType):
+            return f"column {f.name!r} is of type {f.dataType.simpleString()}, which DuckDB may group otherwise"
+    if any(s.kind == "view" for s in inputs.desc.sources):
+        return "a source is a view"
+    if str(inputs.spark.conf.get("spark.sql.ansi.enabled")).lower() != "true":
+        return "Spark is not in ANSI mode (it wraps an overflow, DuckDB fails)"
+    if not plan.plan_readable:
+        return "this Spark Connect server gives no typed plan"
+    tree = plan.tree
+    if isinstance(tree, str):
+        return tree
+    got = unsupported(tree)
+    return f"DuckDB might not evaluate {got} as Spark does" if got else None
+
+
+def _groupable(dt: DataType) -> bool:
+    """Does DuckDB read, compute and group values of this Spark type exactly as Spark does (what
+    :func:`mvsink.engines.duckdbsql.unsupported` allows: no floating point, collations, nesting, timestamps)?"""
+    from pyspark.sql import types as T
+
+    if isinstance(dt, T.StringType):
+        return getattr(dt, "collation", "UTF8_BINARY") == "UTF8_BINARY"
+    return isinstance(dt, (T.IntegralType, T.DecimalType, T.DateType, T.BooleanType))
+
+
+def _compute(plan: PlanFacts, inputs: WriteInputs, *, first_build: bool) -> pa.Table | str:
+    """:func:`duckdb_full_diff` once refusals from the plan are ruled out: the reads checked, then DuckDB's run."""
+    import shutil
+    import tempfile
+
+    import duckdb
+
+    from mvsink.core.deltalog import read_log
+    from mvsink.engines.duckdbsql import Untranslatable, duckdb_schema, duckdb_sql
+    from mvsink.incremental.duckdbterms import _referenced, _snapshot
+    from mvsink.spark.sources import arrow_table_schema
+
+    spark, view, desc = inputs.spark, inputs.view, inputs.desc
+    try:
+        query = duckdb_sql(view.query)
+    except Untranslatable as exc:
+        return f"the query does not translate to DuckDB exactly ({exc})"
+    desired = plan.result
+    schema = arrow_table_schema(desired.schema)
+    table = None if first_build else _table_relation(inputs, schema)
+    if table is not None and table.startswith("!"):
+        return table[1:]
+    columns = None if _selects_star(view.query) else _referenced(view.query)
+    zone = str(spark.conf.get("spark.sql.session.timeZone"))
+    budget = {"scan": MAX_SCAN_BYTES, "memory": 0}  # DuckDB scans the files itself; nothing read into memory
+    sources: dict[str, Any] = {}
+    with read_log():  # (the full diff's reads are recorded already, each source whole: not counted twice)
+        for s in desc.sources:
+            sch = duckdb_schema(spark.table(s.name).schema, columns, zone)
+            got = _snapshot(s, s.version, None, list(sch.names), sch, budget)
+            if isinstance(got, str):
+                return got
+            sources[s.name] = got[0]
+    spill = tempfile.mkdtemp(prefix="mvsink-duckdb-")
+    con = duckdb.connect(config={"memory_limit": MEMORY_LIMIT, "temp_directory": spill})
+    try:
+        return _run(con, sources, query, table, schema, lower=desc.lower, at=desc.time)
+    finally:
+        con.close()
+        shutil.rmtree(spill, ignore_errors=True)
+
+
+def _selects_star(query: str) -> bool:
+    """Does ``query`` select ``*`` somewhere (then each source gives all its columns)?"""
+    import sqlglot
+    from sqlglot import exp
+
+    return any(True for _ in sqlglot.parse_one(query, dialect="spark").find_all(exp.Star))
+
+
+def _table_relation(inputs: WriteInputs, schema: pa.Schema) -> str:
+    """DuckDB's read of the view table's updates: a subquery of its user columns (under the names ``c0``, ``c1``
+    ..., of the query's types) and ``_mv_time``, ``_mv_diff``; or ``!why`` not (a file not local, a column missing
+    or not of the query's type or an exact widening of it, another number of columns than the query's)."""
+    import pyarrow as pa
+
+    from mvsink.engines.duckdb import parquet_relation
+
+    table = inputs.table
+    names = [c for c in table.column_names if c not in (TIME, DIFF, ERROR)]
+    user = [f for f in schema if f.name not in (TIME, DIFF)]
+    if len(names) != len(user):
+        return f"!the table has {len(names)} columns, the query {len(user)}"
+    uris = table.file_uris()
+    if not uris:
+        return "!the table has no files"
+    want = pa.schema(
+        [pa.field(f"c{i}", f.type) for i, f in enumerate(user)]
+        + [pa.field(TIME, pa.int64()), pa.field(DIFF, pa.int64())]
+    )
+    pairs = [(f"c{i}", n) for i, n in enumerate(names)] + [(TIME, TIME), (DIFF, DIFF)]
+    rel = parquet_relation(uris, pairs, want)
+    if rel is None:
+        return "!the table's files are not local Parquet of the query's types"
+    return rel
+
+
+def _run(
+    con: Any, sources: dict[str, Any], query: str, table: str | None, schema: pa.Schema, *, lower: int, at: int
+) -> pa.Table | str:
+    """The comparison in DuckDB of ``query`` over ``sources`` (subqueries over files, or Arrow tables) with the
+    table's updates before ``lower`` (None: no table, the query's rows as they are), counted before it is fetched; the corrections cast to the table's Arrow
+    ``schema``, stamped ``at``."""
+    from mvsink.engines.duckdb import _duckdb_type
+    from mvsink.engines.duckdb import duckdb_identifier as q
+
+    for name, src in sources.items():
+        if isinstance(src, str):
+            con.sql(f"CREATE TEMP VIEW {q(name)} AS {src}")
+        else:
+            con.register(name, src)
+    user = [f for f in schema if f.name not in (TIME, DIFF)]
+    cols = [f"c{i}" for i in range(len(user))]
+    desired = con.sql(f"SELECT * FROM ({query}) AS _q({', '.join(cols)})")
+    for f, t in zip(user, desired.types, strict=True):  # DuckDB's type of each column, before anything runs
+        why = _same_kind(str(t), f.type)
+        if why:
+            return f"column {f.name!r}: {why}"
+    typed = ", ".join(f"CAST({c} AS {_duckdb_type(f.type)}) AS {c}" for c, f in zip(cols, user, strict=True))
+    listed = ", ".join(cols)
+    if table is None:
+        con.sql(f"CREATE TEMP TABLE {_CORR} AS SELECT {typed}, 1::BIGINT AS {_D} FROM ({query}) AS _q({listed})")
+        return _fetch(con, user, schema, at=at)
+    con.sql(
+        f"CREATE TEMP TABLE {_CORR} AS SELECT {listed}, sum({_D})::BIGINT AS {_D} FROM ("
+        f"SELECT {typed}, 1::BIGINT AS {_D} FROM ({query}) AS _q({listed}) "
+        f"UNION ALL SELECT {listed}, -{DIFF} AS {_D} FROM {table} WHERE {TIME} < {int(lower)}) "
+        f"GROUP BY {listed} HAVING sum({_D}) <> 0"
+    )
+    return _fetch(con, user, schema, at=at)
+
+
+def _same_kind(duck: str, want: pa.DataType) -> str | None:
+    """Why DuckDB's result type ``duck`` of a column may not be cast to Spark's (Arrow) ``want`` exactly, or None:
+    a decimal of Spark's scale, any integer (a cast that does not fit fails), or the same type."""
+    import re
+
+    import pyarrow as pa
+
+    if pa.types.is_decimal(want):
+        m = re.fullmatch(r"DECIMAL\((\d+),\s*(\d+)\)", duck)
+        return None if m and int(m.group(2)) == want.scale else f"DuckDB's {duck} is not of Spark's scale {want.scale}"
+    if pa.types.is_integer(want):
+        ok = duck in ("TINYINT", "SMALLINT", "INTEGER", "BIGINT", "HUGEINT")
+        return None if ok else f"DuckDB's {duck} is not an integer"
+    expected = {"VARCHAR": pa.types.is_string, "DATE": pa.types.is_date32, "BOOLEAN": pa.types.is_boolean}
+    return None if expected.get(duck, lambda _: False)(want) else f"DuckDB's {duck} for Spark's {want}"
+
+
+def _fetch(con: Any, user: list[pa.Field], schema: pa.Schema, *, at: int) -> pa.Table | str:
+    """The corrections table counted (rows, bytes: fixed widths and string lengths), then fetched as Arrow in
+    ``schema`` when within the bounds."""
+    import pyarrow as pa
+
+    from mvsink.core.arrowvalues import repeat_int64
+    from mvsink.engines.duckdbsql import as_spark_types
+
+    strings = [f"c{i}" for i, f in enumerate(user) if pa.types.is_string(f.type) or pa.types.is_large_string(f.type)]
+    width = 8 * (len(user) + 2)
+    lengths = " + ".join(f"coalesce(sum(strlen({c})), 0)" for c in strings) or "0"
+    ((rows, text),) = con.sql(f"SELECT count(*), {lengths} FROM {_CORR}").fetchall()
+    size = int(rows) * width + int(text)
+    if rows > MAX_CORRECTION_ROWS or size > MAX_CORRECTION_BYTES:
+        return f"{rows} corrections (~{size // (1024 * 1024)} MiB), more than the process holds"
+    got = con.sql(f"SELECT * FROM {_CORR}").to_arrow_table()
+    body = got.drop_columns([_D]).rename_columns([f.name for f in user])
+    typed = as_spark_types(body, pa.schema(user))
+    if isinstance(typed, str):
+        return typed
+    out = typed.append_column(TIME, repeat_int64(at, got.num_rows)).append_column(DIFF, got.column(_D))
+    return out.cast(schema)
