@@ -447,7 +447,7 @@ def main() -> int:
                 "stream": args.stream,
                 "path": "connect-process" if args.path == "connect" else "in-process",
                 "view": f"q{n}",
-                "mode": mode_name(str(res["mode"] or "")),
+                "mode": mode_name(str(res["mode"] or ("unchanged" if res.get("status") == "appended" else ""))),
                 "reason": (info.mode_reason if info else "") or res.get("reason") or "",
                 "refresh_s": refresh_s,
                 "overwrite_s": ow_s,
