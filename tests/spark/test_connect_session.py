@@ -11,12 +11,10 @@ import sys
 import textwrap
 
 import pytest
-from deltalake import write_deltalake
 
 from mvsink.readers.arrow import read_view
 from tests.support import aggdata
-from tests.support.aggdata import agg_customers
-from tests.support.delta import BASE, HOUR, stamp, write_at
+from tests.support.delta import BASE, HOUR, write_at
 from tests.support.oracle import multiset, oracle
 from tests.support.viewfiles import write_view
 
@@ -83,11 +81,7 @@ def test_a_connect_write_step_releases_its_session(connect_url, env, monkeypatch
     monkeypatch.setenv("MVSINK_SPARK_FREE", "false")  # (the write step on the server, every time)
     data, views = env
     rng = random.Random(7)
-    orders, customers = str(data / "orders"), str(data / "customers")
-    write_deltalake(orders, aggdata.agg_orders(rng, 0, 30))
-    stamp(orders, BASE)
-    write_deltalake(customers, agg_customers(rng))
-    stamp(customers, BASE + 1)
+    orders, customers = aggdata.write_sources(data, rng, 30)
     write_view(
         views,
         "exists_agg",

@@ -19,7 +19,7 @@ from mvsink.plan.read import plan_tree
 from mvsink.readers.arrow import read_view
 from mvsink.write.runners import refresh
 from tests.support import aggdata
-from tests.support.aggdata import CDF, agg_customers, appends
+from tests.support.aggdata import appends
 from tests.support.delta import BASE, HOUR, stamp
 from tests.support.oracle import multiset, oracle
 from tests.support.viewfiles import write_view
@@ -196,11 +196,7 @@ def test_randomized_histories_match_the_oracle(spark, env, monkeypatch, seed, cd
         monkeypatch.setattr(aggdata, "agg_orders", lambda *a, **k: made(*a, **k).drop_columns(["price"]))
     data, views = env
     rng = random.Random(seed)
-    orders, customers = str(data / "orders"), str(data / "customers")
-    write_deltalake(orders, aggdata.agg_orders(rng, 0, 40), configuration=CDF if cdf else None)
-    stamp(orders, BASE)
-    write_deltalake(customers, agg_customers(rng), configuration=CDF if cdf else None)
-    stamp(customers, BASE + 1)
+    orders, customers = aggdata.write_sources(data, rng, 40, cdf=cdf)
     srcs = {"orders": orders, "customers": customers}
     queries = {**VIEWS, **PLAIN, **{k: q for k, (q, _) in TOPK.items()}, **NOT_PARTITIONED}
     for name, q in queries.items():
@@ -316,11 +312,7 @@ def test_scan_guard_takes_the_full_diff_where_the_keys_skip_no_file(spark, env, 
     written = _written_reads(monkeypatch)
     data, views = env
     rng = random.Random(3)
-    orders, customers = str(data / "orders"), str(data / "customers")
-    write_deltalake(orders, aggdata.agg_orders(rng, 0, 40))
-    stamp(orders, BASE)
-    write_deltalake(customers, agg_customers(rng))
-    stamp(customers, BASE + 1)
+    orders, customers = aggdata.write_sources(data, rng, 40)
     write_view(
         views,
         "exists",
@@ -394,11 +386,7 @@ def test_a_scalar_subquery_over_unchanged_sources_is_evaluated_once(spark, env, 
     caplog.set_level(logging.INFO, logger="mvsink.incremental.partitioned")
     data, views = env
     rng = random.Random(11)
-    orders, customers = str(data / "orders"), str(data / "customers")
-    write_deltalake(orders, aggdata.agg_orders(rng, 0, 30))
-    stamp(orders, BASE)
-    write_deltalake(customers, agg_customers(rng))
-    stamp(customers, BASE + 1)
+    orders, customers = aggdata.write_sources(data, rng, 30)
     for name, q in CONSTANT_VIEWS.items():
         write_view(
             views,

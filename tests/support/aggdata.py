@@ -8,7 +8,7 @@ import random
 import pyarrow as pa
 from deltalake import DeltaTable
 
-from tests.support.delta import delete_at, update_at, write_at
+from tests.support.delta import BASE, delete_at, stamp, update_at, write_at
 
 CDF = {"delta.enableChangeDataFeed": "true"}
 ORDERS = pa.schema(
@@ -41,6 +41,19 @@ def agg_customers(rng: random.Random) -> pa.Table:
         ],
         schema=CUSTOMERS,
     )
+
+
+def write_sources(data, rng: random.Random, orders: int, *, cdf: bool = False) -> tuple[str, str]:
+    """``data/orders`` (``orders`` rows of :func:`agg_orders`, dated BASE) and ``data/customers`` (dated BASE + 1) as
+    Delta tables (with the change data feed where ``cdf``): their paths."""
+    from deltalake import write_deltalake
+
+    paths = str(data / "orders"), str(data / "customers")
+    write_deltalake(paths[0], agg_orders(rng, 0, orders), configuration=CDF if cdf else None)
+    stamp(paths[0], BASE)
+    write_deltalake(paths[1], agg_customers(rng), configuration=CDF if cdf else None)
+    stamp(paths[1], BASE + 1)
+    return paths
 
 
 def agg_change(rng: random.Random, orders: str, customers: str, next_id: list[int], ts: int) -> str:
