@@ -57,7 +57,7 @@ def partitioned_input(
     *,
     frame: Callable[[str], DataFrame] | None = None,
     weight: str = DIFF,
-    constants: bool = True,
+    _again: tuple[Partitioning, tuple[list[Any], bool]] | None = None,
 ) -> DataFrame | str:
     """Signed rows (``weight`` +1 and -1, not consolidated) of ``query``'s change over ``ct``'s changes, by a
     partitioned recompute on ``part``; or why not (too many keys, a key type, the scan guard). ``frame(sql)``: the
@@ -65,11 +65,14 @@ def partitioned_input(
     (dropped by :func:`drop_views`); the sources' registrations are left as they were.
 
     Where the scan guard refuses and the query has a scalar subquery over unchanged sources only
-    (:mod:`mvsink.incremental.scalars`; ``constants``), that subquery is evaluated once and written in as a literal,
-    and the query partitioned again: a source it read whole may now be restricted to the keys (TPC-H Q22)."""
+    (:mod:`mvsink.incremental.scalars`), that subquery is evaluated once and written in as a literal, and the query
+    partitioned again: a source it read whole may now be restricted to the keys (TPC-H Q22). That second try
+    (``_again``: the first try's partitioning and keys) reuses the changed keys where the changed sources keep their
+    key columns."""
     from pyspark.sql import functions as F
 
-    keys = changed_keys(ct, part)
+    same = _again is not None and all(_again[0].columns.get(s.name) == part.columns.get(s.name) for s in ct.changed)
+    keys = _again[1] if _again is not None and same else changed_keys(ct, part)
     if isinstance(keys, str):
         return keys
     values, has_null = keys
@@ -99,9 +102,9 @@ def partitioned_input(
     full = sum(active_bytes(s.path, s.version) for s in ct.desc.sources if s.kind != "view")
     full += active_bytes(table.path, table.version) if table.exists else 0
     refused = _scan_guard(part, _read_bytes(reads, planned, driver, changed), full)
-    if refused and constants and (alt := _with_constants(ct, part, query)) is not None:
+    if refused and _again is None and (alt := _with_constants(ct, part, query)) is not None:
         log.info("view %s: %s; trying again with %s", ct.view.name, refused, alt[2])
-        return partitioned_input(ct, alt[0], alt[1], table, frame=frame, weight=weight, constants=False)
+        return partitioned_input(ct, alt[0], alt[1], table, frame=frame, weight=weight, _again=(part, keys))
     if refused:
         return refused
     spark = ct.spark
