@@ -260,13 +260,13 @@ def _derive(
     change terms evaluate (an aggregate's input, or a linear view's query), ``signed`` its signed SQL per set of
     changed sources, ``tree`` its plan."""
     from mvsink.engines.duckdbsql import Untranslatable, duckdb_schema, duckdb_sql
-    from mvsink.incremental.duckdbterms import _referenced
+    from mvsink.incremental.duckdbterms import referenced_columns
     from mvsink.incremental.telescope import MAX_NEW_ONLY
     from mvsink.plan.joinkeys import join_edges
     from mvsink.plan.linearity import nonlinear_reason
 
     spark, desc = ci.spark, ci.desc
-    columns = _referenced(query)
+    columns = referenced_columns(query)
     zone = str(spark.conf.get("spark.sql.session.timeZone"))
     schemas = {s.name: duckdb_schema(spark.table(s.name).schema, columns, zone) for s in desc.sources}
     names = [s.name for s in desc.sources]

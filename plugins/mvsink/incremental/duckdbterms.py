@@ -114,7 +114,7 @@ def delta_in_driver(
 ) -> pa.Table | str:
     """Δ per affected group (the schema of :func:`mvsink.incremental.aggdelta._delta_sql`) from DuckDB, or why not."""
     q = plan.queries
-    din = _term_rows(ct, q.signed_input, _referenced(q.input_query), pruned, tree=tree)
+    din = _term_rows(ct, q.signed_input, referenced_columns(q.input_query), pruned, tree=tree)
     if isinstance(din, str):
         return din
     return group_delta(facts, din)
@@ -165,7 +165,9 @@ def signed_rows_in_driver(
     got: pa.Table | str | None = _driver_refused(ct, analysed)
     if got is None:
         try:
-            got = _term_rows(ct, partial(signed_query, query, weight=DIFF), _referenced(query), pruned, tree=tree)
+            got = _term_rows(
+                ct, partial(signed_query, query, weight=DIFF), referenced_columns(query), pruned, tree=tree
+            )
         except PlanFormatError as exc:
             got = f"the plan could not be read ({exc})"
         except Exception:  # noqa: BLE001 (whatever went wrong here, Spark's terms give the answer)
@@ -310,7 +312,7 @@ def run_terms(
             if o.name in tables:
                 continue
             version = t.version(o, base)
-            got = _snapshot(o, version, reads.get(o.name), wanted[o.name], schemas[o.name], budget)
+            got = snapshot_relation(o, version, reads.get(o.name), wanted[o.name], schemas[o.name], budget)
             if isinstance(got, str):
                 return got
             tables[o.name] = got[0]
@@ -337,7 +339,7 @@ def run_terms(
     return pa.concat_tables(terms, promote_options="permissive")
 
 
-def _referenced(query: str) -> set[str]:
+def referenced_columns(query: str) -> set[str]:
     """Every column name the query mentions (casefolded): a superset of what each source must give."""
     import sqlglot
     from sqlglot import exp
@@ -345,7 +347,7 @@ def _referenced(query: str) -> set[str]:
     return {c.name.casefold() for c in sqlglot.parse_one(query, dialect="spark").find_all(exp.Column)}
 
 
-def _snapshot(
+def snapshot_relation(
     o: SourceRead,
     version: int,
     read: PrunedRead | None,

@@ -13,7 +13,7 @@ staging and the append are unchanged. :func:`duckdb_full_diff` fails closed: it 
 follows) a view with checks or hidden aggregate state, a column DuckDB groups otherwise than Spark (floating point,
 collated strings, nested types, timestamps), a plan :func:`mvsink.engines.duckdbsql.unsupported` refuses or a query
 text that does not translate, Spark not in ANSI mode, a source that is not a plain local Delta path
-(:func:`mvsink.incremental.duckdbterms._snapshot`: no deletion vectors, no partition column read), more than
+(:func:`mvsink.incremental.duckdbterms.snapshot_relation`: no deletion vectors, no partition column read), more than
 :data:`MAX_SCAN_BYTES` of source files, a table file not local or not of the query's types, more than
 :data:`MAX_CORRECTION_ROWS` corrections or :data:`MAX_CORRECTION_BYTES` of them (counted in DuckDB before they are
 fetched), and any DuckDB error (an overflow included: Spark raises its own). DuckDB runs in a database of its own,
@@ -116,7 +116,8 @@ def _compute(plan: PlanFacts, inputs: WriteInputs, *, first_build: bool) -> pa.T
 
     from mvsink.core.deltalog import read_log
     from mvsink.engines.duckdbsql import Untranslatable, duckdb_schema, duckdb_sql
-    from mvsink.incremental.duckdbterms import _referenced, _snapshot
+    from mvsink.incremental.duckdbterms import snapshot_relation
+    from mvsink.incremental.partreads import named_columns
     from mvsink.spark.sources import arrow_table_schema
 
     spark, view, desc = inputs.spark, inputs.view, inputs.desc
@@ -129,14 +130,14 @@ def _compute(plan: PlanFacts, inputs: WriteInputs, *, first_build: bool) -> pa.T
     table = None if first_build else _table_relation(inputs, schema)
     if table is not None and table.startswith("!"):
         return table[1:]
-    columns = None if _selects_star(view.query) else _referenced(view.query)
+    columns = named_columns(view.query)  # (None where it selects *: each source gives all its columns)
     zone = str(spark.conf.get("spark.sql.session.timeZone"))
     budget = {"scan": MAX_SCAN_BYTES, "memory": 0}  # DuckDB scans the files itself; nothing read into memory
     sources: dict[str, Any] = {}
     with read_log():  # (the full diff's reads are recorded already, each source whole: not counted twice)
         for s in desc.sources:
             sch = duckdb_schema(spark.table(s.name).schema, columns, zone)
-            got = _snapshot(s, s.version, None, list(sch.names), sch, budget)
+            got = snapshot_relation(s, s.version, None, list(sch.names), sch, budget)
             if isinstance(got, str):
                 return got
             sources[s.name] = got[0]
@@ -147,14 +148,6 @@ def _compute(plan: PlanFacts, inputs: WriteInputs, *, first_build: bool) -> pa.T
     finally:
         con.close()
         shutil.rmtree(spill, ignore_errors=True)
-
-
-def _selects_star(query: str) -> bool:
-    """Does ``query`` select ``*`` somewhere (then each source gives all its columns)?"""
-    import sqlglot
-    from sqlglot import exp
-
-    return any(True for _ in sqlglot.parse_one(query, dialect="spark").find_all(exp.Star))
 
 
 def _table_relation(inputs: WriteInputs, schema: pa.Schema) -> str:
