@@ -54,7 +54,7 @@ def constant_candidates(query: str, columns: Mapping[str, set[str]], unchanged: 
     """The scalar subqueries of ``query`` (Spark SQL) that read only ``unchanged`` sources and refer to nothing
     outside themselves, as Spark SQL texts; ``columns``: each source's column names (both casefolded)."""
     got = _candidates(query, columns, unchanged)
-    return [] if got is None else [s.this.sql(dialect="spark") for _, s in got[1]]
+    return [] if got is None else [s.this.sql(dialect="spark") for s in got[1]]
 
 
 def constant_scalars(
@@ -66,9 +66,11 @@ def constant_scalars(
     got = _candidates(query, columns, unchanged)
     if not got:
         return None
+    import sqlglot
+
     tree, found = got
     replaced = []
-    for _, sub in found:
+    for sub in found:
         text = sub.this.sql(dialect="spark")
         df = spark.sql(text)
         if len(df.schema.fields) != 1:
@@ -80,19 +82,13 @@ def constant_scalars(
         if lit is None:
             return None
         replaced.append((text, lit))
-        sub.replace(_parse_expression(lit))
+        sub.replace(sqlglot.parse_one(lit, dialect="spark"))
     return Constants(tree.sql(dialect="spark"), tuple(replaced))
-
-
-def _parse_expression(text: str) -> Any:
-    import sqlglot
-
-    return sqlglot.parse_one(text, dialect="spark")
 
 
 def _candidates(
     query: str, columns: Mapping[str, set[str]], unchanged: set[str]
-) -> tuple[Any, list[tuple[Scope, exp.Subquery]]] | None:
+) -> tuple[Any, list[exp.Subquery]] | None:
     import sqlglot
     from sqlglot import exp
     from sqlglot.optimizer.scope import traverse_scope
@@ -104,26 +100,24 @@ def _candidates(
         return None
     if any(True for _ in tree.find_all(exp.CTE)):
         return None
-    found: list[tuple[Scope, exp.Subquery]] = []
+    found: list[exp.Subquery] = []
     for sc in scopes:
         sub = sc.expression.parent
         if not sc.is_subquery or not isinstance(sub, exp.Subquery) or isinstance(sub.parent, (exp.In, exp.Exists)):
             continue
         if not isinstance(sc.expression, exp.Select) or len(sc.expression.selects) != 1:
             continue
-        if any(f[1] is sub for f in found):
-            continue
         if _constant(sc, columns, unchanged):
-            found.append((sc, sub))
-    found = [f for f in found if not _inside_found(f[1], [g for g in found if g is not f])]
+            found.append(sub)
+    found = [f for f in found if not _inside(f, [g for g in found if g is not f])]
     return (tree, found) if found else None
 
 
-def _inside_found(node: exp.Expression, found: list[tuple[Scope, exp.Subquery]]) -> bool:
-    """Is ``node`` inside a subquery already found (replaced whole)?"""
+def _inside(node: exp.Expression, others: list[exp.Subquery]) -> bool:
+    """Is ``node`` inside one of the subqueries ``others`` (replaced whole)?"""
     p = node.parent
     while p is not None:
-        if any(p is f[1] for f in found):
+        if any(p is o for o in others):
             return True
         p = p.parent
     return False
