@@ -209,6 +209,7 @@ def remember_built(plan: PlanFacts, inputs: WriteInputs, *, columns: Sequence[st
     from mvsink import settings
     from mvsink.engines.arrow import same_equality
     from mvsink.incremental.aggfacts import aggregate_facts
+    from mvsink.incremental.duckdbterms import terms_refused
     from mvsink.incremental.telescope import ChangeInputs
     from mvsink.plan.linearity import nonlinear_reason
 
@@ -220,6 +221,10 @@ def remember_built(plan: PlanFacts, inputs: WriteInputs, *, columns: Sequence[st
     try:
         tree = plan.input_tree if plan.state is not None else plan.tree
         if isinstance(tree, str) or all(nonlinear_reason(tree, n) for n in names):
+            return
+        why = terms_refused(ci, plan.state.input if plan.state is not None else plan.result, tree)
+        if why:
+            log.info("view %s: plan facts not kept at the first build: %s", view.name, why)
             return
         if plan.state is not None:
             facts = aggregate_facts(inputs.spark, plan.state)
