@@ -252,8 +252,8 @@ def _keep(
     from mvsink import settings
     from mvsink.core import storage
 
-    if not settings.spark_free() or (columns is None and not table.exists):
-        return None
+    if not settings.spark_free() or ci.desc.dry_run or (columns is None and not table.exists):
+        return None  # (a dry run writes nothing)
     key = facts_key(ci.view, ci.desc.sources, table, columns=columns)
     if key is None:
         return None

@@ -214,6 +214,8 @@ def remember_built(plan: PlanFacts, inputs: WriteInputs, *, columns: Sequence[st
     from mvsink.plan.linearity import nonlinear_reason
 
     view = inputs.view
+    if inputs.desc.dry_run:  # (a dry run writes nothing)
+        return
     if not settings.spark_free() or plan.with_error or view.checks or not view.incremental or not plan.plan_readable:
         return
     ci = ChangeInputs(inputs.spark, view, inputs.desc, {}, [])
