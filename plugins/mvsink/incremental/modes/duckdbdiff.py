@@ -31,7 +31,9 @@ if TYPE_CHECKING:
     import pyarrow as pa
     from pyspark.sql.types import DataType
 
+    from mvsink.incremental.aggplan import StatePlan
     from mvsink.incremental.modes.base import PlanFacts, WriteInputs
+    from mvsink.plan.tree import PlanNode
 
 __all__ = [
     "MAX_CORRECTION_BYTES",
@@ -58,11 +60,11 @@ def duckdb_full_diff(plan: PlanFacts, inputs: WriteInputs, *, first_build: bool 
     why not (see the module docstring); an error is a reason too, never raised. ``first_build``: the table holds
     nothing before the batch, so the corrections are the query's rows as they are (``_mv_diff = 1``), the table
     not read."""
-    why = full_diff_refused(plan, inputs)
-    if why:
-        return why
+    got = _aggregate_or_refusal(plan, inputs)
+    if isinstance(got, str):
+        return got
     try:
-        return _compute(plan, inputs, first_build=first_build)
+        return _compute(plan, inputs, got[0], with_state=got[1], first_build=first_build)
     except Exception as exc:  # noqa: BLE001 (any failure here: Spark's full diff gives the answer, or its error)
         first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
         return f"DuckDB failed ({type(exc).__name__}: {first})"
@@ -71,6 +73,14 @@ def duckdb_full_diff(plan: PlanFacts, inputs: WriteInputs, *, first_build: bool 
 def full_diff_refused(plan: PlanFacts, inputs: WriteInputs) -> str | None:
     """Why DuckDB may not compute this view's full diff, from the view, its plan and the session alone (no data
     read), or None."""
+    got = _aggregate_or_refusal(plan, inputs)
+    return got if isinstance(got, str) else None
+
+
+def _aggregate_or_refusal(plan: PlanFacts, inputs: WriteInputs) -> str | tuple[StatePlan | None, bool]:
+    """:func:`full_diff_refused`'s reason, or what DuckDB computes: the view's aggregate (its state plan; None for a
+    select-project-join view) and whether the table keeps its state (hidden columns) or its visible columns only
+    (a table created without state: ``incremental: false``)."""
     from mvsink import settings
     from mvsink.engines.duckdbsql import unsupported
 
@@ -79,9 +89,7 @@ def full_diff_refused(plan: PlanFacts, inputs: WriteInputs) -> str | None:
         return "MVSINK_DUCKDB_FULL_DIFF is off"
     if view.checks or inputs.with_error:
         return "the view has checks (their counts are Spark observations)"
-    if plan.state is not None:
-        return "the view keeps aggregate state"
-    for f in plan.result.schema.fields:
+    for f in plan.desired.schema.fields:  # (an aggregate's: its visible columns and its state)
         if not _groupable(f.dataType):
             return f"column {f.name!r} is of type {f.dataType.simpleString()}, which DuckDB may group otherwise"
     if any(s.kind == "view" for s in inputs.desc.sources):
@@ -90,11 +98,51 @@ def full_diff_refused(plan: PlanFacts, inputs: WriteInputs) -> str | None:
         return "Spark is not in ANSI mode (it wraps an overflow, DuckDB fails)"
     if not plan.plan_readable:
         return "this Spark Connect server gives no typed plan"
-    tree = plan.tree
+    st, no_state = _aggregate(plan, inputs)
+    if st is not None:
+        from mvsink.incremental.duckdbagg import aggregate_refused
+
+        types = {f.name: f.dataType.simpleString() for f in st.desired.schema.fields}
+        why = aggregate_refused(st.queries, sum_types=st.sum_types, avg_types=st.avg_types, types=types)
+        if why:
+            return why
+    tree = plan.tree if st is None else _input_tree(plan, st)  # (an aggregate's: its keys and arguments)
     if isinstance(tree, str):
         return tree
     got = unsupported(tree)
-    return f"DuckDB might not evaluate {got} as Spark does" if got else None
+    if got == "the operator Aggregate" and no_state:
+        return f"the view's aggregate keeps no state DuckDB computes ({no_state})"
+    if got:
+        return f"DuckDB might not evaluate {got} as Spark does"
+    return st, plan.state is not None
+
+
+def _aggregate(plan: PlanFacts, inputs: WriteInputs) -> tuple[StatePlan | None, str | None]:
+    """The view's aggregate as its state plan (the table's, or one analysed here for a table kept without state),
+    or None and why not (None: the query has no aggregate at all, as sqlglot reads it)."""
+    from mvsink.incremental.aggplan import state_plan
+    from mvsink.incremental.statequeries import state_queries
+
+    if plan.state is not None:
+        return plan.state, None
+    q = state_queries(inputs.view.query)  # (pure: no Spark)
+    if isinstance(q, str):
+        return None, None if q == "the query has no aggregate" else q
+    got = state_plan(inputs.spark, inputs.view, plan.result)  # (analysis only: no Spark job)
+    return (None, got) if isinstance(got, str) else (got, None)
+
+
+def _input_tree(plan: PlanFacts, st: StatePlan) -> PlanNode | str:
+    """The plan of the aggregate's input query (keys and arguments over the query's FROM/WHERE), or why not."""
+    if st is plan.state:
+        return plan.input_tree
+    from mvsink.plan.read import plan_tree
+    from mvsink.plan.tree import PlanFormatError
+
+    try:
+        return plan_tree(plan.spark, st.queries.input_query, desired=st.input)
+    except PlanFormatError as exc:
+        return f"the plan could not be read: {exc}"
 
 
 def _groupable(dt: DataType) -> bool:
@@ -107,7 +155,9 @@ def _groupable(dt: DataType) -> bool:
     return isinstance(dt, (T.IntegralType, T.DecimalType, T.DateType, T.BooleanType))
 
 
-def _compute(plan: PlanFacts, inputs: WriteInputs, *, first_build: bool) -> pa.Table | str:
+def _compute(
+    plan: PlanFacts, inputs: WriteInputs, st: StatePlan | None, *, with_state: bool, first_build: bool
+) -> pa.Table | str:
     """:func:`duckdb_full_diff` once refusals from the plan are ruled out: the reads checked, then DuckDB's run."""
     import shutil
     import tempfile
@@ -122,15 +172,20 @@ def _compute(plan: PlanFacts, inputs: WriteInputs, *, first_build: bool) -> pa.T
 
     spark, view, desc = inputs.spark, inputs.view, inputs.desc
     try:
-        query = duckdb_sql(view.query)
+        query = duckdb_sql(view.query if st is None else st.queries.input_query)
     except Untranslatable as exc:
         return f"the query does not translate to DuckDB exactly ({exc})"
-    desired = plan.result
+    if st is not None:  # an aggregate's rows (and its state where the table keeps it), grouped by DuckDB
+        from mvsink.incremental.duckdbagg import state_sql
+
+        query = state_sql(st.queries, query, sum_types=st.sum_types, avg_types=st.avg_types, with_state=with_state)
+    desired = plan.desired
     schema = arrow_table_schema(desired.schema)
     table = None if first_build else _table_relation(inputs, schema)
     if table is not None and table.startswith("!"):
         return table[1:]
-    columns = named_columns(view.query)  # (None where it selects *: each source gives all its columns)
+    # (None where it selects *: each source gives all its columns; an aggregate: those its keys and arguments name)
+    columns = named_columns(view.query if st is None else st.queries.input_query)
     zone = str(spark.conf.get("spark.sql.session.timeZone"))
     budget = {"scan": MAX_SCAN_BYTES, "memory": 0}  # DuckDB scans the files itself; nothing read into memory
     sources: dict[str, Any] = {}
