@@ -28,7 +28,7 @@ from mvsink.engines import arrow as driver
 from mvsink.incremental.modes import full
 from mvsink.readers.arrow import read_view
 from mvsink.write.runners import refresh
-from tests.support.delta import BASE, HOUR, delete_at, mvsink_history, update_at, write_at
+from tests.support.delta import BASE, HOUR, delete_at, mvsink_history, stamp, update_at, write_at
 from tests.support.oracle import multiset, oracle
 from tests.support.viewfiles import write_view
 
@@ -275,3 +275,39 @@ def test_aggregate_refusals_fall_back_to_spark(spark, env, monkeypatch, caplog):
             assert any(why in r.getMessage() for r in caplog.records), (name, [r.getMessage() for r in caplog.records])
         got = multiset(read_view(catalog.get(name), as_of=t))
         assert got == oracle(query, {source: str(data / source)}, t), name
+
+
+def test_a_column_added_to_a_source_keeps_the_full_diff_exact(spark, env, monkeypatch):
+    """A source gains a column (delta-rs's schema merge; its older files lack it): the aggregate's and a projection's
+    full diffs after it run in DuckDB (the columns the query names are in every file) and equal Spark's and the
+    oracle."""
+    data, views = env
+    rng = random.Random(21)
+    orders, customers = str(data / "orders"), str(data / "customers")
+    write_at(orders, _orders(rng, 0, 40), BASE)
+    write_at(customers, _customers(), BASE)
+    sources = {"orders": "orders", "customers": "customers"}
+    projection = "SELECT o.id, o.amount, c.region FROM orders o JOIN customers c ON o.cust = c.cust"
+    queries = {"agg": GROUPED, "agg_twin": GROUPED, "proj": projection}
+    for name, query in queries.items():
+        write_view(views, name, query=query, sources=sources, target=f"views/{name}", as_of=BASE, incremental=False)
+    catalog = Catalog(views)
+    t = BASE + HOUR
+    for name in queries:
+        _refresh(catalog, name, t, spark)
+    wider = _orders(rng, 500, 8)
+    wider = wider.append_column("channel", pa.array([rng.choice(["web", None]) for _ in range(wider.num_rows)]))
+    write_deltalake(orders, wider, mode="append", schema_mode="merge")
+    stamp(orders, t + 10)
+    update_at(orders, {"amount": "amount + 1"}, "id % 3 = 0", t + 20)
+    t += HOUR
+    for name, query in queries.items():
+        with monkeypatch.context() as mp:
+            if name.endswith("_twin"):
+                mp.setenv("MVSINK_DUCKDB_FULL_DIFF", "false")
+                mp.setattr(driver, "MAX_DRIVER_ROWS", 0)
+            _refresh(catalog, name, t, spark)
+        assert (DUCK_REASON in _reason(data, name)) is not name.endswith("_twin"), (name, _reason(data, name))
+        got = multiset(read_view(catalog.get(name), as_of=t))
+        assert got == oracle(query, {"orders": orders, "customers": customers}, t), name
+    assert _rows(str(data / "views" / "agg")) == _rows(str(data / "views" / "agg_twin"))

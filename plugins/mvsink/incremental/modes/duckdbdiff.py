@@ -1,4 +1,5 @@
-"""The full diff of a select-project-join view computed by DuckDB in the refreshing process (issue 38).
+"""The full diff of a select-project-join view, or of an aggregate over one, computed by DuckDB in the refreshing
+process (issue 38).
 
 Spark's full diff (:func:`mvsink.incremental.modes.full.spark_full_diff`) shuffles the query's rows and the table's
 in one group-by: ~3.3x an overwrite for a large projection. Where DuckDB evaluates the query exactly as Spark does
@@ -8,10 +9,14 @@ over local Parquet files, it computes the same ``desired - persisted`` in the re
                               UNION ALL SELECT cols, -_mv_diff FROM <table's files> WHERE _mv_time < lower)
     GROUP BY cols HAVING sum(d) <> 0
 
+An aggregate's ``<query>`` is :func:`mvsink.incremental.duckdbagg.state_sql`: its input grouped into the state
+Spark's state query gives, its visible columns finalised from it as Spark does, and the hidden state columns where
+the table keeps them (its rows compared over visible and hidden columns alike).
+
 The corrections come back as Arrow in the table's schema (as :func:`mvsink.engines.arrow.full_diff` returns them), so
 staging and the append are unchanged. :func:`duckdb_full_diff` fails closed: it refuses (a reason; Spark's diff
-follows) a view with checks or hidden aggregate state, a column DuckDB groups otherwise than Spark (floating point,
-collated strings, nested types, timestamps), a plan :func:`mvsink.engines.duckdbsql.unsupported` refuses or a query
+follows) a view with checks, a column DuckDB groups otherwise than Spark (floating point, collated strings, nested
+types, timestamps), an aggregate :func:`mvsink.incremental.duckdbagg.aggregate_refused` refuses, a plan :func:`mvsink.engines.duckdbsql.unsupported` refuses or a query
 text that does not translate, Spark not in ANSI mode, a source that is not a plain local Delta path
 (:func:`mvsink.incremental.duckdbterms.snapshot_relation`: no deletion vectors, no partition column read), more than
 :data:`MAX_SCAN_BYTES` of source files, a table file not local or not of the query's types, more than
@@ -171,6 +176,9 @@ def _compute(
     from mvsink.spark.sources import arrow_table_schema
 
     spark, view, desc = inputs.spark, inputs.view, inputs.desc
+    for s in desc.sources:
+        if not s.path.is_local:
+            return f"source {s.name!r} is not on the local disk (DuckDB reads local files only)"
     try:
         query = duckdb_sql(view.query if st is None else st.queries.input_query)
     except Untranslatable as exc:
@@ -185,7 +193,8 @@ def _compute(
     if table is not None and table.startswith("!"):
         return table[1:]
     # (None where it selects *: each source gives all its columns; an aggregate: those its keys and arguments name)
-    columns = named_columns(view.query if st is None else st.queries.input_query)
+    # (an input naming no column, a count(*) alone: every column, as for a *)
+    columns = named_columns(view.query if st is None else st.queries.input_query) or None
     zone = str(spark.conf.get("spark.sql.session.timeZone"))
     budget = {"scan": MAX_SCAN_BYTES, "memory": 0}  # DuckDB scans the files itself; nothing read into memory
     sources: dict[str, Any] = {}
