@@ -139,6 +139,7 @@ def test_a_sum_that_might_overflow_sparks_type_raises() -> None:
         ("SELECT g, avg(x) AS a FROM src GROUP BY g", "decimal(13,6)", "an AVG of a DECIMAL of 9 digits"),
         ("SELECT g, avg(d) AS a FROM src GROUP BY g", "double", "Spark's AVG of integers is a DOUBLE"),
         ("SELECT g, sum(x) + 1 AS s FROM src GROUP BY g", "decimal(22,6)", "is not a grouping key or a bare"),
+        ("SELECT g, avg(x) * 2 AS a FROM src GROUP BY g", "decimal(22,6)", "is not a grouping key or a bare"),
     ],
 )
 def test_refusals(query: str, avg: str, why: str) -> None:

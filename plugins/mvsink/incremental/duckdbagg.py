@@ -21,6 +21,7 @@ Each visible column must be a grouping key or a bare COUNT, SUM, AVG, MIN or MAX
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 from typing import Final
 
@@ -61,10 +62,12 @@ def aggregate_refused(
         (with_sum, sum_types[i], avg_types[i]) for i, (_, with_sum) in enumerate(queries.args)
     )  # (python_finalise's form)
     for column, sql in queries.finalise:
-        if "_mv_final_avg(" in sql.lower():
-            dt = decimal_type(avg_types[_index(sql)])
+        bare_avg = re.fullmatch(r"_mv_final_avg\((\d+)\)", sql.strip(), re.I)
+        if bare_avg and int(bare_avg.group(1)) < len(avg_types):
+            avg = avg_types[int(bare_avg.group(1))]
+            dt = decimal_type(avg)
             if dt is None:
-                return f"column {column!r} is an AVG of {avg_types[_index(sql)]} (Spark's AVG of integers is a DOUBLE)"
+                return f"column {column!r} is an AVG of {avg} (Spark's AVG of integers is a DOUBLE)"
             if dt[0] <= _DOUBLE_AVG_DIGITS:
                 return (
                     f"column {column!r} is an AVG of a DECIMAL of {dt[0] - 4} digits, which Spark computes as a DOUBLE"
@@ -128,8 +131,6 @@ def state_sql(
 
 
 def _index(sql: str) -> int:
-    import re
-
     m = re.search(r"\((\d+)\)", sql)
     assert m is not None, sql
     return int(m.group(1))
