@@ -1,13 +1,13 @@
 """The full diff on the users' path (issue 38): views of bench/tpch_refresh.py and bench/connect_process.py (``wide``
-by default; ``--views wide,q1,q3,q5,q10``) with ``incremental: false``, their first build, their full diff after one
-RF pair and (``--edit RATE``) after a hand edit of RATE of the table's rows (copies of them appended, as a foreign
-writer might), computed by DuckDB in the refreshing process and by Spark (``MVSINK_DUCKDB_FULL_DIFF=false``), each
+by default; ``--views wide,q1,q3,q5,q10``) with ``incremental: false``, their first build, their full diff after an
+RF change (``--rate``: 0.001 is one pair, 0.01 ten) and (``--edit RATE``) after a hand edit of RATE of the table's
+rows (copies of them appended, as a foreign writer might), computed by DuckDB in the refreshing process and by Spark (``MVSINK_DUCKDB_FULL_DIFF=false``), each
 a new ``mvsink refresh --remote`` process through one Spark Connect server, against an overwrite of the same query in
 a new process through the same server (bench.connect_process's). Each refresh's peak RSS is its process's
 (``ru_maxrss`` from ``wait4``). Rounds alternate the two engines; each round's ratios are against that round's
 overwrite.
 
-    python -m bench.full_diff_connect ROOT [--rounds 2] [--views wide] [--edit 0.001]
+    python -m bench.full_diff_connect ROOT [--rounds 2] [--views wide] [--rate 0.001] [--edit 0.001]
                                       [--out bench/results/full-diff-connect-<date>.json]
 
 ROOT is a bench.tpch22 work folder at SF 1 (``<root>/sf1.0``: the TPC-H tables under ``src/`` as Delta tables); the
@@ -81,6 +81,7 @@ def main() -> int:
     ap.add_argument("root", help="a bench.tpch22 work folder at SF 1 (e.g. /tmp/mvsink-tpch22/sf1.0)")
     ap.add_argument("--rounds", type=int, default=2)
     ap.add_argument("--views", default="wide", help="comma-separated views (bench.connect_process's names)")
+    ap.add_argument("--rate", type=float, default=0.001, help="the round's RF change (0.001: one pair, 0.1 %%)")
     ap.add_argument("--edit", type=float, default=0.0, help="a hand edit of this fraction of the rows (0: none)")
     ap.add_argument("--out", help="the raw rows (default: bench/results/full-diff-connect-<date>.json)")
     args = ap.parse_args()
@@ -113,7 +114,7 @@ def main() -> int:
                     os.environ["MVSINK_DUCKDB_FULL_DIFF"] = "true" if engine == "duckdb" else "false"
                     first, res, rss = refresh(name, t, remote=remote, views_dir=views)
                     got[name, engine] = {"first_build_s": first, "first_build_rss_mb": rss, "first": res}
-            stream.apply(0.001, 100 + r, t + DAY - 3_600_000)  # (one RF pair per round, every view over it)
+            stream.apply(args.rate, 100 + r, t + DAY - 3_600_000)  # (one change per round, every view over it)
             for name in names:
                 sql, sources, _ = specs[name]
                 srcs = {s: root / "src" / s for s in sources}

@@ -311,3 +311,32 @@ def test_a_column_added_to_a_source_keeps_the_full_diff_exact(spark, env, monkey
         got = multiset(read_view(catalog.get(name), as_of=t))
         assert got == oracle(query, {"orders": orders, "customers": customers}, t), name
     assert _rows(str(data / "views" / "agg")) == _rows(str(data / "views" / "agg_twin"))
+
+
+def test_over_spark_connect_an_aggregate_takes_the_same_path(env, connect_url):
+    """Through a Spark Connect server (a fresh CLI process, as a DAG's task): an aggregate's first build and its full
+    diffs after a source change and after a hand edit run in DuckDB in the client process, exact against the oracle."""
+    import json
+
+    from tests.support.cli import run_cli_process
+
+    data, views = env
+    rng = random.Random(12)
+    orders, customers = str(data / "orders"), str(data / "customers")
+    write_at(orders, _orders(rng, 0, 50), BASE)
+    write_at(customers, _customers(), BASE)
+    sources = {"orders": "orders", "customers": "customers"}
+    write_view(views, "v", query=GROUPED, sources=sources, target="views/v", as_of=BASE, incremental=False)
+    catalog = Catalog(views)
+    for k, t in enumerate((BASE + HOUR, BASE + 2 * HOUR, BASE + 3 * HOUR)):
+        if k == 1:
+            write_at(orders, _orders(rng, 500, 5), t - 60_000)
+        if k == 2:
+            _hand_edit(random.Random(1), str(data / "views" / "v"), t - HOUR - 5, "duplicate")
+        out = run_cli_process(views, "refresh", "v", "--at", str(t), "--remote", connect_url, "--json", timeout=300)
+        assert json.loads(out.stdout)["mode"] == "full"
+        reason = _reason(data, "v")
+        assert reason.endswith(", by DuckDB)") if k == 0 else DUCK_REASON in reason, reason
+        assert multiset(read_view(catalog.get("v"), as_of=t)) == oracle(
+            GROUPED, {"orders": orders, "customers": customers}, t
+        )

@@ -87,9 +87,9 @@ def state_sql(
     avg_types: Sequence[str | None],
     with_state: bool = True,
 ) -> str:
-    """DuckDB SQL giving the view's table rows (visible columns in the view's order, then
-    :attr:`StateQueries.state_columns` ``with_state``; without: the visible columns only) from ``input_sql``: the view's input query in DuckDB's dialect (keys
-    ``_mv_k<i>``, arguments ``_mv_a<i>``). Its values are of DuckDB's types (decimals at precision 38, integers
+    """DuckDB SQL giving the view's table rows from ``input_sql`` (the view's input query in DuckDB's dialect: keys
+    ``_mv_k<i>``, arguments ``_mv_a<i>``): the visible columns in the view's order, then (``with_state``)
+    :attr:`StateQueries.state_columns`. Its values are of DuckDB's types (decimals at precision 38, integers
     possibly wider); the caller casts them to the table's (a value that does not fit fails). Only for views
     :func:`aggregate_refused` accepts."""
     from mvsink.engines.duckdb import duckdb_identifier as q
@@ -145,7 +145,8 @@ def _checked_sum(i: int, sum_type: str | None) -> str:
     bound = f"1e{dt[0] - dt[1]}" if dt is not None else _BIGINT_BOUND
     # (summed in DOUBLE, compared with the bound less a millionth: below 10^9 rows a group's rounding errors stay
     # under it, so the test may refuse near the bound but never lets an overflow through)
-    message = f"a SUM might overflow the Spark type {sum_type or 'bigint'} (Spark computes it, or raises its error)"  # (no quote)
+    # (no quote in the message: it is a SQL string literal)
+    message = f"a SUM might overflow the Spark type {sum_type or 'bigint'} (Spark computes it, or raises its error)"
     s, x = q(sum_column(i)), q(_ABS.format(i))
     return f"(CASE WHEN {x} >= {bound} * 0.999999 THEN error('{message}') ELSE {s} END)"
 
