@@ -18,8 +18,9 @@ the table keeps them (its rows compared over visible and hidden columns alike).
 The corrections come back as Arrow in the table's schema (as :func:`mvsink.engines.arrow.full_diff` returns them), so
 staging and the append are unchanged. :func:`duckdb_full_diff` fails closed: it refuses (a reason; Spark's diff
 follows) a view with checks, a column DuckDB groups otherwise than Spark (floating point, collated strings, nested
-types, timestamps), an aggregate :func:`mvsink.incremental.duckdbagg.aggregate_refused` refuses, a plan :func:`mvsink.engines.duckdbsql.unsupported` refuses or a query
-text that does not translate, Spark not in ANSI mode, a source that is not a plain local Delta path
+types, timestamps), an aggregate :func:`mvsink.incremental.duckdbagg.aggregate_refused` refuses, a plan
+:func:`mvsink.engines.duckdbsql.unsupported` refuses or a query text that does not translate, a top-k whose rows
+ranked k and k + 1 tie, Spark not in ANSI mode, a source not on the local disk or not a plain Delta path
 (:func:`mvsink.incremental.duckdbterms.snapshot_relation`: no deletion vectors, no partition column read), more than
 :data:`MAX_SCAN_BYTES` of source files, a table file not local or not of the query's types, more than
 :data:`MAX_CORRECTION_ROWS` corrections or :data:`MAX_CORRECTION_BYTES` of them (counted in DuckDB before they are
