@@ -1,4 +1,5 @@
-"""The full diff of a select-project-join view computed by DuckDB in the refreshing process (issue 38).
+"""The full diff of a select-project-join view, or of an aggregate over one, computed by DuckDB in the refreshing
+process (issue 38).
 
 Spark's full diff (:func:`mvsink.incremental.modes.full.spark_full_diff`) shuffles the query's rows and the table's
 in one group-by: ~3.3x an overwrite for a large projection. Where DuckDB evaluates the query exactly as Spark does
@@ -8,11 +9,18 @@ over local Parquet files, it computes the same ``desired - persisted`` in the re
                               UNION ALL SELECT cols, -_mv_diff FROM <table's files> WHERE _mv_time < lower)
     GROUP BY cols HAVING sum(d) <> 0
 
+A top-k view's ``<query>`` is its first k rows by DuckDB's top-N over the query without its ORDER BY and LIMIT, where
+the rows ranked k and k + 1 do not tie (:func:`_top_rows`; else Spark picks among them, so Spark's diff). An
+aggregate's ``<query>`` is :func:`mvsink.incremental.duckdbagg.state_sql`: its input grouped into the state
+Spark's state query gives, its visible columns finalised from it as Spark does, and the hidden state columns where
+the table keeps them (its rows compared over visible and hidden columns alike).
+
 The corrections come back as Arrow in the table's schema (as :func:`mvsink.engines.arrow.full_diff` returns them), so
 staging and the append are unchanged. :func:`duckdb_full_diff` fails closed: it refuses (a reason; Spark's diff
-follows) a view with checks or hidden aggregate state, a column DuckDB groups otherwise than Spark (floating point,
-collated strings, nested types, timestamps), a plan :func:`mvsink.engines.duckdbsql.unsupported` refuses or a query
-text that does not translate, Spark not in ANSI mode, a source that is not a plain local Delta path
+follows) a view with checks, a column DuckDB groups otherwise than Spark (floating point, collated strings, nested
+types, timestamps), an aggregate :func:`mvsink.incremental.duckdbagg.aggregate_refused` refuses, a plan
+:func:`mvsink.engines.duckdbsql.unsupported` refuses or a query text that does not translate, a top-k whose rows
+ranked k and k + 1 tie, Spark not in ANSI mode, a source not on the local disk or not a plain Delta path
 (:func:`mvsink.incremental.duckdbterms.snapshot_relation`: no deletion vectors, no partition column read), more than
 :data:`MAX_SCAN_BYTES` of source files, a table file not local or not of the query's types, more than
 :data:`MAX_CORRECTION_ROWS` corrections or :data:`MAX_CORRECTION_BYTES` of them (counted in DuckDB before they are
@@ -22,6 +30,7 @@ limited to :data:`MEMORY_LIMIT`, spilling to a temporary folder beyond it.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from typing import TYPE_CHECKING, Any, Final
 
@@ -31,7 +40,9 @@ if TYPE_CHECKING:
     import pyarrow as pa
     from pyspark.sql.types import DataType
 
+    from mvsink.incremental.aggplan import StatePlan
     from mvsink.incremental.modes.base import PlanFacts, WriteInputs
+    from mvsink.plan.tree import PlanNode
 
 __all__ = [
     "MAX_CORRECTION_BYTES",
@@ -58,11 +69,11 @@ def duckdb_full_diff(plan: PlanFacts, inputs: WriteInputs, *, first_build: bool 
     why not (see the module docstring); an error is a reason too, never raised. ``first_build``: the table holds
     nothing before the batch, so the corrections are the query's rows as they are (``_mv_diff = 1``), the table
     not read."""
-    why = full_diff_refused(plan, inputs)
-    if why:
-        return why
+    got = _aggregate_or_refusal(plan, inputs)
+    if isinstance(got, str):
+        return got
     try:
-        return _compute(plan, inputs, first_build=first_build)
+        return _compute(plan, inputs, got[0], with_state=got[1], top=got[2], first_build=first_build)
     except Exception as exc:  # noqa: BLE001 (any failure here: Spark's full diff gives the answer, or its error)
         first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
         return f"DuckDB failed ({type(exc).__name__}: {first})"
@@ -71,17 +82,64 @@ def duckdb_full_diff(plan: PlanFacts, inputs: WriteInputs, *, first_build: bool 
 def full_diff_refused(plan: PlanFacts, inputs: WriteInputs) -> str | None:
     """Why DuckDB may not compute this view's full diff, from the view, its plan and the session alone (no data
     read), or None."""
-    from mvsink import settings
+    got = _aggregate_or_refusal(plan, inputs)
+    return got if isinstance(got, str) else None
+
+
+@dataclasses.dataclass(frozen=True)
+class _TopK:
+    """A top-k view's ``ORDER BY ... LIMIT limit``: per ORDER BY item (position of the view's column, descending,
+    NULLs first), as Spark's plan says; ``inner``: the query without its ORDER BY and LIMIT (Spark SQL)."""
+
+    limit: int
+    order: tuple[tuple[int, bool, bool], ...]
+    inner: str
+
+
+def _aggregate_or_refusal(plan: PlanFacts, inputs: WriteInputs) -> str | tuple[StatePlan | None, bool, _TopK | None]:
+    """:func:`full_diff_refused`'s reason, or what DuckDB computes: the view's aggregate (its state plan; None for a
+    select-project-join view), whether the table keeps its state (hidden columns) or its visible columns only
+    (a table created without state: ``incremental: false``), and a top-k view's order and limit."""
     from mvsink.engines.duckdbsql import unsupported
 
-    view = inputs.view
+    why = _view_refusal(plan, inputs)
+    if why:
+        return why
+    st, no_state = _aggregate(plan, inputs)
+    if st is not None:
+        from mvsink.incremental.duckdbagg import aggregate_refused
+
+        types = {f.name: f.dataType.simpleString() for f in st.desired.schema.fields}
+        why = aggregate_refused(st.queries, sum_types=st.sum_types, avg_types=st.avg_types, types=types)
+        if why:
+            return why
+    tree = plan.tree if st is None else _input_tree(plan, st)  # (an aggregate's: its keys and arguments)
+    if isinstance(tree, str):
+        return tree
+    top = _top_k(plan, inputs, tree) if st is None else None
+    if isinstance(top, str):
+        return top
+    if top is not None:  # (its plan without the ORDER BY and the LIMIT: what DuckDB evaluates before its top-N)
+        tree = _inner_tree(plan, top)
+        if isinstance(tree, str):
+            return tree
+    got = unsupported(tree)
+    if got == "the operator Aggregate" and no_state:
+        return f"the view's aggregate keeps no state DuckDB computes ({no_state})"
+    if got:
+        return f"DuckDB might not evaluate {got} as Spark does"
+    return st, plan.state is not None, top
+
+
+def _view_refusal(plan: PlanFacts, inputs: WriteInputs) -> str | None:
+    """Why not, from the setting, the view's checks and column types, its sources and the session, or None."""
+    from mvsink import settings
+
     if not settings.duckdb_full_diff():
         return "MVSINK_DUCKDB_FULL_DIFF is off"
-    if view.checks or inputs.with_error:
+    if inputs.view.checks or inputs.with_error:
         return "the view has checks (their counts are Spark observations)"
-    if plan.state is not None:
-        return "the view keeps aggregate state"
-    for f in plan.result.schema.fields:
+    for f in plan.desired.schema.fields:  # (an aggregate's: its visible columns and its state)
         if not _groupable(f.dataType):
             return f"column {f.name!r} is of type {f.dataType.simpleString()}, which DuckDB may group otherwise"
     if any(s.kind == "view" for s in inputs.desc.sources):
@@ -90,11 +148,73 @@ def full_diff_refused(plan: PlanFacts, inputs: WriteInputs) -> str | None:
         return "Spark is not in ANSI mode (it wraps an overflow, DuckDB fails)"
     if not plan.plan_readable:
         return "this Spark Connect server gives no typed plan"
-    tree = plan.tree
-    if isinstance(tree, str):
-        return tree
-    got = unsupported(tree)
-    return f"DuckDB might not evaluate {got} as Spark does" if got else None
+    return None
+
+
+def _top_k(plan: PlanFacts, inputs: WriteInputs, tree: PlanNode) -> _TopK | str | None:
+    """A top-k view's order and limit (:func:`mvsink.incremental.topk.topk_split` reads them from Spark's plan), or
+    why DuckDB may not compute it, or None for a view without a LIMIT at its top. Its rows are the query's only
+    where the rows ranked k and k + 1 do not tie in the ORDER BY (else Spark picks among them): :func:`_run`
+    checks that on the data."""
+    import sqlglot
+    from sqlglot import exp
+
+    from mvsink.incremental.topk import NOT_TOPK, topk_split
+
+    split = topk_split(tree, [s.name for s in inputs.desc.sources])
+    if isinstance(split, str):
+        return None if split.startswith(NOT_TOPK) else f"a top-k view: {split}"
+    try:
+        q = sqlglot.parse_one(inputs.view.query, dialect="spark")
+    except sqlglot.errors.ParseError:
+        return "the top-k query could not be read"
+    if not isinstance(q, exp.Select) or not q.args.get("order") or not q.args.get("limit") or q.args.get("offset"):
+        return "a top-k view whose query is not one SELECT ... ORDER BY ... LIMIT"
+    inner = q.copy()
+    inner.set("order", None)
+    inner.set("limit", None)
+    return _TopK(split.limit, split.order, inner.sql(dialect="spark"))
+
+
+def _inner_tree(plan: PlanFacts, top: _TopK) -> PlanNode | str:
+    """The plan of a top-k view's query without its ORDER BY and LIMIT, or why not."""
+    from pyspark.errors import PySparkException
+
+    from mvsink.plan.read import plan_tree
+    from mvsink.plan.tree import PlanFormatError
+
+    try:
+        return plan_tree(plan.spark, top.inner)
+    except (PlanFormatError, PySparkException) as exc:
+        return f"the plan of the top-k query without its ORDER BY could not be read: {str(exc).splitlines()[0]}"
+
+
+def _aggregate(plan: PlanFacts, inputs: WriteInputs) -> tuple[StatePlan | None, str | None]:
+    """The view's aggregate as its state plan (the table's, or one analysed here for a table kept without state),
+    or None and why not (None: the query has no aggregate at all, as sqlglot reads it)."""
+    from mvsink.incremental.aggplan import state_plan
+    from mvsink.incremental.statequeries import state_queries
+
+    if plan.state is not None:
+        return plan.state, None
+    q = state_queries(inputs.view.query)  # (pure: no Spark)
+    if isinstance(q, str):
+        return None, None if q == "the query has no aggregate" else q
+    got = state_plan(inputs.spark, inputs.view, plan.result)  # (analysis only: no Spark job)
+    return (None, got) if isinstance(got, str) else (got, None)
+
+
+def _input_tree(plan: PlanFacts, st: StatePlan) -> PlanNode | str:
+    """The plan of the aggregate's input query (keys and arguments over the query's FROM/WHERE), or why not."""
+    if st is plan.state:
+        return plan.input_tree
+    from mvsink.plan.read import plan_tree
+    from mvsink.plan.tree import PlanFormatError
+
+    try:
+        return plan_tree(plan.spark, st.queries.input_query, desired=st.input)
+    except PlanFormatError as exc:
+        return f"the plan could not be read: {exc}"
 
 
 def _groupable(dt: DataType) -> bool:
@@ -107,7 +227,15 @@ def _groupable(dt: DataType) -> bool:
     return isinstance(dt, (T.IntegralType, T.DecimalType, T.DateType, T.BooleanType))
 
 
-def _compute(plan: PlanFacts, inputs: WriteInputs, *, first_build: bool) -> pa.Table | str:
+def _compute(
+    plan: PlanFacts,
+    inputs: WriteInputs,
+    st: StatePlan | None,
+    *,
+    with_state: bool,
+    top: _TopK | None,
+    first_build: bool,
+) -> pa.Table | str:
     """:func:`duckdb_full_diff` once refusals from the plan are ruled out: the reads checked, then DuckDB's run."""
     import shutil
     import tempfile
@@ -121,16 +249,26 @@ def _compute(plan: PlanFacts, inputs: WriteInputs, *, first_build: bool) -> pa.T
     from mvsink.spark.sources import arrow_table_schema
 
     spark, view, desc = inputs.spark, inputs.view, inputs.desc
+    for s in desc.sources:
+        if not s.path.is_local:
+            return f"source {s.name!r} is not on the local disk (DuckDB reads local files only)"
+    text = st.queries.input_query if st is not None else top.inner if top is not None else view.query
     try:
-        query = duckdb_sql(view.query)
+        query = duckdb_sql(text)
     except Untranslatable as exc:
         return f"the query does not translate to DuckDB exactly ({exc})"
-    desired = plan.result
+    if st is not None:  # an aggregate's rows (and its state where the table keeps it), grouped by DuckDB
+        from mvsink.incremental.duckdbagg import state_sql
+
+        query = state_sql(st.queries, query, sum_types=st.sum_types, avg_types=st.avg_types, with_state=with_state)
+    desired = plan.desired
     schema = arrow_table_schema(desired.schema)
     table = None if first_build else _table_relation(inputs, schema)
     if table is not None and table.startswith("!"):
         return table[1:]
-    columns = named_columns(view.query)  # (None where it selects *: each source gives all its columns)
+    # (None where it selects *: each source gives all its columns; an aggregate: those its keys and arguments name)
+    # (an input naming no column, a count(*) alone: every column, as for a *)
+    columns = named_columns(text) or None
     zone = str(spark.conf.get("spark.sql.session.timeZone"))
     budget = {"scan": MAX_SCAN_BYTES, "memory": 0}  # DuckDB scans the files itself; nothing read into memory
     sources: dict[str, Any] = {}
@@ -144,7 +282,7 @@ def _compute(plan: PlanFacts, inputs: WriteInputs, *, first_build: bool) -> pa.T
     spill = tempfile.mkdtemp(prefix="mvsink-duckdb-")
     con = duckdb.connect(config={"memory_limit": MEMORY_LIMIT, "temp_directory": spill})
     try:
-        return _run(con, sources, query, table, schema, lower=desc.lower, at=desc.time)
+        return _run(con, sources, query, table, schema, lower=desc.lower, at=desc.time, top=top)
     finally:
         con.close()
         shutil.rmtree(spill, ignore_errors=True)
@@ -178,7 +316,15 @@ def _table_relation(inputs: WriteInputs, schema: pa.Schema) -> str:
 
 
 def _run(
-    con: Any, sources: dict[str, Any], query: str, table: str | None, schema: pa.Schema, *, lower: int, at: int
+    con: Any,
+    sources: dict[str, Any],
+    query: str,
+    table: str | None,
+    schema: pa.Schema,
+    *,
+    lower: int,
+    at: int,
+    top: _TopK | None = None,
 ) -> pa.Table | str:
     """The comparison in DuckDB of ``query`` over ``sources`` (subqueries over files, or Arrow tables) with the
     table's updates before ``lower`` (None: no table, the query's rows as they are), counted before it is fetched; the corrections cast to the table's Arrow
@@ -193,6 +339,10 @@ def _run(
             con.register(name, src)
     user = [f for f in schema if f.name not in (TIME, DIFF)]
     cols = [f"c{i}" for i in range(len(user))]
+    if top is not None:
+        query = _top_rows(con, query, cols, top)
+        if query.startswith("!"):
+            return query[1:]
     desired = con.sql(f"SELECT * FROM ({query}) AS _q({', '.join(cols)})")
     for f, t in zip(user, desired.types, strict=True):  # DuckDB's type of each column, before anything runs
         why = _same_kind(str(t), f.type)
@@ -210,6 +360,29 @@ def _run(
         f"GROUP BY {listed} HAVING sum({_D}) <> 0"
     )
     return _fetch(con, user, schema, at=at)
+
+
+def _top_rows(con: Any, query: str, cols: list[str], top: _TopK) -> str:
+    """A top-k view's rows: the first ``top.limit`` of ``query``'s (columns ``cols``) in the view's order, kept in a
+    temporary table by one top-N (``limit + 1`` rows, ranked); a query over it, or ``!why`` not: the rows ranked k
+    and k + 1 tie in every ORDER BY column (NULLs equal), so the top k is not one set of rows."""
+    k = int(top.limit)
+    order = ", ".join(
+        f"c{p} {'DESC' if desc else 'ASC'} NULLS {'FIRST' if nulls_first else 'LAST'}"
+        for p, desc, nulls_first in top.order
+    )
+    listed = ", ".join(cols)
+    con.sql(
+        f"CREATE TEMP TABLE _mv_top AS SELECT *, row_number() OVER (ORDER BY {order}) AS _mv_rank FROM "
+        f"(SELECT * FROM ({query}) AS _q({listed}) ORDER BY {order} LIMIT {k + 1}) AS _t"
+    )
+    same = " AND ".join(f"a.c{p} IS NOT DISTINCT FROM b.c{p}" for p, _, _ in top.order) or "true"
+    ((ties,),) = con.sql(
+        f"SELECT count(*) FROM _mv_top a JOIN _mv_top b ON a._mv_rank = {k} AND b._mv_rank = {k + 1} AND {same}"
+    ).fetchall()
+    if ties:
+        return f"!the rows ranked {k} and {k + 1} tie in the ORDER BY: Spark's top {k} picks among them"
+    return f"SELECT {listed} FROM _mv_top WHERE _mv_rank <= {k}"
 
 
 def _same_kind(duck: str, want: pa.DataType) -> str | None:

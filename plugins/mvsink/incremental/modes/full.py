@@ -5,7 +5,8 @@ Its reason is why no incremental mode ran: the other modes' refusals, or — its
 tried — why the refresh's change cannot be used at all (:func:`refresh_change`: no earlier refresh, the table
 moved, no check counts to start from, ``incremental: false``, a source's change unknown). Three engines compute it,
 tried in this order: DuckDB in the refreshing process (:func:`mvsink.incremental.modes.duckdbdiff.duckdb_full_diff`) for a
-select-project-join view without checks over plain local sources, of any size within its bounds; the refreshing
+select-project-join view, an aggregate of bare COUNT/SUM/AVG/MIN/MAX over one or a top-k over one, without checks
+over plain local sources, of any size within its bounds; the refreshing
 process (:func:`mvsink.engines.arrow.full_diff`, the query collected from Spark) for a small view without checks;
 else Spark (:func:`spark_full_diff`).
 
