@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 
 from mvsink import settings
 from mvsink.core.costrecord import current_notes, note, read_history
-from mvsink.incremental.costmodel import FULL, Candidate, pick
+from mvsink.incremental.costmodel import FULL, Candidate, Pick, pick
 
 if TYPE_CHECKING:
     from mvsink.core.batch import SourceRead
@@ -25,6 +25,8 @@ if TYPE_CHECKING:
     from mvsink.core.table import ViewTable
 
 log = logging.getLogger(__name__)
+
+GUARDED = ("incremental:aggregate", "incremental:groups")  # the modes whose change terms the scan guard weighs
 
 
 def model_reasons(
@@ -72,3 +74,37 @@ def model_reasons(
                 log.info("cost model: %s runs although the scan guard refused it: %s", c.key, got.why)
             out.append(None)
     return tuple(out)
+
+
+def change_estimates(
+    mode: str,
+    source: str,
+    sources: list[SourceRead],
+    table: ViewTable,
+    *,
+    driver_factor: float | None = None,
+    history: list[CostRecord] | None = None,
+) -> Pick | None:
+    """The cost model's estimates for a change of ``source`` alone taking ``mode`` or the full diff (for ``mvsink
+    explain``), or None where ``mode`` has no scan guard (the model does not choose for it).
+
+    No change is read: the change terms read the other sources whole (their pruning by the change's join keys is
+    known only at refresh time, so this is an upper bound), the change's size is the last recorded change of
+    ``source`` (else none); ``driver_factor``: the scan guard's multiple for change terms DuckDB evaluates in the
+    driver (``DRIVER_SCAN_FACTOR``; None: no such candidate); ``history``: the view's (default: read beside
+    ``table``)."""
+    from mvsink.core.deltalog import active_bytes
+
+    if mode not in GUARDED:
+        return None
+    if history is None:
+        history = read_history(table.path) if table.exists else []
+    sizes = {s.name: active_bytes(s.path, s.version) for s in sources}
+    table_bytes = active_bytes(table.path, table.version) if table.exists else 0
+    terms = sum(n for name, n in sizes.items() if name != source)
+    change = next((int(r.changes[source].get("bytes", 0)) for r in reversed(history) if source in r.changes), 0)
+    ratio = settings.incremental_max_scan_ratio()
+    candidates = [Candidate(f"{mode}/spark", terms, change, speed=ratio)]
+    if mode == "incremental:aggregate" and driver_factor is not None and settings.incremental_driver_terms():
+        candidates.append(Candidate(f"{mode}/duckdb", terms, change, speed=ratio * driver_factor))
+    return pick([*candidates, Candidate(FULL, sum(sizes.values()) + table_bytes)], history)
