@@ -67,7 +67,9 @@ def model_reasons(
     out: list[str | None] = []
     for c, reason in zip(candidates, reasons, strict=True):
         got = pick([c, full_c], history)
-        if got.picked == FULL:
+        if got.basis == "prior":  # (the guard's own answer, word for word)
+            out.append(reason)
+        elif got.picked == FULL:
             out.append(reason or f"the cost model picks the full diff: {got.why}")
         else:
             if reason is not None:
