@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
+import random
 from pathlib import Path
 from typing import Any
 
@@ -186,3 +187,30 @@ def test_a_chained_read_stops_once_its_keys_reach_every_file_it_alone_decides(
     assert [(r.source, r.files, r.total_files, r.filters) for r in tp.reads({"a": pruning.spark_needed}, read_at)] == [
         (r.source, r.files, r.total_files, r.filters) for r in got
     ]
+
+
+def test_files_over_the_driver_bound_are_read_there_when_the_columns_read_fit_it(tmp_path, monkeypatch) -> None:
+    # one small key column beside a wide string column: the files are large, the key column's chunks small
+    n, rng = 20_000, random.Random(7)
+    t = pa.table({"k": pa.array(range(n), pa.int64()), "pad": pa.array([rng.randbytes(64).hex() for _ in range(n)])})
+    change = _files(tmp_path, t, t.slice(0, 5_000))
+    key_bytes = sum(keyreads_column_bytes(f.path, ["k"]) for f in change.files)
+    assert key_bytes * 5 < change.bytes  # (the key column is a small part of the files)
+    monkeypatch.setattr(keyreads, "MAX_DRIVER_KEY_BYTES", key_bytes + 1)
+    got = keys_in_driver(change, ["k"], where=(("k", key_ranges([3, 4, 19_999])),))
+    assert got is not None and sorted(got["k"]) == [3, 4, 19_999]
+    monkeypatch.setattr(keyreads, "MAX_DRIVER_KEY_BYTES", key_bytes - 1)  # the column's chunks over it: Spark's
+    assert keys_in_driver(change, ["k"]) is None
+    monkeypatch.setattr(keyreads, "MAX_DRIVER_KEY_BYTES", key_bytes + 1)
+    monkeypatch.setattr(keyreads, "MAX_DRIVER_KEY_FILE_BYTES", change.bytes - 1)  # the files over the outer bound
+    assert keys_in_driver(change, ["k"]) is None
+    monkeypatch.setattr(keyreads, "MAX_DRIVER_KEY_FILE_BYTES", change.bytes)
+    assert keys_in_driver(change, ["k", "nope"]) is None  # a column a file lacks: Spark's read (NULLs there)
+
+
+def keyreads_column_bytes(path: Any, columns: list[str]) -> int:
+    from mvsink.engines.arrow import parquet_column_bytes
+
+    got = parquet_column_bytes(path, columns)
+    assert got is not None
+    return got

@@ -265,6 +265,28 @@ def parquet_columns(path: Location, columns: Sequence[str]) -> pa.Table | None:
         return without_view_types(pf.read(columns=list(columns)))
 
 
+def parquet_column_bytes(path: Location, columns: Sequence[str]) -> int | None:
+    """The compressed bytes of ``columns``' chunks in one Parquet file (local or object store), by its footer; None
+    if the file lacks one of them."""
+    import pyarrow.parquet as pq
+
+    from mvsink.core import storage
+
+    fs, at = storage.filesystem(path)
+    with fs.open_input_file(at) as handle:
+        pf = pq.ParquetFile(handle)
+        if any(c not in pf.schema_arrow.names for c in columns):
+            return None
+        md = pf.metadata
+    wanted = set(columns)
+    return sum(
+        int(md.row_group(g).column(i).total_compressed_size)
+        for g in range(md.num_row_groups)
+        for i in range(md.num_columns)
+        if md.row_group(g).column(i).path_in_schema in wanted
+    )
+
+
 def parquet_column_batches(path: Location, columns: Sequence[str], rows: int) -> Iterator[pa.Table] | None:
     """``columns`` of one Parquet file as :func:`parquet_columns` reads them, ``rows`` rows at a time (a reader that
     stops early decodes no more of the file), or None if the file lacks one of them."""

@@ -122,9 +122,12 @@ def term_key(names: tuple[str, ...] | list[str]) -> str:
     return "+".join(names)
 
 
-def facts_key(view: ViewDefinition, reads: Sequence[SourceRead], table: ViewTable) -> str | None:
+def facts_key(
+    view: ViewDefinition, reads: Sequence[SourceRead], table: ViewTable, *, columns: Sequence[str] | None = None
+) -> str | None:
     """The key plan facts of ``view`` are kept under for the sources at the versions ``reads`` gives and the table
-    as it is, or None where a source is not a Delta table at a path (a view) or its log cannot be read here."""
+    as it is (or as a first build makes it: ``columns``, every column of the table in its order), or None where a
+    source is not a Delta table at a path (a view) or its log cannot be read here."""
     sources: list[list[Any]] = []
     for s in reads:
         if s.kind != "path" or s.version < 0:
@@ -140,7 +143,7 @@ def facts_key(view: ViewDefinition, reads: Sequence[SourceRead], table: ViewTabl
         "checks": len(view.checks),
         "spark_conf": sorted(view.spark_conf.items()),
         "sources": sources,
-        "table": list(table.column_names),
+        "table": list(table.column_names if columns is None else columns),
     }
     return hashlib.sha256(json.dumps(parts, sort_keys=True, default=str).encode()).hexdigest()[:32]
 
@@ -194,11 +197,18 @@ def _recall(target: Where, key: str) -> DriverFacts | str:
 
 
 def remember(
-    ci: ChangeInputs, plan: StatePlan, tree: PlanNode, facts: AggregateFacts, table: ViewTable
+    ci: ChangeInputs,
+    plan: StatePlan,
+    tree: PlanNode,
+    facts: AggregateFacts,
+    table: ViewTable,
+    *,
+    columns: Sequence[str] | None = None,
 ) -> DriverFacts | None:
     """Keep the plan facts of this aggregate refresh, whose change terms DuckDB evaluated and whose state Python
     merged and finalised, for the next refreshes without Spark (unless fresh ones are kept already); the facts, or
-    None where they are not kept (logged; never an error). ``tree``: the aggregate input's plan."""
+    None where they are not kept (logged; never an error). ``tree``: the aggregate input's plan; ``columns``: the
+    table's columns as a first build makes them (:func:`mvsink.incremental.modes.full.remember_built`)."""
     if facts.finalise is None:
         return None
     q = plan.queries
@@ -206,10 +216,18 @@ def remember(
         ci,
         table,
         lambda key: _derive(ci, key, AGGREGATE, q.input_query, q.signed_input, tree, aggregate=facts),
+        columns=columns,
     )
 
 
-def remember_linear(ci: ChangeInputs, desired: DataFrame, tree: PlanNode, table: ViewTable) -> DriverFacts | None:
+def remember_linear(
+    ci: ChangeInputs,
+    desired: DataFrame,
+    tree: PlanNode,
+    table: ViewTable,
+    *,
+    columns: Sequence[str] | None = None,
+) -> DriverFacts | None:
     """:func:`remember` for a linear view whose change terms DuckDB evaluated (``desired``: its query analysed,
     ``tree``: its plan)."""
     import functools
@@ -221,22 +239,32 @@ def remember_linear(ci: ChangeInputs, desired: DataFrame, tree: PlanNode, table:
     query = ci.view.query
     signed = functools.partial(signed_query, query, weight=DIFF)
     schema = arrow_table_schema(desired.schema)
-    return _keep(ci, table, lambda key: _derive(ci, key, LINEAR, query, signed, tree, schema=schema))
+    return _keep(ci, table, lambda key: _derive(ci, key, LINEAR, query, signed, tree, schema=schema), columns=columns)
 
 
-def _keep(ci: ChangeInputs, table: ViewTable, derive: Callable[[str], DriverFacts]) -> DriverFacts | None:
+def _keep(
+    ci: ChangeInputs,
+    table: ViewTable,
+    derive: Callable[[str], DriverFacts],
+    *,
+    columns: Sequence[str] | None = None,
+) -> DriverFacts | None:
     from mvsink import settings
     from mvsink.core import storage
 
-    if not settings.spark_free() or not table.exists:
+    if not settings.spark_free() or (columns is None and not table.exists):
         return None
-    key = facts_key(ci.view, ci.desc.sources, table)
+    key = facts_key(ci.view, ci.desc.sources, table, columns=columns)
     if key is None:
         return None
     try:
         if not isinstance(_recall(ci.desc.target, key), str):  # (fresh facts are kept already)
             return None
         made = derive(key)
+        if columns is not None and any(made.terms.get(term_key((n,))) is None for n in made.linear_in):
+            # (a first build: no term ran in DuckDB yet, so facts only where each one-source term translates)
+            log.info("view %s: plan facts not kept: a change term has no DuckDB SQL", ci.view.name)
+            return None
         storage.write_text(facts_path(ci.desc.target, key), made.to_json())
     except Exception:  # noqa: BLE001 (the refresh does not depend on them)
         log.warning("view %s: plan facts not kept for refreshes without Spark", ci.view.name, exc_info=True)

@@ -57,7 +57,7 @@ if TYPE_CHECKING:
     from mvsink.core.deltalog import ChangeSet
     from mvsink.incremental.aggfacts import AggregateFacts
     from mvsink.incremental.pruning import PrunedRead
-    from mvsink.incremental.telescope import ChangeTerms, Term
+    from mvsink.incremental.telescope import ChangeInputs, ChangeTerms, Term
     from mvsink.location import Location
     from mvsink.plan.joinkeys import Edge
     from mvsink.plan.tree import PlanNode
@@ -179,7 +179,7 @@ def signed_rows_in_driver(
     return got
 
 
-def _driver_refused(ct: ChangeTerms, analysed: DataFrame | None) -> str | None:
+def _driver_refused(ct: ChangeInputs, analysed: DataFrame | None) -> str | None:
     """Why DuckDB may not evaluate ``ct``'s terms at all (the setting, no typed plan, Spark not in ANSI mode), or
     None."""
     from mvsink import settings
@@ -190,6 +190,22 @@ def _driver_refused(ct: ChangeTerms, analysed: DataFrame | None) -> str | None:
         return "this Spark Connect server gives no typed plan"
     if str(ct.spark.conf.get("spark.sql.ansi.enabled")).lower() != "true":  # (without it Spark wraps an overflow)
         return "Spark is not in ANSI mode"
+    return None
+
+
+def terms_refused(ct: ChangeInputs, analysed: DataFrame | None, tree: PlanNode) -> str | None:
+    """Why DuckDB may evaluate no change term of this query, whatever the change, or None: what
+    :func:`terms_in_driver` and :func:`view_rows_in_driver` check before any change is read (the setting, a typed
+    plan, ANSI mode, every expression of ``tree`` one DuckDB evaluates as Spark does, no view source). ``analysed``:
+    what the terms compute, analysed (an aggregate's input, or the view's query); ``tree``: its plan."""
+    why = _driver_refused(ct, analysed)
+    if why:
+        return why
+    unsafe = unsupported(tree)
+    if unsafe:
+        return f"DuckDB might not evaluate {unsafe} as Spark does"
+    if any(s.kind == "view" for s in ct.desc.sources):
+        return "a source is a view"
     return None
 
 

@@ -163,7 +163,8 @@ def spark_free_outlook(view: ViewDefinition, sources: Sequence[SourceRead], tabl
         facts = recall(view, sources, table)
         if isinstance(facts, str):
             why = (
-                f"{facts}; an incremental refresh on Spark whose change terms run in the driver keeps them"
+                f"{facts}; the first build, or an incremental refresh on Spark whose change terms run in the driver, "
+                "keeps them"
                 if facts.startswith("no plan facts")
                 else facts
             )

@@ -23,6 +23,7 @@ from mvsink.columns import DIFF, ERROR, TIME
 from mvsink.core.checks import add_counts
 from mvsink.core.deltalog import current_reads, file_statistics, record_whole
 from mvsink.engines.arrow import full_diff
+from mvsink.incremental.driverfacts import remember, remember_linear
 from mvsink.incremental.linear import changed_sources, source_check
 from mvsink.incremental.modes.base import Change, Corrections, Decision, NotApplicable, PlanFacts, WriteInputs
 from mvsink.incremental.modes.duckdbdiff import duckdb_full_diff
@@ -31,6 +32,8 @@ from mvsink.spark.sources import arrow_table_schema
 from mvsink.spark.transforms import corrections, quote_name
 
 if TYPE_CHECKING:
+    from collections.abc import Sequence
+
     import pyarrow as pa
     from pyspark.sql import DataFrame
 
@@ -71,9 +74,13 @@ class FullDiff:
         if nothing_persisted(inputs.table, lower=inputs.desc.lower):
             built = duckdb_full_diff(plan, inputs, first_build=True)
             if not isinstance(built, str):
+                remember_built(plan, inputs, columns=built.column_names)
                 return Corrections(built, f"{FIRST_BUILD}, by DuckDB")
             log.info("view %s: the first build not in DuckDB: %s", inputs.view.name, built)
-            return Corrections(first_build(inputs, desired), FIRST_BUILD)
+            rows = first_build(inputs, desired)
+            if not inputs.with_error:  # (its columns: the query's, then the time and the diff)
+                remember_built(plan, inputs, columns=[*desired.columns, TIME, DIFF])
+            return Corrections(rows, FIRST_BUILD)
         in_duckdb = duckdb_full_diff(plan, inputs)  # (it refuses views with checks: Spark observations count them)
         if not isinstance(in_duckdb, str):
             return Corrections(in_duckdb, f"a full diff in DuckDB: {in_duckdb.num_rows} correction(s)")
@@ -190,3 +197,39 @@ def _record_whole_reads(inputs: WriteInputs) -> None:
     table_files = file_statistics(inputs.desc.target, version, "") if version >= 0 else None
     if table_files is not None:
         got.add("_table", bytes_read=sum(f.size for f in table_files), files=len(table_files))
+
+
+def remember_built(plan: PlanFacts, inputs: WriteInputs, *, columns: Sequence[str]) -> None:
+    """At a first build (the table made with ``columns``), keep the plan facts a refresh without Spark needs, as an
+    incremental refresh on Spark keeps them once DuckDB evaluated its change terms
+    (:mod:`mvsink.incremental.driverfacts`), so that the first refresh after the build may already run without
+    Spark: for an aggregate with state over an input linear in a source, or a view linear in a source, without
+    checks. The refresh that uses them checks the rest (a term DuckDB cannot evaluate, the guards:
+    :mod:`mvsink.write.driver`). Never an error (logged)."""
+    from mvsink import settings
+    from mvsink.engines.arrow import same_equality
+    from mvsink.incremental.aggfacts import aggregate_facts
+    from mvsink.incremental.duckdbterms import terms_refused
+    from mvsink.incremental.telescope import ChangeInputs
+    from mvsink.plan.linearity import nonlinear_reason
+
+    view = inputs.view
+    if not settings.spark_free() or plan.with_error or view.checks or not view.incremental or not plan.plan_readable:
+        return
+    ci = ChangeInputs(inputs.spark, view, inputs.desc, {}, [])
+    names = [s.name for s in inputs.desc.sources]
+    try:
+        tree = plan.input_tree if plan.state is not None else plan.tree
+        if isinstance(tree, str) or all(nonlinear_reason(tree, n) for n in names):
+            return
+        why = terms_refused(ci, plan.state.input if plan.state is not None else plan.result, tree)
+        if why:
+            log.info("view %s: plan facts not kept at the first build: %s", view.name, why)
+            return
+        if plan.state is not None:
+            facts = aggregate_facts(inputs.spark, plan.state)
+            remember(ci, plan.state, tree, facts, inputs.table, columns=columns)
+        elif all(same_equality(f.dataType) for f in plan.result.schema.fields):
+            remember_linear(ci, plan.result, tree, inputs.table, columns=columns)
+    except Exception:  # noqa: BLE001 (the build does not depend on them)
+        log.warning("view %s: plan facts not kept at the first build", view.name, exc_info=True)
