@@ -36,6 +36,7 @@ from mvsink.variables import (  # noqa: F401 (the variables are the settings' to
     ALLOW_OUTSIDE_DATA_ROOT,
     ALLOWED_LOCATIONS,
     COMPACT_MEMORY,
+    COST_MODEL,
     DATA_ROOT,
     DUCKDB_FULL_DIFF,
     INCREMENTAL_AGGREGATE,
@@ -309,6 +310,11 @@ def incremental_max_scan_ratio() -> float:
     return _float(INCREMENTAL_MAX_SCAN_RATIO, 1.0, example="1.0")
 
 
+def cost_model() -> bool:
+    """``MVSINK_COST_MODEL``: may the view's refresh history override the scan guard (default false)?"""
+    return _flag(COST_MODEL, False)
+
+
 def incremental_prune_min_bytes() -> int:
     """``MVSINK_INCREMENTAL_PRUNE_MIN_BYTES``: smallest source a change term reads pruned by join keys."""
     return _int(INCREMENTAL_PRUNE_MIN_BYTES, 8_000_000, example="8000000")
@@ -373,6 +379,7 @@ ACCESSORS: dict[str, Callable[[], object]] = {
     COMPACT_MEMORY.name: compact_memory,
     INCREMENTAL_MAX_FRACTION.name: incremental_max_fraction,
     INCREMENTAL_MAX_SCAN_RATIO.name: incremental_max_scan_ratio,
+    COST_MODEL.name: cost_model,
     INCREMENTAL_PRUNE_MIN_BYTES.name: incremental_prune_min_bytes,
     SOURCE_READS.name: source_reads,
     PLAIN_READ_MAX_PARTITIONS.name: plain_read_max_partitions,

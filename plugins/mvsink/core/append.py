@@ -17,6 +17,7 @@ from mvsink.columns import ERROR
 from mvsink.core.batch import BatchDescription, WriteReport
 from mvsink.core.checks import format_counts
 from mvsink.core.commitinfo import CommitInfo, format_reads
+from mvsink.core.costrecord import add_to_history, record_of
 from mvsink.core.failpoints import failpoint
 from mvsink.core.staging import collect_garbage, discard_batch, forget_manifest, read_manifest, staged_files_ok
 from mvsink.core.table import ViewTable
@@ -211,10 +212,12 @@ def _attempt(
             table.add_error_column(CommitInfo.for_batch(desc, "evolve"))
             return None
         failpoint("append:before_commit", view=view.name)
-        version = table.commit_files(_append_info(desc, report), files, upper=desc.upper)
+        info = _append_info(desc, report)
+        version = table.commit_files(info, files, upper=desc.upper)
         if version is None:  # lost a race to another commit: re-validate
             return None
         failpoint("append:after_commit", view=view.name)
+        _add_to_history(desc, info, version)
         _settle(view, desc, None, desc.upper)
         return _appended(view, desc, report, version, desc.upper, res)
     if fr.upper < desc.lower and desc.lower == view.as_of:
@@ -245,8 +248,30 @@ def _append_info(desc: BatchDescription, report: WriteReport | None) -> CommitIn
         mode_reason=report.mode_reason if report else "no source changed",
         checks=counts or None,
         reads=(report.reads or None) if report else None,
+        cost=(report.cost or None) if report else None,
         **_timing(desc, report),
     )
+
+
+def _add_to_history(desc: BatchDescription, info: CommitInfo, version: int) -> None:
+    """Add the committed refresh to the view's cost history (never fails the refresh: the commit has landed); a
+    batch without a write step (no source changed) costs nothing to choose and is left out."""
+    if info.mode == "unchanged":
+        return
+    try:
+        record = record_of(
+            info.cost,
+            version=version,
+            at=int(time.time() * 1000),
+            mode=info.mode or "",
+            write_ms=info.write_ms,
+            duration_ms=info.duration_ms,
+            reads=info.reads,
+        )
+    except (TypeError, ValueError):  # a malformed note: no record rather than a failed refresh
+        log.warning("view %s: the refresh's cost was not recorded in its history", desc.view, exc_info=True)
+        return
+    add_to_history(desc.target, record)
 
 
 def _timing(desc: BatchDescription, report: WriteReport | None) -> dict[str, int]:

@@ -206,6 +206,9 @@ class WriteReport:
     # what the step read of each source (and of the view's own table, under "_table"): {"bytes", "files"},
     # from the Delta log's sizes and per-file statistics (the files Delta's data skipping keeps)
     reads: dict[str, dict[str, int]] = dataclasses.field(default_factory=dict)
+    # what decides the step's cost (mvsink.core.costrecord): the engine, Spark jobs, phases, the change sets per
+    # source, the scan guard's inputs, the affected groups, the cost model's estimates
+    cost: dict[str, Any] = dataclasses.field(default_factory=dict)
 
     @classmethod
     def begun(

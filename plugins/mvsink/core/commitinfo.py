@@ -37,7 +37,8 @@ class CommitInfo:
     - ``append``: the batch's keys, the lineage (``sources``: Delta version read per source,
       ``source_ids``: each source table's id, ``definition``: hash of the view's definition),
       rows_added, rows_retracted, bytes, mode, mode_reason, ``checks`` (counts per check, when
-      the view has checks), ``reads`` (bytes and files read per source by the write step), ``duration_ms`` (from mint to the commit) and ``write_ms`` (the write step).
+      the view has checks), ``reads`` (bytes and files read per source by the write step), ``duration_ms`` (from mint to the commit) and ``write_ms`` (the write step),
+      ``cost`` (what decides the write step's cost and the cost model's estimates: :mod:`mvsink.core.costrecord`).
     - ``evolve`` (``_mv_error`` added): the batch's keys.
     - ``compact``: view, since, previous_since, upper_seen, run_id, rows_before.
     """
@@ -61,6 +62,7 @@ class CommitInfo:
     reads: dict[str, dict[str, int]] | None = None  # append: bytes and files the write step read per source
     duration_ms: int | None = None  # append: wall time from mint to the commit
     write_ms: int | None = None  # append: the write step's own time (0: no write step)
+    cost: dict[str, Any] | None = None  # append: what decides its cost (mvsink.core.costrecord; older: absent)
     from_upper: int | None = None
     since: int | None = None
     previous_since: int | None = None

@@ -25,6 +25,7 @@ import time
 from typing import TYPE_CHECKING
 
 from mvsink.columns import DIFF
+from mvsink.core.costrecord import note
 from mvsink.engines.arrow import collect_small
 from mvsink.incremental.aggplan import formattable
 from mvsink.incremental.statequeries import delta_sql
@@ -144,12 +145,21 @@ def _changes(
     ct = ci.terms(frames)
     pruned = term_reads(ct)
     # (the guard's ratio, and its multiple within which DuckDB's scans of the terms still beat the full diff)
-    too_big, over_driver = scan_guards(ct, table, pruned=pruned, factors=(1.0, duckdbterms.DRIVER_SCAN_FACTOR))
+    too_big, over_driver = scan_guards(
+        ct,
+        table,
+        pruned=pruned,
+        factors=(1.0, duckdbterms.DRIVER_SCAN_FACTOR),
+        mode="incremental:aggregate",
+        engines=("spark", "duckdb"),
+    )
     if too_big and over_driver:
         return too_big
     in_driver = duckdbterms.terms_in_driver(ct, plan, pruned, tree=tree, facts=facts)
     if in_driver is None and too_big:  # (only DuckDB's scans of them beat the full diff)
         return too_big
+    if in_driver is not None:
+        note(engine="duckdb")
     return ct, in_driver
 
 

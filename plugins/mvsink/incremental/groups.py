@@ -54,6 +54,7 @@ import logging
 from typing import TYPE_CHECKING, Any, Final
 
 from mvsink.columns import DIFF, ERROR, TIME
+from mvsink.core.costrecord import note
 from mvsink.engines.arrow import collect_small, same_equality
 from mvsink.spark.connectplan import has_plan
 from mvsink.spark.session import is_connect
@@ -225,6 +226,7 @@ def group_corrections(
     if isinstance(recomputed, str):
         return None, recomputed
     corr, n_keys, live = recomputed
+    note(groups=n_keys)
     what = {"Aggregate": "group(s)", "Distinct": "distinct row(s)", "Window": "window partition(s)"}[split.kind]
     how = " (found by the change terms evaluated in the driver)" if few is not None else ""
     return corr, (
@@ -449,7 +451,7 @@ def _guarded_changes(
     if isinstance(prepared, str):
         return prepared
     ct = ci.terms(prepared)
-    too_big = scan_guard(ct, table, pruned=term_reads(ct))
+    too_big = scan_guard(ct, table, pruned=term_reads(ct), mode="incremental:groups")
     return too_big or prepared
 
 

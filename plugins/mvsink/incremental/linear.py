@@ -27,6 +27,7 @@ from collections import defaultdict
 from typing import TYPE_CHECKING
 
 from mvsink import settings
+from mvsink.core.costrecord import note_change
 from mvsink.core.deltalog import (
     CHANGE_TYPE,
     MINUS_CHANGE_TYPES,
@@ -262,6 +263,7 @@ def table_change(s: SourceRead, base: int, fraction: float) -> ChangeSet | str:
     if total and cs.bytes > fraction * total:
         return f"source {s.name!r} changed {cs.bytes} bytes of files against {total} (over {fraction:.0%}; {_cdf_hint(cs)})"
     record(s.name, bytes_read=cs.bytes, files=len(cs.files))
+    note_change(s.name, bytes_changed=cs.bytes, files=len(cs.files))
     return cs
 
 

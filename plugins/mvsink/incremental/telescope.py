@@ -370,8 +370,10 @@ def scan_guard(
     *,
     pruned: dict[str, list[PrunedRead]] | None = None,
     factor: float = 1.0,
+    mode: str = "",
 ) -> str | None:
-    """Why the change terms would cost more than the full diff, or None (``factor``: the ratio's multiple).
+    """Why the change terms would cost more than the full diff, or None (``factor``: the ratio's multiple;
+    ``mode``: the mode they are the terms of, which the cost model keeps its history under).
 
     Each change term reads every source that is not one of its changes (this module's docstring) — pruned
     by the change's join keys where ``pruned`` (:func:`term_reads`) says so, else whole — so with several
@@ -380,7 +382,7 @@ def scan_guard(
     statistics; change files are small next to them, the change-set guard sees to that), against
     ``MVSINK_INCREMENTAL_MAX_SCAN_RATIO``.
     """
-    return scan_guards(ct, table, pruned=pruned, factors=(factor,))[0]
+    return scan_guards(ct, table, pruned=pruned, factors=(factor,), mode=mode)[0]
 
 
 def scan_guards(
@@ -389,9 +391,11 @@ def scan_guards(
     *,
     pruned: dict[str, list[PrunedRead]] | None = None,
     factors: tuple[float, ...],
+    mode: str = "",
+    engines: tuple[str, ...] | None = None,
 ) -> tuple[str | None, ...]:
     """:func:`scan_guard` at each of ``factors``, the estimate made once."""
-    return scan_reasons(ct.desc, ct.base, ct.changed, table, pruned=pruned, factors=factors)
+    return scan_reasons(ct.desc, ct.base, ct.changed, table, pruned=pruned, factors=factors, mode=mode, engines=engines)
 
 
 def scan_reasons(
@@ -402,12 +406,48 @@ def scan_reasons(
     *,
     pruned: dict[str, list[PrunedRead]] | None,
     factors: tuple[float, ...],
+    mode: str = "",
+    engines: tuple[str, ...] | None = None,
 ) -> tuple[str | None, ...]:
-    """:func:`scan_guards` of the changes of ``changed`` (no Spark)."""
+    """:func:`scan_guards` of the changes of ``changed`` (no Spark), as the cost model decides them
+    (:func:`mvsink.incremental.costguard.model_reasons`: these very answers for a view with no history, or
+    with the model off); ``engines``: per factor, the engine its change terms run on (default ``spark``)."""
+    from mvsink.incremental.costguard import model_reasons
+
+    terms, full, table_bytes = scan_figures(desc, base, changed, table, pruned=pruned)
+    return model_reasons(
+        guard_reasons(changed, terms, full, factors=factors),
+        changed,
+        table,
+        figures=(terms, full, table_bytes),
+        factors=factors,
+        mode=mode or "incremental",
+        engines=engines or ("spark",) * len(factors),
+    )
+
+
+def scan_figures(
+    desc: BatchDescription,
+    base: dict[str, int],
+    changed: list[SourceRead],
+    table: ViewTable,
+    *,
+    pruned: dict[str, list[PrunedRead]] | None,
+) -> tuple[int, int, int]:
+    """The scan guard's inputs: (bytes the change terms read, bytes the full diff reads with the table, the
+    table's bytes)."""
+    terms, sources = scan_estimate(desc, base, changed, pruned)
+    table_bytes = active_bytes(table.path, table.version) if table.exists else 0
+    return terms, sources + table_bytes, table_bytes
+
+
+def guard_reasons(
+    changed: list[SourceRead], terms: int, full: int, *, factors: tuple[float, ...]
+) -> tuple[str | None, ...]:
+    """The scan guard at each of ``factors``: why the change terms (``terms`` bytes) would cost more than the full
+    diff (``full`` bytes) at ``MVSINK_INCREMENTAL_MAX_SCAN_RATIO`` times the factor, or None."""
     from mvsink import settings
 
-    terms, sources = scan_estimate(desc, base, changed, pruned)
-    full = sources + (active_bytes(table.path, table.version) if table.exists else 0)
     ratio = settings.incremental_max_scan_ratio()
     return tuple(
         (

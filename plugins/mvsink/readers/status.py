@@ -30,14 +30,14 @@ def view_status(view: ViewDefinition, *, last: int = 10, now: int | None = None)
                 }
             )
         else:
-            refreshes.append(
-                {
-                    **h.info.to_dict(),
-                    "version": h.version,
-                    "committed": format_time(h.timestamp),
-                    "committed_ms": h.timestamp,
-                }
-            )
+            entry = {
+                **h.info.to_dict(),
+                "version": h.version,
+                "committed": format_time(h.timestamp),
+                "committed_ms": h.timestamp,
+            }
+            choice = cost_choice(entry)
+            refreshes.append({**entry, "cost_choice": choice} if choice else entry)
     final_through = fr.upper - 1 if fr.upper > 0 else None
     return {
         "view": view.name,
@@ -94,11 +94,51 @@ def format_commit(c: dict[str, Any]) -> str:
 
 
 def append_details(c: dict[str, Any]) -> str:
-    """What an append's line says after its rows and bytes: its mode, duration, run, checks and reads."""
+    """What an append's line says after its rows and bytes: its mode, duration, run, checks, reads and the cost
+    model's estimates."""
+    choice = c.get("cost_choice") or cost_choice(c)
     return (
         (f", {mode_label(c['mode'])}" if c.get("mode") else "")
         + (f", {format_duration(c['duration_ms'])}" if c.get("duration_ms") is not None else "")
         + f", run {c['run_id']}"
         + (f"; checks: {format_counts(c['checks'])}" if c.get("checks") else "")
         + (f"; read {format_reads(c['reads'])}" if c.get("reads") else "")
+        + (f"; cost: {format_choice(choice)}" if choice else "")
     )
+
+
+def cost_choice(c: dict[str, Any]) -> dict[str, Any] | None:
+    """What an append's recorded cost (``mvsink.cost``) says of its choice: the candidate that ran
+    (``<mode>/<engine>``, or ``full``), its estimate against the write step's actual seconds, the next-best
+    estimate and the estimates' basis; None where the refresh recorded no estimates (an older commit, a mode
+    the cost model does not weigh)."""
+    cost = c.get("cost") or {}
+    estimates = cost.get("estimates") or {}
+    mode = c.get("mode")
+    if c.get("operation") != "append" or not estimates or not mode:
+        return None
+    chosen = "full" if mode == "full" else f"{mode}/{cost.get('engine', 'spark')}"
+    others = sorted((v, k) for k, v in estimates.items() if k != chosen)
+    return {
+        "chosen": chosen,
+        "estimate_s": estimates.get(chosen),
+        "actual_s": (c.get("write_ms") or 0) / 1000,
+        "next_best": others[0][1] if others else None,
+        "next_best_s": others[0][0] if others else None,
+        "model_picked": cost.get("picked"),
+        "basis": cost.get("basis", "prior"),
+    }
+
+
+def format_choice(ch: dict[str, Any]) -> str:
+    """:func:`cost_choice` in words: ``incremental:aggregate/spark estimated 0.90 s, took 1.20 s; next best full
+    2.00 s (prior)``."""
+    est = ch["estimate_s"]
+    text = (
+        f"{ch['chosen']} "
+        + ("(no estimate)" if est is None else f"estimated {est:.2f} s")
+        + f", took {ch['actual_s']:.2f} s"
+    )
+    if ch["next_best"] is not None:
+        text += f"; next best {ch['next_best']} {ch['next_best_s']:.2f} s"
+    return text + f" ({ch['basis']})"

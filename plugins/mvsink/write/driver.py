@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING
 from mvsink import settings
 from mvsink.columns import DIFF, ERROR, TIME
 from mvsink.core.batch import BatchDescription, WriteReport
+from mvsink.core.costrecord import commit_cost, note, noting
 from mvsink.core.deltalog import current_reads, read_log, snapshot_cache
 from mvsink.core.schema import encode_schema
 from mvsink.core.table import ViewTable
@@ -48,11 +49,13 @@ def write_without_spark(view: ViewDefinition, desc: BatchDescription) -> WriteRe
     if not settings.spark_free():
         return None
     t0 = time.monotonic()
-    with snapshot_cache(), read_log():
+    with snapshot_cache(), read_log(), noting() as notes:
         got = _write(view, desc, t0)
     if isinstance(got, str):
         log.info("view %s: the write step runs on Spark: %s", view.name, got)
         return None
+    notes.pop("engine", None)
+    got = dataclasses.replace(got, cost=commit_cost(notes, engine="driver", spark_jobs=0, phases=got.phases))
     log.info("view %s: write step without Spark %.2fs (%s)", view.name, got.seconds, _phases(got))
     return got
 
@@ -202,10 +205,17 @@ def _corrections(
     except pruning.SparkNeeded as exc:
         return str(exc)
     if facts.aggregate is not None:  # (the linear mode has no scan guard)
-        too_big, over_driver = scan_reasons(
-            desc, base, changed, table, pruned=pruned, factors=(1.0, DRIVER_SCAN_FACTOR)
+        (too_big,) = scan_reasons(
+            desc,
+            base,
+            changed,
+            table,
+            pruned=pruned,
+            factors=(DRIVER_SCAN_FACTOR,),
+            mode="incremental:aggregate",
+            engines=("driver",),
         )
-        if too_big and over_driver:
+        if too_big:
             return too_big
 
     def sql(names: tuple[str, ...]) -> str:
@@ -227,6 +237,7 @@ def _corrections(
     if isinstance(merged, str):
         return merged
     corr, n_keys = merged
+    note(groups=n_keys)
     return corr, f"{n_keys} affected group(s) updated from their state and the changes of {names} ({ENGINE_NOTE})"
 
 

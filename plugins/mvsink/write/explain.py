@@ -19,6 +19,8 @@ from mvsink.core.commitinfo import REASON_HINTS
 from mvsink.core.table import ViewTable, open_readable
 from mvsink.exceptions import SourceError
 from mvsink.incremental.aggplan import StatePlan, state_plan
+from mvsink.incremental.costguard import change_estimates
+from mvsink.incremental.duckdbterms import DRIVER_SCAN_FACTOR
 from mvsink.incremental.modes.base import Change, NotApplicable, PlanFacts, RefreshMode
 from mvsink.incremental.modes.full import NOT_INCREMENTAL
 from mvsink.incremental.modes.linear import Linear
@@ -73,6 +75,11 @@ class SourceExplain:
     decisions: tuple[ModeDecision, ...]
     # the other sources its change term reads filtered by join keys: "lineitem by l_orderkey (orders.o_orderkey)"
     pruned: tuple[str, ...] = ()
+    # the cost model's estimate of each candidate (mode/engine, or full): {"mode", "seconds", "basis", "points"};
+    # empty where the mode has no scan guard (the model does not choose for it)
+    estimates: tuple[dict[str, Any], ...] = ()
+    cost_pick: str | None = None  # the candidate the cost model would pick
+    cost_why: str | None = None  # why, and whether it decides (MVSINK_COST_MODEL)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -120,6 +127,10 @@ class ExplainReport:
                 lines.append(f"      at refresh time: {s.guard}")
             for p in s.pruned:
                 lines.append(f"      reads {p}")
+            if s.estimates:
+                est = ", ".join(f"{e['mode']} {e['seconds']:.2f} s ({e['basis']})" for e in s.estimates)
+                lines.append(f"      estimates: {est}")
+                lines.append(f"      cost model: would pick {s.cost_pick}: {s.cost_why}")
         return "\n".join(lines)
 
 
@@ -135,7 +146,10 @@ def explain_view(view: ViewDefinition, *, catalog: Catalog, spark: SparkSession)
     plan = PlanFacts(spark, view, result, state, with_error, no_state=no_state)
     edges = _edges(plan)
     sources = tuple(
-        dataclasses.replace(_explain_source(view, plan, s), pruned=_pruned(edges, s.name, reads)) for s in reads
+        _with_estimates(
+            dataclasses.replace(_explain_source(view, plan, s), pruned=_pruned(edges, s.name, reads)), reads, table
+        )
+        for s in reads
     )
     return ExplainReport(
         view=view.name,
@@ -154,6 +168,26 @@ def explain_view(view: ViewDefinition, *, catalog: Catalog, spark: SparkSession)
 def explain_json(view: ViewDefinition, *, catalog: Catalog, spark: SparkSession) -> dict[str, Any]:
     """:func:`explain_view` as a JSON-ready dict (for the views page and ``mvsink explain --json``)."""
     return explain_view(view, catalog=catalog, spark=spark).to_dict()
+
+
+def _with_estimates(s: SourceExplain, reads: list[SourceRead], table: ViewTable) -> SourceExplain:
+    """``s`` with the cost model's estimates for a change of its source (where its mode has a scan guard)."""
+    got = change_estimates(s.mode, s.source, reads, table, driver_factor=DRIVER_SCAN_FACTOR)
+    if got is None:
+        return s
+    decides = (
+        f"{settings.COST_MODEL.name} is on: it decides"
+        if settings.cost_model()
+        else f"{settings.COST_MODEL.name} is off: the scan guard decides ({got.prior_picked})"
+    )
+    return dataclasses.replace(
+        s,
+        estimates=tuple(
+            {"mode": e.key, "seconds": round(e.seconds, 4), "basis": e.basis, "points": e.points} for e in got.estimates
+        ),
+        cost_pick=got.picked,
+        cost_why=f"{got.why}; the change terms read the other sources unpruned here (an upper bound); {decides}",
+    )
 
 
 def _register_sources(spark: SparkSession, view: ViewDefinition, catalog: Catalog) -> list[SourceRead]:

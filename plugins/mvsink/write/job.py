@@ -20,6 +20,7 @@ from mvsink.columns import DIFF, ERROR, is_hidden
 from mvsink.core.batch import BatchDescription, WriteReport
 from mvsink.core.checks import add_counts, counts_of
 from mvsink.core.commitinfo import format_reads
+from mvsink.core.costrecord import commit_cost, noting
 from mvsink.core.deltalog import current_reads, read_log, snapshot_cache
 from mvsink.core.failpoints import failpoint
 from mvsink.core.schema import encode_schema
@@ -60,7 +61,8 @@ def run_write(spark: SparkSession, view: ViewDefinition, desc: BatchDescription)
     require_delta(spark, role=f"view {view.name}")
     jobs_before = _spark_jobs(spark)
     try:
-        with snapshot_cache(), read_log():  # each table version the step reads is opened once
+        # each table version the step reads is opened once; what decides its cost is noted
+        with snapshot_cache(), read_log(), noting() as notes:
             report = _run_write(spark, view, desc)
     finally:  # the input rows the step handed Spark as files (a partitioned recompute's restricted reads)
         Staging.of(desc.target, desc.batch_id).drop_reads()
@@ -70,6 +72,11 @@ def run_write(spark: SparkSession, view: ViewDefinition, desc: BatchDescription)
         report = dataclasses.replace(
             report, spark_jobs=len(jobs_after - jobs_before) - delta_jobs, delta_log_jobs=delta_jobs
         )
+    engine = str(notes.pop("engine", "spark"))  # (DuckDB's terms: only where the aggregate mode ran after all)
+    engine = engine if report.mode == "incremental:aggregate" else "spark"
+    report = dataclasses.replace(
+        report, cost=commit_cost(notes, engine=engine, spark_jobs=report.spark_jobs, phases=report.phases)
+    )
     log.info(
         "view %s: write step %.2fs (%s)%s%s",
         view.name,

@@ -47,6 +47,7 @@ import time
 from typing import TYPE_CHECKING, Final
 
 from mvsink import settings
+from mvsink.core.costrecord import note
 from mvsink.incremental.aggdelta import group_deltas
 from mvsink.incremental.aggfacts import aggregate_facts
 from mvsink.incremental.aggmerge import merge_by_spark, merge_in_driver
@@ -171,6 +172,7 @@ def aggregate_corrections(
     if isinstance(merged, str):
         return None, merged
     corr, n_keys = merged
+    note(groups=n_keys)
     if deltas.in_driver and deltas.rows is not None:  # no Spark job: the next refreshes may need no Spark at all
         remember(ci, plan, tree, facts, table)
     log.info(

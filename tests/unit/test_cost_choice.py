@@ -1,0 +1,98 @@
+"""The cost model where the scan guard decides (costguard.model_reasons) and what status says of a choice."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from mvsink.core.batch import SourceRead
+from mvsink.core.costrecord import CostRecord, noting
+from mvsink.incremental.costguard import model_reasons
+from mvsink.readers.status import cost_choice, format_choice
+
+pytestmark = pytest.mark.unit
+
+CHANGED = [SourceRead(name="orders", kind="path", path="/lake/orders", version=3)]
+REFUSED = "the changes of orders would be joined with 3.0 MB of the other sources, more than ..."
+
+
+def _slow_terms_history() -> list[CostRecord]:
+    guard = {"terms_bytes": 1000, "full_bytes": 5000, "table_bytes": 10}
+    out = [
+        CostRecord(version=v, at=v, mode="incremental:aggregate", engine="spark", write_s=9.0, guard=guard)
+        for v in (1, 2, 3)
+    ]
+    return out + [CostRecord(version=v, at=v, mode="full", write_s=0.5, guard=guard) for v in (4, 5, 6)]
+
+
+def _decide(history: list[CostRecord], reasons: tuple[str | None, ...] = (None,)) -> tuple[Any, dict[str, Any]]:
+    with noting() as notes:
+        got = model_reasons(
+            reasons,
+            CHANGED,
+            None,  # type: ignore[arg-type]  (the history is given: the table is not read)
+            figures=(1000, 5000, 10),
+            factors=(1.0,),
+            mode="incremental:aggregate",
+            engines=("spark",),
+            history=history,
+        )
+    return got, notes
+
+
+def test_off_the_guard_decides_and_the_prior_is_noted(monkeypatch):
+    monkeypatch.delenv("MVSINK_COST_MODEL", raising=False)
+    got, notes = _decide(_slow_terms_history())
+    assert got == (None,)
+    assert notes["guard"] == {"terms_bytes": 1000, "full_bytes": 5000, "table_bytes": 10}
+    assert notes["model"] == "off" and notes["basis"] == "prior" and notes["picked"] == "incremental:aggregate/spark"
+    assert set(notes["estimates"]) == {"incremental:aggregate/spark", "full"}
+    got, _ = _decide(_slow_terms_history(), (REFUSED,))
+    assert got == (REFUSED,)
+
+
+def test_on_the_history_overrides_the_guard_both_ways(monkeypatch):
+    monkeypatch.setenv("MVSINK_COST_MODEL", "true")
+    got, notes = _decide(_slow_terms_history())
+    assert got[0] is not None and got[0].startswith("the cost model picks the full diff: the view's history")
+    assert notes["model"] == "on" and notes["basis"] == "history" and notes["picked"] == "full"
+    fast = [
+        CostRecord(version=r.version, at=r.at, mode=r.mode, engine=r.engine, write_s=0.1 if r.mode != "full" else 4.0)
+        for r in _slow_terms_history()
+    ]
+    got, notes = _decide(fast, (REFUSED,))  # the guard refused; the history says the terms are cheap
+    assert got == (None,) and notes["picked"] == "incremental:aggregate/spark"
+    got, notes = _decide([], (REFUSED,))  # no history: the guard's own answer
+    assert got == (REFUSED,) and notes["basis"] == "prior"
+
+
+def test_status_says_the_choice_its_estimate_the_actual_and_the_next_best():
+    c = {
+        "operation": "append",
+        "mode": "incremental:aggregate",
+        "write_ms": 1200,
+        "cost": {
+            "engine": "duckdb",
+            "estimates": {"incremental:aggregate/spark": 1.5, "incremental:aggregate/duckdb": 0.9, "full": 2.0},
+            "picked": "incremental:aggregate/spark",
+            "basis": "history",
+        },
+    }
+    ch = cost_choice(c)
+    assert ch == {
+        "chosen": "incremental:aggregate/duckdb",
+        "estimate_s": 0.9,
+        "actual_s": 1.2,
+        "next_best": "incremental:aggregate/spark",
+        "next_best_s": 1.5,
+        "model_picked": "incremental:aggregate/spark",
+        "basis": "history",
+    }
+    assert format_choice(ch) == (
+        "incremental:aggregate/duckdb estimated 0.90 s, took 1.20 s; next best incremental:aggregate/spark 1.50 s "
+        "(history)"
+    )
+    assert cost_choice({"operation": "append", "mode": "full"}) is None  # an older commit: no cost recorded
+    full = cost_choice({**c, "mode": "full", "cost": {"estimates": {"full": 2.0}}})
+    assert full is not None and format_choice(full) == "full estimated 2.00 s, took 1.20 s (prior)"

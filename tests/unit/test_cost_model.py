@@ -1,0 +1,159 @@
+"""The cost model's estimates and choice on recorded histories (pure: no I/O)."""
+
+from __future__ import annotations
+
+import pytest
+
+from mvsink.core.costrecord import CostRecord
+from mvsink.incremental.costmodel import (
+    FULL,
+    MIN_POINTS,
+    Candidate,
+    estimate,
+    fit,
+    pick,
+    prior_pick,
+)
+
+pytestmark = pytest.mark.unit
+
+INCR = "incremental:aggregate/spark"
+MB = 1_000_000
+FULL_BYTES = 200 * MB  # the full diff reads the sources and the table: 200 MB
+
+
+def _incr_seconds(change: int) -> float:
+    """A view whose change terms cost 0.5 s plus 40 ms per MB they read (they grow with the change)."""
+    return 0.5 + 0.04 * change / MB
+
+
+def _full_seconds() -> float:
+    return 3.0  # the full diff: about flat
+
+
+def _rec(v: int, mode: str, *, terms: int = 0, change: int = 0, seconds: float) -> CostRecord:
+    return CostRecord(
+        version=v,
+        at=v,
+        mode=mode,
+        engine="spark",
+        write_s=seconds,
+        changes={"orders": {"bytes": change, "files": 1}},
+        guard={"terms_bytes": terms, "full_bytes": FULL_BYTES, "table_bytes": 10 * MB},
+    )
+
+
+def _candidates(terms: int, change: int = 0) -> list[Candidate]:
+    return [Candidate(INCR, terms, change, speed=1.0), Candidate(FULL, FULL_BYTES)]
+
+
+def _history() -> list[CostRecord]:
+    """Recorded refreshes: incremental ones of small and growing changes, full diffs of large ones."""
+    out = []
+    for v, mb in enumerate((5, 10, 20, 40), start=1):
+        out.append(
+            _rec(v, "incremental:aggregate", terms=mb * MB // 2, change=mb * MB // 2, seconds=_incr_seconds(mb * MB))
+        )
+    for v in (5, 6, 7):
+        out.append(_rec(v, FULL, seconds=_full_seconds() + (v - 6) * 0.05))
+    return out
+
+
+def test_the_prior_is_the_scan_guard():
+    assert prior_pick(_candidates(150 * MB)) == INCR
+    assert prior_pick(_candidates(FULL_BYTES)) == INCR  # at the ratio: the guard lets it run
+    assert prior_pick(_candidates(FULL_BYTES + 1)) == FULL
+    # a candidate's speed is the ratio (times the driver factor): 2x lets terms read twice the full diff
+    assert prior_pick([Candidate(INCR, 2 * FULL_BYTES, speed=2.0), Candidate(FULL, FULL_BYTES)]) == INCR
+    assert prior_pick([Candidate(INCR, 5, speed=1.0), Candidate(FULL, 0)]) == INCR  # nothing to compare with
+    got = pick(_candidates(FULL_BYTES + 1), [])
+    assert (got.picked, got.basis) == (FULL, "prior")
+    assert [e.basis for e in got.estimates] == ["prior", "prior"]
+
+
+def test_fit_is_least_squares_and_robust():
+    line = fit([(1.0, 2.0), (2.0, 4.0), (3.0, 6.0)])
+    assert line is not None and line.slope == pytest.approx(2.0) and line.intercept == pytest.approx(0.0)
+    assert fit([(1.0, 2.0), (2.0, 4.0)]) is None  # fewer than MIN_POINTS
+    flat = fit([(5.0, 1.0), (5.0, 2.0), (5.0, 3.0)])  # one size only: the mean
+    assert flat is not None and flat.at(100.0) == pytest.approx(2.0)
+    falling = fit([(1.0, 3.0), (2.0, 2.0), (3.0, 1.0)])  # time never falls with size: the mean
+    assert falling is not None and falling.slope == 0.0 and falling.at(9.0) == pytest.approx(2.0)
+
+
+def test_crossover_at_the_right_size():
+    """The incremental cost grows with the change (0.5 s + 40 ms/MB), the full diff's is 3 s: the model picks the
+    change terms below 62.5 MB read and the full diff above it (with the margin: beyond 62.5 MB * 1.1 + ...)."""
+    history = _history()
+    crossover = (3.0 - 0.5) / 0.04  # MB read where both cost the same
+    for mb in (1, 10, 30, 50, 55):
+        got = pick(_candidates(mb * MB // 2, mb * MB // 2), history)
+        assert got.picked == INCR, (mb, got)
+        assert got.estimate(INCR).seconds == pytest.approx(_incr_seconds(mb * MB), rel=1e-6)
+    for mb in (75, 90, 150, 190):  # the byte ratio lets these run (terms < full); the history says full diff
+        cands = _candidates(mb * MB // 2, mb * MB // 2)
+        assert prior_pick(cands) == INCR
+        got = pick(cands, history)
+        assert got.picked == FULL, (mb, got)
+        assert got.basis == "history" and "cheaper" in got.why
+        assert got.next_best is not None and got.next_best.key == INCR
+    assert 55 < crossover < 75
+    # just above the crossover, within the margin, the prior's choice stands
+    near = pick(_candidates(int(crossover * MB * 1.02) // 2, int(crossover * MB * 1.02) // 2), history)
+    assert near.picked == INCR
+
+
+def test_the_history_overrides_a_refusal_the_other_way():
+    """Terms over the byte ratio the guard refuses, but this view's recorded terms are cheap: the model runs them."""
+    history = [_rec(v, "incremental:aggregate", terms=v * 100 * MB, seconds=0.2 + 0.001 * v) for v in (1, 2, 3)]
+    history += [_rec(v, FULL, seconds=5.0) for v in (4, 5, 6)]
+    cands = _candidates(250 * MB)
+    assert prior_pick(cands) == FULL
+    got = pick(cands, history)
+    assert got.picked == INCR and got.prior_picked == FULL
+
+
+def test_one_mode_fitted_scales_the_others_prior():
+    history = [_rec(v, "incremental:aggregate", terms=100 * MB, seconds=2.0) for v in (1, 2, 3)]
+    ests = {e.key: e for e in estimate(_candidates(100 * MB), history)}
+    assert ests[INCR].basis == "history" and ests[INCR].points == 3
+    assert ests[INCR].seconds == pytest.approx(2.0)
+    # measured 2 s where the prior said 1 s (100 MB at 100 MB/s): the full diff's prior (2 s) doubled
+    assert ests[FULL].basis == "scaled prior" and ests[FULL].seconds == pytest.approx(4.0)
+
+
+def test_a_history_deleted_mid_way_falls_back_to_the_prior_and_recovers():
+    """The stream: refreshes record history; the history is deleted; the next choices are the prior's (the scan
+    guard's) until MIN_POINTS refreshes of each candidate are recorded again, then the history's."""
+    cands = _candidates(80 * MB // 2, 80 * MB // 2)  # a change where the history says full, the guard incremental
+    history = _history()
+    assert pick(cands, history).picked == FULL
+    history = []  # deleted
+    choices = []
+    v = 100
+    for _round in range(8):
+        got = pick(cands, history)
+        choices.append((got.picked, got.basis))
+        # what ran is recorded (the chosen mode), plus, as the stream's rounds alternate, a large change's full diff
+        v += 1
+        if got.picked == INCR:
+            history.append(
+                _rec(
+                    v, "incremental:aggregate", terms=80 * MB // 2, change=80 * MB // 2, seconds=_incr_seconds(80 * MB)
+                )
+            )
+        else:
+            history.append(_rec(v, FULL, seconds=_full_seconds()))
+        v += 1
+        history.append(_rec(v, FULL, seconds=_full_seconds()))
+    assert choices[0] == (INCR, "prior")
+    recovered = next(i for i, (_, basis) in enumerate(choices) if basis == "history")
+    assert recovered <= MIN_POINTS
+    assert all(picked == FULL for picked, _ in choices[recovered:]), choices
+
+
+def test_notes_of_a_pick():
+    got = pick(_candidates(80 * MB // 2, 80 * MB // 2), _history())
+    notes = got.to_notes()
+    assert notes["picked"] == FULL and notes["basis"] == "history"
+    assert set(notes["estimates"]) == {INCR, FULL}  # type: ignore[arg-type]
