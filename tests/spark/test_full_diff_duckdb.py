@@ -12,7 +12,6 @@ from __future__ import annotations
 import datetime as dt
 import logging
 import random
-from collections import Counter
 from decimal import Decimal
 from typing import Any
 
@@ -27,7 +26,7 @@ from mvsink.incremental.modes import duckdbdiff, full
 from mvsink.readers.arrow import read_view
 from mvsink.write.runners import refresh
 from tests.support.delta import BASE, HOUR, delete_at, mvsink_history, stamp, update_at, write_at
-from tests.support.oracle import multiset, oracle, zero_signs
+from tests.support.oracle import batch_rows, multiset, oracle, table_rows, zero_signs
 from tests.support.viewfiles import write_view
 
 pytestmark = pytest.mark.spark
@@ -71,19 +70,6 @@ def _orders(rng: random.Random, start: int, n: int) -> pa.Table:
 def _customers() -> pa.Table:
     rows = [(1, "ann", "eu"), (2, "bob", None), (3, None, "us"), (4, "dee", "eu"), (4, "dee2", "eu")]
     return pa.Table.from_pylist([dict(zip(CUSTOMERS.names, r)) for r in rows], schema=CUSTOMERS)
-
-
-def _rows(target: str) -> Counter[tuple[Any, ...]]:
-    """The table's rows summed per row, exact values (zeros dropped)."""
-    out: Counter[tuple[Any, ...]] = Counter()
-    for r in DeltaTable(target).to_pyarrow_table().to_pylist():
-        out[tuple(v for k, v in sorted(r.items()) if k not in (TIME, DIFF))] += r[DIFF]
-    return Counter({k: v for k, v in out.items() if v})
-
-
-def _batch(target: str, t: int) -> Counter[tuple[Any, ...]]:
-    rows = [r for r in DeltaTable(target).to_pyarrow_table().to_pylist() if r[TIME] == t]
-    return Counter({tuple(v for k, v in sorted(r.items()) if k not in (TIME, DIFF)): r[DIFF] for r in rows})
 
 
 EDITS = ("delete", "insert", "duplicate", "alter", "negative")
@@ -141,7 +127,7 @@ def test_randomized_history_equals_spark_and_the_oracle(spark, env, monkeypatch,
     for name, by_duckdb in (("duck", True), ("twin", False)):
         reason = str(mvsink_history(str(data / "views" / name))[0]["mode_reason"])
         assert full.FIRST_BUILD in reason and reason.endswith(", by DuckDB)") is by_duckdb, (name, reason)
-    assert _rows(str(data / "views" / "duck")) == _rows(str(data / "views" / "twin"))
+    assert table_rows(str(data / "views" / "duck")) == table_rows(str(data / "views" / "twin"))
     assert multiset(read_view(catalog.get("duck"), as_of=t)) == oracle(
         QUERY, {"orders": orders, "customers": customers}, t
     )
@@ -172,9 +158,9 @@ def test_randomized_history_equals_spark_and_the_oracle(spark, env, monkeypatch,
         assert set(reads[0]) == {"orders", "customers", "_table"}, reads
         assert all(reads[0][s] == reads[1][s] for s in ("orders", "customers")), reads  # each source once, whole
         duck, twin = str(data / "views" / "duck"), str(data / "views" / "twin")
-        assert _batch(duck, t) == _batch(twin, t), (step, op)
-        assert _rows(duck) == _rows(twin), (step, op)
-        assert all(v > 0 for v in _rows(duck).values()), (step, op)
+        assert batch_rows(duck, t) == batch_rows(twin, t), (step, op)
+        assert table_rows(duck) == table_rows(twin), (step, op)
+        assert all(v > 0 for v in table_rows(duck).values()), (step, op)
         want = oracle(QUERY, {"orders": orders, "customers": customers}, t)
         assert multiset(read_view(catalog.get("duck"), as_of=t)) == want, (step, op)
 

@@ -14,7 +14,6 @@ from __future__ import annotations
 import datetime as dt
 import logging
 import random
-from collections import Counter
 from decimal import Decimal
 from typing import Any
 
@@ -28,8 +27,9 @@ from mvsink.engines import arrow as driver
 from mvsink.incremental.modes import full
 from mvsink.readers.arrow import read_view
 from mvsink.write.runners import refresh
+from tests.spark.test_full_diff_duckdb import _customers
 from tests.support.delta import BASE, HOUR, delete_at, mvsink_history, stamp, update_at, write_at
-from tests.support.oracle import multiset, oracle
+from tests.support.oracle import batch_rows, multiset, oracle, table_rows
 from tests.support.viewfiles import write_view
 
 pytestmark = pytest.mark.spark
@@ -46,7 +46,6 @@ ORDERS = pa.schema(
         ("price", pa.float64()),
     ]
 )
-CUSTOMERS = pa.schema([("cust", pa.int32()), ("name", pa.string()), ("region", pa.string())])
 GROUPED = (
     "SELECT c.region, o.day, count(*) AS n, count(o.note) AS notes, sum(o.amount) AS total, avg(o.amount) AS mean, "
     "sum(o.qty) AS q, min(o.note) AS first_note, max(o.day) AS last_day, min(o.amount) AS low, "
@@ -79,27 +78,6 @@ def _orders(rng: random.Random, start: int, n: int) -> pa.Table:
         ],
         schema=ORDERS,
     )
-
-
-def _customers() -> pa.Table:
-    rows = [(1, "ann", "eu"), (2, "bob", None), (3, None, "us"), (4, "dee", "eu"), (4, "dee2", "eu")]
-    return pa.Table.from_pylist([dict(zip(CUSTOMERS.names, r)) for r in rows], schema=CUSTOMERS)
-
-
-def _rows(target: str) -> Counter[tuple[Any, ...]]:
-    """The table's rows (visible and hidden columns) summed per row, exact values (zeros dropped)."""
-    out: Counter[tuple[Any, ...]] = Counter()
-    for r in DeltaTable(target).to_pyarrow_table().to_pylist():
-        out[tuple(v for k, v in sorted(r.items()) if k not in (TIME, DIFF))] += r[DIFF]
-    return Counter({k: v for k, v in out.items() if v})
-
-
-def _batch(target: str, t: int) -> Counter[tuple[Any, ...]]:
-    out: Counter[tuple[Any, ...]] = Counter()
-    for r in DeltaTable(target).to_pyarrow_table().to_pylist():
-        if r[TIME] == t:
-            out[tuple(v for k, v in sorted(r.items()) if k not in (TIME, DIFF))] += r[DIFF]
-    return out
 
 
 EDITS = ("delete", "visible", "hidden", "insert", "duplicate", "negative")
@@ -169,11 +147,11 @@ def test_randomized_aggregate_history_equals_spark_and_the_oracle(spark, env, mo
     def check(t: int, step: Any) -> None:
         for view, (query, stateful) in VIEWS.items():
             duck, twin = str(data / "views" / view), str(data / "views" / f"{view}_twin")
-            assert _batch(duck, t) == _batch(twin, t), (view, step)
-            assert _rows(duck) == _rows(twin), (view, step)  # visible and hidden columns, exactly
+            assert batch_rows(duck, t) == batch_rows(twin, t), (view, step)
+            assert table_rows(duck) == table_rows(twin), (view, step)  # visible and hidden columns, exactly
             hidden = [c for c in DeltaTable(duck).schema().to_arrow().names if c.startswith("_mv_agg_")]
             assert bool(hidden) is stateful, (view, hidden)
-            assert all(v > 0 for v in _rows(duck).values()), (view, step)
+            assert all(v > 0 for v in table_rows(duck).values()), (view, step)
             assert multiset(read_view(catalog.get(view), as_of=t)) == oracle(query, paths, t), (view, step)
 
     t = BASE + HOUR
@@ -310,7 +288,7 @@ def test_a_column_added_to_a_source_keeps_the_full_diff_exact(spark, env, monkey
         assert (DUCK_REASON in _reason(data, name)) is not name.endswith("_twin"), (name, _reason(data, name))
         got = multiset(read_view(catalog.get(name), as_of=t))
         assert got == oracle(query, {"orders": orders, "customers": customers}, t), name
-    assert _rows(str(data / "views" / "agg")) == _rows(str(data / "views" / "agg_twin"))
+    assert table_rows(str(data / "views" / "agg")) == table_rows(str(data / "views" / "agg_twin"))
 
 
 def test_over_spark_connect_an_aggregate_takes_the_same_path(env, connect_url):

@@ -21,9 +21,10 @@ from mvsink.definitions.catalog import Catalog
 from mvsink.engines import arrow as driver
 from mvsink.readers.arrow import read_view
 from mvsink.write.runners import refresh
-from tests.spark.test_full_diff_duckdb_aggregates import _customers, _orders, _rows
+from tests.spark.test_full_diff_duckdb import _customers
+from tests.spark.test_full_diff_duckdb_aggregates import _orders
 from tests.support.delta import BASE, HOUR, delete_at, mvsink_history, update_at, write_at
-from tests.support.oracle import multiset, oracle
+from tests.support.oracle import multiset, oracle, table_rows
 from tests.support.viewfiles import write_view
 
 pytestmark = pytest.mark.spark
@@ -91,8 +92,10 @@ def test_randomized_top_k_equals_spark_and_the_oracle_and_ties_are_refused(spark
             refresh(catalog.get("top_twin"), t, catalog=catalog, runner="inprocess", spark=spark, run_id=f"r{t}")
         assert "DuckDB" not in _reason(data, "top_twin")
         top, twin = str(data / "views" / "top"), str(data / "views" / "top_twin")
-        assert _rows(top) == _rows(twin), step
-        assert all(v == 1 for v in _rows(top).values()), step  # (id and name: unique per joined row, no duplicates)
+        assert table_rows(top) == table_rows(twin), step
+        assert all(v == 1 for v in table_rows(top).values()), (
+            step
+        )  # (id and name: unique per joined row, no duplicates)
         want = oracle(TOPK.replace("ORDER BY o.day,", "ORDER BY o.day NULLS FIRST,"), paths, t)  # (Spark's NULLs)
         assert multiset(read_view(catalog.get("top"), as_of=t)) == want, step
         assert sum(want.values()) == 12

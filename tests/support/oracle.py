@@ -9,7 +9,9 @@ from typing import Any
 
 import duckdb
 import pyarrow as pa
+from deltalake import DeltaTable
 
+from mvsink.columns import DIFF, TIME
 from tests.support.delta import snapshot
 
 Rows = Counter[tuple[Any, ...]]
@@ -72,3 +74,21 @@ def ok_rows_query(query: str, checks: list[dict[str, str]] | None) -> str:
         return query
     keep = " AND ".join(f"coalesce(({c['expr']}), false)" for c in checks)
     return f"SELECT * FROM ({query}) q WHERE {keep}"
+
+
+def table_rows(target: str) -> Counter[tuple[Any, ...]]:
+    """A view table's rows (every column but the time and the diff, hidden state included, in name order) summed
+    per row, exact values, zero sums dropped."""
+    out: Counter[tuple[Any, ...]] = Counter()
+    for r in DeltaTable(target).to_pyarrow_table().to_pylist():
+        out[tuple(v for k, v in sorted(r.items()) if k not in (TIME, DIFF))] += r[DIFF]
+    return Counter({k: v for k, v in out.items() if v})
+
+
+def batch_rows(target: str, t: int) -> Counter[tuple[Any, ...]]:
+    """The rows a view table's batch at time ``t`` wrote (as :func:`table_rows`, their diffs summed per row)."""
+    out: Counter[tuple[Any, ...]] = Counter()
+    for r in DeltaTable(target).to_pyarrow_table().to_pylist():
+        if r[TIME] == t:
+            out[tuple(v for k, v in sorted(r.items()) if k not in (TIME, DIFF))] += r[DIFF]
+    return out
