@@ -7,7 +7,7 @@ one place: it hands on a plain value, :class:`GroupDeltas`, that the merge with 
 
 0. The aggregate's input is linear in every changed source (on its plan, read once by the mode's ``fits`` and
    handed here for the change terms' join edges and DuckDB's check); the change frames, the change terms' pruned
-   reads and the scan guard (:func:`~mvsink.incremental.telescope.scan_guard`) decide whether the changes are
+   reads and the scan guard (:func:`~mvsink.incremental.scanguard.scan_guard`) decide whether the changes are
    worth using.
 1. Δin, the change of the aggregate's input, by the change terms of :mod:`mvsink.incremental.telescope`
    (signed by ``_mv_sign`` where the input query can carry it).
@@ -137,7 +137,8 @@ def _changes(
     ``tree`` (the input's plan, read once by the mode) gives the change terms' join edges and DuckDB's check."""
     from mvsink.incremental import duckdbterms
     from mvsink.incremental.linear import prepare_changes
-    from mvsink.incremental.telescope import scan_guards, term_reads
+    from mvsink.incremental.scanguard import scan_guards
+    from mvsink.incremental.telescope import term_reads
 
     frames = prepare_changes(ci, tree=lambda: tree)
     if isinstance(frames, str):

@@ -1,6 +1,6 @@
 """The scan guard's answer, decided by the cost model (:mod:`mvsink.incremental.costmodel`) where it is on.
 
-The scan guard (:func:`mvsink.incremental.telescope.scan_reasons`) refuses an incremental mode's change terms when
+The scan guard (:func:`mvsink.incremental.scanguard.scan_reasons`) refuses an incremental mode's change terms when
 they would read more than the full diff. With ``MVSINK_COST_MODEL`` on, each of its factors (the change terms on
 an engine: Spark's, or DuckDB's in the driver) is a candidate against the full diff, and the view's refresh history
 (:mod:`mvsink.core.costrecord`) may override the byte ratio: an incremental candidate its history makes more

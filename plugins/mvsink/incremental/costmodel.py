@@ -1,6 +1,6 @@
 """The cost model: an estimate of each applicable mode's write-step seconds, and the choice among them.
 
-**The prior** is what the scan guard knows (:func:`mvsink.incremental.telescope.scan_reasons`): the bytes a
+**The prior** is what the scan guard knows (:func:`mvsink.incremental.scanguard.scan_reasons`): the bytes a
 candidate reads (an incremental mode's change terms; the full diff's sources and table) over a nominal throughput,
 :data:`THROUGHPUT` (a documented default: only the ratio between candidates matters to the prior's choice), an
 incremental candidate's time divided by its speed (``MVSINK_INCREMENTAL_MAX_SCAN_RATIO`` times, for change terms

@@ -22,7 +22,7 @@ three steps (DESIGN.md section 8; the split is :func:`mvsink.plan.splits.aggrega
    again cancel); for a Distinct the terms' rows are summed with their signs per key and only keys whose count
    in C changed are kept, which also cancels the rows a term reads from the other branches of a UNION (the
    same in its inserted and deleted halves).
-2. *Cost guards.* Before any Spark job, the scan guard (:func:`mvsink.incremental.telescope.scan_guard`: the change
+2. *Cost guards.* Before any Spark job, the scan guard (:func:`mvsink.incremental.scanguard.scan_guard`: the change
    terms would read more than the full diff). The keys are collected (one Spark job, at most
    :data:`MAX_INLINE_KEYS` + 1 of them); more affected keys than :data:`MAX_AFFECTED_FRACTION` of the view's
    rows (at least one; counted from the table's rows, read in the driver): the full diff (recomputing most
@@ -444,7 +444,8 @@ def _guarded_changes(
     change terms that would read more than the full diff (the scan guard, on the pruned reads; the join edges
     from ``desired``'s plan, already read)."""
     from mvsink.incremental.linear import prepare_changes
-    from mvsink.incremental.telescope import scan_guard, term_reads
+    from mvsink.incremental.scanguard import scan_guard
+    from mvsink.incremental.telescope import term_reads
     from mvsink.plan.read import plan_tree
 
     prepared = prepare_changes(ci, tree=lambda: plan_tree(ci.spark, ci.view.query, desired=desired))

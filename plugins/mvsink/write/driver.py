@@ -188,7 +188,8 @@ def _corrections(
     from mvsink.incremental.aggmerge import merge_in_driver
     from mvsink.incremental.driverfacts import term_key
     from mvsink.incremental.duckdbterms import DRIVER_SCAN_FACTOR, TermInputs, group_delta, run_terms
-    from mvsink.incremental.telescope import driver_term_reads, scan_reasons
+    from mvsink.incremental.scanguard import scan_reasons
+    from mvsink.incremental.telescope import driver_term_reads
 
     base = desc.base_versions
     assert base is not None

@@ -14,7 +14,7 @@ that takes the full diff rebuilds them.
 
 A refresh from the sources' changes then costs what the change costs:
 
-0. The scan guard (:func:`~mvsink.incremental.telescope.scan_guard`): the full diff when the change terms would read more than it.
+0. The scan guard (:func:`~mvsink.incremental.scanguard.scan_guard`): the full diff when the change terms would read more than it.
 1. Δin, the change of the aggregate's input C (the *input query*: the keys and the aggregates'
    arguments over the query's FROM/WHERE), by the telescoping over change sets of
    :mod:`mvsink.incremental.linear` (one term per changed source, signed by ``_mv_sign``, where the
