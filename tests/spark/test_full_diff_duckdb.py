@@ -88,6 +88,11 @@ def _hand_edit(rng: random.Random, target: str, at: int, op: str) -> None:
     picked = rows.take(sorted(rng.sample(range(rows.num_rows), min(rows.num_rows, rng.randint(1, 4)))))
     if op == "insert":  # rows the query never gives: NULLs, a new name
         picked = picked.set_column(0, "name", pa.array([rng.choice([None, "new"]) for _ in range(picked.num_rows)]))
+    _append_edited(rng, target, picked, at, op)
+
+
+def _append_edited(rng: random.Random, target: str, picked: pa.Table, at: int, op: str) -> None:
+    """Rows ``picked`` of a view's table appended by a foreign writer at ``at``, each with a diff ``op`` allows."""
     diffs = {"insert": [1, 2], "duplicate": [1], "negative": [-1, 0, -2]}[op]
     picked = picked.set_column(
         picked.column_names.index(DIFF), DIFF, pa.array([rng.choice(diffs) for _ in range(picked.num_rows)], pa.int64())

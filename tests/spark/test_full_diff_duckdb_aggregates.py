@@ -21,13 +21,11 @@ import pyarrow as pa
 import pytest
 from deltalake import DeltaTable, write_deltalake
 
-from mvsink.columns import DIFF, TIME
 from mvsink.definitions.catalog import Catalog
 from mvsink.engines import arrow as driver
 from mvsink.incremental.modes import full
 from mvsink.readers.arrow import read_view
-from mvsink.write.runners import refresh
-from tests.spark.test_full_diff_duckdb import _customers
+from tests.spark.test_full_diff_duckdb import _append_edited, _customers, _refresh
 from tests.support.delta import BASE, HOUR, delete_at, mvsink_history, stamp, update_at, write_at
 from tests.support.oracle import batch_rows, multiset, oracle, table_rows
 from tests.support.viewfiles import write_view
@@ -100,17 +98,7 @@ def _hand_edit(rng: random.Random, target: str, at: int, op: str) -> None:
     if op == "insert":  # rows the query never gives: another count, visible and hidden
         for c in [c for c in ("n", "_mv_agg_count") if c in picked.column_names]:
             picked = picked.set_column(picked.column_names.index(c), c, pa.array([999] * picked.num_rows, pa.int64()))
-    diffs = {"insert": [1, 2], "duplicate": [1], "negative": [-1, 0, -2]}[op]
-    picked = picked.set_column(
-        picked.column_names.index(DIFF), DIFF, pa.array([rng.choice(diffs) for _ in range(picked.num_rows)], pa.int64())
-    ).set_column(picked.column_names.index(TIME), TIME, pa.array([at] * picked.num_rows, pa.int64()))
-    write_deltalake(target, picked, mode="append")
-
-
-def _refresh(catalog: Catalog, name: str, t: int, spark: Any) -> Any:
-    res = refresh(catalog.get(name), t, catalog=catalog, runner="inprocess", spark=spark, run_id=f"r{t}")
-    assert res.status == "appended" and res.mode == "full", (name, res)
-    return res
+    _append_edited(rng, target, picked, at, op)
 
 
 def _reason(data: Any, name: str) -> str:
