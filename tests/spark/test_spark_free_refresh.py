@@ -22,7 +22,7 @@ from deltalake import write_deltalake
 from mvsink.columns import DIFF, TIME
 from mvsink.core.table import ViewTable
 from mvsink.definitions.catalog import Catalog
-from mvsink.incremental import sharedreads
+from mvsink.incremental import decodedcopies, sharedreads
 from mvsink.incremental.driverfacts import FOLDER
 from mvsink.readers.arrow import read_view
 from mvsink.write.explain import explain_view
@@ -147,6 +147,8 @@ def test_small_aggregate_refreshes_run_without_spark_once_facts_are_kept(spark, 
             res, twin = _refresh_both(spark, catalog, name, t, monkeypatch)
             shared = "2 terms read customer once" in caplog.text
             assert shared is (step != 3 and name in ("join", "linear")), (name, step, caplog.text)  # (3: one term)
+            # customer's rows come from its decoded copy, which the first shared read wrote (customer never changes)
+            assert (" written: " in caplog.text) is (shared and step == 0), (name, step, caplog.text)
             mode = "incremental" if name == "linear" else "incremental:aggregate"
             assert res.mode == twin.mode == mode, (name, step, res.reason, twin.reason)
             said = _reason(catalog.get(name))
@@ -159,6 +161,9 @@ def test_small_aggregate_refreshes_run_without_spark_once_facts_are_kept(spark, 
                 assert res.spark_jobs == 0 and res.timings.get("write.stage") is not None, res
                 assert set(res.reads) == set(twin.reads), (res.reads, twin.reads)
             _check(catalog, paths, name, t)
+    files = len(list((data / "customer").glob("*.parquet")))  # (customer never changes: all its files live)
+    for name in ("join", "linear"):  # a copy per customer file a shared read kept, no more
+        assert 1 <= len(list((data / "views" / name / decodedcopies.FOLDER).glob("*.arrow"))) <= files, name
 
 
 def test_kept_facts_expire_with_a_source_schema_change_and_their_max_age(spark, env, monkeypatch):
