@@ -83,8 +83,14 @@ def main() -> int:
     ap.add_argument("--views", default="wide", help="comma-separated views (bench.connect_process's names)")
     ap.add_argument("--rate", type=float, default=0.001, help="the round's RF change (0.001: one pair, 0.1 %%)")
     ap.add_argument("--edit", type=float, default=0.0, help="a hand edit of this fraction of the rows (0: none)")
+    ap.add_argument(
+        "--engines", default="duckdb,spark", help="comma-separated: duckdb (the default path), spark (the twin)"
+    )
     ap.add_argument("--out", help="the raw rows (default: bench/results/full-diff-connect-<date>.json)")
     args = ap.parse_args()
+    engines = [e for e in args.engines.split(",") if e]
+    if not engines or set(engines) - {"duckdb", "spark"}:
+        ap.error(f"--engines: duckdb and/or spark, not {args.engines!r}")
     root = Path(args.root)
     date = dt.datetime.now(dt.UTC)
     specs = all_views()
@@ -104,7 +110,7 @@ def main() -> int:
             got: dict[tuple[str, str], dict[str, Any]] = {}
             for name in names:  # the first builds, before the round's change
                 sql, sources, _ = specs[name]
-                for engine in ("duckdb", "spark"):
+                for engine in engines:
                     views = root / f"full-diff-views-{engine}"
                     views.mkdir(parents=True, exist_ok=True)
                     target = f"full-diff-{engine}-{name}"
@@ -119,7 +125,7 @@ def main() -> int:
                 sql, sources, _ = specs[name]
                 srcs = {s: root / "src" / s for s in sources}
                 ow, _ = overwrite(name, sql, srcs, root / "ow" / name, remote=remote)
-                for engine in ("duckdb", "spark"):
+                for engine in engines:
                     views = root / f"full-diff-views-{engine}"
                     os.environ["MVSINK_DUCKDB_FULL_DIFF"] = "true" if engine == "duckdb" else "false"
                     diff, res, rss = refresh(name, t + DAY, remote=remote, views_dir=views)
