@@ -8,6 +8,7 @@ a new process through the same server (bench.connect_process's). Each refresh's 
 overwrite.
 
     python -m bench.full_diff_connect ROOT [--rounds 2] [--views wide] [--rate 0.001] [--edit 0.001]
+                                      [--engines duckdb,spark] [--with-state]
                                       [--out bench/results/full-diff-connect-<date>.json]
 
 ROOT is a bench.tpch22 work folder at SF 1 (``<root>/sf1.0``: the TPC-H tables under ``src/`` as Delta tables); the
@@ -86,6 +87,12 @@ def main() -> int:
     ap.add_argument(
         "--engines", default="duckdb,spark", help="comma-separated: duckdb (the default path), spark (the twin)"
     )
+    ap.add_argument(
+        "--with-state",
+        action="store_true",
+        help="aggregate views with their hidden state (incremental: true; the aggregate and affected-groups modes "
+        "turned off, so every refresh is a full diff over the visible and the state columns)",
+    )
     ap.add_argument("--out", help="the raw rows (default: bench/results/full-diff-connect-<date>.json)")
     args = ap.parse_args()
     engines = [e for e in args.engines.split(",") if e]
@@ -99,6 +106,9 @@ def main() -> int:
     remote = f"sc://127.0.0.1:{port}"
     server = start_server(port=port, conf=SERVER_CONF, log_path=root / "full-diff-connect-server.log")
     os.environ["MVSINK_DATA_ROOT"] = str(root)
+    if args.with_state:  # (the state kept, every refresh a full diff: the modes that would use it are off)
+        os.environ["MVSINK_INCREMENTAL_AGGREGATE"] = "false"
+        os.environ["MVSINK_INCREMENTAL_GROUPS"] = "false"
     stream = make_stream("rf", root, 1.0)
     rows = []
     try:
@@ -116,7 +126,8 @@ def main() -> int:
                     target = f"full-diff-{engine}-{name}"
                     shutil.rmtree(root / target, ignore_errors=True)
                     doc = {"name": name, "query": sql, "sources": {s: f"src/{s}" for s in sources}, "target": target}
-                    (views / f"{name}.yaml").write_text(yaml.safe_dump({**doc, "as_of": T0, "incremental": False}))
+                    doc |= {"as_of": T0, "incremental": bool(args.with_state)}
+                    (views / f"{name}.yaml").write_text(yaml.safe_dump(doc))
                     os.environ["MVSINK_DUCKDB_FULL_DIFF"] = "true" if engine == "duckdb" else "false"
                     first, res, rss = refresh(name, t, remote=remote, views_dir=views)
                     got[name, engine] = {"first_build_s": first, "first_build_rss_mb": rss, "first": res}
@@ -129,7 +140,8 @@ def main() -> int:
                     views = root / f"full-diff-views-{engine}"
                     os.environ["MVSINK_DUCKDB_FULL_DIFF"] = "true" if engine == "duckdb" else "false"
                     diff, res, rss = refresh(name, t + DAY, remote=remote, views_dir=views)
-                    row = {"round": r, "view": name, "engine": engine, **got[name, engine], "overwrite_s": ow}
+                    row = {"round": r, "view": name, "engine": engine, "with_state": bool(args.with_state)}
+                    row |= {**got[name, engine], "overwrite_s": ow}
                     first = row.pop("first")
                     row |= {
                         "full_diff_s": diff,
