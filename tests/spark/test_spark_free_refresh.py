@@ -35,14 +35,14 @@ from tests.support.viewfiles import write_view
 pytestmark = pytest.mark.spark
 
 JOIN = """SELECT o_custkey, o_orderdate, sum(l_price * (1 - l_qty)) AS revenue, count(*) AS n, avg(l_price) AS p,
-       avg(l_qty) AS q, count(l_suppkey) AS s
+       avg(l_qty) AS q, count(l_suppkey) AS s, 100.00 * sum(l_price * (1 - l_qty)) / sum(l_price) AS share
 FROM customer JOIN orders ON c_custkey = o_custkey JOIN lineitem ON l_orderkey = o_orderkey
 WHERE c_mktsegment = 'B' AND l_price > 20
 GROUP BY o_custkey, o_orderdate"""
 GLOBAL = "SELECT count(*) AS n, sum(l_price) AS s, avg(l_price) AS p, avg(l_qty) AS q FROM lineitem"
 ONE = "SELECT l_suppkey, sum(l_qty) AS qty, count(*) AS n FROM lineitem WHERE l_qty > 1 GROUP BY l_suppkey"
-SCALED = """SELECT o_custkey, sum(l_price) * 2 AS p2 FROM orders JOIN lineitem ON l_orderkey = o_orderkey
-GROUP BY o_custkey"""
+SCALED = """SELECT o_custkey, sum(l_price) * 2 AS p2, round(sum(l_price), 1) AS r
+FROM orders JOIN lineitem ON l_orderkey = o_orderkey GROUP BY o_custkey"""
 # MIN/MAX kept in the state (RF2 deletes the oldest orders: never a supplier's newest order nor all its lines of
 # its highest line number), finalised in Python
 MINMAX = """SELECT l_suppkey, max(l_orderkey) AS newest, max(l_line) AS top_line, min(l_qty) AS least_qty, count(*) AS n
@@ -54,7 +54,8 @@ VIEWS = {  # name: (query, sources, refreshed without Spark once facts are kept?
     "join": (JOIN, ("customer", "orders", "lineitem"), True),
     "global": (GLOBAL, ("lineitem",), True),
     "one": (ONE, ("lineitem",), True),
-    "scaled": (SCALED, ("orders", "lineitem"), False),  # an expression over a SUM: Spark finalises it
+    # decimal arithmetic over SUMs is finalised in Python (join's share, Spark's decimal division), ROUND by Spark
+    "scaled": (SCALED, ("orders", "lineitem"), False),
     "minmax": (MINMAX, ("lineitem",), True),
     "linear": (LINEAR, ("customer", "orders", "lineitem"), True),  # the linear mode
 }
