@@ -11,7 +11,8 @@ overwrite.
                                       [--engines duckdb,spark] [--with-state]
                                       [--out bench/results/full-diff-connect-<date>.json]
 
-ROOT is a bench.tpch22 work folder at SF 1 (``<root>/sf1.0``: the TPC-H tables under ``src/`` as Delta tables); the
+ROOT is a bench.tpch22 or bench.connect_process work folder (the TPC-H tables under ``src/`` as Delta tables) at
+scale factor ``--sf`` (1 by default: ``--rate 0.001`` is then one RF pair of 1,500 orders; at ``--sf 10`` 15,000); the
 RF pairs are committed to its orders and lineitem.
 """
 
@@ -81,6 +82,7 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     ap.add_argument("root", help="a bench.tpch22 work folder at SF 1 (e.g. /tmp/mvsink-tpch22/sf1.0)")
     ap.add_argument("--rounds", type=int, default=2)
+    ap.add_argument("--sf", type=float, default=1.0, help="the work folder's scale factor (the RF pairs' size)")
     ap.add_argument("--views", default="wide", help="comma-separated views (bench.connect_process's names)")
     ap.add_argument("--rate", type=float, default=0.001, help="the round's RF change (0.001: one pair, 0.1 %%)")
     ap.add_argument("--edit", type=float, default=0.0, help="a hand edit of this fraction of the rows (0: none)")
@@ -109,7 +111,7 @@ def main() -> int:
     if args.with_state:  # (the state kept, every refresh a full diff: the modes that would use it are off)
         os.environ["MVSINK_INCREMENTAL_AGGREGATE"] = "false"
         os.environ["MVSINK_INCREMENTAL_GROUPS"] = "false"
-    stream = make_stream("rf", root, 1.0)
+    stream = make_stream("rf", root, args.sf)
     rows = []
     try:
         sql, sources, _ = specs[names[0]]
@@ -169,9 +171,9 @@ def main() -> int:
     finally:
         os.killpg(server.pid, signal.SIGTERM)
         server.wait(timeout=60)
-    out = Path(args.out or RESULTS / f"full-diff-connect-{date:%Y%m%dT%H%MZ}-sf1.json")
+    out = Path(args.out or RESULTS / f"full-diff-connect-{date:%Y%m%dT%H%MZ}-sf{args.sf:g}.json")
     meta = {"date": f"{date:%Y-%m-%d %H:%M} UTC", "command": command("bench.full_diff_connect"), "machine": machine()}
-    out.write_text(json.dumps({**meta, "path": "connect-process", "rows": rows}, indent=1))
+    out.write_text(json.dumps({**meta, "sf": args.sf, "path": "connect-process", "rows": rows}, indent=1))
     print(f"wrote {out}")
     return 0
 
