@@ -27,7 +27,12 @@ if TYPE_CHECKING:
 
     from mvsink.plan.tree import PlanExpr, PlanNode
 
-_OPERATORS: Final = frozenset({"Project", "Filter", "Join", "SubqueryAlias", "View", "LogicalRelation", "Relation"})
+_OPERATORS: Final = frozenset(
+    {"Project", "Filter", "Join", "Aggregate", "SubqueryAlias", "View", "LogicalRelation", "Relation"}
+)
+# Joins whose rows are the same in both engines, NULLs in the condition included (the differential tests). A
+# RightOuter or FullOuter join is refused (not proven), and so is a null-aware anti join (NOT IN).
+_JOINS: Final = frozenset({"Inner", "Cross", "LeftOuter", "LeftSemi", "LeftAnti"})
 _BOOLEAN: Final = frozenset(
     {
         "EqualTo",
@@ -72,13 +77,38 @@ def unsupported(tree: PlanNode) -> str | None:
         return None
     if node.name not in _OPERATORS:
         return f"the operator {node.name}"
-    if node.name == "Join" and node.attrs.get("join_type") not in ("Inner", "Cross"):  # (comma joins: Cross)
+    if node.name == "Join" and node.attrs.get("join_type") not in _JOINS:  # (comma joins: Cross)
         return f"a {node.attrs.get('join_type', '?')} join"
-    for e in node.expressions:
+    if node.name == "Aggregate":
+        why = _aggregate(node)
+        if why:
+            return why
+    for e in node.expressions if node.name != "Aggregate" else ():
         got = spark_type(e)
         if got.startswith("!"):
             return got[1:]
     return next((why for why in map(unsupported, node.children) if why), None)
+
+
+def _aggregate(node: PlanNode) -> str | None:
+    """Why DuckDB might not group as Spark does: grouping expressions it evaluates alike, and aggregates that are
+    non-distinct, unfiltered COUNTs only (a BIGINT in both; NULLs not counted, as after an outer join), or None."""
+    for e in node.expressions:
+        inner = e.children[0] if e.name == "Alias" and len(e.children) == 1 else e
+        if inner.name != "AggregateExpression":
+            got = spark_type(e)
+            if got.startswith("!"):
+                return got[1:]
+            continue
+        if inner.attrs.get("distinct") is not False or len(inner.children) != 1:
+            return "an aggregate that is DISTINCT, filtered or of unknown form"
+        fn = inner.children[0]
+        if fn.name != "Count" or len(fn.children) != 1:
+            return f"the aggregate {fn.name}"
+        got = spark_type(fn.children[0])
+        if got.startswith("!"):
+            return got[1:]
+    return None
 
 
 def spark_type(e: PlanExpr) -> str:
@@ -220,7 +250,46 @@ def _case_when(e: PlanExpr) -> str:
     return result
 
 
+def _exists(e: PlanExpr) -> str:
+    """``[NOT] EXISTS (subquery)``: two-valued in both engines; its subquery's plan judged as a query (its
+    correlated references, ``OuterReference``, by the outer column's type)."""
+    if len(e.plans) != 1:
+        return "!an EXISTS of unknown form"
+    plan = e.plans[0]
+    if plan.name == "Project" and all(x.name in ("AttributeReference", "Literal") for x in plan.expressions):
+        plan = plan.children[0] if len(plan.children) == 1 else plan  # (its columns are not used: SELECT *)
+    why = unsupported(plan)
+    if why:
+        return f"!{why} in an EXISTS subquery"
+    kids = [spark_type(c) for c in e.children]
+    return next((k for k in kids if k.startswith("!")), "boolean")
+
+
+def _outer(e: PlanExpr) -> str:
+    """A correlated subquery's reference to its outer row's column: that column's type."""
+    return spark_type(e.children[0]) if len(e.children) == 1 else "!an outer reference of unknown form"
+
+
+def _substring(e: PlanExpr) -> str:
+    """``substring(s, pos[, len])``: equal in both engines (both count characters, code points) for a positive
+    literal position and a literal length of at least 0 (Spark's position 0 and negative positions count otherwise)."""
+    if len(e.children) != 3 or spark_type(e.children[0]) not in ("string", "void"):
+        return "!a substring of another form than a string, a position and a length"
+    s, pos, length = e.children
+    kids = [spark_type(c) for c in e.children]
+    bad = next((k for k in kids if k.startswith("!")), None)
+    if bad:
+        return bad
+    p, n = _literal_value(pos), _literal_value(length)
+    if kids[1:] != ["integer", "integer"] or p is None or n is None or p < 1 or n < 0:
+        return "!a substring whose position is not a positive literal (or whose length is not a literal)"
+    return "!substring of NULL" if _null(s) else "string"
+
+
 _FORMS: Final[dict[str, Callable[[PlanExpr], str]]] = {
+    "Exists": _exists,
+    "OuterReference": _outer,
+    "Substring": _substring,
     "Year": _year_of,
     "Extract": _extract,
     "CaseWhen": _case_when,
