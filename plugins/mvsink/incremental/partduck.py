@@ -45,7 +45,7 @@ def refused(ct: ChangeTerms, tree: PlanNode) -> str | None:
         return "MVSINK_INCREMENTAL_DRIVER_TERMS is off"
     if str(ct.spark.conf.get("spark.sql.ansi.enabled")).lower() != "true":  # (without it Spark wraps an overflow)
         return "Spark is not in ANSI mode"
-    why = unsupported(tree)
+    why = unsupported(tree, extended=True)
     if why:
         return f"DuckDB might not evaluate {why} as Spark does"
     if any(s.kind == "view" for s in ct.desc.sources):
