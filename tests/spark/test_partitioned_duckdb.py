@@ -1,6 +1,6 @@
 """The partitioned recompute's restricted queries evaluated by DuckDB in the driver (mvsink.incremental.partduck):
 what DuckDB may evaluate of EXISTS, NOT EXISTS, outer, semi and anti joins, an inner GROUP BY, LIKE and substring
-(mvsink.engines.duckdbsql), compared with Spark on edge values; and TPC-H Q4-, Q13- and Q22-shaped aggregate views
+(mvsink.engines.duckdbforms), compared with Spark on edge values; and TPC-H Q4-, Q13- and Q22-shaped aggregate views
 refreshed that way on randomized histories, exact against the oracle at every refresh."""
 
 from __future__ import annotations
@@ -12,6 +12,7 @@ import pyarrow as pa
 import pytest
 
 from mvsink.definitions.catalog import Catalog
+from mvsink.engines.duckdbforms import unsupported_extended
 from mvsink.engines.duckdbsql import duckdb_sql, unsupported
 from mvsink.plan.read import plan_tree
 from mvsink.readers.arrow import read_view
@@ -80,7 +81,7 @@ def _rows(rows) -> list[tuple]:
 def test_duckdb_evaluates_what_it_accepts_as_spark_does(spark, edge_views, name):
     query = SUPPORTED[name]
     tree = plan_tree(spark, query)
-    assert unsupported(tree, extended=True) is None
+    assert unsupported_extended(tree) is None
     assert unsupported(tree) is not None or name == "like_several"  # (the other callers: as before)
     want = _rows(spark.sql(query).collect())
     con = duckdb.connect()
@@ -94,7 +95,7 @@ def test_duckdb_evaluates_what_it_accepts_as_spark_does(spark, edge_views, name)
 @pytest.mark.parametrize("name", sorted(REFUSED))
 def test_duckdb_refuses_what_is_not_proven(spark, edge_views, name):
     query, why = REFUSED[name]
-    got = unsupported(plan_tree(spark, query), extended=True)
+    got = unsupported_extended(plan_tree(spark, query))
     assert got is not None and why in got, got
 
 

@@ -3,9 +3,7 @@
 :func:`unsupported` reads Spark's analysed plan (its implicit casts included) and fails closed: it accepts column
 references, literals, comparisons, AND/OR/NOT, IS [NOT] NULL, IN lists, BETWEEN, year(), CASE WHEN, LIKE '%...', ``+ - *`` and negation on int, long and
 decimals whose Spark result needs at most 38 digits, and casts proven exact in both engines; over integers, longs,
-decimals, strings, dates and booleans only; with ``extended`` (the partitioned recompute's queries) also [NOT]
-EXISTS, left outer, semi and anti joins, an inner GROUP BY of COUNTs and substring with a positive literal position
-(``tests/spark/test_partitioned_duckdb.py``). Everything else is refused, so Spark computes it.
+decimals, strings, dates and booleans only. Everything else is refused, so Spark computes it.
 
 DuckDB's own decimal types differ from Spark's (a product of DECIMAL(18,6) and INT stays a checked DECIMAL(18,6) in
 DuckDB, where Spark widens to DECIMAL(29,6)). So DuckDB reads every decimal column as DECIMAL(38, its scale)
@@ -29,12 +27,7 @@ if TYPE_CHECKING:
 
     from mvsink.plan.tree import PlanExpr, PlanNode
 
-_OPERATORS: Final = frozenset(
-    {"Project", "Filter", "Join", "Aggregate", "SubqueryAlias", "View", "LogicalRelation", "Relation"}
-)
-# Joins whose rows are the same in both engines, NULLs in the condition included (the differential tests). A
-# RightOuter or FullOuter join is refused (not proven), and so is a null-aware anti join (NOT IN).
-_JOINS: Final = frozenset({"Inner", "Cross", "LeftOuter", "LeftSemi", "LeftAnti"})
+_OPERATORS: Final = frozenset({"Project", "Filter", "Join", "SubqueryAlias", "View", "LogicalRelation", "Relation"})
 _BOOLEAN: Final = frozenset(
     {
         "EqualTo",
@@ -70,74 +63,22 @@ class Untranslatable(ValueError):
 # ---------------------------------------------------------------- what DuckDB evaluates as Spark does
 
 
-def unsupported(tree: PlanNode, *, extended: bool = False) -> str | None:
+def unsupported(tree: PlanNode) -> str | None:
     """Why DuckDB might not evaluate the plan ``tree`` exactly as Spark does, or None (failing closed). A View is
     a source as mvsink registers it (its columns cast to the table's types, as the driver reads them too): not
-    looked into; what the query does with its columns is. ``extended``: also [NOT] EXISTS, left outer, semi and
-    anti joins, an inner GROUP BY of COUNTs and substring (the partitioned recompute's queries,
-    :mod:`mvsink.incremental.partduck`; the other callers keep their own assumptions about the plan's shape)."""
-    if not extended:
-        why = _extension(tree)
-        if why:
-            return why
-    return _unsupported(tree)
-
-
-_EXTENDED_EXPRESSIONS: Final = frozenset({"Exists", "OuterReference", "Substring"})
-
-
-def _extension(node: PlanNode) -> str | None:
-    """What ``unsupported(..., extended=True)`` alone accepts in ``node`` (Views not looked into), or None."""
-    if node.name == "View":
-        return None
-    if node.name == "Aggregate":
-        return "the operator Aggregate"
-    if node.name == "Join" and node.attrs.get("join_type") not in ("Inner", "Cross"):
-        return f"a {node.attrs.get('join_type', '?')} join"
-    for e in node.all_expressions():
-        if e.name in _EXTENDED_EXPRESSIONS:
-            return f"the expression {e.name}"
-    return next((why for why in map(_extension, node.children) if why), None)
-
-
-def _unsupported(tree: PlanNode) -> str | None:
+    looked into; what the query does with its columns is."""
     node = tree
     if node.name == "View":
         return None
     if node.name not in _OPERATORS:
         return f"the operator {node.name}"
-    if node.name == "Join" and node.attrs.get("join_type") not in _JOINS:  # (comma joins: Cross)
+    if node.name == "Join" and node.attrs.get("join_type") not in ("Inner", "Cross"):  # (comma joins: Cross)
         return f"a {node.attrs.get('join_type', '?')} join"
-    if node.name == "Aggregate":
-        why = _aggregate(node)
-        if why:
-            return why
-    for e in node.expressions if node.name != "Aggregate" else ():
+    for e in node.expressions:
         got = spark_type(e)
         if got.startswith("!"):
             return got[1:]
-    return next((why for why in map(_unsupported, node.children) if why), None)
-
-
-def _aggregate(node: PlanNode) -> str | None:
-    """Why DuckDB might not group as Spark does: grouping expressions it evaluates alike, and aggregates that are
-    non-distinct, unfiltered COUNTs only (a BIGINT in both; NULLs not counted, as after an outer join), or None."""
-    for e in node.expressions:
-        inner = e.children[0] if e.name == "Alias" and len(e.children) == 1 else e
-        if inner.name != "AggregateExpression":
-            got = spark_type(e)
-            if got.startswith("!"):
-                return got[1:]
-            continue
-        if inner.attrs.get("distinct") is not False or len(inner.children) != 1:
-            return "an aggregate that is DISTINCT, filtered or of unknown form"
-        fn = inner.children[0]
-        if fn.name != "Count" or len(fn.children) != 1:
-            return f"the aggregate {fn.name}"
-        got = spark_type(fn.children[0])
-        if got.startswith("!"):
-            return got[1:]
-    return None
+    return next((why for why in map(unsupported, node.children) if why), None)
 
 
 def spark_type(e: PlanExpr) -> str:
@@ -279,48 +220,7 @@ def _case_when(e: PlanExpr) -> str:
     return result
 
 
-def _exists(e: PlanExpr) -> str:
-    """``[NOT] EXISTS (subquery)``: two-valued in both engines; its subquery's plan judged as a query (its
-    correlated references, ``OuterReference``, by the outer column's type)."""
-    if len(e.plans) != 1:
-        return "!an EXISTS of unknown form"
-    plan = e.plans[0]
-    if plan.name == "Project" and all(x.name in ("AttributeReference", "Literal") for x in plan.expressions):
-        plan = plan.children[0] if len(plan.children) == 1 else plan  # (its columns are not used: SELECT *)
-    why = _unsupported(plan)
-    if why:
-        return f"!{why} in an EXISTS subquery"
-    kids = [spark_type(c) for c in e.children]
-    return next((k for k in kids if k.startswith("!")), "boolean")
-
-
-def _outer(e: PlanExpr) -> str:
-    """A correlated subquery's reference to its outer row's column: that column's type."""
-    return spark_type(e.children[0]) if len(e.children) == 1 else "!an outer reference of unknown form"
-
-
-def _substring(e: PlanExpr) -> str:
-    """``substring(s, pos[, len])``: equal in both engines (both count characters, code points) for a positive
-    literal position and a literal length of at least 0 (Spark's position 0 and negative positions count otherwise)."""
-    if len(e.children) != 3 or spark_type(e.children[0]) not in ("string", "void"):
-        return "!a substring of another form than a string, a position and a length"
-    s, pos, length = e.children
-    kids = [spark_type(c) for c in e.children]
-    bad = next((k for k in kids if k.startswith("!")), None)
-    if bad:
-        return bad
-    p, n = _literal_value(pos), _literal_value(length)
-    if kids[1:] != ["integer", "integer"] or p is None or n is None or p < 1 or n < 0:
-        return "!a substring whose position is not a positive literal (or whose length is not a literal)"
-    return "!substring of NULL" if _null(s) else "string"
-
-
 _FORMS: Final[dict[str, Callable[[PlanExpr], str]]] = {
-    "Exists": _exists,
-    # (refused: [NOT] IN's null-aware semantics are not proven equal; Spark rewrites NOT IN to a null-aware anti join)
-    "InSubquery": lambda e: "!an InSubquery (IN or NOT IN over a subquery)",
-    "OuterReference": _outer,
-    "Substring": _substring,
     "Year": _year_of,
     "Extract": _extract,
     "CaseWhen": _case_when,

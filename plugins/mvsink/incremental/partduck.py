@@ -6,8 +6,8 @@ one scan of both versions' files); Spark then evaluated both restricted queries 
 about 1 s through Spark Connect for a handful of rows (TPC-H Q4, Q13, Q22 at SF 1). Here, where
 
 - the query is made only of what DuckDB evaluates exactly as Spark does
-  (:func:`mvsink.engines.duckdbsql.unsupported` on its analysed plan: inner, cross, left outer, left semi and left
-  anti joins, [NOT] EXISTS, an inner GROUP BY with COUNTs, the expressions it lists) and Spark runs in ANSI mode,
+  (:func:`mvsink.engines.duckdbforms.unsupported_extended` on its analysed plan: inner, cross, left outer, left
+  semi and left anti joins, [NOT] EXISTS, an inner GROUP BY with COUNTs, substring, the expressions it lists) and Spark runs in ANSI mode,
 - every keyed source is read in the driver, and every other source is a plain snapshot DuckDB may scan
   (:func:`mvsink.incremental.duckdbterms.snapshot_relation`, at most its scan budget),
 
@@ -23,7 +23,8 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING, Any
 
-from mvsink.engines.duckdbsql import Untranslatable, duckdb_schema, duckdb_sql, unsupported
+from mvsink.engines.duckdbforms import unsupported_extended
+from mvsink.engines.duckdbsql import Untranslatable, duckdb_schema, duckdb_sql
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -45,12 +46,45 @@ def refused(ct: ChangeTerms, tree: PlanNode) -> str | None:
         return "MVSINK_INCREMENTAL_DRIVER_TERMS is off"
     if str(ct.spark.conf.get("spark.sql.ansi.enabled")).lower() != "true":  # (without it Spark wraps an overflow)
         return "Spark is not in ANSI mode"
-    why = unsupported(tree, extended=True)
+    why = unsupported_extended(tree)
     if why:
         return f"DuckDB might not evaluate {why} as Spark does"
     if any(s.kind == "view" for s in ct.desc.sources):
         return "a source is a view"
     return None
+
+
+def in_driver(
+    ct: ChangeTerms,
+    tree: PlanNode,
+    *,
+    part: Partitioning,
+    driver: dict[str, DriverRead],
+    names: dict[tuple[str, bool], str],
+    queries: tuple[str, str],
+    keys: tuple[list[Any], bool],
+    columns: set[str] | None,
+    weight: str,
+) -> pa.Table | str:
+    """:func:`restricted_in_driver` where :func:`refused` does not refuse the plan ``tree``: the signed rows, or why
+    not."""
+    why = refused(ct, tree)
+    if why:
+        return why
+    got = restricted_in_driver(
+        ct, part=part, driver=driver, names=names, queries=queries, keys=keys, columns=columns, weight=weight
+    )
+    if not isinstance(got, str):
+        values, nulls = keys
+        log.info(
+            "view %s: partitioned recompute on %s evaluated by DuckDB in the driver: %d key(s)%s, %d signed row(s)",
+            ct.view.name,
+            part.describe(),
+            len(values),
+            " and NULL" if nulls else "",
+            got.num_rows,
+        )
+    return got
 
 
 def restricted_in_driver(

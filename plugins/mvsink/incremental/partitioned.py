@@ -132,15 +132,9 @@ def partitioned_rows(
     if tree is not None and driver:
         from mvsink.incremental import partduck
 
-        why = partduck.refused(ct, tree)
-        if why and "ScalarSubquery" in why and _again is None and (alt := _with_constants(ct, part, query)):
-            # (DuckDB may evaluate the query with the scalar subquery written in as a literal: TPC-H Q22)
-            log.info("view %s: %s; trying again with %s", ct.view.name, why, alt[2])
-            return partitioned_rows(
-                ct, alt[0], alt[1], table, frame=frame, weight=weight, tree=alt[3], _again=(part, keys)
-            )
-        got = why or partduck.restricted_in_driver(
+        got = partduck.in_driver(
             ct,
+            tree,
             part=part,
             driver=driver,
             names=names,
@@ -150,15 +144,13 @@ def partitioned_rows(
             weight=weight,
         )
         if not isinstance(got, str):
-            log.info(
-                "view %s: partitioned recompute on %s evaluated by DuckDB in the driver: %d key(s)%s, %d signed row(s)",
-                ct.view.name,
-                part.describe(),
-                len(values),
-                " and NULL" if has_null else "",
-                got.num_rows,
-            )
             return got
+        if "ScalarSubquery" in got and _again is None and (alt := _with_constants(ct, part, query)):
+            # (DuckDB may evaluate the query with the scalar subquery written in as a literal: TPC-H Q22)
+            log.info("view %s: %s; trying again with %s", ct.view.name, got, alt[2])
+            return partitioned_rows(
+                ct, alt[0], alt[1], table, frame=frame, weight=weight, tree=alt[3], _again=(part, keys)
+            )
         log.info("view %s: the partitioned recompute's queries evaluated by Spark: %s", ct.view.name, got)
     spark = ct.spark
     for name, dr in list(driver.items()):
