@@ -49,6 +49,8 @@ SUPPORTED = {
     "like_several": "SELECT k, s LIKE '%special%requests%' AS a, s NOT LIKE '%%' AS b, s LIKE 'ü%€%' AS c FROM l",
     "substring": "SELECT k, substring(s, 1, 2) AS a, substr(s, 3) AS b, substring(s, 2, 0) AS c, "
     "substring(s, 9, 100) AS d FROM l",
+    # (a scalar subquery's value as mvsink.incremental.scalars writes it in: TPC-H Q22's)
+    "decimal_literal": "SELECT k FROM l WHERE k > CAST('1.500000' AS DECIMAL(19,6)) OR k < CAST('-1' AS DECIMAL(3,0))",
     "q13": "SELECT c_count, count(*) AS custdist FROM (SELECT l.k, count(r.k) AS c_count FROM l LEFT OUTER JOIN r "
     "ON l.k = r.k AND r.t NOT LIKE '%special%requests%' GROUP BY l.k) AS c_orders GROUP BY c_count",
 }
@@ -63,6 +65,8 @@ REFUSED = {
     "full_outer": ("SELECT l.k FROM l FULL OUTER JOIN r ON l.k = r.k", "FullOuter"),
     "right_outer": ("SELECT r.k FROM l RIGHT JOIN r ON l.k = r.k", "RightOuter"),
     "like_underscore": ("SELECT s LIKE 'a_b' AS a FROM l", "LIKE"),
+    "decimal_rounds": ("SELECT k FROM l WHERE k > CAST('1.505' AS DECIMAL(5,2))", "string to decimal"),
+    "decimal_exponent": ("SELECT k FROM l WHERE k > CAST('1e2' AS DECIMAL(5,2))", "string to decimal"),
     "scalar": ("SELECT k FROM l WHERE k > (SELECT min(k) FROM r)", "ScalarSubquery"),
 }
 
@@ -104,6 +108,8 @@ VIEWS = {
     "q4": "SELECT c.region, count(*) AS n FROM customers c "
     "WHERE c.seg IS NOT NULL AND EXISTS (SELECT * FROM orders o WHERE o.cust = c.id AND o.qty > 1) GROUP BY c.region",
     # Q13's: a count of the null-supplying side of a LEFT OUTER JOIN grouped by the key, grouped again
+    # (a scalar subquery's value as mvsink.incremental.scalars writes it in: TPC-H Q22's)
+    "decimal_literal": "SELECT k FROM l WHERE k > CAST('1.500000' AS DECIMAL(19,6)) OR k < CAST('-1' AS DECIMAL(3,0))",
     "q13": "SELECT c_count, count(*) AS custdist FROM (SELECT c.id, count(o.id) AS c_count FROM customers c "
     "LEFT OUTER JOIN orders o ON c.id = o.cust AND o.status NOT LIKE '%B%' GROUP BY c.id) AS c_orders "
     "GROUP BY c_count",

@@ -1,7 +1,8 @@
 """What DuckDB evaluates as Spark does beyond :func:`mvsink.engines.duckdbsql.unsupported`, for the partitioned
 recompute's queries (:mod:`mvsink.incremental.partduck`): ``[NOT] EXISTS (subquery)``, left outer, left semi and
 left anti joins, an inner ``GROUP BY`` whose aggregates are plain COUNTs, and ``substring`` with a positive literal
-position and a literal length.
+position and a literal length; and a string literal cast to a decimal it fits exactly (a scalar subquery's value
+written in).
 
 :func:`unsupported_extended` judges those forms itself, then rewrites each into one the base check knows (a join to
 an inner join of the same condition, an aggregate to a projection of its grouping expressions, EXISTS to a boolean
@@ -16,6 +17,7 @@ aggregates and every aggregate but COUNT, a substring position of 0 or below (Sp
 from __future__ import annotations
 
 import dataclasses
+import re
 from decimal import Decimal, InvalidOperation
 from typing import Final
 
@@ -27,6 +29,8 @@ __all__ = ["unsupported_extended"]
 _JOINS: Final = frozenset({"LeftOuter", "LeftSemi", "LeftAnti"})
 _TRUE: Final = PlanExpr("Literal", attrs={"type": "boolean", "value": "true"})
 _STRING: Final = PlanExpr("Literal", attrs={"type": "string", "value": "s"})
+_DECIMAL: Final = re.compile(r"decimal\((\d+),(\d+)\)")
+_NUMERAL: Final = re.compile(r"-?\d{1,38}(\.\d{1,38})?")
 
 
 class _Refused(Exception):  # noqa: N818 (a reason, carried out of the recursion)
@@ -85,6 +89,8 @@ def _expr(e: PlanExpr) -> PlanExpr:
         raise _Refused("an InSubquery (IN or NOT IN over a subquery)")
     if e.name == "Substring":
         return _substring(e)
+    if e.name == "Cast" and len(e.children) == 1 and e.children[0].name == "Literal":
+        return _decimal_literal(e) or e
     if not e.children:
         return e
     return dataclasses.replace(e, children=tuple(map(_expr, e.children)))
@@ -119,6 +125,22 @@ def _substring(e: PlanExpr) -> PlanExpr:
     if p is None or n is None or p < 1 or n < 0:
         raise _Refused("a substring whose position is not a positive literal (or whose length is not a literal)")
     return _STRING
+
+
+def _decimal_literal(e: PlanExpr) -> PlanExpr | None:
+    """``CAST('4999.998700' AS DECIMAL(19,6))`` (a scalar subquery's value as :mod:`mvsink.incremental.scalars`
+    writes it in: TPC-H Q22) as the decimal literal it is, where the string is a plain numeral that the type holds
+    exactly (both engines parse it to that value); else None."""
+    m = _DECIMAL.fullmatch(str(e.attrs.get("type", "")).replace(" ", ""))
+    lit = e.children[0]
+    value = lit.attrs.get("value")
+    if m is None or lit.attrs.get("type") != "string" or not isinstance(value, str) or not _NUMERAL.fullmatch(value):
+        return None
+    p, sc = int(m.group(1)), int(m.group(2))
+    v = Decimal(value)
+    if abs(v) >= Decimal(10) ** (p - sc) or v != v.quantize(Decimal(1).scaleb(-sc)):
+        return None
+    return PlanExpr("Literal", attrs={"type": f"decimal({p},{sc})", "value": value})
 
 
 def _integer(e: PlanExpr) -> int | None:
