@@ -50,7 +50,7 @@ SUPPORTED = {
     "substring": "SELECT k, substring(s, 1, 2) AS a, substr(s, 3) AS b, substring(s, 2, 0) AS c, "
     "substring(s, 9, 100) AS d FROM l",
     # (a scalar subquery's value as mvsink.incremental.scalars writes it in: TPC-H Q22's)
-    "decimal_literal": "SELECT k FROM l WHERE k > CAST('1.500000' AS DECIMAL(19,6)) OR k < CAST('-1' AS DECIMAL(3,0))",
+    "decimal_literal": "SELECT k FROM l WHERE k + 0.5 > CAST('2.500000' AS DECIMAL(19,6)) OR k < CAST('-1' AS DECIMAL(3,0))",
     "q13": "SELECT c_count, count(*) AS custdist FROM (SELECT l.k, count(r.k) AS c_count FROM l LEFT OUTER JOIN r "
     "ON l.k = r.k AND r.t NOT LIKE '%special%requests%' GROUP BY l.k) AS c_orders GROUP BY c_count",
 }
@@ -108,8 +108,6 @@ VIEWS = {
     "q4": "SELECT c.region, count(*) AS n FROM customers c "
     "WHERE c.seg IS NOT NULL AND EXISTS (SELECT * FROM orders o WHERE o.cust = c.id AND o.qty > 1) GROUP BY c.region",
     # Q13's: a count of the null-supplying side of a LEFT OUTER JOIN grouped by the key, grouped again
-    # (a scalar subquery's value as mvsink.incremental.scalars writes it in: TPC-H Q22's)
-    "decimal_literal": "SELECT k FROM l WHERE k > CAST('1.500000' AS DECIMAL(19,6)) OR k < CAST('-1' AS DECIMAL(3,0))",
     "q13": "SELECT c_count, count(*) AS custdist FROM (SELECT c.id, count(o.id) AS c_count FROM customers c "
     "LEFT OUTER JOIN orders o ON c.id = o.cust AND o.status NOT LIKE '%B%' GROUP BY c.id) AS c_orders "
     "GROUP BY c_count",
