@@ -51,6 +51,8 @@ SUPPORTED = {
     "substring(s, 9, 100) AS d FROM l",
     # (a scalar subquery's value as mvsink.incremental.scalars writes it in: TPC-H Q22's)
     "decimal_literal": "SELECT k FROM l WHERE k + 0.5 > CAST('2.500000' AS DECIMAL(19,6)) OR k < CAST('-1' AS DECIMAL(3,0))",
+    # a filter's comparison of a widened column with a literal beyond its type (TPC-H Q22's, literal written in)
+    "widened_in_filter": "SELECT k FROM l WHERE k > CAST('1.500000' AS DECIMAL(19,6)) AND k <= 4.5 AND s IS NOT NULL",
     "q13": "SELECT c_count, count(*) AS custdist FROM (SELECT l.k, count(r.k) AS c_count FROM l LEFT OUTER JOIN r "
     "ON l.k = r.k AND r.t NOT LIKE '%special%requests%' GROUP BY l.k) AS c_orders GROUP BY c_count",
 }
@@ -67,6 +69,10 @@ REFUSED = {
     "like_underscore": ("SELECT s LIKE 'a_b' AS a FROM l", "LIKE"),
     "decimal_rounds": ("SELECT k FROM l WHERE k > CAST('1.505' AS DECIMAL(5,2))", "string to decimal"),
     "decimal_exponent": ("SELECT k FROM l WHERE k > CAST('1e2' AS DECIMAL(5,2))", "string to decimal"),
+    "widened_under_not": (
+        "SELECT k FROM l WHERE NOT (k > CAST('1.500000' AS DECIMAL(19,6)))",
+        "a widened column and a literal beyond its type",
+    ),
     "scalar": ("SELECT k FROM l WHERE k > (SELECT min(k) FROM r)", "ScalarSubquery"),
 }
 

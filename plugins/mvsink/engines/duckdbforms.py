@@ -2,7 +2,7 @@
 recompute's queries (:mod:`mvsink.incremental.partduck`): ``[NOT] EXISTS (subquery)``, left outer, left semi and
 left anti joins, an inner ``GROUP BY`` whose aggregates are plain COUNTs, and ``substring`` with a positive literal
 position and a literal length; and a string literal cast to a decimal it fits exactly (a scalar subquery's value
-written in).
+written in), and a filter's comparison of numbers with a literal beyond a widened column's type.
 
 :func:`unsupported_extended` judges those forms itself, then rewrites each into one the base check knows (a join to
 an inner join of the same condition, an aggregate to a projection of its grouping expressions, EXISTS to a boolean
@@ -30,6 +30,8 @@ _JOINS: Final = frozenset({"LeftOuter", "LeftSemi", "LeftAnti"})
 _TRUE: Final = PlanExpr("Literal", attrs={"type": "boolean", "value": "true"})
 _STRING: Final = PlanExpr("Literal", attrs={"type": "string", "value": "s"})
 _DECIMAL: Final = re.compile(r"decimal\((\d+),(\d+)\)")
+_COMPARISONS: Final = frozenset({"EqualTo", "LessThan", "LessThanOrEqual", "GreaterThan", "GreaterThanOrEqual"})
+_INTEGRAL: Final = frozenset({"integer", "long"})
 _NUMERAL: Final = re.compile(r"-?\d{1,38}(\.\d{1,38})?")
 
 
@@ -55,7 +57,25 @@ def _node(node: PlanNode) -> PlanNode:
         attrs["join_type"] = "Inner"  # (the same condition, judged alike)
     if name == "Aggregate":
         name, exprs = "Project", _grouping(node)
+    if name == "Filter" and len(exprs) == 1:
+        exprs = (_filter(exprs[0]),)
     return dataclasses.replace(node, name=name, children=children, expressions=tuple(map(_expr, exprs)), attrs=attrs)
+
+
+def _filter(condition: PlanExpr) -> PlanExpr:
+    """A filter's condition, each top-level conjunct that compares two numbers (integers or decimals, each
+    evaluated alike) judged here and replaced by a boolean: the base check refuses a widened column compared with a
+    literal its own type cannot hold (TPC-H Q22's ``c_acctbal > CAST('4999.998700' AS DECIMAL(19,6))``) because
+    Spark's optimiser may then give FALSE where the comparison is NULL; a filter drops the row either way, and both
+    engines compare the values exactly."""
+    if condition.name == "And" and len(condition.children) == 2:
+        return dataclasses.replace(condition, children=tuple(map(_filter, condition.children)))
+    if condition.name in _COMPARISONS and len(condition.children) == 2:
+        operands = [_expr(c) for c in condition.children]
+        types = [spark_type(o) for o in operands]
+        if all(t in _INTEGRAL or _DECIMAL.fullmatch(t) for t in types):
+            return _TRUE
+    return condition
 
 
 def _grouping(node: PlanNode) -> tuple[PlanExpr, ...]:
