@@ -14,7 +14,9 @@ as exact (its extra partitions did not change, so they cancel), so the keys may 
 A keyed source that is a plain Delta table on the local disk is filtered to K by DuckDB in the driver instead, both
 versions in one scan of its files, and reaches Spark as local relations (:mod:`mvsink.incremental.partreads`): where
 the keys skip no file, Spark's reads scan it twice. One Spark job evaluates both restricted queries (the sources registered under names of their own and the query
-rewritten to read them, so nothing is re-registered while Spark Connect analyses it again at execution).
+rewritten to read them, so nothing is re-registered while Spark Connect analyses it again at execution) — or, for an
+aggregate's input that DuckDB evaluates as Spark does and whose keyed sources are all read in the driver, DuckDB
+does, with no Spark job (:mod:`mvsink.incremental.partduck`).
 """
 
 from __future__ import annotations
