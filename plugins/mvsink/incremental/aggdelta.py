@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import logging
 import time
 from typing import TYPE_CHECKING
 
@@ -41,6 +42,8 @@ if TYPE_CHECKING:
     from mvsink.incremental.telescope import ChangeInputs, ChangeTerms
     from mvsink.plan.partitioning import Partitioning
     from mvsink.plan.tree import PlanNode
+
+log = logging.getLogger(__name__)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -86,7 +89,7 @@ def group_deltas(
     q = plan.queries
     per_group = _delta_sql(plan)
     if part is not None:
-        return _partitioned(ci, plan, tree, table, part, per_group, t0)
+        return _partitioned(ci, plan, tree, table, part, per_group, t0, facts=facts)
     ready = _changes(ci, plan, tree, table, facts)
     if isinstance(ready, str):
         return ready
@@ -105,25 +108,49 @@ def group_deltas(
 
 
 def _partitioned(
-    ci: ChangeInputs, plan: StatePlan, tree: PlanNode, table: ViewTable, part: Partitioning, per_group: str, t0: float
+    ci: ChangeInputs,
+    plan: StatePlan,
+    tree: PlanNode,
+    table: ViewTable,
+    part: Partitioning,
+    per_group: str,
+    t0: float,
+    *,
+    facts: AggregateFacts,
 ) -> GroupDeltas | str:
-    """:func:`group_deltas` by a partitioned recompute of the input (:mod:`mvsink.incremental.partitioned`)."""
+    """:func:`group_deltas` by a partitioned recompute of the input (:mod:`mvsink.incremental.partitioned`): Δ per
+    group summed by DuckDB where it evaluated the restricted queries in the driver
+    (:mod:`mvsink.incremental.partduck`), else by Spark."""
+    from mvsink.incremental.duckdbterms import group_delta
     from mvsink.incremental.linear import prepare_changes
-    from mvsink.incremental.partitioned import drop_views, partitioned_input
+    from mvsink.incremental.partitioned import drop_views, partitioned_input, partitioned_rows
 
     frames = prepare_changes(ci, tree=lambda: tree)
     if isinstance(frames, str):
         return frames
     ct = ci.terms(frames)
-    din = partitioned_input(ct, part, plan.queries.input_query, table)
-    if isinstance(din, str):
-        return din
+    names = tuple(s.name for s in ct.changed)
+    got = partitioned_rows(ct, part, plan.queries.input_query, table, tree=tree)
+    if isinstance(got, str):
+        return got
+    import pyarrow as pa
+
+    if isinstance(got, pa.Table):  # DuckDB's signed rows
+        rows = group_delta(facts, got)
+        if not isinstance(rows, str):
+            note(engine="duckdb")
+            t1 = time.monotonic()
+            return GroupDeltas(rows, None, True, names, planned=t1 - t0, collected=0.0)
+        log.info("view %s: the partitioned recompute's groups summed by Spark: %s", ci.view.name, rows)
+        got = partitioned_input(ct, part, plan.queries.input_query, table)
+        if isinstance(got, str):
+            return got
+    din: DataFrame = got
     delta = ct.spark.sql(per_group, din=din)
     t1 = time.monotonic()
     collected = collect_small(delta)
     if collected is not None:  # (else the merge reads ``delta``, over the views)
         drop_views(ct)
-    names = tuple(s.name for s in ct.changed)
     return GroupDeltas(collected, delta, False, names, planned=t1 - t0, collected=time.monotonic() - t1)
 
 

@@ -14,7 +14,9 @@ as exact (its extra partitions did not change, so they cancel), so the keys may 
 A keyed source that is a plain Delta table on the local disk is filtered to K by DuckDB in the driver instead, both
 versions in one scan of its files, and reaches Spark as local relations (:mod:`mvsink.incremental.partreads`): where
 the keys skip no file, Spark's reads scan it twice. One Spark job evaluates both restricted queries (the sources registered under names of their own and the query
-rewritten to read them, so nothing is re-registered while Spark Connect analyses it again at execution).
+rewritten to read them, so nothing is re-registered while Spark Connect analyses it again at execution) — or, for an
+aggregate's input that DuckDB evaluates as Spark does and whose keyed sources are all read in the driver, DuckDB
+does, with no Spark job (:mod:`mvsink.incremental.partduck`).
 """
 
 from __future__ import annotations
@@ -38,6 +40,7 @@ if TYPE_CHECKING:
     from mvsink.core.table import ViewTable
     from mvsink.incremental.telescope import ChangeInputs, ChangeTerms
     from mvsink.plan.partitioning import Partitioning
+    from mvsink.plan.tree import PlanNode
 
 log = logging.getLogger(__name__)
 
@@ -57,8 +60,25 @@ def partitioned_input(
     *,
     frame: Callable[[str], DataFrame] | None = None,
     weight: str = DIFF,
-    _again: tuple[Partitioning, tuple[list[Any], bool]] | None = None,
 ) -> DataFrame | str:
+    """:func:`partitioned_rows` evaluated by Spark: its signed rows as a DataFrame, or why not."""
+    from typing import cast
+
+    got = partitioned_rows(ct, part, query, table, frame=frame, weight=weight)
+    return cast("DataFrame | str", got)  # (without a plan, never DuckDB's rows)
+
+
+def partitioned_rows(
+    ct: ChangeTerms,
+    part: Partitioning,
+    query: str,
+    table: ViewTable,
+    *,
+    frame: Callable[[str], DataFrame] | None = None,
+    weight: str = DIFF,
+    tree: PlanNode | None = None,
+    _again: tuple[Partitioning, tuple[list[Any], bool]] | None = None,
+) -> DataFrame | pa.Table | str:
     """Signed rows (``weight`` +1 and -1, not consolidated) of ``query``'s change over ``ct``'s changes, by a
     partitioned recompute on ``part``; or why not (too many keys, a key type, the scan guard). ``frame(sql)``: the
     DataFrame of the query over the restricted sources (default: ``spark.sql``). Registers temp views of its own
@@ -68,7 +88,10 @@ def partitioned_input(
     (:mod:`mvsink.incremental.scalars`), that subquery is evaluated once and written in as a literal, and the query
     partitioned again: a source it read whole may now be restricted to the keys (TPC-H Q22). That second try
     (``_again``: the first try's partitioning and keys) reuses the changed keys where the changed sources keep their
-    key columns."""
+    key columns.
+
+    With ``tree`` (``query``'s analysed plan) the two restricted queries may be evaluated by DuckDB in the driver
+    (:mod:`mvsink.incremental.partduck`): the signed rows are then an Arrow table (DuckDB's types), no Spark job."""
     from pyspark.sql import functions as F
 
     same = _again is not None and all(_again[0].columns.get(s.name) == part.columns.get(s.name) for s in ct.changed)
@@ -104,9 +127,33 @@ def partitioned_input(
     refused = _scan_guard(part, _read_bytes(reads, planned, driver, changed), full)
     if refused and _again is None and (alt := _with_constants(ct, part, query)) is not None:
         log.info("view %s: %s; trying again with %s", ct.view.name, refused, alt[2])
-        return partitioned_input(ct, alt[0], alt[1], table, frame=frame, weight=weight, _again=(part, keys))
+        again = alt[3] if tree is not None else None
+        return partitioned_rows(ct, alt[0], alt[1], table, frame=frame, weight=weight, tree=again, _again=(part, keys))
     if refused:
         return refused
+    if tree is not None and driver:
+        from mvsink.incremental import partduck
+
+        got = partduck.in_driver(
+            ct,
+            tree,
+            part=part,
+            driver=driver,
+            names=names,
+            queries=(new_sql, old_sql),
+            keys=(values, has_null),
+            columns=partreads.named_columns(query),
+            weight=weight,
+        )
+        if not isinstance(got, str):
+            return got
+        if "ScalarSubquery" in got and _again is None and (alt := _with_constants(ct, part, query)):
+            # (DuckDB may evaluate the query with the scalar subquery written in as a literal: TPC-H Q22)
+            log.info("view %s: %s; trying again with %s", ct.view.name, got, alt[2])
+            return partitioned_rows(
+                ct, alt[0], alt[1], table, frame=frame, weight=weight, tree=alt[3], _again=(part, keys)
+            )
+        log.info("view %s: the partitioned recompute's queries evaluated by Spark: %s", ct.view.name, got)
     spark = ct.spark
     for name, dr in list(driver.items()):
         got = partreads.read_in_driver(
@@ -154,10 +201,10 @@ def partitioned_input(
     )
 
 
-def _with_constants(ct: ChangeTerms, part: Partitioning, query: str) -> tuple[Partitioning, str, str] | None:
+def _with_constants(ct: ChangeTerms, part: Partitioning, query: str) -> tuple[Partitioning, str, str, PlanNode] | None:
     """``query`` with its scalar subqueries over unchanged sources evaluated (:mod:`mvsink.incremental.scalars`) and
     its partitioning on that text, where it restricts a source ``part`` reads whole; with what was replaced, in
-    words. None otherwise."""
+    words, and the new text's plan. None otherwise."""
     from mvsink.incremental.scalars import constant_scalars, has_scalar_subquery
     from mvsink.plan.partitioning import partitioning
     from mvsink.plan.read import plan_tree
@@ -174,13 +221,14 @@ def _with_constants(ct: ChangeTerms, part: Partitioning, query: str) -> tuple[Pa
         got = constant_scalars(ct.spark, query, columns, unchanged)
         if got is None:
             return None
-        again = partitioning(plan_tree(ct.spark, got.query), [s.name for s in ct.changed])
+        tree = plan_tree(ct.spark, got.query)
+        again = partitioning(tree, [s.name for s in ct.changed])
     except PlanFormatError:
         return None
     if isinstance(again, str) or set(again.columns) <= set(part.columns):
         return None
     said = "; ".join(f"({text}) = {lit}" for text, lit in got.replaced)
-    return again, got.query, f"the scalar subquery evaluated once: {said}"
+    return again, got.query, f"the scalar subquery evaluated once: {said}", tree
 
 
 def _driver_reads(

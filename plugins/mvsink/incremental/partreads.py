@@ -135,13 +135,28 @@ def read_in_driver(
     and (for a changed source) the old one, as Spark DataFrames of the source's types; or why not. With
     ``staging`` (a table on the local disk) they are Parquet files ``<name>_new``, ``<name>_old`` of the batch's
     input rows, else local relations."""
+    from mvsink.spark.sources import empty_frame
+
+    files = staging is not None and staging.reads.is_local
+    rows = restricted_rows(dr, column=column, values=values, nulls=nulls, cap=MAX_FILE_ROWS if files else MAX_ROWS)
+    if isinstance(rows, str):
+        return rows
+    return _frames(spark, dr, rows, empty_frame, staging=staging if files else None, name=name)
+
+
+def restricted_rows(
+    dr: DriverRead, *, column: str, values: list[Any], nulls: bool, cap: int = MAX_FILE_ROWS
+) -> dict[str, pa.Table] | None | str:
+    """The rows of ``dr``'s source whose ``column`` is one of ``values`` (``nulls``: or NULL) as Arrow tables of
+    the source's Spark types: ``new`` and ``old`` (the same table for an unchanged source); None where no file is
+    read; or why not (at most ``cap`` rows, and :data:`MAX_ROWS_FRACTION` of the files' rows beyond
+    :data:`MAX_ROWS_ALWAYS`). One DuckDB scan of the files of both versions."""
     import pyarrow as pa
     import pyarrow.compute as pc
     from pyspark.sql.pandas.types import to_arrow_schema
 
     from mvsink.core.deltalog import record
     from mvsink.engines.duckdb import duckdb_cursor, duckdb_identifier, parquet_relation
-    from mvsink.spark.sources import empty_frame
 
     target = to_arrow_schema(dr.schema, timezone="UTC")
     names = [(f.name, f.name) for f in dr.schema.fields]
@@ -161,7 +176,7 @@ def read_in_driver(
             return f"DuckDB may not read source {dr.source.name!r} exactly"
         parts.append(f"SELECT *, {side} AS {_SIDE} FROM {rel}")
     if not parts:
-        return _frames(spark, dr, None, empty_frame, staging=None, name=name)
+        return None
     column = next((f.name for f in dr.schema.fields if f.name.casefold() == column.casefold()), column)
     if column not in target.names:
         return f"source {dr.source.name!r}: its key column {column!r} is not read"
@@ -170,8 +185,7 @@ def read_in_driver(
     keys = pa.table({"k": pa.array(values, type=key_type)})
     where = f"{c} IN (SELECT k FROM {_KEYS})" + (f" OR {c} IS NULL" if nulls else "")
     share = int(MAX_ROWS_FRACTION * _rows(p for _, paths in groups for p in paths))
-    files = staging is not None and staging.reads.is_local
-    cap = max(MAX_ROWS_ALWAYS, min(MAX_FILE_ROWS if files else MAX_ROWS, share))
+    cap = max(MAX_ROWS_ALWAYS, min(cap, share))
     con = duckdb_cursor()
     try:
         con.register(_KEYS, keys)
@@ -188,13 +202,12 @@ def read_in_driver(
     record(dr.source.name, bytes_read=dr.bytes, files=len({*new, *old}))
     side = got.column(_SIDE)
     try:
-        rows = {
+        return {
             "new": got.filter(pc.not_equal(side, 2)).drop_columns([_SIDE]).cast(target),
             "old": got.filter(pc.not_equal(side, 1)).drop_columns([_SIDE]).cast(target),
         }
     except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError):
         return f"source {dr.source.name!r}: a value that does not cast exactly"
-    return _frames(spark, dr, rows, empty_frame, staging=staging if files else None, name=name)
 
 
 def _rows(paths: Iterable[Location]) -> int:

@@ -208,6 +208,8 @@ def _json_expr_attrs(name: str, n: dict[str, Any]) -> dict[str, Any]:
             out["nulls_first"] = nulls.endswith("NullsFirst$")
     elif name == "Literal" and isinstance(n.get("dataType"), str):
         out["value"], out["type"] = n.get("value"), n["dataType"]
+    elif name == "AggregateExpression" and isinstance(n.get("isDistinct"), bool):
+        out["distinct"] = n["isDistinct"]  # (what mvsink.engines.duckdbsql checks)
     elif name in ("AttributeReference", "Cast") and isinstance(n.get("dataType"), str):
         out["type"] = n["dataType"]  # (what mvsink.incremental.duckdbterms checks)
     return out

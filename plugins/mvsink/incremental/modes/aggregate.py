@@ -173,7 +173,7 @@ def aggregate_corrections(
         return None, merged
     corr, n_keys = merged
     note(groups=n_keys)
-    if deltas.in_driver and deltas.rows is not None:  # no Spark job: the next refreshes may need no Spark at all
+    if deltas.in_driver and deltas.rows is not None and part is None:  # no Spark job: the next may need no Spark
         remember(ci, plan, tree, facts, table)
     log.info(
         "view %s: aggregate state of %d affected group(s): planned in %.2fs, change in %.2fs, merged %s in %.2fs",
@@ -186,6 +186,7 @@ def aggregate_corrections(
     )
     return corr, (
         f"{n_keys} affected group(s) updated from their state and the changes of {', '.join(deltas.sources)}"
-        + (" (change terms evaluated in the driver)" if deltas.in_driver else "")
+        + (" (change terms evaluated in the driver)" if deltas.in_driver and part is None else "")
         + (f" (a partitioned recompute on {part.describe()})" if part is not None else "")
+        + (" (its queries evaluated by DuckDB in the driver)" if deltas.in_driver and part is not None else "")
     )
