@@ -89,11 +89,12 @@ INCREMENTAL_MAX_SCAN_RATIO = Setting(
 )
 COST_MODEL = Setting(
     "MVSINK_COST_MODEL",
-    "false",
-    "true (1, yes, on) lets the cost model pick between an aggregate's change terms and the full diff from the "
-    "view's own refresh history (the table's _mv_history/): a per-mode fit of the write step's time against the "
-    "bytes read, once a mode has 3 refreshes, overrides the scan guard's byte ratio when it makes the other choice "
-    "more than 10% cheaper; off (the default), the scan guard decides alone. The history is recorded either way",
+    "true",
+    "true (the default; 1, yes, on) lets the cost model pick between an aggregate's change terms and the full diff "
+    "from the view's own refresh history (the table's _mv_history/): a per-mode fit of the write step's time "
+    "against the bytes read, once a mode has 3 refreshes, overrides the scan guard's byte ratio when it makes the "
+    "other choice more than 10% cheaper; false (0, no, off): the scan guard decides alone. The history is "
+    "recorded either way",
 )
 INCREMENTAL_PRUNE_MIN_BYTES = Setting(
     "MVSINK_INCREMENTAL_PRUNE_MIN_BYTES",

@@ -42,7 +42,7 @@ def _decide(history: list[CostRecord], reasons: tuple[str | None, ...] = (None,)
 
 
 def test_off_the_guard_decides_and_the_prior_is_noted(monkeypatch):
-    monkeypatch.delenv("MVSINK_COST_MODEL", raising=False)
+    monkeypatch.setenv("MVSINK_COST_MODEL", "false")
     got, notes = _decide(_slow_terms_history())
     assert got == (None,)
     assert notes["guard"] == {"terms_bytes": 1000, "full_bytes": 5000, "table_bytes": 10}

@@ -157,3 +157,25 @@ def test_notes_of_a_pick():
     notes = got.to_notes()
     assert notes["picked"] == FULL and notes["basis"] == "history"
     assert set(notes["estimates"]) == {INCR, FULL}  # type: ignore[arg-type]
+
+
+def test_a_fit_is_not_weighed_against_a_nominal_prior():
+    """The history of tests/spark/test_incremental_view_sources.py's ``agg`` (seed 5), as recorded: an aggregate
+    over one view source (its terms read no other source: 0 bytes) fitted at about 0.75 s, the full diff only
+    refreshed once (the first build, before the guard's figures were recorded: no scale). The full diff's estimate
+    is the nominal prior (31 kB at 100 MB/s: 0.3 ms), not seconds this view measured: the guard's choice stands."""
+    first = CostRecord(version=2, at=2, mode=FULL, write_s=1.009, reads={"up": {"bytes": 11826, "files": 2}})
+    guard = {"terms_bytes": 0, "full_bytes": 18256, "table_bytes": 6837}
+    terms = [
+        CostRecord(version=v, at=v, mode="incremental:aggregate", write_s=s, guard=guard)
+        for v, s in ((3, 0.99), (4, 0.676), (5, 0.595))
+    ]
+    cands = [Candidate(INCR, 0, 0, speed=1000.0), Candidate(FULL, 31108)]
+    got = pick(cands, [first, *terms])
+    assert [e.basis for e in got.estimates] == ["history", "prior"]
+    assert got.estimate(FULL).seconds < 0.001 < got.estimate(INCR).seconds  # (the units differ)
+    assert got.picked == INCR and "not compared" in got.why
+    # with the full diff measured too (3 refreshes), the fit decides: here the full diff is cheaper
+    fulls = [CostRecord(version=v, at=v, mode=FULL, write_s=0.3, guard=guard) for v in (6, 7, 8)]
+    got = pick(cands, [first, *terms, *fulls])
+    assert got.picked == FULL and got.basis == "history"

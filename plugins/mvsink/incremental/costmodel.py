@@ -15,7 +15,10 @@ prior second (the median over the refreshes of the candidates). A fit that does 
 negative slope) falls back to the history's mean time or the scaled prior.
 
 **The choice** (:func:`pick`): the prior's, unless a history-based estimate says another candidate is cheaper by
-more than :data:`MARGIN` (so a noisy fit does not flip a choice back and forth). Pure functions: no I/O.
+more than :data:`MARGIN` (so a noisy fit does not flip a choice back and forth). Only measured seconds are compared
+(a fit, or a prior scaled by the view's measurements): a candidate whose estimate is the nominal prior (no scale:
+fewer than :data:`MIN_POINTS` refreshes whose prior is not 0) is never weighed against a fitted one, whose seconds
+include fixed costs (a Spark job's start) that the prior's bytes know nothing of. Pure functions: no I/O.
 """
 
 from __future__ import annotations
@@ -196,8 +199,18 @@ def pick(candidates: Sequence[Candidate], history: Sequence[CostRecord], *, marg
     by = {e.key: e for e in ests}
     if all(e.basis != "history" for e in ests):
         return Pick(ests, prior, prior, f"the prior (the scan guard's byte ratio) picks {prior}: no fitted history")
-    cheapest = min(ests, key=lambda e: e.seconds)
     mine = by[prior]
+    measured = [e for e in ests if e.basis != "prior"]  # seconds this view measured (a fit, or a scaled prior)
+    if mine.basis == "prior" or len(measured) < 2:
+        return Pick(
+            ests,
+            prior,
+            prior,
+            f"the prior (the scan guard's byte ratio) picks {prior}: the history measures "
+            + ("no other candidate" if mine.basis != "prior" else f"no time of {prior}")
+            + " (a nominal prior is not compared with measured seconds)",
+        )
+    cheapest = min(measured, key=lambda e: e.seconds)
     if cheapest.key != prior and cheapest.seconds * (1 + margin) < mine.seconds:
         return Pick(
             ests,
