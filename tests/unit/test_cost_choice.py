@@ -96,3 +96,53 @@ def test_status_says_the_choice_its_estimate_the_actual_and_the_next_best():
     assert cost_choice({"operation": "append", "mode": "full"}) is None  # an older commit: no cost recorded
     full = cost_choice({**c, "mode": "full", "cost": {"estimates": {"full": 2.0}}})
     assert full is not None and format_choice(full) == "full estimated 2.00 s, took 1.20 s (prior)"
+
+
+PART = "incremental:partitioned/spark"
+PART_REFUSED = "the partitioned recompute on orders.o_orderkey would read 9.0 MB, more than the full diff reads ..."
+
+
+def _partition(history: list[CostRecord], reason: str | None, **kw: Any) -> tuple[str | None, dict[str, Any]]:
+    from mvsink.incremental.costguard import partition_reason
+
+    with noting() as notes:
+        got = partition_reason(
+            reason,
+            CHANGED,
+            None,  # type: ignore[arg-type]  (the history is given: the table is not read)
+            read_bytes=kw.pop("read_bytes", 9000.0),
+            full=kw.pop("full", 5000),
+            factor=1.0,
+            history=history,
+            **kw,
+        )
+    return got, notes
+
+
+def _recomputes(seconds: float, full_seconds: float, mode: str = "incremental:partitioned") -> list[CostRecord]:
+    guard = {"terms_bytes": 9000, "full_bytes": 5000}
+    out = [CostRecord(version=v, at=v, mode=mode, write_s=seconds + 0.01 * v, guard=guard) for v in (1, 2, 3)]
+    return out + [CostRecord(version=v, at=v, mode="full", write_s=full_seconds, guard=guard) for v in (4, 5, 6)]
+
+
+def test_the_partitioned_recompute_guard_prior_then_fit(monkeypatch):
+    monkeypatch.setenv("MVSINK_COST_MODEL", "true")
+    # no history: the guard's own answer either way, the prior noted (the recompute 9 kB against the full 5 kB)
+    got, notes = _partition([], PART_REFUSED)
+    assert got == PART_REFUSED and notes["basis"] == "prior" and notes["picked"] == "full"
+    assert notes["guard"] == {"terms_bytes": 9000, "full_bytes": 5000}
+    assert set(notes["estimates"]) == {PART, "full"}
+    got, notes = _partition([], None, read_bytes=1000.0)
+    assert got is None and notes["picked"] == PART
+    # this view's recomputes took 1.0 s where its full diffs took 1.4 s: the history runs the refused recompute
+    got, notes = _partition(_recomputes(1.0, 1.4), PART_REFUSED)
+    assert got is None and notes["picked"] == PART and notes["basis"] == "history"
+    # and refuses a recompute the guard lets run when its recorded recomputes cost more than the full diff
+    got, notes = _partition(_recomputes(3.0, 1.0), None, read_bytes=1000.0)
+    assert got is not None and got.startswith("the cost model picks the full diff: the view's history estimates full")
+    # a recompute serving the aggregate state's input keeps its history under that mode
+    got, notes = _partition(_recomputes(1.0, 1.4, "incremental:aggregate"), PART_REFUSED, mode="incremental:aggregate")
+    assert got is None and notes["picked"] == "incremental:aggregate/spark"
+    monkeypatch.setenv("MVSINK_COST_MODEL", "false")  # off: the guard alone, the estimates noted all the same
+    got, notes = _partition(_recomputes(1.0, 1.4), PART_REFUSED)
+    assert got == PART_REFUSED and notes["model"] == "off" and notes["basis"] == "prior"

@@ -115,7 +115,7 @@ def _partitioned(
     if isinstance(frames, str):
         return frames
     ct = ci.terms(frames)
-    din = partitioned_input(ct, part, plan.queries.input_query, table)
+    din = partitioned_input(ct, part, plan.queries.input_query, table, mode="incremental:aggregate")
     if isinstance(din, str):
         return din
     delta = ct.spark.sql(per_group, din=din)

@@ -57,6 +57,7 @@ def partitioned_input(
     *,
     frame: Callable[[str], DataFrame] | None = None,
     weight: str = DIFF,
+    mode: str = "incremental:partitioned",
     _again: tuple[Partitioning, tuple[list[Any], bool]] | None = None,
 ) -> DataFrame | str:
     """Signed rows (``weight`` +1 and -1, not consolidated) of ``query``'s change over ``ct``'s changes, by a
@@ -68,7 +69,8 @@ def partitioned_input(
     (:mod:`mvsink.incremental.scalars`), that subquery is evaluated once and written in as a literal, and the query
     partitioned again: a source it read whole may now be restricted to the keys (TPC-H Q22). That second try
     (``_again``: the first try's partitioning and keys) reuses the changed keys where the changed sources keep their
-    key columns."""
+    key columns. ``mode``: the refresh mode the recompute serves (the aggregate state's, a top-k's input), under
+    which the cost model keeps its history."""
     from pyspark.sql import functions as F
 
     same = _again is not None and all(_again[0].columns.get(s.name) == part.columns.get(s.name) for s in ct.changed)
@@ -101,10 +103,10 @@ def partitioned_input(
     driver = _driver_reads(ct, part, planned, query) if wheres else {}
     full = sum(active_bytes(s.path, s.version) for s in ct.desc.sources if s.kind != "view")
     full += active_bytes(table.path, table.version) if table.exists else 0
-    refused = _scan_guard(part, _read_bytes(reads, planned, driver, changed), full)
+    refused = _scan_guard(ct, part, _read_bytes(reads, planned, driver, changed), full, table, mode)
     if refused and _again is None and (alt := _with_constants(ct, part, query)) is not None:
         log.info("view %s: %s; trying again with %s", ct.view.name, refused, alt[2])
-        return partitioned_input(ct, alt[0], alt[1], table, frame=frame, weight=weight, _again=(part, keys))
+        return partitioned_input(ct, alt[0], alt[1], table, frame=frame, weight=weight, mode=mode, _again=(part, keys))
     if refused:
         return refused
     spark = ct.spark
@@ -121,7 +123,7 @@ def partitioned_input(
         if isinstance(got, str):  # (Spark reads it: the guard is asked again)
             log.info("view %s: the partitioned recompute's source %s read by Spark: %s", ct.view.name, name, got)
             del driver[name]
-            refused = _scan_guard(part, _read_bytes(reads, planned, driver, changed), full)
+            refused = _scan_guard(ct, part, _read_bytes(reads, planned, driver, changed), full, table, mode)
             if refused:
                 return refused
             continue
@@ -228,18 +230,23 @@ def _read_bytes(
     return total
 
 
-def _scan_guard(part: Partitioning, read_bytes: float, full: int) -> str | None:
-    """Why the restricted queries' reads (``read_bytes``) are too much against the full diff's (``full``), or None."""
+def _scan_guard(
+    ct: ChangeInputs, part: Partitioning, read_bytes: float, full: int, table: ViewTable, mode: str
+) -> str | None:
+    """Why the restricted queries' reads (``read_bytes``) are too much against the full diff's (``full``), or None:
+    the byte ratio, as the cost model decides it (:func:`mvsink.incremental.costguard.partition_reason`)."""
     from mvsink import settings
+    from mvsink.incremental.costguard import partition_reason
 
     limit = SCAN_FACTOR * settings.incremental_max_scan_ratio() * full
+    reason = None
     if full and read_bytes > limit:
-        return (
+        reason = (
             f"the partitioned recompute on {part.describe()} would read {read_bytes / 1e6:.1f} MB, more than "
             f"the full diff reads ({full / 1e6:.1f} MB with the table; "
             f"{settings.INCREMENTAL_MAX_SCAN_RATIO.name}={settings.incremental_max_scan_ratio():g})"
         )
-    return None
+    return partition_reason(reason, ct.changed, table, read_bytes=read_bytes, full=full, factor=SCAN_FACTOR, mode=mode)
 
 
 def partitioned_corrections(
