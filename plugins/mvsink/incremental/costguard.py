@@ -127,6 +127,7 @@ def change_estimates(
     table: ViewTable,
     *,
     driver_factor: float | None = None,
+    partition_factor: float = 1.0,
     history: list[CostRecord] | None = None,
 ) -> Pick | None:
     """The cost model's estimates for a change of ``source`` alone taking ``mode`` or the full diff (for ``mvsink
@@ -135,7 +136,8 @@ def change_estimates(
     No change is read: the change terms read the other sources whole (their pruning by the change's join keys is
     known only at refresh time, so this is an upper bound), the change's size is the last recorded change of
     ``source`` (else none); ``driver_factor``: the scan guard's multiple for change terms DuckDB evaluates in the
-    driver (``DRIVER_SCAN_FACTOR``; None: no such candidate); ``history``: the view's (default: read beside
+    driver (``DRIVER_SCAN_FACTOR``; None: no such candidate); ``partition_factor``: the partitioned recompute's
+    guard's multiple (``partitioned.SCAN_FACTOR``); ``history``: the view's (default: read beside
     ``table``)."""
     from mvsink.core.deltalog import active_bytes
 
@@ -146,13 +148,11 @@ def change_estimates(
     sizes = {s.name: active_bytes(s.path, s.version) for s in sources}
     table_bytes = active_bytes(table.path, table.version) if table.exists else 0
     if mode == PARTITIONED:  # the last recorded recompute's reads, else both versions of every source read whole
-        from mvsink.incremental.partitioned import SCAN_FACTOR
-
         key = f"{PARTITIONED}/spark"
         last = next((r for r in reversed(history) if record_key(r) == key and "terms_bytes" in r.guard), None)
         reads = int(last.guard["terms_bytes"]) if last is not None else 2 * sum(sizes.values())
         change = next((int(r.changes[source].get("bytes", 0)) for r in reversed(history) if source in r.changes), 0)
-        mine = Candidate(key, reads, change, speed=settings.incremental_max_scan_ratio() * SCAN_FACTOR)
+        mine = Candidate(key, reads, change, speed=settings.incremental_max_scan_ratio() * partition_factor)
         return pick([mine, Candidate(FULL, sum(sizes.values()) + table_bytes)], history)
     terms = sum(n for name, n in sizes.items() if name != source)
     change = next((int(r.changes[source].get("bytes", 0)) for r in reversed(history) if source in r.changes), 0)

@@ -26,6 +26,7 @@ from mvsink.incremental.modes.full import NOT_INCREMENTAL
 from mvsink.incremental.modes.linear import Linear
 from mvsink.incremental.modes.registry import REFRESH_MODES, choose
 from mvsink.incremental.modes.topk import TopK
+from mvsink.incremental.partitioned import SCAN_FACTOR
 from mvsink.incremental.pruning import pruned_reads
 from mvsink.plan.joinkeys import Edge, join_edges
 from mvsink.plan.splits import aggregate_split
@@ -172,7 +173,9 @@ def explain_json(view: ViewDefinition, *, catalog: Catalog, spark: SparkSession)
 
 def _with_estimates(s: SourceExplain, reads: list[SourceRead], table: ViewTable) -> SourceExplain:
     """``s`` with the cost model's estimates for a change of its source (where its mode has a scan guard)."""
-    got = change_estimates(s.mode, s.source, reads, table, driver_factor=DRIVER_SCAN_FACTOR)
+    got = change_estimates(
+        s.mode, s.source, reads, table, driver_factor=DRIVER_SCAN_FACTOR, partition_factor=SCAN_FACTOR
+    )
     if got is None:
         return s
     decides = (
