@@ -96,6 +96,13 @@ COST_MODEL = Setting(
     "other choice more than 10% cheaper; false (0, no, off): the scan guard decides alone. The history is "
     "recorded either way",
 )
+COST_RECHECK_EVERY = Setting(
+    "MVSINK_COST_RECHECK_EVERY",
+    "10",
+    "a whole number >= 0: where the cost model chose from the view's history, the alternative it passed over "
+    "runs instead once it has not run for this many refreshes and its estimate is at most twice the choice's, so "
+    "that a drifted estimate is measured again and corrected; 0: never",
+)
 INCREMENTAL_PRUNE_MIN_BYTES = Setting(
     "MVSINK_INCREMENTAL_PRUNE_MIN_BYTES",
     "8000000",
@@ -222,6 +229,7 @@ REGISTRY: tuple[Setting, ...] = (
     INCREMENTAL_MAX_FRACTION,
     INCREMENTAL_MAX_SCAN_RATIO,
     COST_MODEL,
+    COST_RECHECK_EVERY,
     INCREMENTAL_PRUNE_MIN_BYTES,
     SOURCE_READS,
     PLAIN_READ_MAX_PARTITIONS,

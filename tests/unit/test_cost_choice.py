@@ -146,3 +146,32 @@ def test_the_partitioned_recompute_guard_prior_then_fit(monkeypatch):
     monkeypatch.setenv("MVSINK_COST_MODEL", "false")  # off: the guard alone, the estimates noted all the same
     got, notes = _partition(_recomputes(1.0, 1.4), PART_REFUSED)
     assert got == PART_REFUSED and notes["model"] == "off" and notes["basis"] == "prior"
+
+
+def test_a_recheck_runs_the_alternative_and_is_noted(monkeypatch):
+    """The history picks the terms (1.0 s against the full diff's 1.4 s); 10 refreshes without a re-check and the
+    full diff cheap enough: this refresh runs the full diff (the terms refused, saying why), noted for the record."""
+    monkeypatch.setenv("MVSINK_COST_MODEL", "true")
+    guard = {"terms_bytes": 1000, "full_bytes": 5000, "table_bytes": 10}
+    fulls = [CostRecord(version=v, at=v, mode="full", write_s=1.4, guard=guard) for v in (1, 2, 3)]
+    terms = [CostRecord(version=v, at=v, mode="incremental:aggregate", write_s=1.0, guard=guard) for v in range(4, 14)]
+    got, notes = _decide([*fulls, *terms])
+    assert got[0] is not None and got[0].startswith("a re-check of the cost model (MVSINK_COST_RECHECK_EVERY): full")
+    assert notes["picked"] == "incremental:aggregate/spark"
+    assert notes["recheck"] == {
+        "kind": "alternative",
+        "ran": "full",
+        "instead_of": "incremental:aggregate/spark",
+        "estimate_s": 1.4,
+    }
+    monkeypatch.setenv("MVSINK_COST_RECHECK_EVERY", "0")  # off: the choice runs, nothing noted
+    got, notes = _decide([*fulls, *terms])
+    assert got == (None,) and notes["recheck"] is None
+    monkeypatch.setenv("MVSINK_COST_RECHECK_EVERY", "10")
+    got, notes = _decide([*fulls, *terms[:-1]])  # the full diff ran within the last 10: the choice runs, checked
+    assert got == (None,) and notes["recheck"] == {
+        "kind": "choice",
+        "ran": "incremental:aggregate/spark",
+        "instead_of": None,
+        "estimate_s": 1.0,
+    }

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 
 from mvsink import settings
 from mvsink.core.costrecord import current_notes, note, read_history
-from mvsink.incremental.costmodel import FULL, Candidate, Pick, pick, record_key
+from mvsink.incremental.costmodel import FULL, Candidate, Pick, Recheck, pick, recheck_due, record_key
 
 if TYPE_CHECKING:
     from mvsink.core.batch import SourceRead
@@ -66,9 +66,12 @@ def model_reasons(
     if history is None:
         history = read_history(table.path) if on and table.exists else []
     overall = pick([*candidates, full_c], history if on else [])
+    rc = _recheck(overall, history, on=on)
     note(**overall.to_notes(), why=overall.why, model="on" if on else "off")
     if not on:
         return reasons
+    if rc is not None and rc.kind == "alternative":  # the candidate passed over runs (the others refused)
+        return tuple(None if c.key == rc.ran else _recheck_reason(rc) for c in candidates)
     out: list[str | None] = []
     for c, reason in zip(candidates, reasons, strict=True):
         got = pick([c, full_c], history)
@@ -81,6 +84,25 @@ def model_reasons(
                 log.info("cost model: %s runs although the scan guard refused it: %s", c.key, got.why)
             out.append(None)
     return tuple(out)
+
+
+def _recheck(got: Pick, history: list[CostRecord], *, on: bool) -> Recheck | None:
+    """This refresh's re-check of the model's choice (:func:`mvsink.incremental.costmodel.recheck_due`), noted (a
+    refresh without one notes ``recheck: None``, over an earlier mode's note)."""
+    rc = recheck_due(got, history, every=settings.cost_recheck_every()) if on else None
+    note(recheck=None if rc is None else rc.to_notes())
+    if rc is not None:
+        log.info(
+            "cost model: a re-check of its choice %s: %s runs (estimated %.2f s)", got.picked, rc.ran, rc.estimate_s
+        )
+    return rc
+
+
+def _recheck_reason(rc: Recheck) -> str:
+    return (
+        f"a re-check of the cost model ({settings.COST_RECHECK_EVERY.name}): {rc.ran} runs instead of "
+        f"{rc.instead_of}, its estimate ({rc.estimate_s:.2f} s) measured again"
+    )
 
 
 def partition_reason(
@@ -110,7 +132,10 @@ def partition_reason(
         speed=settings.incremental_max_scan_ratio() * factor,
     )
     got = pick([mine, Candidate(FULL, full)], history if on else [])
+    rc = _recheck(got, history, on=on)
     note(**got.to_notes(), why=got.why, model="on" if on else "off")
+    if rc is not None and rc.kind == "alternative":
+        return None if rc.ran == mine.key else _recheck_reason(rc)
     if not on or got.basis == "prior":
         return reason
     if got.picked == FULL:
