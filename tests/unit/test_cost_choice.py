@@ -88,6 +88,7 @@ def test_status_says_the_choice_its_estimate_the_actual_and_the_next_best():
         "next_best_s": 1.5,
         "model_picked": "incremental:aggregate/spark",
         "basis": "history",
+        "recheck": None,
     }
     assert format_choice(ch) == (
         "incremental:aggregate/duckdb estimated 0.90 s, took 1.20 s; next best incremental:aggregate/spark 1.50 s "
@@ -96,6 +97,10 @@ def test_status_says_the_choice_its_estimate_the_actual_and_the_next_best():
     assert cost_choice({"operation": "append", "mode": "full"}) is None  # an older commit: no cost recorded
     full = cost_choice({**c, "mode": "full", "cost": {"estimates": {"full": 2.0}}})
     assert full is not None and format_choice(full) == "full estimated 2.00 s, took 1.20 s (prior)"
+    rc = {"kind": "alternative", "ran": "full", "instead_of": "incremental:aggregate/spark", "estimate_s": 2.0}
+    rechecked = cost_choice({**c, "mode": "full", "cost": {**c["cost"], "recheck": rc}})
+    assert rechecked is not None and rechecked["recheck"] == rc
+    assert format_choice(rechecked).endswith("(history); a re-check: ran instead of incremental:aggregate/spark")
 
 
 PART = "incremental:partitioned/spark"
