@@ -10,7 +10,7 @@ Q13's outer join under two aggregates) in one warm in-process Spark (local[2]), 
 through a mixed stream, one change per round (bench/streams.py: ``rf`` an RF1 + RF2 pair, ``scattered`` 0.1 % of
 the orders scattered over every file, ``rf3`` a 10 % bulk price update, ``dims`` a price list update of parts,
 partsupp and suppliers (a dimension move), ``edit`` an RF pair and a hand edit of 0.1 % of every view's table (a
-foreign append: the full diff repairs it), ``none`` no change).
+foreign append just below the view's upper, as bench/full_diff_connect.py's: the full diff repairs it), ``none`` no change).
 
 Each round, before a view's refresh, its table is copied once per variant; the view refreshes with the cost model
 on (``main``: the model's choice), and each copy with one mode forced where it applies: ``incr`` the scan guards
@@ -224,8 +224,10 @@ def main() -> int:
         )
         for n in numbers:
             name = f"q{n}"
-            if stream == "edit":  # a foreign append to the view's table (the copies carry it too)
-                changed[f"{name} hand-edited rows"] = hand_edit(root / "out" / "main" / name, EDIT_RATE, t - 1000)
+            if stream == "edit":  # a foreign append below the view's upper (the last refresh's time; the copies
+                # carry it too), as bench.full_diff_connect's: the next full diff retracts it
+                edited = hand_edit(root / "out" / "main" / name, EDIT_RATE, t - hour - 1000)
+                changed[f"{name} hand-edited rows"] = edited
             for variant in VARIANTS:  # the copies start from the main table as it is now
                 if variant != "main":
                     dest = root / "out" / variant / name

@@ -36,6 +36,7 @@ THROUGHPUT: Final = 100e6  # bytes per second of the prior (a documented default
 MIN_POINTS: Final = 3  # refreshes of a candidate before its own fit is used
 MARGIN: Final = 0.10  # how much cheaper the history must make another candidate to override the prior's choice
 RECHECK_BUDGET: Final = 1.5  # a re-check runs the alternative only where its estimate is at most this times the pick's
+FLOOR: Final = 0.5  # a fitted line's estimate is at least this times the fastest refresh it was fitted on
 DRIFT: Final = 0.5  # a re-check's time this far (relative) from its estimate restarts the candidate's fit from it
 
 Basis = Literal["prior", "scaled prior", "history"]
@@ -123,14 +124,17 @@ def record_size(r: CostRecord) -> int:
 
 @dataclasses.dataclass(frozen=True)
 class Line:
-    """seconds = ``intercept`` + ``slope`` * bytes, fitted on ``points`` refreshes."""
+    """seconds = ``intercept`` + ``slope`` * bytes, fitted on ``points`` refreshes, never below ``floor``
+    (:data:`FLOOR` times the fastest of them: a refresh's fixed costs do not vanish below the sizes measured, where
+    a line of noisy points can reach 0)."""
 
     intercept: float
     slope: float
     points: int
+    floor: float = 0.0
 
     def at(self, size: float) -> float:
-        return max(0.0, self.intercept + self.slope * size)
+        return max(self.floor, self.intercept + self.slope * size)
 
 
 def fit(points: Sequence[tuple[float, float]]) -> Line | None:
@@ -147,7 +151,7 @@ def fit(points: Sequence[tuple[float, float]]) -> Line | None:
     slope = sum((x - mx) * (y - my) for x, y in points) / sxx
     if slope < 0:
         return Line(my, 0.0, n)
-    return Line(my - slope * mx, slope, n)
+    return Line(my - slope * mx, slope, n, FLOOR * min(y for _, y in points))
 
 
 def since_drift(key: str, rows: Sequence[CostRecord]) -> list[CostRecord]:
