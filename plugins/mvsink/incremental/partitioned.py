@@ -103,7 +103,7 @@ def partitioned_input(
     driver = _driver_reads(ct, part, planned, query) if wheres else {}
     full = sum(active_bytes(s.path, s.version) for s in ct.desc.sources if s.kind != "view")
     full += active_bytes(table.path, table.version) if table.exists else 0
-    refused = _scan_guard(ct, part, _read_bytes(reads, planned, driver, changed), full, table, mode)
+    refused = _guard(ct, part, _read_bytes(reads, planned, driver, changed), full, table, mode)
     if refused and _again is None and (alt := _with_constants(ct, part, query)) is not None:
         log.info("view %s: %s; trying again with %s", ct.view.name, refused, alt[2])
         return partitioned_input(ct, alt[0], alt[1], table, frame=frame, weight=weight, mode=mode, _again=(part, keys))
@@ -123,7 +123,7 @@ def partitioned_input(
         if isinstance(got, str):  # (Spark reads it: the guard is asked again)
             log.info("view %s: the partitioned recompute's source %s read by Spark: %s", ct.view.name, name, got)
             del driver[name]
-            refused = _scan_guard(ct, part, _read_bytes(reads, planned, driver, changed), full, table, mode)
+            refused = _guard(ct, part, _read_bytes(reads, planned, driver, changed), full, table, mode)
             if refused:
                 return refused
             continue
@@ -230,22 +230,28 @@ def _read_bytes(
     return total
 
 
-def _scan_guard(
-    ct: ChangeInputs, part: Partitioning, read_bytes: float, full: int, table: ViewTable, mode: str
-) -> str | None:
-    """Why the restricted queries' reads (``read_bytes``) are too much against the full diff's (``full``), or None:
-    the byte ratio, as the cost model decides it (:func:`mvsink.incremental.costguard.partition_reason`)."""
+def _scan_guard(part: Partitioning, read_bytes: float, full: int) -> str | None:
+    """Why the restricted queries' reads (``read_bytes``) are too much against the full diff's (``full``), or None."""
     from mvsink import settings
-    from mvsink.incremental.costguard import partition_reason
 
     limit = SCAN_FACTOR * settings.incremental_max_scan_ratio() * full
-    reason = None
     if full and read_bytes > limit:
-        reason = (
+        return (
             f"the partitioned recompute on {part.describe()} would read {read_bytes / 1e6:.1f} MB, more than "
             f"the full diff reads ({full / 1e6:.1f} MB with the table; "
             f"{settings.INCREMENTAL_MAX_SCAN_RATIO.name}={settings.incremental_max_scan_ratio():g})"
         )
+    return None
+
+
+def _guard(
+    ct: ChangeInputs, part: Partitioning, read_bytes: float, full: int, table: ViewTable, mode: str
+) -> str | None:
+    """:func:`_scan_guard`'s answer as the cost model decides it (:func:`mvsink.incremental.costguard.partition_reason`:
+    ``mode`` is the refresh mode the recompute serves)."""
+    from mvsink.incremental.costguard import partition_reason
+
+    reason = _scan_guard(part, read_bytes, full)
     return partition_reason(reason, ct.changed, table, read_bytes=read_bytes, full=full, factor=SCAN_FACTOR, mode=mode)
 
 
