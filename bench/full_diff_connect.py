@@ -8,9 +8,11 @@ a new process through the same server (bench.connect_process's). Each refresh's 
 overwrite.
 
     python -m bench.full_diff_connect ROOT [--rounds 2] [--views wide] [--rate 0.001] [--edit 0.001]
+                                      [--engines duckdb,spark] [--with-state]
                                       [--out bench/results/full-diff-connect-<date>.json]
 
-ROOT is a bench.tpch22 work folder at SF 1 (``<root>/sf1.0``: the TPC-H tables under ``src/`` as Delta tables); the
+ROOT is a bench.tpch22 or bench.connect_process work folder (the TPC-H tables under ``src/`` as Delta tables) at
+scale factor ``--sf`` (1 by default: ``--rate 0.001`` is then one RF pair of 1,500 orders; at ``--sf 10`` 15,000); the
 RF pairs are committed to its orders and lineitem.
 """
 
@@ -80,11 +82,24 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     ap.add_argument("root", help="a bench.tpch22 work folder at SF 1 (e.g. /tmp/mvsink-tpch22/sf1.0)")
     ap.add_argument("--rounds", type=int, default=2)
+    ap.add_argument("--sf", type=float, default=1.0, help="the work folder's scale factor (the RF pairs' size)")
     ap.add_argument("--views", default="wide", help="comma-separated views (bench.connect_process's names)")
     ap.add_argument("--rate", type=float, default=0.001, help="the round's RF change (0.001: one pair, 0.1 %%)")
     ap.add_argument("--edit", type=float, default=0.0, help="a hand edit of this fraction of the rows (0: none)")
+    ap.add_argument(
+        "--engines", default="duckdb,spark", help="comma-separated: duckdb (the default path), spark (the twin)"
+    )
+    ap.add_argument(
+        "--with-state",
+        action="store_true",
+        help="aggregate views with their hidden state (incremental: true; the aggregate and affected-groups modes "
+        "turned off, so every refresh is a full diff over the visible and the state columns)",
+    )
     ap.add_argument("--out", help="the raw rows (default: bench/results/full-diff-connect-<date>.json)")
     args = ap.parse_args()
+    engines = [e for e in args.engines.split(",") if e]
+    if not engines or set(engines) - {"duckdb", "spark"}:
+        ap.error(f"--engines: duckdb and/or spark, not {args.engines!r}")
     root = Path(args.root)
     date = dt.datetime.now(dt.UTC)
     specs = all_views()
@@ -93,7 +108,10 @@ def main() -> int:
     remote = f"sc://127.0.0.1:{port}"
     server = start_server(port=port, conf=SERVER_CONF, log_path=root / "full-diff-connect-server.log")
     os.environ["MVSINK_DATA_ROOT"] = str(root)
-    stream = make_stream("rf", root, 1.0)
+    if args.with_state:  # (the state kept, every refresh a full diff: the modes that would use it are off)
+        os.environ["MVSINK_INCREMENTAL_AGGREGATE"] = "false"
+        os.environ["MVSINK_INCREMENTAL_GROUPS"] = "false"
+    stream = make_stream("rf", root, args.sf)
     rows = []
     try:
         sql, sources, _ = specs[names[0]]
@@ -104,13 +122,14 @@ def main() -> int:
             got: dict[tuple[str, str], dict[str, Any]] = {}
             for name in names:  # the first builds, before the round's change
                 sql, sources, _ = specs[name]
-                for engine in ("duckdb", "spark"):
+                for engine in engines:
                     views = root / f"full-diff-views-{engine}"
                     views.mkdir(parents=True, exist_ok=True)
                     target = f"full-diff-{engine}-{name}"
                     shutil.rmtree(root / target, ignore_errors=True)
                     doc = {"name": name, "query": sql, "sources": {s: f"src/{s}" for s in sources}, "target": target}
-                    (views / f"{name}.yaml").write_text(yaml.safe_dump({**doc, "as_of": T0, "incremental": False}))
+                    doc |= {"as_of": T0, "incremental": bool(args.with_state)}
+                    (views / f"{name}.yaml").write_text(yaml.safe_dump(doc))
                     os.environ["MVSINK_DUCKDB_FULL_DIFF"] = "true" if engine == "duckdb" else "false"
                     first, res, rss = refresh(name, t, remote=remote, views_dir=views)
                     got[name, engine] = {"first_build_s": first, "first_build_rss_mb": rss, "first": res}
@@ -119,11 +138,12 @@ def main() -> int:
                 sql, sources, _ = specs[name]
                 srcs = {s: root / "src" / s for s in sources}
                 ow, _ = overwrite(name, sql, srcs, root / "ow" / name, remote=remote)
-                for engine in ("duckdb", "spark"):
+                for engine in engines:
                     views = root / f"full-diff-views-{engine}"
                     os.environ["MVSINK_DUCKDB_FULL_DIFF"] = "true" if engine == "duckdb" else "false"
                     diff, res, rss = refresh(name, t + DAY, remote=remote, views_dir=views)
-                    row = {"round": r, "view": name, "engine": engine, **got[name, engine], "overwrite_s": ow}
+                    row = {"round": r, "view": name, "engine": engine, "with_state": bool(args.with_state)}
+                    row |= {**got[name, engine], "overwrite_s": ow}
                     first = row.pop("first")
                     row |= {
                         "full_diff_s": diff,
@@ -151,9 +171,9 @@ def main() -> int:
     finally:
         os.killpg(server.pid, signal.SIGTERM)
         server.wait(timeout=60)
-    out = Path(args.out or RESULTS / f"full-diff-connect-{date:%Y%m%dT%H%MZ}-sf1.json")
+    out = Path(args.out or RESULTS / f"full-diff-connect-{date:%Y%m%dT%H%MZ}-sf{args.sf:g}.json")
     meta = {"date": f"{date:%Y-%m-%d %H:%M} UTC", "command": command("bench.full_diff_connect"), "machine": machine()}
-    out.write_text(json.dumps({**meta, "path": "connect-process", "rows": rows}, indent=1))
+    out.write_text(json.dumps({**meta, "sf": args.sf, "path": "connect-process", "rows": rows}, indent=1))
     print(f"wrote {out}")
     return 0
 

@@ -39,6 +39,7 @@ from mvsink.variables import (  # noqa: F401 (the variables are the settings' to
     COST_MODEL,
     COST_RECHECK_EVERY,
     DATA_ROOT,
+    DECODED_COPIES_MB,
     DUCKDB_FULL_DIFF,
     INCREMENTAL_AGGREGATE,
     INCREMENTAL_DRIVER_TERMS,
@@ -227,6 +228,11 @@ def spark_free() -> bool:
     return _flag(SPARK_FREE, True)
 
 
+def decoded_copies_mb() -> int:
+    """``MVSINK_DECODED_COPIES_MB``: megabytes of decoded source copies a view keeps (1024; 0: none)."""
+    return _int(DECODED_COPIES_MB, 1024, example="1024")
+
+
 def plan_facts_max_age() -> float:
     """``MVSINK_PLAN_FACTS_MAX_AGE``: seconds kept plan facts are used (default 86400)."""
     return _float(PLAN_FACTS_MAX_AGE, 86400.0, minimum=0.0, example="3600")
@@ -397,6 +403,7 @@ ACCESSORS: dict[str, Callable[[], object]] = {
     MAX_RESCHEDULES.name: max_reschedules,
     INCREMENTAL_AGGREGATE.name: incremental_aggregate,
     SPARK_FREE.name: spark_free,
+    DECODED_COPIES_MB.name: decoded_copies_mb,
     PLAN_FACTS_MAX_AGE.name: plan_facts_max_age,
     INCREMENTAL_GROUPS.name: incremental_groups,
     INCREMENTAL_TOPK.name: incremental_topk,

@@ -166,6 +166,13 @@ SPARK_FREE = Setting(
     "whose plan facts a Spark refresh of the same definition and source schemas kept (the table's _mv_plans/) "
     "runs in the refreshing process without Spark",
 )
+DECODED_COPIES_MB = Setting(
+    "MVSINK_DECODED_COPIES_MB",
+    "1024",
+    "megabytes of decoded copies a view keeps beside its table (_mv_decoded/): an unchanged source that DuckDB's "
+    "change terms read filtered by key is written once, uncompressed, and later refreshes over the same files "
+    "pick its rows from that copy instead of decompressing the source's Parquet again; 0 turns them off",
+)
 PLAN_FACTS_MAX_AGE = Setting(
     "MVSINK_PLAN_FACTS_MAX_AGE",
     "86400",
@@ -237,6 +244,7 @@ REGISTRY: tuple[Setting, ...] = (
     INCREMENTAL_DRIVER_TERMS,
     DUCKDB_FULL_DIFF,
     SPARK_FREE,
+    DECODED_COPIES_MB,
     PLAN_FACTS_MAX_AGE,
     INCREMENTAL_GROUPS,
     INCREMENTAL_TOPK,

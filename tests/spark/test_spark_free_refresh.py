@@ -22,7 +22,7 @@ from deltalake import write_deltalake
 from mvsink.columns import DIFF, TIME
 from mvsink.core.table import ViewTable
 from mvsink.definitions.catalog import Catalog
-from mvsink.incremental import sharedreads
+from mvsink.incremental import decodedcopies, sharedreads
 from mvsink.incremental.driverfacts import FOLDER
 from mvsink.readers.arrow import read_view
 from mvsink.write.explain import explain_view
@@ -35,14 +35,14 @@ from tests.support.viewfiles import write_view
 pytestmark = pytest.mark.spark
 
 JOIN = """SELECT o_custkey, o_orderdate, sum(l_price * (1 - l_qty)) AS revenue, count(*) AS n, avg(l_price) AS p,
-       avg(l_qty) AS q, count(l_suppkey) AS s
+       avg(l_qty) AS q, count(l_suppkey) AS s, 100.00 * sum(l_price * (1 - l_qty)) / sum(l_price) AS share
 FROM customer JOIN orders ON c_custkey = o_custkey JOIN lineitem ON l_orderkey = o_orderkey
 WHERE c_mktsegment = 'B' AND l_price > 20
 GROUP BY o_custkey, o_orderdate"""
 GLOBAL = "SELECT count(*) AS n, sum(l_price) AS s, avg(l_price) AS p, avg(l_qty) AS q FROM lineitem"
 ONE = "SELECT l_suppkey, sum(l_qty) AS qty, count(*) AS n FROM lineitem WHERE l_qty > 1 GROUP BY l_suppkey"
-SCALED = """SELECT o_custkey, sum(l_price) * 2 AS p2 FROM orders JOIN lineitem ON l_orderkey = o_orderkey
-GROUP BY o_custkey"""
+SCALED = """SELECT o_custkey, sum(l_price) * 2 AS p2, round(sum(l_price), 1) AS r
+FROM orders JOIN lineitem ON l_orderkey = o_orderkey GROUP BY o_custkey"""
 # MIN/MAX kept in the state (RF2 deletes the oldest orders: never a supplier's newest order nor all its lines of
 # its highest line number), finalised in Python
 MINMAX = """SELECT l_suppkey, max(l_orderkey) AS newest, max(l_line) AS top_line, min(l_qty) AS least_qty, count(*) AS n
@@ -54,7 +54,8 @@ VIEWS = {  # name: (query, sources, refreshed without Spark once facts are kept?
     "join": (JOIN, ("customer", "orders", "lineitem"), True),
     "global": (GLOBAL, ("lineitem",), True),
     "one": (ONE, ("lineitem",), True),
-    "scaled": (SCALED, ("orders", "lineitem"), False),  # an expression over a SUM: Spark finalises it
+    # decimal arithmetic over SUMs is finalised in Python (join's share, Spark's decimal division), ROUND by Spark
+    "scaled": (SCALED, ("orders", "lineitem"), False),
     "minmax": (MINMAX, ("lineitem",), True),
     "linear": (LINEAR, ("customer", "orders", "lineitem"), True),  # the linear mode
 }
@@ -147,6 +148,8 @@ def test_small_aggregate_refreshes_run_without_spark_once_facts_are_kept(spark, 
             res, twin = _refresh_both(spark, catalog, name, t, monkeypatch)
             shared = "2 terms read customer once" in caplog.text
             assert shared is (step != 3 and name in ("join", "linear")), (name, step, caplog.text)  # (3: one term)
+            # customer's rows come from its decoded copy, which the first shared read wrote (customer never changes)
+            assert (" written: " in caplog.text) is (shared and step == 0), (name, step, caplog.text)
             mode = "incremental" if name == "linear" else "incremental:aggregate"
             assert res.mode == twin.mode == mode, (name, step, res.reason, twin.reason)
             said = _reason(catalog.get(name))
@@ -159,6 +162,9 @@ def test_small_aggregate_refreshes_run_without_spark_once_facts_are_kept(spark, 
                 assert res.spark_jobs == 0 and res.timings.get("write.stage") is not None, res
                 assert set(res.reads) == set(twin.reads), (res.reads, twin.reads)
             _check(catalog, paths, name, t)
+    files = len(list((data / "customer").glob("*.parquet")))  # (customer never changes: all its files live)
+    for name in ("join", "linear"):  # a copy per customer file a shared read kept, no more
+        assert 1 <= len(list((data / "views" / name / decodedcopies.FOLDER).glob("*.arrow"))) <= files, name
 
 
 def test_kept_facts_expire_with_a_source_schema_change_and_their_max_age(spark, env, monkeypatch):

@@ -32,11 +32,12 @@ if TYPE_CHECKING:
 
     from mvsink.incremental.aggplan import StatePlan
 
-FinalKind = Literal["key", "count", "nonnull", "sum", "avg", "min", "max"]
+FinalKind = Literal["key", "count", "nonnull", "sum", "avg", "min", "max", "expr"]
 """How a view column is finalised from a group's state in Python: the key itself, the row count, argument ``i``'s
 non-null count, its SUM (NULL over no non-null value), its AVG (a double of an integer's sum, or Spark's decimal
 AVG: :func:`~mvsink.incremental.statequeries.decimal_average`), its MIN or MAX (the state's extreme; NULL over no
-non-null value)."""
+non-null value), or Spark's decimal arithmetic over SUMs, AVGs and literals (expression ``i`` of
+:attr:`AggregateFacts.exprs`: :mod:`mvsink.incremental.decimalexpr`)."""
 
 _DOUBLE_AVG_DIGITS: Final = 15  # a decimal AVG of at most this precision goes through DOUBLE in Spark: left to it
 
@@ -61,6 +62,7 @@ class AggregateFacts:
     finalise: tuple[tuple[str, FinalKind, int], ...] | None
     ansi: bool
     extremes: tuple[Extreme, ...] = ()
+    exprs: tuple[Any, ...] = ()  # the "expr" columns' trees (:mod:`mvsink.incremental.decimalexpr`)
 
     @property
     def is_global(self) -> bool:
@@ -91,6 +93,7 @@ class AggregateFacts:
             "finalise": None if self.finalise is None else [list(f) for f in self.finalise],
             "ansi": self.ansi,
             "extremes": [list(e) for e in self.extremes],
+            "exprs": list(self.exprs),
         }
 
     @classmethod
@@ -107,6 +110,7 @@ class AggregateFacts:
             finalise=None if fin is None else tuple((str(c), k, int(i)) for c, k, i in fin),
             ansi=bool(d["ansi"]),
             extremes=tuple((int(i), str(k)) for i, k in d.get("extremes", [])),
+            exprs=tuple(d.get("exprs", [])),
         )
 
 
@@ -125,15 +129,18 @@ def aggregate_facts(spark: SparkSession, plan: StatePlan) -> AggregateFacts:
     args = tuple((with_sum, plan.sum_types[i], plan.avg_types[i]) for i, (_, with_sum) in enumerate(q.args))
     schema = plan.desired.schema
     types = {f.name: f.dataType.simpleString() for f in schema.fields}
+    exprs: list[Any] = []
+    finalise = python_finalise(q.finalise, keys=q.keys, args=args, types=types, expressions=exprs)
     return AggregateFacts(
         keys=tuple(q.keys),
         key_schema=key_schema,
         args=args,
         columns=tuple(plan.desired.columns),
         schema=arrow_table_schema(schema),
-        finalise=python_finalise(q.finalise, keys=q.keys, args=args, types=types),
+        finalise=finalise,
         ansi=str(spark.conf.get("spark.sql.ansi.enabled", "true")).strip().lower() == "true",
         extremes=q.extremes,
+        exprs=tuple(exprs) if finalise is not None else (),
     )
 
 
@@ -153,10 +160,13 @@ def python_finalise(
     keys: Sequence[str],
     args: Sequence[tuple[bool, str | None, str | None]],
     types: dict[str, str],
+    expressions: list[Any] | None = None,
 ) -> tuple[tuple[str, FinalKind, int], ...] | None:
     """How Python finalises each visible column (``finalise``: the state queries' Spark SQL per column; ``types``:
     Spark's type of each column, as simple strings), or None where one is not a key or a bare COUNT/SUM/AVG of the
-    type that aggregate gives, or is a decimal AVG Spark computes through DOUBLE (precision up to 15)."""
+    type that aggregate gives, or is a decimal AVG Spark computes through DOUBLE (precision up to 15). With
+    ``expressions`` (a list the trees are appended to), also decimal arithmetic over SUMs, AVGs and literals whose
+    type, as :mod:`mvsink.incremental.decimalexpr` derives it, is the column's."""
     from mvsink.spark.transforms import quote_name
 
     out: list[tuple[str, FinalKind, int]] = []
@@ -187,8 +197,40 @@ def python_finalise(
             out.append((column, kind, i))  # type: ignore[arg-type]
             break
         else:
-            return None
+            node = None if expressions is None else _decimal_expression(sql, args, types.get(column))
+            if node is None or expressions is None:
+                return None
+            out.append((column, "expr", len(expressions)))
+            expressions.append(node)
     return tuple(out)
+
+
+def _expression_types(args: Sequence[tuple[bool, str | None, str | None]]) -> Any:
+    """Spark's SUM or AVG type of argument ``i`` where Python computes it as Spark does, else None."""
+
+    def types(kind: str, i: int) -> str | None:
+        if i >= len(args):
+            return None
+        with_sum, sum_type, avg_type = args[i]
+        if not with_sum:
+            return None
+        if kind == "sum":
+            return sum_type
+        dt = decimal_type(avg_type)
+        return avg_type if dt is not None and dt[0] > _DOUBLE_AVG_DIGITS else None
+
+    return types
+
+
+def _decimal_expression(sql: str, args: Sequence[tuple[bool, str | None, str | None]], want: str | None) -> Any:
+    """The tree of decimal arithmetic ``sql`` whose type is Spark's ``want`` for the column, or None."""
+    from mvsink.incremental.decimalexpr import parse, result_type
+
+    node = parse(sql)
+    if node is None or node[0] not in ("+", "-", "*", "/"):
+        return None
+    t = result_type(node, _expression_types(args))
+    return node if t is not None and want is not None and f"decimal({t[0]},{t[1]})" == want.replace(" ", "") else None
 
 
 def sum_arrow_type(type_name: str | None) -> pa.DataType | None:
@@ -219,7 +261,12 @@ def finalised_rows(facts: AggregateFacts, rows: list[dict[str, Any]]) -> pa.Tabl
                 new[c] = row[c]
                 continue
             kind, i = final[c]
-            if kind == "key":
+            if kind == "expr":
+                got = _expression_value(facts, i, row)
+                if isinstance(got, str):
+                    return got
+                new[c] = got
+            elif kind == "key":
                 new[c] = row[c]
             elif kind == "count":
                 new[c] = row[COUNT]
@@ -246,3 +293,29 @@ def finalised_rows(facts: AggregateFacts, rows: list[dict[str, Any]]) -> pa.Tabl
         return table_from_rows(out, pa.schema([facts.schema.field(c) for c in facts.columns]))
     except (pa.ArrowInvalid, pa.ArrowTypeError) as exc:
         return f"a finalised value does not fit the table's type ({exc})"
+
+
+def _expression_value(facts: AggregateFacts, i: int, row: dict[str, Any]) -> Any:
+    """Expression ``i``'s value over a state row, or why not (Spark raises: the full diff)."""
+    import decimal
+
+    from mvsink.incremental.decimalexpr import Overflow, evaluate
+
+    types = _expression_types(facts.args)
+
+    def value(kind: str, j: int) -> decimal.Decimal | None:
+        n, total = row[nonnull_column(j)], row.get(sum_column(j))
+        if not n or total is None:
+            return None
+        if kind == "sum":
+            return decimal.Decimal(total)
+        p, s = decimal_type(types("avg", j)) or (38, 18)
+        avg = decimal_average(decimal.Decimal(total), n, precision=p, scale=s)
+        if avg is None and facts.ansi:
+            raise Overflow("an AVG beyond its type")
+        return avg
+
+    try:
+        return evaluate(facts.exprs[i], value, types, ansi=facts.ansi)
+    except Overflow as exc:
+        return f"an affected group's value overflows (the full diff: Spark's error): {exc}"

@@ -338,7 +338,10 @@ def run_terms(
     if not planned:
         return "no change term"
     users = [(tables, {c.name for c in t.changes}) for t, _, tables in planned]
-    with shared_reads(users, scans, ti.edges, schemas) as shared:
+    from mvsink.incremental.decodedcopies import for_target
+
+    copies = for_target(desc.target, dry_run=desc.dry_run)
+    with shared_reads(users, scans, ti.edges, schemas, copies=copies) as shared:
         terms: list[pa.Table] = []
         for t, sql, tables in planned:
             out = _run(

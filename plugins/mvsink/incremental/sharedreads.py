@@ -16,8 +16,10 @@ from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING, Final
 
 if TYPE_CHECKING:
+    import duckdb
     import pyarrow as pa
 
+    from mvsink.incremental.decodedcopies import Copies
     from mvsink.location import Location
     from mvsink.plan.joinkeys import Edge
 
@@ -58,6 +60,8 @@ def shared_reads(
     scans: dict[str, Scan],
     edges: Sequence[Edge],
     schemas: dict[str, pa.Schema],
+    *,
+    copies: Copies | None = None,
 ) -> Iterator[dict[str, str]]:
     """Terms (each: its tables by source name and its changed sources) that scan files of the same source at the
     same version (at least :data:`SHARE_MIN_BYTES` together) scan them once. DuckDB keeps the rows of their files
@@ -66,7 +70,8 @@ def shared_reads(
     source itself reduced by the term's change sets where an edge allows, in a table of the process's database,
     which those terms read instead. Yields the replacements (subquery by subquery); the tables are dropped on exit.
     TPC-H Q10 at SF 10 (1,500 orders changed): customer's 138 MB of names, addresses and comments are decoded once
-    rather than once per term."""
+    rather than once per term. With ``copies``, those rows are picked from the source's decoded copy
+    (:mod:`mvsink.incremental.decodedcopies`), which the first such read writes."""
     from mvsink.engines.duckdb import duckdb_cursor, duckdb_identifier, parquet_relation
 
     q = duckdb_identifier
@@ -108,10 +113,17 @@ def shared_reads(
                         f"SELECT {q(kr.column)} AS k FROM {q(aliases[kr.source])}"
                         + (f" WHERE {where}" if where else "")
                     )
-                con.execute(
-                    f"CREATE TABLE {q(table)} AS SELECT * FROM {union} AS s WHERE s.{q(column)} IN "
-                    f"(SELECT k FROM ({' UNION ALL '.join(selects)}))"
-                )
+                keys_of = f"SELECT k FROM ({' UNION ALL '.join(selects)})"
+                picked = _from_copy(con, copies, list(files), sch, column, keys_of)
+                if picked is not None:
+                    alias = f"_mv_picked_{uuid.uuid4().hex}"
+                    con.register(alias, picked)
+                    con.execute(f"CREATE TABLE {q(table)} AS SELECT * FROM {q(alias)}")
+                    con.unregister(alias)
+                else:
+                    con.execute(
+                        f"CREATE TABLE {q(table)} AS SELECT * FROM {union} AS s WHERE s.{q(column)} IN ({keys_of})"
+                    )
                 made.append(table)
                 rows = con.execute(f"SELECT count(*) FROM {q(table)}").fetchone()
             except Exception as exc:  # noqa: BLE001 (the terms then scan the files each, as before)
@@ -139,6 +151,34 @@ def shared_reads(
                     con.execute(f"DROP TABLE IF EXISTS {q(table)}")
             finally:
                 con.close()
+
+
+# Rows per batch of a decoded copy (about 50 MB of TPC-H customer's columns): the memory a copy's writing holds
+_COPY_BATCH_ROWS: Final = 262_144
+
+
+def _from_copy(
+    con: duckdb.DuckDBPyConnection,
+    copies: Copies | None,
+    files: list[Location],
+    schema: pa.Schema,
+    column: str,
+    keys_of: str,
+) -> pa.Table | None:
+    """The rows of the read of ``files`` as ``schema`` whose ``column`` is among the keys ``keys_of`` selects,
+    picked from the files' decoded copies (written now where there are none); None where no copy serves."""
+    from mvsink.engines.duckdb import parquet_relation
+    from mvsink.incremental.decodedcopies import rows_with_keys
+
+    if copies is None:
+        return None
+    keys = con.sql(f"SELECT DISTINCT k FROM ({keys_of}) WHERE k IS NOT NULL").to_arrow_table().column(0)
+
+    def scan(file: Location) -> pa.RecordBatchReader | None:
+        one = parquet_relation([file], [(c, c) for c in schema.names], schema)
+        return None if one is None else con.sql(f"SELECT * FROM {one}").to_arrow_reader(_COPY_BATCH_ROWS)
+
+    return rows_with_keys(copies, files=files, schema=schema, column=column, keys=keys.combine_chunks(), scan=scan)
 
 
 def _share_keys(

@@ -51,6 +51,8 @@ def write_without_spark(view: ViewDefinition, desc: BatchDescription) -> WriteRe
     t0 = time.monotonic()
     with snapshot_cache(), read_log(), noting() as notes:
         got = _write(view, desc, t0)
+        if isinstance(got, str):
+            got = _untouched_write(view, desc, t0) or got
     if isinstance(got, str):
         log.info("view %s: the write step runs on Spark: %s", view.name, got)
         return None
@@ -118,6 +120,38 @@ def _write(view: ViewDefinition, desc: BatchDescription, t0: float) -> WriteRepo
             seconds=time.monotonic() - t0,
         )
     return stage(view, desc, corr, head, check_counts=dict, t0=t0)
+
+
+def _untouched_write(view: ViewDefinition, desc: BatchDescription, t0: float) -> WriteReport | None:
+    """The write step of a batch whose changes touch no column the query reads (:mod:`mvsink.incremental.untouched`):
+    nothing staged, no Spark; or None."""
+    from mvsink.incremental.untouched import untouched_change
+    from mvsink.write.job import stage
+
+    if view.checks or desc.dry_run:
+        return None
+    table = ViewTable.open_path(desc.target, view.name)
+    if not table.exists or table.frontier.upper > desc.lower or ERROR in table.column_names:
+        return None
+    reason = untouched_change(view, desc)
+    if reason is None:
+        return None
+    log.info("view %s: %s", view.name, reason)
+    reads = current_reads()
+    fr = table.frontier
+    head = WriteReport.begun(
+        desc,
+        view=view.name,
+        read_version=fr.version,
+        table_upper=fr.upper,
+        schema=encode_schema(table.arrow_schema()),
+        mode="incremental",
+        mode_reason=reason,
+        phases={"plan": 0.0, "corrections": time.monotonic() - t0},
+        reads={} if reads is None else {k: dict(v) for k, v in reads.sources.items()},
+        spark_jobs=0,
+    )
+    return stage(view, desc, table.arrow_schema().empty_table(), head, check_counts=dict, t0=t0)
 
 
 def _table_schema(facts: DriverFacts) -> pa.Schema:

@@ -1,0 +1,39 @@
+"""The columns a query names (incremental/untouched.py: read_names): every identifier, a star, and the queries whose
+result may depend on more than their sources' named columns (refused: None)."""
+
+from __future__ import annotations
+
+import pytest
+
+from mvsink.incremental.untouched import read_names
+
+pytestmark = pytest.mark.unit
+
+
+def test_every_identifier_of_the_query_is_named_casefolded() -> None:
+    got = read_names(
+        "SELECT p_Brand, count(DISTINCT ps_suppkey) AS n FROM partsupp JOIN part ON p_partkey = ps_partkey "
+        "WHERE ps_suppkey NOT IN (SELECT s_suppkey FROM supplier WHERE s_comment LIKE '%x%') GROUP BY p_brand"
+    )
+    assert got is not None
+    assert {"p_brand", "ps_suppkey", "p_partkey", "ps_partkey", "s_suppkey", "s_comment", "n"} <= got
+    assert "p_retailprice" not in got and "x" not in got  # (a string literal names nothing)
+
+
+def test_a_star_names_every_column() -> None:
+    assert "*" in (read_names("SELECT * FROM t") or set())
+    assert "*" in (read_names("SELECT count(*) FROM t") or set())
+
+
+@pytest.mark.parametrize(
+    "query",
+    [
+        "SELECT my_udf(a) FROM t",  # (an unknown function: its result may be anything)
+        "SELECT a, input_file_name() FROM t",
+        "SELECT a, _metadata.file_path FROM t",
+        "SELECT a FROM t TABLESAMPLE (10 PERCENT)",
+        "SELECT a FROM t WHERE",  # (does not parse)
+    ],
+)
+def test_queries_that_read_more_than_named_columns_are_refused(query: str) -> None:
+    assert read_names(query) is None
