@@ -37,6 +37,7 @@ from mvsink.variables import (  # noqa: F401 (the variables are the settings' to
     ALLOWED_LOCATIONS,
     COMPACT_MEMORY,
     COST_MODEL,
+    COST_RECHECK_EVERY,
     DATA_ROOT,
     DECODED_COPIES_MB,
     DUCKDB_FULL_DIFF,
@@ -317,8 +318,14 @@ def incremental_max_scan_ratio() -> float:
 
 
 def cost_model() -> bool:
-    """``MVSINK_COST_MODEL``: may the view's refresh history override the scan guard (default false)?"""
-    return _flag(COST_MODEL, False)
+    """``MVSINK_COST_MODEL``: may the view's refresh history override the scan guard (default true)?"""
+    return _flag(COST_MODEL, True)
+
+
+def cost_recheck_every() -> int:
+    """``MVSINK_COST_RECHECK_EVERY``: refreshes after which the cost model re-runs the alternative it passed over
+    (10; 0: never)."""
+    return _int(COST_RECHECK_EVERY, 10, example="10")
 
 
 def incremental_prune_min_bytes() -> int:
@@ -386,6 +393,7 @@ ACCESSORS: dict[str, Callable[[], object]] = {
     INCREMENTAL_MAX_FRACTION.name: incremental_max_fraction,
     INCREMENTAL_MAX_SCAN_RATIO.name: incremental_max_scan_ratio,
     COST_MODEL.name: cost_model,
+    COST_RECHECK_EVERY.name: cost_recheck_every,
     INCREMENTAL_PRUNE_MIN_BYTES.name: incremental_prune_min_bytes,
     SOURCE_READS.name: source_reads,
     PLAIN_READ_MAX_PARTITIONS.name: plain_read_max_partitions,

@@ -89,11 +89,19 @@ INCREMENTAL_MAX_SCAN_RATIO = Setting(
 )
 COST_MODEL = Setting(
     "MVSINK_COST_MODEL",
-    "false",
-    "true (1, yes, on) lets the cost model pick between an aggregate's change terms and the full diff from the "
-    "view's own refresh history (the table's _mv_history/): a per-mode fit of the write step's time against the "
-    "bytes read, once a mode has 3 refreshes, overrides the scan guard's byte ratio when it makes the other choice "
-    "more than 10% cheaper; off (the default), the scan guard decides alone. The history is recorded either way",
+    "true",
+    "true (the default; 1, yes, on) lets the cost model pick between an aggregate's change terms and the full diff "
+    "from the view's own refresh history (the table's _mv_history/): a per-mode fit of the write step's time "
+    "against the bytes read, once a mode has 3 refreshes, overrides the scan guard's byte ratio when it makes the "
+    "other choice more than 10% cheaper; false (0, no, off): the scan guard decides alone. The history is "
+    "recorded either way",
+)
+COST_RECHECK_EVERY = Setting(
+    "MVSINK_COST_RECHECK_EVERY",
+    "10",
+    "a whole number >= 0: where the cost model chose from the view's history, the alternative it passed over "
+    "runs instead once it has not run for this many refreshes and its estimate is at most twice the choice's, so "
+    "that a drifted estimate is measured again and corrected; 0: never",
 )
 INCREMENTAL_PRUNE_MIN_BYTES = Setting(
     "MVSINK_INCREMENTAL_PRUNE_MIN_BYTES",
@@ -228,6 +236,7 @@ REGISTRY: tuple[Setting, ...] = (
     INCREMENTAL_MAX_FRACTION,
     INCREMENTAL_MAX_SCAN_RATIO,
     COST_MODEL,
+    COST_RECHECK_EVERY,
     INCREMENTAL_PRUNE_MIN_BYTES,
     SOURCE_READS,
     PLAIN_READ_MAX_PARTITIONS,

@@ -157,3 +157,45 @@ def test_notes_of_a_pick():
     notes = got.to_notes()
     assert notes["picked"] == FULL and notes["basis"] == "history"
     assert set(notes["estimates"]) == {INCR, FULL}  # type: ignore[arg-type]
+
+
+def test_a_fit_is_not_weighed_against_a_nominal_prior():
+    """The history of tests/spark/test_incremental_view_sources.py's ``agg`` (seed 5), as recorded: an aggregate
+    over one view source (its terms read no other source: 0 bytes) fitted at about 0.75 s, the full diff only
+    refreshed once (the first build, before the guard's figures were recorded: no scale). The full diff's estimate
+    is the nominal prior (31 kB at 100 MB/s: 0.3 ms), not seconds this view measured: the guard's choice stands."""
+    first = CostRecord(version=2, at=2, mode=FULL, write_s=1.009, reads={"up": {"bytes": 11826, "files": 2}})
+    guard = {"terms_bytes": 0, "full_bytes": 18256, "table_bytes": 6837}
+    terms = [
+        CostRecord(version=v, at=v, mode="incremental:aggregate", write_s=s, guard=guard)
+        for v, s in ((3, 0.99), (4, 0.676), (5, 0.595))
+    ]
+    cands = [Candidate(INCR, 0, 0, speed=1000.0), Candidate(FULL, 31108)]
+    got = pick(cands, [first, *terms])
+    assert [e.basis for e in got.estimates] == ["history", "prior"]
+    assert got.estimate(FULL).seconds < 0.001 < got.estimate(INCR).seconds  # (the units differ)
+    assert got.picked == INCR and "not compared" in got.why
+    # with the full diff measured too (3 refreshes), the fit decides: here the full diff is cheaper
+    fulls = [CostRecord(version=v, at=v, mode=FULL, write_s=0.3, guard=guard) for v in (6, 7, 8)]
+    got = pick(cands, [first, *terms, *fulls])
+    assert got.picked == FULL and got.basis == "history"
+
+
+def test_a_fit_never_estimates_below_half_its_fastest_refresh():
+    """bench/costmodel.py's SF 0.1 smoke, Q9 after the hand-edit round: the full diff's points (the first build and
+    a hand edit's repair measured by what they read, a guarded full diff by the guard's figure) gave a line whose
+    value at the next change's size was 0 s, so the model refused change terms estimated at 0.17 s (they took
+    0.29 s, the full diff 0.66 s). The line stops at half the fastest refresh it was fitted on."""
+    fulls = [
+        CostRecord(version=1, at=1, mode=FULL, write_s=0.3, reads={"orders": {"bytes": 20 * MB, "files": 1}}),
+        CostRecord(version=5, at=5, mode=FULL, write_s=0.54, guard={"full_bytes": 28 * MB}),
+        CostRecord(version=7, at=7, mode=FULL, write_s=1.07, reads={"orders": {"bytes": 29 * MB, "files": 1}}),
+    ]
+    line = fit([(20.0 * MB, 0.3), (28.0 * MB, 0.54), (29.0 * MB, 1.07)])
+    assert line is not None and line.intercept + line.slope * 5 * MB < 0  # (the bare line: below 0 at 5 MB)
+    assert line.at(5 * MB) == pytest.approx(0.15)
+    # change terms this view measured at 0.1 s: the full diff's bare line (0 s) would refuse them; its floor does not
+    terms = [_rec(v, "incremental:aggregate", terms=4 * MB, seconds=0.1) for v in (2, 3, 4)]
+    got = pick([Candidate(INCR, 4 * MB, speed=1.0), Candidate(FULL, 5 * MB)], [*fulls, *terms])
+    assert got.estimate(FULL).seconds == pytest.approx(0.15) and got.estimate(FULL).basis == "history"
+    assert got.picked == INCR and got.estimate(INCR).seconds == pytest.approx(0.1)

@@ -71,7 +71,9 @@ class CostRecord:
     source ``{"bytes", "files"}`` of its change set; ``reads``: per source ``{"bytes", "files"}`` read;
     ``guard``: the scan guard's inputs (``terms_bytes``: what the change terms read, ``full_bytes``: what the full
     diff reads, sources and table, ``table_bytes``: the table's share); ``estimates``: the model's seconds per
-    candidate (``picked``: the one it chose, ``basis``: ``prior`` or ``history``).
+    candidate (``picked``: the one it chose, ``basis``: ``prior`` or ``history``); ``recheck``: where this refresh
+    re-checked the model's choice (:class:`mvsink.incremental.costmodel.Recheck`: ``kind``, ``ran``,
+    ``instead_of``, ``estimate_s``).
     """
 
     version: int
@@ -89,6 +91,7 @@ class CostRecord:
     estimates: Mapping[str, float] = dataclasses.field(default_factory=dict)
     picked: str | None = None
     basis: str | None = None
+    recheck: Mapping[str, Any] | None = None
 
     @property
     def change_bytes(self) -> int:
@@ -150,6 +153,7 @@ def record_of(
         estimates=dict(c.get("estimates") or {}),
         picked=c.get("picked"),
         basis=c.get("basis"),
+        recheck=c.get("recheck") or None,
     )
 
 

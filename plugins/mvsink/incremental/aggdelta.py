@@ -130,7 +130,7 @@ def _partitioned(
         return frames
     ct = ci.terms(frames)
     names = tuple(s.name for s in ct.changed)
-    got = partitioned_rows(ct, part, plan.queries.input_query, table, tree=tree)
+    got = partitioned_rows(ct, part, plan.queries.input_query, table, tree=tree, mode="incremental:aggregate")
     if isinstance(got, str):
         return got
     import pyarrow as pa
@@ -142,7 +142,7 @@ def _partitioned(
             t1 = time.monotonic()
             return GroupDeltas(rows, None, True, names, planned=t1 - t0, collected=0.0)
         log.info("view %s: the partitioned recompute's groups summed by Spark: %s", ci.view.name, rows)
-        got = partitioned_input(ct, part, plan.queries.input_query, table)
+        got = partitioned_input(ct, part, plan.queries.input_query, table, mode="incremental:aggregate")
         if isinstance(got, str):
             return got
     din: DataFrame = got

@@ -15,7 +15,10 @@ prior second (the median over the refreshes of the candidates). A fit that does 
 negative slope) falls back to the history's mean time or the scaled prior.
 
 **The choice** (:func:`pick`): the prior's, unless a history-based estimate says another candidate is cheaper by
-more than :data:`MARGIN` (so a noisy fit does not flip a choice back and forth). Pure functions: no I/O.
+more than :data:`MARGIN` (so a noisy fit does not flip a choice back and forth). Only measured seconds are compared
+(a fit, or a prior scaled by the view's measurements): a candidate whose estimate is the nominal prior (no scale:
+fewer than :data:`MIN_POINTS` refreshes whose prior is not 0) is never weighed against a fitted one, whose seconds
+include fixed costs (a Spark job's start) that the prior's bytes know nothing of. Pure functions: no I/O.
 """
 
 from __future__ import annotations
@@ -32,6 +35,9 @@ FULL: Final = "full"
 THROUGHPUT: Final = 100e6  # bytes per second of the prior (a documented default: only ratios matter to it)
 MIN_POINTS: Final = 3  # refreshes of a candidate before its own fit is used
 MARGIN: Final = 0.10  # how much cheaper the history must make another candidate to override the prior's choice
+RECHECK_BUDGET: Final = 1.5  # a re-check runs the alternative only where its estimate is at most this times the pick's
+FLOOR: Final = 0.5  # a fitted line's estimate is at least this times the fastest refresh it was fitted on
+DRIFT: Final = 0.5  # a re-check's time this far (relative) from its estimate restarts the candidate's fit from it
 
 Basis = Literal["prior", "scaled prior", "history"]
 
@@ -118,14 +124,17 @@ def record_size(r: CostRecord) -> int:
 
 @dataclasses.dataclass(frozen=True)
 class Line:
-    """seconds = ``intercept`` + ``slope`` * bytes, fitted on ``points`` refreshes."""
+    """seconds = ``intercept`` + ``slope`` * bytes, fitted on ``points`` refreshes, never below ``floor``
+    (:data:`FLOOR` times the fastest of them: a refresh's fixed costs do not vanish below the sizes measured, where
+    a line of noisy points can reach 0)."""
 
     intercept: float
     slope: float
     points: int
+    floor: float = 0.0
 
     def at(self, size: float) -> float:
-        return max(0.0, self.intercept + self.slope * size)
+        return max(self.floor, self.intercept + self.slope * size)
 
 
 def fit(points: Sequence[tuple[float, float]]) -> Line | None:
@@ -142,15 +151,31 @@ def fit(points: Sequence[tuple[float, float]]) -> Line | None:
     slope = sum((x - mx) * (y - my) for x, y in points) / sxx
     if slope < 0:
         return Line(my, 0.0, n)
-    return Line(my - slope * mx, slope, n)
+    return Line(my - slope * mx, slope, n, FLOOR * min(y for _, y in points))
+
+
+def since_drift(key: str, rows: Sequence[CostRecord]) -> list[CostRecord]:
+    """Candidate ``key``'s recorded refreshes (``rows``, oldest first) from its latest re-check (:func:`recheck_due`)
+    whose measured time was more than :data:`DRIFT` off its estimate: the fit restarts there (the older points
+    describe a view, or a machine, that has changed)."""
+    start = 0
+    for i, r in enumerate(rows):
+        rc = r.recheck or {}
+        est = float(rc.get("estimate_s") or 0.0)
+        if rc.get("ran") == key and est > 0 and abs(r.write_s - est) > DRIFT * est:
+            start = i
+    return list(rows[start:])
 
 
 def estimate(candidates: Sequence[Candidate], history: Sequence[CostRecord]) -> tuple[Estimate, ...]:
     """Each candidate's estimate (the module's docstring): its own fit from :data:`MIN_POINTS` refreshes, else its
-    prior scaled by the history's seconds per prior second, else the prior."""
+    prior scaled by the history's seconds per prior second, else the prior. A candidate whose fit a re-check
+    restarted (:func:`since_drift`) has, until it has :data:`MIN_POINTS` refreshes again, the mean of its new ones."""
     by_key: dict[str, list[CostRecord]] = {}
     for r in history:
         by_key.setdefault(record_key(r), []).append(r)
+    restarted = {k for k, rows in by_key.items() if len(since_drift(k, rows)) < len(rows)}
+    by_key = {k: since_drift(k, rows) for k, rows in by_key.items()}
     scale = _scale(candidates, by_key)
     out: list[Estimate] = []
     for c in candidates:
@@ -158,6 +183,8 @@ def estimate(candidates: Sequence[Candidate], history: Sequence[CostRecord]) -> 
         line = fit([(float(record_size(r)), float(r.write_s)) for r in rows])
         if line is not None:
             out.append(Estimate(c.key, line.at(c.size), "history", line.points))
+        elif c.key in restarted:
+            out.append(Estimate(c.key, statistics.fmean(r.write_s for r in rows), "history", len(rows)))
         elif scale is not None:
             out.append(Estimate(c.key, c.prior_seconds * scale, "scaled prior", len(rows)))
         else:
@@ -196,8 +223,18 @@ def pick(candidates: Sequence[Candidate], history: Sequence[CostRecord], *, marg
     by = {e.key: e for e in ests}
     if all(e.basis != "history" for e in ests):
         return Pick(ests, prior, prior, f"the prior (the scan guard's byte ratio) picks {prior}: no fitted history")
-    cheapest = min(ests, key=lambda e: e.seconds)
     mine = by[prior]
+    measured = [e for e in ests if e.basis != "prior"]  # seconds this view measured (a fit, or a scaled prior)
+    if mine.basis == "prior" or len(measured) < 2:
+        return Pick(
+            ests,
+            prior,
+            prior,
+            f"the prior (the scan guard's byte ratio) picks {prior}: the history measures "
+            + ("no other candidate" if mine.basis != "prior" else f"no time of {prior}")
+            + " (a nominal prior is not compared with measured seconds)",
+        )
+    cheapest = min(measured, key=lambda e: e.seconds)
     if cheapest.key != prior and cheapest.seconds * (1 + margin) < mine.seconds:
         return Pick(
             ests,
@@ -207,3 +244,52 @@ def pick(candidates: Sequence[Candidate], history: Sequence[CostRecord], *, marg
             f"{mine.seconds:.2f} s (the scan guard's choice), cheaper by more than {margin:.0%}",
         )
     return Pick(ests, prior, prior, f"the view's history keeps the scan guard's choice {prior} ({mine.seconds:.2f} s)")
+
+
+@dataclasses.dataclass(frozen=True)
+class Recheck:
+    """A re-check of the model's choice (:func:`recheck_due`): ``kind`` ``alternative`` (the candidate passed over,
+    ``ran``, runs instead of the pick, ``instead_of``) or ``choice`` (the pick runs; its time is checked against its
+    estimate); ``estimate_s``: the estimate of the candidate that runs, against which its measured time is judged
+    after the fact (:func:`since_drift`)."""
+
+    kind: Literal["alternative", "choice"]
+    ran: str
+    instead_of: str | None
+    estimate_s: float
+
+    def to_notes(self) -> dict[str, object]:
+        return {
+            "kind": self.kind,
+            "ran": self.ran,
+            "instead_of": self.instead_of,
+            "estimate_s": round(self.estimate_s, 4),
+        }
+
+
+def recheck_due(got: Pick, history: Sequence[CostRecord], *, every: int) -> Recheck | None:
+    """Whether this refresh re-checks the model's choice ``got``, and how; None where not.
+
+    Only choices the history made (:attr:`Pick.basis` ``history``, the pick's estimate measured) are re-checked, once
+    ``every`` refreshes of the view have passed without one (``every`` <= 0: never). The cheapest measured candidate
+    passed over runs instead where it has not run in those refreshes and its estimate is at most
+    :data:`RECHECK_BUDGET` times the pick's (so a re-check costs little): its time is measured again. Else the pick
+    runs, its time to be judged against its estimate. Either way, a time more than :data:`DRIFT` off the estimate
+    restarts that candidate's fit (:func:`since_drift`): a drifted estimate corrects itself."""
+    if every <= 0 or got.basis != "history" or len(history) < every:
+        return None
+    recent = history[-every:]
+    if any(r.recheck for r in recent):
+        return None
+    mine = got.estimate(got.picked)
+    if mine is None or mine.basis == "prior":
+        return None
+    rest = [e for e in got.estimates if e.key != got.picked and e.basis != "prior"]
+    alt = min(rest, key=lambda e: e.seconds) if rest else None
+    if (
+        alt is not None
+        and alt.seconds <= RECHECK_BUDGET * mine.seconds
+        and not any(record_key(r) == alt.key for r in recent)
+    ):
+        return Recheck("alternative", alt.key, got.picked, alt.seconds)
+    return Recheck("choice", got.picked, None, mine.seconds)

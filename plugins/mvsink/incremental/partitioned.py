@@ -60,11 +60,12 @@ def partitioned_input(
     *,
     frame: Callable[[str], DataFrame] | None = None,
     weight: str = DIFF,
+    mode: str = "incremental:partitioned",
 ) -> DataFrame | str:
     """:func:`partitioned_rows` evaluated by Spark: its signed rows as a DataFrame, or why not."""
     from typing import cast
 
-    got = partitioned_rows(ct, part, query, table, frame=frame, weight=weight)
+    got = partitioned_rows(ct, part, query, table, frame=frame, weight=weight, mode=mode)
     return cast("DataFrame | str", got)  # (without a plan, never DuckDB's rows)
 
 
@@ -77,6 +78,7 @@ def partitioned_rows(
     frame: Callable[[str], DataFrame] | None = None,
     weight: str = DIFF,
     tree: PlanNode | None = None,
+    mode: str = "incremental:partitioned",
     _again: tuple[Partitioning, tuple[list[Any], bool]] | None = None,
 ) -> DataFrame | pa.Table | str:
     """Signed rows (``weight`` +1 and -1, not consolidated) of ``query``'s change over ``ct``'s changes, by a
@@ -88,7 +90,8 @@ def partitioned_rows(
     (:mod:`mvsink.incremental.scalars`), that subquery is evaluated once and written in as a literal, and the query
     partitioned again: a source it read whole may now be restricted to the keys (TPC-H Q22). That second try
     (``_again``: the first try's partitioning and keys) reuses the changed keys where the changed sources keep their
-    key columns.
+    key columns. ``mode``: the refresh mode the recompute serves (the aggregate state's, a top-k's input), under
+    which the cost model keeps its history.
 
     With ``tree`` (``query``'s analysed plan) the two restricted queries may be evaluated by DuckDB in the driver
     (:mod:`mvsink.incremental.partduck`): the signed rows are then an Arrow table (DuckDB's types), no Spark job."""
@@ -124,11 +127,13 @@ def partitioned_rows(
     driver = _driver_reads(ct, part, planned, query) if wheres else {}
     full = sum(active_bytes(s.path, s.version) for s in ct.desc.sources if s.kind != "view")
     full += active_bytes(table.path, table.version) if table.exists else 0
-    refused = _scan_guard(part, _read_bytes(reads, planned, driver, changed), full)
+    refused = _guard(ct, part, _read_bytes(reads, planned, driver, changed), full, table, mode)
     if refused and _again is None and (alt := _with_constants(ct, part, query)) is not None:
         log.info("view %s: %s; trying again with %s", ct.view.name, refused, alt[2])
         again = alt[3] if tree is not None else None
-        return partitioned_rows(ct, alt[0], alt[1], table, frame=frame, weight=weight, tree=again, _again=(part, keys))
+        return partitioned_rows(
+            ct, alt[0], alt[1], table, frame=frame, weight=weight, tree=again, mode=mode, _again=(part, keys)
+        )
     if refused:
         return refused
     if tree is not None and driver:
@@ -151,7 +156,7 @@ def partitioned_rows(
             # (DuckDB may evaluate the query with the scalar subquery written in as a literal: TPC-H Q22)
             log.info("view %s: %s; trying again with %s", ct.view.name, got, alt[2])
             return partitioned_rows(
-                ct, alt[0], alt[1], table, frame=frame, weight=weight, tree=alt[3], _again=(part, keys)
+                ct, alt[0], alt[1], table, frame=frame, weight=weight, tree=alt[3], mode=mode, _again=(part, keys)
             )
         log.info("view %s: the partitioned recompute's queries evaluated by Spark: %s", ct.view.name, got)
     spark = ct.spark
@@ -168,7 +173,7 @@ def partitioned_rows(
         if isinstance(got, str):  # (Spark reads it: the guard is asked again)
             log.info("view %s: the partitioned recompute's source %s read by Spark: %s", ct.view.name, name, got)
             del driver[name]
-            refused = _scan_guard(part, _read_bytes(reads, planned, driver, changed), full)
+            refused = _guard(ct, part, _read_bytes(reads, planned, driver, changed), full, table, mode)
             if refused:
                 return refused
             continue
@@ -288,6 +293,17 @@ def _scan_guard(part: Partitioning, read_bytes: float, full: int) -> str | None:
             f"{settings.INCREMENTAL_MAX_SCAN_RATIO.name}={settings.incremental_max_scan_ratio():g})"
         )
     return None
+
+
+def _guard(
+    ct: ChangeInputs, part: Partitioning, read_bytes: float, full: int, table: ViewTable, mode: str
+) -> str | None:
+    """:func:`_scan_guard`'s answer as the cost model decides it (:func:`mvsink.incremental.costguard.partition_reason`:
+    ``mode`` is the refresh mode the recompute serves)."""
+    from mvsink.incremental.costguard import partition_reason
+
+    reason = _scan_guard(part, read_bytes, full)
+    return partition_reason(reason, ct.changed, table, read_bytes=read_bytes, full=full, factor=SCAN_FACTOR, mode=mode)
 
 
 def partitioned_corrections(

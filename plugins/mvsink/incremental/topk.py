@@ -327,6 +327,7 @@ def _change(ci: ChangeInputs, split: TopKSplit, frames: ChangeFrames, table: Vie
                 table,
                 frame=lambda sql: strip_operators(spark, spark.sql(sql), chain, drop),
                 weight=_N,
+                mode="incremental:topk",
             )
         terms = telescope(ci.terms(frames), term)
     except PlanFormatError as exc:

@@ -110,8 +110,8 @@ def append_details(c: dict[str, Any]) -> str:
 def cost_choice(c: dict[str, Any]) -> dict[str, Any] | None:
     """What an append's recorded cost (``mvsink.cost``) says of its choice: the candidate that ran
     (``<mode>/<engine>``, or ``full``), its estimate against the write step's actual seconds, the next-best
-    estimate and the estimates' basis; None where the refresh recorded no estimates (an older commit, a mode
-    the cost model does not weigh)."""
+    estimate, the estimates' basis and the refresh's re-check of the model (``recheck``, or None); None where the
+    refresh recorded no estimates (an older commit, a mode the cost model does not weigh)."""
     cost = c.get("cost") or {}
     estimates = cost.get("estimates") or {}
     mode = c.get("mode")
@@ -127,6 +127,7 @@ def cost_choice(c: dict[str, Any]) -> dict[str, Any] | None:
         "next_best_s": others[0][0] if others else None,
         "model_picked": cost.get("picked"),
         "basis": cost.get("basis", "prior"),
+        "recheck": cost.get("recheck") or None,
     }
 
 
@@ -141,4 +142,10 @@ def format_choice(ch: dict[str, Any]) -> str:
     )
     if ch["next_best"] is not None:
         text += f"; next best {ch['next_best']} {ch['next_best_s']:.2f} s"
-    return text + f" ({ch['basis']})"
+    text += f" ({ch['basis']})"
+    rc = ch.get("recheck")
+    if rc and rc.get("kind") == "alternative":
+        text += f"; a re-check: ran instead of {rc.get('instead_of')}"
+    elif rc:
+        text += "; a re-check of the choice"
+    return text

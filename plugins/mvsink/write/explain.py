@@ -19,13 +19,14 @@ from mvsink.core.commitinfo import REASON_HINTS
 from mvsink.core.table import ViewTable, open_readable
 from mvsink.exceptions import SourceError
 from mvsink.incremental.aggplan import StatePlan, state_plan
-from mvsink.incremental.costguard import change_estimates
+from mvsink.incremental.costguard import PARTITIONED, change_estimates
 from mvsink.incremental.duckdbterms import DRIVER_SCAN_FACTOR
 from mvsink.incremental.modes.base import Change, NotApplicable, PlanFacts, RefreshMode
 from mvsink.incremental.modes.full import NOT_INCREMENTAL
 from mvsink.incremental.modes.linear import Linear
 from mvsink.incremental.modes.registry import REFRESH_MODES, choose
 from mvsink.incremental.modes.topk import TopK
+from mvsink.incremental.partitioned import SCAN_FACTOR
 from mvsink.incremental.pruning import pruned_reads
 from mvsink.plan.joinkeys import Edge, join_edges
 from mvsink.plan.splits import aggregate_split
@@ -172,7 +173,9 @@ def explain_json(view: ViewDefinition, *, catalog: Catalog, spark: SparkSession)
 
 def _with_estimates(s: SourceExplain, reads: list[SourceRead], table: ViewTable) -> SourceExplain:
     """``s`` with the cost model's estimates for a change of its source (where its mode has a scan guard)."""
-    got = change_estimates(s.mode, s.source, reads, table, driver_factor=DRIVER_SCAN_FACTOR)
+    got = change_estimates(
+        s.mode, s.source, reads, table, driver_factor=DRIVER_SCAN_FACTOR, partition_factor=SCAN_FACTOR
+    )
     if got is None:
         return s
     decides = (
@@ -186,8 +189,15 @@ def _with_estimates(s: SourceExplain, reads: list[SourceRead], table: ViewTable)
             {"mode": e.key, "seconds": round(e.seconds, 4), "basis": e.basis, "points": e.points} for e in got.estimates
         ),
         cost_pick=got.picked,
-        cost_why=f"{got.why}; the change terms read the other sources unpruned here (an upper bound); {decides}",
+        cost_why=f"{got.why}; {_estimate_basis(s.mode)}; {decides}",
     )
+
+
+def _estimate_basis(mode: str) -> str:
+    """What explain's estimate of ``mode`` reads, not knowing the change."""
+    if mode == PARTITIONED:
+        return "the recompute's reads are the last recorded recompute's (else both versions read whole: an upper bound)"
+    return "the change terms read the other sources unpruned here (an upper bound)"
 
 
 def _register_sources(spark: SparkSession, view: ViewDefinition, catalog: Catalog) -> list[SourceRead]:
