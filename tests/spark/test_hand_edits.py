@@ -98,3 +98,27 @@ def test_hand_edit_between_write_and_append_reschedules(spark, proj):
     again = refresh(view, BASE + 2 * HOUR, catalog=catalog, runner="inprocess", spark=spark)
     assert again.status == "appended"
     assert multiset(read_view(view)) == oracle(PROJECT, {"orders": orders}, BASE + 2 * HOUR)
+
+
+def test_rows_a_hand_edit_stamps_after_the_frontier_are_corrected_at_the_refresh_time_they_reach(spark, proj):
+    """Rows appended by hand at times past the table's frontier (inside the next batch's window, and past it) are
+    visible at those times: the full diff of a batch compares the query with every row up to its refresh time, so
+    each refresh time that reaches them sees them corrected."""
+    catalog, view, orders = proj
+    r1, r2, r3 = BASE + HOUR, BASE + 2 * HOUR, BASE + 4 * HOUR
+    assert refresh(view, r1, catalog=catalog, runner="inprocess", spark=spark).status == "appended"
+    junk = pa.table(
+        {
+            "cust_id": pa.array([77, 78, 79], pa.int32()),
+            "status": ["Z", "Y", None],
+            "qty": pa.array([9, 8, 7], pa.int32()),
+            "_mv_time": [r1 + 10, r2, r2 + HOUR],  # (inside the next batch's window, at its refresh time, past it)
+            "_mv_diff": [2, 1, 1],
+        }
+    )
+    write_deltalake(view.target.uri, junk, mode="append")
+    for r in (r2, r3):
+        res = refresh(view, r, catalog=catalog, runner="inprocess", spark=spark)
+        assert res.status == "appended" and res.mode == "full", res
+        assert multiset(read_view(view, as_of=r)) == oracle(PROJECT, {"orders": orders}, r), r
+    assert staged_leftovers(view.target) == []

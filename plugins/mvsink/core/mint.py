@@ -7,6 +7,7 @@ import logging
 import time
 import uuid
 
+from mvsink.columns import TIME
 from mvsink.core.batch import BatchDescription, NothingToDo, SourceRead, make_batch_id
 from mvsink.core.probe import check_conditional_writes
 from mvsink.core.staging import collect_garbage, list_staged
@@ -137,6 +138,8 @@ def _with_base(desc: BatchDescription, view: ViewDefinition, table: ViewTable) -
     """``desc`` with what write starts from: empty (no source changed since the last refresh), the last
     refresh's source versions (incremental), or why it takes the full diff."""
     last = last_refresh_sources(desc, table) if table.exists else None
+    if table.exists and rows_past_frontier(table, desc.lower):
+        return dataclasses.replace(desc, full_reason=PAST_FRONTIER)
     base = last if isinstance(last, LastRefresh) else None
     base_checks = last_refresh_checks(table) if base is not None and view.checks else None
     if base is not None and sources_unchanged(desc, base):
@@ -150,6 +153,25 @@ def _with_base(desc: BatchDescription, view: ViewDefinition, table: ViewTable) -
     elif isinstance(last, str):  # the contents are not known to be the query over any sources: say why
         desc = dataclasses.replace(desc, full_reason=last)
     return desc
+
+
+PAST_FRONTIER = (
+    "the table holds rows stamped at or past its frontier (a foreign writer's): the full diff compares every row up "
+    "to the refresh time"
+)
+
+
+def rows_past_frontier(table: ViewTable, lower: int) -> bool:
+    """Does the table hold updates stamped at or past ``lower`` (its frontier), by its files' statistics? Only a
+    foreign writer puts them there (an append stamps its rows below its upper), and they become visible at their
+    times, which the next refresh times reach; a file without those statistics may hold some."""
+    actions = table.delta.get_add_actions(flatten=True)  # (arro3's table: no pyarrow import for this)
+    if actions.num_rows == 0:
+        return False
+    names = actions.column_names
+    counts = actions.column("num_records").to_pylist() if "num_records" in names else [None] * actions.num_rows
+    highs = actions.column(f"max.{TIME}").to_pylist() if f"max.{TIME}" in names else [None] * actions.num_rows
+    return any(n != 0 and (hi is None or hi >= lower) for n, hi in zip(counts, highs, strict=True))
 
 
 @dataclasses.dataclass(frozen=True)

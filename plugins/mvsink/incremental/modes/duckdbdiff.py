@@ -282,7 +282,7 @@ def _compute(
     spill = tempfile.mkdtemp(prefix="mvsink-duckdb-")
     con = duckdb.connect(config={"memory_limit": MEMORY_LIMIT, "temp_directory": spill})
     try:
-        return _run(con, sources, query, table, schema, lower=desc.lower, at=desc.time, top=top)
+        return _run(con, sources, query, table, schema, lower=desc.upper, at=desc.time, top=top)
     finally:
         con.close()
         shutil.rmtree(spill, ignore_errors=True)

@@ -72,7 +72,7 @@ class FullDiff:
         (lazily: the stage runs it)."""
         _record_whole_reads(inputs)
         desired = inputs.state.desired if inputs.state else inputs.result
-        if nothing_persisted(inputs.table, lower=inputs.desc.lower):
+        if nothing_persisted(inputs.table, lower=inputs.desc.upper):  # (a foreign writer may stamp rows past lower)
             built = duckdb_full_diff(plan, inputs, first_build=True)
             if not isinstance(built, str):
                 remember_built(plan, inputs, columns=built.column_names)
@@ -88,7 +88,7 @@ class FullDiff:
         log.info("view %s: the full diff not in DuckDB: %s", inputs.view.name, in_duckdb)
         if inputs.table.exists and not inputs.with_error:  # (checks are counted by Spark observations)
             desc = inputs.desc
-            local = full_diff(desired, inputs.table, arrow_table_schema(desired.schema), lower=desc.lower, at=desc.time)
+            local = full_diff(desired, inputs.table, arrow_table_schema(desired.schema), lower=desc.upper, at=desc.time)
             if local is not None:
                 return Corrections(local, f"a full diff in the driver: {local.num_rows} correction(s)")
         return Corrections(spark_full_diff(inputs, desired), "")
@@ -145,7 +145,7 @@ def spark_full_diff(inputs: WriteInputs, desired: DataFrame) -> DataFrame:
         )
         # the table's updates before the batch, not consolidated first: the comparison's one group-by sums them
         # with the desired rows (a sum's order does not matter), one shuffle of the table's rows instead of two
-        persisted = renamed.where(F.col(TIME) < F.lit(desc.lower)).drop(TIME)
+        persisted = renamed.where(F.col(TIME) < F.lit(desc.upper)).drop(TIME)  # (every row up to the refresh time)
     checked = apply_checks(desired, view, with_error=with_error, observation=inputs.check_obs)
     if persisted is None:
         persisted = inputs.spark.createDataFrame([], checked.schema).withColumn(DIFF, F.lit(0).cast("bigint"))
