@@ -318,8 +318,8 @@ def incremental_max_scan_ratio() -> float:
 
 
 def cost_model() -> bool:
-    """``MVSINK_COST_MODEL``: may the view's refresh history override the scan guard (default true)?"""
-    return _flag(COST_MODEL, True)
+    """``MVSINK_COST_MODEL``: may the view's refresh history override the scan guard (default false)?"""
+    return _flag(COST_MODEL, False)
 
 
 def cost_recheck_every() -> int:

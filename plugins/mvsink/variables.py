@@ -89,12 +89,12 @@ INCREMENTAL_MAX_SCAN_RATIO = Setting(
 )
 COST_MODEL = Setting(
     "MVSINK_COST_MODEL",
-    "true",
-    "true (the default; 1, yes, on) lets the cost model pick between an aggregate's change terms and the full diff "
+    "false",
+    "true (1, yes, on) lets the cost model pick between an aggregate's change terms and the full diff "
     "from the view's own refresh history (the table's _mv_history/): a per-mode fit of the write step's time "
     "against the bytes read, once a mode has 3 refreshes, overrides the scan guard's byte ratio when it makes the "
-    "other choice more than 10% cheaper; false (0, no, off): the scan guard decides alone. The history is "
-    "recorded either way",
+    "other choice more than 10% cheaper; false (the default; 0, no, off): the scan guard decides alone. The "
+    "history is recorded either way",
 )
 COST_RECHECK_EVERY = Setting(
     "MVSINK_COST_RECHECK_EVERY",

@@ -29,7 +29,7 @@ INCREMENTAL = ("incremental:aggregate/spark", "incremental:aggregate/duckdb", "i
 
 
 def test_refreshes_record_their_cost_and_the_model_decides_when_on(spark, env, monkeypatch, capsys):
-    monkeypatch.setenv("MVSINK_COST_MODEL", "false")  # first the scan guard alone (the model is on by default)
+    monkeypatch.setenv("MVSINK_COST_MODEL", "false")  # first the scan guard alone (whatever the default)
     monkeypatch.setenv("MVSINK_INCREMENTAL_MAX_FRACTION", "100")  # the change-set size guard: never
     data, views = env
     rng = random.Random(37)

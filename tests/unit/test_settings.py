@@ -37,7 +37,7 @@ CASES = {
     "MVSINK_DUCKDB_FULL_DIFF": (settings.duckdb_full_diff, True, "off", False, ["maybe", "2"]),
     "MVSINK_INCREMENTAL_AGGREGATE": (settings.incremental_aggregate, True, "false", False, ["maybe", "2"]),
     "MVSINK_SPARK_FREE": (settings.spark_free, True, "off", False, ["maybe", "2"]),
-    "MVSINK_COST_MODEL": (settings.cost_model, True, "off", False, ["maybe", "2"]),
+    "MVSINK_COST_MODEL": (settings.cost_model, False, "on", True, ["maybe", "2"]),
     "MVSINK_COST_RECHECK_EVERY": (settings.cost_recheck_every, 10, "0", 0, ["-1", "often", "2.5"]),
     "MVSINK_DECODED_COPIES_MB": (settings.decoded_copies_mb, 1024, "0", 0, ["-1", "1.5", "1GB"]),
     "MVSINK_PLAN_FACTS_MAX_AGE": (settings.plan_facts_max_age, 86400.0, "60", 60.0, ["-1", "nan", "1h"]),
