@@ -52,7 +52,7 @@ def consolidated(rows: pa.Table, *, keys: pa.Table | None = None, key_columns: S
     import pyarrow.compute as pc
 
     columns = [c for c in rows.column_names if c != DIFF]
-    if keys is not None or not all(_arrow_groupable(rows.schema.field(c).type) for c in columns):
+    if keys is not None or not all(arrow_groupable(rows.schema.field(c).type) for c in columns):
         return _duckdb(rows, keys, key_columns, consolidate=True)
     diffs = rows.column(DIFF).cast(pa.int64())
     if not columns:
@@ -73,7 +73,7 @@ def consolidated(rows: pa.Table, *, keys: pa.Table | None = None, key_columns: S
     return out.filter(pc.not_equal(out.column(DIFF), scalar_of(0, pa.int64())))
 
 
-def _arrow_groupable(t: pa.DataType) -> bool:
+def arrow_groupable(t: pa.DataType) -> bool:
     """Does pyarrow group values of this type as Spark does (flat, exact: no floats, no nesting)?"""
     import pyarrow as pa
 

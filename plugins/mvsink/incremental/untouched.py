@@ -159,15 +159,6 @@ def _exact(t: pa.DataType) -> bool:
     """Can the consolidation compare values of this type exactly (floating point as bits; nothing nested)?"""
     import pyarrow as pa
 
-    return bool(
-        pa.types.is_floating(t)
-        or pa.types.is_integer(t)
-        or pa.types.is_decimal(t)
-        or pa.types.is_string(t)
-        or pa.types.is_large_string(t)
-        or pa.types.is_binary(t)
-        or pa.types.is_large_binary(t)
-        or pa.types.is_date(t)
-        or pa.types.is_timestamp(t)
-        or pa.types.is_boolean(t)
-    )
+    from mvsink.engines.duckdb import arrow_groupable
+
+    return bool(pa.types.is_floating(t) or arrow_groupable(t))
