@@ -49,6 +49,7 @@ from mvsink.variables import (  # noqa: F401 (the variables are the settings' to
     INCREMENTAL_PARTITIONED,
     INCREMENTAL_PRUNE_MIN_BYTES,
     INCREMENTAL_TOPK,
+    INTERMEDIATE,
     MAX_RESCHEDULES,
     NOT_VARIABLES,
     PLAIN_READ_MAX_PARTITIONS,
@@ -211,6 +212,12 @@ def incremental_partitioned() -> bool:
 def incremental_topk() -> bool:
     """``MVSINK_INCREMENTAL_TOPK``: may top-k views refresh from their persisted top k (default true)?"""
     return _flag(INCREMENTAL_TOPK, True)
+
+
+def intermediate() -> bool:
+    """``MVSINK_INTERMEDIATE``: may an ORDER BY ... LIMIT view over a GROUP BY be refreshed through an intermediate
+    table of its aggregate (default true; :mod:`mvsink.definitions.intermediate`)?"""
+    return _flag(INTERMEDIATE, True)
 
 
 def incremental_driver_terms() -> bool:
@@ -407,6 +414,7 @@ ACCESSORS: dict[str, Callable[[], object]] = {
     PLAN_FACTS_MAX_AGE.name: plan_facts_max_age,
     INCREMENTAL_GROUPS.name: incremental_groups,
     INCREMENTAL_TOPK.name: incremental_topk,
+    INTERMEDIATE.name: intermediate,
     INCREMENTAL_PARTITIONED.name: incremental_partitioned,
     INCREMENTAL_DRIVER_TERMS.name: incremental_driver_terms,
     DUCKDB_FULL_DIFF.name: duckdb_full_diff,

@@ -137,6 +137,13 @@ INCREMENTAL_TOPK = Setting(
     "false (0, no, off) makes an ORDER BY ... LIMIT view with a declared key take the full diff instead of "
     "refreshing from its persisted top k (mode incremental:topk)",
 )
+INTERMEDIATE = Setting(
+    "MVSINK_INTERMEDIATE",
+    "true",
+    "false (0, no, off) refreshes an ORDER BY ... LIMIT view over a GROUP BY (with a declared key) as one query, "
+    "where by default its aggregate is kept, every group, in an intermediate table in the view's folder "
+    "(<target>/_mv_inner), refreshed first, and the view is its top k",
+)
 INCREMENTAL_PARTITIONED = Setting(
     "MVSINK_INCREMENTAL_PARTITIONED",
     "true",
@@ -248,6 +255,7 @@ REGISTRY: tuple[Setting, ...] = (
     PLAN_FACTS_MAX_AGE,
     INCREMENTAL_GROUPS,
     INCREMENTAL_TOPK,
+    INTERMEDIATE,
     INCREMENTAL_PARTITIONED,
 )
 

@@ -12,6 +12,7 @@ from mvsink.core.batch import BatchDescription, NothingToDo, WriteReport
 from mvsink.core.deltalog import snapshot_cache
 from mvsink.core.mint import mint
 from mvsink.definitions.catalog import Catalog
+from mvsink.definitions.intermediate import intermediate_split
 from mvsink.definitions.view import ViewDefinition
 
 log = logging.getLogger(__name__)
@@ -33,8 +34,37 @@ def run_refresh(
     ``write`` computes and stages the corrections of a batch (see :mod:`mvsink.write.runners`);
     it is not called when mint finds nothing to do or knows the corrections are empty.
     """
-    with snapshot_cache():  # each table version mint, write and append read is opened once
-        return _run_refresh(view, refresh_time, write=write, catalog=catalog, dry_run=dry_run, run_id=run_id)
+    split = None if dry_run else intermediate_split(view)
+    if split is None:
+        with snapshot_cache():  # each table version mint, write and append read is opened once
+            return _run_refresh(view, refresh_time, write=write, catalog=catalog, dry_run=dry_run, run_id=run_id)
+    # A top-k over an aggregate: the aggregate's intermediate table first, then the view as its top k
+    # (mvsink.definitions.intermediate). Each in a cache of its own: the view reads the intermediate's new version.
+    log.info("view %s: refreshing its intermediate table %s first", view.name, split.inner.target)
+    with snapshot_cache():
+        inner = _run_refresh(split.inner, refresh_time, write=write, catalog=catalog, dry_run=False, run_id=run_id)
+    log.info("view %s: intermediate %s", view.name, inner.summary())
+    with snapshot_cache():
+        outer = _run_refresh(
+            split.outer, refresh_time, write=write, catalog=split.catalog(catalog), dry_run=False, run_id=run_id
+        )
+    return with_intermediate(outer, inner)
+
+
+def with_intermediate(outer: RefreshResult, inner: RefreshResult) -> RefreshResult:
+    """The view's result with its intermediate table's refresh folded in: the reason says how the intermediate
+    was refreshed, timings and Spark jobs add up (``inner.*`` timings), reads are the intermediate's (the sources)."""
+    what = inner.mode or inner.status.replace("_", " ")
+    note = f"intermediate table {inner.view}: {what}" + (f" ({inner.mode_reason})" if inner.mode_reason else "")
+    timings = {**{f"inner.{k}": v for k, v in inner.timings.items()}, **outer.timings}
+    jobs = -1 if -1 in (inner.spark_jobs, outer.spark_jobs) else inner.spark_jobs + outer.spark_jobs
+    return dataclasses.replace(
+        outer,
+        mode_reason=f"{outer.mode_reason}; {note}" if outer.mode_reason else note,
+        timings=timings,
+        spark_jobs=jobs,
+        reads=inner.reads or outer.reads,
+    )
 
 
 def _run_refresh(

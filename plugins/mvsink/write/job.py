@@ -28,6 +28,7 @@ from mvsink.core.sparklocation import spark_uri
 from mvsink.core.staging import Staging
 from mvsink.core.table import ViewTable, no_table
 from mvsink.definitions.view import ViewDefinition
+from mvsink.definitions.intermediate import described_view
 from mvsink.definitions.viewfile import load_view_file
 from mvsink.exceptions import MvSinkError, SchemaChangedError
 from mvsink.incremental.aggplan import StatePlan, state_plan
@@ -365,7 +366,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         text = Path(args.description[1:]).read_text() if args.description.startswith("@") else args.description
         desc = BatchDescription.from_json(text)
-        view = load_view_file(args.view_file)
+        view = described_view(load_view_file(args.view_file), desc)
         from pyspark.sql import SparkSession
 
         spark = SparkSession.builder.appName(f"mvsink-write-{view.name}").getOrCreate()

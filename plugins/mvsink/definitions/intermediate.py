@@ -1,0 +1,247 @@
+"""A top-k over an aggregate refreshed through an intermediate table (DESIGN.md section 8, docs/refresh.md).
+
+A view ``SELECT keys, aggregates FROM ... GROUP BY keys ORDER BY o LIMIT k`` whose aggregate is not partitioned by
+the changed sources' keys (TPC-H Q10: customers ranked by the revenue of their lineitems; Q21: suppliers by their
+waiting orders) has no incremental form of its own: the top k may need any group of the aggregate, and the view's
+table keeps only k of them. It is refreshed as two views, as Databricks' Enzyme does with an intermediate
+materialization:
+
+* the *intermediate* view: the query without its ORDER BY and LIMIT (every group of the aggregate), with the view's
+  sources, kept in a Delta table of its own in the view's folder (``<target>/_mv_inner``), refreshed first at the
+  same refresh time, in whichever mode its own query allows (an aggregate: ``incremental:aggregate`` from its
+  hidden state);
+* the view itself: ``SELECT <its columns> FROM <intermediate> ORDER BY o LIMIT k``, a view over that view: its change
+  is the intermediate's change (a projection of one view source: ``incremental:topk``, or a full diff over the
+  intermediate's rows, which are few where the aggregate's input is large).
+
+The rewrite is on sqlglot's tree and fails closed (:func:`intermediate_split` returns None, and the view is refreshed
+as one query): it needs a top-level ``SELECT`` with a ``GROUP BY``, an ``ORDER BY`` of plain names of the view's
+columns, an integer ``LIMIT`` without ``OFFSET``, every select item a column or an aliased expression with a name of
+its own (no ``*``, no window function, no ``DISTINCT``), a declared ``key``, no checks, incremental refreshes on
+and ``MVSINK_INTERMEDIATE`` not false. Equal by construction: Spark resolves an ``ORDER BY`` name against the
+select list first, so ordering the intermediate's columns by the same names, directions and NULL placement, with
+the declared key making the order total, keeps the same k rows of the same values and types
+(``tests/spark/test_intermediate.py`` checks it against Spark over randomized histories).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+from typing import TYPE_CHECKING, Final
+
+from mvsink import settings
+from mvsink.definitions.catalog import Catalog
+from mvsink.definitions.view import Source, ViewDefinition
+
+if TYPE_CHECKING:
+    from sqlglot import exp
+
+    from mvsink.core.batch import BatchDescription
+
+INNER_SUFFIX: Final = "__mv_inner"  # the intermediate view's name: the view's, with this suffix
+INNER_FOLDER: Final = "_mv_inner"  # its table, in the view's folder (a folder Delta and vacuum leave alone)
+
+
+@dataclasses.dataclass(frozen=True)
+class IntermediateSplit:
+    """A view refreshed through an intermediate table: ``inner`` (the aggregate, every group) then ``outer`` (the
+    view itself as a top-k over ``inner``; the view's name, target and options)."""
+
+    inner: ViewDefinition
+    outer: ViewDefinition
+
+    def catalog(self, catalog: Catalog | None) -> IntermediateCatalog:
+        """A catalog in which the outer view's source resolves to the intermediate view."""
+        return IntermediateCatalog(self.inner, catalog)
+
+
+class IntermediateCatalog(Catalog):
+    """``catalog`` (may be None) with the intermediate view added: what mint resolves view sources through."""
+
+    def __init__(self, inner: ViewDefinition, catalog: Catalog | None):  # (no folder loaded again)
+        self.inner = inner
+        self.base = catalog
+        self.views_dir = catalog.views_dir if catalog is not None else Path()
+        self.views = {**(catalog.views if catalog is not None else {}), inner.name: inner}
+        self.errors = dict(catalog.errors) if catalog is not None else {}
+
+    def upstream(self, view: ViewDefinition, source: Source) -> ViewDefinition:
+        if source.kind == "view" and source.view == self.inner.name:
+            return self.inner
+        if self.base is None:
+            raise ValueError(f"view {view.name}: source '{source.name}' is a view; mint needs the catalog")
+        return self.base.upstream(view, source)
+
+
+def inner_name(view: str) -> str:
+    """The intermediate view's name for ``view``."""
+    return f"{view}{INNER_SUFFIX}"
+
+
+def intermediate_split(view: ViewDefinition) -> IntermediateSplit | None:
+    """The view as an intermediate aggregate and a top-k over it (the module's docstring), or None."""
+    if not settings.intermediate() or not view.incremental or view.checks or not view.key:
+        return None
+    if any(s.kind == "view" and s.view == inner_name(view.name) for s in view.sources):
+        return None
+    got = split_query(view.query, key=view.key)
+    if got is None:
+        return None
+    inner_sql, outer_body = got
+    name = inner_name(view.name)
+    inner = dataclasses.replace(
+        view,
+        name=name,
+        description=f"the intermediate table of view {view.name} (every group of its aggregate)",
+        query=inner_sql,
+        target=view.target.joinpath(INNER_FOLDER),
+        key=(),
+        tags=(),
+        max_lag_ms=None,
+        notify=(),
+        full_refresh_every=view.full_refresh_every,
+    )
+    outer = dataclasses.replace(
+        view,
+        query=outer_body.replace("{source}", f"`{name}`"),
+        sources=(Source(name=name, kind="view", view=name),),
+    )
+    return IntermediateSplit(inner=inner, outer=outer)
+
+
+def described_view(view: ViewDefinition, desc: BatchDescription) -> ViewDefinition:
+    """The definition a batch of ``view``'s refresh was minted for: ``view``, or its intermediate or outer view
+    (a write step in another process, given the view's file, finds the one its batch description names)."""
+    split = intermediate_split(view)
+    if split is not None:
+        if desc.view == split.inner.name:
+            return split.inner
+        if desc.definition == split.outer.definition_hash():
+            return split.outer
+    return view
+
+
+def split_query(query: str, *, key: tuple[str, ...]) -> tuple[str, str] | None:
+    """(the intermediate query, the outer query with ``{source}`` where the intermediate's name goes), or None
+    where ``query`` (Spark SQL) is not a top-k over an aggregate this rewrite proves equal (failing closed)."""
+    import sqlglot
+    from sqlglot import exp
+
+    try:
+        tree = sqlglot.parse_one(query, dialect="spark")
+    except (sqlglot.errors.ParseError, sqlglot.errors.TokenError):
+        return None
+    if not isinstance(tree, exp.Select) or not tree.args.get("group") or tree.args.get("distinct"):
+        return None
+    if tree.args.get("offset") or not tree.args.get("order") or _limit(tree) is None:
+        return None
+    if any(tree.args.get(a) for a in ("qualify", "windows", "into", "locks", "sample", "settings")):
+        return None
+    names = _output_names(tree)
+    if names is None:
+        return None
+    lower = [n.lower() for n in names]
+    if not all(k.lower() in lower for k in key):
+        return None
+    order = []
+    for o in tree.args["order"].expressions:
+        got = _order_item(o, lower)
+        if got is None:
+            return None
+        column, direction = got
+        order.append(f"`{names[lower.index(column)]}` {direction}")
+    inner = _before_order_by(query)
+    if inner is None:
+        return None
+    columns = ", ".join(f"`{n}`" for n in names)
+    outer = f"SELECT {columns} FROM {{source}} ORDER BY {', '.join(order)} LIMIT {_limit(tree)}"
+    return inner, outer
+
+
+def _before_order_by(query: str) -> str | None:
+    """The text of ``query`` before its top-level ORDER BY (the user's own text, not sqlglot's rendering of it),
+    where only ``LIMIT n`` and a ``;`` follow the ORDER BY's items; else None."""
+    from sqlglot import tokens
+    from sqlglot.dialects.spark import Spark
+
+    T = tokens.TokenType
+    try:
+        toks = Spark().tokenize(query)
+    except Exception:  # noqa: BLE001 (a text sqlglot cannot tokenize: not split)
+        return None
+    depth, at = 0, None
+    for i, t in enumerate(toks):
+        if t.token_type in (T.L_PAREN, T.L_BRACKET):
+            depth += 1
+        elif t.token_type in (T.R_PAREN, T.R_BRACKET):
+            depth -= 1
+        elif depth == 0 and t.token_type == T.ORDER_BY:
+            if at is not None:
+                return None
+            at = i
+    if at is None or depth != 0:
+        return None
+    tail = [t for t in toks[at:] if t.token_type != T.SEMICOLON]
+    limits = [i for i, t in enumerate(tail) if t.token_type == T.LIMIT]
+    if len(limits) != 1 or limits[0] != len(tail) - 2 or tail[-1].token_type != T.NUMBER:
+        return None
+    return query[: toks[at].start].rstrip()
+
+
+def _limit(tree: exp.Select) -> int | None:
+    from sqlglot import exp
+
+    lim = tree.args.get("limit")
+    e = lim.expression if isinstance(lim, exp.Limit) else None
+    if not isinstance(e, exp.Literal) or e.is_string:
+        return None
+    try:
+        n = int(e.this)
+    except ValueError:
+        return None
+    return n if n >= 0 else None
+
+
+def _output_names(tree: exp.Select) -> list[str] | None:
+    """Each select item's output name (an alias, or a plain column's name), or None where one has none, is a
+    ``*``, a window function or a name used twice or reserved."""
+    from sqlglot import exp
+
+    from mvsink.definitions.view import IDENT_RE, RESERVED_PREFIX
+
+    names: list[str] = []
+    for e in tree.expressions:
+        if isinstance(e, exp.Star) or isinstance(e.this, exp.Star) or e.find(exp.Window) is not None:
+            return None
+        if isinstance(e, exp.Alias):
+            name = e.alias
+        elif isinstance(e, exp.Column) and isinstance(e.this, exp.Identifier):
+            name = e.this.name
+        else:
+            return None
+        if not IDENT_RE.match(name) or name.lower().startswith(RESERVED_PREFIX):
+            return None
+        names.append(name)
+    if len({n.lower() for n in names}) != len(names):
+        return None
+    return names
+
+
+def _order_item(o: exp.Expression, lower: list[str]) -> tuple[str, str] | None:
+    """An ORDER BY item as (the view column's name, casefolded; ``ASC|DESC NULLS FIRST|LAST`` with Spark's defaults
+    written out), where it is an unqualified name of one of the view's columns; else None."""
+    from sqlglot import exp
+
+    if not isinstance(o, exp.Ordered):
+        return None
+    c = o.this
+    if not isinstance(c, exp.Column) or c.table or not isinstance(c.this, exp.Identifier):
+        return None
+    if c.name.lower() not in lower:
+        return None
+    desc = bool(o.args.get("desc"))
+    nulls_first = o.args.get("nulls_first")
+    if nulls_first is None:  # Spark: NULLS FIRST ascending, NULLS LAST descending
+        nulls_first = not desc
+    return c.name.lower(), ("DESC" if desc else "ASC") + (" NULLS FIRST" if nulls_first else " NULLS LAST")

@@ -1,0 +1,189 @@
+"""A top-k over an aggregate refreshed through an intermediate table (mvsink.definitions.intermediate): the aggregate,
+every group, kept in ``<target>/_mv_inner`` and refreshed from its state; the view its top k, refreshed from the
+intermediate's change. Exact against Spark computing the user's query and against DuckDB's oracle at every refresh of
+randomized histories (inserts, updates, deletes of the current MAX and of a group's last row, dimension moves)."""
+
+from __future__ import annotations
+
+import random
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from mvsink.definitions.catalog import Catalog
+from mvsink.definitions.intermediate import INNER_FOLDER, described_view, intermediate_split
+from mvsink.readers.arrow import read_view
+from mvsink.write.runners import refresh
+from tests.support import aggdata
+from tests.support.aggdata import appends
+from tests.support.delta import BASE, HOUR
+from tests.support.oracle import multiset, oracle
+from tests.support.viewfiles import write_view
+
+pytestmark = pytest.mark.spark
+
+# name: (query, key, the intermediate's incremental modes). Every ORDER BY item says where its NULLs go: DuckDB's
+# oracle places them last by default, Spark first when ascending.
+VIEWS = {
+    # TPC-H Q10's shape: a top-k of customers by the sum over their orders (a dimension move changes a group's region)
+    "q10": (
+        "SELECT c.id AS cid, c.region, sum(o.qty) AS q, count(*) AS n FROM orders o JOIN customers c ON o.cust = c.id "
+        "WHERE o.status <> 'B' OR o.status IS NULL GROUP BY c.id, c.region ORDER BY q DESC NULLS LAST, cid NULLS FIRST LIMIT 2",
+        ["cid"],
+        {"incremental:aggregate"},
+    ),
+    # MIN/MAX: a delete of a group's current extreme recomputes that group (affected groups), not the full diff
+    "extremes": (
+        "SELECT status, max(qty) AS mx, min(price) AS mn FROM orders GROUP BY status "
+        "ORDER BY mx DESC NULLS FIRST, status NULLS FIRST LIMIT 2",
+        ["status"],
+        {"incremental:aggregate", "incremental:groups", "incremental:partitioned"},
+    ),
+    # TPC-H Q21's shape: a count under an EXISTS correlated on the join key, ranked
+    "q21": (
+        "SELECT c.region, count(*) AS n FROM customers c JOIN orders o ON o.cust = c.id "
+        "WHERE EXISTS (SELECT 1 FROM orders o2 WHERE o2.cust = o.cust AND o2.id <> o.id) "
+        "GROUP BY c.region ORDER BY n DESC, region NULLS LAST LIMIT 1",
+        ["region"],
+        {"incremental:aggregate", "incremental:groups"},
+    ),
+    # a HAVING: groups enter and leave the aggregate
+    "having": (
+        "SELECT cust, sum(qty) AS s FROM orders GROUP BY cust HAVING count(*) > 2 ORDER BY s DESC NULLS LAST, cust NULLS FIRST LIMIT 2",
+        ["cust"],
+        {"incremental:aggregate", "incremental:groups", "incremental:partitioned"},
+    ),
+}
+
+
+def _spark_rows(spark, query: str, sources: dict[str, str]) -> tuple[list[str], list[tuple[Any, ...]]]:
+    """The query computed by Spark itself over the sources' newest versions (delta-spark): the column types and the
+    sorted rows, typed (Decimal, int, str, float: exact)."""
+    session = spark.newSession()
+    for name, path in sources.items():
+        session.read.format("delta").load(path).createOrReplaceTempView(name)
+    df = session.sql(query)
+    return [f.dataType.simpleString() for f in df.schema.fields], sorted(map(tuple, df.collect()), key=repr)
+
+
+def _view_rows(view, t: int) -> tuple[list[str], list[tuple[Any, ...]]]:
+    got = read_view(view, as_of=t)
+    return [str(f.type) for f in got.schema], sorted((tuple(r.values()) for r in got.to_pylist()), key=repr)
+
+
+def _types_match(spark_types: list[str], arrow_types: list[str]) -> bool:
+    same = {"bigint": "int64", "int": "int32", "string": "string", "double": "double", "float": "float"}
+    for s, a in zip(spark_types, arrow_types, strict=True):
+        if s.startswith("decimal"):
+            if a != s.replace("decimal", "decimal128"):
+                return False
+        elif same.get(s) != a and not (s == "string" and a == "large_string"):
+            return False
+    return True
+
+
+@pytest.mark.parametrize("seed", [11, 23])
+def test_randomized_histories_match_spark_and_the_oracle(spark, env, monkeypatch, seed):
+    monkeypatch.setenv("MVSINK_INCREMENTAL_MAX_SCAN_RATIO", "1000")  # (the scan guards have their own tests)
+    monkeypatch.setenv("MVSINK_INCREMENTAL_MAX_FRACTION", "100")
+    data, views = env
+    rng = random.Random(seed)
+    orders, customers = aggdata.write_sources(data, rng, 40)
+    srcs = {"orders": orders, "customers": customers}
+    for name, (q, key, _) in VIEWS.items():
+        used = {s: s for s in srcs if s in q}
+        write_view(views, name, query=q, sources=used, target=f"views/{name}", as_of=BASE, key=key)
+    catalog = Catalog(views)
+    next_id, t = [40], BASE + HOUR
+    ops: list[str] = []
+    for step in range(6):
+        if step:
+            for _ in range(rng.randint(1, 3)):
+                t += rng.randint(1, 10) * 60_000
+                ops.append(aggdata.agg_change(rng, orders, customers, next_id, t))
+        t += HOUR
+        for name, (q, _, _) in VIEWS.items():
+            view = catalog.get(name)
+            res = refresh(view, t, catalog=catalog, runner="inprocess", spark=spark, run_id=f"s{step}")
+            assert res.status == "appended", res
+            assert "intermediate table" in res.mode_reason, res.mode_reason
+            used = {s: p for s, p in srcs.items() if s in q}
+            types, rows = _view_rows(view, t)
+            spark_types, spark_rows = _spark_rows(spark, q, used)
+            assert rows == spark_rows, (name, step, ops)
+            assert _types_match(spark_types, types), (name, spark_types, types)
+            assert multiset(read_view(view, as_of=t)) == oracle(q, used, t), (name, step, ops)
+    for name, (_, _, inner_modes) in VIEWS.items():
+        outer = appends(str(data / "views" / name))
+        inner = appends(str(data / "views" / name / INNER_FOLDER))
+        assert outer[0]["mode"] == "full" and inner[0]["mode"] == "full", (name, outer[0], inner[0])
+        # the view: its top k from the intermediate's change; the intermediate: from its state or its groups
+        assert {a["mode"] for a in outer[1:]} <= {"incremental:topk", "unchanged"}, (name, outer)
+        assert "incremental:topk" in {a["mode"] for a in outer[1:]}, (name, outer)
+        assert {a["mode"] for a in inner[1:]} <= inner_modes | {"unchanged"}, (name, [a["mode_reason"] for a in inner])
+        assert {a["mode"] for a in inner[1:]} & inner_modes, (name, inner)
+
+
+def test_switching_the_intermediate_off_and_on_keeps_the_view_exact(spark, env, monkeypatch):
+    """The view refreshed as one query, then through its intermediate (a new definition: the full diff, over the
+    intermediate), then as one query again: equal to Spark's answer each time; the view's name and table unchanged."""
+    monkeypatch.setenv("MVSINK_INCREMENTAL_MAX_SCAN_RATIO", "1000")
+    monkeypatch.setenv("MVSINK_INCREMENTAL_MAX_FRACTION", "100")
+    data, views = env
+    rng = random.Random(5)
+    orders, customers = aggdata.write_sources(data, rng, 30)
+    srcs = {"orders": orders, "customers": customers}
+    q, key, _ = VIEWS["q10"]
+    write_view(views, "v", query=q, sources={s: s for s in srcs}, target="views/v", as_of=BASE, key=key)
+    view = Catalog(views).get("v")
+    next_id, t = [30], BASE + HOUR
+    expected_modes = []
+    for step, on in enumerate(["false", "false", "true", "true", "false", "true"]):
+        monkeypatch.setenv("MVSINK_INTERMEDIATE", on)
+        t += HOUR
+        aggdata.agg_change(rng, orders, customers, next_id, t - 60_000)
+        res = refresh(view, t, runner="inprocess", spark=spark, run_id=f"s{step}")
+        assert res.status == "appended", res
+        assert ("intermediate table" in res.mode_reason) == (on == "true"), res.mode_reason
+        assert _view_rows(view, t)[1] == _spark_rows(spark, q, srcs)[1], step
+        expected_modes.append(res.mode)
+    history = appends(str(data / "views" / "v"))
+    assert [a["mode"] for a in history] == expected_modes
+    # a new definition (through the intermediate, or not any more) starts with the full diff
+    assert expected_modes[2] == "full" and expected_modes[4] == "full", expected_modes
+    assert expected_modes[3] == "incremental:topk", history[3]
+    assert Path(data / "views" / "v" / INNER_FOLDER / "_delta_log").is_dir()
+    # the intermediate's table is its own, refreshed at the steps that went through it
+    assert len(appends(str(data / "views" / "v" / INNER_FOLDER))) == 3
+
+
+@pytest.mark.unit
+def test_the_write_step_in_another_process_finds_the_definition_its_batch_names(tmp_path, monkeypatch):
+    from mvsink.definitions.viewfile import load_view_file
+
+    monkeypatch.setenv("MVSINK_DATA_ROOT", str(tmp_path))
+    monkeypatch.delenv("MVSINK_INTERMEDIATE", raising=False)
+    path = write_view(
+        tmp_path,
+        "v",
+        query=VIEWS["q10"][0],
+        sources={"orders": "orders", "customers": "customers"},
+        target="views/v",
+        as_of=BASE,
+        key=["cid"],
+    )
+    view = load_view_file(path)
+    split = intermediate_split(view)
+    assert split is not None
+
+    class Desc:
+        def __init__(self, name: str, definition: str):
+            self.view, self.definition = name, definition
+
+    assert described_view(view, Desc(split.inner.name, split.inner.definition_hash())) == split.inner
+    assert described_view(view, Desc("v", split.outer.definition_hash())) == split.outer
+    assert described_view(view, Desc("v", view.definition_hash())) == view
+    monkeypatch.setenv("MVSINK_INTERMEDIATE", "false")
+    assert intermediate_split(view) is None
+    assert described_view(view, Desc("v", split.outer.definition_hash())) == view
