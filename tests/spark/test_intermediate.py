@@ -11,8 +11,10 @@ from typing import Any
 
 import pytest
 
+from mvsink.core.table import ViewTable
 from mvsink.definitions.catalog import Catalog
 from mvsink.definitions.intermediate import INNER_FOLDER, described_view, intermediate_split
+from mvsink.maintenance.compaction import compact
 from mvsink.readers.arrow import read_view
 from mvsink.write.runners import refresh
 from tests.support import aggdata
@@ -135,7 +137,9 @@ def test_switching_the_intermediate_off_and_on_keeps_the_view_exact(spark, env, 
     orders, customers = aggdata.write_sources(data, rng, 30)
     srcs = {"orders": orders, "customers": customers}
     q, key, _ = VIEWS["q10"]
-    write_view(views, "v", query=q, sources={s: s for s in srcs}, target="views/v", as_of=BASE, key=key)
+    write_view(
+        views, "v", query=q, sources={s: s for s in srcs}, target="views/v", as_of=BASE, key=key, retain_history="30m"
+    )
     view = Catalog(views).get("v")
     next_id, t = [30], BASE + HOUR
     expected_modes = []
@@ -156,6 +160,17 @@ def test_switching_the_intermediate_off_and_on_keeps_the_view_exact(spark, env, 
     assert Path(data / "views" / "v" / INNER_FOLDER / "_delta_log").is_dir()
     # the intermediate's table is its own, refreshed at the steps that went through it
     assert len(appends(str(data / "views" / "v" / INNER_FOLDER))) == 3
+    # compacting the view compacts its intermediate too, by the view's retain_history, held back by the view's upper
+    compact(view, catalog=Catalog(views))
+    inner_view = intermediate_split(view).inner
+    inner_since = ViewTable.open(inner_view).frontier.since
+    assert ViewTable.open(view).frontier.since == inner_since == t - 30 * 60_000, inner_since
+    assert _view_rows(view, t)[1] == _spark_rows(spark, q, srcs)[1]
+    t += HOUR
+    aggdata.agg_change(rng, orders, customers, next_id, t - 60_000)
+    res = refresh(view, t, runner="inprocess", spark=spark, run_id="after-compaction")
+    assert res.mode == "incremental:topk", res
+    assert _view_rows(view, t)[1] == _spark_rows(spark, q, srcs)[1]
 
 
 @pytest.mark.unit

@@ -32,6 +32,7 @@ CASES = {
     ),
     "MVSINK_INCREMENTAL_GROUPS": (settings.incremental_groups, True, "off", False, ["maybe", "2"]),
     "MVSINK_INCREMENTAL_TOPK": (settings.incremental_topk, True, "off", False, ["maybe", "2"]),
+    "MVSINK_INTERMEDIATE": (settings.intermediate, True, "off", False, ["maybe", "2"]),
     "MVSINK_INCREMENTAL_PARTITIONED": (settings.incremental_partitioned, True, "no", False, ["perhaps"]),
     "MVSINK_INCREMENTAL_DRIVER_TERMS": (settings.incremental_driver_terms, True, "off", False, ["maybe", "2"]),
     "MVSINK_DUCKDB_FULL_DIFF": (settings.duckdb_full_diff, True, "off", False, ["maybe", "2"]),

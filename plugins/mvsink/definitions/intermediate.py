@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import dataclasses
 from pathlib import Path
-from typing import TYPE_CHECKING, Final
+from typing import TYPE_CHECKING, Final, Protocol
 
 from mvsink import settings
 from mvsink.definitions.catalog import Catalog
@@ -37,7 +37,13 @@ from mvsink.definitions.view import Source, ViewDefinition
 if TYPE_CHECKING:
     from sqlglot import exp
 
-    from mvsink.core.batch import BatchDescription
+
+class Described(Protocol):
+    """What a batch description says of the definition it was minted for (:class:`mvsink.core.batch.BatchDescription`)."""
+
+    view: str
+    definition: str
+
 
 INNER_SUFFIX: Final = "__mv_inner"  # the intermediate view's name: the view's, with this suffix
 INNER_FOLDER: Final = "_mv_inner"  # its table, in the view's folder (a folder Delta and vacuum leave alone)
@@ -53,17 +59,19 @@ class IntermediateSplit:
 
     def catalog(self, catalog: Catalog | None) -> IntermediateCatalog:
         """A catalog in which the outer view's source resolves to the intermediate view."""
-        return IntermediateCatalog(self.inner, catalog)
+        return IntermediateCatalog(self.inner, catalog, outer=self.outer)
 
 
 class IntermediateCatalog(Catalog):
-    """``catalog`` (may be None) with the intermediate view added: what mint resolves view sources through."""
+    """``catalog`` (may be None) with the intermediate view added, and the view as it reads it: what mint resolves
+    view sources through, and what holds the intermediate's compaction back."""
 
-    def __init__(self, inner: ViewDefinition, catalog: Catalog | None):  # (no folder loaded again)
+    def __init__(self, inner: ViewDefinition, catalog: Catalog | None, *, outer: ViewDefinition):
+        # (no folder loaded again; the view as it reads the intermediate, which holds its compaction back)
         self.inner = inner
         self.base = catalog
         self.views_dir = catalog.views_dir if catalog is not None else Path()
-        self.views = {**(catalog.views if catalog is not None else {}), inner.name: inner}
+        self.views = {**(catalog.views if catalog is not None else {}), outer.name: outer, inner.name: inner}
         self.errors = dict(catalog.errors) if catalog is not None else {}
 
     def upstream(self, view: ViewDefinition, source: Source) -> ViewDefinition:
@@ -110,7 +118,7 @@ def intermediate_split(view: ViewDefinition) -> IntermediateSplit | None:
     return IntermediateSplit(inner=inner, outer=outer)
 
 
-def described_view(view: ViewDefinition, desc: BatchDescription) -> ViewDefinition:
+def described_view(view: ViewDefinition, desc: Described) -> ViewDefinition:
     """The definition a batch of ``view``'s refresh was minted for: ``view``, or its intermediate or outer view
     (a write step in another process, given the view's file, finds the one its batch description names)."""
     split = intermediate_split(view)

@@ -52,6 +52,7 @@ from mvsink.core.frontier import Frontier
 from mvsink.core.staging import collect_garbage
 from mvsink.core.table import ViewTable
 from mvsink.definitions.catalog import Catalog
+from mvsink.definitions.intermediate import intermediate_split
 from mvsink.definitions.view import ViewDefinition
 from mvsink.exceptions import MvSinkError
 from mvsink.location import Location, Where, parse
@@ -298,6 +299,25 @@ def compact(
     when :func:`is_due`. An explicit ``since`` must lie in ``(current since, upper - 1]``.
     """
     run_id = run_id or f"compact-{uuid.uuid4().hex[:12]}"
+    res = _compact(view, catalog=catalog, since=since, if_due=if_due, run_id=run_id, attempts=attempts)
+    split = intermediate_split(view)
+    if split is not None:  # its intermediate table too, by its own retain_history, held by the view's upper
+        inner = _compact(
+            split.inner, catalog=split.catalog(catalog), since=None, if_due=if_due, run_id=run_id, attempts=attempts
+        )
+        log.info("view %s: intermediate table: %s", view.name, inner.summary())
+    return res
+
+
+def _compact(
+    view: ViewDefinition,
+    *,
+    catalog: Catalog | None,
+    since: int | None,
+    if_due: bool,
+    run_id: str,
+    attempts: int,
+) -> CompactResult:
     for attempt in range(1, attempts + 1):
         table = ViewTable.open(view)
         if not table.exists:

@@ -27,8 +27,8 @@ from mvsink.core.schema import encode_schema
 from mvsink.core.sparklocation import spark_uri
 from mvsink.core.staging import Staging
 from mvsink.core.table import ViewTable, no_table
-from mvsink.definitions.view import ViewDefinition
 from mvsink.definitions.intermediate import described_view
+from mvsink.definitions.view import ViewDefinition
 from mvsink.definitions.viewfile import load_view_file
 from mvsink.exceptions import MvSinkError, SchemaChangedError
 from mvsink.incremental.aggplan import StatePlan, state_plan
