@@ -123,6 +123,8 @@ def test_randomized_histories_match_spark_and_the_oracle(spark, env, monkeypatch
         # the view: its top k from the intermediate's change; the intermediate: from its state or its groups
         assert {a["mode"] for a in outer[1:]} <= {"incremental:topk", "unchanged"}, (name, outer)
         assert "incremental:topk" in {a["mode"] for a in outer[1:]}, (name, outer)
+        # (the view's top k from the intermediate's log, in the driver: mvsink.incremental.viewtopk)
+        assert any("in the driver without Spark" in str(a["mode_reason"]) for a in outer[1:]), (name, outer)
         assert {a["mode"] for a in inner[1:]} <= inner_modes | {"unchanged"}, (name, [a["mode_reason"] for a in inner])
         assert {a["mode"] for a in inner[1:]} & inner_modes, (name, inner)
 

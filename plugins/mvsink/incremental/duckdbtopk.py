@@ -26,7 +26,7 @@ from mvsink.columns import DIFF, TIME
 from mvsink.engines.arrow import MAX_DRIVER_ROWS
 
 if TYPE_CHECKING:
-    from collections.abc import Sequence
+    from collections.abc import Callable, Sequence
 
     import pyarrow as pa
     from pyspark.sql import Column, DataFrame, SparkSession
@@ -204,18 +204,60 @@ def refresh_in_driver(
 ) -> tuple[DataFrame | pa.Table | None, str]:
     """The corrections from T and Δ (``delta``: the view's columns and ``_mv_topk_n``), or (None, why not); see
     the module docstring. ``projection``: M as one source's columns, for a recompute in the driver."""
+    from mvsink.spark.sources import arrow_table_schema
+
+    columns = list(desired.columns)
+    out_schema = arrow_table_schema(desired.schema)
+    persisted = consolidated_top(table, columns, lower=desc.lower)
+    order = order_keys(desired, spec)
+
+    def recompute() -> tuple[DataFrame | pa.Table, str]:
+        return _recomputed(desired, k, persisted, out_schema, order, projection, at=desc.time, spark=spark)
+
+    return top_k_corrections(
+        persisted,
+        delta,
+        k=k,
+        key_cols=[columns[p] for p in key],
+        out_schema=out_schema,
+        order=order,
+        at=desc.time,
+        changed=changed,
+        recompute=recompute,
+        first=lambda candidates: _spark_first(spark, candidates, desired, spec, k),
+    )
+
+
+def consolidated_top(table: ViewTable, columns: list[str], *, lower: int) -> pa.Table:
+    """T: the table's rows before ``lower``, consolidated (the view's columns and ``_mv_diff``)."""
+    from mvsink.engines.duckdb import consolidated
+
+    return consolidated(table.updates_before(columns, lower=lower))
+
+
+def top_k_corrections(
+    persisted: pa.Table,
+    delta: pa.Table,
+    *,
+    k: int,
+    key_cols: list[str],
+    out_schema: pa.Schema,
+    order: OrderKeys | None,
+    at: int,
+    changed: str,
+    recompute: Callable[[], tuple[DataFrame | pa.Table, str]],
+    first: Callable[[pa.Table], pa.Table],
+) -> tuple[DataFrame | pa.Table | None, str]:
+    """The corrections from T (``persisted``) and Δ, or (None, why not): step 2 of the module docstring.
+    ``order``: pyarrow's sort keys where its order is the query's, else None (``first`` then orders the
+    candidates, and a deleted row of T recomputes); ``recompute``: the query's top k diffed against T, and where."""
     import pyarrow as pa
     import pyarrow.compute as pc
 
     from mvsink.engines.arrow import row_corrections
-    from mvsink.engines.duckdb import consolidated
-    from mvsink.spark.sources import arrow_table_schema
 
-    columns = list(desired.columns)
-    key_cols = [columns[p] for p in key]
-    out_schema = arrow_table_schema(desired.schema)
+    columns = [f.name for f in out_schema if f.name not in (TIME, DIFF)]
     user = pa.schema([f for f in out_schema if f.name not in (TIME, DIFF)])
-    persisted = consolidated(table.updates_before(columns, lower=desc.lower))
     n_t = persisted.num_rows
     broken = _not_a_top_k(persisted, delta, k, key_cols)
     if broken:
@@ -228,14 +270,13 @@ def refresh_in_driver(
     candidates = pa.concat_tables([survivors, inserted])
     if _repeated(candidates, key_cols):
         return None, f"the declared key {', '.join(key_cols)} is not unique among the top {k} and the inserted rows"
-    order = order_keys(desired, spec)
     if hit and n_t == k:  # M may hold rows outside T: enough candidates must rank at or before T's last row
         ranked = -1
         if order is not None:
             last = first_rows(t_rows, order, k).slice(k - 1, 1)
             ranked = ranked_up_to(candidates, last, order)
         if ranked < k:
-            out, where = _recomputed(desired, k, persisted, out_schema, order, projection, at=desc.time, spark=spark)
+            out, where = recompute()
             return out, (
                 f"a deleted row was in the top {k} ({hit} of them) and fewer than {k} rows rank at or before "
                 f"its last: recomputed the query {where}, diffed against the table's {n_t} row(s) (changes of {changed})"
@@ -252,10 +293,8 @@ def refresh_in_driver(
         )
     if not inserted.num_rows and not hit:  # T stays the top k
         return out_schema.empty_table(), why
-    if order is not None:
-        return row_corrections(first_rows(candidates, order, k), persisted, out_schema, at=desc.time), why
-    first = _spark_first(spark, candidates, desired, spec, k)
-    return row_corrections(first, persisted, out_schema, at=desc.time), why
+    top = first_rows(candidates, order, k) if order is not None else first(candidates)
+    return row_corrections(top, persisted, out_schema, at=at), why
 
 
 def _not_a_top_k(persisted: pa.Table, delta: pa.Table, k: int, key_cols: list[str]) -> str | None:

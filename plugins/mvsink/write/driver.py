@@ -59,7 +59,7 @@ def write_without_spark(view: ViewDefinition, desc: BatchDescription) -> WriteRe
     with snapshot_cache(), read_log(), noting() as notes:
         got = _write(view, desc, t0)
         if isinstance(got, str):
-            got = _untouched_write(view, desc, t0) or got
+            got = _untouched_write(view, desc, t0) or _view_topk_write(view, desc, t0) or got
     if isinstance(got, str):
         log.info("view %s: the write step runs on Spark: %s", view.name, got)
         return None
@@ -159,6 +159,45 @@ def _untouched_write(view: ViewDefinition, desc: BatchDescription, t0: float) ->
         spark_jobs=0,
     )
     return stage(view, desc, table.arrow_schema().empty_table(), head, check_counts=dict, t0=t0)
+
+
+def _view_topk_write(view: ViewDefinition, desc: BatchDescription, t0: float) -> WriteReport | None:
+    """The write step of a top-k of one view source (:mod:`mvsink.incremental.viewtopk`: the form of a top-k over
+    an aggregate's intermediate table), without Spark; or None (the reason logged)."""
+    from mvsink.incremental.viewtopk import topk_without_spark
+    from mvsink.write.job import local_sizes, stage
+
+    if not settings.spark_free() or not settings.incremental_topk() or not view.incremental:
+        return None
+    got = topk_without_spark(view, desc)
+    if isinstance(got, str):
+        log.info("view %s: the top-k in the driver does not apply: %s", view.name, got)
+        return None
+    corr, reason, schema = got
+    table = ViewTable.open_path(desc.target, view.name)
+    fr = table.frontier
+    head = WriteReport.begun(
+        desc,
+        view=view.name,
+        read_version=fr.version,
+        table_upper=fr.upper,
+        schema=encode_schema(schema),
+        mode="incremental:topk",
+        mode_reason=reason,
+        phases={"plan": 0.0, "corrections": time.monotonic() - t0},
+        reads={},
+        spark_jobs=0,
+    )
+    if desc.dry_run:
+        sizes = local_sizes(corr)
+        return dataclasses.replace(
+            head,
+            status="dry_run",
+            rows_added=sizes["added"],
+            rows_retracted=sizes["retracted"],
+            seconds=time.monotonic() - t0,
+        )
+    return stage(view, desc, corr, head, check_counts=dict, t0=t0)
 
 
 def _table_schema(facts: DriverFacts) -> pa.Schema:
