@@ -61,6 +61,15 @@ def catalog(env, monkeypatch):
     )
     write_view(
         views,
+        "ranked",
+        query="SELECT status, sum(qty) AS q FROM orders GROUP BY status ORDER BY q DESC NULLS LAST, status LIMIT 2",
+        sources={"orders": "orders"},
+        target="views/ranked",
+        as_of=BASE,
+        key=["status"],
+    )
+    write_view(
+        views,
         "checked",
         query=SHAPES["agg"],
         sources={"orders": "orders"},
@@ -177,6 +186,17 @@ def test_top_k_needs_a_declared_key(spark, catalog, monkeypatch):
     assert any("declare the view's `key`" in f for f in s.fixes), s.fixes
     r = _explain(spark, catalog, "keyed")
     assert _modes(r) == {"orders": "incremental:topk"} and r.key == ("id",) and r.sources[0].label == "top-k"
+
+
+def test_a_top_k_over_an_aggregate_is_explained_by_its_intermediate_table(spark, catalog, monkeypatch):
+    monkeypatch.delenv("MVSINK_INTERMEDIATE", raising=False)
+    r = _explain(spark, catalog, "ranked")
+    assert r.view == "ranked" and r.key == ("status",) and "intermediate table ranked__mv_inner" in r.intermediate
+    assert "intermediate table ranked__mv_inner" in r.summary().splitlines()[1]
+    assert _modes(r) == {"orders": "incremental:aggregate"} and r.state_columns, r.summary()
+    monkeypatch.setenv("MVSINK_INTERMEDIATE", "false")  # the query as one: a top-k over an aggregate of the changes
+    r = _explain(spark, catalog, "ranked")
+    assert not r.intermediate and _modes(r)["orders"] != "incremental:aggregate", r.summary()
 
 
 def test_a_session_function_or_a_subquery_takes_the_full_diff_with_a_rewrite(spark, catalog, monkeypatch):

@@ -17,6 +17,7 @@ from mvsink import settings
 from mvsink.columns import ERROR, is_hidden
 from mvsink.core.commitinfo import REASON_HINTS
 from mvsink.core.table import ViewTable, open_readable
+from mvsink.definitions.intermediate import intermediate_split
 from mvsink.exceptions import SourceError
 from mvsink.incremental.aggplan import StatePlan, state_plan
 from mvsink.incremental.costguard import PARTITIONED, change_estimates
@@ -98,6 +99,8 @@ class ExplainReport:
     sources: tuple[SourceExplain, ...]
     # can its next small refresh run without Spark ("yes: ..." or "no: why"; write/driver.py)
     without_spark: str = ""
+    # a top-k over an aggregate: how it is refreshed through its intermediate table (the rest is of that table)
+    intermediate: str = ""
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -109,6 +112,8 @@ class ExplainReport:
             f"key: {', '.join(self.key) or '(none declared)'}; checks: {', '.join(self.checks) or 'none'}"
             + ("" if self.table_exists else "; no table yet (the first refresh is a full diff)")
         ]
+        if self.intermediate:
+            lines.append(f"  {self.intermediate}")
         if self.state_columns:
             lines.append(f"  aggregate state kept: {', '.join(self.state_columns)}")
         else:
@@ -136,7 +141,23 @@ class ExplainReport:
 
 
 def explain_view(view: ViewDefinition, *, catalog: Catalog, spark: SparkSession) -> ExplainReport:
-    """Explain ``view`` (see the module docstring) on ``spark``, which gets each source as a temp view."""
+    """Explain ``view`` (see the module docstring) on ``spark``, which gets each source as a temp view. A top-k over
+    an aggregate refreshed through an intermediate table (:mod:`mvsink.definitions.intermediate`) is explained by
+    that table's modes."""
+    split = intermediate_split(view)
+    if split is not None:
+        inner = explain_view(split.inner, catalog=catalog, spark=spark)
+        return dataclasses.replace(
+            inner,
+            view=view.name,
+            key=tuple(view.key),
+            table_exists=ViewTable.open(view).exists,
+            intermediate=(
+                f"refreshed through its intermediate table {split.inner.name} ({split.inner.target}, every group of "
+                "its aggregate), refreshed first; the view is its top k (incremental:topk, without Spark where the "
+                "intermediate's change is in its log). Below: the intermediate table's state and modes"
+            ),
+        )
     apply_storage_conf(spark, view)
     reads = _register_sources(spark, view, catalog)
     result = analyse(spark, view)
