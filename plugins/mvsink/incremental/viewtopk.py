@@ -247,15 +247,24 @@ def _corrections(
 def _recomputed(
     up: ViewTable, spec: ViewTopK, schema: pa.Schema, persisted: pa.Table, order: OrderKeys, *, at: int, through: int
 ) -> pa.Table:
-    """The top k of the upstream's contents at ``through`` diffed against T."""
+    """The top k of the upstream's contents at ``through`` (its updates up to then, summed per row, each row
+    repeated by its multiplicity) diffed against T."""
+    import numpy as np
     import pyarrow as pa
+    import pyarrow.compute as pc
 
     from mvsink.engines.arrow import row_corrections
+    from mvsink.engines.duckdb import consolidated
     from mvsink.incremental.duckdbtopk import first_rows
-    from mvsink.readers.arrow import consolidated, expand_rows
 
-    rows = expand_rows(consolidated(up.updates(), through=through))
+    updates = up.updates()
+    updates = updates.filter(pc.less_equal(updates.column(TIME), through))
+    lower = {c.lower(): c for c in updates.column_names}
     user = pa.schema([f for f in schema if f.name not in (TIME, DIFF)])
-    lower = {c.lower(): c for c in rows.column_names}
-    m = pa.table([rows.column(lower[c.lower()]) for c in spec.columns], names=user.names).cast(user)
+    rows = pa.table(
+        [*[updates.column(lower[c.lower()]) for c in spec.columns], updates.column(DIFF)], names=[*user.names, DIFF]
+    )
+    net = consolidated(rows)
+    counts = np.clip(np.asarray(net.column(DIFF).to_numpy(zero_copy_only=False), dtype=np.int64), 0, None)
+    m = net.drop_columns([DIFF]).take(pa.array(np.repeat(np.arange(len(counts)), counts), pa.int64())).cast(user)
     return row_corrections(first_rows(m, order, spec.limit), persisted, schema, at=at)

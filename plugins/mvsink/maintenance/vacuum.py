@@ -8,6 +8,7 @@ from typing import Any
 
 from mvsink.core import storage
 from mvsink.core.table import ViewTable
+from mvsink.definitions.intermediate import intermediate_split
 from mvsink.definitions.view import ViewDefinition
 from mvsink.exceptions import MvSinkError
 from mvsink.location import Where, is_uri, joinpath, normalize
@@ -44,8 +45,22 @@ def vacuum(
     Parquet files of a staged batch that is still waiting for its append, so mvsink deletes the
     candidates itself, minus every file under ``batches/<id>/`` whose manifest is in
     ``_mv_staging``, minus anything active in the newest version. It commits nothing (delta-rs's
-    own vacuum writes VACUUM commits, which would count as foreign commits).
+    own vacuum writes VACUUM commits, which would count as foreign commits). A view refreshed through an
+    intermediate table (:mod:`mvsink.definitions.intermediate`) has that table vacuumed too, alike.
     """
+    res = _vacuum(view, retention_hours=retention_hours, dry_run=dry_run, enforce_retention=enforce_retention)
+    split = intermediate_split(view)
+    if split is not None and ViewTable.open(split.inner, check=False).exists:
+        inner = _vacuum(
+            split.inner, retention_hours=retention_hours, dry_run=dry_run, enforce_retention=enforce_retention
+        )
+        log.info("view %s: intermediate table: %s", view.name, inner.summary())
+    return res
+
+
+def _vacuum(
+    view: ViewDefinition, *, retention_hours: int | None, dry_run: bool, enforce_retention: bool
+) -> VacuumResult:
     from mvsink.core.staging import BATCHES, list_staged
 
     table = ViewTable.open(view, check=False)
