@@ -145,3 +145,42 @@ def test_a_change_of_columns_no_view_reads_writes_nothing_without_spark(spark, e
     delete_at(data / "partsupp", "ps_partkey = 3", t - 10)
     got = step(t)
     assert NOTHING not in got["q16"].mode_reason
+
+
+def test_an_update_of_unread_columns_writes_nothing_before_the_aggregate_state(spark, env):
+    """An aggregate view the refresh without Spark serves from its state (plan facts kept) writes nothing for an
+    update that keeps the row count and changes no column it reads (write/driver.py tries that first); an update of
+    a column it reads, and an insert, take the aggregate state as before."""
+    data, views = env
+    paths = _lake(data, random.Random(8))
+    query = "SELECT p_size, count(*) AS n, sum(ps_supplycost) AS cost FROM partsupp JOIN part ON p_partkey = ps_partkey GROUP BY p_size"
+    write_view(
+        views, "agg", query=query, sources={"part": "part", "partsupp": "partsupp"}, target="views/agg", as_of=BASE
+    )
+    view = Catalog(views).get("agg")
+
+    def step(t: int):
+        res = refresh(view, t, runner="inprocess", spark=spark)
+        assert res.status == "appended", res
+        want = oracle(query, {s: paths[s] for s in ("part", "partsupp")}, t)
+        assert multiset(read_view(view, as_of=t)) == want, (t, res.mode, res.mode_reason)
+        return res
+
+    t = BASE + HOUR
+    step(t)
+    t += HOUR  # a read column: the aggregate state (a Spark refresh, which keeps the plan facts)
+    update_at(data / "partsupp", {"ps_supplycost": "ps_supplycost + 1"}, "ps_suppkey < 5", t - 10)
+    assert step(t).mode == "incremental:aggregate"
+    t += HOUR
+    update_at(data / "partsupp", {"ps_supplycost": "ps_supplycost + 1"}, "ps_suppkey > 35", t - 10)
+    res = step(t)
+    assert res.mode == "incremental:aggregate" and res.spark_jobs == 0, res  # (without Spark: the facts are kept)
+    t += HOUR  # the price of parts: agg reads no p_retailprice
+    update_at(data / "part", {"p_retailprice": "p_retailprice * 2"}, "p_partkey <= 150", t - 10)
+    res = step(t)
+    assert res.mode == "incremental" and NOTHING in res.mode_reason and res.spark_jobs == 0, res
+    assert res.rows_added == res.rows_retracted == 0
+    t += HOUR  # a read column again: not nothing
+    update_at(data / "partsupp", {"ps_supplycost": "ps_supplycost - 1"}, "ps_suppkey = 7", t - 10)
+    res = step(t)
+    assert res.mode == "incremental:aggregate" and res.spark_jobs == 0 and res.rows_added > 0, res

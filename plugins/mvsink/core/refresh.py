@@ -58,9 +58,15 @@ def with_intermediate(outer: RefreshResult, inner: RefreshResult) -> RefreshResu
     note = f"intermediate table {inner.view}: {what}" + (f" ({inner.mode_reason})" if inner.mode_reason else "")
     timings = {**{f"inner.{k}": v for k, v in inner.timings.items()}, **outer.timings}
     jobs = -1 if -1 in (inner.spark_jobs, outer.spark_jobs) else inner.spark_jobs + outer.spark_jobs
+    mode, reason = outer.mode, outer.mode_reason
+    if mode in ("", "unchanged") and inner.mode.startswith("incremental"):
+        # the intermediate refreshed from the sources' changes and the top k did not move: the view's refresh is
+        # the intermediate's (the view's own commit records its empty batch as unchanged)
+        mode, reason = inner.mode, "the top k is unchanged"
     return dataclasses.replace(
         outer,
-        mode_reason=f"{outer.mode_reason}; {note}" if outer.mode_reason else note,
+        mode=mode,
+        mode_reason=f"{reason}; {note}" if reason else note,
         timings=timings,
         spark_jobs=jobs,
         reads=inner.reads or outer.reads,
