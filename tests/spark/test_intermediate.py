@@ -155,7 +155,8 @@ def test_switching_the_intermediate_off_and_on_keeps_the_view_exact(spark, env, 
         assert _view_rows(view, t)[1] == _spark_rows(spark, q, srcs)[1], step
         expected_modes.append(res.mode)
     history = appends(str(data / "views" / "v"))
-    assert [a["mode"] for a in history] == expected_modes
+    for a, mode in zip(history, expected_modes, strict=True):  # (a top k that did not move: the intermediate's mode)
+        assert a["mode"] == mode or (a["mode"] == "unchanged" and mode.startswith("incremental")), (a, mode)
     # a new definition (through the intermediate, or not any more) starts with the full diff
     assert expected_modes[2] == "full" and expected_modes[4] == "full", expected_modes
     assert expected_modes[3] == "incremental:topk", history[3]

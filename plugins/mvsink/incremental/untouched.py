@@ -45,7 +45,7 @@ _REFUSED_NAMES: Final = frozenset(
 
 @functools.lru_cache(maxsize=64)
 def read_names(query: str) -> frozenset[str] | None:
-    """Every identifier of ``query`` (casefolded), ``{"*"}`` added where it has a star; None where the query's
+    """Every identifier of ``query`` (casefolded), ``{"*"}`` added where it has a star (not ``count(*)``'s); None where the query's
     result may depend on more than its sources' named columns (an unknown function, a table sample, file
     metadata) or does not parse."""
     import sqlglot
@@ -60,7 +60,8 @@ def read_names(query: str) -> frozenset[str] | None:
         if isinstance(node, (exp.Anonymous, exp.TableSample)):
             return None
         if isinstance(node, exp.Star):
-            names.add("*")
+            if not isinstance(node.parent, exp.Count):  # (count(*) counts rows: it reads no column's value)
+                names.add("*")
         elif isinstance(node, exp.Identifier):
             names.add(str(node.this).casefold())
         elif isinstance(node, exp.Func) and node.sql_name().casefold() in _REFUSED_NAMES:

@@ -155,6 +155,7 @@ def updates_only(desc: BatchDescription) -> bool:
             return False
         rows = [_footer_rows(cs.inserted), _footer_rows(cs.deleted)]
         if None in rows or rows[0] != rows[1]:
+            log.info("source %s: %s row(s) added against %s removed: not an update only", s.name, rows[0], rows[1])
             return False
     return True
 
@@ -171,7 +172,8 @@ def _footer_rows(files: Sequence[ChangeFile]) -> int | None:
             fs, at = storage.filesystem(f.path)
             with fs.open_input_file(at) as handle:
                 n += pq.ParquetFile(handle).metadata.num_rows
-        except (OSError, ValueError):
+        except (OSError, ValueError) as exc:
+            log.info("the footer of %s could not be read: %s", f.path, exc)
             return None
     return n
 
