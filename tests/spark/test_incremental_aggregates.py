@@ -191,7 +191,8 @@ def test_hand_edits_are_repaired_and_state_stays_hidden(spark, env, monkeypatch)
     res = refresh(view, t, catalog=catalog, runner="inprocess", spark=spark)
     assert res.mode == "full", res  # a foreign commit: the full diff, which rebuilds the state
     assert multiset(read_view(view, as_of=t)) == oracle(q, srcs, t)
-    update_at(orders, {"qty": "qty + 2"}, "id = 5", t + 10)
+    # (coalesce: a NULL qty would stay NULL, a change of no value, which writes nothing: mode incremental)
+    update_at(orders, {"qty": "coalesce(qty, 0) + 2"}, "id = 5", t + 10)
     t += HOUR
     assert refresh(view, t, catalog=catalog, runner="inprocess", spark=spark).mode == "incremental:aggregate"
     assert multiset(read_view(view, as_of=t)) == oracle(q, srcs, t)
