@@ -41,8 +41,11 @@ if TYPE_CHECKING:
 class Described(Protocol):
     """What a batch description says of the definition it was minted for (:class:`mvsink.core.batch.BatchDescription`)."""
 
-    view: str
-    definition: str
+    @property
+    def view(self) -> str: ...
+
+    @property
+    def definition(self) -> str: ...
 
 
 INNER_SUFFIX: Final = "__mv_inner"  # the intermediate view's name: the view's, with this suffix

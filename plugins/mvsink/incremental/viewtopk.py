@@ -87,7 +87,7 @@ def _sortable(t: pa.DataType) -> bool:
     """Does pyarrow order values of this type as Spark does (and never tie two different ones)?"""
     import pyarrow as pa
 
-    return (
+    return bool(
         pa.types.is_integer(t)
         or pa.types.is_decimal(t)
         or pa.types.is_date(t)
