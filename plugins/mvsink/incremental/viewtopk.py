@@ -84,18 +84,13 @@ def view_topk(query: str) -> ViewTopK | None:
 
 
 def _sortable(t: pa.DataType) -> bool:
-    """Does pyarrow order values of this type as Spark does (and never tie two different ones)?"""
+    """Does pyarrow order values of this type as Spark does (and never tie two different ones)? Those it groups
+    as Spark does (:func:`~mvsink.engines.duckdb.arrow_groupable`), binary aside."""
     import pyarrow as pa
 
-    return bool(
-        pa.types.is_integer(t)
-        or pa.types.is_decimal(t)
-        or pa.types.is_date(t)
-        or pa.types.is_timestamp(t)
-        or pa.types.is_boolean(t)
-        or pa.types.is_string(t)
-        or pa.types.is_large_string(t)
-    )
+    from mvsink.engines.duckdb import arrow_groupable
+
+    return arrow_groupable(t) and not (pa.types.is_binary(t) or pa.types.is_large_binary(t))
 
 
 def topk_without_spark(view: ViewDefinition, desc: BatchDescription) -> tuple[pa.Table, str, pa.Schema] | str:

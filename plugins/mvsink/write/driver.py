@@ -119,6 +119,11 @@ def _write(view: ViewDefinition, desc: BatchDescription, t0: float) -> WriteRepo
         reads={} if reads is None else {k: dict(v) for k, v in reads.sources.items()},
         spark_jobs=0,
     )
+    return _staged(view, desc, corr, head, t0)
+
+
+def _staged(view: ViewDefinition, desc: BatchDescription, corr: pa.Table, head: WriteReport, t0: float) -> WriteReport:
+    """The report of corrections computed in the driver: staged with pyarrow, or counted for a dry run."""
     from mvsink.write.job import local_sizes, stage
 
     if desc.dry_run:
@@ -214,7 +219,6 @@ def _view_topk_write(view: ViewDefinition, desc: BatchDescription, t0: float) ->
     """The write step of a top-k of one view source (:mod:`mvsink.incremental.viewtopk`: the form of a top-k over
     an aggregate's intermediate table), without Spark; or None (the reason logged)."""
     from mvsink.incremental.viewtopk import topk_without_spark
-    from mvsink.write.job import local_sizes, stage
 
     if not settings.spark_free() or not settings.incremental_topk() or not view.incremental:
         return None
@@ -237,16 +241,7 @@ def _view_topk_write(view: ViewDefinition, desc: BatchDescription, t0: float) ->
         reads={},
         spark_jobs=0,
     )
-    if desc.dry_run:
-        sizes = local_sizes(corr)
-        return dataclasses.replace(
-            head,
-            status="dry_run",
-            rows_added=sizes["added"],
-            rows_retracted=sizes["retracted"],
-            seconds=time.monotonic() - t0,
-        )
-    return stage(view, desc, corr, head, check_counts=dict, t0=t0)
+    return _staged(view, desc, corr, head, t0)
 
 
 def _table_schema(facts: DriverFacts) -> pa.Schema:
