@@ -12,12 +12,13 @@ from decimal import Decimal
 
 import pyarrow as pa
 import pytest
+from deltalake import DeltaTable
 
 from mvsink.core.table import ViewTable
 from mvsink.definitions.catalog import Catalog
 from mvsink.readers.arrow import read_view
 from mvsink.write.runners import refresh
-from tests.support.delta import BASE, HOUR, delete_at, update_at, write_at
+from tests.support.delta import BASE, HOUR, delete_at, stamp, update_at, write_at
 from tests.support.oracle import multiset, oracle
 from tests.support.viewfiles import write_view
 
@@ -147,7 +148,8 @@ def test_a_change_of_columns_no_view_reads_writes_nothing_without_spark(spark, e
     assert NOTHING not in got["q16"].mode_reason
 
 
-def test_an_update_of_unread_columns_writes_nothing_before_the_aggregate_state(spark, env, monkeypatch):
+@pytest.mark.parametrize("cdf", [False, True])
+def test_an_update_of_unread_columns_writes_nothing_before_the_aggregate_state(spark, env, monkeypatch, cdf):
     """An aggregate view the refresh without Spark serves from its state (plan facts kept) writes nothing for an
     update that keeps the row count and changes no column it reads (write/driver.py tries that first); an update of
     a column it reads, and an insert, take the aggregate state as before."""
@@ -155,6 +157,10 @@ def test_an_update_of_unread_columns_writes_nothing_before_the_aggregate_state(s
     monkeypatch.setenv("MVSINK_INCREMENTAL_MAX_SCAN_RATIO", "1000")
     data, views = env
     paths = _lake(data, random.Random(8))
+    if cdf:  # updates then write change data feed files (update images) instead of removing and adding files
+        for name in ("part", "partsupp"):
+            DeltaTable(paths[name]).alter.set_table_properties({"delta.enableChangeDataFeed": "true"})
+            stamp(paths[name], BASE + 2)
     query = "SELECT p_size, count(*) AS n, sum(ps_supplycost) AS cost FROM partsupp JOIN part ON p_partkey = ps_partkey GROUP BY p_size"
     write_view(
         views, "agg", query=query, sources={"part": "part", "partsupp": "partsupp"}, target="views/agg", as_of=BASE
@@ -179,6 +185,8 @@ def test_an_update_of_unread_columns_writes_nothing_before_the_aggregate_state(s
     assert res.mode == "incremental:aggregate" and res.spark_jobs == 0, res  # (without Spark: the facts are kept)
     t += HOUR  # the price of parts: agg reads no p_retailprice
     update_at(data / "part", {"p_retailprice": "p_retailprice * 2"}, "p_partkey <= 150", t - 10)
+    if cdf:
+        assert any((data / "part" / "_change_data").iterdir())
     res = step(t)
     assert res.mode == "incremental" and NOTHING in res.mode_reason and res.spark_jobs == 0, res
     assert res.rows_added == res.rows_retracted == 0

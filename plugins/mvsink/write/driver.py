@@ -140,8 +140,9 @@ def _staged(view: ViewDefinition, desc: BatchDescription, corr: pa.Table, head: 
 
 
 def updates_only(desc: BatchDescription) -> bool:
-    """Did every changed table source change by updates alone since the last refresh: files removed and added
-    holding as many rows (by their Parquet footers), no change data feed files, no deletion vectors?"""
+    """Did every changed table source change by updates alone since the last refresh: change data feed files of
+    update images only, files removed and added holding as many rows (by their Parquet footers), no deletion
+    vectors?"""
     from mvsink.core.deltalog import change_set
 
     base = desc.base_versions
@@ -154,13 +155,32 @@ def updates_only(desc: BatchDescription) -> bool:
         if s.name not in base:
             return False
         cs = change_set(s.path, base[s.name], s.version)
-        if isinstance(cs, str) or cs.cdc or cs.deletion_vectors or not cs.inserted or not cs.deleted:
+        if isinstance(cs, str) or cs.deletion_vectors or cs.bytes > 1024 * 1024 * 1024:
             return False
-        if cs.bytes > 1024 * 1024 * 1024:
+        if not (cs.cdc or cs.inserted or cs.deleted):
             return False
-        rows = [_footer_rows(cs.inserted), _footer_rows(cs.deleted)]
-        if None in rows or rows[0] != rows[1]:
-            log.info("source %s: %s row(s) added against %s removed: not an update only", s.name, rows[0], rows[1])
+        if cs.cdc and not _cdc_updates_only(cs.cdc):
+            return False
+        if cs.inserted or cs.deleted:  # (commits without change data feed files: their added and removed files)
+            rows = [_footer_rows(cs.inserted), _footer_rows(cs.deleted)]
+            if None in rows or rows[0] != rows[1]:
+                log.info("source %s: %s row(s) added against %s removed: not an update only", s.name, *rows)
+                return False
+    return True
+
+
+def _cdc_updates_only(files: Sequence[ChangeFile]) -> bool:
+    """Do the change data feed ``files`` hold update images only (no insert, no delete)?"""
+    import pyarrow.compute as pc
+
+    from mvsink.engines.arrow import parquet_columns
+
+    for f in files:
+        t = parquet_columns(f.path, ["_change_type"])
+        if t is None:
+            return False
+        kinds = set(pc.unique(t.column("_change_type")).to_pylist())
+        if not kinds <= {"update_preimage", "update_postimage"}:
             return False
     return True
 
