@@ -145,7 +145,7 @@ def split_query(query: str, *, key: tuple[str, ...]) -> tuple[str, str] | None:
         return None
     if not isinstance(tree, exp.Select) or not tree.args.get("group") or tree.args.get("distinct"):
         return None
-    if tree.args.get("offset") or not tree.args.get("order") or _limit(tree) is None:
+    if tree.args.get("offset") or not tree.args.get("order") or limit_of(tree) is None:
         return None
     if any(tree.args.get(a) for a in ("qualify", "windows", "into", "locks", "sample", "settings")):
         return None
@@ -155,18 +155,17 @@ def split_query(query: str, *, key: tuple[str, ...]) -> tuple[str, str] | None:
     lower = [n.lower() for n in names]
     if not all(k.lower() in lower for k in key):
         return None
-    order = []
-    for o in tree.args["order"].expressions:
-        got = _order_item(o, lower)
-        if got is None:
-            return None
-        column, direction = got
-        order.append(f"`{names[lower.index(column)]}` {direction}")
+    items = order_by(tree, names)
+    if items is None:
+        return None
+    order = [
+        f"`{n}` " + ("DESC" if d else "ASC") + (" NULLS FIRST" if first else " NULLS LAST") for n, d, first in items
+    ]
     inner = _before_order_by(query)
     if inner is None:
         return None
     columns = ", ".join(f"`{n}`" for n in names)
-    outer = f"SELECT {columns} FROM {{source}} ORDER BY {', '.join(order)} LIMIT {_limit(tree)}"
+    outer = f"SELECT {columns} FROM {{source}} ORDER BY {', '.join(order)} LIMIT {limit_of(tree)}"
     return inner, outer
 
 
@@ -200,7 +199,8 @@ def _before_order_by(query: str) -> str | None:
     return query[: toks[at].start].rstrip()
 
 
-def _limit(tree: exp.Select) -> int | None:
+def limit_of(tree: exp.Select) -> int | None:
+    """The SELECT's LIMIT where it is a non-negative integer literal, else None."""
     from sqlglot import exp
 
     lim = tree.args.get("limit")
@@ -239,20 +239,24 @@ def _output_names(tree: exp.Select) -> list[str] | None:
     return names
 
 
-def _order_item(o: exp.Expression, lower: list[str]) -> tuple[str, str] | None:
-    """An ORDER BY item as (the view column's name, casefolded; ``ASC|DESC NULLS FIRST|LAST`` with Spark's defaults
-    written out), where it is an unqualified name of one of the view's columns; else None."""
+def order_by(tree: exp.Select, names: list[str]) -> list[tuple[str, bool, bool]] | None:
+    """The SELECT's ORDER BY as (the name in ``names`` it is, descending, NULLs first), Spark's NULL placement written
+    out where the query leaves it (first ascending, last descending); None where an item is not an unqualified
+    name of ``names`` (casefolded) or there is no ORDER BY."""
     from sqlglot import exp
 
-    if not isinstance(o, exp.Ordered):
+    order = tree.args.get("order")
+    if order is None:
         return None
-    c = o.this
-    if not isinstance(c, exp.Column) or c.table or not isinstance(c.this, exp.Identifier):
-        return None
-    if c.name.lower() not in lower:
-        return None
-    desc = bool(o.args.get("desc"))
-    nulls_first = o.args.get("nulls_first")
-    if nulls_first is None:  # Spark: NULLS FIRST ascending, NULLS LAST descending
-        nulls_first = not desc
-    return c.name.lower(), ("DESC" if desc else "ASC") + (" NULLS FIRST" if nulls_first else " NULLS LAST")
+    lower = [n.lower() for n in names]
+    out = []
+    for o in order.expressions:
+        c = o.this if isinstance(o, exp.Ordered) else None
+        if not isinstance(c, exp.Column) or c.table or not isinstance(c.this, exp.Identifier):
+            return None
+        if c.name.lower() not in lower:
+            return None
+        desc = bool(o.args.get("desc"))
+        nulls_first = o.args.get("nulls_first")
+        out.append((names[lower.index(c.name.lower())], desc, (not desc) if nulls_first is None else bool(nulls_first)))
+    return out

@@ -48,6 +48,8 @@ def view_topk(query: str) -> ViewTopK | None:
     import sqlglot
     from sqlglot import exp
 
+    from mvsink.definitions.intermediate import limit_of, order_by
+
     try:
         tree = sqlglot.parse_one(query, dialect="spark")
     except (sqlglot.errors.ParseError, sqlglot.errors.TokenError):
@@ -68,19 +70,11 @@ def view_topk(query: str) -> ViewTopK | None:
     lower = [c.lower() for c in columns]
     if len(set(lower)) != len(lower):
         return None
-    order = []
-    for o in tree.args["order"].expressions:
-        c = o.this if isinstance(o, exp.Ordered) else None
-        if not isinstance(c, exp.Column) or c.table or c.name.lower() not in lower:
-            return None
-        desc = bool(o.args.get("desc"))
-        nulls_first = o.args.get("nulls_first")
-        order.append((columns[lower.index(c.name.lower())], desc, (not desc) if nulls_first is None else nulls_first))
-    lim = tree.args.get("limit")
-    n = lim.expression if isinstance(lim, exp.Limit) else None
-    if not isinstance(n, exp.Literal) or n.is_string or not str(n.this).isdigit():
+    order = order_by(tree, columns)
+    limit = limit_of(tree)
+    if order is None or limit is None:
         return None
-    return ViewTopK(table.name, tuple(columns), tuple(order), int(str(n.this)))
+    return ViewTopK(table.name, tuple(columns), tuple(order), limit)
 
 
 def _sortable(t: pa.DataType) -> bool:
@@ -93,9 +87,9 @@ def _sortable(t: pa.DataType) -> bool:
     return arrow_groupable(t) and not (pa.types.is_binary(t) or pa.types.is_large_binary(t))
 
 
-def topk_without_spark(view: ViewDefinition, desc: BatchDescription) -> tuple[pa.Table, str, pa.Schema] | str:
+def topk_without_spark(view: ViewDefinition, desc: BatchDescription) -> tuple[pa.Table, str, ViewTable] | str:
     """The corrections of ``desc`` for a top-k of one view source (the module's docstring), their reason and the
-    table's Arrow schema; or why the Spark refresh must compute them."""
+    view's table they were computed against; or why the Spark refresh must compute them."""
     from mvsink.core.table import ViewTable
     from mvsink.core.viewchanges import view_changes
 
@@ -195,7 +189,7 @@ def _corrections(
     table: ViewTable,
     up: ViewTable,
     delta: pa.Table,
-) -> tuple[pa.Table, str, pa.Schema] | str:
+) -> tuple[pa.Table, str, ViewTable] | str:
     from mvsink.incremental.duckdbtopk import consolidated_top, top_k_corrections
 
     names = [f.name for f in schema if f.name not in (TIME, DIFF)]
@@ -236,7 +230,7 @@ def _corrections(
     import pyarrow as pa
 
     assert isinstance(out, pa.Table)
-    return out, f"{why}, in the driver without Spark", schema
+    return out, f"{why}, in the driver without Spark", table
 
 
 def _recomputed(

@@ -218,20 +218,7 @@ def _untouched_write(view: ViewDefinition, desc: BatchDescription, t0: float) ->
     if reason is None:
         return None
     log.info("view %s: %s", view.name, reason)
-    reads = current_reads()
-    fr = table.frontier
-    head = WriteReport.begun(
-        desc,
-        view=view.name,
-        read_version=fr.version,
-        table_upper=fr.upper,
-        schema=encode_schema(table.arrow_schema()),
-        mode="incremental",
-        mode_reason=reason,
-        phases={"plan": 0.0, "corrections": time.monotonic() - t0},
-        reads={} if reads is None else {k: dict(v) for k, v in reads.sources.items()},
-        spark_jobs=0,
-    )
+    head = _begun(view, desc, table, mode="incremental", reason=reason, t0=t0)
     return stage(view, desc, table.arrow_schema().empty_table(), head, check_counts=dict, t0=t0)
 
 
@@ -246,22 +233,29 @@ def _view_topk_write(view: ViewDefinition, desc: BatchDescription, t0: float) ->
     if isinstance(got, str):
         log.info("view %s: the top-k in the driver does not apply: %s", view.name, got)
         return None
-    corr, reason, schema = got
-    table = ViewTable.open_path(desc.target, view.name)
+    corr, reason, table = got
+    return _staged(view, desc, corr, _begun(view, desc, table, mode="incremental:topk", reason=reason, t0=t0), t0)
+
+
+def _begun(
+    view: ViewDefinition, desc: BatchDescription, table: ViewTable, *, mode: str, reason: str, t0: float
+) -> WriteReport:
+    """The report of a write step without Spark that computed its corrections in one phase against ``table``'s
+    schema (the sources' reads as recorded so far)."""
+    reads = current_reads()
     fr = table.frontier
-    head = WriteReport.begun(
+    return WriteReport.begun(
         desc,
         view=view.name,
         read_version=fr.version,
         table_upper=fr.upper,
-        schema=encode_schema(schema),
-        mode="incremental:topk",
+        schema=encode_schema(table.arrow_schema()),
+        mode=mode,
         mode_reason=reason,
         phases={"plan": 0.0, "corrections": time.monotonic() - t0},
-        reads={},
+        reads={} if reads is None else {k: dict(v) for k, v in reads.sources.items()},
         spark_jobs=0,
     )
-    return _staged(view, desc, corr, head, t0)
 
 
 def _table_schema(facts: DriverFacts) -> pa.Schema:
