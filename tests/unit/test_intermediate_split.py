@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from mvsink.definitions.intermediate import split_query
+from mvsink.definitions.intermediate import split_cte, split_query
 
 pytestmark = pytest.mark.unit
 
@@ -65,3 +65,42 @@ def test_other_queries_are_not_split(query):
 def test_the_key_must_be_a_column_of_the_view():
     assert split_query("SELECT a, sum(b) AS n FROM t GROUP BY a ORDER BY n, a LIMIT 5", key=("b",)) is None
     assert split_query("SELECT a, sum(b) AS n FROM t GROUP BY a ORDER BY n, a LIMIT 5", key=("A",)) is not None
+
+
+Q15 = """WITH revenue0 AS (
+  SELECT l_suppkey AS supplier_no, sum(l_extendedprice * (1 - l_discount)) AS total_revenue FROM lineitem
+  WHERE l_shipdate >= DATE '1996-01-01' AND l_shipdate < DATE '1996-04-01' GROUP BY l_suppkey)
+SELECT s_suppkey, s_name, s_address, s_phone, total_revenue FROM supplier, revenue0
+WHERE s_suppkey = supplier_no AND total_revenue = (SELECT max(total_revenue) FROM revenue0);"""
+
+
+def test_an_aggregate_in_a_with_clause_is_cut_into_the_users_texts():
+    got = split_cte(Q15, sources=["lineitem", "supplier", "nation"])
+    assert got is not None
+    assert got.name == "revenue0"
+    assert got.inner == Q15[Q15.index("SELECT l_suppkey") : Q15.index(")\nSELECT")]
+    assert got.outer == Q15[Q15.index("SELECT s_suppkey") : -1]  # (the ';' dropped)
+    assert got.inner_reads == {"lineitem"}
+    assert got.outer_reads == {"supplier"}  # (nation is read by neither: no source of either view)
+
+
+@pytest.mark.parametrize(
+    "query",
+    [
+        "WITH r AS (SELECT a, b FROM t) SELECT a FROM r",  # no GROUP BY in the CTE
+        "WITH r AS (SELECT a, count(*) FROM t GROUP BY a) SELECT a FROM r",  # an item without a name
+        "WITH r AS (SELECT a, sum(b) AS n FROM t GROUP BY a ORDER BY n LIMIT 3) SELECT a FROM r",
+        "WITH r AS (SELECT a, sum(b) AS n FROM t GROUP BY a), q AS (SELECT a FROM r) SELECT a FROM q",  # two CTEs
+        "WITH r (x, n) AS (SELECT a, sum(b) FROM t GROUP BY a) SELECT x FROM r",  # a column list
+        "WITH r AS (SELECT a, sum(b) AS n FROM t GROUP BY a) SELECT a FROM t",  # the CTE not read
+        "WITH r AS (SELECT a, sum(b) AS n FROM t GROUP BY a) SELECT a FROM r, other",  # not a source
+        "WITH r AS (SELECT a, sum(b) AS n FROM db.t GROUP BY a) SELECT a FROM r",  # a qualified table
+        "WITH t AS (SELECT a, sum(b) AS n FROM u GROUP BY a) SELECT a FROM t",  # named as a source
+        "WITH _mv_r AS (SELECT a, sum(b) AS n FROM t GROUP BY a) SELECT a FROM _mv_r",  # a reserved name
+        "WITH r AS (SELECT a, sum(b) AS n FROM t GROUP BY a) SELECT a FROM (WITH s AS (SELECT 1 AS a) SELECT a FROM s)",
+        "WITH r AS (SELECT DISTINCT a, sum(b) AS n FROM t GROUP BY a) SELECT a FROM r",
+        "SELECT a, sum(b) AS n FROM t GROUP BY a",  # no WITH
+    ],
+)
+def test_other_with_clauses_are_not_split(query):
+    assert split_cte(query, sources=["t", "u"]) is None

@@ -12,7 +12,7 @@ from mvsink.core.batch import BatchDescription, NothingToDo, WriteReport
 from mvsink.core.deltalog import snapshot_cache
 from mvsink.core.mint import mint
 from mvsink.definitions.catalog import Catalog
-from mvsink.definitions.intermediate import intermediate_split
+from mvsink.definitions.intermediate import CTE, OUTER_FULL_MAX_BYTES, TOPK, intermediate_split
 from mvsink.definitions.view import ViewDefinition
 
 log = logging.getLogger(__name__)
@@ -38,8 +38,9 @@ def run_refresh(
     if split is None:
         with snapshot_cache():  # each table version mint, write and append read is opened once
             return _run_refresh(view, refresh_time, write=write, catalog=catalog, dry_run=dry_run, run_id=run_id)
-    # A top-k over an aggregate: the aggregate's intermediate table first, then the view as its top k
-    # (mvsink.definitions.intermediate). Each in a cache of its own: the view reads the intermediate's new version.
+    # A top-k over an aggregate, or an aggregate in a WITH clause: the aggregate's intermediate table first, then
+    # the view over it (mvsink.definitions.intermediate). Each in a cache of its own: the view reads the
+    # intermediate's new version.
     log.info("view %s: refreshing its intermediate table %s first", view.name, split.inner.target)
     with snapshot_cache():
         inner = _run_refresh(split.inner, refresh_time, write=write, catalog=catalog, dry_run=False, run_id=run_id)
@@ -48,28 +49,42 @@ def run_refresh(
         outer = _run_refresh(
             split.outer, refresh_time, write=write, catalog=split.catalog(catalog), dry_run=False, run_id=run_id
         )
-    return with_intermediate(outer, inner)
+    return with_intermediate(outer, inner, kind=split.kind)
 
 
-def with_intermediate(outer: RefreshResult, inner: RefreshResult) -> RefreshResult:
+def with_intermediate(outer: RefreshResult, inner: RefreshResult, *, kind: str = TOPK) -> RefreshResult:
     """The view's result with its intermediate table's refresh folded in: the reason says how the intermediate
-    was refreshed, timings and Spark jobs add up (``inner.*`` timings), reads are the intermediate's (the sources)."""
+    was refreshed, timings and Spark jobs add up (``inner.*`` timings), reads are the intermediate's (the sources).
+
+    The view's mode is the intermediate's incremental mode where the view's own refresh did no work in proportion
+    to the sources: its top k did not move (``kind`` :data:`TOPK`), or (``kind`` :data:`CTE`) its query's body was
+    recomputed over the intermediate's rows reading at most :data:`OUTER_FULL_MAX_BYTES` of tables besides it
+    (TPC-H Q15: the suppliers of the greatest revenue, over the revenue per supplier and the supplier table)."""
     what = inner.mode or inner.status.replace("_", " ")
     note = f"intermediate table {inner.view}: {what}" + (f" ({inner.mode_reason})" if inner.mode_reason else "")
     timings = {**{f"inner.{k}": v for k, v in inner.timings.items()}, **outer.timings}
     jobs = -1 if -1 in (inner.spark_jobs, outer.spark_jobs) else inner.spark_jobs + outer.spark_jobs
     mode, reason = outer.mode, outer.mode_reason
-    if mode in ("", "unchanged") and inner.mode.startswith("incremental"):
-        # the intermediate refreshed from the sources' changes and the top k did not move: the view's refresh is
-        # the intermediate's (the view's own commit records its empty batch as unchanged)
-        mode, reason = inner.mode, "the top k is unchanged"
+    if inner.mode.startswith("incremental"):
+        if mode in ("", "unchanged"):
+            # the intermediate refreshed from the sources' changes and the view's rows did not move: the view's
+            # refresh is the intermediate's (the view's own commit records its empty batch as unchanged)
+            mode, reason = inner.mode, "the top k is unchanged" if kind == TOPK else "the query's body is unchanged"
+        elif mode == "full" and kind == CTE:
+            tables = sum(r.get("bytes", 0) for s, r in outer.reads.items() if s != "_table")
+            if tables <= OUTER_FULL_MAX_BYTES:
+                mode = inner.mode
+                reason = (
+                    f"the query's body recomputed over the intermediate table and {tables} bytes of other tables "
+                    f"({reason})"
+                )
     return dataclasses.replace(
         outer,
         mode=mode,
         mode_reason=f"{reason}; {note}" if reason else note,
         timings=timings,
         spark_jobs=jobs,
-        reads=inner.reads or outer.reads,
+        reads=(inner.reads or outer.reads) if kind == TOPK else {**outer.reads, **inner.reads},
     )
 
 

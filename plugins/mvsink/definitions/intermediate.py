@@ -14,6 +14,12 @@ materialization:
   is the intermediate's change (a projection of one view source: ``incremental:topk``, or a full diff over the
   intermediate's rows, which are few where the aggregate's input is large).
 
+An aggregate in a WITH clause (TPC-H Q15: ``WITH revenue0 AS (SELECT l_suppkey, sum(...) FROM lineitem ... GROUP BY
+l_suppkey) SELECT ... FROM supplier, revenue0 WHERE ... total_revenue = (SELECT max(total_revenue) FROM revenue0)``)
+is split alike (:func:`split_cte`): the CTE's body is the intermediate view, over the sources it reads; the query's
+body is the view, over the intermediate (a view source under the CTE's name) and the sources it reads itself. The
+body is refreshed in whichever mode applies; a full diff of it reads the intermediate's rows, not the sources'.
+
 The rewrite is on sqlglot's tree and fails closed (:func:`intermediate_split` returns None, and the view is refreshed
 as one query): it needs a top-level ``SELECT`` with a ``GROUP BY``, an ``ORDER BY`` of plain names of the view's
 columns, an integer ``LIMIT`` without ``OFFSET``, every select item a column or an aliased expression with a name of
@@ -50,15 +56,31 @@ class Described(Protocol):
 
 INNER_SUFFIX: Final = "__mv_inner"  # the intermediate view's name: the view's, with this suffix
 INNER_FOLDER: Final = "_mv_inner"  # its table, in the view's folder (a folder Delta and vacuum leave alone)
+# A WITH clause's split: the view's refresh counts as its intermediate's (incremental) where the query's body,
+# recomputed over the intermediate's rows, read at most this much of other tables (a dimension such as TPC-H's
+# supplier, 10,000 rows at SF 1, 0.9 MB): its cost is then that of the intermediate's rows, not of the sources'.
+OUTER_FULL_MAX_BYTES: Final = 64 * 1024 * 1024
+
+
+TOPK: Final = "topk"  # a top-k over an aggregate: the outer view is the top k of the intermediate's rows
+CTE: Final = "cte"  # an aggregate in a WITH clause: the outer view is the query's body over the intermediate
 
 
 @dataclasses.dataclass(frozen=True)
 class IntermediateSplit:
     """A view refreshed through an intermediate table: ``inner`` (the aggregate, every group) then ``outer`` (the
-    view itself as a top-k over ``inner``; the view's name, target and options)."""
+    view itself over ``inner``; the view's name, target and options). ``kind``: :data:`TOPK` or :data:`CTE`."""
 
     inner: ViewDefinition
     outer: ViewDefinition
+    kind: str = TOPK
+
+    @property
+    def outer_role(self) -> str:
+        """What the outer view is, in words (explain and logs)."""
+        if self.kind == CTE:
+            return "the query's body over it (a full diff over the intermediate's rows where no mode applies)"
+        return "its top k (incremental:topk, without Spark where the intermediate's change is in its log)"
 
     def catalog(self, catalog: Catalog | None) -> IntermediateCatalog:
         """A catalog in which the outer view's source resolves to the intermediate view."""
@@ -91,21 +113,46 @@ def inner_name(view: str) -> str:
 
 
 def intermediate_split(view: ViewDefinition) -> IntermediateSplit | None:
-    """The view as an intermediate aggregate and a top-k over it (the module's docstring), or None."""
-    if not settings.intermediate() or not view.incremental or view.checks or not view.key:
+    """The view as an intermediate aggregate and a top-k over it, or as an aggregate of a WITH clause and the
+    query's body over it (the module's docstring), or None."""
+    if not settings.intermediate() or not view.incremental or view.checks:
         return None
-    if any(s.kind == "view" and s.view == inner_name(view.name) for s in view.sources):
-        return None
-    got = split_query(view.query, key=view.key)
-    if got is None:
-        return None
-    inner_sql, outer_body = got
     name = inner_name(view.name)
-    inner = dataclasses.replace(
+    if any(s.kind == "view" and s.view == name for s in view.sources):
+        return None
+    got = split_query(view.query, key=view.key) if view.key else None
+    if got is not None:
+        inner_sql, outer_body = got
+        inner = _inner_view(view, inner_sql, view.sources)
+        outer = dataclasses.replace(
+            view,
+            query=outer_body.replace("{source}", f"`{name}`"),
+            sources=(Source(name=name, kind="view", view=name),),
+        )
+        return IntermediateSplit(inner=inner, outer=outer, kind=TOPK)
+    cte = split_cte(view.query, sources=[s.name for s in view.sources])
+    if cte is None:
+        return None
+    inner = _inner_view(view, cte.inner, tuple(s for s in view.sources if s.name.casefold() in cte.inner_reads))
+    outer = dataclasses.replace(
         view,
-        name=name,
+        query=cte.outer,
+        sources=(
+            *(s for s in view.sources if s.name.casefold() in cte.outer_reads),
+            Source(name=cte.name, kind="view", view=name),
+        ),
+    )
+    return IntermediateSplit(inner=inner, outer=outer, kind=CTE)
+
+
+def _inner_view(view: ViewDefinition, query: str, sources: tuple[Source, ...]) -> ViewDefinition:
+    """The intermediate view of ``view``: ``query`` over ``sources``, in ``<target>/_mv_inner``, without a key."""
+    return dataclasses.replace(
+        view,
+        name=inner_name(view.name),
         description=f"the intermediate table of view {view.name} (every group of its aggregate)",
-        query=inner_sql,
+        query=query,
+        sources=sources,
         target=view.target.joinpath(INNER_FOLDER),
         key=(),
         tags=(),
@@ -113,12 +160,119 @@ def intermediate_split(view: ViewDefinition) -> IntermediateSplit | None:
         notify=(),
         full_refresh_every=view.full_refresh_every,
     )
-    outer = dataclasses.replace(
-        view,
-        query=outer_body.replace("{source}", f"`{name}`"),
-        sources=(Source(name=name, kind="view", view=name),),
+
+
+@dataclasses.dataclass(frozen=True)
+class CteSplit:
+    """A query ``WITH name AS (inner) outer`` cut in two: the user's texts of both, and the sources (casefolded)
+    each reads."""
+
+    name: str
+    inner: str
+    outer: str
+    inner_reads: frozenset[str]
+    outer_reads: frozenset[str]
+
+
+def split_cte(query: str, *, sources: list[str]) -> CteSplit | None:
+    """``query`` (Spark SQL) as one aggregate in a WITH clause and the body that reads it, or None where it is not
+    that shape (failing closed): exactly one WITH in the query, at its top, of one CTE without a column list
+    whose body is a SELECT with a GROUP BY (no ORDER BY, LIMIT, DISTINCT or window; each item named), named
+    neither as a source nor as a reserved name; every other table either reads is a source of the view, unqualified.
+
+    Equal by construction: the body reads the CTE's rows, and the intermediate view's rows are those rows, of
+    Spark's types (an aggregate's groups are distinct rows, so the multiset is the same)."""
+    import sqlglot
+    from sqlglot import exp
+
+    from mvsink.definitions.view import IDENT_RE, RESERVED_PREFIX
+
+    try:
+        tree = sqlglot.parse_one(query, dialect="spark")
+    except (sqlglot.errors.ParseError, sqlglot.errors.TokenError):
+        return None
+    if not isinstance(tree, exp.Select) or len(list(tree.find_all(exp.With))) != 1:
+        return None
+    with_ = tree.args.get("with_") or tree.args.get("with")
+    if not isinstance(with_, exp.With) or with_.args.get("recursive") or len(with_.expressions) != 1:
+        return None
+    cte = with_.expressions[0]
+    alias = cte.args.get("alias")
+    body = cte.this
+    if not isinstance(alias, exp.TableAlias) or alias.columns or not isinstance(body, exp.Select):
+        return None
+    name = alias.name
+    known = {s.casefold() for s in sources}
+    if not IDENT_RE.match(name) or name.lower().startswith(RESERVED_PREFIX) or name.casefold() in known:
+        return None
+    if not body.args.get("group") or any(
+        body.args.get(a) for a in ("distinct", "order", "limit", "offset", "qualify", "windows", "into", "sample")
+    ):
+        return None
+    if _output_names(body) is None:
+        return None
+    inner_reads = _reads(body)
+    outer_tree = tree.copy()
+    outer_tree.set("with_" if "with_" in tree.args else "with", None)
+    outer_reads = _reads(outer_tree)
+    if inner_reads is None or outer_reads is None or name.casefold() not in outer_reads:
+        return None
+    if not inner_reads <= known or not (outer_reads - {name.casefold()}) <= known:
+        return None
+    texts = _cte_texts(query)
+    if texts is None or texts[0].casefold() != name.casefold():
+        return None
+    return CteSplit(
+        name=name,
+        inner=texts[1],
+        outer=texts[2],
+        inner_reads=frozenset(inner_reads),
+        outer_reads=frozenset(outer_reads - {name.casefold()}),
     )
-    return IntermediateSplit(inner=inner, outer=outer)
+
+
+def _reads(tree: exp.Expression) -> set[str] | None:
+    """The tables ``tree`` reads (casefolded), or None where one is qualified or a table function."""
+    from sqlglot import exp
+
+    got = set()
+    for t in tree.find_all(exp.Table):
+        if t.args.get("db") or t.args.get("catalog") or not isinstance(t.this, exp.Identifier):
+            return None
+        got.add(t.name.casefold())
+    return got
+
+
+def _cte_texts(query: str) -> tuple[str, str, str] | None:
+    """(the CTE's name, the user's text of its body, the user's text of the query's body) of a query
+    ``WITH name AS ( body ) query``, cut by sqlglot's tokens; None where the text is not of that form."""
+    from sqlglot import tokens
+    from sqlglot.dialects.spark import Spark
+
+    T = tokens.TokenType
+    try:
+        toks = Spark().tokenize(query)
+    except Exception:  # noqa: BLE001 (a text sqlglot cannot tokenize: not split)
+        return None
+    if len(toks) < 6 or toks[0].token_type != T.WITH or toks[2].token_type != T.ALIAS:
+        return None
+    if toks[3].token_type != T.L_PAREN:
+        return None
+    depth, close = 0, None
+    for i in range(3, len(toks)):
+        t = toks[i].token_type
+        if t in (T.L_PAREN, T.L_BRACKET):
+            depth += 1
+        elif t in (T.R_PAREN, T.R_BRACKET):
+            depth -= 1
+            if depth == 0:
+                close = i
+                break
+    if close is None or close + 1 >= len(toks) or toks[close + 1].token_type != T.SELECT:
+        return None
+    inner = query[toks[4].start : toks[close].start].strip()
+    outer = query[toks[close + 1].start :].strip().rstrip(";").rstrip()
+    return toks[1].text.strip("`"), inner, outer
 
 
 def described_view(view: ViewDefinition, desc: Described) -> ViewDefinition:

@@ -143,7 +143,7 @@ class ExplainReport:
 def explain_view(view: ViewDefinition, *, catalog: Catalog, spark: SparkSession) -> ExplainReport:
     """Explain ``view`` (see the module docstring) on ``spark``, which gets each source as a temp view. A top-k over
     an aggregate refreshed through an intermediate table (:mod:`mvsink.definitions.intermediate`) is explained by
-    that table's modes."""
+    that table's modes, as is an aggregate in a WITH clause."""
     split = intermediate_split(view)
     if split is not None:
         inner = explain_view(split.inner, catalog=catalog, spark=spark)
@@ -154,8 +154,8 @@ def explain_view(view: ViewDefinition, *, catalog: Catalog, spark: SparkSession)
             table_exists=ViewTable.open(view).exists,
             intermediate=(
                 f"refreshed through its intermediate table {split.inner.name} ({split.inner.target}, every group of "
-                "its aggregate), refreshed first; the view is its top k (incremental:topk, without Spark where the "
-                "intermediate's change is in its log). Below: the intermediate table's state and modes"
+                f"its aggregate), refreshed first; the view is {split.outer_role}. Below: the intermediate table's "
+                "state and modes"
             ),
         )
     apply_storage_conf(spark, view)
