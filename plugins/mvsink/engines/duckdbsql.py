@@ -88,6 +88,8 @@ def spark_type(e: PlanExpr) -> str:
     form = _FORMS.get(name)
     if form is not None:  # (judged on their own terms: BETWEEN's common expression, CASE's branches twice)
         return form(e)
+    if name == "ScalarSubquery":
+        return _scalar_extreme(e)
     kids = [spark_type(c) for c in e.children]
     bad = next((k for k in kids if k.startswith("!")), None)
     if bad:
@@ -112,6 +114,33 @@ def spark_type(e: PlanExpr) -> str:
     if name in ("Add", "Subtract", "Multiply", "UnaryMinus"):
         return _arithmetic(e, kids)
     return f"!the expression {name}"
+
+
+def _scalar_extreme(e: PlanExpr) -> str:
+    """An uncorrelated scalar subquery ``(SELECT max(c) FROM ...)`` (or ``min``) of an integer, decimal or date
+    column over a plan DuckDB evaluates as Spark does: its type (one row always, NULL over no rows, in both; the
+    extreme of a column is one of its values, of its type); else ``!why``."""
+    if e.children or len(e.plans) != 1:
+        return "!a correlated scalar subquery"
+    agg = e.plans[0]
+    if agg.name != "Aggregate" or len(agg.children) != 1 or len(agg.expressions) != 1:
+        return "!a scalar subquery other than one MIN or MAX"
+    if any(x.name == "OuterReference" for n in agg.walk() for ex in n.all_expressions() for x in ex.walk()):
+        return "!a correlated scalar subquery"
+    shape = [x.name for x in agg.expressions[0].walk()]
+    if shape not in (
+        ["Alias", "AggregateExpression", "Max", "AttributeReference"],
+        ["Alias", "AggregateExpression", "Min", "AttributeReference"],
+    ):
+        return "!a scalar subquery other than one MIN or MAX of a column"
+    agg_expr = agg.expressions[0].children[0]
+    if agg_expr.attrs.get("isDistinct") not in (None, False, "false") or len(agg_expr.children) != 1:
+        return "!a scalar subquery's aggregate with DISTINCT or FILTER"
+    t = _allowed(agg_expr.children[0].children[0].attrs.get("type"))
+    if t.startswith("!") or t in ("string", "boolean"):
+        return f"!a scalar MIN or MAX of type {t.lstrip('!')}"
+    why = unsupported(agg.children[0])
+    return f"!{why} in a scalar subquery" if why else t
 
 
 def _year_of(e: PlanExpr) -> str:
@@ -437,6 +466,21 @@ def _within_long(number: str) -> bool:
         return abs(Decimal(number)) < _INTEGRAL_RANGE["long"]
     except InvalidOperation:
         return False
+
+
+def groupable_arrow(t: pa.DataType) -> bool:
+    """Does DuckDB group values of this Arrow type exactly as Spark groups its type (integers, decimals, dates,
+    booleans, strings: no floating point, timestamps or nesting)?"""
+    import pyarrow as pa
+
+    return bool(
+        pa.types.is_integer(t)
+        or pa.types.is_decimal(t)
+        or pa.types.is_date32(t)
+        or pa.types.is_boolean(t)
+        or pa.types.is_string(t)
+        or pa.types.is_large_string(t)
+    )
 
 
 def duckdb_schema(schema: StructType, columns: set[str] | None, timezone: str) -> pa.Schema:

@@ -36,10 +36,11 @@ if TYPE_CHECKING:
     import pyarrow as pa
     from pyspark.sql import DataFrame
 
-    from mvsink.core.batch import SourceRead, WriteMode
+    from mvsink.core.batch import BatchDescription, SourceRead, WriteMode
     from mvsink.core.table import ViewTable
     from mvsink.definitions.view import ViewDefinition
     from mvsink.incremental.aggplan import StatePlan
+    from mvsink.incremental.modes.duckdbdiff import FullDiffQuery
     from mvsink.incremental.telescope import ChangeInputs
     from mvsink.location import Where
     from mvsink.plan.tree import PlanNode
@@ -50,6 +51,7 @@ FOLDER: Final = "_mv_plans"
 FORMAT: Final = 2  # bumped whenever what the facts mean changes: older files are then never found
 AGGREGATE: Final[WriteMode] = "incremental:aggregate"
 LINEAR: Final[WriteMode] = "incremental"
+FULL: Final[WriteMode] = "full"  # a full diff DuckDB evaluates: ``terms[""]`` its query (remember_full)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -127,15 +129,15 @@ def facts_key(
 ) -> str | None:
     """The key plan facts of ``view`` are kept under for the sources at the versions ``reads`` gives and the table
     as it is (or as a first build makes it: ``columns``, every column of the table in its order), or None where a
-    source is not a Delta table at a path (a view) or its log cannot be read here."""
+    source is not a Delta table (at a path, or a view's) or its log cannot be read here."""
     sources: list[list[Any]] = []
     for s in reads:
-        if s.kind != "path" or s.version < 0:
+        if s.kind not in ("path", "view") or s.version < 0:
             return None
         schema = _delta_schema(s)
         if schema is None:
             return None
-        sources.append([s.name, str(s.path), schema])
+        sources.append([s.name, str(s.path), schema] + ([s.kind, s.view] if s.kind == "view" else []))
     parts = {
         "format": FORMAT,
         "query": view.query,
@@ -240,6 +242,47 @@ def remember_linear(
     signed = functools.partial(signed_query, query, weight=DIFF)
     schema = arrow_table_schema(desired.schema)
     return _keep(ci, table, lambda key: _derive(ci, key, LINEAR, query, signed, tree, schema=schema), columns=columns)
+
+
+def remember_full(
+    view: ViewDefinition,
+    desc: BatchDescription,
+    table: ViewTable,
+    spec: FullDiffQuery,
+    *,
+    columns: Sequence[str] | None = None,
+) -> DriverFacts | None:
+    """Keep what DuckDB's full diff of ``view`` evaluated (``spec``: its query and the sources' reads, as Spark's
+    analysis allowed them) for the next refreshes of the same definition over the same schemas, which then run it
+    without Spark (:func:`mvsink.write.driver.write_without_spark`); the facts, or None (logged; never an error).
+    ``columns``: the table's columns as a first build makes them."""
+    from mvsink import settings
+    from mvsink.core import storage
+
+    if not settings.spark_free() or desc.dry_run or (columns is None and not table.exists):
+        return None
+    key = facts_key(view, desc.sources, table, columns=columns)
+    if key is None:
+        return None
+    try:
+        if not isinstance(_recall(desc.target, key), str):  # (fresh facts are kept already)
+            return None
+        made = DriverFacts(
+            key=key,
+            made_at=int(time.time() * 1000),
+            mode=FULL,
+            schemas=dict(spec.schemas),
+            edges=(),
+            linear_in=(),
+            terms={"": spec.query},
+            schema=spec.schema,
+        )
+        storage.write_text(facts_path(desc.target, key), made.to_json())
+    except Exception:  # noqa: BLE001 (the refresh does not depend on them)
+        log.warning("view %s: plan facts of the full diff not kept", view.name, exc_info=True)
+        return None
+    log.info("view %s: plan facts kept for full diffs without Spark (%s)", view.name, key)
+    return made
 
 
 def _keep(

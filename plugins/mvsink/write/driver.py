@@ -64,7 +64,7 @@ def write_without_spark(view: ViewDefinition, desc: BatchDescription) -> WriteRe
         got: WriteReport | str = first if first is not None else _write(view, desc, t0)
         if isinstance(got, str):
             other = None if untouched_first else _untouched_write(view, desc, t0)
-            got = other or _view_topk_write(view, desc, t0) or got
+            got = other or _view_topk_write(view, desc, t0) or _full_write(view, desc, t0) or got
     if isinstance(got, str):
         log.info("view %s: the write step runs on Spark: %s", view.name, got)
         return None
@@ -235,6 +235,74 @@ def _view_topk_write(view: ViewDefinition, desc: BatchDescription, t0: float) ->
         return None
     corr, reason, table = got
     return _staged(view, desc, corr, _begun(view, desc, table, mode="incremental:topk", reason=reason, t0=t0), t0)
+
+
+def _full_write(view: ViewDefinition, desc: BatchDescription, t0: float) -> WriteReport | None:
+    """The full diff of a view over a view source (TPC-H Q15's body over its intermediate table) by DuckDB, without
+    Spark, as the last Spark refresh of the same definition over the same schemas computed it
+    (:func:`mvsink.incremental.driverfacts.remember_full`), where its sources' files and the table's are at most
+    :data:`SPARK_FREE_FULL_MAX_BYTES`; or None (the reason logged)."""
+    from mvsink.incremental.driverfacts import FULL, recall
+    from mvsink.incremental.modes.duckdbdiff import FullDiffQuery, run_full_diff
+
+    why = _full_refused(view, desc)
+    if why is not None:
+        log.info("view %s: the full diff without Spark does not apply: %s", view.name, why)
+        return None
+    table = ViewTable.open_path(desc.target, view.name)
+    facts = recall(view, desc.sources, table) if table.exists else "the view's table does not exist yet"
+    if isinstance(facts, str):
+        why = facts
+    elif facts.mode != FULL or facts.schema is None or "" not in facts.terms:
+        why = f"plan facts of mode {facts.mode!r}"
+    elif table.frontier.upper > desc.lower:
+        why = "the batch is stale"
+    elif ERROR in table.column_names:
+        why = "the view's table keeps check results"
+    elif (size := _files_bytes(desc, table)) > SPARK_FREE_FULL_MAX_BYTES:
+        why = f"{size} bytes of files to read, more than a full diff without Spark reads"
+    if why is not None or isinstance(facts, str) or facts.schema is None:
+        log.info("view %s: the full diff without Spark does not apply: %s", view.name, why)
+        return None
+    spec = FullDiffQuery(query=str(facts.terms[""]), schemas=facts.schemas, schema=facts.schema)
+    corr = run_full_diff(spec, desc, table)
+    if isinstance(corr, str):
+        log.info("view %s: the full diff without Spark does not apply: %s", view.name, corr)
+        return None
+    reason = f"a full diff in DuckDB without Spark: {corr.num_rows} correction(s)"
+    if desc.full_reason:
+        reason = f"{desc.full_reason} ({reason})"
+    return _staged(view, desc, corr, _begun(view, desc, table, mode="full", reason=reason, t0=t0), t0)
+
+
+# A full diff without Spark skips the incremental modes a Spark refresh would try: only where it reads little
+# (a view's body over an intermediate table and a dimension, TPC-H Q15: about 2 MB at SF 1).
+SPARK_FREE_FULL_MAX_BYTES: Final = 64 * 1024 * 1024
+
+
+def _full_refused(view: ViewDefinition, desc: BatchDescription) -> str | None:
+    """Why no full diff of this batch runs without Spark, from the view, the batch and the settings, or None."""
+    if not settings.spark_free() or not settings.duckdb_full_diff():
+        return "refreshes without Spark or DuckDB's full diff are off"
+    if view.checks or desc.dry_run:
+        return "the view has checks, or a dry run"
+    if not any(s.kind == "view" for s in desc.sources):
+        return "no source is a view"
+    return None
+
+
+def _files_bytes(desc: BatchDescription, table: ViewTable) -> int:
+    """The bytes of the sources' files at the batch's versions and of the table's active files (from the logs)."""
+    from mvsink.core.deltalog import file_statistics
+
+    total = 0
+    for s in desc.sources:
+        files = file_statistics(s.path, s.version, "")
+        if files is None:
+            return 1 << 62
+        total += sum(f.size for f in files)
+    files = file_statistics(desc.target, table.frontier.version, "")
+    return total + (sum(f.size for f in files) if files is not None else 1 << 62)
 
 
 def _begun(

@@ -21,7 +21,9 @@ follows) a view with checks, a column DuckDB groups otherwise than Spark (floati
 types, timestamps), an aggregate :func:`mvsink.incremental.duckdbagg.aggregate_refused` refuses, a plan
 :func:`mvsink.engines.duckdbsql.unsupported` refuses or a query text that does not translate, a top-k whose rows
 ranked k and k + 1 tie, Spark not in ANSI mode, a source not on the local disk or not a plain Delta path
-(:func:`mvsink.incremental.duckdbterms.snapshot_relation`: no deletion vectors, no partition column read), more than
+(:func:`mvsink.incremental.duckdbterms.snapshot_relation`: no deletion vectors, no partition column read), a view
+source whose rows DuckDB may group otherwise (:func:`mvsink.incremental.duckdbterms.view_relation`: its table's
+updates consolidated at the batch's time, as Spark reads it), more than
 :data:`MAX_SCAN_BYTES` of source files, a table file not local or not of the query's types, more than
 :data:`MAX_CORRECTION_ROWS` corrections or :data:`MAX_CORRECTION_BYTES` of them (counted in DuckDB before they are
 fetched), and any DuckDB error (an overflow included: Spark raises its own). DuckDB runs in a database of its own,
@@ -40,6 +42,8 @@ if TYPE_CHECKING:
     import pyarrow as pa
     from pyspark.sql.types import DataType
 
+    from mvsink.core.batch import BatchDescription
+    from mvsink.core.table import ViewTable
     from mvsink.incremental.aggplan import StatePlan
     from mvsink.incremental.modes.base import PlanFacts, WriteInputs
     from mvsink.plan.tree import PlanNode
@@ -49,8 +53,10 @@ __all__ = [
     "MAX_CORRECTION_ROWS",
     "MAX_SCAN_BYTES",
     "MEMORY_LIMIT",
+    "FullDiffQuery",
     "duckdb_full_diff",
     "full_diff_refused",
+    "run_full_diff",
 ]
 
 log = logging.getLogger(__name__)
@@ -142,8 +148,6 @@ def _view_refusal(plan: PlanFacts, inputs: WriteInputs) -> str | None:
     for f in plan.desired.schema.fields:  # (an aggregate's: its visible columns and its state)
         if not _groupable(f.dataType):
             return f"column {f.name!r} is of type {f.dataType.simpleString()}, which DuckDB may group otherwise"
-    if any(s.kind == "view" for s in inputs.desc.sources):
-        return "a source is a view"
     if str(inputs.spark.conf.get("spark.sql.ansi.enabled")).lower() != "true":
         return "Spark is not in ANSI mode (it wraps an overflow, DuckDB fails)"
     if not plan.plan_readable:
@@ -227,6 +231,18 @@ def _groupable(dt: DataType) -> bool:
     return isinstance(dt, (T.IntegralType, T.DecimalType, T.DateType, T.BooleanType))
 
 
+@dataclasses.dataclass(frozen=True)
+class FullDiffQuery:
+    """What DuckDB's full diff of a view evaluates, once Spark's plan allowed it: ``query`` (DuckDB SQL of the
+    view's rows over the sources by name), each source's read (``schemas``: the columns it gives, DuckDB's types),
+    the table's Arrow ``schema`` of the query's columns, and a top-k view's order and limit."""
+
+    query: str
+    schemas: dict[str, pa.Schema]
+    schema: pa.Schema
+    top: _TopK | None = None
+
+
 def _compute(
     plan: PlanFacts,
     inputs: WriteInputs,
@@ -236,22 +252,14 @@ def _compute(
     top: _TopK | None,
     first_build: bool,
 ) -> pa.Table | str:
-    """:func:`duckdb_full_diff` once refusals from the plan are ruled out: the reads checked, then DuckDB's run."""
-    import shutil
-    import tempfile
-
-    import duckdb
-
-    from mvsink.core.deltalog import read_log
+    """:func:`duckdb_full_diff` once refusals from the plan are ruled out: the query and the sources' reads taken
+    from Spark's analysis, then :func:`run_full_diff`. A select-project-join view with a view source keeps them
+    for refreshes without Spark (:func:`mvsink.incremental.driverfacts.remember_full`)."""
     from mvsink.engines.duckdbsql import Untranslatable, duckdb_schema, duckdb_sql
-    from mvsink.incremental.duckdbterms import snapshot_relation
     from mvsink.incremental.partreads import named_columns
     from mvsink.spark.sources import arrow_table_schema
 
     spark, view, desc = inputs.spark, inputs.view, inputs.desc
-    for s in desc.sources:
-        if not s.path.is_local:
-            return f"source {s.name!r} is not on the local disk (DuckDB reads local files only)"
     text = st.queries.input_query if st is not None else top.inner if top is not None else view.query
     try:
         query = duckdb_sql(text)
@@ -261,34 +269,69 @@ def _compute(
         from mvsink.incremental.duckdbagg import state_sql
 
         query = state_sql(st.queries, query, sum_types=st.sum_types, avg_types=st.avg_types, with_state=with_state)
-    desired = plan.desired
-    schema = arrow_table_schema(desired.schema)
-    table = None if first_build else _table_relation(inputs, schema)
-    if table is not None and table.startswith("!"):
-        return table[1:]
     # (None where it selects *: each source gives all its columns; an aggregate: those its keys and arguments name)
     # (an input naming no column, a count(*) alone: every column, as for a *)
     columns = named_columns(text) or None
     zone = str(spark.conf.get("spark.sql.session.timeZone"))
+    spec = FullDiffQuery(
+        query=query,
+        schemas={s.name: duckdb_schema(spark.table(s.name).schema, columns, zone) for s in desc.sources},
+        schema=arrow_table_schema(plan.desired.schema),
+        top=top,
+    )
+    got = run_full_diff(spec, desc, None if first_build else inputs.table)
+    if not isinstance(got, str) and st is None and top is None and any(s.kind == "view" for s in desc.sources):
+        from mvsink.incremental.driverfacts import remember_full
+
+        remember_full(view, desc, inputs.table, spec, columns=got.column_names if first_build else None)
+    return got
+
+
+def run_full_diff(spec: FullDiffQuery, desc: BatchDescription, table: ViewTable | None) -> pa.Table | str:
+    """The full diff's corrections by DuckDB, without Spark: ``spec``'s query over the sources at ``desc``'s
+    versions (a view source: its rows at the batch's time) against ``table``'s updates before the batch (None: a
+    first build, the query's rows as they are); or why not (the reads' checks, any DuckDB error)."""
+    import shutil
+    import tempfile
+
+    import duckdb
+
+    from mvsink.core.deltalog import read_log
+    from mvsink.incremental.duckdbterms import snapshot_relation, view_relation
+
+    for s in desc.sources:
+        if not s.path.is_local:
+            return f"source {s.name!r} is not on the local disk (DuckDB reads local files only)"
+    rel = None if table is None else _table_relation(table, spec.schema)
+    if rel is not None and rel.startswith("!"):
+        return rel[1:]
     budget = {"scan": MAX_SCAN_BYTES, "memory": 0}  # DuckDB scans the files itself; nothing read into memory
     sources: dict[str, Any] = {}
     with read_log():  # (the full diff's reads are recorded already, each source whole: not counted twice)
         for s in desc.sources:
-            sch = duckdb_schema(spark.table(s.name).schema, columns, zone)
-            got = snapshot_relation(s, s.version, None, list(sch.names), sch, budget)
+            sch = spec.schemas.get(s.name)
+            if sch is None:
+                return f"source {s.name!r} has no read in the full diff's query"
+            if s.kind == "view":  # (an upstream view's rows at the batch's time, consolidated by DuckDB)
+                got = view_relation(s, list(sch.names), sch, through=desc.time, budget=budget)
+            else:
+                got = snapshot_relation(s, s.version, None, list(sch.names), sch, budget)
             if isinstance(got, str):
                 return got
             sources[s.name] = got[0]
     spill = tempfile.mkdtemp(prefix="mvsink-duckdb-")
     con = duckdb.connect(config={"memory_limit": MEMORY_LIMIT, "temp_directory": spill})
     try:
-        return _run(con, sources, query, table, schema, lower=desc.upper, at=desc.time, top=top)
+        return _run(con, sources, spec.query, rel, spec.schema, lower=desc.upper, at=desc.time, top=spec.top)
+    except Exception as exc:  # noqa: BLE001 (any failure here: the caller's fallback gives the answer)
+        first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        return f"DuckDB failed ({type(exc).__name__}: {first})"
     finally:
         con.close()
         shutil.rmtree(spill, ignore_errors=True)
 
 
-def _table_relation(inputs: WriteInputs, schema: pa.Schema) -> str:
+def _table_relation(table: ViewTable, schema: pa.Schema) -> str:
     """DuckDB's read of the view table's updates: a subquery of its user columns (under the names ``c0``, ``c1``
     ..., of the query's types) and ``_mv_time``, ``_mv_diff``; or ``!why`` not (a file not local, a column missing
     or not of the query's type or an exact widening of it, another number of columns than the query's)."""
@@ -296,7 +339,6 @@ def _table_relation(inputs: WriteInputs, schema: pa.Schema) -> str:
 
     from mvsink.engines.duckdb import parquet_relation
 
-    table = inputs.table
     names = [c for c in table.column_names if c not in (TIME, DIFF, ERROR)]
     user = [f for f in schema if f.name not in (TIME, DIFF)]
     if len(names) != len(user):
