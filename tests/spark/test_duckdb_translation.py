@@ -618,6 +618,15 @@ def test_generated_expressions_accepted_are_evaluated_by_duckdb_as_by_spark(spar
         ("i32 * i32 * 2", False),
         ("(i32 * 2) + i32", True),
         ("extract(YEAR FROM CAST(CAST(NULL AS DATE) AS DATE))", False),  # DuckDB: a DOUBLE
+        # an uncorrelated scalar MIN/MAX of a column (TPC-H Q15's body over its intermediate table)
+        ("d18 = (SELECT max(d18) FROM t)", True),
+        ("d38 = (SELECT max(d38) FROM t)", True),
+        ("i32 < (SELECT min(i32) FROM t WHERE i32 > 0)", True),
+        ("dt = (SELECT max(dt) FROM t WHERE i8 > 100)", True),  # (over no rows: NULL in both)
+        ("s = (SELECT max(s) FROM t)", False),  # (string order: not proven equal)
+        ("d18 > (SELECT sum(d18) FROM t)", False),  # (a SUM's type and overflow differ)
+        ("i32 = (SELECT max(i32) FROM t t2 WHERE t2.rid = t.rid)", False),  # correlated
+        ("i32 = (SELECT max(i32) FILTER (WHERE i8 > 0) FROM t)", False),
     ],
 )
 def test_targeted_cases(spark, awkward, expr, accepted):

@@ -89,7 +89,6 @@ def _inputs(**over: Any) -> tuple[Any, Any]:
             {"plan__result": types.SimpleNamespace(schema=T.StructType([T.StructField("p", T.DoubleType())]))},
             "column 'p' is of type double",
         ),
-        ({"inputs__desc": types.SimpleNamespace(sources=[types.SimpleNamespace(kind="view", name="u")])}, "a view"),
         ({"ansi": "false"}, "not in ANSI mode"),
         ({"plan__plan_readable": False}, "gives no typed plan"),
     ],

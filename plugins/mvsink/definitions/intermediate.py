@@ -33,6 +33,7 @@ the declared key making the order total, keeps the same k rows of the same value
 from __future__ import annotations
 
 import dataclasses
+import re
 from pathlib import Path
 from typing import TYPE_CHECKING, Final, Protocol
 
@@ -130,7 +131,7 @@ def intermediate_split(view: ViewDefinition) -> IntermediateSplit | None:
             sources=(Source(name=name, kind="view", view=name),),
         )
         return IntermediateSplit(inner=inner, outer=outer, kind=TOPK)
-    cte = split_cte(view.query, sources=[s.name for s in view.sources])
+    cte = split_cte(view.query, sources=[s.name for s in view.sources]) if _starts_with_with(view.query) else None
     if cte is None:
         return None
     inner = _inner_view(view, cte.inner, tuple(s for s in view.sources if s.name.casefold() in cte.inner_reads))
@@ -143,6 +144,11 @@ def intermediate_split(view: ViewDefinition) -> IntermediateSplit | None:
         ),
     )
     return IntermediateSplit(inner=inner, outer=outer, kind=CTE)
+
+
+def _starts_with_with(query: str) -> bool:
+    """Does ``query`` begin with ``WITH`` (cheap, no parse: a refresh that finds nothing to do imports no sqlglot)?"""
+    return re.match(r"\s*with\b", query, flags=re.IGNORECASE) is not None
 
 
 def _inner_view(view: ViewDefinition, query: str, sources: tuple[Source, ...]) -> ViewDefinition:

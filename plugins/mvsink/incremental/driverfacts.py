@@ -40,7 +40,6 @@ if TYPE_CHECKING:
     from mvsink.core.table import ViewTable
     from mvsink.definitions.view import ViewDefinition
     from mvsink.incremental.aggplan import StatePlan
-    from mvsink.incremental.modes.duckdbdiff import FullDiffQuery
     from mvsink.incremental.telescope import ChangeInputs
     from mvsink.location import Where
     from mvsink.plan.tree import PlanNode
@@ -52,6 +51,19 @@ FORMAT: Final = 2  # bumped whenever what the facts mean changes: older files ar
 AGGREGATE: Final[WriteMode] = "incremental:aggregate"
 LINEAR: Final[WriteMode] = "incremental"
 FULL: Final[WriteMode] = "full"  # a full diff DuckDB evaluates: ``terms[""]`` its query (remember_full)
+
+
+@dataclasses.dataclass(frozen=True)
+class FullDiffQuery:
+    """What DuckDB's full diff of a view evaluates, once Spark's plan allowed it: ``query`` (DuckDB SQL of the
+    view's rows over the sources by name), each source's read (``schemas``: the columns it gives, DuckDB's types)
+    and the table's Arrow ``schema`` of the query's columns; ``full_for``: the change sets (term keys) no
+    incremental mode applies to, by the plan (:func:`remember_full` keeps them)."""
+
+    query: str
+    schemas: dict[str, pa.Schema]
+    schema: pa.Schema
+    full_for: tuple[str, ...] = ()
 
 
 @dataclasses.dataclass(frozen=True)
@@ -71,6 +83,7 @@ class DriverFacts:
     terms: dict[str, str | None]
     aggregate: AggregateFacts | None = None
     schema: pa.Schema | None = None
+    full_for: tuple[str, ...] = ()  # (mode full) the change sets (term keys) no incremental mode applies to
 
     @property
     def columns(self) -> tuple[str, ...]:
@@ -95,6 +108,7 @@ class DriverFacts:
                 "terms": self.terms,
                 "aggregate": None if self.aggregate is None else self.aggregate.to_json(),
                 "schema": None if self.schema is None else encode_schema(self.schema),
+                "full_for": list(self.full_for),
             },
             indent=1,
         )
@@ -116,6 +130,7 @@ class DriverFacts:
             terms={k: (None if v is None else str(v)) for k, v in d["terms"].items()},
             aggregate=None if d.get("aggregate") is None else AggregateFacts.from_json(d["aggregate"]),
             schema=None if d.get("schema") is None else decode_schema(d["schema"]),
+            full_for=tuple(d.get("full_for") or ()),
         )
 
 
@@ -259,7 +274,7 @@ def remember_full(
     from mvsink import settings
     from mvsink.core import storage
 
-    if not settings.spark_free() or desc.dry_run or (columns is None and not table.exists):
+    if not settings.spark_free() or desc.dry_run or (columns is None and not table.exists) or not spec.full_for:
         return None
     key = facts_key(view, desc.sources, table, columns=columns)
     if key is None:
@@ -276,6 +291,7 @@ def remember_full(
             linear_in=(),
             terms={"": spec.query},
             schema=spec.schema,
+            full_for=spec.full_for,
         )
         storage.write_text(facts_path(desc.target, key), made.to_json())
     except Exception:  # noqa: BLE001 (the refresh does not depend on them)

@@ -242,8 +242,8 @@ def _full_write(view: ViewDefinition, desc: BatchDescription, t0: float) -> Writ
     Spark, as the last Spark refresh of the same definition over the same schemas computed it
     (:func:`mvsink.incremental.driverfacts.remember_full`), where its sources' files and the table's are at most
     :data:`SPARK_FREE_FULL_MAX_BYTES`; or None (the reason logged)."""
-    from mvsink.incremental.driverfacts import FULL, recall
-    from mvsink.incremental.modes.duckdbdiff import FullDiffQuery, run_full_diff
+    from mvsink.incremental.driverfacts import FULL, FullDiffQuery, recall, term_key
+    from mvsink.incremental.modes.duckdbdiff import run_full_diff
 
     why = _full_refused(view, desc)
     if why is not None:
@@ -259,6 +259,8 @@ def _full_write(view: ViewDefinition, desc: BatchDescription, t0: float) -> Writ
         why = "the batch is stale"
     elif ERROR in table.column_names:
         why = "the view's table keeps check results"
+    elif (changed := _changed(desc)) is not None and term_key(changed) not in facts.full_for:
+        why = f"an incremental mode may apply to a change of {', '.join(changed)} (a Spark refresh tries it)"
     elif (size := _files_bytes(desc, table)) > SPARK_FREE_FULL_MAX_BYTES:
         why = f"{size} bytes of files to read, more than a full diff without Spark reads"
     if why is not None or isinstance(facts, str) or facts.schema is None:
@@ -289,6 +291,15 @@ def _full_refused(view: ViewDefinition, desc: BatchDescription) -> str | None:
     if not any(s.kind == "view" for s in desc.sources):
         return "no source is a view"
     return None
+
+
+def _changed(desc: BatchDescription) -> tuple[str, ...] | None:
+    """The sources that changed since the last refresh, in the view file's order; None where no earlier refresh of
+    this definition is known (the full diff is then the refresh's only mode)."""
+    base = desc.base_versions
+    if base is None:
+        return None
+    return tuple(s.name for s in desc.sources if base.get(s.name) != s.version)
 
 
 def _files_bytes(desc: BatchDescription, table: ViewTable) -> int:

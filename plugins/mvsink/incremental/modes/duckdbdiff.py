@@ -45,6 +45,7 @@ if TYPE_CHECKING:
     from mvsink.core.batch import BatchDescription
     from mvsink.core.table import ViewTable
     from mvsink.incremental.aggplan import StatePlan
+    from mvsink.incremental.driverfacts import FullDiffQuery
     from mvsink.incremental.modes.base import PlanFacts, WriteInputs
     from mvsink.plan.tree import PlanNode
 
@@ -53,7 +54,6 @@ __all__ = [
     "MAX_CORRECTION_ROWS",
     "MAX_SCAN_BYTES",
     "MEMORY_LIMIT",
-    "FullDiffQuery",
     "duckdb_full_diff",
     "full_diff_refused",
     "run_full_diff",
@@ -231,18 +231,6 @@ def _groupable(dt: DataType) -> bool:
     return isinstance(dt, (T.IntegralType, T.DecimalType, T.DateType, T.BooleanType))
 
 
-@dataclasses.dataclass(frozen=True)
-class FullDiffQuery:
-    """What DuckDB's full diff of a view evaluates, once Spark's plan allowed it: ``query`` (DuckDB SQL of the
-    view's rows over the sources by name), each source's read (``schemas``: the columns it gives, DuckDB's types),
-    the table's Arrow ``schema`` of the query's columns, and a top-k view's order and limit."""
-
-    query: str
-    schemas: dict[str, pa.Schema]
-    schema: pa.Schema
-    top: _TopK | None = None
-
-
 def _compute(
     plan: PlanFacts,
     inputs: WriteInputs,
@@ -256,6 +244,7 @@ def _compute(
     from Spark's analysis, then :func:`run_full_diff`. A select-project-join view with a view source keeps them
     for refreshes without Spark (:func:`mvsink.incremental.driverfacts.remember_full`)."""
     from mvsink.engines.duckdbsql import Untranslatable, duckdb_schema, duckdb_sql
+    from mvsink.incremental.driverfacts import FullDiffQuery
     from mvsink.incremental.partreads import named_columns
     from mvsink.spark.sources import arrow_table_schema
 
@@ -277,17 +266,20 @@ def _compute(
         query=query,
         schemas={s.name: duckdb_schema(spark.table(s.name).schema, columns, zone) for s in desc.sources},
         schema=arrow_table_schema(plan.desired.schema),
-        top=top,
     )
-    got = run_full_diff(spec, desc, None if first_build else inputs.table)
+    got = run_full_diff(spec, desc, None if first_build else inputs.table, top=top)
     if not isinstance(got, str) and st is None and top is None and any(s.kind == "view" for s in desc.sources):
         from mvsink.incremental.driverfacts import remember_full
+        from mvsink.incremental.modes.ordered import full_only_changes
 
+        spec = dataclasses.replace(spec, full_for=full_only_changes(plan, [s.name for s in desc.sources]))
         remember_full(view, desc, inputs.table, spec, columns=got.column_names if first_build else None)
     return got
 
 
-def run_full_diff(spec: FullDiffQuery, desc: BatchDescription, table: ViewTable | None) -> pa.Table | str:
+def run_full_diff(
+    spec: FullDiffQuery, desc: BatchDescription, table: ViewTable | None, *, top: _TopK | None = None
+) -> pa.Table | str:
     """The full diff's corrections by DuckDB, without Spark: ``spec``'s query over the sources at ``desc``'s
     versions (a view source: its rows at the batch's time) against ``table``'s updates before the batch (None: a
     first build, the query's rows as they are); or why not (the reads' checks, any DuckDB error)."""
@@ -322,7 +314,7 @@ def run_full_diff(spec: FullDiffQuery, desc: BatchDescription, table: ViewTable 
     spill = tempfile.mkdtemp(prefix="mvsink-duckdb-")
     con = duckdb.connect(config={"memory_limit": MEMORY_LIMIT, "temp_directory": spill})
     try:
-        return _run(con, sources, spec.query, rel, spec.schema, lower=desc.upper, at=desc.time, top=spec.top)
+        return _run(con, sources, spec.query, rel, spec.schema, lower=desc.upper, at=desc.time, top=top)
     except Exception as exc:  # noqa: BLE001 (any failure here: the caller's fallback gives the answer)
         first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
         return f"DuckDB failed ({type(exc).__name__}: {first})"

@@ -13,26 +13,15 @@ import dataclasses
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from mvsink.incremental.modes.aggregate import AggregateState
 from mvsink.incremental.modes.base import Change, NotApplicable, PlanFacts, RefreshMode, combined_reason
 from mvsink.incremental.modes.full import FullDiff
-from mvsink.incremental.modes.groups import AffectedGroups
-from mvsink.incremental.modes.linear import Linear
-from mvsink.incremental.modes.partitioned import Partitioned
-from mvsink.incremental.modes.topk import TopK
+from mvsink.incremental.modes.ordered import INCREMENTAL_MODES
 
 if TYPE_CHECKING:
     from mvsink.core.batch import WriteMode
 
 FULL_DIFF = FullDiff()
-REFRESH_MODES: tuple[RefreshMode, ...] = (
-    Linear(),
-    AggregateState(),
-    AffectedGroups(),
-    TopK(),
-    Partitioned(),
-    FULL_DIFF,
-)
+REFRESH_MODES: tuple[RefreshMode, ...] = (*INCREMENTAL_MODES, FULL_DIFF)
 
 Refusals = tuple[tuple[RefreshMode, NotApplicable], ...]
 
