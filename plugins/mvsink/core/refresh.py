@@ -65,11 +65,15 @@ def with_intermediate(outer: RefreshResult, inner: RefreshResult, *, kind: str =
     timings = {**{f"inner.{k}": v for k, v in inner.timings.items()}, **outer.timings}
     jobs = -1 if -1 in (inner.spark_jobs, outer.spark_jobs) else inner.spark_jobs + outer.spark_jobs
     mode, reason = outer.mode, outer.mode_reason
-    if inner.mode.startswith("incremental"):
+    body = "the top k" if kind == TOPK else "the query's body"
+    if inner.mode == "full" and mode in ("", "unchanged"):
+        # the intermediate recomputed in full: the view's refresh is a full diff, whatever its own batch
+        mode, reason = "full", f"the intermediate table's full diff; {body} is unchanged"
+    elif inner.mode.startswith("incremental"):
         if mode in ("", "unchanged"):
             # the intermediate refreshed from the sources' changes and the view's rows did not move: the view's
             # refresh is the intermediate's (the view's own commit records its empty batch as unchanged)
-            mode, reason = inner.mode, "the top k is unchanged" if kind == TOPK else "the query's body is unchanged"
+            mode, reason = inner.mode, f"{body} is unchanged"
         elif mode == "full" and kind == CTE:
             tables = sum(r.get("bytes", 0) for s, r in outer.reads.items() if s != "_table")
             if tables <= OUTER_FULL_MAX_BYTES:

@@ -76,12 +76,12 @@ def untouched_change(view: ViewDefinition, desc: BatchDescription) -> str | None
     from mvsink.incremental.linear import changed_sources, source_check
 
     base = desc.base_versions
-    if base is None or not view.incremental or any(s.kind != "path" for s in desc.sources):
+    if base is None or not view.incremental:
         return None
     if source_check(desc, base):
         return None
     changed = changed_sources(desc, base)
-    if not changed:
+    if not changed or any(s.kind != "path" for s in changed):  # (a view source that did not change: no matter)
         return None
     names = read_names(view.query)
     if names is None:

@@ -140,16 +140,17 @@ def _staged(view: ViewDefinition, desc: BatchDescription, corr: pa.Table, head: 
 
 
 def updates_only(desc: BatchDescription) -> bool:
-    """Did every changed table source change by updates alone since the last refresh: change data feed files of
-    update images only, files removed and added holding as many rows (by their Parquet footers), no deletion
-    vectors?"""
+    """Did every changed source (a table: a view source that changed is not) change by updates alone since the last
+    refresh: change data feed files of update images only, files removed and added holding as many rows (by their
+    Parquet footers), no deletion vectors?"""
     from mvsink.core.deltalog import change_set
+    from mvsink.incremental.linear import changed_sources
 
     base = desc.base_versions
-    if base is None or any(s.kind != "path" for s in desc.sources):
+    if base is None:
         return False
-    changed = [s for s in desc.sources if base.get(s.name) != s.version]
-    if not changed:
+    changed = changed_sources(desc, base)  # (a view source's contents change with time: its log says)
+    if not changed or any(s.kind != "path" for s in changed):
         return False
     for s in changed:
         if s.name not in base:
@@ -296,10 +297,12 @@ def _full_refused(view: ViewDefinition, desc: BatchDescription) -> str | None:
 def _changed(desc: BatchDescription) -> tuple[str, ...] | None:
     """The sources that changed since the last refresh, in the view file's order; None where no earlier refresh of
     this definition is known (the full diff is then the refresh's only mode)."""
+    from mvsink.incremental.linear import changed_sources
+
     base = desc.base_versions
     if base is None:
         return None
-    return tuple(s.name for s in desc.sources if base.get(s.name) != s.version)
+    return tuple(s.name for s in changed_sources(desc, base))
 
 
 def _files_bytes(desc: BatchDescription, table: ViewTable) -> int:
