@@ -191,7 +191,7 @@ def parquet_relation(paths: Sequence[Location], columns: Sequence[tuple[str, str
     q = duckdb_identifier
     targets: list[str] = []
     for name, _ in columns:
-        t = _duckdb_type(schema.field(name).type)
+        t = duckdb_type(schema.field(name).type)
         if t is None:
             return None
         targets.append(t)
@@ -216,7 +216,9 @@ def duckdb_identifier(name: str) -> str:
     return '"' + name.replace('"', '""') + '"'
 
 
-def _duckdb_type(t: pa.DataType) -> str | None:
+def duckdb_type(t: pa.DataType) -> str | None:
+    """DuckDB's type of Arrow type ``t`` where DuckDB reads, compares and groups its values as Spark does its
+    type's (integers, decimals, strings, dates, booleans), else None."""
     import pyarrow as pa
 
     ints = {pa.int8(): "TINYINT", pa.int16(): "SMALLINT", pa.int32(): "INTEGER", pa.int64(): "BIGINT"}

@@ -468,21 +468,6 @@ def _within_long(number: str) -> bool:
         return False
 
 
-def groupable_arrow(t: pa.DataType) -> bool:
-    """Does DuckDB group values of this Arrow type exactly as Spark groups its type (integers, decimals, dates,
-    booleans, strings: no floating point, timestamps or nesting)?"""
-    import pyarrow as pa
-
-    return bool(
-        pa.types.is_integer(t)
-        or pa.types.is_decimal(t)
-        or pa.types.is_date32(t)
-        or pa.types.is_boolean(t)
-        or pa.types.is_string(t)
-        or pa.types.is_large_string(t)
-    )
-
-
 def duckdb_schema(schema: StructType, columns: set[str] | None, timezone: str) -> pa.Schema:
     """The Arrow schema DuckDB reads a source as: Spark's ``schema`` (its ``columns`` only, casefolded; None:
     all), with the session ``timezone`` for timestamps, and every decimal as DECIMAL(38, its scale) (an exact

@@ -432,14 +432,13 @@ def view_relation(
     updates through ``through`` consolidated over every visible column (hidden state left out, ``_mv_error``
     kept), its ok rows repeated by their multiplicity, ``columns`` of them cast to ``schema``; a DuckDB subquery
     over the table's files and those files with their sizes, or why not (a string): a file not local Parquet, a
-    visible column DuckDB may group otherwise than Spark (:func:`mvsink.engines.duckdbsql.groupable_arrow`), the
+    visible column DuckDB may group otherwise than Spark (:func:`mvsink.engines.duckdb.duckdb_type`), the
     upstream compacted past ``through``, more bytes than ``budget["scan"]`` (which they are taken from)."""
     from mvsink.columns import DIFF, ERROR, TIME, is_hidden
     from mvsink.core.deltalog import record
     from mvsink.core.table import ViewTable
     from mvsink.engines.duckdb import duckdb_identifier as q
-    from mvsink.engines.duckdb import parquet_relation
-    from mvsink.engines.duckdbsql import groupable_arrow
+    from mvsink.engines.duckdb import duckdb_type, parquet_relation
 
     if o.kind != "view" or o.view is None or o.version < 0:
         return f"source {o.name!r} is not a view's table"
@@ -451,10 +450,13 @@ def view_relation(
     full = table.arrow_schema()
     visible = [f for f in full if f.name not in (TIME, DIFF) and not is_hidden(f.name)]
     for f in visible:
-        if not groupable_arrow(f.type):
+        if duckdb_type(f.type) is None:
             return f"source {o.name!r}: column {f.name!r} of type {f.type}, which DuckDB may group otherwise"
     if any(c not in {f.name for f in visible} for c in columns):
         return f"source {o.name!r}: a column the query reads is not one of view {o.view}'s"
+    types = [duckdb_type(schema.field(c).type) for c in columns]
+    if None in types:
+        return f"source {o.name!r}: a column read as a type DuckDB does not read exactly"
     uris = table.file_uris()
     size = sum(table.add_actions().column("size_bytes").to_pylist()) if uris else 0
     if size > budget["scan"]:
@@ -464,12 +466,10 @@ def view_relation(
 
     rel = parquet_relation(uris, read, pa.schema([*visible, pa.field(TIME, pa.int64()), pa.field(DIFF, pa.int64())]))
     names = ", ".join(q(f.name) for f in visible)
-    out = (
-        ", ".join(f"CAST(_v.{q(c)} AS {_cast_type(schema.field(c).type)}) AS {q(c)}" for c in columns) or "1 AS _mv_one"
-    )
+    out = ", ".join(f"CAST(_v.{q(c)} AS {t}) AS {q(c)}" for c, t in zip(columns, types, strict=True)) or "1 AS _mv_one"
     ok = f" WHERE _v.{q(ERROR)} IS NULL" if ERROR in {f.name for f in visible} else ""
     if not uris:  # no files: no rows
-        typed = ", ".join(f"CAST(NULL AS {_cast_type(schema.field(c).type)}) AS {q(c)}" for c in columns)
+        typed = ", ".join(f"CAST(NULL AS {t}) AS {q(c)}" for c, t in zip(columns, types, strict=True))
         return f"(SELECT {typed or '1 AS _mv_one'} WHERE false)", ()
     if rel is None:
         return f"source {o.name!r}: view {o.view}'s files are not local Parquet DuckDB reads exactly"
@@ -480,15 +480,6 @@ def view_relation(
         f"GROUP BY ALL HAVING sum({q(DIFF)}) > 0)"
     )
     return f"(SELECT {out} FROM {consolidated} AS _v, range(_v._mv_n) AS _r(_mv_i){ok})", ()
-
-
-def _cast_type(t: pa.DataType) -> str:
-    from mvsink.engines.duckdb import _duckdb_type
-
-    got = _duckdb_type(t)
-    if got is None:
-        raise ValueError(f"no DuckDB type for {t}")
-    return got
 
 
 def _duckdb_sql(spark_sql: str) -> str:

@@ -363,8 +363,8 @@ def _run(
     """The comparison in DuckDB of ``query`` over ``sources`` (subqueries over files, or Arrow tables) with the
     table's updates before ``lower`` (None: no table, the query's rows as they are), counted before it is fetched; the corrections cast to the table's Arrow
     ``schema``, stamped ``at``."""
-    from mvsink.engines.duckdb import _duckdb_type
     from mvsink.engines.duckdb import duckdb_identifier as q
+    from mvsink.engines.duckdb import duckdb_type
 
     for name, src in sources.items():
         if isinstance(src, str):
@@ -382,7 +382,7 @@ def _run(
         why = _same_kind(str(t), f.type)
         if why:
             return f"column {f.name!r}: {why}"
-    typed = ", ".join(f"CAST({c} AS {_duckdb_type(f.type)}) AS {c}" for c, f in zip(cols, user, strict=True))
+    typed = ", ".join(f"CAST({c} AS {duckdb_type(f.type)}) AS {c}" for c, f in zip(cols, user, strict=True))
     listed = ", ".join(cols)
     if table is None:
         con.sql(f"CREATE TEMP TABLE {_CORR} AS SELECT {typed}, 1::BIGINT AS {_D} FROM ({query}) AS _q({listed})")
