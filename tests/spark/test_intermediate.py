@@ -85,6 +85,19 @@ def _types_match(spark_types: list[str], arrow_types: list[str]) -> bool:
     return True
 
 
+def _history(rng: random.Random, orders: str, customers: str, *, next_id: int, steps: int = 6):
+    """The refresh times of a randomized history, with the changes so far (``ops``): before each refresh but the
+    first, one to three changes of the sources (aggdata.agg_change) a few minutes apart."""
+    ids, t, ops = [next_id], BASE + HOUR, []
+    for step in range(steps):
+        if step:
+            for _ in range(rng.randint(1, 3)):
+                t += rng.randint(1, 10) * 60_000
+                ops.append(aggdata.agg_change(rng, orders, customers, ids, t))
+        t += HOUR
+        yield step, t, ops
+
+
 @pytest.mark.parametrize("seed", [11, 23])
 def test_randomized_histories_match_spark_and_the_oracle(spark, env, monkeypatch, seed):
     monkeypatch.setenv("MVSINK_INCREMENTAL_MAX_SCAN_RATIO", "1000")  # (the scan guards have their own tests)
@@ -97,14 +110,7 @@ def test_randomized_histories_match_spark_and_the_oracle(spark, env, monkeypatch
         used = {s: s for s in srcs if s in q}
         write_view(views, name, query=q, sources=used, target=f"views/{name}", as_of=BASE, key=key)
     catalog = Catalog(views)
-    next_id, t = [40], BASE + HOUR
-    ops: list[str] = []
-    for step in range(6):
-        if step:
-            for _ in range(rng.randint(1, 3)):
-                t += rng.randint(1, 10) * 60_000
-                ops.append(aggdata.agg_change(rng, orders, customers, next_id, t))
-        t += HOUR
+    for step, t, ops in _history(rng, orders, customers, next_id=40):
         for name, (q, _, _) in VIEWS.items():
             view = catalog.get(name)
             res = refresh(view, t, catalog=catalog, runner="inprocess", spark=spark, run_id=f"s{step}")
@@ -167,15 +173,8 @@ def test_an_aggregate_in_a_with_clause_refreshes_through_its_intermediate(spark,
     assert split is not None and split.kind == "cte"
     assert [s.name for s in split.inner.sources] == ["orders"]  # (customers is read by the body only)
     assert sorted(s.name for s in split.outer.sources) == ["customers", "rev"]
-    next_id, t = [40], BASE + HOUR
-    ops: list[str] = []
     reported: dict[str, list[str]] = {n: [] for n in CTE_VIEWS}
-    for step in range(6):
-        if step:
-            for _ in range(rng.randint(1, 3)):
-                t += rng.randint(1, 10) * 60_000
-                ops.append(aggdata.agg_change(rng, orders, customers, next_id, t))
-        t += HOUR
+    for step, t, ops in _history(rng, orders, customers, next_id=40):
         for name, (q, _) in CTE_VIEWS.items():
             view = catalog.get(name)
             res = refresh(view, t, catalog=catalog, runner="inprocess", spark=spark, run_id=f"s{step}")
