@@ -107,6 +107,8 @@ def _expr(e: PlanExpr) -> PlanExpr:
         return _expr(e.children[0])
     if e.name == "InSubquery":
         raise _Refused("an InSubquery (IN or NOT IN over a subquery)")
+    if e.name == "ScalarSubquery":  # (the full diff's scalar MIN/MAX is not proven over restricted rows)
+        raise _Refused("a ScalarSubquery (a partitioned recompute writes in only the constant ones, as literals)")
     if e.name == "Substring":
         return _substring(e)
     if e.name == "Cast" and len(e.children) == 1 and e.children[0].name == "Literal":
