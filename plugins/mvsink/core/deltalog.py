@@ -23,7 +23,7 @@ import datetime
 import json
 import logging
 import os
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final, TypeVar
 from urllib.parse import unquote
@@ -34,6 +34,8 @@ from mvsink.location import Location, Where, parse
 
 if TYPE_CHECKING:
     import pyarrow as pa
+
+    from mvsink.core.batch import SourceRead
 
 CHANGE_TYPE: Final = "_change_type"  # the change data feed's column in its files
 # A change data feed row's ``_change_type``: the row inserted, or deleted (the feed's readers all use these).
@@ -583,6 +585,21 @@ def record(source: str, *, bytes_read: int, files: int) -> None:
     log_ = _READS.get()
     if log_ is not None:
         log_.add(source, bytes_read=bytes_read, files=files)
+
+
+def record_full_diff_reads(sources: Sequence[SourceRead], target: Where, version: int) -> None:
+    """A full diff's reads: each table source whole and the view's table at ``version`` (``_table``; none below 0),
+    in place of what was recorded before; a view source's rows are its upstream's, not counted."""
+    got = _READS.get()
+    if got is None:
+        return
+    got.sources.clear()
+    for s in sources:
+        if s.kind != "view":
+            record_whole(s.name, s.path, s.version)
+    files = file_statistics(target, version, "") if version >= 0 else None
+    if files is not None:
+        got.add("_table", bytes_read=sum(f.size for f in files), files=len(files))
 
 
 def record_whole(source: str, path: Where, version: int) -> None:

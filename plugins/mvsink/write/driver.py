@@ -23,7 +23,7 @@ from mvsink import settings
 from mvsink.columns import DIFF, ERROR, TIME
 from mvsink.core.batch import BatchDescription, WriteReport
 from mvsink.core.costrecord import commit_cost, note, noting
-from mvsink.core.deltalog import current_reads, read_log, snapshot_cache
+from mvsink.core.deltalog import current_reads, read_log, record_full_diff_reads, snapshot_cache
 from mvsink.core.schema import encode_schema
 from mvsink.core.table import ViewTable
 
@@ -267,7 +267,7 @@ def _full_write(view: ViewDefinition, desc: BatchDescription, t0: float) -> Writ
     if why is not None or isinstance(facts, str) or facts.schema is None:
         log.info("view %s: the full diff without Spark does not apply: %s", view.name, why)
         return None
-    _record_whole(desc, table)
+    record_full_diff_reads(desc.sources, desc.target, table.frontier.version)
     spec = FullDiffQuery(query=str(facts.terms[""]), schemas=facts.schemas, schema=facts.schema)
     corr = run_full_diff(spec, desc, table)
     if isinstance(corr, str):
@@ -304,19 +304,6 @@ def _changed(desc: BatchDescription) -> tuple[str, ...] | None:
     if base is None:
         return None
     return tuple(s.name for s in changed_sources(desc, base))
-
-
-def _record_whole(desc: BatchDescription, table: ViewTable) -> None:
-    """The full diff's reads, as the Spark refresh's full diff records them: each table source whole, and the view's
-    table (``_table``); a view source's rows are the intermediate's, not counted."""
-    from mvsink.core.deltalog import file_statistics, record, record_whole
-
-    for s in desc.sources:
-        if s.kind != "view":
-            record_whole(s.name, s.path, s.version)
-    files = file_statistics(desc.target, table.frontier.version, "")
-    if files is not None:
-        record("_table", bytes_read=sum(f.size for f in files), files=len(files))
 
 
 def _files_bytes(desc: BatchDescription, table: ViewTable) -> int:

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Final
 
 from mvsink.columns import DIFF, ERROR, TIME
 from mvsink.core.checks import add_counts
-from mvsink.core.deltalog import current_reads, file_statistics, record_whole
+from mvsink.core.deltalog import record_full_diff_reads
 from mvsink.engines.arrow import full_diff
 from mvsink.incremental.driverfacts import remember, remember_linear
 from mvsink.incremental.linear import changed_sources, source_check
@@ -70,7 +70,9 @@ class FullDiff:
         """The corrections, computed in the refreshing process by DuckDB where it evaluates the view exactly, or
         (the query collected) when the view is small and has no checks (its ``reason`` then says so), else by Spark
         (lazily: the stage runs it)."""
-        _record_whole_reads(inputs)
+        record_full_diff_reads(
+            inputs.desc.sources, inputs.desc.target, inputs.table.frontier.version if inputs.table.exists else -1
+        )
         desired = inputs.state.desired if inputs.state else inputs.result
         if nothing_persisted(inputs.table, lower=inputs.desc.upper):  # (a foreign writer may stamp rows past lower)
             built = duckdb_full_diff(plan, inputs, first_build=True)
@@ -182,22 +184,6 @@ def first_build(inputs: WriteInputs, desired: DataFrame) -> DataFrame:
         F.lit(inputs.desc.time).cast("bigint").alias(TIME),
         F.lit(1).cast("bigint").alias(DIFF),
     )
-
-
-def _record_whole_reads(inputs: WriteInputs) -> None:
-    """The read log (:mod:`mvsink.incremental.pruning`) of a full diff: every table source whole and the view's
-    table (``_table``), in place of what a mode that declined may have logged."""
-    got = current_reads()
-    if got is None:
-        return
-    got.sources.clear()
-    for s in inputs.desc.sources:
-        if s.kind != "view":
-            record_whole(s.name, s.path, s.version)
-    version = inputs.table.frontier.version if inputs.table.exists else -1
-    table_files = file_statistics(inputs.desc.target, version, "") if version >= 0 else None
-    if table_files is not None:
-        got.add("_table", bytes_read=sum(f.size for f in table_files), files=len(table_files))
 
 
 def remember_built(plan: PlanFacts, inputs: WriteInputs, *, columns: Sequence[str]) -> None:
