@@ -361,7 +361,32 @@ def summary(rows: list[dict[str, Any]], *, delete_at: int = 0) -> list[str]:
         "",
         "The model's write steps against the guard alone's on the `rf` and `scattered` rounds (sum over the rounds, "
         "ratio; one run, noisy): " + ", ".join(ratios) + ".",
+        "",
+        "The same by the choices (:func:`by_choice`: each round's model and guard choice timed by the one forced copy "
+        "of its mode, so two refreshes that chose alike count alike; slower: over 1.10): "
+        + ", ".join(f"{v} {x:.2f}" + (" **slower**" if x > 1 + TOLERANCE else "") for v, x in by_choice(rows).items())
+        + ".",
     ]
+    return out
+
+
+def by_choice(rows: list[dict[str, Any]]) -> dict[str, float]:
+    """Per view, over the ``rf`` and ``scattered`` rounds: the forced copies' write steps of the modes the model chose,
+    summed, over those of the modes the guard alone chose (rounds where a copy took each of the two modes; a mode
+    no copy took, ``unchanged`` included, is left out). Where both chose alike the round adds the same time to
+    both, so the ratio measures the choices, not the noise between two runs of one mode."""
+    out: dict[str, float] = {}
+    for view in dict.fromkeys(r["view"] for r in rows):
+        model = guard = 0.0
+        for r in rows:
+            if r["view"] != view or r["stream"] not in ("rf", "scattered"):
+                continue
+            times = copies(r)
+            if r["mode"] in times and r.get("guard_mode") in times:
+                model += times[r["mode"]]
+                guard += times[r["guard_mode"]]
+        if guard > 0:
+            out[view] = model / guard
     return out
 
 

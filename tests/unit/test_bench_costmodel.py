@@ -77,3 +77,25 @@ def test_recovery_after_the_history_was_deleted():
     assert "**4 of 7** judged refreshes" not in text and "**3 of 6** judged refreshes (50%)" in text
     assert "3 of 3 views' next weighed choice fell back to the prior; 1 of 2 views" in text
     assert "q1: 2 of 3, q5: not of 2" in text and "q1 1.00" in text
+
+
+def test_the_model_against_the_guard_by_the_choices_forced_times():
+    from bench.costmodel import by_choice
+
+    def row(view: str, stream: str, mode: str, guard: str) -> dict[str, object]:
+        return {
+            **_row(mode, ("incremental:aggregate", 1.0), ("full", 3.0)),
+            "view": view,
+            "stream": stream,
+            "guard_mode": guard,
+        }
+
+    rows = [
+        row("q4", "rf", "incremental:aggregate", "incremental:aggregate"),  # alike: 1.0 each
+        row("q4", "scattered", "incremental:aggregate", "full"),  # the model 1.0, the guard 3.0
+        row("q4", "rf3", "full", "incremental:aggregate"),  # not an rf or scattered round
+        row("q17", "rf", "full", "incremental:aggregate"),  # the model 3.0, the guard 1.0
+        row("q17", "scattered", "unchanged", "unchanged"),  # no copy took it: left out
+    ]
+    got = by_choice(rows)
+    assert got == {"q4": pytest.approx(2.0 / 4.0), "q17": pytest.approx(3.0)}
