@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from mvsink.definitions.intermediate import split_cte, split_query
+from mvsink.definitions.intermediate import split_cte, split_having, split_query
 
 pytestmark = pytest.mark.unit
 
@@ -104,3 +104,76 @@ def test_an_aggregate_in_a_with_clause_is_cut_into_the_users_texts():
 )
 def test_other_with_clauses_are_not_split(query):
     assert split_cte(query, sources=["t", "u"]) is None
+
+
+Q11 = """SELECT ps_partkey, sum(ps_supplycost * ps_availqty) AS value
+FROM partsupp, supplier, nation
+WHERE ps_suppkey = s_suppkey AND s_nationkey = n_nationkey AND n_name = 'GERMANY'
+GROUP BY ps_partkey HAVING sum(ps_supplycost * ps_availqty) > (
+  SELECT sum(ps_supplycost * ps_availqty) * 0.0001 FROM partsupp, supplier, nation
+  WHERE ps_suppkey = s_suppkey AND s_nationkey = n_nationkey AND n_name = 'GERMANY')
+ORDER BY value DESC;"""
+Q11_SOURCES = ["partsupp", "supplier", "nation", "lineitem"]
+
+
+def test_a_having_over_a_scalar_subquery_is_cut_into_groups_a_total_and_a_filter():
+    got = split_having(Q11, sources=Q11_SOURCES, view="q11")
+    assert got is not None
+    assert got.inner == Q11[: Q11.index(" HAVING")]  # the user's text: every group
+    assert got.inner_reads == {"partsupp", "supplier", "nation"}
+    sub = Q11[Q11.index("SELECT sum(ps_supplycost * ps_availqty) * 0.0001") : Q11.index("'GERMANY')") + 9]
+    assert got.scalars == ((sub.replace(" FROM", " AS scalar_1 FROM", 1), frozenset(got.inner_reads)),)
+    assert got.outer == (
+        "SELECT `ps_partkey`, `value` FROM `q11__mv_inner`, `q11__mv_inner2` "
+        "WHERE `value` > `q11__mv_inner2`.`scalar_1` ORDER BY value DESC"
+    )
+
+
+def test_a_having_with_group_keys_counts_and_two_subqueries():
+    q = (
+        "SELECT a, count(*) AS n, sum(b) AS s FROM t WHERE b > 0 GROUP BY a "
+        "HAVING a <> 3 AND COUNT(*) > 2 AND sum(b) < (SELECT avg(b) AS mean FROM t) * 3 "
+        "OR sum(b) = (select max(b) from t, u where t.a = u.a)"
+    )
+    got = split_having(q, sources=["t", "u"], view="v")
+    assert got is not None
+    assert got.inner == "SELECT a, count(*) AS n, sum(b) AS s FROM t WHERE b > 0 GROUP BY a"
+    assert [s for s, _ in got.scalars] == [
+        "SELECT avg(b) AS mean FROM t",  # (its own name)
+        "select max(b) AS scalar_1 from t, u where t.a = u.a",
+    ]
+    assert [r for _, r in got.scalars] == [{"t"}, {"t", "u"}]
+    assert got.outer == (
+        "SELECT `a`, `n`, `s` FROM `v__mv_inner`, `v__mv_inner2`, `v__mv_inner3` WHERE a <> 3 AND `n` > 2 AND "
+        "`s` < `v__mv_inner2`.`mean` * 3 OR `s` = `v__mv_inner3`.`scalar_1`"
+    )
+
+
+@pytest.mark.parametrize(
+    "query",
+    [
+        "SELECT a, sum(b) AS s FROM t GROUP BY a HAVING sum(b) > 5",  # no subquery: the aggregate mode's
+        "SELECT a, sum(b) AS s FROM t GROUP BY a HAVING sum(b) > (SELECT avg(c) FROM u)",  # t not read: correlated?
+        "SELECT a, sum(b) AS s FROM t x GROUP BY a HAVING sum(b) > (SELECT avg(b) FROM t WHERE t.a = x.a)",
+        "SELECT a, sum(b) AS s FROM t GROUP BY a HAVING a IN (SELECT a FROM t)",
+        "SELECT a, sum(b) AS s FROM t GROUP BY a HAVING EXISTS (SELECT 1 FROM t)",
+        "SELECT a, sum(b) AS s FROM t GROUP BY a HAVING sum(b) > (SELECT max(b) FROM t GROUP BY a)",
+        "SELECT a, sum(b) AS s FROM t GROUP BY a HAVING sum(b) > (SELECT b FROM t)",  # not one row
+        "SELECT a, sum(b) AS s FROM t GROUP BY a HAVING sum(b) > (SELECT b + max(b) FROM t)",
+        "SELECT a, sum(b) AS s FROM t GROUP BY a HAVING max(b) > (SELECT avg(b) FROM t)",  # not a view's column
+        "SELECT a, sum(b) AS s FROM t GROUP BY a HAVING s > (SELECT avg(b) FROM t)",  # an alias (ambiguous)
+        "SELECT a, sum(b) AS s FROM t GROUP BY a HAVING sum(b) > (SELECT avg(s) FROM t)",  # an alias's name
+        "SELECT a, sum(b) AS s FROM t GROUP BY a HAVING sum(b) > (SELECT avg(b) FROM t) LIMIT 3",
+        "SELECT a, sum(b) AS s FROM t GROUP BY a HAVING sum(b) > (SELECT avg(b) FROM t) ORDER BY s + 1",
+        "SELECT a, sum(b) AS s FROM t GROUP BY a HAVING sum(b) > (SELECT avg(b) FROM (SELECT b FROM t))",
+        "SELECT DISTINCT a, sum(b) AS s FROM t GROUP BY a HAVING sum(b) > (SELECT avg(b) FROM t)",
+        "SELECT a, sum(b) FROM t GROUP BY a HAVING sum(b) > (SELECT avg(b) FROM t)",  # an item without a name
+        "SELECT a, sum(b) AS s FROM db.t GROUP BY a HAVING sum(b) > (SELECT avg(b) FROM db.t)",
+        "SELECT a, sum(b) AS s FROM t GROUP BY a HAVING sum(b) > (SELECT avg(b) FROM t, other)",  # not a source
+        "SELECT a, sum(b) AS s, max(b) AS scalar_1 FROM t GROUP BY a HAVING sum(b) > (SELECT avg(b) AS s FROM t)",
+        "WITH w AS (SELECT a, b FROM t) SELECT a, sum(b) AS s FROM w GROUP BY a HAVING sum(b) > (SELECT 1 FROM t)",
+        "SELECT a, sum(b) AS s FROM t GROUP BY a HAVING sum(b) > (SELECT avg(b) OVER () FROM t)",
+    ],
+)
+def test_other_havings_are_not_split(query):
+    assert split_having(query, sources=["t", "u"], view="v") is None

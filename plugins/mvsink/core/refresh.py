@@ -12,7 +12,7 @@ from mvsink.core.batch import BatchDescription, NothingToDo, WriteReport
 from mvsink.core.deltalog import snapshot_cache
 from mvsink.core.mint import mint
 from mvsink.definitions.catalog import Catalog
-from mvsink.definitions.intermediate import CTE, OUTER_FULL_MAX_BYTES, TOPK, intermediate_split
+from mvsink.definitions.intermediate import CTE, HAVING, OUTER_FULL_MAX_BYTES, TOPK, intermediate_split
 from mvsink.definitions.view import ViewDefinition
 
 log = logging.getLogger(__name__)
@@ -38,32 +38,51 @@ def run_refresh(
     if split is None:
         with snapshot_cache():  # each table version mint, write and append read is opened once
             return _run_refresh(view, refresh_time, write=write, catalog=catalog, dry_run=dry_run, run_id=run_id)
-    # A top-k over an aggregate, or an aggregate in a WITH clause: the aggregate's intermediate table first, then
-    # the view over it (mvsink.definitions.intermediate). Each in a cache of its own: the view reads the
-    # intermediate's new version.
-    log.info("view %s: refreshing its intermediate table %s first", view.name, split.inner.target)
-    with snapshot_cache():
-        inner = _run_refresh(split.inner, refresh_time, write=write, catalog=catalog, dry_run=False, run_id=run_id)
-    log.info("view %s: intermediate %s", view.name, inner.summary())
+    # A top-k over an aggregate, an aggregate in a WITH clause or a HAVING over scalar subqueries: the intermediate
+    # tables first, then the view over them (mvsink.definitions.intermediate). Each in a cache of its own: the view
+    # reads the intermediates' new versions.
+    inners = []
+    for part in split.inners:
+        log.info("view %s: refreshing its intermediate table %s first", view.name, part.target)
+        with snapshot_cache():
+            got = _run_refresh(part, refresh_time, write=write, catalog=catalog, dry_run=False, run_id=run_id)
+        log.info("view %s: intermediate %s", view.name, got.summary())
+        inners.append(got)
     with snapshot_cache():
         outer = _run_refresh(
             split.outer, refresh_time, write=write, catalog=split.catalog(catalog), dry_run=False, run_id=run_id
         )
-    return with_intermediate(outer, inner, kind=split.kind)
+    return with_intermediate(outer, inners[0], kind=split.kind, more=tuple(inners[1:]))
 
 
-def with_intermediate(outer: RefreshResult, inner: RefreshResult, *, kind: str = TOPK) -> RefreshResult:
-    """The view's result with its intermediate table's refresh folded in: the reason says how the intermediate
-    was refreshed, timings and Spark jobs add up (``inner.*`` timings), reads are the intermediate's (the sources).
+def with_intermediate(
+    outer: RefreshResult, inner: RefreshResult, *, kind: str = TOPK, more: tuple[RefreshResult, ...] = ()
+) -> RefreshResult:
+    """The view's result with its intermediate tables' refreshes folded in (``inner``, then ``more``: a HAVING's
+    scalar subqueries): the reason says how each intermediate was refreshed, timings and Spark jobs add up
+    (``inner.*``, ``inner2.*`` timings), reads are the intermediates' (the sources).
 
-    The view's mode is the intermediate's incremental mode where the view's own refresh did no work in proportion
-    to the sources: its top k did not move (``kind`` :data:`TOPK`), or (``kind`` :data:`CTE`) its query's body was
-    recomputed over the intermediate's rows reading at most :data:`OUTER_FULL_MAX_BYTES` of tables besides it
-    (TPC-H Q15: the suppliers of the greatest revenue, over the revenue per supplier and the supplier table)."""
-    what = inner.mode or inner.status.replace("_", " ")
-    note = f"intermediate table {inner.view}: {what}" + (f" ({inner.mode_reason})" if inner.mode_reason else "")
-    timings = {**{f"inner.{k}": v for k, v in inner.timings.items()}, **outer.timings}
-    jobs = -1 if -1 in (inner.spark_jobs, outer.spark_jobs) else inner.spark_jobs + outer.spark_jobs
+    The view's mode is the intermediates' incremental mode where the view's own refresh did no work in proportion
+    to the sources: its top k did not move (``kind`` :data:`TOPK`), or (``kind`` :data:`CTE` or :data:`HAVING`) its
+    query's body was recomputed over the intermediates' rows reading at most :data:`OUTER_FULL_MAX_BYTES` of tables
+    besides them (TPC-H Q15: the suppliers of the greatest revenue, over the revenue per supplier and the supplier
+    table; Q11: the parts above a fraction of the total, over the value per part and the total). Where any
+    intermediate took the full diff, so did the view's refresh."""
+    parts = (inner, *more)
+    notes = []
+    for r in parts:
+        what = r.mode or r.status.replace("_", " ")
+        notes.append(f"intermediate table {r.view}: {what}" + (f" ({r.mode_reason})" if r.mode_reason else ""))
+    note = "; ".join(notes)
+    timings = {
+        **{f"inner{i if i > 1 else ''}.{k}": v for i, r in enumerate(parts, start=1) for k, v in r.timings.items()},
+        **outer.timings,
+    }
+    counts = [r.spark_jobs for r in (*parts, outer)]
+    jobs = -1 if -1 in counts else sum(counts)
+    fulls = [r for r in parts if r.mode == "full"]
+    incremental = next((r.mode for r in parts if r.mode.startswith("incremental")), "")
+    inner = fulls[0] if fulls else dataclasses.replace(inner, mode=incremental or inner.mode)
     mode, reason = outer.mode, outer.mode_reason
     body = "the top k" if kind == TOPK else "the query's body"
     if inner.mode == "full" and mode in ("", "unchanged"):
@@ -74,21 +93,21 @@ def with_intermediate(outer: RefreshResult, inner: RefreshResult, *, kind: str =
             # the intermediate refreshed from the sources' changes and the view's rows did not move: the view's
             # refresh is the intermediate's (the view's own commit records its empty batch as unchanged)
             mode, reason = inner.mode, f"{body} is unchanged"
-        elif mode == "full" and kind == CTE:
-            tables = sum(r.get("bytes", 0) for s, r in outer.reads.items() if s != "_table")
+        elif mode == "full" and kind in (CTE, HAVING):
+            names = {r.view for r in parts}
+            tables = sum(r.get("bytes", 0) for s, r in outer.reads.items() if s != "_table" and s not in names)
             if tables <= OUTER_FULL_MAX_BYTES:
                 mode = inner.mode
-                reason = (
-                    f"the query's body recomputed over the intermediate table and {tables} bytes of other tables "
-                    f"({reason})"
-                )
+                what = "the intermediate table" if len(parts) == 1 else f"the {len(parts)} intermediate tables"
+                reason = f"the query's body recomputed over {what} and {tables} bytes of other tables ({reason})"
+    reads = {k: v for r in parts for k, v in r.reads.items()}
     return dataclasses.replace(
         outer,
         mode=mode,
         mode_reason=f"{reason}; {note}" if reason else note,
         timings=timings,
         spark_jobs=jobs,
-        reads=(inner.reads or outer.reads) if kind == TOPK else {**outer.reads, **inner.reads},
+        reads=(reads or outer.reads) if kind == TOPK else {**outer.reads, **reads},
     )
 
 

@@ -301,11 +301,17 @@ def compact(
     run_id = run_id or f"compact-{uuid.uuid4().hex[:12]}"
     res = _compact(view, catalog=catalog, since=since, if_due=if_due, run_id=run_id, attempts=attempts)
     split = intermediate_split(view)
-    if split is not None:  # its intermediate table too, by its own retain_history, held by the view's upper
+    # its intermediate tables too, each by its own retain_history, held by the view's upper
+    for part in split.inners if split is not None else ():
         inner = _compact(
-            split.inner, catalog=split.catalog(catalog), since=None, if_due=if_due, run_id=run_id, attempts=attempts
+            part,
+            catalog=split.catalog(catalog) if split else None,
+            since=None,
+            if_due=if_due,
+            run_id=run_id,
+            attempts=attempts,
         )
-        log.info("view %s: intermediate table: %s", view.name, inner.summary())
+        log.info("view %s: intermediate table %s: %s", view.name, part.name, inner.summary())
     return res
 
 

@@ -50,11 +50,10 @@ def vacuum(
     """
     res = _vacuum(view, retention_hours=retention_hours, dry_run=dry_run, enforce_retention=enforce_retention)
     split = intermediate_split(view)
-    if split is not None and ViewTable.open(split.inner, check=False).exists:
-        inner = _vacuum(
-            split.inner, retention_hours=retention_hours, dry_run=dry_run, enforce_retention=enforce_retention
-        )
-        log.info("view %s: intermediate table: %s", view.name, inner.summary())
+    for part in split.inners if split is not None else ():
+        if ViewTable.open(part, check=False).exists:
+            inner = _vacuum(part, retention_hours=retention_hours, dry_run=dry_run, enforce_retention=enforce_retention)
+            log.info("view %s: intermediate table %s: %s", view.name, part.name, inner.summary())
     return res
 
 

@@ -154,7 +154,9 @@ def explain_view(view: ViewDefinition, *, catalog: Catalog, spark: SparkSession)
             table_exists=ViewTable.open(view).exists,
             intermediate=(
                 f"refreshed through its intermediate table {split.inner.name} ({split.inner.target}, every group of "
-                f"its aggregate), refreshed first; the view is {split.outer_role}. Below: the intermediate table's "
+                f"its aggregate)"
+                + "".join(f" and {v.name} ({v.target})" for v in split.more)
+                + f", refreshed first; the view is {split.outer_role}. Below: the intermediate table's "
                 "state and modes"
             ),
         )

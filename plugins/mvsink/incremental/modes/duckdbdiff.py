@@ -272,7 +272,8 @@ def _compute(
         from mvsink.incremental.driverfacts import remember_full
         from mvsink.incremental.modes.ordered import full_only_changes
 
-        spec = dataclasses.replace(spec, full_for=full_only_changes(plan, [s.name for s in desc.sources]))
+        names = [s.name for s in desc.sources]
+        spec = dataclasses.replace(spec, full_for=full_only_changes(plan, names, incremental=view.incremental))
         remember_full(view, desc, inputs.table, spec, columns=got.column_names if first_build else None)
     return got
 

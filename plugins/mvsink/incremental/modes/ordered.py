@@ -27,16 +27,17 @@ INCREMENTAL_MODES: Final[tuple[RefreshMode, ...]] = (
 MAX_SOURCES: Final = 6  # views of more sources are not judged (every set of changed sources is judged)
 
 
-def full_only_changes(plan: PlanFacts, names: Sequence[str]) -> tuple[str, ...]:
+def full_only_changes(plan: PlanFacts, names: Sequence[str], *, incremental: bool = True) -> tuple[str, ...]:
     """The sets of changed sources (:func:`~mvsink.incremental.driverfacts.term_key` of their names, in the
     view file's order) that every incremental mode refuses by ``plan`` (its ``applies``: the plan and the
-    settings, no data read); empty for a view of more than :data:`MAX_SOURCES` sources."""
+    settings, no data read), every set where the view is not ``incremental``; empty for a view of more than
+    :data:`MAX_SOURCES` sources."""
     if len(names) > MAX_SOURCES:
         return ()
     out = []
     for k in range(1, len(names) + 1):
         for subset in itertools.combinations(names, k):
             change = Change(tuple(subset))
-            if all(m.applies(plan, change) is not None for m in INCREMENTAL_MODES):
+            if not incremental or all(m.applies(plan, change) is not None for m in INCREMENTAL_MODES):
                 out.append(term_key(subset))
     return tuple(out)
