@@ -50,6 +50,7 @@ from mvsink.variables import (  # noqa: F401 (the variables are the settings' to
     INCREMENTAL_PRUNE_MIN_BYTES,
     INCREMENTAL_TOPK,
     INTERMEDIATE,
+    INTERMEDIATE_HAVING,
     MAX_RESCHEDULES,
     NOT_VARIABLES,
     PLAIN_READ_MAX_PARTITIONS,
@@ -220,6 +221,12 @@ def intermediate() -> bool:
     return _flag(INTERMEDIATE, True)
 
 
+def intermediate_having() -> bool:
+    """``MVSINK_INTERMEDIATE_HAVING``: may a HAVING over scalar subqueries be refreshed through intermediate tables
+    (default false; :func:`mvsink.definitions.intermediate.split_having`)?"""
+    return _flag(INTERMEDIATE_HAVING, False)
+
+
 def incremental_driver_terms() -> bool:
     """``MVSINK_INCREMENTAL_DRIVER_TERMS``: may an aggregate's small change terms run in DuckDB (default true)?"""
     return _flag(INCREMENTAL_DRIVER_TERMS, True)
@@ -325,8 +332,8 @@ def incremental_max_scan_ratio() -> float:
 
 
 def cost_model() -> bool:
-    """``MVSINK_COST_MODEL``: may the view's refresh history override the scan guard (default false)?"""
-    return _flag(COST_MODEL, False)
+    """``MVSINK_COST_MODEL``: may the view's refresh history override the scan guard (default true)?"""
+    return _flag(COST_MODEL, True)
 
 
 def cost_recheck_every() -> int:
@@ -415,6 +422,7 @@ ACCESSORS: dict[str, Callable[[], object]] = {
     INCREMENTAL_GROUPS.name: incremental_groups,
     INCREMENTAL_TOPK.name: incremental_topk,
     INTERMEDIATE.name: intermediate,
+    INTERMEDIATE_HAVING.name: intermediate_having,
     INCREMENTAL_PARTITIONED.name: incremental_partitioned,
     INCREMENTAL_DRIVER_TERMS.name: incremental_driver_terms,
     DUCKDB_FULL_DIFF.name: duckdb_full_diff,

@@ -242,6 +242,7 @@ def test_a_having_over_scalar_subqueries_refreshes_through_its_intermediates(spa
     state, the HAVING's filter over them."""
     monkeypatch.setenv("MVSINK_INCREMENTAL_MAX_SCAN_RATIO", "1000")
     monkeypatch.setenv("MVSINK_INCREMENTAL_MAX_FRACTION", "100")
+    monkeypatch.setenv("MVSINK_INTERMEDIATE_HAVING", "true")
     data, views = env
     rng = random.Random(seed)
     orders, customers = aggdata.write_sources(data, rng, 40)

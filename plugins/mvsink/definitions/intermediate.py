@@ -151,7 +151,7 @@ def intermediate_split(view: ViewDefinition) -> IntermediateSplit | None:
         return IntermediateSplit(inner=inner, outer=outer, kind=TOPK)
     cte = split_cte(view.query, sources=[s.name for s in view.sources]) if _starts_with_with(view.query) else None
     if cte is None:
-        return _having_split(view) if _has_having(view.query) else None
+        return _having_split(view) if settings.intermediate_having() and _has_having(view.query) else None
     inner = _inner_view(view, cte.inner, tuple(s for s in view.sources if s.name.casefold() in cte.inner_reads))
     outer = dataclasses.replace(
         view,
