@@ -14,6 +14,7 @@ import pytest
 from mvsink.core.table import ViewTable
 from mvsink.definitions.catalog import Catalog
 from mvsink.definitions.intermediate import INNER_FOLDER, described_view, intermediate_split
+from mvsink.incremental.modes.full import FILTER_RECOMPUTED
 from mvsink.maintenance.compaction import compact
 from mvsink.readers.arrow import read_view
 from mvsink.write.runners import refresh
@@ -137,6 +138,29 @@ def test_randomized_histories_match_spark_and_the_oracle(spark, env, monkeypatch
 
 # name: (query, the view's modes besides the intermediate's). An aggregate in a WITH clause: the CTE is the
 # intermediate, the query's body the view over it.
+def _refreshed_exactly(
+    spark, catalog: Catalog, queries: dict[str, str], srcs: dict[str, str], rng: random.Random
+) -> tuple[dict[str, list[str]], int]:
+    """Each view refreshed through a randomized history (:func:`_history`) and checked at every refresh against Spark
+    computing its query (types included) and DuckDB's oracle: the modes each view's refreshes reported, and the last
+    refresh time."""
+    reported: dict[str, list[str]] = {n: [] for n in queries}
+    t = BASE
+    for step, t, ops in _history(rng, srcs["orders"], srcs["customers"], next_id=40):
+        for name, q in queries.items():
+            view = catalog.get(name)
+            res = refresh(view, t, catalog=catalog, runner="inprocess", spark=spark, run_id=f"s{step}")
+            assert res.status == "appended", res
+            assert "intermediate table" in res.mode_reason, res.mode_reason
+            reported[name].append(res.mode)
+            types, rows = _view_rows(view, t)
+            spark_types, spark_rows = _spark_rows(spark, q, srcs)
+            assert rows == spark_rows, (name, step, ops)
+            assert _types_match(spark_types, types), (name, spark_types, types)
+            assert multiset(read_view(view, as_of=t)) == oracle(q, srcs, t), (name, step, ops)
+    return reported, t
+
+
 CTE_VIEWS = {
     # TPC-H Q15's shape: the rows of the greatest sum per customer, joined with the customer (a scalar MAX over the
     # intermediate: the body's full diff over the intermediate's rows, reported as the intermediate's mode)
@@ -173,19 +197,7 @@ def test_an_aggregate_in_a_with_clause_refreshes_through_its_intermediate(spark,
     assert split is not None and split.kind == "cte"
     assert [s.name for s in split.inner.sources] == ["orders"]  # (customers is read by the body only)
     assert sorted(s.name for s in split.outer.sources) == ["customers", "rev"]
-    reported: dict[str, list[str]] = {n: [] for n in CTE_VIEWS}
-    for step, t, ops in _history(rng, orders, customers, next_id=40):
-        for name, (q, _) in CTE_VIEWS.items():
-            view = catalog.get(name)
-            res = refresh(view, t, catalog=catalog, runner="inprocess", spark=spark, run_id=f"s{step}")
-            assert res.status == "appended", res
-            assert "intermediate table" in res.mode_reason, res.mode_reason
-            reported[name].append(res.mode)
-            types, rows = _view_rows(view, t)
-            spark_types, spark_rows = _spark_rows(spark, q, srcs)
-            assert rows == spark_rows, (name, step, ops)
-            assert _types_match(spark_types, types), (name, spark_types, types)
-            assert multiset(read_view(view, as_of=t)) == oracle(q, srcs, t), (name, step, ops)
+    reported, t = _refreshed_exactly(spark, catalog, {n: q for n, (q, _) in CTE_VIEWS.items()}, srcs, rng)
     # an update of a column neither part reads (customers.seg): nothing to write, without Spark, though the body
     # has a view source (it did not change)
     t += HOUR
@@ -249,25 +261,13 @@ def test_a_having_over_scalar_subqueries_refreshes_through_its_intermediates(spa
     srcs = {"orders": orders, "customers": customers}
     for name, (q, _) in HAVING_VIEWS.items():
         sources = {s: s for s in srcs if s in q}
-        write_view(views, name, query=q, sources=sources, target=f"views/{name}", as_of=BASE)
+        write_view(views, name, query=q, sources=sources, target=f"views/{name}", as_of=BASE, retain_history="30m")
     catalog = Catalog(views)
     split = intermediate_split(catalog.get("two"))
     assert split is not None and split.kind == "having"
     assert [v.name for v in split.inners] == ["two__mv_inner", "two__mv_inner2", "two__mv_inner3"]
     assert [s.name for s in split.outer.sources] == [v.name for v in split.inners]
-    reported: dict[str, list[str]] = {n: [] for n in HAVING_VIEWS}
-    for step, t, ops in _history(rng, orders, customers, next_id=40):
-        for name, (q, _) in HAVING_VIEWS.items():
-            view = catalog.get(name)
-            res = refresh(view, t, catalog=catalog, runner="inprocess", spark=spark, run_id=f"s{step}")
-            assert res.status == "appended", res
-            assert "intermediate table" in res.mode_reason, res.mode_reason
-            reported[name].append(res.mode)
-            types, rows = _view_rows(view, t)
-            spark_types, spark_rows = _spark_rows(spark, q, {s: p for s, p in srcs.items() if s in q})
-            assert rows == spark_rows, (name, step, ops)
-            assert _types_match(spark_types, types), (name, spark_types, types)
-            assert multiset(read_view(view, as_of=t)) == oracle(q, srcs, t), (name, step, ops)
+    reported, t = _refreshed_exactly(spark, catalog, {n: q for n, (q, _) in HAVING_VIEWS.items()}, srcs, rng)
     for name, (_, parts) in HAVING_VIEWS.items():
         outer = appends(str(data / "views" / name))
         folders = [INNER_FOLDER] + [f"{INNER_FOLDER}{i}" for i in range(2, parts + 1)]
@@ -281,10 +281,21 @@ def test_a_having_over_scalar_subqueries_refreshes_through_its_intermediates(spa
         # the filter reads the intermediates only: where they refreshed incrementally, so did the view
         for a in outer[1:]:
             assert set(a["reads"]) <= {v.name for v in intermediate_split(catalog.get(name)).inners} | {"_table"}, a
+            assert a["mode"] == "unchanged" or FILTER_RECOMPUTED in str(a["mode_reason"]), a
         for i, mode in enumerate(reported[name][1:], start=1):
             steps = [h[i]["mode"] for h in inners]
             if "full" not in steps and any(m.startswith("incremental") for m in steps):
                 assert mode.startswith("incremental"), (name, i, steps, outer[i], mode)
+    # compacting the view compacts every intermediate, each by the view's retain_history; the next refresh is exact
+    view = catalog.get("two")
+    compact(view, catalog=catalog)
+    for part in intermediate_split(view).inners:
+        assert ViewTable.open(part).frontier.since == ViewTable.open(view).frontier.since == t - 30 * 60_000, part.name
+    t += HOUR
+    aggdata.agg_change(rng, orders, customers, [1000], t - 60_000)
+    assert refresh(view, t, catalog=catalog, runner="inprocess", spark=spark, run_id="after").status == "appended"
+    q = HAVING_VIEWS["two"][0]
+    assert _view_rows(view, t)[1] == _spark_rows(spark, q, {"orders": orders})[1]
 
 
 def test_switching_the_intermediate_off_and_on_keeps_the_view_exact(spark, env, monkeypatch):
@@ -332,6 +343,35 @@ def test_switching_the_intermediate_off_and_on_keeps_the_view_exact(spark, env, 
     res = refresh(view, t, runner="inprocess", spark=spark, run_id="after-compaction")
     assert res.mode == "incremental:topk", res
     assert _view_rows(view, t)[1] == _spark_rows(spark, q, srcs)[1]
+
+
+@pytest.mark.parametrize(
+    ("query", "setting"),
+    [(CTE_VIEWS["q15"][0], "MVSINK_INTERMEDIATE"), (HAVING_VIEWS["q11"][0], "MVSINK_INTERMEDIATE_HAVING")],
+    ids=["with-clause", "having"],
+)
+def test_switching_a_split_off_and_on_keeps_the_view_exact(spark, env, monkeypatch, query, setting):
+    """A WITH clause's or a HAVING's split turned off and on between refreshes: each switch is a new definition (the
+    full diff, over the intermediates or the sources), and the view equals Spark's answer after every refresh."""
+    monkeypatch.setenv("MVSINK_INTERMEDIATE_HAVING", "false")
+    data, views = env
+    rng = random.Random(9)
+    orders, customers = aggdata.write_sources(data, rng, 30)
+    srcs = {"orders": orders, "customers": customers}
+    write_view(views, "v", query=query, sources={s: s for s in srcs}, target="views/v", as_of=BASE)
+    view = Catalog(views).get("v")
+    next_id, t, modes = [30], BASE + HOUR, []
+    for step, on in enumerate(["false", "true", "true", "false", "true"]):
+        monkeypatch.setenv(setting, on)
+        t += HOUR
+        aggdata.agg_change(rng, orders, customers, next_id, t - 60_000)
+        res = refresh(view, t, runner="inprocess", spark=spark, run_id=f"s{step}")
+        assert res.status == "appended", res
+        assert ("intermediate table" in res.mode_reason) == (on == "true"), (step, res.mode_reason)
+        assert _view_rows(view, t)[1] == _spark_rows(spark, query, srcs)[1], step
+        modes.append(appends(str(data / "views" / "v"))[-1]["mode"])
+    assert modes[1] == "full" and modes[3] == "full" and modes[4] == "full", modes  # (each switch: a new definition)
+    assert len(appends(str(data / "views" / "v" / INNER_FOLDER))) == 3  # (refreshed at the steps through it)
 
 
 @pytest.mark.unit

@@ -217,8 +217,14 @@ function mvsinkControl(b) {
   ask.hidden = false;
   out.setAttribute('data-status', 'confirm');
 }
-function mvsinkCall(box, out, call) {
-  out.textContent = 'calling Airflow\u2026';
+// Airflow on SQLite (the embedded default) answers 503 "Database is locked" while its scheduler writes, having made
+// nothing (a backfill's creation is refused whole): the call is made again, up to MVSINK_CALLS times.
+var MVSINK_CALLS = 5;
+function mvsinkCall(box, out, call, attempt) {
+  attempt = attempt || 1;
+  out.textContent = attempt > 1
+    ? 'Airflow\u2019s database is busy: calling again (' + attempt + ' of ' + MVSINK_CALLS + ')\u2026'
+    : 'calling Airflow\u2026';
   fetch(call.url, {
     method: call.method, credentials: 'same-origin', cache: 'no-store',
     headers: {'Content-Type': 'application/json', 'Accept': 'application/json'}, body: JSON.stringify(call.body)
@@ -226,6 +232,11 @@ function mvsinkCall(box, out, call) {
     return r.json().catch(function () { return {}; }).then(function (j) { return [r.status, j]; });
   }).then(function (res) {
     var status = res[0], j = res[1] || {};
+    var locked = status === 503 && typeof j.detail === 'string' && /database is locked/i.test(j.detail);
+    if (locked && attempt < MVSINK_CALLS) {
+      setTimeout(function () { mvsinkCall(box, out, call, attempt + 1); }, 1000 * attempt);
+      return;
+    }
     out.setAttribute('data-status', String(status));
     out.setAttribute('data-control', call.what);
     if (status === 200 || status === 201) {

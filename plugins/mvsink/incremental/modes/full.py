@@ -40,6 +40,7 @@ if TYPE_CHECKING:
 
     from mvsink.core.batch import WriteMode
     from mvsink.core.table import ViewTable
+    from mvsink.definitions.view import ViewDefinition
     from mvsink.settings import Setting
 
 log = logging.getLogger(__name__)
@@ -48,6 +49,8 @@ NO_EARLIER = "no earlier refresh of this definition to start from"
 NOT_INCREMENTAL = "incremental: false in the view file"
 NO_CHECK_COUNTS = "the last refresh recorded no check counts to start from"
 FIRST_BUILD = "a first build: the table holds nothing yet, the query's rows written as they are"
+# (a HAVING over scalar subqueries refreshed through intermediate tables: its filter over them is always recomputed)
+FILTER_RECOMPUTED = "the HAVING's filter over its intermediate tables is recomputed"
 
 
 class FullDiff:
@@ -101,6 +104,17 @@ def unusable(reason: str) -> Change:
     return Change((), NotApplicable(reason, "change"))
 
 
+def _not_incremental(view: ViewDefinition) -> str:
+    """Why a view that is not incremental takes the full diff: the view file says so, or it is the filter of a
+    HAVING over its intermediate tables (:func:`mvsink.definitions.intermediate.split_having`)."""
+    from mvsink.definitions.intermediate import INNER_SUFFIX
+
+    inner = f"{view.name}{INNER_SUFFIX}"
+    if view.sources and all(s.kind == "view" and (s.view or "").startswith(inner) for s in view.sources):
+        return FILTER_RECOMPUTED
+    return NOT_INCREMENTAL
+
+
 def refresh_change(inputs: WriteInputs) -> Change:
     """The change this refresh applies (its changed sources), or — the full diff's own decision — why no
     incremental mode may try it (``refusal``, of kind ``change``).
@@ -111,7 +125,7 @@ def refresh_change(inputs: WriteInputs) -> Change:
     if not table.exists:
         return unusable(desc.full_reason or NO_EARLIER)
     if base is None:
-        return unusable(NOT_INCREMENTAL if not view.incremental else desc.full_reason or NO_EARLIER)
+        return unusable(_not_incremental(view) if not view.incremental else desc.full_reason or NO_EARLIER)
     if table.frontier.version != desc.table_version:
         return unusable(f"the table moved from version {desc.table_version} to {table.frontier.version} after mint")
     zero = {c.name: {"action": c.action, "rows": 0} for c in view.checks}
