@@ -218,12 +218,12 @@ function mvsinkControl(b) {
   out.setAttribute('data-status', 'confirm');
 }
 // Airflow on SQLite (the embedded default) answers 503 "Database is locked" while its scheduler writes, having made
-// nothing (a backfill's creation is refused whole): the call is made again, up to MVSINK_CALLS times.
-var MVSINK_CALLS = 5;
+// nothing (a backfill's creation is refused whole): the call is made again, up to mvsinkCalls times.
+var mvsinkCalls = 5;
 function mvsinkCall(box, out, call, attempt) {
   attempt = attempt || 1;
   out.textContent = attempt > 1
-    ? 'Airflow\u2019s database is busy: calling again (' + attempt + ' of ' + MVSINK_CALLS + ')\u2026'
+    ? 'Airflow\u2019s database is busy: calling again (' + attempt + ' of ' + mvsinkCalls + ')\u2026'
     : 'calling Airflow\u2026';
   fetch(call.url, {
     method: call.method, credentials: 'same-origin', cache: 'no-store',
@@ -233,7 +233,7 @@ function mvsinkCall(box, out, call, attempt) {
   }).then(function (res) {
     var status = res[0], j = res[1] || {};
     var locked = status === 503 && typeof j.detail === 'string' && /database is locked/i.test(j.detail);
-    if (locked && attempt < MVSINK_CALLS) {
+    if (locked && attempt < mvsinkCalls) {
       setTimeout(function () { mvsinkCall(box, out, call, attempt + 1); }, 1000 * attempt);
       return;
     }
