@@ -138,6 +138,21 @@ def test_randomized_histories_match_spark_and_the_oracle(spark, env, monkeypatch
 
 # name: (query, the view's modes besides the intermediate's). An aggregate in a WITH clause: the CTE is the
 # intermediate, the query's body the view over it.
+def _views_over_sources(env, monkeypatch, seed: int, queries: dict[str, str], **options: Any):
+    """The randomized sources (40 orders, the customers) and a view per query over the sources it names, the scan
+    guards opened: (the data folder, the catalog, {source: path}, the history's random generator)."""
+    monkeypatch.setenv("MVSINK_INCREMENTAL_MAX_SCAN_RATIO", "1000")
+    monkeypatch.setenv("MVSINK_INCREMENTAL_MAX_FRACTION", "100")
+    data, views = env
+    rng = random.Random(seed)
+    orders, customers = aggdata.write_sources(data, rng, 40)
+    srcs = {"orders": orders, "customers": customers}
+    for name, q in queries.items():
+        sources = {s: s for s in srcs if s in q}
+        write_view(views, name, query=q, sources=sources, target=f"views/{name}", as_of=BASE, **options)
+    return data, Catalog(views), srcs, rng
+
+
 def _refreshed_exactly(
     spark, catalog: Catalog, queries: dict[str, str], srcs: dict[str, str], rng: random.Random
 ) -> tuple[dict[str, list[str]], int]:
@@ -184,15 +199,8 @@ CTE_VIEWS = {
 def test_an_aggregate_in_a_with_clause_refreshes_through_its_intermediate(spark, env, monkeypatch, seed):
     """Randomized histories: the view equal to Spark computing the user's query (types included) and to DuckDB's
     oracle at every refresh; the intermediate refreshed from its state or its groups, the body over it."""
-    monkeypatch.setenv("MVSINK_INCREMENTAL_MAX_SCAN_RATIO", "1000")
-    monkeypatch.setenv("MVSINK_INCREMENTAL_MAX_FRACTION", "100")
-    data, views = env
-    rng = random.Random(seed)
-    orders, customers = aggdata.write_sources(data, rng, 40)
-    srcs = {"orders": orders, "customers": customers}
-    for name, (q, _) in CTE_VIEWS.items():
-        write_view(views, name, query=q, sources={s: s for s in srcs}, target=f"views/{name}", as_of=BASE)
-    catalog = Catalog(views)
+    data, catalog, srcs, rng = _views_over_sources(env, monkeypatch, seed, {n: q for n, (q, _) in CTE_VIEWS.items()})
+    customers = srcs["customers"]
     split = intermediate_split(catalog.get("q15"))
     assert split is not None and split.kind == "cte"
     assert [s.name for s in split.inner.sources] == ["orders"]  # (customers is read by the body only)
@@ -252,17 +260,9 @@ def test_a_having_over_scalar_subqueries_refreshes_through_its_intermediates(spa
     """Randomized histories: the view equal to Spark computing the user's query (types included) and to DuckDB's
     oracle at every refresh; its groups and each subquery's one row kept in intermediate tables refreshed from their
     state, the HAVING's filter over them."""
-    monkeypatch.setenv("MVSINK_INCREMENTAL_MAX_SCAN_RATIO", "1000")
-    monkeypatch.setenv("MVSINK_INCREMENTAL_MAX_FRACTION", "100")
     monkeypatch.setenv("MVSINK_INTERMEDIATE_HAVING", "true")
-    data, views = env
-    rng = random.Random(seed)
-    orders, customers = aggdata.write_sources(data, rng, 40)
-    srcs = {"orders": orders, "customers": customers}
-    for name, (q, _) in HAVING_VIEWS.items():
-        sources = {s: s for s in srcs if s in q}
-        write_view(views, name, query=q, sources=sources, target=f"views/{name}", as_of=BASE, retain_history="30m")
-    catalog = Catalog(views)
+    queries = {n: q for n, (q, _) in HAVING_VIEWS.items()}
+    data, catalog, srcs, rng = _views_over_sources(env, monkeypatch, seed, queries, retain_history="30m")
     split = intermediate_split(catalog.get("two"))
     assert split is not None and split.kind == "having"
     assert [v.name for v in split.inners] == ["two__mv_inner", "two__mv_inner2", "two__mv_inner3"]
@@ -292,10 +292,9 @@ def test_a_having_over_scalar_subqueries_refreshes_through_its_intermediates(spa
     for part in intermediate_split(view).inners:
         assert ViewTable.open(part).frontier.since == ViewTable.open(view).frontier.since == t - 30 * 60_000, part.name
     t += HOUR
-    aggdata.agg_change(rng, orders, customers, [1000], t - 60_000)
+    aggdata.agg_change(rng, srcs["orders"], srcs["customers"], [1000], t - 60_000)
     assert refresh(view, t, catalog=catalog, runner="inprocess", spark=spark, run_id="after").status == "appended"
-    q = HAVING_VIEWS["two"][0]
-    assert _view_rows(view, t)[1] == _spark_rows(spark, q, {"orders": orders})[1]
+    assert _view_rows(view, t)[1] == _spark_rows(spark, HAVING_VIEWS["two"][0], srcs)[1]
 
 
 def test_switching_the_intermediate_off_and_on_keeps_the_view_exact(spark, env, monkeypatch):
