@@ -13,8 +13,7 @@ import pytest
 
 from mvsink.core.table import ViewTable
 from mvsink.definitions.catalog import Catalog
-from mvsink.definitions.intermediate import INNER_FOLDER, described_view, intermediate_split
-from mvsink.incremental.modes.full import FILTER_RECOMPUTED
+from mvsink.definitions.intermediate import FILTER_RECOMPUTED, INNER_FOLDER, described_view, intermediate_split
 from mvsink.maintenance.compaction import compact
 from mvsink.readers.arrow import read_view
 from mvsink.write.runners import refresh
@@ -79,7 +78,7 @@ def _types_match(spark_types: list[str], arrow_types: list[str]) -> bool:
     same = {"bigint": "int64", "int": "int32", "string": "string", "double": "double", "float": "float"}
     for s, a in zip(spark_types, arrow_types, strict=True):
         if s.startswith("decimal"):
-            if a != s.replace("decimal", "decimal128"):
+            if a.replace(" ", "") != s.replace("decimal", "decimal128"):
                 return False
         elif same.get(s) != a and not (s == "string" and a == "large_string"):
             return False
@@ -238,10 +237,13 @@ def test_an_aggregate_in_a_with_clause_refreshes_through_its_intermediate(spark,
 
 HAVING_VIEWS = {
     # TPC-H Q11's shape: the groups above a fraction of the total over the same join (a dimension move changes both)
+    # and its types: a DECIMAL(36,2) sum against a DECIMAL(38,6) fraction, which Spark compares at DECIMAL(38,4)
+    # (the filter then runs in DuckDB with Spark's casts written out)
     "q11": (
-        "SELECT o.cust, sum(o.qty) AS value, count(*) AS n FROM orders o, customers c "
+        "SELECT o.cust, sum(CAST(o.qty AS DECIMAL(15,2)) * o.qty) AS value, count(*) AS n FROM orders o, customers c "
         "WHERE o.cust = c.id AND (c.region <> 'us' OR c.region IS NULL) GROUP BY o.cust "
-        "HAVING sum(o.qty) * 4 > (SELECT sum(o.qty) FROM orders o, customers c "
+        "HAVING sum(CAST(o.qty AS DECIMAL(15,2)) * o.qty) > (SELECT sum(CAST(o.qty AS DECIMAL(15,2)) * o.qty) "
+        "* 0.2500000000 FROM orders o, customers c "
         "WHERE o.cust = c.id AND (c.region <> 'us' OR c.region IS NULL)) ORDER BY value DESC",
         2,
     ),
@@ -282,6 +284,8 @@ def test_a_having_over_scalar_subqueries_refreshes_through_its_intermediates(spa
         for a in outer[1:]:
             assert set(a["reads"]) <= {v.name for v in intermediate_split(catalog.get(name)).inners} | {"_table"}, a
             assert a["mode"] == "unchanged" or FILTER_RECOMPUTED in str(a["mode_reason"]), a
+            if name == "q11" and a["mode"] != "unchanged":  # (Spark's rounding casts carried into DuckDB's text)
+                assert "in DuckDB" in str(a["mode_reason"]), a["mode_reason"]
         for i, mode in enumerate(reported[name][1:], start=1):
             steps = [h[i]["mode"] for h in inners]
             if "full" not in steps and any(m.startswith("incremental") for m in steps):

@@ -71,6 +71,10 @@ INNER_FOLDER: Final = "_mv_inner"  # its table, in the view's folder (a folder D
 OUTER_FULL_MAX_BYTES: Final = 64 * 1024 * 1024
 
 
+NOT_INCREMENTAL: Final = "incremental: false in the view file"  # (a full diff's reason)
+# (a HAVING over scalar subqueries refreshed through intermediate tables: its filter over them is always recomputed)
+FILTER_RECOMPUTED: Final = "the HAVING's filter over its intermediate tables is recomputed"
+
 TOPK: Final = "topk"  # a top-k over an aggregate: the outer view is the top k of the intermediate's rows
 CTE: Final = "cte"  # an aggregate in a WITH clause: the outer view is the query's body over the intermediate
 HAVING: Final = "having"  # a HAVING over scalar subqueries: the groups, each subquery's one row, the filter over them
@@ -165,6 +169,15 @@ def intermediate_split(view: ViewDefinition) -> IntermediateSplit | None:
         ),
     )
     return IntermediateSplit(inner=inner, outer=outer, kind=CTE)
+
+
+def not_incremental(view: ViewDefinition) -> str:
+    """Why a view that is not incremental takes the full diff: the view file says so, or it is the filter of a
+    HAVING over its intermediate tables (:func:`split_having`)."""
+    inner = f"{view.name}{INNER_SUFFIX}"
+    if view.sources and all(s.kind == "view" and (s.view or "").startswith(inner) for s in view.sources):
+        return FILTER_RECOMPUTED
+    return NOT_INCREMENTAL
 
 
 def _starts_with_with(query: str) -> bool:

@@ -14,8 +14,10 @@ The differential test ``tests/spark/test_duckdb_translation.py`` is what shows t
 
 from __future__ import annotations
 
+import contextvars
 import datetime as dt
 import re
+from collections.abc import Mapping
 from decimal import Decimal, InvalidOperation, localcontext
 from typing import TYPE_CHECKING, Any, Final
 
@@ -63,10 +65,17 @@ class Untranslatable(ValueError):
 # ---------------------------------------------------------------- what DuckDB evaluates as Spark does
 
 
-def unsupported(tree: PlanNode) -> str | None:
+def unsupported(tree: PlanNode, *, carried: Mapping[Comparison, CastPair] | None = None) -> str | None:
     """Why DuckDB might not evaluate the plan ``tree`` exactly as Spark does, or None (failing closed). A View is
     a source as mvsink registers it (its columns cast to the table's types, as the driver reads them too): not
-    looked into; what the query does with its columns is."""
+    looked into; what the query does with its columns is. ``carried``: the comparisons whose decimal casts the
+    DuckDB text carries (:func:`carried_casts`; :func:`duckdb_sql` writes them), their rounding then accepted."""
+    if carried:
+        token = _CARRIED.set(carried)
+        try:
+            return unsupported(tree)
+        finally:
+            _CARRIED.reset(token)
     node = tree
     if node.name == "View":
         return None
@@ -90,6 +99,9 @@ def spark_type(e: PlanExpr) -> str:
         return form(e)
     if name == "ScalarSubquery":
         return _scalar_extreme(e)
+    carried = _CARRIED.get()
+    if carried and name in _COMPARISONS and _comparison(e) in carried:
+        return _carried_comparison(e)
     kids = [spark_type(c) for c in e.children]
     bad = next((k for k in kids if k.startswith("!")), None)
     if bad:
@@ -114,6 +126,135 @@ def spark_type(e: PlanExpr) -> str:
     if name in ("Add", "Subtract", "Multiply", "UnaryMinus"):
         return _arithmetic(e, kids)
     return f"!the expression {name}"
+
+
+# ---------------------------------------------------------------- comparisons at a common decimal type
+
+# A comparison of two columns (or a column and a constant) at the common decimal type Spark's analyser casts both to,
+# where that type rounds one of them (TPC-H Q11's filter: a DECIMAL(36,2) sum against a DECIMAL(38,6) total, compared
+# at DECIMAL(38,4), the total rounded HALF_UP). DuckDB compares at its own common type, exactly, so the DuckDB text
+# must carry Spark's casts: :func:`carried_casts` matches each such comparison of the plan with the one comparison
+# of the query's text over the same names, :func:`duckdb_sql` writes the casts into the text, and
+# :func:`unsupported` accepts the rounding (DuckDB rounds a decimal's scale down HALF_UP too, away from zero;
+# ``tests/spark/test_duckdb_translation.py`` checks it against Spark). Any other shape stays refused.
+Comparison = tuple[str, str, str]  # (Spark's comparison, its left column's name, its right's; casefolded)
+CastPair = tuple[str | None, str | None]  # (the left operand's decimal cast, the right's; None: not cast)
+_COMPARISONS: Final = {
+    "EqualTo": "eq",
+    "EqualNullSafe": "nullsafeeq",
+    "LessThan": "lt",
+    "LessThanOrEqual": "lte",
+    "GreaterThan": "gt",
+    "GreaterThanOrEqual": "gte",
+}
+_CARRIED: contextvars.ContextVar[Mapping[Comparison, CastPair] | None] = contextvars.ContextVar(
+    "mvsink_carried_casts", default=None
+)
+
+
+def _operand(e: PlanExpr) -> tuple[str, str | None] | None:
+    """(the column's name, casefolded; the decimal type Spark casts it to, or None) of a comparison's operand that
+    is a column or a cast of one; else None."""
+    cast = None
+    if e.name == "Cast" and len(e.children) == 1:
+        cast = e.attrs.get("type")
+        e = e.children[0]
+    if e.name != "AttributeReference" or e.ref is None:
+        return None
+    if cast is not None and (not isinstance(cast, str) or _decimal(cast.replace(" ", "")) is None):
+        return None
+    return e.ref[0].casefold(), cast.replace(" ", "") if isinstance(cast, str) else None
+
+
+def _comparison(e: PlanExpr) -> Comparison | None:
+    """The key of a comparison of two columns (each maybe cast), else None."""
+    if e.name not in _COMPARISONS or len(e.children) != 2:
+        return None
+    left, right = (_operand(c) for c in e.children)
+    if left is None or right is None:
+        return None
+    return e.name, left[0], right[0]
+
+
+def _rounds(e: PlanExpr) -> bool:
+    """A cast of a decimal column to a decimal of a lower scale (Spark rounds it HALF_UP)."""
+    if e.name != "Cast" or len(e.children) != 1:
+        return False
+    have, want = (
+        _decimal(str(e.children[0].attrs.get("type", "")).replace(" ", "")),
+        _decimal(str(e.attrs.get("type", "")).replace(" ", "")),
+    )
+    return have is not None and want is not None and want[1] < have[1]
+
+
+def _carried_comparison(e: PlanExpr) -> str:
+    """A comparison :func:`carried_casts` matched: each operand's type, its decimal cast accepted where the integer
+    digits are kept (no overflow; the scale rounded alike in both engines)."""
+    for c in e.children:
+        if c.name != "Cast":
+            got = spark_type(c)
+            if got.startswith("!"):
+                return got
+            continue
+        child = _allowed(c.children[0].attrs.get("type"))
+        have, want = _decimal(child), _decimal(str(c.attrs.get("type", "")).replace(" ", ""))
+        if have is None or want is None:
+            got = spark_type(c)
+            if got.startswith("!"):
+                return got
+        elif want[0] - want[1] < have[0] - have[1]:
+            return f"!a comparison's cast from {child} to {c.attrs.get('type')} that may overflow"
+    return "boolean"
+
+
+def _plan_comparisons(node: PlanNode, found: dict[Comparison, list[tuple[CastPair, bool]]]) -> None:
+    """Every comparison of columns in the operators :func:`unsupported` reads (a View's inside not), by key: its
+    operands' casts, and whether one rounds."""
+    if node.name == "View":
+        return
+    for x in node.all_expressions():
+        key = _comparison(x)
+        if key is not None:
+            left, right = (_operand(c) for c in x.children)
+            pair = (left[1] if left else None, right[1] if right else None)
+            found.setdefault(key, []).append((pair, any(_rounds(c) for c in x.children)))
+    for c in node.children:
+        _plan_comparisons(c, found)
+
+
+def carried_casts(tree: PlanNode, spark_sql: str) -> dict[Comparison, CastPair]:
+    """The comparisons of ``tree`` (Spark's analysed plan of ``spark_sql``) that compare columns at a decimal type
+    rounding one of them, each matched with the one comparison of the same columns in the text, and each operand's
+    cast; empty where there are none or any is not matched one to one (they stay refused)."""
+    import sqlglot
+
+    found: dict[Comparison, list[tuple[CastPair, bool]]] = {}
+    _plan_comparisons(tree, found)
+    rounding = {k: v for k, v in found.items() if any(r for _, r in v)}
+    if not rounding or any(len(v) != 1 for v in rounding.values()):
+        return {}
+    try:
+        text = sqlglot.parse_one(spark_sql, dialect="spark")
+    except (sqlglot.errors.ParseError, sqlglot.errors.TokenError):
+        return {}
+    counts: dict[Comparison, int] = {}
+    for node in text.walk():
+        key = _text_comparison(node)
+        if key is not None:
+            counts[key] = counts.get(key, 0) + 1
+    if not all(counts.get(k) == 1 for k in rounding):
+        return {}
+    return {k: v[0][0] for k, v in rounding.items()}
+
+
+def _text_comparison(node: Any) -> Comparison | None:
+    """The key of a comparison of two columns in sqlglot's tree of the query's text, else None."""
+    from sqlglot import exp
+
+    name = next((k for k, v in _COMPARISONS.items() if node.key == v), None)
+    if name is None or not isinstance(node.this, exp.Column) or not isinstance(node.expression, exp.Column):
+        return None
+    return name, node.this.name.casefold(), node.expression.name.casefold()
 
 
 def _scalar_extreme(e: PlanExpr) -> str:
@@ -432,9 +573,10 @@ def _narrow_cast(e: PlanExpr) -> bool:
 # ---------------------------------------------------------------- the SQL and the data DuckDB reads
 
 
-def duckdb_sql(spark_sql: str) -> str:
+def duckdb_sql(spark_sql: str, *, casts: Mapping[Comparison, CastPair] | None = None) -> str:
     """``spark_sql`` in DuckDB's dialect, or :class:`Untranslatable`. Spark's CAST stays a CAST (an invalid literal
-    fails, as in ANSI Spark). Refused: a backslash anywhere (Spark's string escapes are not DuckDB's), a number
+    fails, as in ANSI Spark). ``casts``: comparisons whose operands get Spark's implicit decimal casts written out
+    (:func:`carried_casts`). Refused: a backslash anywhere (Spark's string escapes are not DuckDB's), a number
     beyond a long (Spark's analyser turns ``i64 < 12345678901234567890`` into ``false``, even where i64 is NULL), a date
     literal or a string cast to a date other than ``'YYYY-MM-DD'`` (the parsers differ beyond it), a LIKE's ``ESCAPE``
     clause (Spark's plan does not carry the escape character that :func:`unsupported` would check)."""
@@ -458,6 +600,12 @@ def duckdb_sql(spark_sql: str) -> str:
             lit = cast.this
             if isinstance(lit, exp.Literal) and lit.is_string and not _iso_date(lit.this):
                 raise Untranslatable(f"the date {lit.this!r}")
+    if casts:
+        for node in list(tree.walk()):
+            pair = casts.get(_text_comparison(node))  # type: ignore[arg-type]
+            for arg, to in zip(("this", "expression"), pair or (), strict=False):
+                if to is not None:
+                    node.set(arg, exp.Cast(this=node.args[arg], to=exp.DataType.build(to.upper(), dialect="duckdb")))
     return tree.sql(dialect="duckdb")
 
 

@@ -243,6 +243,7 @@ def _full_write(view: ViewDefinition, desc: BatchDescription, t0: float) -> Writ
     Spark, as the last Spark refresh of the same definition over the same schemas computed it
     (:func:`mvsink.incremental.driverfacts.remember_full`), where its sources' files and the table's are at most
     :data:`SPARK_FREE_FULL_MAX_BYTES`; or None (the reason logged)."""
+    from mvsink.definitions.intermediate import not_incremental
     from mvsink.incremental.driverfacts import FULL, FullDiffQuery, recall, term_key
     from mvsink.incremental.modes.duckdbdiff import run_full_diff
 
@@ -274,8 +275,9 @@ def _full_write(view: ViewDefinition, desc: BatchDescription, t0: float) -> Writ
         log.info("view %s: the full diff without Spark does not apply: %s", view.name, corr)
         return None
     reason = f"a full diff in DuckDB without Spark: {corr.num_rows} correction(s)"
-    if desc.full_reason:
-        reason = f"{desc.full_reason} ({reason})"
+    why_full = desc.full_reason or (not_incremental(view) if not view.incremental else "")
+    if why_full:
+        reason = f"{why_full} ({reason})"
     return _staged(view, desc, corr, _begun(view, desc, table, mode="full", reason=reason, t0=t0), t0)
 
 

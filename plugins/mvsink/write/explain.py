@@ -17,13 +17,12 @@ from mvsink import settings
 from mvsink.columns import ERROR, is_hidden
 from mvsink.core.commitinfo import REASON_HINTS
 from mvsink.core.table import ViewTable, open_readable
-from mvsink.definitions.intermediate import intermediate_split
+from mvsink.definitions.intermediate import NOT_INCREMENTAL, intermediate_split
 from mvsink.exceptions import SourceError
 from mvsink.incremental.aggplan import StatePlan, state_plan
 from mvsink.incremental.costguard import PARTITIONED, change_estimates
 from mvsink.incremental.duckdbterms import DRIVER_SCAN_FACTOR
 from mvsink.incremental.modes.base import Change, NotApplicable, PlanFacts, RefreshMode
-from mvsink.incremental.modes.full import NOT_INCREMENTAL
 from mvsink.incremental.modes.linear import Linear
 from mvsink.incremental.modes.registry import REFRESH_MODES, choose
 from mvsink.incremental.modes.topk import TopK

@@ -44,6 +44,7 @@ if TYPE_CHECKING:
 
     from mvsink.core.batch import BatchDescription
     from mvsink.core.table import ViewTable
+    from mvsink.engines.duckdbsql import CastPair, Comparison
     from mvsink.incremental.aggplan import StatePlan
     from mvsink.incremental.driverfacts import FullDiffQuery
     from mvsink.incremental.modes.base import PlanFacts, WriteInputs
@@ -79,7 +80,7 @@ def duckdb_full_diff(plan: PlanFacts, inputs: WriteInputs, *, first_build: bool 
     if isinstance(got, str):
         return got
     try:
-        return _compute(plan, inputs, got[0], with_state=got[1], top=got[2], first_build=first_build)
+        return _compute(plan, inputs, got[0], with_state=got[1], top=got[2], casts=got[3], first_build=first_build)
     except Exception as exc:  # noqa: BLE001 (any failure here: Spark's full diff gives the answer, or its error)
         first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
         return f"DuckDB failed ({type(exc).__name__}: {first})"
@@ -102,11 +103,14 @@ class _TopK:
     inner: str
 
 
-def _aggregate_or_refusal(plan: PlanFacts, inputs: WriteInputs) -> str | tuple[StatePlan | None, bool, _TopK | None]:
+def _aggregate_or_refusal(
+    plan: PlanFacts, inputs: WriteInputs
+) -> str | tuple[StatePlan | None, bool, _TopK | None, dict[Comparison, CastPair]]:
     """:func:`full_diff_refused`'s reason, or what DuckDB computes: the view's aggregate (its state plan; None for a
     select-project-join view), whether the table keeps its state (hidden columns) or its visible columns only
-    (a table created without state: ``incremental: false``), and a top-k view's order and limit."""
-    from mvsink.engines.duckdbsql import unsupported
+    (a table created without state: ``incremental: false``), a top-k view's order and limit, and the comparisons
+    whose decimal casts the DuckDB text carries (:func:`mvsink.engines.duckdbsql.carried_casts`)."""
+    from mvsink.engines.duckdbsql import carried_casts, unsupported
 
     why = _view_refusal(plan, inputs)
     if why:
@@ -129,12 +133,19 @@ def _aggregate_or_refusal(plan: PlanFacts, inputs: WriteInputs) -> str | tuple[S
         tree = _inner_tree(plan, top)
         if isinstance(tree, str):
             return tree
-    got = unsupported(tree)
+    carried = carried_casts(tree, _text(inputs, st, top))
+    got = unsupported(tree, carried=carried)
     if got == "the operator Aggregate" and no_state:
         return f"the view's aggregate keeps no state DuckDB computes ({no_state})"
     if got:
         return f"DuckDB might not evaluate {got} as Spark does"
-    return st, plan.state is not None, top
+    return st, plan.state is not None, top, carried
+
+
+def _text(inputs: WriteInputs, st: StatePlan | None, top: _TopK | None) -> str:
+    """The Spark SQL DuckDB evaluates: an aggregate's input query, a top-k's query without its ORDER BY and LIMIT,
+    or the view's query."""
+    return st.queries.input_query if st is not None else top.inner if top is not None else inputs.view.query
 
 
 def _view_refusal(plan: PlanFacts, inputs: WriteInputs) -> str | None:
@@ -238,6 +249,7 @@ def _compute(
     *,
     with_state: bool,
     top: _TopK | None,
+    casts: dict[Comparison, CastPair],
     first_build: bool,
 ) -> pa.Table | str:
     """:func:`duckdb_full_diff` once refusals from the plan are ruled out: the query and the sources' reads taken
@@ -249,9 +261,9 @@ def _compute(
     from mvsink.spark.sources import arrow_table_schema
 
     spark, view, desc = inputs.spark, inputs.view, inputs.desc
-    text = st.queries.input_query if st is not None else top.inner if top is not None else view.query
+    text = _text(inputs, st, top)
     try:
-        query = duckdb_sql(text)
+        query = duckdb_sql(text, casts=casts)
     except Untranslatable as exc:
         return f"the query does not translate to DuckDB exactly ({exc})"
     if st is not None:  # an aggregate's rows (and its state where the table keeps it), grouped by DuckDB

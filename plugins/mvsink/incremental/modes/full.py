@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Final
 from mvsink.columns import DIFF, ERROR, TIME
 from mvsink.core.checks import add_counts
 from mvsink.core.deltalog import record_full_diff_reads
+from mvsink.definitions.intermediate import not_incremental
 from mvsink.engines.arrow import full_diff
 from mvsink.incremental.driverfacts import remember, remember_linear
 from mvsink.incremental.linear import changed_sources, source_check
@@ -40,17 +41,13 @@ if TYPE_CHECKING:
 
     from mvsink.core.batch import WriteMode
     from mvsink.core.table import ViewTable
-    from mvsink.definitions.view import ViewDefinition
     from mvsink.settings import Setting
 
 log = logging.getLogger(__name__)
 
 NO_EARLIER = "no earlier refresh of this definition to start from"
-NOT_INCREMENTAL = "incremental: false in the view file"
 NO_CHECK_COUNTS = "the last refresh recorded no check counts to start from"
 FIRST_BUILD = "a first build: the table holds nothing yet, the query's rows written as they are"
-# (a HAVING over scalar subqueries refreshed through intermediate tables: its filter over them is always recomputed)
-FILTER_RECOMPUTED = "the HAVING's filter over its intermediate tables is recomputed"
 
 
 class FullDiff:
@@ -104,17 +101,6 @@ def unusable(reason: str) -> Change:
     return Change((), NotApplicable(reason, "change"))
 
 
-def _not_incremental(view: ViewDefinition) -> str:
-    """Why a view that is not incremental takes the full diff: the view file says so, or it is the filter of a
-    HAVING over its intermediate tables (:func:`mvsink.definitions.intermediate.split_having`)."""
-    from mvsink.definitions.intermediate import INNER_SUFFIX
-
-    inner = f"{view.name}{INNER_SUFFIX}"
-    if view.sources and all(s.kind == "view" and (s.view or "").startswith(inner) for s in view.sources):
-        return FILTER_RECOMPUTED
-    return NOT_INCREMENTAL
-
-
 def refresh_change(inputs: WriteInputs) -> Change:
     """The change this refresh applies (its changed sources), or — the full diff's own decision — why no
     incremental mode may try it (``refusal``, of kind ``change``).
@@ -125,7 +111,7 @@ def refresh_change(inputs: WriteInputs) -> Change:
     if not table.exists:
         return unusable(desc.full_reason or NO_EARLIER)
     if base is None:
-        return unusable(_not_incremental(view) if not view.incremental else desc.full_reason or NO_EARLIER)
+        return unusable(not_incremental(view) if not view.incremental else desc.full_reason or NO_EARLIER)
     if table.frontier.version != desc.table_version:
         return unusable(f"the table moved from version {desc.table_version} to {table.frontier.version} after mint")
     zero = {c.name: {"action": c.action, "rows": 0} for c in view.checks}
