@@ -50,6 +50,7 @@ from mvsink.variables import (  # noqa: F401 (the variables are the settings' to
     INCREMENTAL_PRUNE_MIN_BYTES,
     INCREMENTAL_TOPK,
     INTERMEDIATE,
+    INTERMEDIATE_CORRELATED,
     INTERMEDIATE_HAVING,
     MAX_RESCHEDULES,
     NOT_VARIABLES,
@@ -225,6 +226,12 @@ def intermediate_having() -> bool:
     """``MVSINK_INTERMEDIATE_HAVING``: may a HAVING over scalar subqueries be refreshed through intermediate tables
     (default false; :func:`mvsink.definitions.intermediate.split_having`)?"""
     return _flag(INTERMEDIATE_HAVING, False)
+
+
+def intermediate_correlated() -> bool:
+    """``MVSINK_INTERMEDIATE_CORRELATED``: may a correlated scalar subquery of a WHERE be refreshed through an
+    intermediate table (default true; :func:`mvsink.definitions.correlated.split_correlated`)?"""
+    return _flag(INTERMEDIATE_CORRELATED, True)
 
 
 def incremental_driver_terms() -> bool:
@@ -423,6 +430,7 @@ ACCESSORS: dict[str, Callable[[], object]] = {
     INCREMENTAL_TOPK.name: incremental_topk,
     INTERMEDIATE.name: intermediate,
     INTERMEDIATE_HAVING.name: intermediate_having,
+    INTERMEDIATE_CORRELATED.name: intermediate_correlated,
     INCREMENTAL_PARTITIONED.name: incremental_partitioned,
     INCREMENTAL_DRIVER_TERMS.name: incremental_driver_terms,
     DUCKDB_FULL_DIFF.name: duckdb_full_diff,

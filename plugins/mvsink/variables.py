@@ -153,6 +153,13 @@ INTERMEDIATE_HAVING = Setting(
     "default): as one query. Off by default: at TPC-H SF 1 the filter's full diff runs on Spark (DuckDB compares "
     "decimals at another scale than Spark), and Q11's refresh took longer than its full diff",
 )
+INTERMEDIATE_CORRELATED = Setting(
+    "MVSINK_INTERMEDIATE_CORRELATED",
+    "true",
+    "false (0, no, off) refreshes a query whose WHERE compares with a correlated scalar subquery (TPC-H Q2: the "
+    "least cost of the part) as one query, where by default the subquery grouped by its correlation key is kept "
+    "in an intermediate table (<target>/_mv_inner), refreshed first from its state, and the view joins it",
+)
 INCREMENTAL_PARTITIONED = Setting(
     "MVSINK_INCREMENTAL_PARTITIONED",
     "true",
@@ -266,6 +273,7 @@ REGISTRY: tuple[Setting, ...] = (
     INCREMENTAL_TOPK,
     INTERMEDIATE,
     INTERMEDIATE_HAVING,
+    INTERMEDIATE_CORRELATED,
     INCREMENTAL_PARTITIONED,
 )
 

@@ -34,6 +34,7 @@ CASES = {
     "MVSINK_INCREMENTAL_TOPK": (settings.incremental_topk, True, "off", False, ["maybe", "2"]),
     "MVSINK_INTERMEDIATE": (settings.intermediate, True, "off", False, ["maybe", "2"]),
     "MVSINK_INTERMEDIATE_HAVING": (settings.intermediate_having, False, "on", True, ["maybe", "2"]),
+    "MVSINK_INTERMEDIATE_CORRELATED": (settings.intermediate_correlated, True, "off", False, ["maybe", "2"]),
     "MVSINK_INCREMENTAL_PARTITIONED": (settings.incremental_partitioned, True, "no", False, ["perhaps"]),
     "MVSINK_INCREMENTAL_DRIVER_TERMS": (settings.incremental_driver_terms, True, "off", False, ["maybe", "2"]),
     "MVSINK_DUCKDB_FULL_DIFF": (settings.duckdb_full_diff, True, "off", False, ["maybe", "2"]),

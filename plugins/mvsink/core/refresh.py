@@ -11,6 +11,7 @@ from mvsink.core.append import RefreshResult, append
 from mvsink.core.batch import BatchDescription, NothingToDo, WriteReport
 from mvsink.core.deltalog import snapshot_cache
 from mvsink.core.mint import mint
+from mvsink.core.sourceschema import source_columns
 from mvsink.definitions.catalog import Catalog
 from mvsink.definitions.intermediate import CTE, HAVING, OUTER_FULL_MAX_BYTES, TOPK, intermediate_split
 from mvsink.definitions.view import ViewDefinition
@@ -34,7 +35,7 @@ def run_refresh(
     ``write`` computes and stages the corrections of a batch (see :mod:`mvsink.write.runners`);
     it is not called when mint finds nothing to do or knows the corrections are empty.
     """
-    split = None if dry_run else intermediate_split(view)
+    split = None if dry_run else intermediate_split(view, columns_of=source_columns)
     if split is None:
         with snapshot_cache():  # each table version mint, write and append read is opened once
             return _run_refresh(view, refresh_time, write=write, catalog=catalog, dry_run=dry_run, run_id=run_id)

@@ -39,11 +39,13 @@ from __future__ import annotations
 
 import dataclasses
 import re
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Final, Protocol
 
 from mvsink import settings
 from mvsink.definitions.catalog import Catalog
+from mvsink.definitions.correlated import has_correlated_shape, split_correlated
 from mvsink.definitions.having import HavingSplit
 from mvsink.definitions.having import split_having as _split_having
 from mvsink.definitions.querytext import limit_of, order_by, output_names, table_reads
@@ -78,6 +80,9 @@ FILTER_RECOMPUTED: Final = "the HAVING's filter over its intermediate tables is 
 TOPK: Final = "topk"  # a top-k over an aggregate: the outer view is the top k of the intermediate's rows
 CTE: Final = "cte"  # an aggregate in a WITH clause: the outer view is the query's body over the intermediate
 HAVING: Final = "having"  # a HAVING over scalar subqueries: the groups, each subquery's one row, the filter over them
+CORRELATED: Final = "correlated"  # a correlated scalar subquery: its value per correlation key, the query joining it
+# The sources' columns and their Spark types by casefolded names (mvsink.core.sourceschema.source_columns), or None
+ColumnsOf = Callable[[ViewDefinition], "Mapping[str, Mapping[str, str]] | None"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -101,6 +106,8 @@ class IntermediateSplit:
         """What the outer view is, in words (explain and logs)."""
         if self.kind == CTE:
             return "the query's body over it (a full diff over the intermediate's rows where no mode applies)"
+        if self.kind == CORRELATED:
+            return "the query joining it on the correlation key, over its other sources"
         if self.kind == HAVING:
             return (
                 f"the HAVING's filter of its groups, each scalar subquery read from an intermediate table of one row "
@@ -138,9 +145,11 @@ def inner_name(view: str, number: int = 1) -> str:
     return f"{view}{INNER_SUFFIX}{number if number > 1 else ''}"
 
 
-def intermediate_split(view: ViewDefinition) -> IntermediateSplit | None:
+def intermediate_split(view: ViewDefinition, *, columns_of: ColumnsOf | None = None) -> IntermediateSplit | None:
     """The view as an intermediate aggregate and a top-k over it, or as an aggregate of a WITH clause and the
-    query's body over it (the module's docstring), or None."""
+    query's body over it, or as a HAVING's groups and subqueries and the filter over them, or as a correlated
+    subquery's values per key and the query joining them (the module's docstring), or None. ``columns_of``: the
+    sources' columns (:func:`mvsink.core.sourceschema.source_columns`; without it, no correlated split)."""
     if not settings.intermediate() or not view.incremental or view.checks:
         return None
     name = inner_name(view.name)
@@ -158,7 +167,10 @@ def intermediate_split(view: ViewDefinition) -> IntermediateSplit | None:
         return IntermediateSplit(inner=inner, outer=outer, kind=TOPK)
     cte = split_cte(view.query, sources=[s.name for s in view.sources]) if _starts_with_with(view.query) else None
     if cte is None:
-        return _having_split(view) if settings.intermediate_having() and _has_having(view.query) else None
+        having = _having_split(view) if settings.intermediate_having() and _has_having(view.query) else None
+        if having is not None or columns_of is None or not settings.intermediate_correlated():
+            return having
+        return _correlated_split(view, columns_of) if has_correlated_shape(view.query) else None
     inner = _inner_view(view, cte.inner, tuple(s for s in view.sources if s.name.casefold() in cte.inner_reads))
     outer = dataclasses.replace(
         view,
@@ -223,6 +235,30 @@ def _having_split(view: ViewDefinition) -> IntermediateSplit | None:
         incremental=False,
     )
     return IntermediateSplit(inner=inner, outer=outer, kind=HAVING, more=more)
+
+
+def _correlated_split(view: ViewDefinition, columns_of: ColumnsOf) -> IntermediateSplit | None:
+    """``view`` as its correlated subquery's values per correlation key and the query joining them
+    (:func:`mvsink.definitions.correlated.split_correlated`)."""
+    columns = columns_of(view)
+    if columns is None:
+        return None
+    name = inner_name(view.name)
+    got = split_correlated(view.query, columns=columns, intermediate=name)
+    if got is None:
+        return None
+
+    def reading(reads: frozenset[str]) -> tuple[Source, ...]:
+        return tuple(s for s in view.sources if s.name.casefold() in reads)
+
+    inner = dataclasses.replace(
+        _inner_view(view, got.inner, reading(got.inner_reads)),
+        description=f"the intermediate table of view {view.name} (its subquery's value per correlation key)",
+    )
+    outer = dataclasses.replace(
+        view, query=got.outer, sources=(*reading(got.outer_reads), Source(name=name, kind="view", view=name))
+    )
+    return IntermediateSplit(inner=inner, outer=outer, kind=CORRELATED)
 
 
 def _inner_view(view: ViewDefinition, query: str, sources: tuple[Source, ...], *, number: int = 1) -> ViewDefinition:
@@ -344,10 +380,10 @@ def _cte_texts(query: str) -> tuple[str, str, str] | None:
     return toks[1].text.strip("`"), inner, outer
 
 
-def described_view(view: ViewDefinition, desc: Described) -> ViewDefinition:
+def described_view(view: ViewDefinition, desc: Described, *, columns_of: ColumnsOf | None = None) -> ViewDefinition:
     """The definition a batch of ``view``'s refresh was minted for: ``view``, or its intermediate or outer view
     (a write step in another process, given the view's file, finds the one its batch description names)."""
-    split = intermediate_split(view)
+    split = intermediate_split(view, columns_of=columns_of)
     if split is not None:
         for inner in split.inners:
             if desc.view == inner.name:

@@ -49,6 +49,7 @@ from mvsink.core import storage
 from mvsink.core.commitinfo import CommitInfo
 from mvsink.core.failpoints import failpoint
 from mvsink.core.frontier import Frontier
+from mvsink.core.sourceschema import source_columns
 from mvsink.core.staging import collect_garbage
 from mvsink.core.table import ViewTable
 from mvsink.definitions.catalog import Catalog
@@ -300,7 +301,7 @@ def compact(
     """
     run_id = run_id or f"compact-{uuid.uuid4().hex[:12]}"
     res = _compact(view, catalog=catalog, since=since, if_due=if_due, run_id=run_id, attempts=attempts)
-    split = intermediate_split(view)
+    split = intermediate_split(view, columns_of=source_columns)
     # its intermediate tables too, each by its own retain_history, held by the view's upper
     for part in split.inners if split is not None else ():
         inner = _compact(

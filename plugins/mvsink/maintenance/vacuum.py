@@ -7,6 +7,7 @@ import logging
 from typing import Any
 
 from mvsink.core import storage
+from mvsink.core.sourceschema import source_columns
 from mvsink.core.table import ViewTable
 from mvsink.definitions.intermediate import intermediate_split
 from mvsink.definitions.view import ViewDefinition
@@ -49,7 +50,7 @@ def vacuum(
     intermediate table (:mod:`mvsink.definitions.intermediate`) has that table vacuumed too, alike.
     """
     res = _vacuum(view, retention_hours=retention_hours, dry_run=dry_run, enforce_retention=enforce_retention)
-    split = intermediate_split(view)
+    split = intermediate_split(view, columns_of=source_columns)
     for part in split.inners if split is not None else ():
         if ViewTable.open(part, check=False).exists:
             inner = _vacuum(part, retention_hours=retention_hours, dry_run=dry_run, enforce_retention=enforce_retention)

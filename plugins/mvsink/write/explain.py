@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 from mvsink import settings
 from mvsink.columns import ERROR, is_hidden
 from mvsink.core.commitinfo import REASON_HINTS
+from mvsink.core.sourceschema import source_columns
 from mvsink.core.table import ViewTable, open_readable
 from mvsink.definitions.intermediate import NOT_INCREMENTAL, intermediate_split
 from mvsink.exceptions import SourceError
@@ -143,7 +144,7 @@ def explain_view(view: ViewDefinition, *, catalog: Catalog, spark: SparkSession)
     """Explain ``view`` (see the module docstring) on ``spark``, which gets each source as a temp view. A top-k over
     an aggregate refreshed through an intermediate table (:mod:`mvsink.definitions.intermediate`) is explained by
     that table's modes, as is an aggregate in a WITH clause."""
-    split = intermediate_split(view)
+    split = intermediate_split(view, columns_of=source_columns)
     if split is not None:
         inner = explain_view(split.inner, catalog=catalog, spark=spark)
         return dataclasses.replace(

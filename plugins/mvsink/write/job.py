@@ -24,6 +24,7 @@ from mvsink.core.costrecord import commit_cost, noting
 from mvsink.core.deltalog import current_reads, read_log, snapshot_cache
 from mvsink.core.failpoints import failpoint
 from mvsink.core.schema import encode_schema
+from mvsink.core.sourceschema import source_columns
 from mvsink.core.sparklocation import spark_uri
 from mvsink.core.staging import Staging
 from mvsink.core.table import ViewTable, no_table
@@ -366,7 +367,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         text = Path(args.description[1:]).read_text() if args.description.startswith("@") else args.description
         desc = BatchDescription.from_json(text)
-        view = described_view(load_view_file(args.view_file), desc)
+        view = described_view(load_view_file(args.view_file), desc, columns_of=source_columns)
         from pyspark.sql import SparkSession
 
         spark = SparkSession.builder.appName(f"mvsink-write-{view.name}").getOrCreate()
