@@ -224,14 +224,14 @@ def intermediate() -> bool:
 
 def intermediate_having() -> bool:
     """``MVSINK_INTERMEDIATE_HAVING``: may a HAVING over scalar subqueries be refreshed through intermediate tables
-    (default false; :func:`mvsink.definitions.intermediate.split_having`)?"""
-    return _flag(INTERMEDIATE_HAVING, False)
+    (default true; :func:`mvsink.definitions.intermediate.split_having`)?"""
+    return _flag(INTERMEDIATE_HAVING, True)
 
 
 def intermediate_correlated() -> bool:
     """``MVSINK_INTERMEDIATE_CORRELATED``: may a correlated scalar subquery of a WHERE be refreshed through an
-    intermediate table (default true; :func:`mvsink.definitions.correlated.split_correlated`)?"""
-    return _flag(INTERMEDIATE_CORRELATED, True)
+    intermediate table (default false; :func:`mvsink.definitions.correlated.split_correlated`)?"""
+    return _flag(INTERMEDIATE_CORRELATED, False)
 
 
 def incremental_driver_terms() -> bool:
