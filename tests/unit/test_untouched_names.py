@@ -25,6 +25,21 @@ def test_a_star_names_every_column() -> None:
     assert "*" in (read_names("SELECT t.*, count(*) AS n FROM t GROUP BY a") or set())
 
 
+def test_an_exists_star_reads_no_column() -> None:
+    """EXISTS (SELECT * ...) asks whether a row is found (TPC-H Q21 on a supplier price update: nothing to write);
+    a star anywhere else still names every column."""
+    q = (
+        "SELECT s_name, count(*) AS n FROM supplier, lineitem l1 WHERE s_suppkey = l1.l_suppkey "
+        "AND EXISTS (SELECT * FROM lineitem l2 WHERE l2.l_orderkey = l1.l_orderkey) "
+        "AND NOT EXISTS (SELECT * FROM lineitem l3 WHERE l3.l_orderkey = l1.l_orderkey) GROUP BY s_name"
+    )
+    got = read_names(q)
+    assert got is not None and "*" not in got and "s_acctbal" not in got
+    assert "*" in (read_names("SELECT a FROM t WHERE a IN (SELECT * FROM u)") or set())
+    assert "*" in (read_names("SELECT * FROM t WHERE EXISTS (SELECT * FROM u WHERE u.a = t.a)") or set())
+    assert "*" in (read_names("SELECT a FROM t WHERE EXISTS (SELECT x FROM (SELECT * FROM u) v)") or set())
+
+
 def test_count_star_reads_no_column() -> None:
     """count(*) counts rows: an update of columns the query names nowhere leaves it as it was (a delete or an insert
     changes the named columns' rows, so it is still seen)."""

@@ -8,7 +8,8 @@ to nothing (an update of a price no view column uses: TPC-H Q16 when ``p_retailp
 Failing closed (None: the refresh goes on as before):
 
 - the columns a query names are every identifier its SQL holds (a superset: names of tables, aliases and columns
-  alike); a ``*`` makes them all of the source's columns; an unknown function (a UDF: its result may be anything),
+  alike); a ``*`` makes them all of the source's columns (not ``count(*)``'s, nor an ``EXISTS (SELECT * ...)``'s:
+  a count of rows and whether a row is found read no column's value); an unknown function (a UDF: its result may be anything),
   a table sample or a file metadata column (``input_file_name()``, ``_metadata``) refuses;
 - change sets must be plain Parquet (no deletion vectors) of at most :data:`MAX_CHANGE_BYTES` of files (whatever
   their share of the source: only the named columns are read), the source's files plain
@@ -23,7 +24,7 @@ from __future__ import annotations
 import functools
 import logging
 import math
-from typing import TYPE_CHECKING, Final
+from typing import TYPE_CHECKING, Any, Final
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -60,7 +61,8 @@ def read_names(query: str) -> frozenset[str] | None:
         if isinstance(node, (exp.Anonymous, exp.TableSample)):
             return None
         if isinstance(node, exp.Star):
-            if not isinstance(node.parent, exp.Count):  # (count(*) counts rows: it reads no column's value)
+            # (count(*) counts rows, and EXISTS (SELECT * ...) asks for one: neither reads a column's value)
+            if not isinstance(node.parent, exp.Count) and not _exists_list(node):
                 names.add("*")
         elif isinstance(node, exp.Identifier):
             names.add(str(node.this).casefold())
@@ -69,6 +71,15 @@ def read_names(query: str) -> frozenset[str] | None:
     if names & _REFUSED_NAMES:
         return None
     return frozenset(names)
+
+
+def _exists_list(star: Any) -> bool:
+    """Is ``star`` an item of the select list of an ``EXISTS`` subquery (``EXISTS (SELECT * FROM ...)``, TPC-H Q4,
+    Q21, Q22), whose value is whether a row is found, whatever its columns hold?"""
+    from sqlglot import exp
+
+    select = star.parent
+    return isinstance(select, exp.Select) and star.arg_key == "expressions" and isinstance(select.parent, exp.Exists)
 
 
 def untouched_change(view: ViewDefinition, desc: BatchDescription) -> str | None:
