@@ -14,7 +14,7 @@ from mvsink.core.sourceschema import source_columns
 from mvsink.definitions.catalog import Catalog
 from mvsink.definitions.intermediate import INNER_FOLDER, intermediate_split
 from mvsink.write.runners import refresh
-from tests.spark.test_intermediate import _refreshed_exactly
+from tests.spark.test_intermediate import _refreshed_exactly, _views_over_sources
 from tests.support import aggdata
 from tests.support.aggdata import appends
 from tests.support.delta import BASE
@@ -47,18 +47,9 @@ INNER_MODES = {"incremental:aggregate", "incremental:groups", "incremental:parti
 @pytest.mark.parametrize("seed", [3, 19])
 def test_a_correlated_scalar_subquery_refreshes_through_its_intermediate(spark, env, monkeypatch, seed):
     monkeypatch.setenv("MVSINK_INTERMEDIATE_CORRELATED", "true")  # (off by default: slower at TPC-H SF 1)
-    monkeypatch.setenv("MVSINK_INCREMENTAL_MAX_SCAN_RATIO", "1000")
-    monkeypatch.setenv("MVSINK_INCREMENTAL_MAX_FRACTION", "100")
-    data, views = env
-    rng = random.Random(seed)
-    orders, customers = aggdata.write_sources(data, rng, 40)
-    srcs = {"orders": orders, "customers": customers}
-    for name, (q, key) in VIEWS.items():
-        sources = {s: s for s in srcs if s in q}
-        write_view(
-            views, name, query=q, sources=sources, target=f"views/{name}", as_of=BASE, **({"key": key} if key else {})
-        )
-    catalog = Catalog(views)
+    queries = {n: q for n, (q, _) in VIEWS.items()}
+    keys = {n: k for n, (_, k) in VIEWS.items() if k}
+    data, catalog, srcs, rng = _views_over_sources(env, monkeypatch, seed, queries, keys)
     for name in VIEWS:
         view = catalog.get(name)
         assert intermediate_split(view) is None  # (without the sources' columns: no correlated split)

@@ -137,9 +137,12 @@ def test_randomized_histories_match_spark_and_the_oracle(spark, env, monkeypatch
 
 # name: (query, the view's modes besides the intermediate's). An aggregate in a WITH clause: the CTE is the
 # intermediate, the query's body the view over it.
-def _views_over_sources(env, monkeypatch, seed: int, queries: dict[str, str], **options: Any):
-    """The randomized sources (40 orders, the customers) and a view per query over the sources it names, the scan
-    guards opened: (the data folder, the catalog, {source: path}, the history's random generator)."""
+def _views_over_sources(
+    env, monkeypatch, seed: int, queries: dict[str, str], keys: dict[str, list[str]] | None = None, **options: Any
+):
+    """The randomized sources (40 orders, the customers) and a view per query over the sources it names (``keys``: a
+    view's declared key), the scan guards opened: (the data folder, the catalog, {source: path}, the history's random
+    generator)."""
     monkeypatch.setenv("MVSINK_INCREMENTAL_MAX_SCAN_RATIO", "1000")
     monkeypatch.setenv("MVSINK_INCREMENTAL_MAX_FRACTION", "100")
     data, views = env
@@ -148,7 +151,8 @@ def _views_over_sources(env, monkeypatch, seed: int, queries: dict[str, str], **
     srcs = {"orders": orders, "customers": customers}
     for name, q in queries.items():
         sources = {s: s for s in srcs if s in q}
-        write_view(views, name, query=q, sources=sources, target=f"views/{name}", as_of=BASE, **options)
+        key = {"key": (keys or {})[name]} if name in (keys or {}) else {}
+        write_view(views, name, query=q, sources=sources, target=f"views/{name}", as_of=BASE, **key, **options)
     return data, Catalog(views), srcs, rng
 
 
