@@ -1,6 +1,6 @@
 """Comparisons Spark makes at a decimal type that rounds one side (TPC-H Q11's HAVING over its intermediate tables:
 a DECIMAL(36,2) sum against a DECIMAL(38,6) total, compared at DECIMAL(38,4)), evaluated by DuckDB with Spark's
-casts carried into its text (:func:`mvsink.engines.duckdbsql.carried_casts`), against Spark itself: every row of
+casts carried into its text (:func:`mvsink.engines.duckdbtext.carried_casts`), against Spark itself: every row of
 every comparison, in both orders, as values and as filters, over values at the rounding's edges (halves, negative
 halves, values equal only once rounded, NULLs) and random ones."""
 
@@ -14,7 +14,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from mvsink.engines.duckdbsql import carried_casts, duckdb_schema, duckdb_sql, unsupported
+from mvsink.engines.duckdbsql import unsupported
+from mvsink.engines.duckdbtext import carried_casts, duckdb_schema, duckdb_sql
 from mvsink.plan.read import tree_of_dataframe
 
 pytestmark = pytest.mark.spark

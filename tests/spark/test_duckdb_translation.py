@@ -28,7 +28,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from mvsink.engines.duckdbsql import Untranslatable, as_spark_types, duckdb_schema
+from mvsink.engines.duckdbsql import Untranslatable
+from mvsink.engines.duckdbtext import as_spark_types, duckdb_schema
 from mvsink.incremental.duckdbterms import _duckdb_sql, unsupported
 from mvsink.plan.tree import PlanNode
 

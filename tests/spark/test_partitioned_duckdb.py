@@ -13,7 +13,8 @@ import pytest
 
 from mvsink.definitions.catalog import Catalog
 from mvsink.engines.duckdbforms import unsupported_extended
-from mvsink.engines.duckdbsql import duckdb_sql, unsupported
+from mvsink.engines.duckdbsql import unsupported
+from mvsink.engines.duckdbtext import duckdb_sql
 from mvsink.plan.read import plan_tree
 from mvsink.readers.arrow import read_view
 from mvsink.write.runners import refresh

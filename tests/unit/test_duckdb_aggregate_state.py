@@ -15,7 +15,7 @@ import duckdb
 import pyarrow as pa
 import pytest
 
-from mvsink.engines.duckdbsql import duckdb_sql
+from mvsink.engines.duckdbtext import duckdb_sql
 from mvsink.incremental.duckdbagg import aggregate_refused, state_sql
 from mvsink.incremental.statequeries import MULTIPLICITY_CAP, StateQueries, decimal_average, state_queries
 

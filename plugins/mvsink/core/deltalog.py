@@ -10,8 +10,8 @@ in-commit timestamps), else the commit files' modification times: on local disk 
 mtime (what :func:`set_commit_time` sets), on object storage the store's last-modified time.
 Local paths are read with ``os``; any other location through :mod:`mvsink.core.storage`.
 
-Per write step (:func:`snapshot_cache`, :func:`read_log`): each table version opened once, and what the step
-read of each source (bytes and files, estimated from the log's sizes: :func:`record`).
+Per write step (:func:`snapshot_cache`): each table version opened once (what the step read of each source:
+:mod:`mvsink.core.readlog`).
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ import datetime
 import json
 import logging
 import os
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final, TypeVar
 from urllib.parse import unquote
@@ -35,7 +35,6 @@ from mvsink.location import Location, Where, parse
 if TYPE_CHECKING:
     import pyarrow as pa
 
-    from mvsink.core.batch import SourceRead
 
 CHANGE_TYPE: Final = "_change_type"  # the change data feed's column in its files
 # A change data feed row's ``_change_type``: the row inserted, or deleted (the feed's readers all use these).
@@ -545,67 +544,3 @@ def snapshot_files(path: Where, version: int) -> list[ChangeFile] | None:
 def active_bytes(path: Where, version: int) -> int:
     """Total size of the table's active files at ``version`` (from delta-rs's add actions)."""
     return sum(_add_action_sizes(path, version).values())
-
-
-# ---------------------------------------------------------------- what a write step read (estimated from the log)
-
-
-@dataclasses.dataclass
-class ReadLog:
-    """Bytes and files read per source over one write step (estimated from the Delta log's statistics)."""
-
-    sources: dict[str, dict[str, int]] = dataclasses.field(default_factory=dict)
-
-    def add(self, source: str, *, bytes_read: int, files: int) -> None:
-        got = self.sources.setdefault(source, {"bytes": 0, "files": 0})
-        got["bytes"] += int(bytes_read)
-        got["files"] += int(files)
-
-
-_READS: contextvars.ContextVar[ReadLog | None] = contextvars.ContextVar("mvsink_reads", default=None)
-
-
-@contextlib.contextmanager
-def read_log() -> Iterator[ReadLog]:
-    """Collect what the write step reads (:func:`record`) into the yielded log."""
-    got = ReadLog()
-    token = _READS.set(got)
-    try:
-        yield got
-    finally:
-        _READS.reset(token)
-
-
-def current_reads() -> ReadLog | None:
-    """The log :func:`read_log` opened (None outside one)."""
-    return _READS.get()
-
-
-def record(source: str, *, bytes_read: int, files: int) -> None:
-    log_ = _READS.get()
-    if log_ is not None:
-        log_.add(source, bytes_read=bytes_read, files=files)
-
-
-def record_full_diff_reads(sources: Sequence[SourceRead], target: Where, version: int) -> None:
-    """A full diff's reads: each table source whole and the view's table at ``version`` (``_table``; none below 0),
-    in place of what was recorded before; a view source's rows are its upstream's, not counted."""
-    got = _READS.get()
-    if got is None:
-        return
-    got.sources.clear()
-    for s in sources:
-        if s.kind != "view":
-            record_whole(s.name, s.path, s.version)
-    files = file_statistics(target, version, "") if version >= 0 else None
-    if files is not None:
-        got.add("_table", bytes_read=sum(f.size for f in files), files=len(files))
-
-
-def record_whole(source: str, path: Where, version: int) -> None:
-    """Source ``source`` (the table at ``path``) read whole at ``version``."""
-    stats = file_statistics(path, version, "")
-    if stats is None:
-        record(source, bytes_read=active_bytes(path, version), files=0)
-    else:
-        record(source, bytes_read=sum(f.size for f in stats), files=len(stats))

@@ -346,7 +346,8 @@ def _derive(
     """The facts, from Spark's analysis (the sources registered at ``ci.desc``'s versions): ``query`` is what the
     change terms evaluate (an aggregate's input, or a linear view's query), ``signed`` its signed SQL per set of
     changed sources, ``tree`` its plan."""
-    from mvsink.engines.duckdbsql import Untranslatable, duckdb_schema, duckdb_sql
+    from mvsink.engines.duckdbsql import Untranslatable
+    from mvsink.engines.duckdbtext import duckdb_schema, duckdb_sql
     from mvsink.incremental.duckdbterms import referenced_columns
     from mvsink.incremental.telescope import MAX_NEW_ONLY
     from mvsink.plan.joinkeys import join_edges

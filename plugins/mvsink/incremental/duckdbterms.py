@@ -16,7 +16,7 @@ TPC-H Q3/Q5), where DuckDB evaluates the same terms over the same files in ~0.2 
 
 each term's signed input query (the view's dialect, transpiled by sqlglot) runs in DuckDB over Arrow tables of
 exactly the rows Spark's term would read (decimals widened to DECIMAL(38, s):
-:func:`mvsink.engines.duckdbsql.duckdb_schema`), and the per-group Δ is summed there as
+:func:`mvsink.engines.duckdbtext.duckdb_schema`), and the per-group Δ is summed there as
 :func:`mvsink.incremental.aggdelta._delta_sql` does; the result is cast to Spark's Δ types exactly. Anything else,
 an error included (an overflow, a value that does not cast): None, and Spark computes the terms as before.
 """
@@ -28,7 +28,8 @@ import logging
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, Final
 
-from mvsink.engines.duckdbsql import Untranslatable, duckdb_schema, duckdb_sql, unsupported
+from mvsink.engines.duckdbsql import Untranslatable, unsupported
+from mvsink.engines.duckdbtext import duckdb_schema, duckdb_sql
 from mvsink.incremental.sharedreads import Scan, shared_reads
 from mvsink.plan.tree import PlanFormatError
 from mvsink.spark.connectplan import has_plan
@@ -274,7 +275,7 @@ def _term_rows(
 class TermInputs:
     """What DuckDB's change terms read: the batch's sources and versions (``desc``), the versions of the last
     refresh (``base``), the changed sources, their plain change sets (``sets``) and the Arrow schema each source is
-    read as (:func:`~mvsink.engines.duckdbsql.duckdb_schema`: only the columns the query names), and the query's
+    read as (:func:`~mvsink.engines.duckdbtext.duckdb_schema`: only the columns the query names), and the query's
     join edges, which let terms that scan the same large files scan them once
     (:func:`~mvsink.incremental.sharedreads.shared_reads`)."""
 
@@ -401,7 +402,7 @@ def snapshot_relation(
         return f"source {o.name!r}: {size} bytes of files, over the driver's budget"
     if any(name in columns for f in files for name, _ in f.partition_values):
         return f"source {o.name!r}: a partition column"
-    from mvsink.core.deltalog import record
+    from mvsink.core.readlog import record
 
     sch = pa.schema([schema.field(c) for c in columns])
     rel = parquet_relation([f.path for f in files], [(c, c) for c in columns], sch)
@@ -435,7 +436,7 @@ def view_relation(
     visible column DuckDB may group otherwise than Spark (:func:`mvsink.engines.duckdb.duckdb_type`), the
     upstream compacted past ``through``, more bytes than ``budget["scan"]`` (which they are taken from)."""
     from mvsink.columns import DIFF, ERROR, TIME, is_hidden
-    from mvsink.core.deltalog import record
+    from mvsink.core.readlog import record
     from mvsink.core.table import ViewTable
     from mvsink.engines.duckdb import duckdb_identifier as q
     from mvsink.engines.duckdb import duckdb_type, parquet_relation
@@ -483,7 +484,7 @@ def view_relation(
 
 
 def _duckdb_sql(spark_sql: str) -> str:
-    """``spark_sql`` in DuckDB's dialect (:func:`mvsink.engines.duckdbsql.duckdb_sql`)."""
+    """``spark_sql`` in DuckDB's dialect (:func:`mvsink.engines.duckdbtext.duckdb_sql`)."""
     return duckdb_sql(spark_sql)
 
 

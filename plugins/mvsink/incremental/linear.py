@@ -37,8 +37,8 @@ from mvsink.core.deltalog import (
     active_bytes,
     cached_snapshot,
     change_set,
-    record,
 )
+from mvsink.core.readlog import record
 from mvsink.core.sparklocation import spark_uri
 from mvsink.core.viewchanges import ViewChanges, view_changes
 from mvsink.engines import arrow

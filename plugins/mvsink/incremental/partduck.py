@@ -11,9 +11,9 @@ about 1 s through Spark Connect for a handful of rows (TPC-H Q4, Q13, Q22 at SF 
 - every keyed source is read in the driver, and every other source is a plain snapshot DuckDB may scan
   (:func:`mvsink.incremental.duckdbterms.snapshot_relation`, at most its scan budget),
 
-the query's text (translated by sqlglot, :func:`mvsink.engines.duckdbsql.duckdb_sql`) runs in DuckDB over the new
+the query's text (translated by sqlglot, :func:`mvsink.engines.duckdbtext.duckdb_sql`) runs in DuckDB over the new
 rows and over the old ones, decimals widened to DECIMAL(38, s) as the change terms read them
-(:func:`mvsink.engines.duckdbsql.duckdb_schema`), and the signed rows (``_mv_diff`` +1 and -1) are what the
+(:func:`mvsink.engines.duckdbtext.duckdb_schema`), and the signed rows (``_mv_diff`` +1 and -1) are what the
 aggregate mode sums per group (:func:`mvsink.incremental.duckdbterms.group_delta`). Anything else, an error
 included: why not (a string), and Spark evaluates the restricted queries as before.
 """
@@ -24,7 +24,8 @@ import logging
 from typing import TYPE_CHECKING, Any
 
 from mvsink.engines.duckdbforms import unsupported_extended
-from mvsink.engines.duckdbsql import Untranslatable, duckdb_schema, duckdb_sql
+from mvsink.engines.duckdbsql import Untranslatable
+from mvsink.engines.duckdbtext import duckdb_schema, duckdb_sql
 
 if TYPE_CHECKING:
     import pyarrow as pa

@@ -155,7 +155,7 @@ def restricted_rows(
     import pyarrow.compute as pc
     from pyspark.sql.pandas.types import to_arrow_schema
 
-    from mvsink.core.deltalog import record
+    from mvsink.core.readlog import record
     from mvsink.engines.duckdb import duckdb_cursor, duckdb_identifier, parquet_relation
 
     target = to_arrow_schema(dr.schema, timezone="UTC")

@@ -28,7 +28,7 @@ import logging
 import math
 from typing import TYPE_CHECKING, Any
 
-from mvsink.core.deltalog import record, record_whole
+from mvsink.core.readlog import record, record_whole
 from mvsink.incremental import keyreads, pruning
 from mvsink.spark.session import is_connect
 

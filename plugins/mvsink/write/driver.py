@@ -23,7 +23,8 @@ from mvsink import settings
 from mvsink.columns import DIFF, ERROR, TIME
 from mvsink.core.batch import BatchDescription, WriteReport
 from mvsink.core.costrecord import commit_cost, note, noting
-from mvsink.core.deltalog import current_reads, read_log, record_full_diff_reads, snapshot_cache
+from mvsink.core.deltalog import snapshot_cache
+from mvsink.core.readlog import current_reads, read_log, record_full_diff_reads
 from mvsink.core.schema import encode_schema
 from mvsink.core.table import ViewTable
 

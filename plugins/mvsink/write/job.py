@@ -21,8 +21,9 @@ from mvsink.core.batch import BatchDescription, WriteReport
 from mvsink.core.checks import add_counts, counts_of
 from mvsink.core.commitinfo import format_reads
 from mvsink.core.costrecord import commit_cost, noting
-from mvsink.core.deltalog import current_reads, read_log, snapshot_cache
+from mvsink.core.deltalog import snapshot_cache
 from mvsink.core.failpoints import failpoint
+from mvsink.core.readlog import current_reads, read_log
 from mvsink.core.schema import encode_schema
 from mvsink.core.sourceschema import source_columns
 from mvsink.core.sparklocation import spark_uri

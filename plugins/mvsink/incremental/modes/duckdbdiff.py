@@ -109,8 +109,9 @@ def _aggregate_or_refusal(
     """:func:`full_diff_refused`'s reason, or what DuckDB computes: the view's aggregate (its state plan; None for a
     select-project-join view), whether the table keeps its state (hidden columns) or its visible columns only
     (a table created without state: ``incremental: false``), a top-k view's order and limit, and the comparisons
-    whose decimal casts the DuckDB text carries (:func:`mvsink.engines.duckdbsql.carried_casts`)."""
-    from mvsink.engines.duckdbsql import carried_casts, unsupported
+    whose decimal casts the DuckDB text carries (:func:`mvsink.engines.duckdbtext.carried_casts`)."""
+    from mvsink.engines.duckdbsql import unsupported
+    from mvsink.engines.duckdbtext import carried_casts
 
     why = _view_refusal(plan, inputs)
     if why:
@@ -255,7 +256,8 @@ def _compute(
     """:func:`duckdb_full_diff` once refusals from the plan are ruled out: the query and the sources' reads taken
     from Spark's analysis, then :func:`run_full_diff`. A select-project-join view with a view source keeps them
     for refreshes without Spark (:func:`mvsink.incremental.driverfacts.remember_full`)."""
-    from mvsink.engines.duckdbsql import Untranslatable, duckdb_schema, duckdb_sql
+    from mvsink.engines.duckdbsql import Untranslatable
+    from mvsink.engines.duckdbtext import duckdb_schema, duckdb_sql
     from mvsink.incremental.driverfacts import FullDiffQuery
     from mvsink.incremental.partreads import named_columns
     from mvsink.spark.sources import arrow_table_schema
@@ -301,7 +303,7 @@ def run_full_diff(
 
     import duckdb
 
-    from mvsink.core.deltalog import read_log
+    from mvsink.core.readlog import read_log
     from mvsink.incremental.duckdbterms import snapshot_relation, view_relation
 
     for s in desc.sources:
@@ -455,7 +457,7 @@ def _fetch(con: Any, user: list[pa.Field], schema: pa.Schema, *, at: int) -> pa.
     import pyarrow as pa
 
     from mvsink.core.arrowvalues import repeat_int64
-    from mvsink.engines.duckdbsql import as_spark_types
+    from mvsink.engines.duckdbtext import as_spark_types
 
     strings = [f"c{i}" for i, f in enumerate(user) if pa.types.is_string(f.type) or pa.types.is_large_string(f.type)]
     width = 8 * (len(user) + 2)

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Final
 
 from mvsink.columns import DIFF, ERROR, TIME
 from mvsink.core.checks import add_counts
-from mvsink.core.deltalog import record_full_diff_reads
+from mvsink.core.readlog import record_full_diff_reads
 from mvsink.definitions.intermediate import not_incremental
 from mvsink.engines.arrow import full_diff
 from mvsink.incremental.driverfacts import remember, remember_linear
