@@ -114,9 +114,9 @@ def split_correlated(
     outer_tree = outer_tree.where(exp.and_(*on), dialect="spark")
     return CorrelatedSplit(
         inner=inner_tree.sql(dialect="spark"),
-        inner_reads=frozenset(outer_scope_sources(inner_scope)),
+        inner_reads=frozenset(_sources(inner_scope)),
         outer=outer_tree.sql(dialect="spark"),
-        outer_reads=frozenset(outer_scope_sources(outer_scope)),
+        outer_reads=frozenset(_sources(outer_scope)),
     )
 
 
@@ -167,7 +167,8 @@ def _keys(sub: exp.Select, inner: Scope, outer: Scope) -> tuple[Keys, list[exp.E
     return (keys, rest) if keys else None
 
 
-def outer_scope_sources(scope: Scope) -> set[str]:
+def _sources(scope: Scope) -> set[str]:
+    """The sources a scope reads (casefolded)."""
     return {source for source, _ in scope.values()}
 
 

@@ -171,12 +171,12 @@ def intermediate_split(view: ViewDefinition, *, columns_of: ColumnsOf | None = N
         if having is not None or columns_of is None or not settings.intermediate_correlated():
             return having
         return _correlated_split(view, columns_of) if has_correlated_shape(view.query) else None
-    inner = _inner_view(view, cte.inner, tuple(s for s in view.sources if s.name.casefold() in cte.inner_reads))
+    inner = _inner_view(view, cte.inner, _reading(view, cte.inner_reads))
     outer = dataclasses.replace(
         view,
         query=cte.outer,
         sources=(
-            *(s for s in view.sources if s.name.casefold() in cte.outer_reads),
+            *_reading(view, cte.outer_reads),
             Source(name=cte.name, kind="view", view=name),
         ),
     )
@@ -214,13 +214,10 @@ def _having_split(view: ViewDefinition) -> IntermediateSplit | None:
     if got is None:
         return None
 
-    def reading(reads: frozenset[str]) -> tuple[Source, ...]:
-        return tuple(s for s in view.sources if s.name.casefold() in reads)
-
-    inner = _inner_view(view, got.inner, reading(got.inner_reads))
+    inner = _inner_view(view, got.inner, _reading(view, got.inner_reads))
     more = tuple(
         dataclasses.replace(
-            _inner_view(view, text, reading(reads), number=i),
+            _inner_view(view, text, _reading(view, reads), number=i),
             description=f"an intermediate table of view {view.name} (a scalar subquery of its HAVING: one row)",
         )
         for i, (text, reads) in enumerate(got.scalars, start=2)
@@ -248,17 +245,19 @@ def _correlated_split(view: ViewDefinition, columns_of: ColumnsOf) -> Intermedia
     if got is None:
         return None
 
-    def reading(reads: frozenset[str]) -> tuple[Source, ...]:
-        return tuple(s for s in view.sources if s.name.casefold() in reads)
-
     inner = dataclasses.replace(
-        _inner_view(view, got.inner, reading(got.inner_reads)),
+        _inner_view(view, got.inner, _reading(view, got.inner_reads)),
         description=f"the intermediate table of view {view.name} (its subquery's value per correlation key)",
     )
     outer = dataclasses.replace(
-        view, query=got.outer, sources=(*reading(got.outer_reads), Source(name=name, kind="view", view=name))
+        view, query=got.outer, sources=(*_reading(view, got.outer_reads), Source(name=name, kind="view", view=name))
     )
     return IntermediateSplit(inner=inner, outer=outer, kind=CORRELATED)
+
+
+def _reading(view: ViewDefinition, reads: frozenset[str]) -> tuple[Source, ...]:
+    """``view``'s sources whose casefolded names are in ``reads``, in the view file's order."""
+    return tuple(s for s in view.sources if s.name.casefold() in reads)
 
 
 def _inner_view(view: ViewDefinition, query: str, sources: tuple[Source, ...], *, number: int = 1) -> ViewDefinition:

@@ -177,10 +177,7 @@ def _rounds(e: PlanExpr) -> bool:
     """A cast of a decimal column to a decimal of a lower scale (Spark rounds it HALF_UP)."""
     if e.name != "Cast" or len(e.children) != 1:
         return False
-    have, want = (
-        _decimal(str(e.children[0].attrs.get("type", "")).replace(" ", "")),
-        _decimal(str(e.attrs.get("type", "")).replace(" ", "")),
-    )
+    have, want = _decimal(str(e.children[0].attrs.get("type", ""))), _decimal(str(e.attrs.get("type", "")))
     return have is not None and want is not None and want[1] < have[1]
 
 
@@ -194,7 +191,7 @@ def _carried_comparison(e: PlanExpr) -> str:
                 return got
             continue
         child = _allowed(c.children[0].attrs.get("type"))
-        have, want = _decimal(child), _decimal(str(c.attrs.get("type", "")).replace(" ", ""))
+        have, want = _decimal(child), _decimal(str(c.attrs.get("type", "")))
         if have is None or want is None:
             got = spark_type(c)
             if got.startswith("!"):
