@@ -104,10 +104,11 @@ def split_correlated(
     inner_tree.set("where", exp.Where(this=exp.and_(*(c.copy() for c in rest))) if rest else None)
     inner_tree.set("group", exp.Group(expressions=[k.copy() for k, _ in keys.values()]))
     outer_tree = tree.copy()
-    _replace(outer_tree, paren, exp.column(SCALAR, table=exp.to_identifier(intermediate, quoted=True)))
-    outer_tree.append("joins", exp.Join(this=exp.Table(this=exp.to_identifier(intermediate, quoted=True))))
+    table = exp.to_identifier(intermediate, quoted=True)
+    next(outer_tree.find_all(exp.Subquery)).replace(exp.column(SCALAR, table=table.copy()))  # (its one subquery)
+    outer_tree.append("joins", exp.Join(this=exp.Table(this=table.copy())))
     on = [
-        exp.EQ(this=exp.column(n, table=exp.to_identifier(intermediate, quoted=True)), expression=o.copy())
+        exp.EQ(this=exp.column(n, table=table.copy()), expression=o.copy())
         for (_, outers), n in zip(keys.values(), names, strict=True)
         for o in outers
     ]
@@ -298,17 +299,3 @@ def _correlation(c: exp.Expr, inner: Scope, outer: Scope) -> tuple[exp.Column, e
     if ti is None or ti != to or not _KEY_TYPES.fullmatch(ti):
         return None
     return sides["inner"], sides["outer"]
-
-
-def _replace(tree: exp.Expr, old: exp.Expr, new: exp.Expr) -> None:
-    """Replace the node of ``tree`` at ``old``'s place (``tree`` a copy: found by its path of argument names)."""
-    path: list[tuple[str, int | None]] = []
-    node: Any = old
-    while node.parent is not None:
-        path.append((str(node.arg_key), node.index))
-        node = node.parent
-    target: Any = tree
-    for key, index in reversed(path):
-        child = target.args[key]
-        target = child[index] if isinstance(child, list) and index is not None else child
-    target.replace(new)
