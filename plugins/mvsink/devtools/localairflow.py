@@ -262,18 +262,31 @@ class LocalAirflow:
         with urllib.request.urlopen(req, timeout=30) as r:
             return str(json.loads(r.read())["access_token"])
 
-    def api(self, method: str, path: str, body: Any = None, *, token: str | None = None) -> tuple[int, Any]:
-        """Call the REST API; returns (status, parsed JSON or text)."""
+    def api(
+        self, method: str, path: str, body: Any = None, *, token: str | None = None, timeout: float = 60
+    ) -> tuple[int, Any]:
+        """Call the REST API; returns (status, parsed JSON or text).
+
+        An idempotent call (GET, PUT, PATCH, DELETE) that times out is sent once more: the API server on SQLite can
+        stall on a lock the scheduler holds. A POST is sent once.
+        """
         headers = {"Content-Type": "application/json"}
         if token:
             headers["Authorization"] = f"Bearer {token}"
         data = json.dumps(body).encode() if body is not None else None
         req = urllib.request.Request(f"{self.url}{path}", data=data, method=method, headers=headers)
-        try:
-            with urllib.request.urlopen(req, timeout=60) as r:
-                raw, status = r.read(), r.status
-        except urllib.error.HTTPError as e:
-            raw, status = e.read(), e.code
+        attempts = 1 if method.upper() == "POST" else 2
+        for attempt in range(1, attempts + 1):
+            try:
+                with urllib.request.urlopen(req, timeout=timeout) as r:
+                    raw, status = r.read(), r.status
+                break
+            except urllib.error.HTTPError as e:
+                raw, status = e.read(), e.code
+                break
+            except TimeoutError:
+                if attempt == attempts:
+                    raise
         try:
             return status, json.loads(raw)
         except json.JSONDecodeError:
