@@ -39,6 +39,13 @@ VIEWS = {
         "WHERE (SELECT max(o2.qty) - 1 FROM orders o2 WHERE o2.status = o.status) <= o.qty",
         None,
     ),
+    # TPC-H Q20's shape: the correlated sum in the WHERE of an IN subquery (two keys), beside an uncorrelated IN
+    "in_sum": (
+        "SELECT c.id, c.region FROM customers c WHERE c.id IN (SELECT o.cust FROM orders o "
+        "WHERE o.status IN (SELECT o3.status FROM orders o3 WHERE o3.qty > 5) "
+        "AND o.qty * 2 > (SELECT 0.5 * sum(o2.qty) FROM orders o2 WHERE o2.cust = o.cust AND o2.status = o.status))",
+        None,
+    ),
 }
 OUTER_MODES = {"incremental", "incremental:topk", "incremental:partitioned", "unchanged", "full"}
 INNER_MODES = {"incremental:aggregate", "incremental:groups", "incremental:partitioned", "unchanged"}
@@ -55,7 +62,8 @@ def test_a_correlated_scalar_subquery_refreshes_through_its_intermediate(spark, 
         assert intermediate_split(view) is None  # (without the sources' columns: no correlated split)
         split = intermediate_split(view, columns_of=source_columns)
         assert split is not None and split.kind == "correlated", name
-        assert "(SELECT" not in split.outer.query.upper().replace("( SELECT", "(SELECT")
+        assert "MV_SCALAR" in split.outer.query.upper() and "SUM(" not in split.outer.query.upper(), name
+        assert split.outer.query.upper().count("(SELECT") == (2 if name == "in_sum" else 0), name  # (INs stay)
     reported, _ = _refreshed_exactly(spark, catalog, {n: q for n, (q, _) in VIEWS.items()}, srcs, rng)
     for name in VIEWS:
         outer = appends(str(data / "views" / name))
@@ -68,7 +76,11 @@ def test_a_correlated_scalar_subquery_refreshes_through_its_intermediate(spark, 
         assert {a["mode"] for a in outer[1:]} <= OUTER_MODES, (name, [a["mode_reason"] for a in outer])
         # the subquery's values per key refreshed from their state, and the view from the changes, mostly
         assert sum(a["mode"].startswith("incremental") for a in inner[1:]) >= 3, (name, inner)
-        assert sum(a["mode"].startswith("incremental") for a in outer[1:]) >= 3, (name, outer)
+        if name == "in_sum":  # (an IN is not linear, and its partitioned recompute reads more: full diffs by DuckDB)
+            assert all("in DuckDB" in a["mode_reason"] for a in outer[1:] if a["mode"] == "full"), outer
+            assert any("without Spark" in a["mode_reason"] for a in outer[1:]), [a["mode_reason"] for a in outer]
+        else:
+            assert sum(a["mode"].startswith("incremental") for a in outer[1:]) >= 3, (name, outer)
         # ('' where no source of the view changed: a step that moved customers only, which near_max does not read)
         assert all(m.startswith("incremental") or m in ("full", "") for m in reported[name]), reported[name]
 

@@ -4,6 +4,7 @@ query over the changed keys' partitions, new minus old; exact against DuckDB's o
 
 from __future__ import annotations
 
+import json
 import os
 import random
 
@@ -379,7 +380,7 @@ def test_a_scalar_subquery_over_unchanged_sources_is_evaluated_once(spark, env, 
     The guard is made to refuse every recompute that reads customers whole, so that both paths are taken."""
     import logging
 
-    from mvsink.incremental import partitioned
+    from mvsink.incremental import partitioned, scalars
     from tests.support.delta import delete_at, update_at, write_at
 
     real_guard = partitioned._scan_guard
@@ -390,6 +391,14 @@ def test_a_scalar_subquery_over_unchanged_sources_is_evaluated_once(spark, env, 
         return real_guard(part, read_bytes, full)
 
     monkeypatch.setattr(partitioned, "_scan_guard", guard)
+    asked: list[str] = []  # (the subqueries Spark evaluated: the others' values were kept, incremental/scalarcache)
+    real_evaluated = scalars.evaluated
+
+    def evaluated(spark_, text):
+        asked.append(text)
+        return real_evaluated(spark_, text)
+
+    monkeypatch.setattr(scalars, "evaluated", evaluated)
     monkeypatch.setenv("MVSINK_COST_MODEL", "false")  # (the guard above decides, not the view's refresh history)
     monkeypatch.setenv("MVSINK_INCREMENTAL_GROUPS", "false")
     monkeypatch.setenv("MVSINK_INCREMENTAL_MAX_FRACTION", "100")  # (a delete rewrites the whole small file)
@@ -435,7 +444,15 @@ def test_a_scalar_subquery_over_unchanged_sources_is_evaluated_once(spark, env, 
             )
             expected = oracle(q, {"orders": orders, "customers": customers}, t)
             assert multiset(read_view(view, as_of=t)) == expected, (name, step)
+        if step == 0:  # the first builds kept each view's subquery value: Spark asked once per view
+            assert len(asked) == 2, asked
+            for name in CONSTANT_VIEWS:
+                kept = list((data / "views" / name / "_mv_scalars").glob("*.json"))
+                assert len(kept) == 1 and "CAST(" in json.loads(kept[0].read_text())["literal"], (name, kept)
         t += HOUR
+    # Spark asked again only after customers changed (the kept key names its version): the first builds, then
+    # step 5; the recomputes of steps 1-3 wrote the kept values in
+    assert len(asked) == 4 and asked[:2] == asked[2:], asked
     evaluated = [r.getMessage() for r in caplog.records if "the scalar subquery evaluated once" in r.getMessage()]
     assert len(evaluated) == 2 * 4, evaluated  # (both views, the four steps that changed orders only)
     assert any("AS DECIMAL(14,6))" in m for m in evaluated), evaluated

@@ -72,6 +72,38 @@ def test_aliases_several_keys_and_an_aggregate_times_a_literal():
     assert "`v__mv_inner`.mv_scalar < o.qty" in got.outer
 
 
+Q20 = """SELECT s_name, s_address FROM supplier, nation
+WHERE s_suppkey IN (SELECT ps_suppkey FROM partsupp
+    WHERE ps_partkey IN (SELECT p_partkey FROM part WHERE p_name LIKE 'forest%')
+      AND ps_availqty > (SELECT 0.5 * sum(l_quantity) FROM lineitem
+        WHERE l_partkey = ps_partkey AND l_suppkey = ps_suppkey
+          AND l_shipdate >= DATE '1994-01-01' AND l_shipdate < DATE '1995-01-01'))
+  AND s_nationkey = n_nationkey AND n_name = 'CANADA'"""
+
+
+def test_tpch_q20_is_cut_in_its_in_subquery_and_keeps_its_other_subqueries():
+    cols = {
+        **TPCH,
+        "part": {**TPCH["part"], "p_name": "string"},
+        "partsupp": {**TPCH["partsupp"], "ps_availqty": "integer"},
+        "lineitem": {"l_partkey": "long", "l_suppkey": "long", "l_quantity": "decimal(15,2)", "l_shipdate": "date"},
+    }
+    got = split_correlated(Q20, columns=cols, intermediate="v__mv_inner")
+    assert got is not None
+    inner = sqlglot.parse_one(got.inner, dialect="spark")
+    assert [e.alias for e in inner.expressions] == ["mv_corr_1", "mv_corr_2", "mv_scalar"]
+    assert [g.sql() for g in inner.args["group"].expressions] == ["l_partkey", "l_suppkey"]
+    assert got.inner_reads == {"lineitem"}
+    assert got.outer_reads == {"supplier", "nation", "partsupp", "part"}
+    outer = sqlglot.parse_one(got.outer, dialect="spark")
+    assert len(list(outer.find_all(sqlglot.exp.Subquery))) == 2  # the two INs stay
+    host = outer.find(sqlglot.exp.In).args["query"].this
+    assert "ps_availqty > `v__mv_inner`.mv_scalar" in host.sql(dialect="spark")
+    assert "`v__mv_inner`.mv_corr_1 = ps_partkey AND `v__mv_inner`.mv_corr_2 = ps_suppkey" in host.sql(dialect="spark")
+    assert [j.this.name for j in host.args["joins"]] == ["v__mv_inner"]
+    assert outer.args.get("joins")[0].this.name == "nation"  # the query's own FROM is unchanged
+
+
 @pytest.mark.parametrize(
     "q",
     [
@@ -100,7 +132,15 @@ def test_aliases_several_keys_and_an_aggregate_times_a_literal():
         "SELECT id FROM orders o WHERE o.qty = (SELECT max(c.code) FROM customers c WHERE c.id = o.cust "
         "AND c.code IN (SELECT id FROM orders))",
         "SELECT id FROM orders o WHERE o.qty = (SELECT max(c.code) FROM customers c WHERE c.id = o.cust) "
-        "AND o.id IN (SELECT code FROM customers)",
+        "AND o.qty < (SELECT max(c.code) FROM customers c WHERE c.id = o.cust)",
+        # nested: a host with an aggregate, a name of the query outside the host
+        "SELECT id FROM orders o WHERE o.id IN (SELECT max(o2.id) FROM orders o2 WHERE o2.qty = "
+        "(SELECT max(c.code) FROM customers c WHERE c.id = o2.cust))",
+        "SELECT id FROM orders o WHERE o.id IN (SELECT o2.id FROM orders o2 WHERE o2.qty = "
+        "(SELECT max(c.code) FROM customers c WHERE c.id = o.cust))",
+        # a WITH anywhere
+        "WITH x AS (SELECT * FROM customers) SELECT id FROM orders o WHERE o.qty = "
+        "(SELECT max(c.code) FROM x c WHERE c.id = o.cust)",
         # a * (the intermediate's columns would be the view's), an unnamed expression
         "SELECT * FROM orders o WHERE o.qty = (SELECT max(c.code) FROM customers c WHERE c.id = o.cust)",
         "SELECT o.qty + 1 FROM orders o WHERE o.qty = (SELECT max(c.code) FROM customers c WHERE c.id = o.cust)",

@@ -72,19 +72,24 @@ def split_correlated(
 
     try:
         tree = sqlglot.parse_one(query, dialect="spark")
+        copy = sqlglot.parse_one(query, dialect="spark")  # (the outer's rewrite: the same nodes, in the same order)
     except (sqlglot.errors.ParseError, sqlglot.errors.TokenError):
         return None
-    if not isinstance(tree, exp.Select):
+    if not isinstance(tree, exp.Select) or not isinstance(copy, exp.Select) or tree.find(exp.With) is not None:
         return None
-    paren = _compared_subquery(tree)
-    sub = paren.this if paren is not None else None
-    if paren is None or not isinstance(sub, exp.Select):
+    parens = list(tree.find_all(exp.Subquery))
+    found = _compared_subquery(tree)
+    if found is None:
         return None
-    outer_scope = _scope(tree, columns)
+    host, paren = found
+    sub = paren.this
+    outer_scope = _scope(host, columns)
     inner_scope = _scope(sub, columns)
     if outer_scope is None or inner_scope is None or _has(sub, "distinct", "group", "having", "order", "limit"):
         return None
     if _has(sub, "with_", "with", "qualify", "windows", "offset") or len(sub.expressions) != 1:
+        return None
+    if _inner_selects(sub):
         return None
     item = sub.expressions[0]
     item = item.this if isinstance(item, exp.Alias) else item
@@ -103,46 +108,71 @@ def split_correlated(
     inner_tree.append("expressions", exp.alias_(item.copy(), SCALAR))
     inner_tree.set("where", exp.Where(this=exp.and_(*(c.copy() for c in rest))) if rest else None)
     inner_tree.set("group", exp.Group(expressions=[k.copy() for k, _ in keys.values()]))
-    outer_tree = tree.copy()
     table = exp.to_identifier(intermediate, quoted=True)
-    next(outer_tree.find_all(exp.Subquery)).replace(exp.column(SCALAR, table=table.copy()))  # (its one subquery)
-    outer_tree.append("joins", exp.Join(this=exp.Table(this=table.copy())))
+    copied = list(copy.find_all(exp.Subquery))[parens.index(paren)]
+    copied_host = copied.find_ancestor(exp.Select)
+    assert isinstance(copied_host, exp.Select) and copied_host.sql() == host.sql()
+    copied.replace(exp.column(SCALAR, table=table.copy()))
+    copied_host.append("joins", exp.Join(this=exp.Table(this=table.copy())))
     on = [
         exp.EQ(this=exp.column(n, table=table.copy()), expression=o.copy())
         for (_, outers), n in zip(keys.values(), names, strict=True)
         for o in outers
     ]
-    outer_tree = outer_tree.where(exp.and_(*on), dialect="spark")
+    where = copied_host.args.get("where")
+    conds = [where.this, *on] if isinstance(where, exp.Where) else on
+    copied_host.set("where", exp.Where(this=exp.and_(*conds)))
+    outer_reads = {t.name.casefold() for t in copy.find_all(exp.Table)} - {intermediate.casefold()}
+    if not outer_reads <= set(columns):
+        return None
     return CorrelatedSplit(
         inner=inner_tree.sql(dialect="spark"),
         inner_reads=frozenset(_sources(inner_scope)),
-        outer=outer_tree.sql(dialect="spark"),
-        outer_reads=frozenset(_sources(outer_scope)),
+        outer=copy.sql(dialect="spark"),
+        outer_reads=frozenset(outer_reads),
     )
 
 
 Scope = dict[str, tuple[str, Mapping[str, str]]]  # alias (or table name), casefolded -> (source, its columns)
 
 
-def _compared_subquery(tree: exp.Select) -> exp.Subquery | None:
-    """The query's one subquery, where the query is of the shape the split takes (no WITH, DISTINCT, GROUP BY,
-    aggregate or window outside it) and it is compared in a conjunct of the WHERE; else None."""
+def _compared_subquery(tree: exp.Select) -> tuple[exp.Select, exp.Subquery] | None:
+    """The query's one scalar subquery compared in a conjunct of a WHERE, and the SELECT whose WHERE that is (the
+    query itself, or a SELECT nested in one of its subqueries: TPC-H Q20's IN), where that SELECT is of the shape the
+    split takes (no DISTINCT, GROUP BY, aggregate or window outside the subquery; each column named); else None.
+
+    The host's rows are the same after the split (each joins at most one row of the intermediate, and is kept where
+    the comparison holds), so whatever holds the host sees the same rows: an aggregate outside the host is allowed."""
     from sqlglot import exp
 
-    if _has(tree, "with_", "with", "distinct", "group", "having", "qualify", "windows"):
+    found = []
+    for paren in tree.find_all(exp.Subquery):
+        host = paren.find_ancestor(exp.Select)
+        where = host.args.get("where") if isinstance(host, exp.Select) else None
+        if not isinstance(where, exp.Where) or not isinstance(paren.this, exp.Select):
+            continue
+        conjuncts = _conjuncts(where.this)
+        compared = [c for c in conjuncts if paren in set(c.walk())]
+        if len(compared) == 1 and _comparison_with(compared[0], paren):
+            found.append((host, paren))
+    if len(found) != 1:
         return None
-    if tree.find(exp.Window) is not None or output_names(tree) is None:  # (each column named: no *)
+    host, paren = found[0]
+    assert isinstance(host, exp.Select)
+    if _has(host, "with_", "with", "distinct", "group", "having", "qualify", "windows"):
         return None
-    subs = [s for s in tree.find_all(exp.Subquery, exp.Select) if s is not tree]
-    if len(subs) != 2:  # (the one subquery: its parentheses and its SELECT)
+    if any(w.find_ancestor(exp.Select) is host for w in tree.find_all(exp.Window)) or output_names(host) is None:
         return None
-    paren = next((s for s in subs if isinstance(s, exp.Subquery)), None)
-    if paren is None or any(isinstance(a, exp.AggFunc) and not _inside(a, paren) for a in tree.find_all(exp.AggFunc)):
+    if any(isinstance(a, exp.AggFunc) and not _inside(a, paren) for a in host.find_all(exp.AggFunc)):
         return None
-    where = tree.args.get("where")
-    conjuncts = _conjuncts(where.this) if isinstance(where, exp.Where) else []
-    compared = [c for c in conjuncts if paren in set(c.walk())]
-    return paren if len(compared) == 1 and _comparison_with(compared[0], paren) else None
+    return host, paren
+
+
+def _inner_selects(sub: exp.Select) -> bool:
+    """Does the subquery hold a subquery of its own?"""
+    from sqlglot import exp
+
+    return any(s is not sub for s in sub.find_all(exp.Subquery, exp.Select))
 
 
 Keys = dict[str, tuple["exp.Column", list["exp.Column"]]]  # an inner column's text -> (it, the outer ones equal to it)

@@ -34,10 +34,11 @@ if TYPE_CHECKING:
     from collections.abc import Callable
 
     import pyarrow as pa
-    from pyspark.sql import DataFrame, Observation
+    from pyspark.sql import DataFrame, Observation, SparkSession
 
-    from mvsink.core.batch import SourceRead
+    from mvsink.core.batch import BatchDescription, SourceRead
     from mvsink.core.table import ViewTable
+    from mvsink.incremental.scalarcache import ScalarCache
     from mvsink.incremental.telescope import ChangeInputs, ChangeTerms
     from mvsink.plan.partitioning import Partitioning
     from mvsink.plan.tree import PlanNode
@@ -229,7 +230,7 @@ def _with_constants(ct: ChangeTerms, part: Partitioning, query: str) -> tuple[Pa
         return None
     columns = {s.name.casefold(): {c.casefold() for c in ct.spark.table(s.name).columns} for s in ct.desc.sources}
     try:
-        got = constant_scalars(ct.spark, query, columns, unchanged)
+        got = constant_scalars(ct.spark, query, columns, unchanged, cache=_scalar_cache(ct))
         if got is None:
             return None
         tree = plan_tree(ct.spark, got.query)
@@ -240,6 +241,51 @@ def _with_constants(ct: ChangeTerms, part: Partitioning, query: str) -> tuple[Pa
         return None
     said = "; ".join(f"({text}) = {lit}" for text, lit in got.replaced)
     return again, got.query, f"the scalar subquery evaluated once: {said}", tree
+
+
+def _scalar_cache(ct: ChangeTerms) -> ScalarCache:
+    """The kept values of the view's scalar subqueries, for this refresh's snapshots and Spark settings."""
+    return scalar_cache(ct.spark, ct.desc)
+
+
+def scalar_cache(spark: SparkSession, desc: BatchDescription) -> ScalarCache:
+    """The kept values of the view's scalar subqueries (:mod:`mvsink.incremental.scalarcache`), for the batch's
+    snapshots and the session's settings a value depends on."""
+    from mvsink.incremental.scalarcache import ScalarCache
+
+    wanted = ("spark.sql.ansi.enabled", "spark.sql.session.timeZone")
+    settings = [(name, str(spark.conf.get(name, None))) for name in wanted]
+    return ScalarCache(desc.target, desc.sources, settings, write=not desc.dry_run)
+
+
+def keep_scalars(spark: SparkSession, desc: BatchDescription, query: str) -> int:
+    """At a refresh that computes the view whole (its first build): evaluate the query's uncorrelated scalar
+    subqueries over sources at a path (one Spark job each) and keep their values, so that the first partitioned
+    recompute that leaves their sources unchanged writes them in without asking Spark (TPC-H Q22's average balance
+    when orders change). How many were kept; none where the query has none or the partitioned recompute is off."""
+    import sqlglot
+    from sqlglot import exp
+
+    from mvsink import settings
+    from mvsink.incremental.scalars import constant_candidates, evaluated, has_scalar_subquery
+
+    if not settings.incremental_partitioned() or desc.dry_run or not has_scalar_subquery(query):
+        return 0
+    paths = {s.name.casefold() for s in desc.sources if s.kind == "path"}
+    columns = {s.name.casefold(): {c.casefold() for c in spark.table(s.name).columns} for s in desc.sources}
+    cache = scalar_cache(spark, desc)
+    kept = 0
+    for text in constant_candidates(query, columns, paths):
+        tables = [t.name for t in sqlglot.parse_one(text, dialect="spark").find_all(exp.Table)]
+        if cache.get(text, tables) is not None:
+            continue
+        lit = evaluated(spark, text)
+        if lit is not None:
+            cache.put(text, tables, lit)
+            kept += 1
+    if kept:
+        log.info("view %s: kept the value of %d scalar subquery(ies) for its partitioned recomputes", desc.view, kept)
+    return kept
 
 
 def _driver_reads(

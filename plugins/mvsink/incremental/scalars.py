@@ -28,6 +28,8 @@ if TYPE_CHECKING:
     from sqlglot import exp
     from sqlglot.optimizer.scope import Scope
 
+    from mvsink.incremental.scalarcache import ScalarCache
+
 
 @dataclasses.dataclass(frozen=True)
 class Constants:
@@ -58,32 +60,49 @@ def constant_candidates(query: str, columns: Mapping[str, set[str]], unchanged: 
 
 
 def constant_scalars(
-    spark: SparkSession, query: str, columns: Mapping[str, set[str]], unchanged: set[str]
+    spark: SparkSession,
+    query: str,
+    columns: Mapping[str, set[str]],
+    unchanged: set[str],
+    *,
+    cache: ScalarCache | None = None,
 ) -> Constants | None:
-    """``query`` with each of its :func:`constant_candidates` evaluated by Spark (one job each) and replaced by
-    its value, or None where there is none or one cannot be replaced exactly (more than one row, a type not
-    written here)."""
+    """``query`` with each of its :func:`constant_candidates` evaluated by Spark (one job each; or its value kept by
+    ``cache`` for the same snapshots, :mod:`mvsink.incremental.scalarcache`) and replaced by its value, or None
+    where there is none or one cannot be replaced exactly (more than one row, a type not written here)."""
     got = _candidates(query, columns, unchanged)
     if not got:
         return None
     import sqlglot
+    from sqlglot import exp
 
     tree, found = got
     replaced = []
     for sub in found:
         text = sub.this.sql(dialect="spark")
-        df = spark.sql(text)
-        if len(df.schema.fields) != 1:
-            return None
-        rows = df.limit(2).collect()
-        if len(rows) > 1:
-            return None
-        lit = literal(rows[0][0] if rows else None, df.schema.fields[0].dataType)
+        tables = [t.name for t in sub.find_all(exp.Table)]
+        lit = cache.get(text, tables) if cache is not None else None
         if lit is None:
-            return None
+            lit = evaluated(spark, text)
+            if lit is None:
+                return None
+            if cache is not None:
+                cache.put(text, tables, lit)
         replaced.append((text, lit))
         sub.replace(sqlglot.parse_one(lit, dialect="spark"))
     return Constants(tree.sql(dialect="spark"), tuple(replaced))
+
+
+def evaluated(spark: SparkSession, text: str) -> str | None:
+    """The scalar subquery ``text``'s value by Spark, as a literal; None where it has not one column or returns
+    more than one row, or its value is not written here exactly."""
+    df = spark.sql(text)
+    if len(df.schema.fields) != 1:
+        return None
+    rows = df.limit(2).collect()
+    if len(rows) > 1:
+        return None
+    return literal(rows[0][0] if rows else None, df.schema.fields[0].dataType)
 
 
 def _candidates(

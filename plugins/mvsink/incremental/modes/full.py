@@ -29,6 +29,7 @@ from mvsink.incremental.driverfacts import remember, remember_linear
 from mvsink.incremental.linear import changed_sources, source_check
 from mvsink.incremental.modes.base import Change, Corrections, Decision, NotApplicable, PlanFacts, WriteInputs
 from mvsink.incremental.modes.duckdbdiff import duckdb_full_diff
+from mvsink.incremental.partitioned import keep_scalars
 from mvsink.spark.declaredchecks import apply_checks
 from mvsink.spark.sources import arrow_table_schema
 from mvsink.spark.transforms import corrections, quote_name
@@ -75,6 +76,7 @@ class FullDiff:
         )
         desired = inputs.state.desired if inputs.state else inputs.result
         if nothing_persisted(inputs.table, lower=inputs.desc.upper):  # (a foreign writer may stamp rows past lower)
+            keep_scalars(inputs.spark, inputs.desc, inputs.view.query)
             built = duckdb_full_diff(plan, inputs, first_build=True)
             if not isinstance(built, str):
                 remember_built(plan, inputs, columns=built.column_names)
