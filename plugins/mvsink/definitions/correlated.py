@@ -18,13 +18,19 @@ sides, so equality is identity, and a group's key is unique: at most one row joi
 join does: which is why the aggregate must be one that is NULL over no rows (MIN, MAX, SUM, AVG; not COUNT),
 optionally times, plus or minus a literal, and the comparison a conjunct of the WHERE itself (not under OR or NOT).
 
+The WHERE may be the query's own or that of a SELECT nested in one of its subqueries (TPC-H Q20: the correlated sum
+sits in the WHERE of an ``IN (SELECT ps_suppkey FROM partsupp WHERE ...)``): that SELECT, the host, gets the
+intermediate in its FROM. The host's rows are the same after the split, so whatever holds it (an IN, the query)
+sees the same rows; the host alone must be of the shape below, and its other subqueries stay as they are.
+
 Which names of the subquery are the outer query's is read from the sources' columns (``columns``: the Delta
 schemas, :func:`mvsink.core.sourceschema.source_columns`), as Spark resolves them: a name resolves in the
 subquery's own FROM first, else in the query's. A name found in neither, or in two tables of one scope, fails the
-split (closed), as does any other shape: a WITH, DISTINCT, GROUP BY, aggregate or window in the query; more than one
-subquery; a subquery with a GROUP BY, HAVING, ORDER BY, LIMIT, DISTINCT, join condition or subquery of its own; an
-outer name anywhere but in an equality with an inner column of the same type (integers, decimals, strings, dates);
-a table that is not an unqualified source of the view; an intermediate column name a source has.
+split (closed), as does any other shape: a WITH anywhere; a DISTINCT, GROUP BY, aggregate or window in the host;
+more than one scalar subquery compared in a WHERE; a subquery with a GROUP BY, HAVING, ORDER BY, LIMIT, DISTINCT,
+join condition or subquery of its own; an outer name that is not the host's, or anywhere but in an equality with an
+inner column of the same type (integers, decimals, strings, dates); a table that is not an unqualified source of the
+view; an intermediate column name a source has.
 """
 
 from __future__ import annotations

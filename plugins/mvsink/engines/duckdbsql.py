@@ -1,7 +1,8 @@
 """What DuckDB evaluates exactly as Spark does, and Spark SQL translated for it (:mod:`mvsink.incremental.duckdbterms`).
 
 :func:`unsupported` reads Spark's analysed plan (its implicit casts included) and fails closed: it accepts column
-references, literals, comparisons, AND/OR/NOT, IS [NOT] NULL, IN lists, BETWEEN, year(), CASE WHEN, LIKE '%...', ``+ - *`` and negation on int, long and
+references, literals, comparisons, AND/OR/NOT, IS [NOT] NULL, IN lists, BETWEEN, year(), CASE WHEN, LIKE '%...', an
+uncorrelated ``IN (subquery)`` of one column as a conjunct of a filter, ``+ - *`` and negation on int, long and
 decimals whose Spark result needs at most 38 digits, and casts proven exact in both engines; over integers, longs,
 decimals, strings, dates and booleans only. Everything else is refused, so Spark computes it.
 
