@@ -117,7 +117,8 @@ def split_correlated(
     table = exp.to_identifier(intermediate, quoted=True)
     copied = list(copy.find_all(exp.Subquery))[parens.index(paren)]
     copied_host = copied.find_ancestor(exp.Select)
-    assert isinstance(copied_host, exp.Select) and copied_host.sql() == host.sql()
+    if not isinstance(copied_host, exp.Select) or copied_host.sql() != host.sql():  # (the same parse: never)
+        return None
     copied.replace(exp.column(SCALAR, table=table.copy()))
     copied_host.append("joins", exp.Join(this=exp.Table(this=table.copy())))
     on = [

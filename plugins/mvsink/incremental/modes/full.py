@@ -76,7 +76,8 @@ class FullDiff:
         )
         desired = inputs.state.desired if inputs.state else inputs.result
         if nothing_persisted(inputs.table, lower=inputs.desc.upper):  # (a foreign writer may stamp rows past lower)
-            keep_scalars(inputs.spark, inputs.desc, inputs.view.query)
+            if inputs.view.incremental:
+                keep_scalars(inputs.spark, inputs.desc, inputs.view.query)
             built = duckdb_full_diff(plan, inputs, first_build=True)
             if not isinstance(built, str):
                 remember_built(plan, inputs, columns=built.column_names)
