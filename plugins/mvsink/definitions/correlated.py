@@ -115,7 +115,8 @@ def split_correlated(
     inner_tree.set("where", exp.Where(this=exp.and_(*(c.copy() for c in rest))) if rest else None)
     inner_tree.set("group", exp.Group(expressions=[k.copy() for k, _ in keys.values()]))
     table = exp.to_identifier(intermediate, quoted=True)
-    copied = list(copy.find_all(exp.Subquery))[parens.index(paren)]
+    at = next(i for i, p in enumerate(parens) if p is paren)  # (by identity: an equal subquery may come first)
+    copied = list(copy.find_all(exp.Subquery))[at]
     copied_host = copied.find_ancestor(exp.Select)
     if not isinstance(copied_host, exp.Select) or copied_host.sql() != host.sql():  # (the same parse: never)
         return None

@@ -21,13 +21,12 @@ import re
 from decimal import Decimal, InvalidOperation
 from typing import Final
 
-from mvsink.engines.duckdbsql import spark_type, unsupported
+from mvsink.engines.duckdbsql import TRUE, spark_type, unsupported
 from mvsink.plan.tree import PlanExpr, PlanNode
 
 __all__ = ["unsupported_extended"]
 
 _JOINS: Final = frozenset({"LeftOuter", "LeftSemi", "LeftAnti"})
-_TRUE: Final = PlanExpr("Literal", attrs={"type": "boolean", "value": "true"})
 _STRING: Final = PlanExpr("Literal", attrs={"type": "string", "value": "s"})
 _DECIMAL: Final = re.compile(r"decimal\((\d+),(\d+)\)")
 _COMPARISONS: Final = frozenset({"EqualTo", "LessThan", "LessThanOrEqual", "GreaterThan", "GreaterThanOrEqual"})
@@ -74,7 +73,7 @@ def _filter(condition: PlanExpr) -> PlanExpr:
         operands = [_expr(c) for c in condition.children]
         types = [spark_type(o) for o in operands]
         if all(t in _INTEGRAL or _DECIMAL.fullmatch(t) for t in types):
-            return _TRUE
+            return TRUE
     return condition
 
 
@@ -132,7 +131,7 @@ def _exists(e: PlanExpr) -> PlanExpr:
         raise _Refused(f"{why} in an EXISTS subquery")
     for c in e.children:
         _judge(_expr(c))
-    return _TRUE
+    return TRUE
 
 
 def _substring(e: PlanExpr) -> PlanExpr:

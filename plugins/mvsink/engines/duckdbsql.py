@@ -23,11 +23,14 @@ from collections.abc import Mapping
 from decimal import Decimal, InvalidOperation, localcontext
 from typing import TYPE_CHECKING, Any, Final
 
+from mvsink.plan.tree import PlanExpr
+
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-    from mvsink.plan.tree import PlanExpr, PlanNode
+    from mvsink.plan.tree import PlanNode
 
+TRUE: Final = PlanExpr("Literal", attrs={"type": "boolean", "value": "true"})  # (a conjunct judged apart)
 _OPERATORS: Final = frozenset({"Project", "Filter", "Join", "SubqueryAlias", "View", "LogicalRelation", "Relation"})
 _BOOLEAN: Final = frozenset(
     {
@@ -102,8 +105,6 @@ def _in_subqueries(condition: PlanExpr) -> PlanExpr:
     engines), as a conjunct of a filter: both engines give NULL where the value is NULL or the subquery holds a NULL
     and no match, and the filter drops the row for NULL as for FALSE. Under NOT or OR it is refused (NOT IN's
     null-aware form is not proven equal)."""
-    from mvsink.plan.tree import PlanExpr as Expr
-
     if condition.name == "And" and len(condition.children) == 2:
         return dataclasses.replace(condition, children=tuple(map(_in_subqueries, condition.children)))
     if condition.name != "InSubquery":
@@ -121,7 +122,7 @@ def _in_subqueries(condition: PlanExpr) -> PlanExpr:
         raise ValueError(value[1:])
     if out != [value] or not _IN_KEY.fullmatch(value):
         raise ValueError(f"an IN subquery comparing {value} with {', '.join(out) or 'an unknown output'}")
-    return Expr("Literal", attrs={"type": "boolean", "value": "true"})
+    return TRUE
 
 
 _IN_KEY: Final = re.compile(r"byte|short|integer|long|string|date|decimal\(\d+,\d+\)")

@@ -228,9 +228,9 @@ def _with_constants(ct: ChangeTerms, part: Partitioning, query: str) -> tuple[Pa
     unchanged = {s.name.casefold() for s in ct.desc.sources} - changed
     if not unchanged:
         return None
-    columns = {s.name.casefold(): {c.casefold() for c in ct.spark.table(s.name).columns} for s in ct.desc.sources}
+    columns = _source_columns(ct.spark, ct.desc)
     try:
-        got = constant_scalars(ct.spark, query, columns, unchanged, cache=_scalar_cache(ct))
+        got = constant_scalars(ct.spark, query, columns, unchanged, cache=scalar_cache(ct.spark, ct.desc))
         if got is None:
             return None
         tree = plan_tree(ct.spark, got.query)
@@ -243,11 +243,6 @@ def _with_constants(ct: ChangeTerms, part: Partitioning, query: str) -> tuple[Pa
     return again, got.query, f"the scalar subquery evaluated once: {said}", tree
 
 
-def _scalar_cache(ct: ChangeTerms) -> ScalarCache:
-    """The kept values of the view's scalar subqueries, for this refresh's snapshots and Spark settings."""
-    return scalar_cache(ct.spark, ct.desc)
-
-
 def scalar_cache(spark: SparkSession, desc: BatchDescription) -> ScalarCache:
     """The kept values of the view's scalar subqueries (:mod:`mvsink.incremental.scalarcache`), for the batch's
     snapshots and the session's settings a value depends on."""
@@ -258,36 +253,32 @@ def scalar_cache(spark: SparkSession, desc: BatchDescription) -> ScalarCache:
     return ScalarCache(desc.target, desc.sources, settings, write=not desc.dry_run)
 
 
+def _source_columns(spark: SparkSession, desc: BatchDescription) -> dict[str, set[str]]:
+    """Each source's column names as registered in the session, both casefolded."""
+    return {s.name.casefold(): {c.casefold() for c in spark.table(s.name).columns} for s in desc.sources}
+
+
 def keep_scalars(spark: SparkSession, desc: BatchDescription, query: str) -> int:
     """At a refresh that computes the view whole (its first build): evaluate the query's uncorrelated scalar
-    subqueries over sources at a path (one Spark job each) and keep their values, so that the first partitioned
+    subqueries over sources at a path (:func:`~mvsink.incremental.scalars.constant_scalars`, one Spark job each
+    unless kept already) and keep their values, so that the first partitioned
     recompute that leaves their sources unchanged writes them in without asking Spark (TPC-H Q22's average balance
-    when orders change). How many were kept; none where the query has none or the partitioned recompute is off."""
+    when orders change). How many are kept; none where the query has none or the partitioned recompute is off."""
     import sqlglot
     from pyspark.errors import PySparkException
-    from sqlglot import exp
 
     from mvsink import settings
-    from mvsink.incremental.scalars import constant_candidates, evaluated, has_scalar_subquery
+    from mvsink.incremental.scalars import constant_scalars, has_scalar_subquery
 
     if not settings.incremental_partitioned() or desc.dry_run or not has_scalar_subquery(query):
         return 0
     paths = {s.name.casefold() for s in desc.sources if s.kind == "path"}
-    kept = 0
     try:
-        columns = {s.name.casefold(): {c.casefold() for c in spark.table(s.name).columns} for s in desc.sources}
-        cache = scalar_cache(spark, desc)
-        for text in constant_candidates(query, columns, paths):
-            tables = [t.name for t in sqlglot.parse_one(text, dialect="spark").find_all(exp.Table)]
-            if cache.get(text, tables) is not None:
-                continue
-            lit = evaluated(spark, text)
-            if lit is not None:
-                cache.put(text, tables, lit)
-                kept += 1
+        got = constant_scalars(spark, query, _source_columns(spark, desc), paths, cache=scalar_cache(spark, desc))
     except (PySparkException, sqlglot.errors.SqlglotError) as exc:  # (advisory: the first build goes on)
         log.info("view %s: no scalar subquery value kept: %s", desc.view, str(exc).splitlines()[0] if str(exc) else exc)
-        return kept
+        return 0
+    kept = len(got.replaced) if got is not None else 0
     if kept:
         log.info("view %s: kept the value of %d scalar subquery(ies) for its partitioned recomputes", desc.view, kept)
     return kept
