@@ -62,13 +62,20 @@ def _text_comparison(node: Any) -> Comparison | None:
     return name, node.this.name.casefold(), node.expression.name.casefold()
 
 
-def duckdb_sql(spark_sql: str, *, casts: Mapping[Comparison, CastPair] | None = None) -> str:
+def duckdb_sql(
+    spark_sql: str,
+    *,
+    casts: Mapping[Comparison, CastPair] | None = None,
+    average: tuple[int, int] | None = None,
+) -> str:
     """``spark_sql`` in DuckDB's dialect, or :class:`Untranslatable`. Spark's CAST stays a CAST (an invalid literal
     fails, as in ANSI Spark). ``casts``: comparisons whose operands get Spark's implicit decimal casts written out
     (:func:`carried_casts`). Refused: a backslash anywhere (Spark's string escapes are not DuckDB's), a number
     beyond a long (Spark's analyser turns ``i64 < 12345678901234567890`` into ``false``, even where i64 is NULL), a date
     literal or a string cast to a date other than ``'YYYY-MM-DD'`` (the parsers differ beyond it), a LIKE's ``ESCAPE``
-    clause (Spark's plan does not carry the escape character that :func:`unsupported` would check)."""
+    clause (Spark's plan does not carry the escape character that :func:`unsupported` would check). ``average``:
+    the DECIMAL(p, s) every ``avg`` of the text averages (:func:`mvsink.engines.duckdbforms.average_type`), each
+    written out as Spark computes it (:func:`exact_average`); without it an ``avg`` stays DuckDB's."""
     import sqlglot
     from sqlglot import exp
 
@@ -89,6 +96,11 @@ def duckdb_sql(spark_sql: str, *, casts: Mapping[Comparison, CastPair] | None = 
             lit = cast.this
             if isinstance(lit, exp.Literal) and lit.is_string and not _iso_date(lit.this):
                 raise Untranslatable(f"the date {lit.this!r}")
+    if average is not None:
+        for node in list(tree.find_all(exp.Avg)):
+            if isinstance(node.this, exp.Distinct):
+                raise Untranslatable("an AVG(DISTINCT ...)")
+            node.replace(sqlglot.parse_one(exact_average(node.this.sql(dialect="duckdb"), *average), dialect="duckdb"))
     if casts:
         for node in list(tree.walk()):
             pair = casts.get(_text_comparison(node))  # type: ignore[arg-type]
@@ -96,6 +108,23 @@ def duckdb_sql(spark_sql: str, *, casts: Mapping[Comparison, CastPair] | None = 
                 if to is not None:
                     node.set(arg, exp.Cast(this=node.args[arg], to=exp.DataType.build(to.upper(), dialect="duckdb")))
     return tree.sql(dialect="duckdb")
+
+
+def exact_average(x: str, precision: int, scale: int) -> str:
+    """DuckDB SQL of Spark's ``avg(x)`` of a DECIMAL(``precision``, ``scale``) ``x`` (read as DECIMAL(38, scale)):
+    NULL over no non-null value, else the sum divided by the count rounded HALF_UP at scale + 4
+    (``DecimalDivideWithOverflowCheck``), in 128-bit integers from the sum's unscaled value (its text without the
+    point, exact), as :mod:`mvsink.incremental.duckdbagg` finalises it; a sum beyond Spark's DECIMAL(p + 10, s)
+    buffer fails, as ANSI Spark's does. DuckDB's own AVG goes through DOUBLE."""
+    n = f"CAST(count({x}) AS HUGEINT)"
+    u = f"CAST(replace(CAST(sum({x}) AS VARCHAR), '.', '') AS HUGEINT)"
+    rounded = f"sign({u}) * ((abs({u}) * 20000 + {n}) // (2 * {n}))"
+    unit = "0." + "0" * (scale + 3) + "1"
+    limit = f"abs({u}) >= CAST('1{'0' * (precision + 10)}' AS HUGEINT)" if precision + 10 <= 38 else "false"
+    return (
+        f"(CASE WHEN {n} = 0 THEN NULL WHEN {limit} THEN error('Overflow in sum of decimals') "
+        f"ELSE CAST({rounded} AS DECIMAL(38,0)) * CAST('{unit}' AS DECIMAL({scale + 5},{scale + 4})) END)"
+    )
 
 
 def _within_long(number: str) -> bool:
