@@ -25,10 +25,10 @@ import re
 from decimal import Decimal, InvalidOperation
 from typing import Final
 
-from mvsink.engines.duckdbsql import TRUE, spark_type, unsupported
+from mvsink.engines.duckdbsql import TRUE, correlated_scalar_type, is_correlated, spark_type, unsupported
 from mvsink.plan.tree import PlanExpr, PlanNode
 
-__all__ = ["average_type", "unsupported_extended"]
+__all__ = ["unsupported_extended"]
 
 _JOINS: Final = frozenset({"LeftOuter", "LeftSemi", "LeftAnti"})
 _STRING: Final = PlanExpr("Literal", attrs={"type": "string", "value": "s"})
@@ -36,8 +36,6 @@ _DECIMAL: Final = re.compile(r"decimal\((\d+),(\d+)\)")
 _COMPARISONS: Final = frozenset({"EqualTo", "LessThan", "LessThanOrEqual", "GreaterThan", "GreaterThanOrEqual"})
 _INTEGRAL: Final = frozenset({"integer", "long"})
 _NUMERAL: Final = re.compile(r"-?\d{1,38}(\.\d{1,38})?")
-_MIN_EXACT_AVG_DIGITS: Final = 11  # Spark's AVG of a DECIMAL(p, s), p + 4 <= 15, is computed through DOUBLE
-MAX_AVG_DIGITS: Final = 34  # beyond, Spark's AVG type is bounded at 38 digits
 
 
 class _Refused(Exception):  # noqa: N818 (a reason, carried out of the recursion)
@@ -141,80 +139,23 @@ def _exists(e: PlanExpr) -> PlanExpr:
 
 
 def _correlated_scalar(e: PlanExpr) -> PlanExpr:
-    """A correlated scalar subquery of one row, ``(SELECT f(agg(x), ...) FROM ... WHERE inner = outer ...)`` (TPC-H
-    Q17's ``0.2 * avg(l_quantity)``): an Aggregate without grouping whose one output is arithmetic the base check
-    takes over non-distinct, unfiltered MIN, MAX (of integers, decimals, dates), COUNT, or AVG of a DECIMAL(p, s)
-    with 11 < p <= 34 (written out exactly by :func:`mvsink.engines.duckdbtext.duckdb_sql`, :func:`average_type`),
-    over a plan this module takes. One row in both engines, the aggregates NULL (COUNT 0) over no rows; DuckDB
-    decorrelates it as Spark does. Stands in as a column of the subquery's type. An uncorrelated one is left to the
-    partitioned recompute (written in as a literal) and refused here."""
-    if len(e.plans) != 1:
-        raise _Refused("a ScalarSubquery of unknown form")
-    agg = e.plans[0]
-    if not any(x.name == "OuterReference" for n in agg.walk() for ex in n.all_expressions() for x in ex.walk()):
+    """A correlated scalar subquery of one aggregate (TPC-H Q17's ``0.2 * avg(l_quantity)``): as the base check takes
+    it (:func:`mvsink.engines.duckdbsql.unsupported`), its input judged with this module's forms. Stands in as a
+    column of its type. An uncorrelated one is left to the partitioned recompute (written in as a literal)."""
+    if len(e.plans) != 1 or not is_correlated(e):
         raise _Refused("a ScalarSubquery (a partitioned recompute writes in only the constant ones, as literals)")
-    grouping = agg.attrs.get("grouping")
-    if (
-        agg.name != "Aggregate"
-        or len(agg.children) != 1
-        or len(agg.expressions) != 1
-        or not isinstance(grouping, tuple)
-        or len(grouping) != 2
-        or grouping[0] != grouping[1]
-    ):
+    agg = e.plans[0]
+    if agg.name != "Aggregate" or len(agg.children) != 1:
         raise _Refused("a correlated ScalarSubquery other than one aggregate without GROUP BY")
     why = unsupported_extended(agg.children[0])
     if why:
         raise _Refused(f"{why} in a correlated ScalarSubquery")
-    got = _judge(_expr(_aggregates_replaced(agg.expressions[0])))
+    # (the base check judges the aggregate itself, its input now a plain relation of the same columns)
+    stand_in = dataclasses.replace(agg, children=(PlanNode("View", attrs={"view": "_mv_judged"}),))
+    got = correlated_scalar_type(dataclasses.replace(e, plans=(stand_in,)))
+    if got.startswith("!"):
+        raise _Refused(got[1:])
     return PlanExpr("AttributeReference", attrs={"type": got})
-
-
-def _aggregates_replaced(e: PlanExpr) -> PlanExpr:
-    """``e`` with each aggregate judged (:func:`_correlated_scalar`) and replaced by a column of its Spark type."""
-    if e.name != "AggregateExpression":
-        if not e.children:
-            return e
-        return dataclasses.replace(e, children=tuple(map(_aggregates_replaced, e.children)))
-    if e.attrs.get("distinct") is not False or len(e.children) != 1 or len(e.children[0].children) != 1:
-        raise _Refused("an aggregate that is DISTINCT, filtered or of unknown form in a correlated ScalarSubquery")
-    fn = e.children[0]
-    arg = _judge(_expr(fn.children[0]))
-    if fn.name == "Count":
-        t = "long"
-    elif fn.name in ("Min", "Max") and (arg in _INTEGRAL or arg == "date" or _DECIMAL.fullmatch(arg)):
-        t = arg
-    elif fn.name == "Average" and (pt := _average_of(arg)) is not None:
-        t = f"decimal({pt[0] + 4},{pt[1] + 4})"
-    else:
-        raise _Refused(f"the aggregate {fn.name} of {arg} in a correlated ScalarSubquery")
-    return PlanExpr("AttributeReference", attrs={"type": t})
-
-
-def _average_of(arg: str) -> tuple[int, int] | None:
-    """(p, s) of an AVG's DECIMAL(p, s) argument DuckDB's text computes exactly as Spark does, else None: Spark's
-    AVG of p <= 11 digits goes through DOUBLE; over 34, its result type is bounded (and rounds otherwise)."""
-    m = _DECIMAL.fullmatch(arg)
-    if m is None:
-        return None
-    p, s = int(m.group(1)), int(m.group(2))
-    return (p, s) if _MIN_EXACT_AVG_DIGITS < p <= MAX_AVG_DIGITS else None
-
-
-def average_type(tree: PlanNode) -> tuple[int, int] | None | str:
-    """The one DECIMAL(p, s) every AVG of ``tree`` (subqueries included) averages, as :func:`unsupported_extended`
-    takes it; None where there is no AVG; why not where they differ (the text's AVGs are written out alike:
-    :func:`mvsink.engines.duckdbtext.duckdb_sql`) or one is not such a decimal."""
-    found: set[tuple[int, int] | None] = set()
-    for n in tree.walk():
-        for x in n.all_expressions():
-            if x.name == "Average" and len(x.children) == 1:
-                found.add(_average_of(spark_type(x.children[0])))
-    if not found:
-        return None
-    if len(found) != 1 or None in found:
-        return "AVGs of other types than one DECIMAL of 12 to 34 digits"
-    return next(iter(found))
 
 
 def _substring(e: PlanExpr) -> PlanExpr:

@@ -136,7 +136,7 @@ def spark_type(e: PlanExpr) -> str:
     if form is not None:  # (judged on their own terms: BETWEEN's common expression, CASE's branches twice)
         return form(e)
     if name == "ScalarSubquery":
-        return _scalar_extreme(e)
+        return correlated_scalar_type(e) if is_correlated(e) else _scalar_extreme(e)
     carried = _CARRIED.get()
     if carried and name in _COMPARISONS and _comparison(e) in carried:
         return _carried_comparison(e)
@@ -282,6 +282,108 @@ def _scalar_extreme(e: PlanExpr) -> str:
         return f"!a scalar MIN or MAX of type {t.lstrip('!')}"
     why = unsupported(agg.children[0])
     return f"!{why} in a scalar subquery" if why else t
+
+
+def is_correlated(e: PlanExpr) -> bool:
+    """Does the subquery expression ``e`` refer to its outer row (an OuterReference in its plan's own operators)?"""
+    return any(
+        x.name == "OuterReference" for p in e.plans for n in p.walk() for ex in n.all_expressions() for x in ex.walk()
+    )
+
+
+_MIN_EXACT_AVG_DIGITS: Final = 11  # Spark's AVG of a DECIMAL(p, s), p + 4 <= 15, is computed through DOUBLE
+MAX_AVG_DIGITS: Final = 34  # beyond, Spark's AVG type is bounded at 38 digits
+
+
+def correlated_scalar_type(e: PlanExpr) -> str:
+    """A correlated scalar subquery of one row, ``(SELECT f(agg(x), ...) FROM ... WHERE inner = outer ...)`` (TPC-H
+    Q17's ``0.2 * avg(l_quantity)``, Q20's ``0.5 * sum(l_quantity)``, Q2's ``min(ps_supplycost)``): an Aggregate
+    without grouping whose one output is arithmetic this check takes over non-distinct, unfiltered MIN and MAX (of
+    integers, decimals, dates), COUNT, SUM of a decimal, and AVG of a DECIMAL(p, s) with 11 < p <= 34 (SUM and AVG
+    written out as Spark computes them by :func:`mvsink.engines.duckdbtext.duckdb_sql`: :func:`text_aggregates`),
+    over a plan this check takes once its outer references are read as columns. One row in both engines, the
+    aggregates NULL (COUNT 0) over no rows; DuckDB decorrelates it as Spark does. Its type, else ``!why``."""
+    if len(e.plans) != 1:
+        return "!a ScalarSubquery of unknown form"
+    agg = e.plans[0]
+    grouping = agg.attrs.get("grouping")
+    if (
+        agg.name != "Aggregate"
+        or len(agg.children) != 1
+        or len(agg.expressions) != 1
+        or not isinstance(grouping, tuple)
+        or len(grouping) != 2
+        or grouping[0] != grouping[1]
+    ):
+        return "!a correlated ScalarSubquery other than one aggregate without GROUP BY"
+    why = unsupported(_outer_as_columns(agg.children[0]))
+    if why:
+        return f"!{why} in a correlated ScalarSubquery"
+    out = _aggregates_as_columns(agg.expressions[0])
+    return out if isinstance(out, str) and out.startswith("!") else spark_type(out)  # type: ignore[arg-type]
+
+
+def _outer_as_columns(node: PlanNode) -> PlanNode:
+    """``node`` (a correlated subquery's plan) with each outer reference of its own operators read as the outer
+    row's column; a nested subquery keeps its own (its own check refuses them)."""
+
+    def expr(x: PlanExpr) -> PlanExpr:
+        if x.name == "OuterReference" and len(x.children) == 1:
+            return x.children[0]
+        return dataclasses.replace(x, children=tuple(map(expr, x.children))) if x.children else x
+
+    if node.name == "View":
+        return node
+    return dataclasses.replace(
+        node, expressions=tuple(map(expr, node.expressions)), children=tuple(map(_outer_as_columns, node.children))
+    )
+
+
+def _aggregates_as_columns(e: PlanExpr) -> PlanExpr | str:
+    """``e`` with each aggregate judged (:func:`correlated_scalar_type`) and replaced by a column of its Spark type, or
+    ``!why``."""
+    if e.name != "AggregateExpression":
+        kids = [_aggregates_as_columns(c) for c in e.children]
+        bad = next((k for k in kids if isinstance(k, str)), None)
+        if bad is not None:
+            return bad
+        return dataclasses.replace(e, children=tuple(kids)) if kids else e  # type: ignore[arg-type]
+    if e.attrs.get("distinct") is not False or len(e.children) != 1 or len(e.children[0].children) != 1:
+        return "!an aggregate that is DISTINCT, filtered or of unknown form in a correlated ScalarSubquery"
+    fn = e.children[0]
+    arg = spark_type(fn.children[0])
+    if arg.startswith("!"):
+        return arg
+    dec = _decimal(arg)
+    if fn.name == "Count":
+        t = "long"
+    elif fn.name in ("Min", "Max") and (arg in _INTEGRAL_DIGITS or arg == "date" or dec):
+        t = arg
+    elif fn.name == "Sum" and dec:
+        t = f"decimal({min(dec[0] + 10, MAX_PRECISION)},{dec[1]})"
+    elif fn.name == "Average" and dec and _MIN_EXACT_AVG_DIGITS < dec[0] <= MAX_AVG_DIGITS:
+        t = f"decimal({dec[0] + 4},{dec[1] + 4})"
+    else:
+        return f"!the aggregate {fn.name} of {arg} in a correlated ScalarSubquery"
+    return PlanExpr("AttributeReference", attrs={"type": t})
+
+
+def text_aggregates(tree: PlanNode) -> tuple[tuple[int, int] | None, tuple[int, int] | None] | str:
+    """The DECIMAL(p, s) every AVG of ``tree`` (subqueries included) averages and the one every SUM sums (None:
+    there is none), which :func:`mvsink.engines.duckdbtext.duckdb_sql` writes out as Spark computes them (all of
+    one kind alike: the text's aggregates are not matched to the plan's one by one); why not where one kind's
+    arguments differ or are not such decimals."""
+    found: dict[str, set[tuple[int, int] | None]] = {"Average": set(), "Sum": set()}
+    for n in tree.walk():
+        for x in n.all_expressions():
+            if x.name in found and len(x.children) == 1:
+                dec = _decimal(spark_type(x.children[0]))
+                ok = dec is not None and (x.name == "Sum" or _MIN_EXACT_AVG_DIGITS < dec[0] <= MAX_AVG_DIGITS)
+                found[x.name].add(dec if ok else None)
+    for name, kinds in found.items():
+        if len(kinds) > 1 or None in kinds:
+            return f"{name}s of other types than one DECIMAL (each written out as Spark computes it)"
+    return next(iter(found["Average"]), None), next(iter(found["Sum"]), None)
 
 
 def _year_of(e: PlanExpr) -> str:

@@ -21,6 +21,8 @@ from mvsink.engines.duckdbsql import (
 )
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     import pyarrow as pa
     from pyspark.sql.types import StructType
 
@@ -67,6 +69,7 @@ def duckdb_sql(
     *,
     casts: Mapping[Comparison, CastPair] | None = None,
     average: tuple[int, int] | None = None,
+    total: tuple[int, int] | None = None,
 ) -> str:
     """``spark_sql`` in DuckDB's dialect, or :class:`Untranslatable`. Spark's CAST stays a CAST (an invalid literal
     fails, as in ANSI Spark). ``casts``: comparisons whose operands get Spark's implicit decimal casts written out
@@ -74,8 +77,9 @@ def duckdb_sql(
     beyond a long (Spark's analyser turns ``i64 < 12345678901234567890`` into ``false``, even where i64 is NULL), a date
     literal or a string cast to a date other than ``'YYYY-MM-DD'`` (the parsers differ beyond it), a LIKE's ``ESCAPE``
     clause (Spark's plan does not carry the escape character that :func:`unsupported` would check). ``average``:
-    the DECIMAL(p, s) every ``avg`` of the text averages (:func:`mvsink.engines.duckdbforms.average_type`), each
-    written out as Spark computes it (:func:`exact_average`); without it an ``avg`` stays DuckDB's."""
+    the DECIMAL(p, s) every ``avg`` of the text averages, ``total``: the one every ``sum`` sums
+    (:func:`mvsink.engines.duckdbsql.text_aggregates`), each written out as Spark computes it (:func:`exact_average`,
+    :func:`exact_sum`); without them an ``avg`` or ``sum`` stays DuckDB's."""
     import sqlglot
     from sqlglot import exp
 
@@ -96,11 +100,8 @@ def duckdb_sql(
             lit = cast.this
             if isinstance(lit, exp.Literal) and lit.is_string and not _iso_date(lit.this):
                 raise Untranslatable(f"the date {lit.this!r}")
-    if average is not None:
-        for node in list(tree.find_all(exp.Avg)):
-            if isinstance(node.this, exp.Distinct):
-                raise Untranslatable("an AVG(DISTINCT ...)")
-            node.replace(sqlglot.parse_one(exact_average(node.this.sql(dialect="duckdb"), *average), dialect="duckdb"))
+    _written_out(tree, exp.Avg, average, exact_average)
+    _written_out(tree, exp.Sum, total, exact_sum)
     if casts:
         for node in list(tree.walk()):
             pair = casts.get(_text_comparison(node))  # type: ignore[arg-type]
@@ -108,6 +109,25 @@ def duckdb_sql(
                 if to is not None:
                     node.set(arg, exp.Cast(this=node.args[arg], to=exp.DataType.build(to.upper(), dialect="duckdb")))
     return tree.sql(dialect="duckdb")
+
+
+def _written_out(tree: Any, kind: Any, dec: tuple[int, int] | None, form: Callable[[str, int, int], str]) -> None:
+    """Each ``kind`` (sqlglot's Avg or Sum) of ``tree`` replaced by ``form`` of its argument at ``dec`` (if given)."""
+    import sqlglot
+    from sqlglot import exp
+
+    if dec is None:
+        return
+    for node in list(tree.find_all(kind)):
+        if isinstance(node.this, exp.Distinct):
+            raise Untranslatable(f"an aggregate over DISTINCT ({node.sql(dialect='spark')})")
+        node.replace(sqlglot.parse_one(form(node.this.sql(dialect="duckdb"), *dec), dialect="duckdb"))
+
+
+def exact_sum(x: str, precision: int, scale: int) -> str:
+    """DuckDB SQL of Spark's ``sum(x)`` of a DECIMAL(``precision``, ``scale``) ``x``: DuckDB's exact sum cast to
+    Spark's type, DECIMAL(p + 10, s) (at most 38 digits), which fails beyond it as ANSI Spark's sum does."""
+    return f"CAST(sum({x}) AS DECIMAL({min(precision + 10, 38)},{scale}))"
 
 
 def exact_average(x: str, precision: int, scale: int) -> str:
@@ -119,8 +139,7 @@ def exact_average(x: str, precision: int, scale: int) -> str:
     is volatile and keeps DuckDB's optimiser from decorrelating a subquery: TPC-H Q17's took 4 s instead of
     0.02 s). DuckDB's own AVG goes through DOUBLE."""
     n = f"CAST(count({x}) AS HUGEINT)"
-    total = f"CAST(sum({x}) AS DECIMAL({min(precision + 10, 38)},{scale}))"
-    u = f"CAST(replace(CAST({total} AS VARCHAR), '.', '') AS HUGEINT)"
+    u = f"CAST(replace(CAST({exact_sum(x, precision, scale)} AS VARCHAR), '.', '') AS HUGEINT)"
     rounded = f"sign({u}) * ((abs({u}) * 20000 + {n}) // (2 * {n}))"
     unit = "0." + "0" * (scale + 3) + "1"
     return (

@@ -23,8 +23,8 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING, Any
 
-from mvsink.engines.duckdbforms import average_type, unsupported_extended
-from mvsink.engines.duckdbsql import Untranslatable
+from mvsink.engines.duckdbforms import unsupported_extended
+from mvsink.engines.duckdbsql import Untranslatable, text_aggregates
 from mvsink.engines.duckdbtext import duckdb_schema, duckdb_sql
 
 if TYPE_CHECKING:
@@ -72,9 +72,9 @@ def in_driver(
     why = refused(ct, tree)
     if why:
         return why
-    average = average_type(tree)
-    if isinstance(average, str):
-        return f"DuckDB might not evaluate {average} as Spark does"
+    aggregates = text_aggregates(tree)
+    if isinstance(aggregates, str):
+        return f"DuckDB might not evaluate {aggregates} as Spark does"
     got = restricted_in_driver(
         ct,
         part=part,
@@ -84,7 +84,7 @@ def in_driver(
         keys=keys,
         columns=columns,
         weight=weight,
-        average=average,
+        aggregates=aggregates,
     )
     if not isinstance(got, str):
         values, nulls = keys
@@ -109,14 +109,14 @@ def restricted_in_driver(
     keys: tuple[list[Any], bool],
     columns: set[str] | None,
     weight: str,
-    average: tuple[int, int] | None = None,
+    aggregates: tuple[tuple[int, int] | None, tuple[int, int] | None] = (None, None),
 ) -> pa.Table | str:
     """The signed rows (``weight`` +1 for ``queries[0]``, the query over the new restricted sources, -1 for
     ``queries[1]``, over the old ones; Spark SQL reading the sources under ``names[(source, old)]``) evaluated by
     DuckDB, not consolidated; or why not. ``driver``: the keyed sources' reads in the driver (every keyed source
     must have one), restricted to ``keys`` (values, and whether NULL is one); ``columns``: the columns the query
-    names (casefolded; None: every one); ``average``: the DECIMAL(p, s) the queries' AVGs average
-    (:func:`mvsink.engines.duckdbforms.average_type`)."""
+    names (casefolded; None: every one); ``aggregates``: the DECIMAL(p, s) the queries' AVGs average and their SUMs
+    sum (:func:`mvsink.engines.duckdbsql.text_aggregates`)."""
     import pyarrow as pa
 
     from mvsink.core.arrowvalues import empty_table
@@ -128,7 +128,7 @@ def restricted_in_driver(
     if missing:
         return f"the keyed source {missing[0]!r} is read by Spark"
     try:
-        sql = tuple(duckdb_sql(q, average=average) for q in queries)
+        sql = tuple(duckdb_sql(q, average=aggregates[0], total=aggregates[1]) for q in queries)
     except Untranslatable as exc:
         return f"the query does not translate to DuckDB exactly ({exc})"
     values, nulls = keys

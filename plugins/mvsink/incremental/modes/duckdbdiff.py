@@ -80,7 +80,16 @@ def duckdb_full_diff(plan: PlanFacts, inputs: WriteInputs, *, first_build: bool 
     if isinstance(got, str):
         return got
     try:
-        return _compute(plan, inputs, got[0], with_state=got[1], top=got[2], casts=got[3], first_build=first_build)
+        return _compute(
+            plan,
+            inputs,
+            got[0],
+            with_state=got[1],
+            top=got[2],
+            casts=got[3],
+            aggregates=got[4],
+            first_build=first_build,
+        )
     except Exception as exc:  # noqa: BLE001 (any failure here: Spark's full diff gives the answer, or its error)
         first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
         return f"DuckDB failed ({type(exc).__name__}: {first})"
@@ -103,14 +112,19 @@ class _TopK:
     inner: str
 
 
+_Aggregates = tuple[tuple[int, int] | None, tuple[int, int] | None]
+
+
 def _aggregate_or_refusal(
     plan: PlanFacts, inputs: WriteInputs
-) -> str | tuple[StatePlan | None, bool, _TopK | None, dict[Comparison, CastPair]]:
+) -> str | tuple[StatePlan | None, bool, _TopK | None, dict[Comparison, CastPair], _Aggregates]:
     """:func:`full_diff_refused`'s reason, or what DuckDB computes: the view's aggregate (its state plan; None for a
     select-project-join view), whether the table keeps its state (hidden columns) or its visible columns only
     (a table created without state: ``incremental: false``), a top-k view's order and limit, and the comparisons
-    whose decimal casts the DuckDB text carries (:func:`mvsink.engines.duckdbtext.carried_casts`)."""
-    from mvsink.engines.duckdbsql import unsupported
+    whose decimal casts the DuckDB text carries (:func:`mvsink.engines.duckdbtext.carried_casts`), and the decimal
+    types the text's AVGs and SUMs (a correlated scalar subquery's) are written out for
+    (:func:`mvsink.engines.duckdbsql.text_aggregates`)."""
+    from mvsink.engines.duckdbsql import text_aggregates, unsupported
     from mvsink.engines.duckdbtext import carried_casts
 
     why = _view_refusal(plan, inputs)
@@ -140,7 +154,10 @@ def _aggregate_or_refusal(
         return f"the view's aggregate keeps no state DuckDB computes ({no_state})"
     if got:
         return f"DuckDB might not evaluate {got} as Spark does"
-    return st, plan.state is not None, top, carried
+    aggregates = text_aggregates(tree)
+    if isinstance(aggregates, str):
+        return f"DuckDB might not evaluate {aggregates} as Spark does"
+    return st, plan.state is not None, top, carried, aggregates
 
 
 def _text(inputs: WriteInputs, st: StatePlan | None, top: _TopK | None) -> str:
@@ -251,6 +268,7 @@ def _compute(
     with_state: bool,
     top: _TopK | None,
     casts: dict[Comparison, CastPair],
+    aggregates: _Aggregates = (None, None),
     first_build: bool,
 ) -> pa.Table | str:
     """:func:`duckdb_full_diff` once refusals from the plan are ruled out: the query and the sources' reads taken
@@ -265,7 +283,7 @@ def _compute(
     spark, view, desc = inputs.spark, inputs.view, inputs.desc
     text = _text(inputs, st, top)
     try:
-        query = duckdb_sql(text, casts=casts)
+        query = duckdb_sql(text, casts=casts, average=aggregates[0], total=aggregates[1])
     except Untranslatable as exc:
         return f"the query does not translate to DuckDB exactly ({exc})"
     if st is not None:  # an aggregate's rows (and its state where the table keeps it), grouped by DuckDB
