@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any, Final
 from mvsink.plan.tree import PlanExpr
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
+    from collections.abc import Callable, Iterator
 
     from mvsink.plan.tree import PlanNode
 
@@ -368,13 +368,27 @@ def _aggregates_as_columns(e: PlanExpr) -> PlanExpr | str:
     return PlanExpr("AttributeReference", attrs={"type": t})
 
 
+def query_operators(tree: PlanNode) -> Iterator[PlanNode]:
+    """The operators of the query itself, its subqueries' included, in pre-order: not those inside a View (a
+    source's own definition, as a view source's consolidated rows: its GROUP BY with a SUM is not the query's)."""
+    yield tree
+    if tree.name == "View":
+        return
+    for e in tree.expressions:
+        for x in e.walk():
+            for p in x.plans:
+                yield from query_operators(p)
+    for c in tree.children:
+        yield from query_operators(c)
+
+
 def text_aggregates(tree: PlanNode) -> tuple[tuple[int, int] | None, tuple[int, int] | None] | str:
     """The DECIMAL(p, s) every AVG of ``tree`` (subqueries included) averages and the one every SUM sums (None:
     there is none), which :func:`mvsink.engines.duckdbtext.duckdb_sql` writes out as Spark computes them (all of
     one kind alike: the text's aggregates are not matched to the plan's one by one); why not where one kind's
     arguments differ or are not such decimals."""
     found: dict[str, set[tuple[int, int] | None]] = {"Average": set(), "Sum": set()}
-    for n in tree.walk():
+    for n in query_operators(tree):
         for x in n.all_expressions():
             if x.name in found and len(x.children) == 1:
                 dec = _decimal(spark_type(x.children[0]))

@@ -211,11 +211,15 @@ def terms_refused(ct: ChangeInputs, analysed: DataFrame | None, tree: PlanNode) 
 
 
 def _terms_unsupported(tree: PlanNode) -> str | None:
-    """What :func:`~mvsink.engines.duckdbsql.unsupported` says of ``tree``, and a SUM or AVG it takes in a scalar
-    subquery refused: the terms' text is translated without their written-out forms."""
-    from mvsink.engines.duckdbsql import text_aggregates
+    """What :func:`~mvsink.engines.duckdbsql.unsupported` says of ``tree``, a correlated scalar subquery (which it
+    takes) refused: the change terms' text is translated without the written-out SUM and AVG, and a query with one
+    is not linear in its sources anyway."""
+    from mvsink.engines.duckdbsql import is_correlated, query_operators
 
-    return unsupported(tree) or (None if text_aggregates(tree) == (None, None) else "a SUM or AVG in a subquery")
+    correlated = any(
+        x.name == "ScalarSubquery" and is_correlated(x) for n in query_operators(tree) for x in n.all_expressions()
+    )
+    return unsupported(tree) or ("a correlated scalar subquery" if correlated else None)
 
 
 def _as_view_rows(din: pa.Table, desired: DataFrame) -> pa.Table | str:
