@@ -148,16 +148,18 @@ def restricted_in_driver(
                 except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError) as exc:
                     return f"source {s.name!r}: its rows do not widen to DuckDB's types ({exc})"
             continue
-        if (s.name, True) in names:  # (every read of a changed source is keyed: not reached)
+        if (s.name, True) in names and s.name not in part.via:  # (a changed source is keyed, or tied to one)
             return f"the changed source {s.name!r} is not keyed"
-        snap = snapshot(s.path, s.version, role=f"source {s.name!r}") if s.kind == "path" else None
-        if snap is None:
-            return f"source {s.name!r} is not a Delta path"
-        schema = duckdb_schema(snap.schema, columns, "UTC")
-        rel = snapshot_relation(s, s.version, None, schema.names, schema, budget)
-        if isinstance(rel, str):
-            return rel
-        tables[names[(s.name, False)]] = rel[0]
+        for old in (False, True) if (s.name, True) in names else (False,):  # (a tied one: whole, before and after)
+            version = ct.base[s.name] if old else s.version
+            snap = snapshot(s.path, version, role=f"source {s.name!r}") if s.kind == "path" else None
+            if snap is None:
+                return f"source {s.name!r} is not a Delta path"
+            schema = duckdb_schema(snap.schema, columns, "UTC")
+            rel = snapshot_relation(s, version, None, schema.names, schema, budget)
+            if isinstance(rel, str):
+                return rel
+            tables[names[(s.name, old)]] = rel[0]
     return _evaluate(sql, tables, weight=weight)
 
 

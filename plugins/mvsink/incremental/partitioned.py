@@ -413,11 +413,15 @@ def changed_keys(ct: ChangeTerms, part: Partitioning) -> tuple[list[Any], bool] 
     has_null = False
     for s in ct.changed:
         column = part.columns.get(s.name)
-        if column is None:  # (the partitioning keys every changed source)
+        got: tuple[list[Any], bool] | str | None
+        if column is None and s.name in part.via:
+            got = _via_keys(ct, part, s.name)
+        elif column is None:  # (the partitioning keys every changed source, or ties it to a keyed one)
             return f"the changed source {s.name!r} has no key column"
-        got: tuple[list[Any], bool] | str | None = _driver_keys(ct, s.name, column)
-        if got is None:
-            got = _spark_keys(ct, s.name, column)
+        else:
+            got = _driver_keys(ct, s.name, column)
+            if got is None:
+                got = _spark_keys(ct, s.name, column)
         if isinstance(got, str):
             return got
         vals, null = got
@@ -431,6 +435,80 @@ def changed_keys(ct: ChangeTerms, part: Partitioning) -> tuple[list[Any], bool] 
     if values and not (kinds <= {int, str} or _dates(kinds)):
         return f"the keys of {part.describe()} are of a type the file statistics may not compare ({next(iter(kinds)).__name__})"
     return sorted(values), has_null
+
+
+def _via_keys(ct: ChangeTerms, part: Partitioning, name: str) -> tuple[list[Any], bool] | str:
+    """The keys of the changed source ``name`` read without a column of the key but tied to a keyed source
+    (:attr:`~mvsink.plan.partitioning.Partitioning.via`): the key values of that source's rows, before and after the
+    change, whose tied column equals the tied column of a changed row (a NULL matches none)."""
+    own, keyed, theirs = part.via[name]
+    tied = _driver_keys(ct, name, own)
+    if tied is None:
+        tied = _spark_keys(ct, name, own)
+    if isinstance(tied, str):
+        return tied
+    values = tied[0]
+    if not values:
+        return [], False
+    if len(values) > keyreads.MAX_KEYS:
+        return f"the changes of {name!r} hold over {keyreads.MAX_KEYS} values of {own}"
+    source = next(s for s in ct.desc.sources if s.name == keyed)
+    versions = {source.version} | ({ct.base[keyed]} if keyed in {c.name for c in ct.changed} else set())
+    found: set[Any] = set()
+    null = False
+    for version in sorted(versions):
+        got = _tied_keys(source, version, theirs, part.columns[keyed], values)
+        if isinstance(got, str):
+            return got
+        found |= set(got[0])
+        null = null or got[1]
+    log.info(
+        "view %s: %d changed %s value(s) of %s tie to %d key(s) of %s (%s)",
+        ct.view.name,
+        len(values),
+        own,
+        name,
+        len(found),
+        keyed,
+        part.describe(),
+    )
+    return sorted(found), null
+
+
+def _tied_keys(
+    source: SourceRead, version: int, column: str, key: str, values: list[Any]
+) -> tuple[list[Any], bool] | str:
+    """The distinct ``key`` values (and whether one is NULL) of ``source``'s rows at ``version`` whose ``column`` is
+    one of ``values``: DuckDB over the snapshot's files, in the driver (no Spark job)."""
+    import pyarrow as pa
+
+    from mvsink.engines.duckdb import duckdb_cursor, duckdb_identifier
+    from mvsink.engines.duckdbtext import duckdb_schema
+    from mvsink.incremental.duckdbterms import MAX_SCAN_BYTES, snapshot_relation
+    from mvsink.spark.sources import snapshot
+
+    if source.kind != "path":
+        return f"source {source.name!r} is a view"
+    snap = snapshot(source.path, version, role=f"source {source.name!r}")
+    schema = duckdb_schema(snap.schema, {column.casefold(), key.casefold()}, "UTC")
+    rel = snapshot_relation(source, version, None, schema.names, schema, {"scan": MAX_SCAN_BYTES, "memory": 0})
+    if isinstance(rel, str):
+        return rel
+    con = duckdb_cursor()
+    try:
+        if isinstance(rel[0], str):
+            con.execute(f"CREATE TEMP VIEW _mv_tied AS {rel[0]}")
+        else:
+            con.register("_mv_tied", rel[0])
+        con.register("_mv_values", pa.table({"v": values}))
+        k, c = duckdb_identifier(key), duckdb_identifier(column)
+        got = con.sql(f"SELECT DISTINCT t.{k} FROM _mv_tied t JOIN _mv_values v ON t.{c} = v.v").fetchall()
+    except Exception as exc:  # noqa: BLE001 (any DuckDB failure: no partitioned recompute)
+        return f"the keys tied to the change could not be read ({str(exc).splitlines()[0]})"
+    finally:
+        con.close()
+    keys = [r[0] for r in got]
+    return sorted(k for k in keys if k is not None), any(k is None for k in keys)
 
 
 def _dates(kinds: set[type]) -> bool:

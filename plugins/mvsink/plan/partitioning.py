@@ -71,9 +71,14 @@ class Partitioning:
 
     columns: dict[str, str]
     attributes: tuple[str, ...]
+    # A changed source read without a column of the class, each read tied by an equality of a filter or an inner join
+    # to a keyed read (TPC-H Q2's supplier, by s_suppkey = ps_suppkey to partsupp keyed by ps_partkey): its column,
+    # the keyed source and that source's column (its changed keys are those of the keyed rows it matches).
+    via: dict[str, tuple[str, str, str]] = dataclasses.field(default_factory=dict)
 
     def describe(self) -> str:
-        return " = ".join(self.attributes)
+        tied = "".join(f", {s} through {r}.{b}" for s, (_, r, b) in sorted(self.via.items()))
+        return " = ".join(self.attributes) + tied
 
 
 @dataclasses.dataclass(frozen=True)
@@ -150,17 +155,24 @@ def _candidates(
 def _check(tree: PlanNode, cls: frozenset[int], changed: set[str], reads: list[PlanNode]) -> Partitioning | str:
     per_read: dict[str, set[str | None]] = {}
     names: dict[int, str] = {}
+    unkeyed: list[PlanNode] = []  # reads of changed sources without a column of the class
+    keyed_ids: dict[int, tuple[str, str]] = {}  # attribute of a keyed read: (its source, its column)
     for n in reads:
         source = str(n.attrs["view"])
         ids = output_ids(n)
         names.update(ids)
         keyed = sorted(ids[a] for a in ids if a in cls)
         per_read.setdefault(source.casefold(), set()).add(keyed[0] if keyed else None)
-        if source.casefold() in changed and not keyed:
-            return f"{source!r} is read without a column of the key ({_describe(cls, names)})"
+        if keyed:
+            keyed_ids.update({a: (source, ids[a]) for a in ids})
+        elif source.casefold() in changed:
+            unkeyed.append(n)
+    via = _via(tree, unkeyed, keyed_ids, per_read)
+    if isinstance(via, str):
+        return f"{via} ({_describe(cls, names)})"
     columns = {s: next(iter(c)) if len(c) == 1 else None for s, c in per_read.items()}
     for source, column in columns.items():
-        if source in changed and column is None:
+        if source in changed and column is None and source not in {v.casefold() for v in via}:
             return f"{source!r} is read keyed by different columns"
     try:
         top = _visit(tree, cls, frozenset(), ())
@@ -169,10 +181,38 @@ def _check(tree: PlanNode, cls: frozenset[int], changed: set[str], reads: list[P
     if not top.keyed:
         return "no read is keyed"
     by_name = {str(n.attrs["view"]).casefold(): str(n.attrs["view"]) for n in reads}
-    return Partitioning(
-        {by_name[s]: c for s, c in columns.items() if c is not None},
-        tuple(sorted({names[a] for a in cls if a in names})),
-    )
+    keyed_columns = {by_name[s]: c for s, c in columns.items() if c is not None}
+    if any(r not in keyed_columns for _, r, _ in via.values()):
+        return "a changed source is tied to a source read keyed by different columns"
+    return Partitioning(keyed_columns, tuple(sorted({names[a] for a in cls if a in names})), via)
+
+
+def _via(
+    tree: PlanNode, unkeyed: list[PlanNode], keyed_ids: dict[int, tuple[str, str]], per_read: dict[str, set[str | None]]
+) -> dict[str, tuple[str, str, str]] | str:
+    """For each changed source whose reads (``unkeyed``) have no column of the class: the one (its column, keyed
+    source, that source's column) every read of it is tied by, or why not. A read is tied where an equality conjunct
+    of a filter or of an inner or cross join compares one of its columns with a column of a keyed read (``keyed_ids``)
+    in the same scope (not an outer reference): every row the read gives past that operator matches a keyed row, and
+    makes rows of that row's partition only; so a changed row of it changes only the partitions of the keyed rows
+    (before or after the change) whose column equals its own. A source also read keyed is refused."""
+    ties: dict[str, set[tuple[str, str, str]]] = {}
+    for read in unkeyed:
+        source = str(read.attrs["view"])
+        if per_read.get(source.casefold(), set()) != {None}:
+            return f"{source!r} is read both with and without a column of the key"
+        mine = output_ids(read)
+        found: set[tuple[str, str, str]] = set()
+        for n in tree.walk():
+            if n.name == "Filter" or (n.name == "Join" and n.attrs.get("join_type") in ("Inner", "Cross")):
+                for a, b in _equal_pairs(n.expressions[:1]):
+                    for x, y in ((a, b), (b, a)):
+                        if x in mine and y in keyed_ids:
+                            found.add((mine[x], *keyed_ids[y]))
+        ties[source] = ties[source] & found if source in ties else found
+        if not ties[source]:
+            return f"{source!r} is read without a column of the key, nor tied to a keyed read by an equality"
+    return {s: sorted(t)[0] for s, t in ties.items()}
 
 
 def _describe(cls: frozenset[int], names: dict[int, str]) -> str:
