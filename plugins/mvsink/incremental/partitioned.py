@@ -442,7 +442,7 @@ def _via_keys(ct: ChangeTerms, part: Partitioning, name: str) -> tuple[list[Any]
     (:attr:`~mvsink.plan.partitioning.Partitioning.via`): the key values of that source's rows, before and after the
     change, whose tied column equals the tied column of a changed row (a NULL matches none)."""
     own, keyed, theirs = part.via[name]
-    tied = _driver_keys(ct, name, own)
+    tied: tuple[list[Any], bool] | str | None = _driver_keys(ct, name, own)
     if tied is None:
         tied = _spark_keys(ct, name, own)
     if isinstance(tied, str):
