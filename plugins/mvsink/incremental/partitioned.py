@@ -86,6 +86,7 @@ def partitioned_rows(
     weight: str = DIFF,
     tree: PlanNode | None = None,
     mode: str = "incremental:partitioned",
+    driver_query: str | None = None,
     _again: tuple[Partitioning, tuple[list[Any], bool]] | None = None,
 ) -> DataFrame | pa.Table | str:
     """Signed rows (``weight`` +1 and -1, not consolidated) of ``query``'s change over ``ct``'s changes, by a
@@ -101,7 +102,9 @@ def partitioned_rows(
     which the cost model keeps its history.
 
     With ``tree`` (``query``'s analysed plan) the two restricted queries may be evaluated by DuckDB in the driver
-    (:mod:`mvsink.incremental.partduck`): the signed rows are then an Arrow table (DuckDB's types), no Spark job."""
+    (:mod:`mvsink.incremental.partduck`): the signed rows are then an Arrow table (DuckDB's types), no Spark job.
+    ``driver_query``: the text DuckDB evaluates instead, ``tree`` then its plan (a top-k's query without its ORDER BY
+    and LIMIT, whose rows ``frame`` gives Spark's)."""
     from pyspark.sql import functions as F
 
     same = _again is not None and all(_again[0].columns.get(s.name) == part.columns.get(s.name) for s in ct.changed)
@@ -119,6 +122,14 @@ def partitioned_rows(
     old_sql = rename_tables(query, {s.name: names.get((s.name, True), names[(s.name, False)]) for s in ct.desc.sources})
     if new_sql is None or old_sql is None:
         return "the query's sources could not be renamed in its text"
+    duck_sql = (new_sql, old_sql)
+    if driver_query is not None:
+        duck_new = rename_tables(driver_query, {s.name: names[(s.name, False)] for s in ct.desc.sources})
+        duck_old = rename_tables(
+            driver_query, {s.name: names.get((s.name, True), names[(s.name, False)]) for s in ct.desc.sources}
+        )
+        duck_sql = (duck_new, duck_old) if duck_new is not None and duck_old is not None else duck_sql
+        tree = tree if duck_new is not None and duck_old is not None else None
     wheres = {
         s.name: key_filter(c, values, ranges, nulls=has_null)
         for s in ct.desc.sources
@@ -137,7 +148,7 @@ def partitioned_rows(
     refused = _guard(ct, part, _read_bytes(reads, planned, driver, changed), full, table, mode)
     if refused and _again is None and (alt := _with_constants(ct, part, query)) is not None:
         log.info("view %s: %s; trying again with %s", ct.view.name, refused, alt[2])
-        again = alt[3] if tree is not None else None
+        again = alt[3] if tree is not None and driver_query is None else None
         return partitioned_rows(
             ct, alt[0], alt[1], table, frame=frame, weight=weight, tree=again, mode=mode, _again=(part, keys)
         )
@@ -152,14 +163,19 @@ def partitioned_rows(
             part=part,
             driver=driver,
             names=names,
-            queries=(new_sql, old_sql),
+            queries=duck_sql,
             keys=(values, has_null),
             columns=partreads.named_columns(query),
             weight=weight,
         )
         if not isinstance(got, str):
             return got
-        if "ScalarSubquery" in got and _again is None and (alt := _with_constants(ct, part, query)):
+        if (
+            "ScalarSubquery" in got
+            and _again is None
+            and driver_query is None
+            and (alt := _with_constants(ct, part, query))
+        ):
             # (DuckDB may evaluate the query with the scalar subquery written in as a literal: TPC-H Q22)
             log.info("view %s: %s; trying again with %s", ct.view.name, got, alt[2])
             return partitioned_rows(

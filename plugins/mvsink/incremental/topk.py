@@ -46,7 +46,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-from typing import TYPE_CHECKING, Final
+from typing import TYPE_CHECKING, Any, Final
 
 from mvsink.columns import DIFF, TIME
 from mvsink.engines.arrow import collect_small
@@ -281,11 +281,12 @@ def topk_corrections(
 
     if got is not None:  # no Spark job: Δ read from the change files
         return in_driver(got)
-    union = _change(ci, split, frames, table)
+    union = _change(ci, split, frames, table, desired)
+    names += "" if split.partitioned is None else f" (a partitioned recompute on {split.partitioned.describe()})"
     if isinstance(union, str):
         return None, union
-    if split.partitioned is not None:
-        names += f" (a partitioned recompute on {split.partitioned.describe()})"
+    if not hasattr(union, "sparkSession"):  # Δ from DuckDB (the partitioned recompute in the driver)
+        return in_driver(union)
     try:
         got = _change_in_driver(desired, union)
         delta = _summed(union)
@@ -298,10 +299,13 @@ def topk_corrections(
         return None, f"the change of the ORDER BY's input could not be computed: {first_paragraph(exc)}"
 
 
-def _change(ci: ChangeInputs, split: TopKSplit, frames: ChangeFrames, table: ViewTable) -> DataFrame | str:
+def _change(
+    ci: ChangeInputs, split: TopKSplit, frames: ChangeFrames, table: ViewTable, desired: DataFrame
+) -> DataFrame | pa.Table | str:
     """The change terms of M in the view's columns, each row with its sign (``_mv_topk_n``); not run. Where M is
     partitioned by a key (not linear), M over the changed keys' partitions, new rows +1 and old ones -1
-    (:func:`~mvsink.incremental.partitioned.partitioned_input`)."""
+    (:func:`~mvsink.incremental.partitioned.partitioned_rows`): evaluated by DuckDB where it may (the query without
+    its ORDER BY and LIMIT, :func:`_without_order`), Δ then (:func:`_arrow_change`)."""
     from pyspark.sql import functions as F
 
     from mvsink.incremental.groups import strip_operators
@@ -318,9 +322,10 @@ def _change(ci: ChangeInputs, split: TopKSplit, frames: ChangeFrames, table: Vie
 
     try:
         if split.partitioned is not None:
-            from mvsink.incremental.partitioned import partitioned_input
+            from mvsink.incremental.partitioned import partitioned_rows
 
-            return partitioned_input(
+            inner = _without_order(spark, view.query)
+            got = partitioned_rows(
                 ci.terms(frames),
                 split.partitioned,
                 view.query,
@@ -328,11 +333,63 @@ def _change(ci: ChangeInputs, split: TopKSplit, frames: ChangeFrames, table: Vie
                 frame=lambda sql: strip_operators(spark, spark.sql(sql), chain, drop),
                 weight=_N,
                 mode="incremental:topk",
+                tree=None if inner is None else inner[1],
+                driver_query=None if inner is None else inner[0],
+            )
+            if isinstance(got, str) or hasattr(got, "sparkSession"):
+                return got
+            arrow = _arrow_change(desired, got)
+            return (
+                f"the change of the ORDER BY's input evaluated by DuckDB: {arrow}" if isinstance(arrow, str) else arrow
             )
         terms = telescope(ci.terms(frames), term)
     except PlanFormatError as exc:
         return f"the query's plan could not be taken apart: {exc}"
     return functools.reduce(lambda a, b: a.unionByName(b), terms)
+
+
+def _without_order(spark: Any, query: str) -> tuple[str, PlanNode] | None:
+    """The top-k ``query`` without its ORDER BY and LIMIT (Spark SQL) and its analysed plan, which DuckDB may
+    evaluate over a partitioned recompute's restricted sources; None where it is not one plain SELECT."""
+    import sqlglot
+    from pyspark.errors import PySparkException
+    from sqlglot import exp
+
+    from mvsink.plan.read import plan_tree
+    from mvsink.plan.tree import PlanFormatError
+
+    try:
+        q = sqlglot.parse_one(query, dialect="spark")
+    except sqlglot.errors.ParseError:
+        return None
+    if not isinstance(q, exp.Select) or not q.args.get("order") or not q.args.get("limit") or q.args.get("offset"):
+        return None
+    inner = q.copy()
+    inner.set("order", None)
+    inner.set("limit", None)
+    text = inner.sql(dialect="spark")
+    try:
+        return text, plan_tree(spark, text)
+    except (PlanFormatError, PySparkException):
+        return None
+
+
+def _arrow_change(desired: DataFrame, rows: pa.Table) -> pa.Table | str:
+    """Δ from DuckDB's signed rows of the ORDER BY's input (the view's columns and ``_mv_topk_n``): cast to Spark's
+    types and summed per row in the driver, where every column groups there as in Spark; or why not."""
+    from mvsink.engines.arrow import same_equality
+    from mvsink.engines.duckdb import consolidated
+    from mvsink.incremental.duckdbterms import as_view_rows
+    from mvsink.spark.sources import arrow_table_schema
+
+    if not all(same_equality(f.dataType) for f in desired.schema.fields):
+        return "a column of the view does not group in the driver as in Spark"
+    signed = rows.rename_columns([DIFF if c == _N else c for c in rows.column_names])
+    typed = as_view_rows(signed, list(desired.columns), arrow_table_schema(desired.schema))
+    if isinstance(typed, str):
+        return typed
+    net = consolidated(typed)
+    return net.rename_columns([_N if c == DIFF else c for c in net.column_names])
 
 
 def _summed(union: DataFrame) -> DataFrame:
