@@ -29,6 +29,12 @@ pytestmark = pytest.mark.spark
 
 
 PARTITIONED = {
+    # customers is read without the key (status) but tied to orders by c.id = o.cust: TPC-H Q2's supplier
+    "tied": (
+        "SELECT n FROM (SELECT status, count(*) AS n FROM orders o JOIN customers c ON o.cust = c.id GROUP BY status)",
+        ["orders", "customers"],
+        {"orders": "status"},
+    ),
     "exists": (
         "SELECT c.region FROM customers c WHERE EXISTS (SELECT 1 FROM orders o WHERE o.cust = c.id AND o.qty > 1)",
         ["orders", "customers"],
@@ -70,9 +76,15 @@ PARTITIONED = {
 REFUSED = {
     "uncorrelated": ("SELECT qty FROM orders WHERE qty > (SELECT avg(qty) FROM orders)", ["orders"], "no equality"),
     "not_grouped_by_key": (
-        "SELECT n FROM (SELECT status, count(*) AS n FROM orders o JOIN customers c ON o.cust = c.id GROUP BY status)",
-        ["orders", "customers"],
+        "SELECT n FROM (SELECT c.region, count(*) AS n FROM orders o JOIN customers c ON o.cust = c.id "
+        "GROUP BY c.region)",
+        ["orders"],
         "does not group by the key",
+    ),
+    "not_tied": (  # (customers changed, read without the key, joined by no equality)
+        "SELECT status, count(*) AS n FROM orders o JOIN customers c ON o.cust < c.id GROUP BY status",
+        ["orders", "customers"],
+        "nor tied to a keyed read by an equality",
     ),
     "null_supplying_alone": (
         "SELECT x.status, o.id FROM (SELECT 'A' AS status) x LEFT JOIN orders o ON o.status = x.status",
@@ -108,6 +120,7 @@ def test_partitioning_finds_the_key(spark, plan_views, name):
     query, changed, columns = PARTITIONED[name]
     got = partitioning(plan_tree(spark, query), changed)
     assert isinstance(got, Partitioning), got
+    assert got.via == ({"customers": ("id", "orders", "cust")} if name == "tied" else {}), got
     assert {k: v for k, v in got.columns.items() if k in columns} == columns
     assert all(k in columns for k in got.columns), got.columns
 
@@ -172,7 +185,13 @@ TOPK = {
     ),
 }
 NOT_PARTITIONED = {
-    "uncorrelated": "SELECT status, count(*) AS n FROM orders WHERE qty > (SELECT avg(qty) FROM orders) GROUP BY status"
+    # customers is read without the key (status) but tied to orders by c.id = o.cust: TPC-H Q2's supplier
+    "tied": (
+        "SELECT n FROM (SELECT status, count(*) AS n FROM orders o JOIN customers c ON o.cust = c.id GROUP BY status)",
+        ["orders", "customers"],
+        {"orders": "status"},
+    ),
+    "uncorrelated": "SELECT status, count(*) AS n FROM orders WHERE qty > (SELECT avg(qty) FROM orders) GROUP BY status",
 }
 
 
