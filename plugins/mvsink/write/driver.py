@@ -64,11 +64,13 @@ def write_without_spark(view: ViewDefinition, desc: BatchDescription) -> WriteRe
     with snapshot_cache(), read_log(), noting() as notes:
         # An update that keeps every changed source's row count (a price list update, say) is first checked for
         # touching no column the query reads: nothing to write costs less than any mode's terms.
-        untouched_first = updates_only(desc)
+        # A change that adds or removes rows (by the files' footers) touches what the query reads: not checked.
+        kind = change_kind(desc)
+        untouched_first = kind == UPDATES
         first = _untouched_write(view, desc, t0) if untouched_first else None
         got: WriteReport | str = first if first is not None else _write(view, desc, t0)
         if isinstance(got, str):
-            other = None if untouched_first else _untouched_write(view, desc, t0)
+            other = None if kind != OTHER else _untouched_write(view, desc, t0)
             got = other or _view_topk_write(view, desc, t0) or _full_write(view, desc, t0) or got
     if isinstance(got, str):
         log.info("view %s: the write step runs on Spark: %s", view.name, got)
@@ -144,35 +146,52 @@ def _staged(view: ViewDefinition, desc: BatchDescription, corr: pa.Table, head: 
     return stage(view, desc, corr, head, check_counts=dict, t0=t0)
 
 
+UPDATES: Final = "updates"  # every changed source changed by updates alone
+RESIZED: Final = "resized"  # a changed source without change data feed files holds more or fewer rows
+OTHER: Final = "other"
+
+
 def updates_only(desc: BatchDescription) -> bool:
     """Did every changed source (a table: a view source that changed is not) change by updates alone since the last
     refresh: change data feed files of update images only, files removed and added holding as many rows (by their
     Parquet footers), no deletion vectors?"""
+    return change_kind(desc) == UPDATES
+
+
+def change_kind(desc: BatchDescription) -> str:
+    """:data:`UPDATES` where :func:`updates_only`; :data:`RESIZED` where a changed source's commits (none with change
+    data feed files) added and removed files holding different numbers of rows: its rows, projected on any columns,
+    cannot consolidate to no change, so the change touches what the query reads (TPC-H's RF1 and RF2); else
+    :data:`OTHER`."""
     from mvsink.core.deltalog import change_set
     from mvsink.incremental.linear import changed_sources
 
     base = desc.base_versions
     if base is None:
-        return False
+        return OTHER
     changed = changed_sources(desc, base)  # (a view source's contents change with time: its log says)
     if not changed or any(s.kind != "path" for s in changed):
-        return False
+        return OTHER
+    kind = UPDATES
     for s in changed:
         if s.name not in base:
-            return False
+            return OTHER
         cs = change_set(s.path, base[s.name], s.version)
         if isinstance(cs, str) or cs.deletion_vectors or cs.bytes > 1024 * 1024 * 1024:
-            return False
+            return OTHER
         if not (cs.cdc or cs.inserted or cs.deleted):
-            return False
+            return OTHER
         if cs.cdc and not _cdc_updates_only(cs.cdc):
-            return False
+            kind = OTHER
+            continue
         if cs.inserted or cs.deleted:  # (commits without change data feed files: their added and removed files)
             rows = [_footer_rows(cs.inserted), _footer_rows(cs.deleted)]
             if None in rows or rows[0] != rows[1]:
                 log.info("source %s: %s row(s) added against %s removed: not an update only", s.name, *rows)
-                return False
-    return True
+                if None not in rows and not cs.cdc:
+                    return RESIZED
+                kind = OTHER
+    return kind
 
 
 def _cdc_updates_only(files: Sequence[ChangeFile]) -> bool:
