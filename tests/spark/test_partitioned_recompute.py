@@ -81,6 +81,13 @@ REFUSED = {
         ["orders"],
         "does not group by the key",
     ),
+    "window_below_the_tie": (  # (a window's row depends on other rows of customers: no tie, nor the join key)
+        "SELECT o.status, count(*) AS n FROM orders o JOIN (SELECT id, region, "
+        "row_number() OVER (PARTITION BY region ORDER BY id) AS r FROM customers) c ON o.cust = c.id "
+        "WHERE c.r = 1 GROUP BY o.status",
+        ["orders", "customers"],
+        "Window",
+    ),
     "not_tied": (  # (customers changed, read without the key, joined by no equality)
         "SELECT status, count(*) AS n FROM orders o JOIN customers c ON o.cust < c.id GROUP BY status",
         ["orders", "customers"],

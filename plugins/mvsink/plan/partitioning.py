@@ -207,12 +207,27 @@ def _via(
             if n.name == "Filter" or (n.name == "Join" and n.attrs.get("join_type") in ("Inner", "Cross")):
                 for a, b in _equal_pairs(n.expressions[:1]):
                     for x, y in ((a, b), (b, a)):
-                        if x in mine and y in keyed_ids:
+                        if x in mine and y in keyed_ids and _row_wise(n, read):
                             found.add((mine[x], *keyed_ids[y]))
         ties[source] = ties[source] & found if source in ties else found
         if not ties[source]:
             return f"{source!r} is read without a column of the key, nor tied to a keyed read by an equality"
     return {s: sorted(t)[0] for s, t in ties.items()}
+
+
+_ROW_WISE: frozenset[str] = frozenset({"Project", "Filter", "SubqueryAlias", "Join", "Sort", "ResolvedHint"})
+
+
+def _row_wise(top: PlanNode, read: PlanNode) -> bool:
+    """Is ``read`` below ``top`` through row-wise operators only (projections, filters, joins): each row reaching
+    ``top`` made from at most one of its rows? An aggregate, a window or a DISTINCT in between mixes its rows (a
+    window's value at a row tied one way depends on rows tied another), so the tie does not hold."""
+    for child in top.children:
+        if child is read:
+            return True
+        if child.name in _ROW_WISE and _row_wise(child, read):
+            return True
+    return False
 
 
 def _describe(cls: frozenset[int], names: dict[int, str]) -> str:
