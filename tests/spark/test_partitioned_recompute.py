@@ -192,12 +192,6 @@ TOPK = {
     ),
 }
 NOT_PARTITIONED = {
-    # customers is read without the key (status) but tied to orders by c.id = o.cust: TPC-H Q2's supplier
-    "tied": (
-        "SELECT n FROM (SELECT status, count(*) AS n FROM orders o JOIN customers c ON o.cust = c.id GROUP BY status)",
-        ["orders", "customers"],
-        {"orders": "status"},
-    ),
     "uncorrelated": "SELECT status, count(*) AS n FROM orders WHERE qty > (SELECT avg(qty) FROM orders) GROUP BY status",
 }
 
