@@ -9,16 +9,8 @@ from collections.abc import Mapping
 from decimal import Decimal, InvalidOperation
 from typing import TYPE_CHECKING, Any
 
-from mvsink.engines.duckdbsql import (
-    _COMPARISONS,
-    _INTEGRAL_RANGE,
-    MAX_PRECISION,
-    CastPair,
-    Comparison,
-    Untranslatable,
-    _iso_date,
-    _plan_comparisons,
-)
+from mvsink.engines.duckdbsql import _COMPARISONS, CastPair, Comparison, Untranslatable, _plan_comparisons
+from mvsink.engines.sparktypes import _INTEGRAL_RANGE, MAX_PRECISION, _iso_date
 
 if TYPE_CHECKING:
     from collections.abc import Callable

@@ -271,3 +271,24 @@ EXPRESSION_CATEGORY, CLASS_OF_SQL_NAME = _load_tables()
 def expression_category(name: str) -> str | None:
     """ROW, AGGREGATE, WINDOW, GENERATOR, SUBQUERY, NONDETERMINISTIC, UDF, or None for a class this module does not know."""
     return EXPRESSION_CATEGORY.get(name)
+
+
+def query_operators(tree: PlanNode) -> Iterator[PlanNode]:
+    """The operators of the query itself, its subqueries' included, in pre-order: not those inside a View (a
+    source's own definition, as a view source's consolidated rows: its GROUP BY with a SUM is not the query's)."""
+    yield tree
+    if tree.name == "View":
+        return
+    for e in tree.expressions:
+        for x in e.walk():
+            for p in x.plans:
+                yield from query_operators(p)
+    for c in tree.children:
+        yield from query_operators(c)
+
+
+def is_correlated(e: PlanExpr) -> bool:
+    """Does the subquery expression ``e`` refer to its outer row (an OuterReference in its plan's own operators)?"""
+    return any(
+        x.name == "OuterReference" for p in e.plans for n in p.walk() for ex in n.all_expressions() for x in ex.walk()
+    )
