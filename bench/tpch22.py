@@ -1,7 +1,8 @@
 """How many of the 22 TPC-H queries refresh incrementally on TPC-H's own change stream (RF1 + RF2), or on a price
-update of parts, partsupp and suppliers (``--stream dims``, bench/streams.py).
+update of parts, partsupp and suppliers (``--stream dims``), or on 0.1 % of the orders updated, deleted and
+inserted, scattered over every file (``--stream scattered``; bench/streams.py).
 
-    python -m bench.tpch22 [--sf 1] [--pairs 1] [--stream rf|dims] [--queries 1,3,5]
+    python -m bench.tpch22 [--sf 1] [--pairs 1] [--stream rf|dims|scattered] [--queries 1,3,5]
                            [--out bench/reports/tpch22-sf<SF>[-dims].md] [--results bench/results]
                            [--path connect|inprocess]
 
@@ -378,10 +379,11 @@ def main() -> int:
     ap.add_argument("--pairs", type=int, default=1, help="RF1 + RF2 pairs committed before the measured refresh")
     ap.add_argument(
         "--stream",
-        choices=("rf", "dims"),
+        choices=("rf", "dims", "scattered"),
         default="rf",
         help="rf: TPC-H's RF1 + RF2; dims: --pairs x 0.1%% of the parts, their partsupp rows and the suppliers "
-        "updated (bench/streams.py)",
+        "updated; scattered: --pairs x 0.1%% of the orders (and their lineitems) updated, deleted and inserted, "
+        "spread over every file (bench/streams.py)",
     )
     ap.add_argument("--queries", default=",".join(str(q) for q in QUERIES))
     ap.add_argument("--root", default="/tmp/mvsink-tpch22")
@@ -482,6 +484,10 @@ def main() -> int:
         (
             f"# The 22 TPC-H queries on RF1 + RF2 (SF {args.sf}, {args.pairs} pair(s))"
             if args.stream == "rf"
+            else f"# The 22 TPC-H queries on {args.pairs} x 0.1 % of the orders updated, deleted and inserted "
+            f"({changed.get('orders_updated')}, {changed.get('orders_deleted')}, {changed.get('orders_inserted')}), "
+            f"scattered over every file (SF {args.sf})"
+            if args.stream == "scattered"
             else f"# The 22 TPC-H queries on a price update of {changed.get('parts_updated')} parts, "
             f"{changed.get('partsupp_updated')} partsupp rows and {changed.get('suppliers_updated')} suppliers "
             f"(SF {args.sf})"

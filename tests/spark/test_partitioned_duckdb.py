@@ -284,7 +284,8 @@ def test_q2_q4_q13_q17_q22_shapes_refresh_in_duckdb_and_match_the_oracle(spark, 
         for a in duck:
             assert a["mode"] == "incremental:aggregate", a
             assert "a partitioned recompute on" in str(a["mode_reason"]), a
-            assert a["cost"]["engine"] == "duckdb", a
+            # (without Spark once a Spark refresh kept how DuckDB evaluated them: write/driverpart.py)
+            assert a["cost"]["engine"] == ("driver" if "without Spark" in str(a["mode_reason"]) else "duckdb"), a
             # (Q22's scalar subquery is evaluated by Spark once, then written in as a literal)
             assert a["cost"]["spark_jobs"] == 0 or name == "q22", a
         if name == "q2":  # a change of customers reaches the statuses through the orders it joins (seed 7 has some)

@@ -39,6 +39,7 @@ if TYPE_CHECKING:
     from mvsink.core.table import ViewTable
     from mvsink.incremental.aggfacts import AggregateFacts
     from mvsink.incremental.aggplan import StatePlan
+    from mvsink.incremental.driverfacts import PartitionedTerm
     from mvsink.incremental.telescope import ChangeInputs, ChangeTerms
     from mvsink.plan.partitioning import Partitioning
     from mvsink.plan.tree import PlanNode
@@ -63,6 +64,7 @@ class GroupDeltas:
     sources: tuple[str, ...]
     planned: float
     collected: float
+    kept: PartitionedTerm | None = None
 
 
 def group_deltas(
@@ -130,7 +132,10 @@ def _partitioned(
         return frames
     ct = ci.terms(frames)
     names = tuple(s.name for s in ct.changed)
-    got = partitioned_rows(ct, part, plan.queries.input_query, table, tree=tree, mode="incremental:aggregate")
+    kept: list[PartitionedTerm] = []
+    got = partitioned_rows(
+        ct, part, plan.queries.input_query, table, tree=tree, mode="incremental:aggregate", kept=kept
+    )
     if isinstance(got, str):
         return got
     import pyarrow as pa
@@ -140,7 +145,7 @@ def _partitioned(
         if not isinstance(rows, str):
             note(engine="duckdb")
             t1 = time.monotonic()
-            return GroupDeltas(rows, None, True, names, planned=t1 - t0, collected=0.0)
+            return GroupDeltas(rows, None, True, names, planned=t1 - t0, collected=0.0, kept=kept[-1] if kept else None)
         log.info("view %s: the partitioned recompute's groups summed by Spark: %s", ci.view.name, rows)
         got = partitioned_input(ct, part, plan.queries.input_query, table, mode="incremental:aggregate")
         if isinstance(got, str):

@@ -41,11 +41,21 @@ def changed_keys(ct: ChangeTerms, part: Partitioning) -> tuple[list[Any], bool] 
         has_null = has_null or null
         if len(values) > keyreads.MAX_KEYS:
             return f"the changes hold over {keyreads.MAX_KEYS} keys of {part.describe()}"
+    return checked_keys(values, has_null, part.describe())
+
+
+def checked_keys(values: set[Any], has_null: bool, described: str) -> tuple[list[Any], bool] | str:
+    """The changed keys ``values`` sorted (and whether NULL is one), or why they cannot restrict the reads: too many,
+    of several types, or of a type the file statistics may not compare (``described``: the partitioning, in words)."""
+    if len(values) > keyreads.MAX_KEYS:
+        return f"the changes hold over {keyreads.MAX_KEYS} keys of {described}"
     kinds = {type(v) for v in values}
     if len(kinds) > 1 and not kinds <= {int, bool}:
-        return f"the changed keys of {part.describe()} are of several types ({', '.join(sorted(k.__name__ for k in kinds))})"
+        return f"the changed keys of {described} are of several types ({', '.join(sorted(k.__name__ for k in kinds))})"
     if values and not (kinds <= {int, str} or _dates(kinds)):
-        return f"the keys of {part.describe()} are of a type the file statistics may not compare ({next(iter(kinds)).__name__})"
+        return (
+            f"the keys of {described} are of a type the file statistics may not compare ({next(iter(kinds)).__name__})"
+        )
     return sorted(values), has_null
 
 
@@ -131,12 +141,18 @@ def _dates(kinds: set[type]) -> bool:
 
 def _driver_keys(ct: ChangeTerms, name: str, column: str) -> tuple[list[Any], bool] | None:
     """Source ``name``'s changed keys read from its plain change files with pyarrow (no Spark job), or None."""
+    files = getattr(ct.frames, "files", None) or {}
+    return driver_keys(files.get(name), column)
+
+
+def driver_keys(change: keyreads.ChangeFiles | None, column: str) -> tuple[list[Any], bool] | None:
+    """The distinct non-null values of ``column`` in a source's plain change files ``change`` read with pyarrow (no
+    Spark job), and whether one is NULL; or None (no files, a partition column, over the driver's bytes, a type
+    other than an integer, a string or a date)."""
     import pyarrow as pa
 
     from mvsink.engines.arrow import parquet_columns
 
-    files = getattr(ct.frames, "files", None) or {}
-    change = files.get(name)
     if change is None or column in change.partition_columns or change.bytes > keyreads.MAX_DRIVER_KEY_BYTES:
         return None
     found: set[Any] = set()

@@ -67,6 +67,51 @@ class FullDiffQuery:
 
 
 @dataclasses.dataclass(frozen=True)
+class PartitionedTerm:
+    """How DuckDB evaluated a partitioned recompute of an aggregate's input for one set of changed sources
+    (:mod:`mvsink.incremental.partduck`), so that the next change of that set is recomputed without Spark
+    (:mod:`mvsink.write.driverpart`): ``keys``, each keyed source's key column; ``tables``, the name the SQL reads
+    each source under (``old``: at the last refresh's version); ``sql``, DuckDB's text over the new and over the
+    old restricted sources; ``reads``, each keyed source's restricted rows as Spark types them (Arrow);
+    ``widened``, each source as DuckDB reads it (decimals widened); ``pinned``, the versions of the unchanged
+    sources a scalar subquery written into ``sql`` as a literal was evaluated over (the facts apply only while
+    they are the versions read)."""
+
+    keys: dict[str, str]
+    tables: tuple[tuple[str, bool, str], ...]
+    sql: tuple[str, str]
+    reads: dict[str, pa.Schema]
+    widened: dict[str, pa.Schema]
+    pinned: dict[str, int]
+
+    def to_dict(self) -> dict[str, Any]:
+        from mvsink.core.schema import encode_schema
+
+        return {
+            "keys": self.keys,
+            "tables": [list(t) for t in self.tables],
+            "sql": list(self.sql),
+            "reads": {k: encode_schema(v) for k, v in self.reads.items()},
+            "widened": {k: encode_schema(v) for k, v in self.widened.items()},
+            "pinned": self.pinned,
+        }
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> PartitionedTerm:
+        from mvsink.core.schema import decode_schema
+
+        new, old = d["sql"]
+        return cls(
+            keys={str(k): str(v) for k, v in d["keys"].items()},
+            tables=tuple((str(a), bool(b), str(c)) for a, b, c in d["tables"]),
+            sql=(str(new), str(old)),
+            reads={k: decode_schema(v) for k, v in d["reads"].items()},
+            widened={k: decode_schema(v) for k, v in d["widened"].items()},
+            pinned={str(k): int(v) for k, v in d["pinned"].items()},
+        )
+
+
+@dataclasses.dataclass(frozen=True)
 class DriverFacts:
     """The plan facts of one view definition over given source schemas (the module's docstring).
 
@@ -84,6 +129,7 @@ class DriverFacts:
     aggregate: AggregateFacts | None = None
     schema: pa.Schema | None = None
     full_for: tuple[str, ...] = ()  # (mode full) the change sets (term keys) no incremental mode applies to
+    partitioned: dict[str, PartitionedTerm] = dataclasses.field(default_factory=dict)  # (aggregate) per term key
 
     @property
     def columns(self) -> tuple[str, ...]:
@@ -109,6 +155,7 @@ class DriverFacts:
                 "aggregate": None if self.aggregate is None else self.aggregate.to_json(),
                 "schema": None if self.schema is None else encode_schema(self.schema),
                 "full_for": list(self.full_for),
+                "partitioned": {k: v.to_dict() for k, v in self.partitioned.items()},
             },
             indent=1,
         )
@@ -131,6 +178,7 @@ class DriverFacts:
             aggregate=None if d.get("aggregate") is None else AggregateFacts.from_json(d["aggregate"]),
             schema=None if d.get("schema") is None else decode_schema(d["schema"]),
             full_for=tuple(d.get("full_for") or ()),
+            partitioned={k: PartitionedTerm.from_dict(v) for k, v in (d.get("partitioned") or {}).items()},
         )
 
 
@@ -235,6 +283,42 @@ def remember(
         lambda key: _derive(ci, key, AGGREGATE, q.input_query, q.signed_input, tree, aggregate=facts),
         columns=columns,
     )
+
+
+def remember_partitioned(
+    ci: ChangeInputs,
+    plan: StatePlan,
+    tree: PlanNode,
+    facts: AggregateFacts,
+    table: ViewTable,
+    term: PartitionedTerm,
+) -> DriverFacts | None:
+    """Keep how DuckDB evaluated this aggregate refresh's partitioned recompute (``term``, for the changed sources
+    of ``ci``) beside the plan facts, so that the next refresh with the same changed sources runs without Spark;
+    the facts, or None (logged; never an error). Facts kept already gain the term."""
+    from mvsink import settings
+    from mvsink.core import storage
+
+    if facts.finalise is None or not settings.spark_free() or ci.desc.dry_run or not table.exists:
+        return None
+    key = facts_key(ci.view, ci.desc.sources, table)
+    if key is None:
+        return None
+    names = term_key([s.name for s in ci.changed])
+    try:
+        kept = _recall(ci.desc.target, key)
+        if isinstance(kept, str):
+            q = plan.queries
+            kept = _derive(ci, key, AGGREGATE, q.input_query, q.signed_input, tree, aggregate=facts)
+        elif kept.mode != AGGREGATE or kept.partitioned.get(names) == term:
+            return None
+        made = dataclasses.replace(kept, partitioned={**kept.partitioned, names: term})
+        storage.write_text(facts_path(ci.desc.target, key), made.to_json())
+    except Exception:  # noqa: BLE001 (the refresh does not depend on them)
+        log.warning("view %s: plan facts of the partitioned recompute not kept", ci.view.name, exc_info=True)
+        return None
+    log.info("view %s: plan facts kept for partitioned recomputes without Spark of %s (%s)", ci.view.name, names, key)
+    return made
 
 
 def remember_linear(

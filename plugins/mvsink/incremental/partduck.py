@@ -30,6 +30,7 @@ from mvsink.engines.duckdbtext import duckdb_schema, duckdb_sql
 if TYPE_CHECKING:
     import pyarrow as pa
 
+    from mvsink.incremental.driverfacts import PartitionedTerm
     from mvsink.incremental.partreads import DriverRead
     from mvsink.incremental.telescope import ChangeTerms
     from mvsink.plan.partitioning import Partitioning
@@ -66,9 +67,12 @@ def in_driver(
     keys: tuple[list[Any], bool],
     columns: set[str] | None,
     weight: str,
+    kept: list[PartitionedTerm] | None = None,
+    pinned: dict[str, int] | None = None,
 ) -> pa.Table | str:
     """:func:`restricted_in_driver` where :func:`refused` does not refuse the plan ``tree``: the signed rows, or why
-    not."""
+    not. ``kept``: receives how they were evaluated, for refreshes without Spark, where ``part`` ties no source;
+    ``pinned``: the versions of the unchanged sources a scalar subquery written into ``queries`` read."""
     why = refused(ct, tree)
     if why:
         return why
@@ -85,6 +89,8 @@ def in_driver(
         columns=columns,
         weight=weight,
         aggregates=aggregates,
+        kept=kept if not part.via else None,
+        pinned=pinned or {},
     )
     if not isinstance(got, str):
         values, nulls = keys
@@ -110,6 +116,8 @@ def restricted_in_driver(
     columns: set[str] | None,
     weight: str,
     aggregates: tuple[tuple[int, int] | None, tuple[int, int] | None] = (None, None),
+    kept: list[PartitionedTerm] | None = None,
+    pinned: dict[str, int] | None = None,
 ) -> pa.Table | str:
     """The signed rows (``weight`` +1 for ``queries[0]``, the query over the new restricted sources, -1 for
     ``queries[1]``, over the old ones; Spark SQL reading the sources under ``names[(source, old)]``) evaluated by
@@ -133,14 +141,18 @@ def restricted_in_driver(
         return f"the query does not translate to DuckDB exactly ({exc})"
     values, nulls = keys
     tables: dict[str, pa.Table | str] = {}
+    reads: dict[str, pa.Schema] = {}
+    widened: dict[str, pa.Schema] = {}
     budget = {"scan": MAX_SCAN_BYTES, "memory": MAX_TERM_BYTES}
     for s in ct.desc.sources:
         if s.name in part.columns:
             dr = driver[s.name]
             schema = duckdb_schema(dr.schema, None, "UTC")
+            widened[s.name] = schema
             rows = partreads.restricted_rows(dr, column=part.columns[s.name], values=values, nulls=nulls)
             if isinstance(rows, str):
                 return rows
+            reads[s.name] = _spark_arrow(dr)
             for old in (False, True) if (s.name, True) in names else (False,):
                 got = rows["old" if old else "new"] if rows is not None else empty_table(schema)
                 try:
@@ -156,18 +168,41 @@ def restricted_in_driver(
             if snap is None:
                 return f"source {s.name!r} is not a Delta path"
             schema = duckdb_schema(snap.schema, columns, "UTC")
+            widened[s.name] = schema
             rel = snapshot_relation(s, version, None, schema.names, schema, budget)
             if isinstance(rel, str):
                 return rel
             tables[names[(s.name, old)]] = rel[0]
-    return _evaluate(sql, tables, weight=weight)
+    got = evaluate(sql, tables, weight=weight)
+    if kept is not None and not isinstance(got, str):
+        from mvsink.incremental.driverfacts import PartitionedTerm
+
+        kept.append(
+            PartitionedTerm(
+                keys=dict(part.columns),
+                tables=tuple((name, old, table) for (name, old), table in names.items()),
+                sql=(sql[0], sql[1]),
+                reads=reads,
+                widened=widened,
+                pinned=dict(pinned or {}),
+            )
+        )
+    return got
 
 
-def _evaluate(sql: tuple[str, ...], tables: dict[str, pa.Table | str], *, weight: str) -> pa.Table | str:
+def _spark_arrow(dr: DriverRead) -> pa.Schema:
+    """``dr``'s columns as Arrow types them (Spark's types)."""
+    from pyspark.sql.pandas.types import to_arrow_schema
+
+    return to_arrow_schema(dr.schema, timezone="UTC")
+
+
+def evaluate(sql: tuple[str, ...], tables: dict[str, pa.Table | str], *, weight: str) -> pa.Table | str:
     """Each DuckDB query of ``sql`` over ``tables`` (Arrow tables, or subqueries over Parquet files), its rows
     signed +1 for the first, -1 for the second."""
     import pyarrow as pa
 
+    from mvsink.core.arrowvalues import repeat_int64
     from mvsink.engines.arrow import without_view_types
     from mvsink.engines.duckdb import duckdb_cursor, duckdb_identifier
 
@@ -181,7 +216,7 @@ def _evaluate(sql: tuple[str, ...], tables: dict[str, pa.Table | str], *, weight
         out = []
         for text, sign in zip(sql, (1, -1), strict=True):
             got = without_view_types(con.sql(text).to_arrow_table())
-            out.append(got.append_column(pa.field(weight, pa.int64()), pa.array([sign] * got.num_rows, pa.int64())))
+            out.append(got.append_column(pa.field(weight, pa.int64()), repeat_int64(sign, got.num_rows)))
     except Exception as exc:  # noqa: BLE001 (any DuckDB failure: Spark evaluates the restricted queries)
         return f"DuckDB could not evaluate the restricted queries ({str(exc).splitlines()[0]})"
     finally:

@@ -39,6 +39,7 @@ if TYPE_CHECKING:
 
     from mvsink.core.batch import BatchDescription, SourceRead
     from mvsink.core.table import ViewTable
+    from mvsink.incremental.driverfacts import PartitionedTerm
     from mvsink.incremental.scalarcache import ScalarCache
     from mvsink.incremental.telescope import ChangeInputs, ChangeTerms
     from mvsink.plan.partitioning import Partitioning
@@ -88,6 +89,7 @@ def partitioned_rows(
     tree: PlanNode | None = None,
     mode: str = "incremental:partitioned",
     driver_query: str | None = None,
+    kept: list[PartitionedTerm] | None = None,
     _again: tuple[Partitioning, tuple[list[Any], bool]] | None = None,
 ) -> DataFrame | pa.Table | str:
     """Signed rows (``weight`` +1 and -1, not consolidated) of ``query``'s change over ``ct``'s changes, by a
@@ -105,7 +107,8 @@ def partitioned_rows(
     With ``tree`` (``query``'s analysed plan) the two restricted queries may be evaluated by DuckDB in the driver
     (:mod:`mvsink.incremental.partduck`): the signed rows are then an Arrow table (DuckDB's types), no Spark job.
     ``driver_query``: the text DuckDB evaluates instead, ``tree`` then its plan (a top-k's query without its ORDER BY
-    and LIMIT, whose rows ``frame`` gives Spark's)."""
+    and LIMIT, whose rows ``frame`` gives Spark's). ``kept``: receives how DuckDB evaluated them, where it did
+    (:class:`~mvsink.incremental.driverfacts.PartitionedTerm`, for refreshes without Spark)."""
     from pyspark.sql import functions as F
 
     same = _again is not None and all(_again[0].columns.get(s.name) == part.columns.get(s.name) for s in ct.changed)
@@ -151,7 +154,7 @@ def partitioned_rows(
         log.info("view %s: %s; trying again with %s", ct.view.name, refused, alt[2])
         again = alt[3] if tree is not None and driver_query is None else None
         return partitioned_rows(
-            ct, alt[0], alt[1], table, frame=frame, weight=weight, tree=again, mode=mode, _again=(part, keys)
+            ct, alt[0], alt[1], table, frame=frame, weight=weight, tree=again, mode=mode, kept=kept, _again=(part, keys)
         )
     if refused:
         return refused
@@ -168,6 +171,8 @@ def partitioned_rows(
             keys=(values, has_null),
             columns=partreads.named_columns(query),
             weight=weight,
+            kept=kept if driver_query is None else None,
+            pinned={s.name: s.version for s in ct.desc.sources if s.name not in changed} if _again else None,
         )
         if not isinstance(got, str):
             return got
@@ -180,7 +185,16 @@ def partitioned_rows(
             # (DuckDB may evaluate the query with the scalar subquery written in as a literal: TPC-H Q22)
             log.info("view %s: %s; trying again with %s", ct.view.name, got, alt[2])
             return partitioned_rows(
-                ct, alt[0], alt[1], table, frame=frame, weight=weight, tree=alt[3], mode=mode, _again=(part, keys)
+                ct,
+                alt[0],
+                alt[1],
+                table,
+                frame=frame,
+                weight=weight,
+                tree=alt[3],
+                mode=mode,
+                kept=kept,
+                _again=(part, keys),
             )
         log.info("view %s: the partitioned recompute's queries evaluated by Spark: %s", ct.view.name, got)
     spark = ct.spark
@@ -348,12 +362,17 @@ def _read_bytes(
 
 def _scan_guard(part: Partitioning, read_bytes: float, full: int) -> str | None:
     """Why the restricted queries' reads (``read_bytes``) are too much against the full diff's (``full``), or None."""
+    return scan_guard(part.describe(), read_bytes, full)
+
+
+def scan_guard(described: str, read_bytes: float, full: int) -> str | None:
+    """:func:`_scan_guard` of a partitioning ``described`` in words (as the refresh without Spark asks it)."""
     from mvsink import settings
 
     limit = SCAN_FACTOR * settings.incremental_max_scan_ratio() * full
     if full and read_bytes > limit:
         return (
-            f"the partitioned recompute on {part.describe()} would read {read_bytes / 1e6:.1f} MB, more than "
+            f"the partitioned recompute on {described} would read {read_bytes / 1e6:.1f} MB, more than "
             f"the full diff reads ({full / 1e6:.1f} MB with the table; "
             f"{settings.INCREMENTAL_MAX_SCAN_RATIO.name}={settings.incremental_max_scan_ratio():g})"
         )

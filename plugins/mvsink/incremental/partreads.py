@@ -151,17 +151,40 @@ def restricted_rows(
     the source's Spark types: ``new`` and ``old`` (the same table for an unchanged source); None where no file is
     read; or why not (at most ``cap`` rows, and :data:`MAX_ROWS_FRACTION` of the files' rows beyond
     :data:`MAX_ROWS_ALWAYS`). One DuckDB scan of the files of both versions."""
-    import pyarrow as pa
-    import pyarrow.compute as pc
     from pyspark.sql.pandas.types import to_arrow_schema
 
+    target = to_arrow_schema(dr.schema, timezone="UTC")
+    return restricted_arrow(
+        dr.source.name, dr.new, dr.old, target, column=column, values=values, nulls=nulls, cap=cap, size=dr.bytes
+    )
+
+
+def restricted_arrow(
+    source: str,
+    new_files: tuple[ChangeFile, ...],
+    old_files: tuple[ChangeFile, ...] | None,
+    target: pa.Schema,
+    *,
+    column: str,
+    values: list[Any],
+    nulls: bool,
+    cap: int = MAX_FILE_ROWS,
+    size: int,
+) -> dict[str, pa.Table] | None | str:
+    """:func:`restricted_rows` of the files ``new_files`` and ``old_files`` (None: an unchanged source) of
+    ``source`` read as the Arrow schema ``target`` (Spark's types of the columns read), without Spark: the plan
+    facts' partitioned recompute (:mod:`mvsink.write.driverpart`) reads them so. ``size``: the bytes recorded as
+    read."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    from mvsink.core.arrowvalues import array_of, scalar_of
     from mvsink.core.readlog import record
     from mvsink.engines.duckdb import duckdb_cursor, duckdb_identifier, parquet_relation
 
-    target = to_arrow_schema(dr.schema, timezone="UTC")
-    names = [(f.name, f.name) for f in dr.schema.fields]
-    new = {f.path: f for f in dr.new}
-    old = {f.path: f for f in dr.old} if dr.old is not None else new
+    names = [(n, n) for n in target.names]
+    new = {f.path: f for f in new_files}
+    old = {f.path: f for f in old_files} if old_files is not None else new
     groups = [
         (0, [p for p in new if p in old]),
         (1, [p for p in new if p not in old]),
@@ -173,16 +196,16 @@ def restricted_rows(
             continue
         rel = parquet_relation(paths, names, target)
         if rel is None:
-            return f"DuckDB may not read source {dr.source.name!r} exactly"
+            return f"DuckDB may not read source {source!r} exactly"
         parts.append(f"SELECT *, {side} AS {_SIDE} FROM {rel}")
     if not parts:
         return None
-    column = next((f.name for f in dr.schema.fields if f.name.casefold() == column.casefold()), column)
+    column = next((n for n in target.names if n.casefold() == column.casefold()), column)
     if column not in target.names:
-        return f"source {dr.source.name!r}: its key column {column!r} is not read"
+        return f"source {source!r}: its key column {column!r} is not read"
     c = duckdb_identifier(column)
     key_type = target.field(column).type
-    keys = pa.table({"k": pa.array(values, type=key_type)})
+    keys = pa.Table.from_arrays([array_of(values, key_type)], names=["k"])  # (pa.array would import pandas)
     where = f"{c} IN (SELECT k FROM {_KEYS})" + (f" OR {c} IS NULL" if nulls else "")
     share = int(MAX_ROWS_FRACTION * _rows(p for _, paths in groups for p in paths))
     cap = max(MAX_ROWS_ALWAYS, min(cap, share))
@@ -191,23 +214,24 @@ def restricted_rows(
         con.register(_KEYS, keys)
         got = con.sql(f"SELECT * FROM ({' UNION ALL '.join(parts)}) WHERE {where} LIMIT {cap + 1}").to_arrow_table()
     except Exception as exc:  # noqa: BLE001 (any DuckDB failure: Spark reads the source)
-        return f"DuckDB could not read source {dr.source.name!r} ({str(exc).splitlines()[0]})"
+        return f"DuckDB could not read source {source!r} ({str(exc).splitlines()[0]})"
     finally:
         con.close()
     if got.num_rows > cap:
         what = f"{MAX_ROWS_FRACTION:.0%} of its rows" if cap == share else f"{cap} of its rows"
-        return f"source {dr.source.name!r}: more than {what} hold a changed key"
+        return f"source {source!r}: more than {what} hold a changed key"
     if got.nbytes > MAX_ROWS_BYTES:
-        return f"source {dr.source.name!r}: {got.nbytes} bytes of restricted rows, over the driver's budget"
-    record(dr.source.name, bytes_read=dr.bytes, files=len({*new, *old}))
+        return f"source {source!r}: {got.nbytes} bytes of restricted rows, over the driver's budget"
+    record(source, bytes_read=size, files=len({*new, *old}))
     side = got.column(_SIDE)
     try:
         return {
-            "new": got.filter(pc.not_equal(side, 2)).drop_columns([_SIDE]).cast(target),
-            "old": got.filter(pc.not_equal(side, 1)).drop_columns([_SIDE]).cast(target),
+            # (scalars made by arrowvalues: pyarrow's conversion of a Python int imports pandas)
+            "new": got.filter(pc.not_equal(side, scalar_of(2, side.type))).drop_columns([_SIDE]).cast(target),
+            "old": got.filter(pc.not_equal(side, scalar_of(1, side.type))).drop_columns([_SIDE]).cast(target),
         }
     except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError):
-        return f"source {dr.source.name!r}: a value that does not cast exactly"
+        return f"source {source!r}: a value that does not cast exactly"
 
 
 def _rows(paths: Iterable[Location]) -> int:

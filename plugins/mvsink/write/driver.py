@@ -36,7 +36,7 @@ if TYPE_CHECKING:
     from mvsink.core.batch import SourceRead
     from mvsink.core.deltalog import ChangeFile, ChangeSet
     from mvsink.definitions.view import ViewDefinition
-    from mvsink.incremental.driverfacts import DriverFacts
+    from mvsink.incremental.driverfacts import DriverFacts, PartitionedTerm
     from mvsink.incremental.keyreads import ChangeFiles
 
 log = logging.getLogger(__name__)
@@ -446,6 +446,12 @@ def _corrections(
     if isinstance(got, str):
         return got
     changed, sets, files = got
+    term = facts.partitioned.get(term_key([s.name for s in changed])) if facts.aggregate is not None else None
+    if term is not None:
+        return _partitioned(view, desc, base, table, facts, term, changed, files)
+    bent = [s.name for s in changed if s.name not in facts.linear_in]
+    if bent:
+        return f"the query is not linear in {bent[0]!r}"
     if facts.aggregate is None and sum(cs.bytes for cs in sets.values()) > MAX_DRIVER_CHANGE_BYTES:
         return "the change is too large for the driver"  # (as the linear mode decides)
     try:
@@ -489,6 +495,45 @@ def _corrections(
     return corr, f"{n_keys} affected group(s) updated from their state and the changes of {names} ({ENGINE_NOTE})"
 
 
+def _partitioned(
+    view: ViewDefinition,
+    desc: BatchDescription,
+    base: dict[str, int],
+    table: ViewTable,
+    facts: DriverFacts,
+    term: PartitionedTerm,
+    changed: list[SourceRead],
+    files: dict[str, ChangeFiles],
+) -> tuple[pa.Table, str] | str:
+    """An aggregate's corrections by the partitioned recompute kept for these changed sources
+    (:mod:`mvsink.write.driverpart`), merged into the state as the aggregate mode merges them, or why not."""
+    from mvsink import settings
+    from mvsink.incremental.aggmerge import merge_in_driver
+    from mvsink.incremental.duckdbterms import group_delta
+    from mvsink.write import driverpart
+
+    assert facts.aggregate is not None
+    if not settings.incremental_partitioned():
+        return "the partitioned recompute is off (MVSINK_INCREMENTAL_PARTITIONED)"
+    din = driverpart.partitioned_rows(desc, base, changed, files, term, table)
+    if isinstance(din, str):
+        return din
+    delta = group_delta(facts.aggregate, din)
+    if isinstance(delta, str):
+        return delta
+    merged = merge_in_driver(facts.aggregate, delta, table, lower=desc.lower, at=desc.time)
+    if isinstance(merged, str):
+        return merged
+    corr, n_keys = merged
+    note(groups=n_keys)
+    names = ", ".join(s.name for s in changed)
+    on = " = ".join(term.keys.values())
+    return corr, (
+        f"{n_keys} affected group(s) updated from their state and the changes of {names} (a partitioned recompute "
+        f"on {on}) (its queries evaluated by DuckDB in the driver, without Spark)"
+    )
+
+
 def _changes(
     desc: BatchDescription, base: dict[str, int], facts: DriverFacts
 ) -> tuple[list[SourceRead], dict[str, ChangeSet], dict[str, ChangeFiles]] | str:
@@ -503,9 +548,6 @@ def _changes(
     changed = changed_sources(desc, base)
     if not changed:
         return "no source changed"
-    bent = [s.name for s in changed if s.name not in facts.linear_in]
-    if bent:
-        return f"the query is not linear in {bent[0]!r}"
     if facts.aggregate is not None and not settings.incremental_aggregate():
         return "the aggregate-state refresh is off (MVSINK_INCREMENTAL_AGGREGATE)"
     fraction = max_fraction()
