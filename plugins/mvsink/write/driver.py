@@ -515,6 +515,8 @@ def _partitioned(
     assert facts.aggregate is not None
     if not settings.incremental_partitioned():
         return "the partitioned recompute is off (MVSINK_INCREMENTAL_PARTITIONED)"
+    if not settings.incremental_driver_terms():
+        return "MVSINK_INCREMENTAL_DRIVER_TERMS is off"
     din = driverpart.partitioned_rows(desc, base, changed, files, term, table)
     if isinstance(din, str):
         return din
