@@ -291,33 +291,42 @@ def remember_partitioned(
     tree: PlanNode,
     facts: AggregateFacts,
     table: ViewTable,
-    term: PartitionedTerm,
+    terms: dict[str, PartitionedTerm],
+    *,
+    columns: Sequence[str] | None = None,
 ) -> DriverFacts | None:
-    """Keep how DuckDB evaluated this aggregate refresh's partitioned recompute (``term``, for the changed sources
-    of ``ci``) beside the plan facts, so that the next refresh with the same changed sources runs without Spark;
-    the facts, or None (logged; never an error). Facts kept already gain the term."""
+    """Keep how DuckDB evaluates a partitioned recompute of this aggregate's input (``terms``: per set of changed
+    sources, by term key) beside the plan facts, so that the next refresh changing those sources runs without
+    Spark; the facts, or None (logged; never an error). Facts kept already gain the terms. ``tree``: the aggregate
+    input's plan; ``columns``: the table's columns as a first build makes them."""
     from mvsink import settings
     from mvsink.core import storage
 
-    if facts.finalise is None or not settings.spark_free() or ci.desc.dry_run or not table.exists:
+    if facts.finalise is None or not settings.spark_free() or ci.desc.dry_run or not terms:
         return None
-    key = facts_key(ci.view, ci.desc.sources, table)
+    if columns is None and not table.exists:
+        return None
+    key = facts_key(ci.view, ci.desc.sources, table, columns=columns)
     if key is None:
         return None
-    names = term_key([s.name for s in ci.changed])
     try:
         kept = _recall(ci.desc.target, key)
         if isinstance(kept, str):
             q = plan.queries
             kept = _derive(ci, key, AGGREGATE, q.input_query, q.signed_input, tree, aggregate=facts)
-        elif kept.mode != AGGREGATE or kept.partitioned.get(names) == term:
+        elif kept.mode != AGGREGATE or all(kept.partitioned.get(k) == v for k, v in terms.items()):
             return None
-        made = dataclasses.replace(kept, partitioned={**kept.partitioned, names: term})
+        made = dataclasses.replace(kept, partitioned={**kept.partitioned, **terms})
         storage.write_text(facts_path(ci.desc.target, key), made.to_json())
     except Exception:  # noqa: BLE001 (the refresh does not depend on them)
         log.warning("view %s: plan facts of the partitioned recompute not kept", ci.view.name, exc_info=True)
         return None
-    log.info("view %s: plan facts kept for partitioned recomputes without Spark of %s (%s)", ci.view.name, names, key)
+    log.info(
+        "view %s: plan facts kept for partitioned recomputes without Spark of %s (%s)",
+        ci.view.name,
+        ", ".join(terms),
+        key,
+    )
     return made
 
 

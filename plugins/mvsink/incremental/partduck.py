@@ -32,14 +32,14 @@ if TYPE_CHECKING:
 
     from mvsink.incremental.driverfacts import PartitionedTerm
     from mvsink.incremental.partreads import DriverRead
-    from mvsink.incremental.telescope import ChangeTerms
+    from mvsink.incremental.telescope import ChangeInputs, ChangeTerms
     from mvsink.plan.partitioning import Partitioning
     from mvsink.plan.tree import PlanNode
 
 log = logging.getLogger(__name__)
 
 
-def refused(ct: ChangeTerms, tree: PlanNode) -> str | None:
+def refused(ct: ChangeInputs, tree: PlanNode) -> str | None:
     """Why DuckDB may not evaluate the restricted queries of the plan ``tree`` whatever the change (the setting,
     ANSI mode, an expression or operator not proven equal, a source that is a view), or None."""
     from mvsink import settings

@@ -54,7 +54,7 @@ log = logging.getLogger(__name__)
 # for Q4 (a hit within 10 % in 10 of 12 rounds); at 1.84x (Q17 after a 10 % bulk update) it took 2.4-17x. The full
 # diff also reads and groups the table and shuffles every row: a byte of it costs more than one of the recompute's.
 SCAN_FACTOR: Final = 1.5
-_PREFIX: Final = "__mv_part"
+PREFIX: Final = "__mv_part"
 # More changed keys than this are kept by their ranges alone (a superset: its extra partitions cancel): Spark analyses
 # an IN of 150,000 literals for tens of seconds (TPC-H Q3 and Q4 at SF 1 after a 10 % bulk update of the newest
 # orders' lineitems, one narrow key range: 31 s and 44 s where the full diff took 2.7 s and 3.1 s).
@@ -121,7 +121,7 @@ def partitioned_rows(
     reads = [
         (i, s, old) for i, s in enumerate(ct.desc.sources) for old in ((False, True) if s.name in changed else (False,))
     ]
-    names = {(s.name, old): f"{_PREFIX}_{'old' if old else 'new'}_{i}" for i, s, old in reads}
+    names = {(s.name, old): f"{PREFIX}_{'old' if old else 'new'}_{i}" for i, s, old in reads}
     new_sql = rename_tables(query, {s.name: names[(s.name, False)] for s in ct.desc.sources})
     old_sql = rename_tables(query, {s.name: names.get((s.name, True), names[(s.name, False)]) for s in ct.desc.sources})
     if new_sql is None or old_sql is None:
@@ -150,7 +150,7 @@ def partitioned_rows(
     full = sum(active_bytes(s.path, s.version) for s in ct.desc.sources if s.kind != "view")
     full += active_bytes(table.path, table.version) if table.exists else 0
     refused = _guard(ct, part, _read_bytes(reads, planned, driver, changed), full, table, mode)
-    if refused and _again is None and (alt := _with_constants(ct, part, query)) is not None:
+    if refused and _again is None and (alt := with_constants(ct, part, query)) is not None:
         log.info("view %s: %s; trying again with %s", ct.view.name, refused, alt[2])
         again = alt[3] if tree is not None and driver_query is None else None
         return partitioned_rows(
@@ -180,7 +180,7 @@ def partitioned_rows(
             "ScalarSubquery" in got
             and _again is None
             and driver_query is None
-            and (alt := _with_constants(ct, part, query))
+            and (alt := with_constants(ct, part, query))
         ):
             # (DuckDB may evaluate the query with the scalar subquery written in as a literal: TPC-H Q22)
             log.info("view %s: %s; trying again with %s", ct.view.name, got, alt[2])
@@ -206,7 +206,7 @@ def partitioned_rows(
             values=values,
             nulls=has_null,
             staging=Staging.of(ct.desc.target, ct.desc.batch_id),
-            name="source_" + names[(name, False)].removeprefix(_PREFIX + "_new_"),
+            name="source_" + names[(name, False)].removeprefix(PREFIX + "_new_"),
         )
         if isinstance(got, str):  # (Spark reads it: the guard is asked again)
             log.info("view %s: the partitioned recompute's source %s read by Spark: %s", ct.view.name, name, got)
@@ -244,7 +244,7 @@ def partitioned_rows(
     )
 
 
-def _with_constants(ct: ChangeTerms, part: Partitioning, query: str) -> tuple[Partitioning, str, str, PlanNode] | None:
+def with_constants(ct: ChangeInputs, part: Partitioning, query: str) -> tuple[Partitioning, str, str, PlanNode] | None:
     """``query`` with its scalar subqueries over unchanged sources evaluated (:mod:`mvsink.incremental.scalars`) and
     its partitioning on that text, where it restricts a source ``part`` reads whole; with what was replaced, in
     words, and the new text's plan. None otherwise."""
@@ -439,7 +439,7 @@ def drop_views(ct: ChangeTerms) -> None:
         return
     for i, _ in enumerate(ct.desc.sources):
         for role in ("new", "old"):
-            ct.spark.catalog.dropTempView(f"{_PREFIX}_{role}_{i}")
+            ct.spark.catalog.dropTempView(f"{PREFIX}_{role}_{i}")
 
 
 def _planned_read(

@@ -51,7 +51,7 @@ from mvsink.core.costrecord import note
 from mvsink.incremental.aggdelta import group_deltas
 from mvsink.incremental.aggfacts import aggregate_facts
 from mvsink.incremental.aggmerge import merge_by_spark, merge_in_driver
-from mvsink.incremental.driverfacts import remember, remember_partitioned
+from mvsink.incremental.driverfacts import remember, remember_partitioned, term_key
 from mvsink.incremental.modes.base import NotApplicable, outcome, switched
 from mvsink.plan.linearity import nonlinear_reason
 from mvsink.plan.partitioning import partitioning
@@ -176,7 +176,7 @@ def aggregate_corrections(
     if deltas.in_driver and deltas.rows is not None and part is None:  # no Spark job: the next may need no Spark
         remember(ci, plan, tree, facts, table)
     elif deltas.kept is not None and deltas.rows is not None:  # (a partitioned recompute DuckDB evaluated)
-        remember_partitioned(ci, plan, tree, facts, table, deltas.kept)
+        remember_partitioned(ci, plan, tree, facts, table, {term_key([s.name for s in ci.changed]): deltas.kept})
     log.info(
         "view %s: aggregate state of %d affected group(s): planned in %.2fs, change in %.2fs, merged %s in %.2fs",
         ci.view.name,

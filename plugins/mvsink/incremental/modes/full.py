@@ -42,6 +42,9 @@ if TYPE_CHECKING:
 
     from mvsink.core.batch import WriteMode
     from mvsink.core.table import ViewTable
+    from mvsink.incremental.aggplan import StatePlan
+    from mvsink.incremental.telescope import ChangeInputs
+    from mvsink.plan.tree import PlanNode
     from mvsink.settings import Setting
 
 log = logging.getLogger(__name__)
@@ -189,6 +192,23 @@ def first_build(inputs: WriteInputs, desired: DataFrame) -> DataFrame:
     )
 
 
+def _remember_partitioned_built(
+    ci: ChangeInputs, state: StatePlan, tree: PlanNode, inputs: WriteInputs, *, columns: Sequence[str]
+) -> None:
+    """:func:`remember_built`'s partitioned recomputes: per source the aggregate's input is not linear in, the term
+    of a change of it alone (:mod:`mvsink.incremental.partkeep`)."""
+    from mvsink.incremental.aggfacts import aggregate_facts
+    from mvsink.incremental.driverfacts import remember_partitioned
+    from mvsink.incremental.partkeep import built_terms
+
+    facts = aggregate_facts(inputs.spark, state)
+    if facts.finalise is None:
+        return
+    terms = built_terms(ci, state.queries.input_query, tree)
+    if terms:
+        remember_partitioned(ci, state, tree, facts, inputs.table, terms, columns=columns)
+
+
 def remember_built(plan: PlanFacts, inputs: WriteInputs, *, columns: Sequence[str]) -> None:
     """At a first build (the table made with ``columns``), keep the plan facts a refresh without Spark needs, as an
     incremental refresh on Spark keeps them once DuckDB evaluated its change terms
@@ -212,16 +232,21 @@ def remember_built(plan: PlanFacts, inputs: WriteInputs, *, columns: Sequence[st
     names = [s.name for s in inputs.desc.sources]
     try:
         tree = plan.input_tree if plan.state is not None else plan.tree
-        if isinstance(tree, str) or all(nonlinear_reason(tree, n) for n in names):
+        if isinstance(tree, str):
             return
-        why = terms_refused(ci, plan.state.input if plan.state is not None else plan.result, tree)
+        why = (
+            "the query is linear in none of its sources"
+            if all(nonlinear_reason(tree, n) for n in names)
+            else terms_refused(ci, plan.state.input if plan.state is not None else plan.result, tree)
+        )
         if why:
-            log.info("view %s: plan facts not kept at the first build: %s", view.name, why)
-            return
-        if plan.state is not None:
+            log.info("view %s: plan facts of change terms not kept at the first build: %s", view.name, why)
+        elif plan.state is not None:
             facts = aggregate_facts(inputs.spark, plan.state)
             remember(ci, plan.state, tree, facts, inputs.table, columns=columns)
         elif all(same_equality(f.dataType) for f in plan.result.schema.fields):
             remember_linear(ci, plan.result, tree, inputs.table, columns=columns)
+        if plan.state is not None and settings.incremental_partitioned() and settings.incremental_driver_terms():
+            _remember_partitioned_built(ci, plan.state, tree, inputs, columns=columns)  # (the facts above gain them)
     except Exception:  # noqa: BLE001 (the build does not depend on them)
         log.warning("view %s: plan facts not kept at the first build", view.name, exc_info=True)
