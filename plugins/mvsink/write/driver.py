@@ -432,9 +432,8 @@ def _corrections(
     from mvsink.engines.arrow import MAX_DRIVER_CHANGE_BYTES
     from mvsink.engines.duckdbsql import Untranslatable
     from mvsink.incremental import pruning
-    from mvsink.incremental.aggmerge import merge_in_driver
     from mvsink.incremental.driverfacts import term_key
-    from mvsink.incremental.duckdbterms import TermInputs, group_delta, run_terms
+    from mvsink.incremental.duckdbterms import TermInputs, run_terms
     from mvsink.incremental.scanguard import scan_reasons
     from mvsink.incremental.telescope import driver_term_reads
 
@@ -484,15 +483,27 @@ def _corrections(
     names = ", ".join(s.name for s in changed)
     if facts.aggregate is None:
         return _linear(facts, din, at=desc.time, names=names)
+    merged = _merged(facts, din, table, desc)
+    if isinstance(merged, str):
+        return merged
+    corr, n_keys = merged
+    return corr, f"{n_keys} affected group(s) updated from their state and the changes of {names} ({ENGINE_NOTE})"
+
+
+def _merged(facts: DriverFacts, din: pa.Table, table: ViewTable, desc: BatchDescription) -> tuple[pa.Table, int] | str:
+    """The corrections of an aggregate's signed input rows ``din``: Δ per group merged with the persisted state and
+    finalised in Python (as the aggregate mode does in the driver), and how many groups; or why not."""
+    from mvsink.incremental.aggmerge import merge_in_driver
+    from mvsink.incremental.duckdbterms import group_delta
+
+    assert facts.aggregate is not None
     delta = group_delta(facts.aggregate, din)
     if isinstance(delta, str):
         return delta
     merged = merge_in_driver(facts.aggregate, delta, table, lower=desc.lower, at=desc.time)
-    if isinstance(merged, str):
-        return merged
-    corr, n_keys = merged
-    note(groups=n_keys)
-    return corr, f"{n_keys} affected group(s) updated from their state and the changes of {names} ({ENGINE_NOTE})"
+    if not isinstance(merged, str):
+        note(groups=merged[1])
+    return merged
 
 
 def _partitioned(
@@ -508,8 +519,6 @@ def _partitioned(
     """An aggregate's corrections by the partitioned recompute kept for these changed sources
     (:mod:`mvsink.write.driverpart`), merged into the state as the aggregate mode merges them, or why not."""
     from mvsink import settings
-    from mvsink.incremental.aggmerge import merge_in_driver
-    from mvsink.incremental.duckdbterms import group_delta
     from mvsink.write import driverpart
 
     assert facts.aggregate is not None
@@ -520,14 +529,10 @@ def _partitioned(
     din = driverpart.partitioned_rows(desc, base, changed, files, term, table)
     if isinstance(din, str):
         return din
-    delta = group_delta(facts.aggregate, din)
-    if isinstance(delta, str):
-        return delta
-    merged = merge_in_driver(facts.aggregate, delta, table, lower=desc.lower, at=desc.time)
+    merged = _merged(facts, din, table, desc)
     if isinstance(merged, str):
         return merged
     corr, n_keys = merged
-    note(groups=n_keys)
     names = ", ".join(s.name for s in changed)
     on = " = ".join(term.keys.values())
     return corr, (
