@@ -91,7 +91,7 @@ def _view_changes(s: SourceRead, base_version: int, base_time: int, time: int) -
         return why
     if table.delta.metadata().partition_columns:
         return f"view {name}'s table is partitioned"
-    actions = table.add_actions()
+    actions = table.delta.get_add_actions(flatten=True)  # (arro3's table: no pyarrow import on the no-change path)
     if not actions.num_rows:
         return ViewChanges(files=(), bytes=0, total_bytes=0)
     cols = actions.column_names
