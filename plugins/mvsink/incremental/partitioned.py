@@ -32,7 +32,7 @@ from mvsink.incremental import keyreads, partreads, pruning
 from mvsink.incremental.changedkeys import changed_keys
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
+    from collections.abc import Callable, Sequence
 
     import pyarrow as pa
     from pyspark.sql import DataFrame, Observation, SparkSession
@@ -121,19 +121,16 @@ def partitioned_rows(
     reads = [
         (i, s, old) for i, s in enumerate(ct.desc.sources) for old in ((False, True) if s.name in changed else (False,))
     ]
-    names = {(s.name, old): f"{PREFIX}_{'old' if old else 'new'}_{i}" for i, s, old in reads}
-    new_sql = rename_tables(query, {s.name: names[(s.name, False)] for s in ct.desc.sources})
-    old_sql = rename_tables(query, {s.name: names.get((s.name, True), names[(s.name, False)]) for s in ct.desc.sources})
-    if new_sql is None or old_sql is None:
+    names = restricted_names(ct.desc.sources, changed)
+    texts = restricted_texts(query, ct.desc.sources, names)
+    if texts is None:
         return "the query's sources could not be renamed in its text"
-    duck_sql = (new_sql, old_sql)
+    new_sql, old_sql = texts
+    duck_sql = texts
     if driver_query is not None:
-        duck_new = rename_tables(driver_query, {s.name: names[(s.name, False)] for s in ct.desc.sources})
-        duck_old = rename_tables(
-            driver_query, {s.name: names.get((s.name, True), names[(s.name, False)]) for s in ct.desc.sources}
-        )
-        duck_sql = (duck_new, duck_old) if duck_new is not None and duck_old is not None else duck_sql
-        tree = tree if duck_new is not None and duck_old is not None else None
+        duck = restricted_texts(driver_query, ct.desc.sources, names)
+        duck_sql = duck or duck_sql
+        tree = tree if duck is not None else None
     wheres = {
         s.name: key_filter(c, values, ranges, nulls=has_null)
         for s in ct.desc.sources
@@ -242,6 +239,26 @@ def partitioned_rows(
         .withColumn(weight, F.lit(1).cast("bigint"))
         .unionByName(make(old_sql).withColumn(weight, F.lit(-1).cast("bigint")))
     )
+
+
+def restricted_names(sources: Sequence[SourceRead], changed: set[str]) -> dict[tuple[str, bool], str]:
+    """The name each source is read under by the two restricted queries: ``(name, False)`` the new rows, and for a
+    ``changed`` source ``(name, True)`` the old ones."""
+    return {
+        (s.name, old): f"{PREFIX}_{'old' if old else 'new'}_{i}"
+        for i, s in enumerate(sources)
+        for old in ((False, True) if s.name in changed else (False,))
+    }
+
+
+def restricted_texts(
+    query: str, sources: Sequence[SourceRead], names: dict[tuple[str, bool], str]
+) -> tuple[str, str] | None:
+    """``query`` over the new restricted sources and over the old ones (an unchanged source: its one read), by
+    ``names`` (:func:`restricted_names`); None where the sources could not be renamed in its text."""
+    new = rename_tables(query, {s.name: names[(s.name, False)] for s in sources})
+    old = rename_tables(query, {s.name: names.get((s.name, True), names[(s.name, False)]) for s in sources})
+    return None if new is None or old is None else (new, old)
 
 
 def with_constants(ct: ChangeInputs, part: Partitioning, query: str) -> tuple[Partitioning, str, str, PlanNode] | None:

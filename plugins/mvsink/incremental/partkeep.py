@@ -80,16 +80,12 @@ def _term(ci: ChangeInputs, changed: SourceRead, query: str, tree: PlanNode) -> 
     if isinstance(aggregates, str):
         return f"DuckDB might not evaluate {aggregates} as Spark does"
     sources = ci.desc.sources
-    names = {(s.name, False): f"{partitioned.PREFIX}_new_{i}" for i, s in enumerate(sources)}
-    names[(changed.name, True)] = f"{partitioned.PREFIX}_old_{[s.name for s in sources].index(changed.name)}"
-    new_sql = partitioned.rename_tables(query, {s.name: names[(s.name, False)] for s in sources})
-    old_sql = partitioned.rename_tables(
-        query, {s.name: names.get((s.name, True), names[(s.name, False)]) for s in sources}
-    )
-    if new_sql is None or old_sql is None:
+    names = partitioned.restricted_names(sources, {changed.name})
+    texts = partitioned.restricted_texts(query, sources, names)
+    if texts is None:
         return "the query's sources could not be renamed in its text"
     try:
-        sql = tuple(duckdb_sql(q, average=aggregates[0], total=aggregates[1]) for q in (new_sql, old_sql))
+        sql = tuple(duckdb_sql(q, average=aggregates[0], total=aggregates[1]) for q in texts)
     except Untranslatable as exc:
         return f"the query does not translate to DuckDB exactly ({exc})"
     columns = partreads.named_columns(query)
