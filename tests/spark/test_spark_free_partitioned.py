@@ -10,10 +10,7 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 import random
-import subprocess
-import sys
 
 import pytest
 
@@ -25,6 +22,7 @@ from mvsink.write.runners import refresh
 from tests.spark.test_spark_free_refresh import _state
 from tests.support import aggdata
 from tests.support.aggdata import appends
+from tests.support.cli import refresh_without_server
 from tests.support.delta import BASE, HOUR, delete_at, update_at, write_at
 from tests.support.oracle import multiset, oracle
 from tests.support.viewfiles import write_view
@@ -184,20 +182,14 @@ def test_a_command_line_partitioned_refresh_imports_no_pyspark(spark, lake, monk
     assert refresh(catalog.get("q4"), t, catalog=catalog, runner="inprocess", spark=spark).status == "appended"
     write_at(srcs["orders"], aggdata.agg_orders(rng, next_id[0], 3), t + HOUR // 2)
     t += HOUR
-    script = (
-        "import json, sys\n"
-        "from mvsink.cli.app import main\n"
-        f"code = main(['refresh', 'q4', '--views-dir', {str(views)!r}, '--at', '{t}', '--json',"
-        " '--remote', 'sc://127.0.0.1:9'])\n"
-        "heavy = sorted(m for m in ('pyspark', 'sqlglot', 'py4j', 'grpc', 'pandas') if m in sys.modules)\n"
-        "print(json.dumps({'code': code, 'heavy': heavy}))\n"
+    result, heavy = refresh_without_server(
+        views,
+        "q4",
+        t,
+        env_extra={"MVSINK_DATA_ROOT": str(data), "MVSINK_INCREMENTAL_MAX_FRACTION": "100"},
+        heavy=("pyspark", "sqlglot", "py4j", "grpc", "pandas"),
     )
-    env_vars = {**os.environ, "MVSINK_DATA_ROOT": str(data), "MVSINK_INCREMENTAL_MAX_FRACTION": "100"}
-    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env_vars, timeout=120)
-    assert out.returncode == 0, out.stderr
-    *printed, last = out.stdout.strip().splitlines()
-    assert json.loads(last) == {"code": 0, "heavy": []}, out.stderr
-    result = json.loads("\n".join(printed))
+    assert heavy == []
     assert (result["status"], result["mode"], result["spark_jobs"]) == ("appended", "incremental:aggregate", 0)
     assert WITHOUT in _reason(catalog.get("q4"))
     assert multiset(read_view(catalog.get("q4"), as_of=t)) == oracle(VIEWS["q4"], srcs, t)

@@ -7,12 +7,8 @@ pyspark and needs no Spark Connect server."""
 
 from __future__ import annotations
 
-import json
 import logging
-import os
 import random
-import subprocess
-import sys
 from collections import Counter
 
 import pyarrow as pa
@@ -28,6 +24,7 @@ from mvsink.readers.arrow import read_view
 from mvsink.write.explain import explain_view
 from mvsink.write.runners import refresh
 from tests.spark.test_pruned_joins import BAND, BANDS, banded_lake, rf_pair
+from tests.support.cli import refresh_without_server
 from tests.support.delta import BASE, HOUR, delete_at, stamp, update_at
 from tests.support.oracle import multiset, oracle
 from tests.support.viewfiles import write_view
@@ -242,20 +239,14 @@ def test_a_command_line_refresh_without_spark_imports_no_pyspark_and_needs_no_se
         rf_pair(data, rng, range(next_key, next_key + 6), oldest, t + HOUR // 2)
         next_key, oldest = next_key + 6, oldest + 4
         t += 2 * HOUR
-    script = (
-        "import json, sys\n"
-        "from mvsink.cli.app import main\n"
-        f"code = main(['refresh', 'join', '--views-dir', {str(views)!r}, '--at', '{t}', '--json',"
-        " '--remote', 'sc://127.0.0.1:9'])\n"
-        "heavy = sorted(m for m in ('pyspark', 'sqlglot', 'py4j', 'grpc') if m in sys.modules)\n"
-        "print(json.dumps({'code': code, 'heavy': heavy}))\n"
+    result, heavy = refresh_without_server(
+        views,
+        "join",
+        t,
+        env_extra={"MVSINK_DATA_ROOT": str(data), "MVSINK_INCREMENTAL_MAX_FRACTION": "0.9"},
+        heavy=("pyspark", "sqlglot", "py4j", "grpc"),
     )
-    env_vars = {**os.environ, "MVSINK_DATA_ROOT": str(data), "MVSINK_INCREMENTAL_MAX_FRACTION": "0.9"}
-    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env_vars, timeout=120)
-    assert out.returncode == 0, out.stderr
-    *printed, last = out.stdout.strip().splitlines()
-    assert json.loads(last) == {"code": 0, "heavy": []}, out.stderr
-    result = json.loads("\n".join(printed))
+    assert heavy == []
     assert (result["status"], result["mode"], result["spark_jobs"]) == ("appended", "incremental:aggregate", 0)
     assert WITHOUT in _reason(view)
     assert multiset(read_view(view, as_of=t)) == oracle(JOIN, paths, t)

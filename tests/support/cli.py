@@ -42,3 +42,27 @@ def run_cli_inprocess(views: str | Path, *args: str) -> str:
         rc = cli.main([*args, "--views-dir", str(views)])
     assert rc == 0, out.getvalue()
     return out.getvalue()
+
+
+def refresh_without_server(
+    views: str | Path, view: str, at: int, *, env_extra: dict[str, str], heavy: Iterable[str]
+) -> tuple[dict[str, object], list[str]]:
+    """``mvsink refresh <view> --at <at> --json`` in a new process through a Spark Connect address where nothing
+    listens: its JSON result, and which of the ``heavy`` modules it imported (asserting it exited 0)."""
+    import json
+
+    script = (
+        "import json, sys\n"
+        "from mvsink.cli.app import main\n"
+        f"code = main(['refresh', {view!r}, '--views-dir', {str(views)!r}, '--at', '{at}', '--json',"
+        " '--remote', 'sc://127.0.0.1:9'])\n"
+        f"heavy = sorted(m for m in {tuple(heavy)!r} if m in sys.modules)\n"
+        "print(json.dumps({'code': code, 'heavy': heavy}))\n"
+    )
+    env = {**os.environ, **env_extra}
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env, timeout=120)
+    assert out.returncode == 0, out.stderr
+    *printed, last = out.stdout.strip().splitlines()
+    tail = json.loads(last)
+    assert tail["code"] == 0, out.stderr
+    return json.loads("\n".join(printed)), tail["heavy"]
