@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -19,6 +20,9 @@ os.environ.setdefault("SPARK_SUBMIT_OPTS", SHORT_LIVED_JVM)
 # falls back to), and the model's own tests turn it on (tests/unit/test_cost_*.py, tests/spark/test_cost_history.py).
 # A value set outside is kept.
 os.environ.setdefault("MVSINK_COST_MODEL", "false")
+# The machine's cache of query splits (mvsink.definitions.splitcache): the run's own, not the user's ~/.cache (xdist's
+# workers inherit the controller's folder). A value set outside is kept.
+os.environ.setdefault("MVSINK_CACHE_DIR", tempfile.mkdtemp(prefix="mvsink-test-cache-"))
 
 
 # The run's own session and Connect server collect with the parallel collector: on 2 cores it measured ~8 % less CPU

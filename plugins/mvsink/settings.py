@@ -35,6 +35,7 @@ from mvsink.variables import (  # noqa: F401 (the variables are the settings' to
     AIRFLOW_SETTINGS,
     ALLOW_OUTSIDE_DATA_ROOT,
     ALLOWED_LOCATIONS,
+    CACHE_DIR,
     COMPACT_MEMORY,
     COST_MODEL,
     COST_RECHECK_EVERY,
@@ -309,6 +310,16 @@ def reports_dir() -> Path:
     return _folder(REPORTS_DIR, "/data/_mvsink_reports") or Path(tempfile.gettempdir()) / "mvsink-reports"
 
 
+def cache_dir() -> Path:
+    """``MVSINK_CACHE_DIR``: this machine's cache of work derived from view definitions alone
+    (:mod:`mvsink.definitions.splitcache`); default ``$XDG_CACHE_HOME/mvsink``, else ``~/.cache/mvsink``."""
+    got = _folder(CACHE_DIR, "/var/cache/mvsink")
+    if got is not None:
+        return got
+    xdg = os.environ.get("XDG_CACHE_HOME", "").strip()
+    return (Path(xdg) if xdg and os.path.isabs(xdg) else Path.home() / ".cache") / "mvsink"
+
+
 def staging_grace_seconds() -> float:
     """``MVSINK_STAGING_GRACE_SECONDS``: an unfinished staged write younger than this is in flight (3600)."""
     return _float(STAGING_GRACE_SECONDS, 3600.0, example="3600")
@@ -409,6 +420,7 @@ ACCESSORS: dict[str, Callable[[], object]] = {
     SPARK_JARS.name: spark_jars,
     SPARK_CDS.name: spark_cds,
     REPORTS_DIR.name: reports_dir,
+    CACHE_DIR.name: cache_dir,
     STAGING_GRACE_SECONDS.name: staging_grace_seconds,
     COMPACT_MEMORY.name: compact_memory,
     INCREMENTAL_MAX_FRACTION.name: incremental_max_fraction,

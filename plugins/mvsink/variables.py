@@ -63,6 +63,13 @@ REPORTS_DIR = Setting(
     "mvsink-reports in the temporary directory",
     "where the DAG's write task leaves its report for append; must be shared by both tasks' workers",
 )
+CACHE_DIR = Setting(
+    "MVSINK_CACHE_DIR",
+    "mvsink in $XDG_CACHE_HOME (~/.cache/mvsink)",
+    "folder of this machine's cache of work derived from view definitions alone (the intermediate tables a query "
+    "is split into, so that a refresh with nothing to do parses no SQL); nothing in it is needed, it may be "
+    "deleted at any time, and an unwritable folder only turns the cache off",
+)
 STAGING_GRACE_SECONDS = Setting(
     "MVSINK_STAGING_GRACE_SECONDS",
     "3600",
@@ -255,6 +262,7 @@ REGISTRY: tuple[Setting, ...] = (
     TASK_RETRIES,
     TASK_RETRY_DELAY_SECONDS,
     REPORTS_DIR,
+    CACHE_DIR,
     STAGING_GRACE_SECONDS,
     COMPACT_MEMORY,
     INCREMENTAL_MAX_FRACTION,

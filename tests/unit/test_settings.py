@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import re
 import subprocess
 import sys
@@ -66,6 +67,13 @@ CASES = {
         Path(tempfile.gettempdir()) / "mvsink-reports",
         "/srv/reports",
         Path("/srv/reports"),
+        [A_FILE],
+    ),
+    "MVSINK_CACHE_DIR": (
+        settings.cache_dir,
+        (Path(os.environ["XDG_CACHE_HOME"]) if os.environ.get("XDG_CACHE_HOME") else Path.home() / ".cache") / "mvsink",
+        "/var/cache/mvsink",
+        Path("/var/cache/mvsink"),
         [A_FILE],
     ),
     "MVSINK_STAGING_GRACE_SECONDS": (
@@ -237,6 +245,7 @@ REFUSE_JUNK = set(CASES) - {
     "MVSINK_DATA_ROOT",
     "MVSINK_VIEWS_DIR",
     "MVSINK_REPORTS_DIR",
+    "MVSINK_CACHE_DIR",
     "MVSINK_SPARK_JARS",
     "MVSINK_SPARK_CONN_ID",
 }

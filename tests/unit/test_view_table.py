@@ -204,3 +204,57 @@ def test_one_refresh_shares_a_handle_per_version_that_no_commit_moves(tmp_path):
         assert ERROR in ViewTable.open(view).column_names
     outside = ViewTable.open(view)
     assert outside.delta is not ViewTable.open(view).delta  # outside a refresh, every open is new
+
+
+def test_a_checkpoint_every_ten_versions_keeps_the_data_frontier_and_history(tmp_path):
+    """Every 10th version of a view's table gets a checkpoint (a refresh with nothing to do commits too: without
+    them each open replays every commit); what the table reads as is the same, and the log keeps every commit."""
+    view = _view(tmp_path)
+    ViewTable.create(view, SCHEMA)
+    log_dir = Path(view.target) / "_delta_log"
+    rows = []
+    for v in range(1, 23):
+        table = ViewTable.open(view)
+        upper = BASE + 10 * v
+        if v % 3:  # empty appends between appends of rows, as refreshes with nothing to do make
+            info = CommitInfo(operation="append", view="v", lower=upper - 10, upper=upper, mode="unchanged")
+            assert table.commit_files(info, (), upper=upper) == v
+            continue
+        f = _stage(view.target, f"b{v}", [(v, f"n{v}", upper - 1, 1)])
+        info = CommitInfo(operation="append", view="v", lower=upper - 10, upper=upper, mode="full")
+        assert table.commit_files(info, [f], upper=upper) == v
+        rows.append((v, f"n{v}", upper - 1, 1))
+    assert sorted(p.name for p in log_dir.glob("*.checkpoint.parquet")) == [
+        "00000000000000000010.checkpoint.parquet",
+        "00000000000000000020.checkpoint.parquet",
+    ]
+    assert len(list(log_dir.glob("*.json"))) == 23  # every commit file stays (history, time travel)
+    table = ViewTable.open(view)
+    assert table.frontier == Frontier(upper=BASE + 220, since=0, version=22)
+    assert _rows(table) == sorted(rows)
+    assert [h.version for h in table.history(25)] == list(range(22, -1, -1))
+    assert table.last_content_change(limit=50).version == 22  # an empty append is a refresh: found first
+    assert ViewTable.open(view, version=15).frontier.upper == BASE + 150  # a version between checkpoints
+    # a table that asks for its own interval keeps it
+    DeltaTable(view.target).alter.set_table_properties({"delta.checkpointInterval": "4"})
+    table = ViewTable.open(view)
+    info = CommitInfo(operation="append", view="v", lower=BASE + 220, upper=BASE + 230, mode="unchanged")
+    assert table.commit_files(info, (), upper=BASE + 230) == 24
+    assert (log_dir / "00000000000000000024.checkpoint.parquet").exists()
+
+
+def test_last_content_change_looks_past_the_newest_few_commits(tmp_path):
+    """The newest content change is found behind more content-preserving commits than the first look reads."""
+    view = _view(tmp_path)
+    ViewTable.create(view, SCHEMA)
+    table = ViewTable.open(view)
+    f = _stage(view.target, "b1", [(1, "a", BASE + 9, 1)])
+    info = CommitInfo(operation="append", view="v", lower=BASE, upper=BASE + 10, mode="full")
+    assert table.commit_files(info, [f], upper=BASE + 10) == 1
+    for v in range(2, 9):  # compactions: content-preserving commits of ours
+        table = ViewTable.open(view)
+        compact = CommitInfo(operation="compact", view="v", since=BASE + v)
+        assert table.commit_files(compact, (), upper=BASE + 10) == v
+    table = ViewTable.open(view)
+    assert table.last_content_change(limit=50).version == 1
+    assert table.last_content_change(limit=5) is None  # not among the newest 5

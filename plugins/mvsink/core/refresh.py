@@ -40,16 +40,16 @@ def run_refresh(
         with snapshot_cache():  # each table version mint, write and append read is opened once
             return _run_refresh(view, refresh_time, write=write, catalog=catalog, dry_run=dry_run, run_id=run_id)
     # A top-k over an aggregate, an aggregate in a WITH clause or a HAVING over scalar subqueries: the intermediate
-    # tables first, then the view over them (mvsink.definitions.intermediate). Each in a cache of its own: the view
-    # reads the intermediates' new versions.
+    # tables first, then the view over them (mvsink.definitions.intermediate). One cache for them all: what it
+    # keeps is per table version (a source the intermediates share is opened once), and the view finds the
+    # intermediates' new versions by their newest commit files.
     inners = []
-    for part in split.inners:
-        log.info("view %s: refreshing its intermediate table %s first", view.name, part.target)
-        with snapshot_cache():
-            got = _run_refresh(part, refresh_time, write=write, catalog=catalog, dry_run=False, run_id=run_id)
-        log.info("view %s: intermediate %s", view.name, got.summary())
-        inners.append(got)
     with snapshot_cache():
+        for part in split.inners:
+            log.info("view %s: refreshing its intermediate table %s first", view.name, part.target)
+            got = _run_refresh(part, refresh_time, write=write, catalog=catalog, dry_run=False, run_id=run_id)
+            log.info("view %s: intermediate %s", view.name, got.summary())
+            inners.append(got)
         outer = _run_refresh(
             split.outer, refresh_time, write=write, catalog=split.catalog(catalog), dry_run=False, run_id=run_id
         )

@@ -48,6 +48,8 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
+CHECKPOINT_INTERVAL = 10  # a checkpoint every this many versions of a view's table, unless it sets its own
+
 # Reader features that make a table's data files more than plain Parquet: sources are read by Delta's reader,
 # which honours them; a view's own table (committed by delta-rs, read by pyarrow and DuckDB too) must not use them.
 UNSUPPORTED_READER_FEATURES = {
@@ -474,10 +476,17 @@ class ViewTable:
 
     def last_content_change(self, *, limit: int) -> HistoryEntry | None:
         """The newest commit that may have changed contents (not one of our content-preserving ones),
-        among the last ``limit`` commits; None if there is none there."""
-        for h in self.history(limit):
-            if h.info is None or not h.info.content_preserving:
-                return h
+        among the last ``limit`` commits; None if there is none there. Usually the newest commit is (a refresh's
+        append, empty or not): the newest few are read first, the rest only if none of those is."""
+        looked = 0
+        for n in (min(limit, 4), limit):
+            entries = self.history(n)
+            for h in entries[looked:]:
+                if h.info is None or not h.info.content_preserving:
+                    return h
+            if len(entries) < n:
+                return None
+            looked = len(entries)
         return None
 
     # ------------------------------------------------------------ our commits
@@ -515,7 +524,24 @@ class ViewTable:
         except CommitFailedError as exc:
             log.info("view %s: %s commit at version %d lost a race (%s)", self.name, info.operation, version, exc)
             return None
+        self._checkpoint_if_due(version)
         return version
+
+    def _checkpoint_if_due(self, version: int) -> None:
+        """A checkpoint of ``version`` (just committed) every ``delta.checkpointInterval`` versions (default
+        :data:`CHECKPOINT_INTERVAL`): an open then replays at most that many commits (an hourly view commits hourly,
+        changed or not). Not a commit; one that fails is logged only."""
+        try:
+            config = self.delta.metadata().configuration or {}
+            every = int(config.get("delta.checkpointInterval") or CHECKPOINT_INTERVAL)
+            if every <= 0 or version % every:
+                return
+            dt = open_delta_unshared(self.path, version)
+            if dt is not None:
+                dt.create_checkpoint()
+                log.info("view %s: checkpoint of version %d written", self.name, version)
+        except Exception:  # noqa: BLE001 (the commit landed; the next due version writes one)
+            log.warning("view %s: checkpoint of version %d not written", self.name, version, exc_info=True)
 
     def add_error_column(self, info: CommitInfo) -> bool:
         """Add the nullable ``_mv_error`` column (content-preserving: existing rows read it as NULL).
@@ -576,6 +602,7 @@ class ViewTable:
         except CommitFailedError as exc:
             log.info("view %s: compaction at version %d lost a race (%s)", self.name, version, exc)
             return None
+        self._checkpoint_if_due(version)
         return version
 
 

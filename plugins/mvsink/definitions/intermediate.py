@@ -44,15 +44,15 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Final, Protocol
 
 from mvsink import settings
+from mvsink.definitions import splitcache
 from mvsink.definitions.catalog import Catalog
-from mvsink.definitions.correlated import has_correlated_shape, split_correlated
-from mvsink.definitions.having import HavingSplit
-from mvsink.definitions.having import split_having as _split_having
-from mvsink.definitions.querytext import limit_of, order_by, output_names, table_reads
 from mvsink.definitions.view import Source, ViewDefinition
 
 if TYPE_CHECKING:
-    pass
+    from mvsink.definitions.having import HavingSplit
+
+# (the modules that split a query's text on sqlglot's tree are imported where a split is computed: a refresh whose
+# split is kept (mvsink.definitions.splitcache) imports neither them nor sqlglot)
 
 
 class Described(Protocol):
@@ -155,7 +155,7 @@ def intermediate_split(view: ViewDefinition, *, columns_of: ColumnsOf | None = N
     name = inner_name(view.name)
     if any(s.kind == "view" and s.view == name for s in view.sources):
         return None
-    got = split_query(view.query, key=view.key) if view.key else None
+    got = _kept_split_query(view.query, key=view.key) if view.key else None
     if got is not None:
         inner_sql, outer_body = got
         inner = _inner_view(view, inner_sql, view.sources)
@@ -165,11 +165,13 @@ def intermediate_split(view: ViewDefinition, *, columns_of: ColumnsOf | None = N
             sources=(Source(name=name, kind="view", view=name),),
         )
         return IntermediateSplit(inner=inner, outer=outer, kind=TOPK)
-    cte = split_cte(view.query, sources=[s.name for s in view.sources]) if _starts_with_with(view.query) else None
+    cte = _kept_split_cte(view.query, sources=[s.name for s in view.sources]) if _starts_with_with(view.query) else None
     if cte is None:
         having = _having_split(view) if settings.intermediate_having() and _has_having(view.query) else None
         if having is not None or columns_of is None or not settings.intermediate_correlated():
             return having
+        from mvsink.definitions.correlated import has_correlated_shape
+
         return _correlated_split(view, columns_of) if has_correlated_shape(view.query) else None
     inner = _inner_view(view, cte.inner, _reading(view, cte.inner_reads))
     outer = dataclasses.replace(
@@ -205,12 +207,14 @@ def _has_having(query: str) -> bool:
 
 def split_having(query: str, *, sources: list[str], view: str) -> HavingSplit | None:
     """:func:`mvsink.definitions.having.split_having` of ``query``, the intermediates named after ``view``."""
-    return _split_having(query, sources=sources, name_of=lambda n: inner_name(view, n))
+    from mvsink.definitions.having import split_having as split
+
+    return split(query, sources=sources, name_of=lambda n: inner_name(view, n))
 
 
 def _having_split(view: ViewDefinition) -> IntermediateSplit | None:
     """``view`` as its groups, its HAVING's scalar subqueries and the filter over them (:func:`split_having`)."""
-    got = split_having(view.query, sources=[s.name for s in view.sources], view=view.name)
+    got = _kept_split_having(view.query, sources=[s.name for s in view.sources], view=view.name)
     if got is None:
         return None
 
@@ -234,6 +238,61 @@ def _having_split(view: ViewDefinition) -> IntermediateSplit | None:
     return IntermediateSplit(inner=inner, outer=outer, kind=HAVING, more=more)
 
 
+def _kept_split_query(query: str, *, key: tuple[str, ...]) -> tuple[str, str] | None:
+    """:func:`split_query`, kept on this machine (:mod:`mvsink.definitions.splitcache`)."""
+    return splitcache.kept(
+        "query",
+        {"query": query, "key": list(key)},
+        lambda: split_query(query, key=key),
+        encode=list,
+        decode=lambda v: (str(v[0]), str(v[1])),
+    )
+
+
+def _kept_split_cte(query: str, *, sources: list[str]) -> CteSplit | None:
+    """:func:`split_cte`, kept on this machine (:mod:`mvsink.definitions.splitcache`)."""
+    return splitcache.kept(
+        "cte",
+        {"query": query, "sources": sources},
+        lambda: split_cte(query, sources=sources),
+        encode=lambda c: {
+            **dataclasses.asdict(c),
+            "inner_reads": sorted(c.inner_reads),
+            "outer_reads": sorted(c.outer_reads),
+        },
+        decode=lambda v: CteSplit(
+            name=v["name"],
+            inner=v["inner"],
+            outer=v["outer"],
+            inner_reads=frozenset(v["inner_reads"]),
+            outer_reads=frozenset(v["outer_reads"]),
+        ),
+    )
+
+
+def _kept_split_having(query: str, *, sources: list[str], view: str) -> HavingSplit | None:
+    """:func:`split_having`, kept on this machine (:mod:`mvsink.definitions.splitcache`)."""
+    from mvsink.definitions.having import HavingSplit
+
+    return splitcache.kept(
+        "having",
+        {"query": query, "sources": sources, "view": view},
+        lambda: split_having(query, sources=sources, view=view),
+        encode=lambda h: {
+            "inner": h.inner,
+            "inner_reads": sorted(h.inner_reads),
+            "scalars": [[text, sorted(reads)] for text, reads in h.scalars],
+            "outer": h.outer,
+        },
+        decode=lambda v: HavingSplit(
+            inner=v["inner"],
+            inner_reads=frozenset(v["inner_reads"]),
+            scalars=tuple((str(text), frozenset(reads)) for text, reads in v["scalars"]),
+            outer=v["outer"],
+        ),
+    )
+
+
 def _correlated_split(view: ViewDefinition, columns_of: ColumnsOf) -> IntermediateSplit | None:
     """``view`` as its correlated subquery's values per correlation key and the query joining them
     (:func:`mvsink.definitions.correlated.split_correlated`)."""
@@ -241,6 +300,8 @@ def _correlated_split(view: ViewDefinition, columns_of: ColumnsOf) -> Intermedia
     if columns is None:
         return None
     name = inner_name(view.name)
+    from mvsink.definitions.correlated import split_correlated
+
     got = split_correlated(view.query, columns=columns, intermediate=name)
     if got is None:
         return None
@@ -301,6 +362,7 @@ def split_cte(query: str, *, sources: list[str]) -> CteSplit | None:
     import sqlglot
     from sqlglot import exp
 
+    from mvsink.definitions.querytext import output_names, table_reads
     from mvsink.definitions.view import IDENT_RE, RESERVED_PREFIX
 
     try:
@@ -397,6 +459,8 @@ def split_query(query: str, *, key: tuple[str, ...]) -> tuple[str, str] | None:
     where ``query`` (Spark SQL) is not a top-k over an aggregate this rewrite proves equal (failing closed)."""
     import sqlglot
     from sqlglot import exp
+
+    from mvsink.definitions.querytext import limit_of, order_by, output_names
 
     try:
         tree = sqlglot.parse_one(query, dialect="spark")

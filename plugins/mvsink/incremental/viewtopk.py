@@ -48,7 +48,7 @@ def view_topk(query: str) -> ViewTopK | None:
     import sqlglot
     from sqlglot import exp
 
-    from mvsink.definitions.intermediate import limit_of, order_by
+    from mvsink.definitions.querytext import limit_of, order_by
 
     try:
         tree = sqlglot.parse_one(query, dialect="spark")
