@@ -25,7 +25,6 @@ import math
 import os
 import re
 import sys
-import tempfile
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
@@ -307,6 +306,8 @@ def spark_jars() -> Path | None:
 
 def reports_dir() -> Path:
     """``MVSINK_REPORTS_DIR``: where the DAG's write task leaves its report for append."""
+    import tempfile
+
     return _folder(REPORTS_DIR, "/data/_mvsink_reports") or Path(tempfile.gettempdir()) / "mvsink-reports"
 
 

@@ -19,7 +19,6 @@ acting, so an Airflow task retry, or a later refresh, passes the point.
 from __future__ import annotations
 
 import os
-import subprocess
 import sys
 
 from mvsink.exceptions import InjectedFault
@@ -86,6 +85,8 @@ def failpoint(
         return
     if action == "compete" and view and views_dir and refresh_time is not None:
         env = {k: v for k, v in os.environ.items() if k != ENV}
+        import subprocess
+
         subprocess.run(
             [
                 sys.executable,

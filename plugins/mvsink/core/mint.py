@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import os
 import time
-import uuid
 
 from mvsink.columns import TIME
 from mvsink.core.batch import BatchDescription, NothingToDo, SourceRead, make_batch_id
@@ -31,7 +31,7 @@ def mint(
     dry_run: bool = False,
 ) -> BatchDescription | NothingToDo:
     """Mint the batch that brings ``view`` up to ``refresh_time``, or say why there is none."""
-    run_id = run_id or f"cli-{uuid.uuid4().hex[:12]}"
+    run_id = run_id or f"cli-{os.urandom(6).hex()}"
     table = ViewTable.open(view)
     frontier = table.frontier
     if not table.exists and not dry_run:

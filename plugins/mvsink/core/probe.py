@@ -17,7 +17,6 @@ from __future__ import annotations
 import hashlib
 import hmac
 import logging
-import uuid
 from base64 import b64decode, b64encode
 from typing import TYPE_CHECKING
 from urllib.parse import quote
@@ -43,6 +42,8 @@ def check_conditional_writes(where: Where) -> None:
     if loc.is_local or _probed.get(loc.uri):
         return
     opts = storage.delta_options(loc) or {}
+    import uuid
+
     key = "/".join(p for p in (loc.key, f"{PROBE_PREFIX}{uuid.uuid4().hex}") if p)
     if loc.kind == "s3":
         put = _s3_put if opts.get("AWS_ACCESS_KEY_ID") else None

@@ -19,7 +19,6 @@ import dataclasses
 import json
 import logging
 import posixpath
-import shutil
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -96,6 +95,8 @@ class Staging:
     def drop_reads(self) -> None:
         """Delete the batch's input rows written by :meth:`write_read` (none on another store than the local disk)."""
         if self.reads.is_local:
+            import shutil
+
             shutil.rmtree(self.reads.key, ignore_errors=True)
 
     def write_rows(self, rows: pa.Table) -> None:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 import re
-import tempfile
 from collections.abc import Iterable, Mapping
 from urllib.parse import urlsplit
 
@@ -235,6 +234,8 @@ def write_properties_file(conf: Mapping[str, str], folder: str | None = None) ->
                 f"Spark setting {k}: its value has leading or trailing blanks, which Spark "
                 "strips from a properties file. Fix: remove the blanks from the value."
             )
+    import tempfile
+
     fd, path = tempfile.mkstemp(prefix="mvsink-spark-", suffix=".properties", dir=folder)
     with os.fdopen(fd, "w", encoding="utf-8") as f:
         for k, v in sorted(conf.items()):

@@ -5,8 +5,6 @@ from __future__ import annotations
 import json
 import logging
 import re
-import subprocess
-import tempfile
 from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
@@ -83,6 +81,9 @@ def run_write_submit(
     view: ViewDefinition, desc: BatchDescription, *, master: str = "local[2]", conf: Mapping[str, str] | None = None
 ) -> WriteReport:
     """Run the write step through spark-submit and return its report (errors re-raised as ours)."""
+    import subprocess
+    import tempfile
+
     with tempfile.TemporaryDirectory(prefix="mvsink-") as tmp:
         report_path = Path(tmp) / "report.json"
         desc_path = Path(tmp) / "description.json"
