@@ -20,7 +20,7 @@ os.environ.setdefault("SPARK_SUBMIT_OPTS", SHORT_LIVED_JVM)
 # falls back to), and the model's own tests turn it on (tests/unit/test_cost_*.py, tests/spark/test_cost_history.py).
 # A value set outside is kept.
 os.environ.setdefault("MVSINK_COST_MODEL", "false")
-# The machine's cache of query splits (mvsink.definitions.splitcache): the run's own, not the user's ~/.cache (xdist's
+# The machine's cache of query splits (mvsink.definitions.cache): the run's own, not the user's ~/.cache (xdist's
 # workers inherit the controller's folder). A value set outside is kept.
 os.environ.setdefault("MVSINK_CACHE_DIR", tempfile.mkdtemp(prefix="mvsink-test-cache-"))
 

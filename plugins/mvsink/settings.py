@@ -313,7 +313,7 @@ def reports_dir() -> Path:
 
 def cache_dir() -> Path:
     """``MVSINK_CACHE_DIR``: this machine's cache of work derived from view definitions alone
-    (:mod:`mvsink.definitions.splitcache`); default ``$XDG_CACHE_HOME/mvsink``, else ``~/.cache/mvsink``."""
+    (:mod:`mvsink.definitions.cache`); default ``$XDG_CACHE_HOME/mvsink``, else ``~/.cache/mvsink``."""
     got = _folder(CACHE_DIR, "/var/cache/mvsink")
     if got is not None:
         return got

@@ -44,7 +44,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Final, Protocol
 
 from mvsink import settings
-from mvsink.definitions import splitcache
+from mvsink.definitions import cache
 from mvsink.definitions.catalog import Catalog
 from mvsink.definitions.view import Source, ViewDefinition
 
@@ -52,7 +52,7 @@ if TYPE_CHECKING:
     from mvsink.definitions.having import HavingSplit
 
 # (the modules that split a query's text on sqlglot's tree are imported where a split is computed: a refresh whose
-# split is kept (mvsink.definitions.splitcache) imports neither them nor sqlglot)
+# split is kept (mvsink.definitions.cache) imports neither them nor sqlglot)
 
 
 class Described(Protocol):
@@ -239,8 +239,8 @@ def _having_split(view: ViewDefinition) -> IntermediateSplit | None:
 
 
 def _kept_split_query(query: str, *, key: tuple[str, ...]) -> tuple[str, str] | None:
-    """:func:`split_query`, kept on this machine (:mod:`mvsink.definitions.splitcache`)."""
-    return splitcache.kept(
+    """:func:`split_query`, kept on this machine (:mod:`mvsink.definitions.cache`)."""
+    return cache.kept(
         "query",
         {"query": query, "key": list(key)},
         lambda: split_query(query, key=key),
@@ -250,8 +250,8 @@ def _kept_split_query(query: str, *, key: tuple[str, ...]) -> tuple[str, str] | 
 
 
 def _kept_split_cte(query: str, *, sources: list[str]) -> CteSplit | None:
-    """:func:`split_cte`, kept on this machine (:mod:`mvsink.definitions.splitcache`)."""
-    return splitcache.kept(
+    """:func:`split_cte`, kept on this machine (:mod:`mvsink.definitions.cache`)."""
+    return cache.kept(
         "cte",
         {"query": query, "sources": sources},
         lambda: split_cte(query, sources=sources),
@@ -271,10 +271,10 @@ def _kept_split_cte(query: str, *, sources: list[str]) -> CteSplit | None:
 
 
 def _kept_split_having(query: str, *, sources: list[str], view: str) -> HavingSplit | None:
-    """:func:`split_having`, kept on this machine (:mod:`mvsink.definitions.splitcache`)."""
+    """:func:`split_having`, kept on this machine (:mod:`mvsink.definitions.cache`)."""
     from mvsink.definitions.having import HavingSplit
 
-    return splitcache.kept(
+    return cache.kept(
         "having",
         {"query": query, "sources": sources, "view": view},
         lambda: split_having(query, sources=sources, view=view),

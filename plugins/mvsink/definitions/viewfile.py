@@ -50,8 +50,7 @@ import re
 from pathlib import Path
 from typing import Any, Literal
 
-import yaml
-
+from mvsink.definitions import cache
 from mvsink.definitions.confinement import contained, data_root_for
 from mvsink.definitions.view import (
     DEFAULT_RETAIN_HISTORY_MS,
@@ -90,8 +89,6 @@ KNOWN_FIELDS = {
     "storage_options",
     "notify",
 }
-# libyaml's safe loader when PyYAML has it (about 30x faster: the UI loads every view file per page)
-_YAML_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 
 def parse_view(text: str, *, file: str = "<string>", data_root: Path | None = None) -> ViewDefinition:
@@ -252,11 +249,23 @@ def _parse_notify(raw: object, file: str) -> tuple[Notify, ...]:
     return tuple(out)
 
 
+def _safe_load(text: str) -> Any:
+    """PyYAML's safe load of ``text``: libyaml's loader where PyYAML has it (about 30x faster: the UI loads every
+    view file per page)."""
+    import yaml
+
+    return yaml.load(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))  # a safe loader
+
+
 def _load_yaml(text: str, file: str) -> dict[str, Any]:
     """The view file's mapping of fields (valid YAML, a mapping, only known fields)."""
     try:
-        doc = yaml.load(text, Loader=_YAML_LOADER)  # a safe loader
-    except yaml.YAMLError as exc:
+        doc = cache.yaml_document(text, _safe_load)  # (PyYAML imported only for a text not read before)
+    except Exception as exc:
+        import yaml
+
+        if not isinstance(exc, yaml.YAMLError):
+            raise
         mark = getattr(exc, "problem_mark", None)
         where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
         raise ViewDefinitionError(
