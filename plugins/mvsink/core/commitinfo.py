@@ -5,7 +5,8 @@ Every commit mvsink makes to a view's table carries these keys beside delta-rs's
 :class:`CommitInfo` is the one encoder (:meth:`CommitInfo.to_metadata`) and decoder
 (:meth:`CommitInfo.from_history`) of that format. The format is fixed: each value is
 ``json.dumps`` of the field (``"mvsink.lower": "1767225600000"``, ``"mvsink.view": "\\"v\\""``),
-keys with no value are left out; tables written by earlier versions decode unchanged.
+keys with no value are left out; tables written by earlier versions decode unchanged. :class:`HistoryEntry` is one
+commit as ``history()`` lists it, its commit info decoded.
 """
 
 from __future__ import annotations
@@ -173,3 +174,29 @@ REASON_HINTS: tuple[tuple[tuple[str, ...], str], ...] = (
         "the plan check does not know that operator or function yet: rewrite with built-in functions, or report it",
     ),
 )
+
+
+@dataclasses.dataclass(frozen=True)
+class HistoryEntry:
+    """One commit of the view's table as ``history()`` lists it."""
+
+    version: int
+    timestamp: int  # commit time, ms
+    operation: str  # delta-rs's operation (WRITE, DELETE, CREATE TABLE, ...)
+    info: CommitInfo | None  # ours; None for a foreign commit (a hand edit, another writer)
+    metrics: dict[str, Any] = dataclasses.field(default_factory=dict)  # delta-rs's operationMetrics
+
+    @property
+    def op(self) -> str | None:
+        """Our operation (create, bump, append, compact, evolve), None for a foreign commit."""
+        return self.info.operation if self.info is not None else None
+
+    @classmethod
+    def of(cls, entry: dict[str, Any]) -> HistoryEntry:
+        return cls(
+            version=int(entry.get("version", -1)),
+            timestamp=int(entry.get("timestamp", 0)),
+            operation=str(entry.get("operation", "unknown")),
+            info=CommitInfo.from_history(entry),
+            metrics=dict(entry.get("operationMetrics") or {}),
+        )

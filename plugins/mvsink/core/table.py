@@ -15,15 +15,14 @@ The free functions below it are about any Delta table (the sources too).
 
 from __future__ import annotations
 
-import dataclasses
 import logging
 import time
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from mvsink.columns import is_hidden
 from mvsink.core import storage
-from mvsink.core.commitinfo import CommitInfo
+from mvsink.core.commitinfo import CommitInfo, HistoryEntry
 from mvsink.core.deltalog import (
     cached_snapshot,
     commit_times,
@@ -203,32 +202,6 @@ def table_id(dt: DeltaTable) -> str:
 
 
 # ---------------------------------------------------------------- the view's table
-
-
-@dataclasses.dataclass(frozen=True)
-class HistoryEntry:
-    """One commit of the view's table as ``history()`` lists it."""
-
-    version: int
-    timestamp: int  # commit time, ms
-    operation: str  # delta-rs's operation (WRITE, DELETE, CREATE TABLE, ...)
-    info: CommitInfo | None  # ours; None for a foreign commit (a hand edit, another writer)
-    metrics: dict[str, Any] = dataclasses.field(default_factory=dict)  # delta-rs's operationMetrics
-
-    @property
-    def op(self) -> str | None:
-        """Our operation (create, bump, append, compact, evolve), None for a foreign commit."""
-        return self.info.operation if self.info is not None else None
-
-    @classmethod
-    def of(cls, entry: dict[str, Any]) -> HistoryEntry:
-        return cls(
-            version=int(entry.get("version", -1)),
-            timestamp=int(entry.get("timestamp", 0)),
-            operation=str(entry.get("operation", "unknown")),
-            info=CommitInfo.from_history(entry),
-            metrics=dict(entry.get("operationMetrics") or {}),
-        )
 
 
 class ViewTable:
